@@ -1,0 +1,104 @@
+// swift-tools-version: 6.1
+// LANSync: a peer-to-peer LAN sync agent. Each target has one job; dependencies point down:
+//
+//   lansync (CLI), lansync-bench
+//        └── LANSync (the embeddable node)
+//              ├── LANSyncStore ── LANSyncCore, GRDB
+//              └── LANSyncIdentity ── LANSyncCrypto ── CSodium (libsodium)
+//
+// LANSyncCore is pure Swift with no I/O: the CRDT laws live there and nowhere else.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "lansync",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "LANSync", targets: ["LANSync"]),
+        .executable(name: "lansync", targets: ["lansync"]),
+        .executable(name: "lansync-bench", targets: ["lansync-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // libsodium, as the system library Debian's libsodium-dev provides.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        // CRDT core: HLC, version vectors, entries, LWW registers, deltas, digests. No I/O.
+        .target(name: "LANSyncCore", swiftSettings: strict),
+        // Hashing, key pairs and secret buffers over libsodium.
+        .target(name: "LANSyncCrypto", dependencies: ["CSodium"], swiftSettings: strict),
+        // Device identity: the stable device ID, the long-term key pair, the identity file.
+        .target(name: "LANSyncIdentity", dependencies: ["LANSyncCrypto"], swiftSettings: strict),
+        // The SQLite replica: schema, durable writes, merge of deltas, queries.
+        .target(
+            name: "LANSyncStore",
+            dependencies: [
+                "LANSyncCore",
+                "LANSyncCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        // The embeddable node: what an app links against.
+        .target(
+            name: "LANSync",
+            dependencies: [
+                "LANSyncCore",
+                "LANSyncStore",
+                "LANSyncIdentity",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "lansync",
+            dependencies: [
+                "LANSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // Benchmarks with same-run baselines (raw SQLite inserts of the same rows).
+        .executableTarget(
+            name: "lansync-bench",
+            dependencies: [
+                "LANSync",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LANSyncCoreTests",
+            dependencies: [
+                "LANSyncCore",
+                "LANSyncCrypto",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "LANSyncCryptoTests", dependencies: ["LANSyncCrypto"], swiftSettings: strict),
+        .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity"], swiftSettings: strict),
+        .testTarget(
+            name: "LANSyncStoreTests",
+            dependencies: ["LANSyncStore", "LANSyncCrypto", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "LANSyncTests", dependencies: ["LANSync"], swiftSettings: strict),
+        // Runs the built `lansync` executable the way a user would.
+        .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

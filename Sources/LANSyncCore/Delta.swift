@@ -1,0 +1,106 @@
+/// What one replica ships to another: the rows the receiver lacks, and how far they bring its
+/// version vector.
+///
+/// For each replica `r` the sender includes every row it holds whose dot is `(r, n)` with
+/// `from < n <= through`, where `from` is what the receiver was known to cover. Rows superseded
+/// at the sender (an overwritten preference, a losing duplicate entry) are not shipped: the row
+/// that superseded them is shipped or already covered, so the receiver ends up with at least it.
+public struct Delta: Hashable, Sendable {
+    /// The range of one replica's counters that this delta completes: `(from, through]`.
+    public struct Coverage: Hashable, Sendable {
+        public let replica: ReplicaID
+        public let from: UInt64
+        public let through: UInt64
+
+        public init(replica: ReplicaID, from: UInt64, through: UInt64) {
+            self.replica = replica
+            self.from = from
+            self.through = through
+        }
+    }
+
+    public var entries: [Entry]
+    public var preferences: [PreferenceWrite]
+    public var coverage: [Coverage]
+
+    public init(entries: [Entry] = [], preferences: [PreferenceWrite] = [], coverage: [Coverage] = []) {
+        self.entries = entries
+        self.preferences = preferences
+        self.coverage = coverage
+    }
+
+    public var isEmpty: Bool { entries.isEmpty && preferences.isEmpty && coverage.isEmpty }
+
+    /// Why this delta cannot be applied, or nil when it is well-formed: every row's dot inside a
+    /// declared range, ranges non-empty and one per replica, names valid. A delta that fails this
+    /// is rejected whole.
+    public func problem() -> String? {
+        var ranges: [ReplicaID: Coverage] = [:]
+        for range in coverage {
+            guard range.from < range.through else {
+                return "coverage of replica \(range.replica) is empty or reversed (\(range.from)...\(range.through))"
+            }
+            guard ranges.updateValue(range, forKey: range.replica) == nil else {
+                return "replica \(range.replica) has two coverage ranges"
+            }
+        }
+        func inRange(_ dot: Dot) -> Bool {
+            guard let range = ranges[dot.replica] else { return false }
+            return dot.counter > range.from && dot.counter <= range.through
+        }
+        for entry in entries {
+            guard inRange(entry.dot) else { return "entry \(entry.id) has dot \(entry.dot) outside the delta's coverage" }
+            if let problem = Names.streamProblem(entry.stream) { return problem }
+            if let problem = Names.entryIDProblem(entry.id) { return problem }
+        }
+        for write in preferences {
+            guard inRange(write.dot) else {
+                return "preference \(write.key) has dot \(write.dot) outside the delta's coverage"
+            }
+            if let problem = Names.keyProblem(write.key) { return problem }
+        }
+        return nil
+    }
+}
+
+extension VersionVector {
+    /// Advances the vector by a delta's coverage after its rows were merged. A range only counts
+    /// when it starts at or below what we already cover: otherwise there is a gap (rows we never
+    /// saw), the rows are still merged (always safe: merge is a join), and a later delta fills it.
+    public mutating func advance(by coverage: [Delta.Coverage]) {
+        for range in coverage where self[range.replica] >= range.from {
+            self[range.replica] = max(self[range.replica], range.through)
+        }
+    }
+}
+
+/// How a merge changed a replica.
+public struct MergeOutcome: Hashable, Sendable {
+    /// Entries new to this replica (or replacing a version that loses to them).
+    public var entriesAdded = 0
+    /// Preferences whose winning write changed.
+    public var preferencesChanged = 0
+
+    public init(entriesAdded: Int = 0, preferencesChanged: Int = 0) {
+        self.entriesAdded = entriesAdded
+        self.preferencesChanged = preferencesChanged
+    }
+
+    public var changedAnything: Bool { entriesAdded > 0 || preferencesChanged > 0 }
+}
+
+/// The element-level merge rules, shared by the in-memory `ReplicaState` and the SQLite store so
+/// both follow exactly the same laws.
+public enum MergeRule {
+    /// Whether an incoming entry replaces the version held under its id (nil: none held).
+    @inlinable public static func entryReplaces(_ incoming: Entry, existing: Entry?) -> Bool {
+        guard let existing else { return true }
+        return Entry.precedes(incoming, existing)
+    }
+
+    /// Whether an incoming preference write replaces the one held under its key (nil: none held).
+    @inlinable public static func preferenceReplaces(_ incoming: PreferenceWrite, existing: PreferenceWrite?) -> Bool {
+        guard let existing else { return true }
+        return PreferenceWrite.loses(existing, to: incoming)
+    }
+}

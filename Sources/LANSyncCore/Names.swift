@@ -1,0 +1,50 @@
+/// Rules for the names people and apps choose: streams, preference keys, entry ids.
+///
+/// Names travel to other devices and land in file names of exports, so they are kept to a
+/// portable, printable subset; each check returns a sentence saying what is wrong and what is allowed.
+public enum Names {
+    public static let maxStreamLength = 64
+    public static let maxKeyLength = 200
+    public static let maxEntryIDLength = 128
+
+    /// A stream name: 1–64 of `a-z 0-9 _ - .`, starting with a letter or digit ("symbol_taps").
+    public static func streamProblem(_ name: String) -> String? {
+        if name.isEmpty { return "a stream name cannot be empty" }
+        if name.utf8.count > maxStreamLength { return "a stream name has at most \(maxStreamLength) characters" }
+        guard name.utf8.allSatisfy(isNameByte), let first = name.utf8.first, isAlphanumeric(first) else {
+            return "stream name '\(name)': use lowercase letters, digits, '_', '-' and '.', starting with a letter or digit"
+        }
+        return nil
+    }
+
+    /// A preference key: '/'-separated segments, each like a stream name ("controls/slider/sensitivity").
+    public static func keyProblem(_ key: String) -> String? {
+        if key.isEmpty { return "a preference key cannot be empty" }
+        if key.utf8.count > maxKeyLength { return "a preference key has at most \(maxKeyLength) characters" }
+        for segment in key.split(separator: "/", omittingEmptySubsequences: false) {
+            guard let first = segment.utf8.first, isAlphanumeric(first), segment.utf8.allSatisfy(isNameByte) else {
+                return "preference key '\(key)': use '/'-separated parts of lowercase letters, digits, '_', '-' and '.', "
+                    + "each starting with a letter or digit (e.g. controls/slider/sensitivity)"
+            }
+        }
+        return nil
+    }
+
+    /// An entry id given by the caller: 1–128 printable ASCII characters, no spaces.
+    public static func entryIDProblem(_ id: String) -> String? {
+        if id.isEmpty { return "an entry id cannot be empty" }
+        if id.utf8.count > maxEntryIDLength { return "an entry id has at most \(maxEntryIDLength) characters" }
+        guard id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            return "entry id '\(id)': use printable ASCII characters without spaces"
+        }
+        return nil
+    }
+
+    static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+    }
+
+    static func isNameByte(_ byte: UInt8) -> Bool {
+        isAlphanumeric(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+    }
+}

@@ -1,0 +1,85 @@
+/// The CRDT actor: one per install of LANSync, random, never reused.
+///
+/// A reinstalled device keeps its device ID but gets a new replica ID, so no `(replica, counter)`
+/// pair is ever issued twice. Ordered by its 16 bytes read big-endian, which is the tie-break for
+/// last-writer-wins registers and must therefore be the same on every machine.
+public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The first and last eight of the 16 bytes, big-endian, so that integer order is byte order.
+    public let high: UInt64
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// Builds an ID from exactly 16 bytes; nil for any other length.
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 16 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for (index, byte) in bytes.enumerated() {
+            if index < 8 { high = high << 8 | UInt64(byte) } else { low = low << 8 | UInt64(byte) }
+        }
+        self.init(high: high, low: low)
+    }
+
+    /// Parses the 32-digit hexadecimal form that `description` prints.
+    public init?(hex: some StringProtocol) {
+        guard hex.utf8.count == 32, let high = UInt64(hex.prefix(16), radix: 16),
+            let low = UInt64(hex.suffix(16), radix: 16)
+        else { return nil }
+        self.init(high: high, low: low)
+    }
+
+    /// The 16 bytes, big-endian.
+    public var bytes: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(16)
+        out.appendBigEndian(high)
+        out.appendBigEndian(low)
+        return out
+    }
+
+    public static func < (a: ReplicaID, b: ReplicaID) -> Bool { (a.high, a.low) < (b.high, b.low) }
+
+    /// 32 lowercase hexadecimal digits.
+    public var description: String {
+        let high = String(high, radix: 16)
+        let low = String(low, radix: 16)
+        return String(repeating: "0", count: 16 - high.count) + high + String(repeating: "0", count: 16 - low.count) + low
+    }
+}
+
+/// One operation's identity: the replica that issued it and that replica's counter (1, 2, 3, …).
+public struct Dot: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let replica: ReplicaID
+    public let counter: UInt64
+
+    public init(replica: ReplicaID, counter: UInt64) {
+        self.replica = replica
+        self.counter = counter
+    }
+
+    public static func < (a: Dot, b: Dot) -> Bool { (a.replica, a.counter) < (b.replica, b.counter) }
+
+    public var description: String { "(\(replica), \(counter))" }
+}
+
+extension Array where Element == UInt8 {
+    @inlinable mutating func appendBigEndian(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    @inlinable mutating func appendBigEndian(_ value: UInt32) {
+        for shift in stride(from: 24, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+    }
+
+    /// Appends a field as a 4-byte big-endian length then its UTF-8 bytes, so that concatenated
+    /// fields can never be confused with each other ("ab"+"c" differs from "a"+"bc").
+    @inlinable mutating func appendField(_ text: String) {
+        let utf8 = text.utf8
+        appendBigEndian(UInt32(utf8.count))
+        append(contentsOf: utf8)
+    }
+}

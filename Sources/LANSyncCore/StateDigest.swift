@@ -1,0 +1,76 @@
+/// A hash of a replica's CRDT state — the set of entries and the winning write of every
+/// preference — that is maintained incrementally, so `status` costs nothing on a large replica.
+///
+/// It is a multiset hash: the sum modulo 2^256 of a SHA-256 hash of each element's canonical
+/// bytes. Adding an element adds its hash; replacing one subtracts the old hash and adds the new.
+/// The sum does not depend on the order elements arrived in, so two replicas holding the same
+/// elements have the same digest however they got them, and different states differ except with
+/// negligible probability. The hash function is injected (`ElementHasher`) to keep this module
+/// free of C dependencies.
+public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
+    /// Four 64-bit limbs, most significant first.
+    public private(set) var limbs: [UInt64] = [0, 0, 0, 0]
+
+    public init() {}
+
+    /// Restores a digest from its 32 stored bytes; nil for any other length.
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 32 else { return nil }
+        limbs = Self.limbs(of: bytes)
+    }
+
+    /// The 32 bytes, big-endian.
+    public var bytes: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(32)
+        for limb in limbs { out.appendBigEndian(limb) }
+        return out
+    }
+
+    public mutating func insert(hash: [UInt8]) {
+        let other = Self.limbs(of: hash)
+        var carry: UInt64 = 0
+        for index in (0..<4).reversed() {
+            let (sum1, overflow1) = limbs[index].addingReportingOverflow(other[index])
+            let (sum2, overflow2) = sum1.addingReportingOverflow(carry)
+            limbs[index] = sum2
+            carry = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
+        }
+    }
+
+    public mutating func remove(hash: [UInt8]) {
+        let other = Self.limbs(of: hash)
+        var borrow: UInt64 = 0
+        for index in (0..<4).reversed() {
+            let (difference1, overflow1) = limbs[index].subtractingReportingOverflow(other[index])
+            let (difference2, overflow2) = difference1.subtractingReportingOverflow(borrow)
+            limbs[index] = difference2
+            borrow = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
+        }
+    }
+
+    static func limbs(of bytes: [UInt8]) -> [UInt64] {
+        precondition(bytes.count == 32, "an element hash must be 32 bytes")
+        return (0..<4).map { limb in
+            bytes[(limb * 8)..<(limb * 8 + 8)].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+    }
+
+    /// 64 lowercase hexadecimal digits.
+    public var description: String {
+        limbs.map { limb in
+            let text = String(limb, radix: 16)
+            return String(repeating: "0", count: 16 - text.count) + text
+        }.joined()
+    }
+}
+
+/// The hash the digest sums over: SHA-256 in production (`LANSyncCrypto.SHA256.hash`).
+public struct ElementHasher: Sendable {
+    public let hash: @Sendable ([UInt8]) -> [UInt8]
+
+    public init(_ hash: @escaping @Sendable ([UInt8]) -> [UInt8]) { self.hash = hash }
+
+    public func hash(_ entry: Entry) -> [UInt8] { hash(entry.canonicalBytes) }
+    public func hash(_ write: PreferenceWrite) -> [UInt8] { hash(write.canonicalBytes) }
+}

@@ -1,0 +1,41 @@
+/// For each replica, the counter up to which this replica holds everything that still matters.
+///
+/// "Covers `(r, n)`" means: every operation `(r, 1…n)` has been merged, or has been superseded by
+/// a write this replica also holds (an older preference value, a losing duplicate entry). Two
+/// replicas compare vectors to ship only what the other lacks.
+///
+/// Merge is the pointwise maximum: commutative, associative, idempotent.
+public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
+    public private(set) var counters: [ReplicaID: UInt64]
+
+    public init(_ counters: [ReplicaID: UInt64] = [:]) {
+        self.counters = counters.filter { $0.value > 0 }
+    }
+
+    public subscript(replica: ReplicaID) -> UInt64 {
+        get { counters[replica] ?? 0 }
+        set { counters[replica] = newValue == 0 ? nil : newValue }
+    }
+
+    public func covers(_ dot: Dot) -> Bool { self[dot.replica] >= dot.counter }
+
+    /// The pointwise maximum of two vectors.
+    public func merged(with other: VersionVector) -> VersionVector {
+        VersionVector(counters.merging(other.counters, uniquingKeysWith: max))
+    }
+
+    /// How many operations `self` holds that `other` does not, summed over replicas. Counts dots,
+    /// so it is an upper bound on the rows a delta carries (superseded writes are not shipped).
+    public func operationsAhead(of other: VersionVector) -> UInt64 {
+        counters.reduce(0) { sum, item in sum + (item.value > other[item.key] ? item.value - other[item.key] : 0) }
+    }
+
+    /// True when `self` covers everything `other` covers.
+    public func dominates(_ other: VersionVector) -> Bool {
+        other.counters.allSatisfy { self[$0.key] >= $0.value }
+    }
+
+    public var description: String {
+        "[" + counters.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "]"
+    }
+}
