@@ -16,7 +16,7 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "lansync",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "LANSync", targets: ["LANSync"]),
         .executable(name: "lansync", targets: ["lansync"]),

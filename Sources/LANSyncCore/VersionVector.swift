@@ -1,8 +1,12 @@
 /// For each replica, the counter up to which this replica holds everything that still matters.
 ///
-/// "Covers `(r, n)`" means: every operation `(r, 1…n)` has been merged, or has been superseded by
-/// a write this replica also holds (an older preference value, a losing duplicate entry). Two
-/// replicas compare vectors to ship only what the other lacks.
+/// "Covers `(r, n)`" means: every operation `(r, 1…n)` has been merged, or was skipped by a sender
+/// because a newer write superseded it (an older preference value, a losing duplicate entry).
+/// Precisely, for each key the greatest covered write is held (or bettered), or a write that beats
+/// it is not covered yet — so it is still owed and will arrive. A replica that pulls deltas made
+/// for its own vector has the strong form: every covered write is held or bettered. Once a vector
+/// covers every dot, the state holds every write's effect. (Both forms are property-tested.)
+/// Two replicas compare vectors to ship only what the other lacks.
 ///
 /// Merge is the pointwise maximum: commutative, associative, idempotent.
 public struct VersionVector: Hashable, Sendable, CustomStringConvertible {

@@ -78,3 +78,8 @@ public enum DeviceIDDerivation {
         DeviceID(bytes: randomBytes(16))!
     }
 }
+
+extension DeviceIdentity {
+    /// The public key in hexadecimal, as shown to people and pinned by peers.
+    public var publicKeyHex: String { keyPair.publicKey.hexString }
+}

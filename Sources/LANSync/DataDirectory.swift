@@ -1,0 +1,28 @@
+import Foundation
+
+/// Where a node keeps its files, and the rule for finding it.
+///
+/// Layout: `identity.json` (device ID and key pair, mode 0600) and `replica.sqlite` (with its
+/// `-wal` and `-shm` files) in a directory of mode 0700.
+public struct DataDirectory: Sendable, Equatable {
+    public let path: String
+
+    public init(path: String) {
+        // Keep paths absolute so messages name the real place and a later chdir changes nothing.
+        self.path = URL(fileURLWithPath: path).standardizedFileURL.path
+    }
+
+    public var identityPath: String { path + "/identity.json" }
+    public var replicaPath: String { path + "/replica.sqlite" }
+
+    /// `$LANSYNC_DATA_DIR`, else `$XDG_DATA_HOME/lansync`, else `~/.local/share/lansync`.
+    public static func resolve(explicit: String?, environment: [String: String]) -> DataDirectory {
+        if let explicit, !explicit.isEmpty { return DataDirectory(path: explicit) }
+        if let fromEnvironment = environment["LANSYNC_DATA_DIR"], !fromEnvironment.isEmpty {
+            return DataDirectory(path: fromEnvironment)
+        }
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return DataDirectory(path: xdg + "/lansync") }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return DataDirectory(path: home + "/.local/share/lansync")
+    }
+}

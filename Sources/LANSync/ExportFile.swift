@@ -1,0 +1,112 @@
+import Foundation
+import LANSyncCore
+import LANSyncStore
+
+/// LANSync's export format: JSON Lines, one object per line, so exports stream in and out with
+/// bounded memory and stay readable with `jq` and `grep`.
+///
+/// ```
+/// {"type":"header","format":"lansync-export","version":1,"exported_at":…,"device_id":…,"replica_id":…}
+/// {"type":"entry","id":…,"stream":…,"device_id":…,"replica_id":…,"counter":…,"hlc":"ms.logical","time":…,"wall_ms":…,"payload":{…}}
+/// {"type":"preference","key":…,"device_id":…,"replica_id":…,"counter":…,"hlc":…,"time":…,"wall_ms":…,"value":…}
+/// {"type":"end","entries":N,"preferences":M,"digest":…,"version_vector":{"<replica>":counter,…}}
+/// ```
+///
+/// `payload` and `value` are always the last member of their line and are copied byte for byte,
+/// so an export imported elsewhere has the same digest. An unset preference has `"unset":true`
+/// and no value. The `end` line makes a truncated file detectable: without it, or with other
+/// counts, an import writes nothing.
+public enum ExportFile {
+    public static let format = "lansync-export"
+    public static let version = 1
+
+    /// Writes the whole replica, in one consistent read, to `sink`. Returns the counts written.
+    public static func write(
+        _ node: LANSyncNode, to sink: (String) throws -> Void, progress: (Int) -> Void = { _ in }
+    ) throws -> (entries: Int, preferences: Int) {
+        let status = try node.status()
+        try sink(
+            line([
+                ("type", quoted("header")), ("format", quoted(format)), ("version", "\(version)"),
+                ("exported_at", quoted(Timestamps.iso8601(milliseconds: Int64(Timestamps.nowMilliseconds())))),
+                ("device_id", quoted(node.deviceID.description)), ("replica_id", quoted(node.replicaID.description)),
+            ]))
+        var entries = 0
+        var preferences = 0
+        let vector = try node.store.forEachRow(
+            entry: { entry in
+                try sink(line(fields(of: entry)))
+                entries += 1
+                if entries % 10_000 == 0 { progress(entries) }
+            },
+            preference: { write in
+                try sink(line(fields(of: write)))
+                preferences += 1
+            })
+        let vectorText =
+            "{" + vector.counters.sorted { $0.key < $1.key }.map { "\(quoted($0.key.description)):\($0.value)" }
+            .joined(separator: ",") + "}"
+        try sink(
+            line([
+                ("type", quoted("end")), ("entries", "\(entries)"), ("preferences", "\(preferences)"),
+                ("digest", quoted(status.digest.description)), ("version_vector", vectorText),
+            ]))
+        return (entries, preferences)
+    }
+
+    public static func fields(of entry: Entry) -> [(String, String)] {
+        [
+            ("type", quoted("entry")), ("id", quoted(entry.id)), ("stream", quoted(entry.stream)),
+            ("device_id", quoted(entry.originDevice.description)), ("replica_id", quoted(entry.dot.replica.description)),
+            ("counter", "\(entry.dot.counter)"), ("hlc", quoted(entry.hlc.description)),
+            ("time", quoted(Timestamps.iso8601(milliseconds: entry.wallMilliseconds))),
+            ("wall_ms", "\(entry.wallMilliseconds)"), ("payload", entry.payload),
+        ]
+    }
+
+    public static func fields(of write: PreferenceWrite) -> [(String, String)] {
+        var fields: [(String, String)] = [
+            ("type", quoted("preference")), ("key", quoted(write.key)),
+            ("device_id", quoted(write.originDevice.description)), ("replica_id", quoted(write.dot.replica.description)),
+            ("counter", "\(write.dot.counter)"), ("hlc", quoted(write.hlc.description)),
+            ("time", quoted(Timestamps.iso8601(milliseconds: write.wallMilliseconds))),
+            ("wall_ms", "\(write.wallMilliseconds)"),
+        ]
+        if let value = write.value { fields.append(("value", value)) } else { fields.append(("unset", "true")) }
+        return fields
+    }
+
+    /// Members already encoded as JSON values, in order, as one line.
+    static func line(_ members: [(String, String)]) -> String {
+        "{" + members.map { "\(quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}\n"
+    }
+
+    /// A JSON string literal.
+    public static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+extension HybridTimestamp {
+    /// Parses the `ms.logical` form that `description` prints.
+    init?(text: String) {
+        let parts = text.split(separator: ".")
+        guard parts.count == 2, let physical = UInt64(parts[0]), physical < (1 << 48), let logical = UInt16(parts[1])
+        else { return nil }
+        self.init(physicalMilliseconds: physical, logical: logical)
+    }
+}

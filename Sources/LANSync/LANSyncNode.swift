@@ -1,0 +1,272 @@
+import Foundation
+public import LANSyncCore
+public import LANSyncIdentity
+public import LANSyncStore
+
+/// A LANSync node embedded in an app: its identity and its replica, with the calls an app makes.
+///
+/// Writes are local and durable when they return, and never wait on the network: they commit
+/// to SQLite (WAL, `synchronous=FULL`), concurrent appends sharing one commit. Reads see every
+/// committed write. `changes()` streams what was committed, local or merged.
+public final class LANSyncNode: Sendable {
+    public let dataDirectory: DataDirectory
+    public let identity: DeviceIdentity
+    public let store: ReplicaStore
+    public let clock: NodeClock
+    private let feed = ChangeFeed()
+    private let commits: GroupCommit
+
+    /// The most rows merged in one transaction, so a local write never waits behind a long merge.
+    public static let mergeChunkRows = 1_000
+
+    public var deviceID: DeviceID { identity.deviceID }
+    public var replicaID: ReplicaID { store.replica }
+
+    private init(dataDirectory: DataDirectory, identity: DeviceIdentity, store: ReplicaStore, clock: NodeClock) {
+        self.dataDirectory = dataDirectory
+        self.identity = identity
+        self.store = store
+        self.clock = clock
+        let feed = feed
+        commits = GroupCommit(store: store, clock: clock) { entries in feed.publish(.entries(entries, local: true)) }
+    }
+
+    deinit { feed.finish() }
+
+    // MARK: Setting up
+
+    /// What `initialize` did.
+    public struct InitReport: Sendable {
+        /// False when the node was fully initialised already and nothing changed.
+        public var changedAnything: Bool { identityCreated || replicaCreated }
+        public let identityCreated: Bool
+        public let replicaCreated: Bool
+        public let identity: DeviceIdentity
+        public let replicaID: ReplicaID
+        /// Why the machine ID could not be used, when the device ID had to be random.
+        public let machineIDProblem: String?
+    }
+
+    /// Creates the node in `dataDirectory`: an identity (unless one is stored: it wins) and a
+    /// replica with a fresh replica ID (unless one exists). Changes nothing on an initialised node.
+    public static func initialize(
+        at dataDirectory: DataDirectory, name: String?, machineIDPath: String = "/etc/machine-id"
+    ) throws(LANSyncError) -> InitReport {
+        if let name, let problem = deviceNameProblem(name) { throw LANSyncError(.invalidInput, problem) }
+        do {
+            try SecretFile.makePrivateDirectory(dataDirectory.path)
+        } catch {
+            throw LANSyncError(.storage, "\(error); choose a writable place with --data-dir")
+        }
+        let file = IdentityFile(path: dataDirectory.identityPath)
+        var identity: DeviceIdentity
+        var identityCreated = false
+        var problem: String?
+        do {
+            if let stored = try file.load() {
+                identity = stored
+            } else {
+                let made = IdentityFactory.make(name: name ?? defaultDeviceName(), machineIDPath: machineIDPath)
+                identity = made.0
+                problem = made.1?.description
+                try file.save(identity)
+                identityCreated = true
+            }
+        } catch {
+            throw LANSyncError(.unusableData, error.description)
+        }
+        let created: Bool
+        let store: ReplicaStore
+        do {
+            (store, created) = try ReplicaStore.openOrCreate(path: dataDirectory.replicaPath, device: identity.deviceID)
+        } catch {
+            throw translate(error)
+        }
+        return InitReport(
+            identityCreated: identityCreated, replicaCreated: created, identity: identity, replicaID: store.replica,
+            machineIDProblem: problem)
+    }
+
+    /// Opens the node in `dataDirectory`; it must have been initialised.
+    public static func open(at dataDirectory: DataDirectory, clock: NodeClock = NodeClock()) throws(LANSyncError)
+        -> LANSyncNode
+    {
+        let identity: DeviceIdentity?
+        do {
+            identity = try IdentityFile(path: dataDirectory.identityPath).load()
+        } catch {
+            throw LANSyncError(.unusableData, error.description)
+        }
+        guard let identity else {
+            throw LANSyncError(
+                .notInitialized,
+                "no LANSync node in \(dataDirectory.path); run `lansync init` first (or point --data-dir elsewhere)")
+        }
+        do {
+            let store = try ReplicaStore.open(path: dataDirectory.replicaPath)
+            return LANSyncNode(dataDirectory: dataDirectory, identity: identity, store: store, clock: clock)
+        } catch {
+            throw translate(error)
+        }
+    }
+
+    static func defaultDeviceName() -> String {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? ""
+        return deviceNameProblem(host) == nil ? host : "lansync-device"
+    }
+
+    /// Why a device name is unusable, or nil: 1–64 printable characters.
+    public static func deviceNameProblem(_ name: String) -> String? {
+        if name.trimmingCharacters(in: .whitespaces).isEmpty { return "a device name cannot be empty" }
+        if name.count > 64 { return "a device name has at most 64 characters" }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "a device name cannot contain control characters"
+        }
+        return nil
+    }
+
+    // MARK: Writing
+
+    /// Checks an append and compacts its payload; throws saying what is wrong.
+    public static func validated(_ request: AppendRequest) throws(LANSyncError) -> AppendRequest {
+        if let problem = Names.streamProblem(request.stream) { throw LANSyncError(.invalidInput, problem) }
+        if let id = request.id, let problem = Names.entryIDProblem(id) { throw LANSyncError(.invalidInput, problem) }
+        var checked = request
+        checked.payload = try JSONText.compact(request.payload)
+        return checked
+    }
+
+    /// Appends an entry to `stream`; durable when it returns. With an `id` already held, returns
+    /// the entry held: retrying an append is safe.
+    @discardableResult
+    public func append(to stream: String, payload: String, id: String? = nil) async throws(LANSyncError) -> Entry {
+        try await append([AppendRequest(id: id, stream: stream, payload: payload)])[0]
+    }
+
+    /// Appends several entries; all are validated first, so a bad one means none is written.
+    public func append(_ requests: [AppendRequest]) async throws(LANSyncError) -> [Entry] {
+        var checked = [AppendRequest]()
+        checked.reserveCapacity(requests.count)
+        for request in requests { checked.append(try Self.validated(request)) }
+        do {
+            return try await commits.append(checked)
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// Sets a preference to a JSON value (last writer wins across devices).
+    @discardableResult
+    public func set(_ key: String, to jsonValue: String) async throws(LANSyncError) -> PreferenceWrite {
+        if let problem = Names.keyProblem(key) { throw LANSyncError(.invalidInput, problem) }
+        return try await write(PreferenceRequest(key: key, value: try JSONText.compact(jsonValue)))
+    }
+
+    /// Unsets a preference: a tombstone that wins over older writes on every device.
+    @discardableResult
+    public func unset(_ key: String) async throws(LANSyncError) -> PreferenceWrite {
+        if let problem = Names.keyProblem(key) { throw LANSyncError(.invalidInput, problem) }
+        return try await write(PreferenceRequest(key: key, value: nil))
+    }
+
+    private func write(_ request: PreferenceRequest) async throws(LANSyncError) -> PreferenceWrite {
+        do {
+            let writes = try await store.setPreferences([request], now: clock.now())
+            feed.publish(.preferences(writes, local: true))
+            return writes[0]
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// Merges a delta from a peer or a file. Refused whole when a row's clock reading is more than
+    /// `maxSkewMilliseconds` ahead of ours, or when it is malformed. Large deltas are applied in
+    /// transactions of at most `mergeChunkRows` rows, the coverage with the last, so local writes
+    /// interleave; a crash part-way leaves merged rows that a re-sent delta merges again harmlessly.
+    @discardableResult
+    public func merge(_ delta: Delta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
+        let now = clock.now()
+        do {
+            try HybridLogicalClock.check(delta.newestHLC, now: now, maxSkew: maxSkewMilliseconds)
+        } catch {
+            throw LANSyncError(.clockSkew, error.description)
+        }
+        if let problem = delta.problem() { throw LANSyncError(.invalidInput, "rejected a malformed delta: \(problem)") }
+        var outcome = MergeOutcome()
+        for chunk in Self.chunks(of: delta, rows: Self.mergeChunkRows) {
+            do {
+                let result = try await store.merge(chunk)
+                outcome.entriesAdded += result.entries.count
+                outcome.preferencesChanged += result.preferences.count
+                if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
+                if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
+            } catch {
+                throw Self.translate(error)
+            }
+        }
+        return outcome
+    }
+
+    /// Splits a delta into pieces of at most `rows` rows; only the last carries the coverage, so the
+    /// version vector moves only once every row is in.
+    static func chunks(of delta: Delta, rows: Int) -> [Delta] {
+        guard delta.entries.count + delta.preferences.count > rows else { return [delta] }
+        var pieces = [Delta]()
+        var index = 0
+        while index < delta.entries.count {
+            let end = min(index + rows, delta.entries.count)
+            pieces.append(Delta(entries: Array(delta.entries[index..<end])))
+            index = end
+        }
+        index = 0
+        while index < delta.preferences.count {
+            let end = min(index + rows, delta.preferences.count)
+            pieces.append(Delta(preferences: Array(delta.preferences[index..<end])))
+            index = end
+        }
+        pieces[pieces.count - 1].coverage = delta.coverage
+        return pieces
+    }
+
+    // MARK: Reading
+
+    /// Entries matching `query`, oldest first.
+    public func entries(_ query: EntryQuery = EntryQuery()) throws(LANSyncError) -> [Entry] {
+        do { return try store.entries(query) } catch { throw Self.translate(error) }
+    }
+
+    /// The value of a preference as compact JSON text; nil when unset or never set.
+    public func preference(_ key: String) throws(LANSyncError) -> String? {
+        do { return try store.preference(key: key)?.value } catch { throw Self.translate(error) }
+    }
+
+    /// Every preference's winning write; tombstones (unset keys) only when asked for.
+    public func preferences(includingUnset: Bool = false) throws(LANSyncError) -> [PreferenceWrite] {
+        do {
+            return try store.preferences().filter { includingUnset || !$0.isTombstone }
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// The replica's counts, digest and version vector.
+    public func status() throws(LANSyncError) -> StoreStatus {
+        do { return try store.status() } catch { throw Self.translate(error) }
+    }
+
+    /// Every change committed from now on, local or merged, in commit order.
+    public func changes() -> AsyncStream<ReplicaChange> { feed.stream() }
+
+    static func translate(_ error: any Error) -> LANSyncError {
+        if let error = error as? LANSyncError { return error }
+        if let error = error as? StoreError {
+            switch error.code {
+            case .notInitialized: return LANSyncError(.notInitialized, error.message)
+            case .notAReplica, .newerSchema: return LANSyncError(.unusableData, error.message)
+            case .invalidDelta: return LANSyncError(.invalidInput, error.message)
+            case .database: return LANSyncError(.storage, error.message)
+            }
+        }
+        return LANSyncError(.storage, "\(error)")
+    }
+}

@@ -1,0 +1,545 @@
+import Foundation
+import GRDB
+public import LANSyncCore
+import LANSyncCrypto
+
+/// An entry to append locally. Validated by the caller (names, JSON) before it reaches the store.
+public struct AppendRequest: Sendable {
+    /// A caller-chosen id for idempotent retries, or nil for a generated time-ordered id.
+    public var id: String?
+    public var stream: String
+    /// Compact JSON text.
+    public var payload: String
+
+    public init(id: String? = nil, stream: String, payload: String) {
+        self.id = id
+        self.stream = stream
+        self.payload = payload
+    }
+}
+
+/// A preference to set locally: compact JSON text, or nil to unset it (a tombstone).
+public struct PreferenceRequest: Sendable {
+    public var key: String
+    public var value: String?
+
+    public init(key: String, value: String?) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// The rows a merge added or changed, for change observers.
+public struct MergeResult: Sendable {
+    public var entries: [Entry] = []
+    public var preferences: [PreferenceWrite] = []
+
+    public init() {}
+
+    public var outcome: MergeOutcome {
+        MergeOutcome(entriesAdded: entries.count, preferencesChanged: preferences.count)
+    }
+}
+
+/// What `status` shows about a replica.
+public struct StoreStatus: Sendable, Equatable {
+    public let replica: ReplicaID
+    public let device: DeviceID
+    public let entries: Int
+    /// Preferences holding a value (tombstones excluded).
+    public let preferences: Int
+    /// Preference keys that were unset (tombstones), kept so the unset reaches every peer.
+    public let tombstones: Int
+    public let streams: Int
+    public let digest: StateDigest
+    public let versionVector: VersionVector
+    public let hlc: HybridTimestamp
+}
+
+/// Which entries to list.
+public struct EntryQuery: Sendable {
+    public var stream: String?
+    /// Wall-clock bounds in milliseconds since the epoch: `since` inclusive, `until` exclusive.
+    public var since: Int64?
+    public var until: Int64?
+    public var limit: Int?
+
+    public init(stream: String? = nil, since: Int64? = nil, until: Int64? = nil, limit: Int? = nil) {
+        self.stream = stream
+        self.since = since
+        self.until = until
+        self.limit = limit
+    }
+}
+
+/// One replica's SQLite database: a `Sendable` value around GRDB's `DatabaseWriter` whose write
+/// methods keep the CRDT invariants (every row change through `WriteContext`, one transaction per
+/// call, committed with `synchronous=FULL` in WAL mode before the call returns).
+public struct ReplicaStore: Sendable {
+    let writer: any DatabaseWriter
+    public let replica: ReplicaID
+    public let device: DeviceID
+    let hasher: ElementHasher
+
+    /// SHA-256 of an element's canonical bytes: what the state digest sums.
+    public static let elementHasher = ElementHasher { SHA256.hash($0) }
+
+    private init(writer: any DatabaseWriter) throws(StoreError) {
+        self.writer = writer
+        hasher = Self.elementHasher
+        let ids = try Self.database {
+            try writer.read { db in try Row.fetchOne(db, sql: "SELECT replica_id, device_id FROM meta") }
+        }
+        guard let ids else {
+            throw StoreError(.notInitialized, "the replica's initialisation never finished; run `lansync init` again")
+        }
+        replica = ReplicaID(bytes: [UInt8](ids[0] as Data))!
+        device = DeviceID(bytes: [UInt8](ids[1] as Data))!
+    }
+
+    // MARK: Opening
+
+    /// Opens the replica at `path`, which must exist and be a LANSync replica.
+    public static func open(path: String) throws(StoreError) -> ReplicaStore {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw StoreError(.notInitialized, "no replica at \(path); run `lansync init` first")
+        }
+        guard try probe(path: path) else {
+            throw StoreError(.notInitialized, "the replica at \(path) is empty; run `lansync init`")
+        }
+        return try ReplicaStore(writer: pool(path: path))
+    }
+
+    /// Opens the replica at `path`, creating it for `device` with a fresh replica ID when there is
+    /// none. Returns whether it was created.
+    public static func openOrCreate(path: String, device: DeviceID) throws(StoreError) -> (ReplicaStore, created: Bool) {
+        if FileManager.default.fileExists(atPath: path) { _ = try probe(path: path) }
+        let pool = try pool(path: path)
+        // Health data: only the owner may read the replica (its -wal and -shm inherit this mode).
+        chmod(path, 0o600)
+        let created = try initialize(pool, device: device)
+        return (try ReplicaStore(writer: pool), created)
+    }
+
+    /// A replica in memory, for tests.
+    public static func inMemory(device: DeviceID) throws(StoreError) -> ReplicaStore {
+        let queue = try database { try DatabaseQueue() }
+        try database { try Schema.migrator.migrate(queue) }
+        _ = try initialize(queue, device: device)
+        return try ReplicaStore(writer: queue)
+    }
+
+    /// Checks, without writing anything, that the file is a LANSync replica this build can open.
+    /// Returns false for an SQLite file with no tables yet (an init that was cut short).
+    static func probe(path: String) throws(StoreError) -> Bool {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let (applicationID, version, tables) = try database {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            return try queue.read { db in
+                (
+                    try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0,
+                    try Int32.fetchOne(db, sql: "PRAGMA user_version") ?? 0,
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
+                )
+            }
+        } onError: { error in
+            if error.resultCode == .SQLITE_NOTADB {
+                return StoreError(.notAReplica, "\(path) is not a LANSync replica (not an SQLite database); "
+                    + "point --data-dir at a LANSync data directory")
+            }
+            return nil
+        }
+        if tables == 0 { return false }
+        guard applicationID == Schema.applicationID else {
+            throw StoreError(.notAReplica, "\(path) is an SQLite database but not a LANSync replica; "
+                + "point --data-dir at a LANSync data directory")
+        }
+        guard version <= Schema.version else {
+            throw StoreError(.newerSchema, "\(path) was written by a newer LANSync (schema \(version); this build "
+                + "knows up to \(Schema.version)); upgrade lansync to open it")
+        }
+        return true
+    }
+
+    static func pool(path: String) throws(StoreError) -> DatabasePool {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // Durable at commit: an acknowledged write survives power loss, not only a crash.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        let pool = try database { try DatabasePool(path: path, configuration: configuration) }
+        try database { try Schema.migrator.migrate(pool) }
+        return pool
+    }
+
+    /// Writes the metadata row with a new replica ID unless there is one. Returns whether it wrote.
+    static func initialize(_ writer: any DatabaseWriter, device: DeviceID) throws(StoreError) -> Bool {
+        try database {
+            try writer.write { db in
+                guard try Int.fetchOne(db, sql: "SELECT count(*) FROM meta") == 0 else { return false }
+                let replica = ReplicaID(bytes: randomBytes(16))!
+                try db.execute(
+                    sql: """
+                        INSERT INTO meta (singleton, replica_id, device_id, created_ms, hlc, digest)
+                        VALUES (1, ?, ?, ?, 0, ?)
+                        """,
+                    arguments: [
+                        Data(replica.bytes), Data(device.bytes), Int64(Date().timeIntervalSince1970 * 1000),
+                        Data(StateDigest().bytes),
+                    ])
+                try db.execute(
+                    sql: "INSERT INTO replicas (replica_id, counter) VALUES (?, 0)", arguments: [Data(replica.bytes)])
+                return true
+            }
+        }
+    }
+
+    // MARK: Local writes
+
+    /// Appends entries made on this replica in one durable transaction: each gets the next dot and
+    /// HLC reading. A request whose id is held already returns the entry held (idempotent retry).
+    public func append(_ requests: [AppendRequest], now: UInt64) throws(StoreError) -> [Entry] {
+        try Self.database { try writer.write { db in try Self.append(requests, now: now, db: db, hasher: hasher) } }
+    }
+
+    /// The same, suspending instead of blocking while the transaction runs.
+    public func append(_ requests: [AppendRequest], now: UInt64) async throws(StoreError) -> [Entry] {
+        let hasher = hasher
+        return try await Self.database {
+            try await writer.write { db in try Self.append(requests, now: now, db: db, hasher: hasher) }
+        }
+    }
+
+    private static func append(_ requests: [AppendRequest], now: UInt64, db: Database, hasher: ElementHasher) throws
+        -> [Entry]
+    {
+        var context = try WriteContext(db, hasher: hasher)
+        var results = [Entry]()
+        results.reserveCapacity(requests.count)
+        for request in requests {
+            if let id = request.id, let existing = try context.entry(id: id) {
+                results.append(existing)
+                continue
+            }
+            let hlc = context.tick(now: now)
+            let entry = Entry(
+                id: request.id ?? EntryIDs.make(hlc: hlc), stream: request.stream, originDevice: context.device,
+                dot: context.nextDot(), hlc: hlc, wallMilliseconds: Int64(now), payload: request.payload)
+            _ = try context.mergeEntry(entry)
+            results.append(entry)
+        }
+        try context.save()
+        return results
+    }
+
+    /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
+    public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) throws(StoreError) -> [PreferenceWrite] {
+        try Self.database { try writer.write { db in try Self.set(writes, now: now, db: db, hasher: hasher) } }
+    }
+
+    /// The same, suspending instead of blocking while the transaction runs.
+    public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) async throws(StoreError) -> [PreferenceWrite] {
+        let hasher = hasher
+        return try await Self.database {
+            try await writer.write { db in try Self.set(writes, now: now, db: db, hasher: hasher) }
+        }
+    }
+
+    private static func set(_ writes: [PreferenceRequest], now: UInt64, db: Database, hasher: ElementHasher) throws
+        -> [PreferenceWrite]
+    {
+        var context = try WriteContext(db, hasher: hasher)
+        var results = [PreferenceWrite]()
+        for request in writes {
+            // Our clock is past every reading merged so far, so a local write always wins here.
+            let hlc = context.tick(now: now)
+            let write = PreferenceWrite(
+                key: request.key, value: request.value, originDevice: context.device, dot: context.nextDot(),
+                hlc: hlc, wallMilliseconds: Int64(now))
+            _ = try context.mergePreference(write)
+            results.append(write)
+        }
+        try context.save()
+        return results
+    }
+
+    // MARK: Merge
+
+    /// Merges a delta from another replica in one transaction: rejected whole when malformed.
+    public func merge(_ delta: Delta) throws(StoreError) -> MergeResult {
+        try Self.validate(delta)
+        let hasher = hasher
+        return try Self.database { try writer.write { db in try Self.merge(delta, db: db, hasher: hasher) } }
+    }
+
+    /// The same, suspending instead of blocking while the transaction runs.
+    public func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
+        try Self.validate(delta)
+        let hasher = hasher
+        return try await Self.database { try await writer.write { db in try Self.merge(delta, db: db, hasher: hasher) } }
+    }
+
+    private static func validate(_ delta: Delta) throws(StoreError) {
+        if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
+    }
+
+    private static func merge(_ delta: Delta, db: Database, hasher: ElementHasher) throws -> MergeResult {
+        var context = try WriteContext(db, hasher: hasher)
+        var result = MergeResult()
+        for entry in delta.entries where try context.mergeEntry(entry) { result.entries.append(entry) }
+        for write in delta.preferences where try context.mergePreference(write) { result.preferences.append(write) }
+        context.observe(delta.newestHLC)
+        try context.advance(by: delta.coverage)
+        try context.save()
+        return result
+    }
+
+    /// Runs `body` inside one write transaction that merges whatever rows it feeds in; when
+    /// `body` throws, everything is rolled back and nothing is written. For imports.
+    public func importing<T>(_ body: (inout ImportSession) throws -> T) throws -> (T, MergeOutcome) {
+        let hasher = hasher
+        return try writer.write { db in
+            var session = ImportSession(context: try WriteContext(db, hasher: hasher))
+            let result = try body(&session)
+            try session.finish()
+            return (result, session.outcome)
+        }
+    }
+
+    // MARK: Reads
+
+    public func versionVector() throws(StoreError) -> VersionVector {
+        try Self.database {
+            try writer.read { db in
+                var vector = VersionVector()
+                for row in try Row.fetchAll(db, sql: "SELECT replica_id, counter FROM replicas") {
+                    vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
+                }
+                return vector
+            }
+        }
+    }
+
+    public func status() throws(StoreError) -> StoreStatus {
+        try Self.database {
+            try writer.read { db in
+                let meta = try Row.fetchOne(
+                    db, sql: "SELECT digest, entry_count, preference_count, hlc FROM meta")!
+                let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM preferences WHERE value IS NULL") ?? 0
+                let streams = try Int.fetchOne(db, sql: "SELECT count(DISTINCT stream) FROM entries") ?? 0
+                var vector = VersionVector()
+                for row in try Row.fetchAll(db, sql: "SELECT replica_id, counter FROM replicas") {
+                    vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
+                }
+                let preferences: Int = meta[2]
+                return StoreStatus(
+                    replica: replica, device: device, entries: meta[1], preferences: preferences - tombstones,
+                    tombstones: tombstones, streams: streams,
+                    digest: StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(), versionVector: vector,
+                    hlc: HybridTimestamp(rawValue: UInt64(meta[3] as Int64)))
+            }
+        }
+    }
+
+    /// Recomputes the digest from every row, ignoring the stored one: for integrity checks and tests.
+    public func recomputeDigest() throws(StoreError) -> StateDigest {
+        var digest = StateDigest()
+        _ = try Self.database {
+            try forEachRow(
+                entry: { digest.insert(hash: hasher.hash($0)) }, preference: { digest.insert(hash: hasher.hash($0)) })
+        }
+        return digest
+    }
+
+    /// Calls `body` for each entry matching `query`, oldest first (wall-clock time, then id).
+    public func forEachEntry(_ query: EntryQuery, _ body: (Entry) throws -> Void) throws {
+        var clauses = [String]()
+        var arguments = StatementArguments()
+        if let stream = query.stream {
+            clauses.append("stream = ?")
+            arguments += [stream]
+        }
+        if let since = query.since {
+            clauses.append("wall_ms >= ?")
+            arguments += [since]
+        }
+        if let until = query.until {
+            clauses.append("wall_ms < ?")
+            arguments += [until]
+        }
+        var sql = "SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries"
+        if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
+        sql += " ORDER BY wall_ms, id"
+        if let limit = query.limit { sql += " LIMIT \(limit)" }
+        try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+            while let row = try rows.next() { try body(try RowDecoding.entry(row, replicas: replicas)) }
+        }
+    }
+
+    public func entries(_ query: EntryQuery) throws -> [Entry] {
+        var result = [Entry]()
+        try forEachEntry(query) { result.append($0) }
+        return result
+    }
+
+    public func entry(id: String) throws -> Entry? {
+        try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            return try Row.fetchOne(
+                db, sql: "SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries WHERE id = ?",
+                arguments: [id]
+            ).map { try RowDecoding.entry($0, replicas: replicas) }
+        }
+    }
+
+    /// The winning write of a key (a tombstone when it was unset), or nil when never set.
+    public func preference(key: String) throws -> PreferenceWrite? {
+        try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            return try Row.fetchOne(
+                db, sql: "SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences WHERE key = ?",
+                arguments: [key]
+            ).map { try RowDecoding.preference($0, replicas: replicas) }
+        }
+    }
+
+    /// Every preference's winning write, tombstones included, ordered by key.
+    public func preferences() throws -> [PreferenceWrite] {
+        try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            return try Row.fetchAll(
+                db, sql: "SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences ORDER BY key"
+            ).map { try RowDecoding.preference($0, replicas: replicas) }
+        }
+    }
+
+    /// Calls the closures for every row in one consistent read, and returns the version vector of
+    /// that same snapshot: what an export writes.
+    @discardableResult
+    public func forEachRow(entry: (Entry) throws -> Void, preference: (PreferenceWrite) throws -> Void) throws
+        -> VersionVector
+    {
+        try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            let entries = try Row.fetchCursor(
+                db, sql: "SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries ORDER BY id")
+            while let row = try entries.next() { try entry(try RowDecoding.entry(row, replicas: replicas)) }
+            let preferences = try Row.fetchCursor(
+                db, sql: "SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences ORDER BY key")
+            while let row = try preferences.next() { try preference(try RowDecoding.preference(row, replicas: replicas)) }
+            var vector = VersionVector()
+            for (number, id) in replicas {
+                vector[id] = UInt64(try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number]) ?? 0)
+            }
+            return vector
+        }
+    }
+
+    /// One bounded batch of what a replica covering `known` lacks: at most `maxRows` rows, in dot
+    /// order per replica, with coverage ranges that say exactly how far the batch goes. Call again
+    /// with `known` advanced by the returned coverage until the delta comes back empty.
+    public func delta(since known: VersionVector, maxRows: Int) throws(StoreError) -> Delta {
+        precondition(maxRows > 0, "a delta batch needs room for at least one row")
+        return try Self.database {
+            try writer.read { db in
+                let replicas = try Self.replicaNumbers(db)
+                var delta = Delta()
+                var budget = maxRows
+                let ranges = try Row.fetchAll(db, sql: "SELECT num, replica_id, counter FROM replicas ORDER BY replica_id")
+                for range in ranges {
+                    let id = ReplicaID(bytes: [UInt8](range[1] as Data))!
+                    let number: Int64 = range[0]
+                    let through = UInt64(range[2] as Int64)
+                    let from = known[id]
+                    guard through > from else { continue }
+                    guard budget > 0 else { break }
+                    let entries = try Row.fetchAll(
+                        db.cachedStatement(
+                            sql: """
+                                SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries
+                                WHERE replica = ? AND counter > ? AND counter <= ? ORDER BY counter LIMIT ?
+                                """),
+                        arguments: [number, Int64(from), Int64(through), budget]
+                    ).map { try RowDecoding.entry($0, replicas: replicas) }
+                    let preferences = try Row.fetchAll(
+                        db.cachedStatement(
+                            sql: """
+                                SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences
+                                WHERE replica = ? AND counter > ? AND counter <= ? ORDER BY counter LIMIT ?
+                                """),
+                        arguments: [number, Int64(from), Int64(through), budget]
+                    ).map { try RowDecoding.preference($0, replicas: replicas) }
+                    // Both lists hold their smallest counters, so the smallest `budget` of their union
+                    // are exactly the next rows in dot order.
+                    var counters = entries.map(\.dot.counter) + preferences.map(\.dot.counter)
+                    counters.sort()
+                    var reached = through
+                    if counters.count > budget || entries.count == budget || preferences.count == budget {
+                        reached = counters[min(budget, counters.count) - 1]
+                    }
+                    let taken = { (counter: UInt64) in counter <= reached }
+                    delta.entries += entries.filter { taken($0.dot.counter) }
+                    delta.preferences += preferences.filter { taken($0.dot.counter) }
+                    delta.coverage.append(.init(replica: id, from: from, through: reached))
+                    budget -= counters.filter(taken).count
+                    if reached < through { break }
+                }
+                return delta
+            }
+        }
+    }
+
+    /// Runs SQLite's `PRAGMA integrity_check`; returns its complaints (empty when healthy).
+    public func integrityProblems() throws(StoreError) -> [String] {
+        try Self.database {
+            try writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").filter { $0 != "ok" } }
+        }
+    }
+
+    static func replicaNumbers(_ db: Database) throws -> [Int64: ReplicaID] {
+        var map: [Int64: ReplicaID] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT num, replica_id FROM replicas") {
+            map[row[0]] = ReplicaID(bytes: [UInt8](row[1] as Data))!
+        }
+        return map
+    }
+
+    // MARK: Errors
+
+    /// Runs `body`, turning any GRDB error into a `StoreError` with a message for people.
+    static func database<T>(_ body: () throws -> T, onError: (DatabaseError) -> StoreError? = { _ in nil })
+        throws(StoreError) -> T
+    {
+        do { return try body() } catch { throw translate(error, onError) }
+    }
+
+    static func database<T>(_ body: () async throws -> T) async throws(StoreError) -> T {
+        do { return try await body() } catch { throw translate(error, { _ in nil }) }
+    }
+
+    private static func translate(_ error: any Error, _ onError: (DatabaseError) -> StoreError?) -> StoreError {
+        if let error = error as? StoreError { return error }
+        if let error = error as? DatabaseError {
+            if let mapped = onError(error) { return mapped }
+            switch error.resultCode {
+            case .SQLITE_NOTADB:
+                return StoreError(.notAReplica, "not a LANSync replica (not an SQLite database): \(error.message ?? "")")
+            case .SQLITE_BUSY, .SQLITE_LOCKED:
+                return StoreError(.database, "the replica is locked by another process for too long; try again")
+            case .SQLITE_FULL:
+                return StoreError(.database, "the disk is full; free some space and try again (nothing was written)")
+            case .SQLITE_CORRUPT:
+                return StoreError(.database, "the replica's database is damaged (\(error.message ?? "corrupt")); "
+                    + "restore it from an export or re-sync from peers")
+            default:
+                return StoreError(.database, "database error: \(error.message ?? "\(error)")")
+            }
+        }
+        return StoreError(.database, "\(error)")
+    }
+}

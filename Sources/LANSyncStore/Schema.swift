@@ -1,0 +1,67 @@
+import GRDB
+
+/// The replica's SQLite schema, created and upgraded by GRDB migrations.
+///
+/// - `meta`: one row about this replica: its replica ID, device ID, HLC, and the incrementally
+///   maintained state digest with element counts.
+/// - `replicas`: every replica ever heard of, with a small local number that rows use instead of
+///   16-byte IDs, and the version vector entry (`counter`) for it.
+/// - `entries`: the grow-only set, one row per entry id (the winning version).
+/// - `preferences`: one row per key, the winning last-writer-wins write (value NULL = tombstone).
+///
+/// Entries and preferences are indexed by dot `(replica, counter)` so a delta is a range scan.
+enum Schema {
+    /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
+    static let applicationID: Int32 = 0x4C4E_5359
+    /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
+    static let version: Int32 = 1
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE meta (
+                        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                        replica_id BLOB NOT NULL CHECK (length(replica_id) = 16),
+                        device_id BLOB NOT NULL CHECK (length(device_id) = 16),
+                        created_ms INTEGER NOT NULL,
+                        hlc INTEGER NOT NULL DEFAULT 0,
+                        digest BLOB NOT NULL CHECK (length(digest) = 32),
+                        entry_count INTEGER NOT NULL DEFAULT 0,
+                        preference_count INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE TABLE replicas (
+                        num INTEGER PRIMARY KEY,
+                        replica_id BLOB NOT NULL UNIQUE CHECK (length(replica_id) = 16),
+                        counter INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE TABLE entries (
+                        id TEXT NOT NULL PRIMARY KEY,
+                        stream TEXT NOT NULL,
+                        origin_device BLOB NOT NULL,
+                        replica INTEGER NOT NULL REFERENCES replicas(num),
+                        counter INTEGER NOT NULL,
+                        hlc INTEGER NOT NULL,
+                        wall_ms INTEGER NOT NULL,
+                        payload TEXT NOT NULL
+                    );
+                    CREATE INDEX entries_by_dot ON entries(replica, counter);
+                    CREATE INDEX entries_by_stream_time ON entries(stream, wall_ms);
+                    CREATE TABLE preferences (
+                        key TEXT NOT NULL PRIMARY KEY,
+                        value TEXT,
+                        origin_device BLOB NOT NULL,
+                        replica INTEGER NOT NULL REFERENCES replicas(num),
+                        counter INTEGER NOT NULL,
+                        hlc INTEGER NOT NULL,
+                        wall_ms INTEGER NOT NULL
+                    );
+                    CREATE INDEX preferences_by_dot ON preferences(replica, counter);
+                    PRAGMA application_id = \(applicationID);
+                    PRAGMA user_version = \(version);
+                    """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,103 @@
+import ArgumentParser
+import Foundation
+import LANSync
+
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Export the replica as JSON Lines (everything, for backup or transfer) or CSV (for spreadsheets).",
+        discussion: """
+            JSON holds every field of every entry and preference (ids, origin device, HLC, ISO 8601 UTC times)
+            and ends with a line of counts, so `lansync import` can bring it into another data directory with
+            nothing lost and detect a truncated file.
+
+            CSV has one row per entry and one column per payload field; name a stream with --stream to get
+            that stream's fields only.
+
+            With --out the file appears only once it is complete; without it the export goes to standard output.
+
+            Examples:
+              lansync export --out backup.jsonl
+              lansync export --format csv --stream symbol_taps --out taps.csv
+            """)
+
+    enum Format: String, ExpressibleByArgument, CaseIterable { case json, csv }
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "json (all data, for import) or csv (entries, for spreadsheets).") var format: Format = .json
+    @Option(help: "Only this stream (CSV only; a JSON export always holds everything).") var stream: String?
+    @Option(help: "Write to this file instead of standard output.") var out: String?
+
+    func validate() throws {
+        if let stream, let problem = Names.streamProblem(stream) { throw ValidationError(problem) }
+        if stream != nil && format == .json {
+            throw ValidationError("a JSON export holds the whole replica; use --format csv to export one stream")
+        }
+    }
+
+    func run() async throws {
+        let node = try await reportingErrors { try global.openNode() }
+        let target = out.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        let partial = target.map { $0 + ".partial" }
+        let handle: FileHandle
+        if let partial {
+            guard FileManager.default.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]),
+                let opened = FileHandle(forWritingAtPath: partial)
+            else {
+                note("lansync: error: cannot write \(target!); check the directory exists and is writable")
+                throw ExitCode(1)
+            }
+            handle = opened
+        } else {
+            handle = .standardOutput
+        }
+        let output = Output(handle: handle)
+        do {
+            switch format {
+            case .json:
+                let counts = try ExportFile.write(node, to: { output.write($0) })
+                if target != nil { note("exported \(counts.entries) entries and \(counts.preferences) preferences") }
+            case .csv:
+                let count = try CSVExport.write(node, stream: stream, to: { output.write($0) })
+                if target != nil { note("exported \(count) entries") }
+            }
+            output.flush()
+            if let partial, let target {
+                try handle.synchronize()
+                try handle.close()
+                if FileManager.default.fileExists(atPath: target) { try FileManager.default.removeItem(atPath: target) }
+                try FileManager.default.moveItem(atPath: partial, toPath: target)
+            }
+        } catch {
+            if let partial { try? FileManager.default.removeItem(atPath: partial) }
+            note("lansync: error: export failed, nothing was written: \(error)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Merge an export (from `lansync export`) into this replica.",
+        discussion: """
+            Importing is a merge: entries already held are kept once, and each preference keeps its latest
+            write. The whole file is checked and applied in one transaction: a damaged or truncated file is
+            reported with its line number and nothing is imported.
+
+            Example:
+              lansync export --data-dir ~/old --out backup.jsonl
+              lansync import backup.jsonl
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The export file.") var file: String
+
+    func run() async throws {
+        let report = try await reportingErrors {
+            let node = try global.openNode()
+            return try ImportFile.run(file, into: node)
+        }
+        Output().line(
+            "imported \(report.outcome.entriesAdded) new entries and \(report.outcome.preferencesChanged) preference "
+                + "changes (the file held \(report.entriesRead) entries and \(report.preferencesRead) preferences)")
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import LANSync
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show this node: device, replica, counts and the state digest.",
+        discussion: """
+            Two replicas with the same digest hold exactly the same entries and preference values.
+
+            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences,
+            unset_preferences, digest, hlc, version_vector.
+
+            Examples:
+              lansync status
+              lansync status --json | jq -r .digest
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        let (node, status) = try await reportingErrors {
+            let node = try global.openNode()
+            return (node, try node.status())
+        }
+        let out = Output()
+        let vector = status.versionVector.counters.sorted { $0.key < $1.key }
+        if json {
+            let vectorJSON = "{" + vector.map { "\(ExportFile.quoted($0.key.description)):\($0.value)" }.joined(separator: ",") + "}"
+            out.line(
+                [
+                    ("device_id", ExportFile.quoted(node.deviceID.description)),
+                    ("replica_id", ExportFile.quoted(node.replicaID.description)),
+                    ("name", ExportFile.quoted(node.identity.name)),
+                    ("data_dir", ExportFile.quoted(node.dataDirectory.path)),
+                    ("entries", "\(status.entries)"), ("streams", "\(status.streams)"),
+                    ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
+                    ("digest", ExportFile.quoted(status.digest.description)),
+                    ("hlc", ExportFile.quoted(status.hlc.description)), ("version_vector", vectorJSON),
+                ].jsonObject)
+        } else {
+            for line in aligned([
+                ["device", "\(node.deviceID)  (\(node.identity.name))"],
+                ["replica", node.replicaID.description],
+                ["data", node.dataDirectory.path],
+                ["entries", "\(status.entries) in \(status.streams) stream\(status.streams == 1 ? "" : "s")"],
+                ["preferences", "\(status.preferences) set, \(status.tombstones) unset"],
+                ["digest", status.digest.description],
+                ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
+            ]) { out.line(line) }
+        }
+    }
+}
