@@ -80,11 +80,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Shared by the test targets: generated histories of replicas for property tests.
+        .target(name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncCrypto"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncCoreTests",
             dependencies: [
                 "LANSyncCore",
                 "LANSyncCrypto",
+                "LANSyncTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strict
@@ -93,7 +96,13 @@ let package = Package(
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncStoreTests",
-            dependencies: ["LANSyncStore", "LANSyncCrypto", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "LANSyncStore",
+                "LANSyncCrypto",
+                "LANSyncTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(name: "LANSyncTests", dependencies: ["LANSync"], swiftSettings: strict),

@@ -16,9 +16,6 @@ public final class LANSyncNode: Sendable {
     private let feed = ChangeFeed()
     private let commits: GroupCommit
 
-    /// The most rows merged in one transaction, so a local write never waits behind a long merge.
-    public static let mergeChunkRows = 1_000
-
     public var deviceID: DeviceID { identity.deviceID }
     public var replicaID: ReplicaID { store.replica }
 
@@ -180,52 +177,23 @@ public final class LANSyncNode: Sendable {
     }
 
     /// Merges a delta from a peer or a file. Refused whole when a row's clock reading is more than
-    /// `maxSkewMilliseconds` ahead of ours, or when it is malformed. Large deltas are applied in
-    /// transactions of at most `mergeChunkRows` rows, the coverage with the last, so local writes
-    /// interleave; a crash part-way leaves merged rows that a re-sent delta merges again harmlessly.
+    /// `maxSkewMilliseconds` ahead of ours, or when it is malformed. Large deltas are committed in
+    /// bounded transactions (see `ReplicaStore.merge`), so local writes are never held up for long.
     @discardableResult
     public func merge(_ delta: Delta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
-        let now = clock.now()
         do {
-            try HybridLogicalClock.check(delta.newestHLC, now: now, maxSkew: maxSkewMilliseconds)
+            try HybridLogicalClock.check(delta.newestHLC, now: clock.now(), maxSkew: maxSkewMilliseconds)
         } catch {
             throw LANSyncError(.clockSkew, error.description)
         }
-        if let problem = delta.problem() { throw LANSyncError(.invalidInput, "rejected a malformed delta: \(problem)") }
-        var outcome = MergeOutcome()
-        for chunk in Self.chunks(of: delta, rows: Self.mergeChunkRows) {
-            do {
-                let result = try await store.merge(chunk)
-                outcome.entriesAdded += result.entries.count
-                outcome.preferencesChanged += result.preferences.count
-                if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
-                if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
-            } catch {
-                throw Self.translate(error)
-            }
+        do {
+            let result = try await store.merge(delta)
+            if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
+            if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
+            return result.outcome
+        } catch {
+            throw Self.translate(error)
         }
-        return outcome
-    }
-
-    /// Splits a delta into pieces of at most `rows` rows; only the last carries the coverage, so the
-    /// version vector moves only once every row is in.
-    static func chunks(of delta: Delta, rows: Int) -> [Delta] {
-        guard delta.entries.count + delta.preferences.count > rows else { return [delta] }
-        var pieces = [Delta]()
-        var index = 0
-        while index < delta.entries.count {
-            let end = min(index + rows, delta.entries.count)
-            pieces.append(Delta(entries: Array(delta.entries[index..<end])))
-            index = end
-        }
-        index = 0
-        while index < delta.preferences.count {
-            let end = min(index + rows, delta.preferences.count)
-            pieces.append(Delta(preferences: Array(delta.preferences[index..<end])))
-            index = end
-        }
-        pieces[pieces.count - 1].coverage = delta.coverage
-        return pieces
     }
 
     // MARK: Reading

@@ -39,6 +39,11 @@ public struct MergeResult: Sendable {
     public var outcome: MergeOutcome {
         MergeOutcome(entriesAdded: entries.count, preferencesChanged: preferences.count)
     }
+
+    mutating func append(_ other: MergeResult) {
+        entries += other.entries
+        preferences += other.preferences
+    }
 }
 
 /// What `status` shows about a replica.
@@ -268,18 +273,50 @@ public struct ReplicaStore: Sendable {
 
     // MARK: Merge
 
-    /// Merges a delta from another replica in one transaction: rejected whole when malformed.
+    /// The most rows merged in one transaction, so a local write never waits long behind a merge.
+    public static let mergeChunkRows = 1_000
+
+    /// Merges a delta from another replica. Rejected whole when malformed. A large delta is
+    /// committed in transactions of at most `mergeChunkRows` rows, the coverage with the last, so
+    /// local writes interleave; a crash part-way leaves merged rows (merge is idempotent) and an
+    /// unmoved version vector, so the rest is simply sent again.
     public func merge(_ delta: Delta) throws(StoreError) -> MergeResult {
         try Self.validate(delta)
-        let hasher = hasher
-        return try Self.database { try writer.write { db in try Self.merge(delta, db: db, hasher: hasher) } }
+        var result = MergeResult()
+        for chunk in Self.chunks(of: delta) {
+            let part = try Self.database { try writer.write { db in try Self.merge(chunk, db: db, hasher: hasher) } }
+            result.append(part)
+        }
+        return result
     }
 
-    /// The same, suspending instead of blocking while the transaction runs.
+    /// The same, suspending instead of blocking while each transaction runs.
     public func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
         try Self.validate(delta)
         let hasher = hasher
-        return try await Self.database { try await writer.write { db in try Self.merge(delta, db: db, hasher: hasher) } }
+        var result = MergeResult()
+        for chunk in Self.chunks(of: delta) {
+            let part = try await Self.database {
+                try await writer.write { db in try Self.merge(chunk, db: db, hasher: hasher) }
+            }
+            result.append(part)
+        }
+        return result
+    }
+
+    /// Splits a delta into pieces of at most `mergeChunkRows` rows; only the last carries the
+    /// coverage, so the version vector moves only once every row is in.
+    static func chunks(of delta: Delta) -> [Delta] {
+        let rows = mergeChunkRows
+        guard delta.entries.count + delta.preferences.count > rows else { return [delta] }
+        var pieces = stride(from: 0, to: delta.entries.count, by: rows).map {
+            Delta(entries: Array(delta.entries[$0..<min($0 + rows, delta.entries.count)]))
+        }
+        pieces += stride(from: 0, to: delta.preferences.count, by: rows).map {
+            Delta(preferences: Array(delta.preferences[$0..<min($0 + rows, delta.preferences.count)]))
+        }
+        pieces[pieces.count - 1].coverage = delta.coverage
+        return pieces
     }
 
     private static func validate(_ delta: Delta) throws(StoreError) {

@@ -6,12 +6,9 @@ struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Export the replica as JSON Lines (everything, for backup or transfer) or CSV (for spreadsheets).",
         discussion: """
-            JSON holds every field of every entry and preference (ids, origin device, HLC, ISO 8601 UTC times)
-            and ends with a line of counts, so `lansync import` can bring it into another data directory with
-            nothing lost and detect a truncated file.
+            JSON holds every field of every entry and preference (ids, origin device, HLC, ISO 8601 UTC times) and ends with a line of counts, so `lansync import` can bring it into another data directory with nothing lost and detect a truncated file.
 
-            CSV has one row per entry and one column per payload field; name a stream with --stream to get
-            that stream's fields only.
+            CSV has one row per entry and one column per payload field; name a stream with --stream to get that stream's fields only.
 
             With --out the file appears only once it is complete; without it the export goes to standard output.
 
@@ -79,9 +76,7 @@ struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Merge an export (from `lansync export`) into this replica.",
         discussion: """
-            Importing is a merge: entries already held are kept once, and each preference keeps its latest
-            write. The whole file is checked and applied in one transaction: a damaged or truncated file is
-            reported with its line number and nothing is imported.
+            Importing is a merge: entries already held are kept once, and each preference keeps its latest write. The whole file is checked and applied in one transaction: a damaged or truncated file is reported with its line number and nothing is imported.
 
             Example:
               lansync export --data-dir ~/old --out backup.jsonl

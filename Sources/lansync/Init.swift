@@ -6,10 +6,7 @@ struct Init: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create this machine's node: its identity and an empty replica.",
         discussion: """
-            The device ID is derived from /etc/machine-id with an app-specific keyed hash, so deleting the
-            data directory and running init again on the same machine gives back the same device ID (with a
-            new key pair and a new replica ID). Where the machine has no machine-id, init says so and uses a
-            random device ID, which lasts as long as the data directory.
+            The device ID is derived from /etc/machine-id with an app-specific keyed hash, so deleting the data directory and running init again on the same machine gives back the same device ID (with a new key pair and a new replica ID). Where the machine has no machine-id, init says so and uses a random device ID, which lasts as long as the data directory.
 
             Running init on a node that exists changes nothing.
 

@@ -9,8 +9,7 @@ struct Lansync: AsyncParsableCommand {
         commandName: "lansync",
         abstract: "Keep logs and preferences in sync between the machines of a group, with no server.",
         discussion: """
-            Each machine keeps its own replica (SQLite) of every stream and preference. Writes are local,
-            durable and instant, even offline.
+            Each machine keeps its own replica (SQLite) of every stream and preference. Writes are local, durable and instant, even offline.
 
             Get started:
               lansync init --name home-desktop
@@ -19,14 +18,27 @@ struct Lansync: AsyncParsableCommand {
               lansync pref set controls/slider/sensitivity 0.7
               lansync status
 
-            The data directory is --data-dir, else $LANSYNC_DATA_DIR, else $XDG_DATA_HOME/lansync,
-            else ~/.local/share/lansync.
+            Every command takes --data-dir DIR (before or after the command's name); without it the data directory is $LANSYNC_DATA_DIR, else $XDG_DATA_HOME/lansync, else ~/.local/share/lansync. Each command's --help has examples.
             """,
         version: "0.1.0",
         subcommands: [
             Init.self, ID.self, Log.self, Pref.self, Status.self, Export.self, Import.self,
         ]
     )
+
+    /// Parses with global options hoisted (see `GlobalOptions.hoisted`), then runs the command.
+    static func main() async {
+        do {
+            var command = try parseAsRoot(GlobalOptions.hoisted(Array(CommandLine.arguments.dropFirst())))
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Options every command accepts.
@@ -38,6 +50,29 @@ struct GlobalOptions: ParsableArguments {
             discussion: "Default: $LANSYNC_DATA_DIR, else $XDG_DATA_HOME/lansync, else ~/.local/share/lansync.",
             valueName: "dir"))
     var dataDir: String?
+
+    /// Lets `lansync --data-dir DIR log list` work like `lansync log list --data-dir DIR`: each
+    /// command declares the option itself, so an occurrence before the command's name is moved to
+    /// the end (or just before a `--`, after which everything is positional).
+    static func hoisted(_ arguments: [String]) -> [String] {
+        var leading = [String]()
+        var rest = arguments
+        while let first = rest.first, first.hasPrefix("--data-dir") {
+            rest.removeFirst()
+            leading.append(first)
+            if first == "--data-dir", let value = rest.first {
+                leading.append(value)
+                rest.removeFirst()
+            }
+        }
+        guard !leading.isEmpty else { return arguments }
+        if let terminator = rest.firstIndex(of: "--") {
+            rest.insert(contentsOf: leading, at: terminator)
+        } else {
+            rest += leading
+        }
+        return rest
+    }
 
     var dataDirectory: DataDirectory {
         DataDirectory.resolve(explicit: dataDir, environment: ProcessInfo.processInfo.environment)

@@ -13,13 +13,9 @@ struct Log: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Append an entry (a JSON payload) to a stream and print its id.",
             discussion: """
-                The payload is the JSON argument, or standard input when it is left out. The write is durable
-                when the command returns. With --id, appending the same id again returns the entry already
-                held instead of adding a second one: retries are safe.
+                The payload is the JSON argument, or standard input when it is left out. The write is durable when the command returns. With --id, appending the same id again returns the entry already held instead of adding a second one: retries are safe.
 
-                With --lines, every line of standard input is one JSON payload; all lines are checked first
-                (a bad line is reported with its number and nothing is written), then appended in batched
-                commits, and one id is printed per line.
+                With --lines, every line of standard input is one JSON payload; all lines are checked first (a bad line is reported with its number and nothing is written), then appended in batched commits, and one id is printed per line.
 
                 Examples:
                   lansync log append symbol_taps '{"symbol":"more","grid":[2,3]}'
@@ -113,8 +109,7 @@ struct Log: AsyncParsableCommand {
             discussion: """
                 Times are the wall-clock time of the write on its device, in UTC.
 
-                --json prints one object per line: id, stream, device_id, replica_id, counter, hlc, time
-                (ISO 8601 UTC), wall_ms, payload.
+                --json prints one object per line: id, stream, device_id, replica_id, counter, hlc, time (ISO 8601 UTC), wall_ms, payload.
 
                 Examples:
                   lansync log list

@@ -6,9 +6,7 @@ struct Pref: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Set, read and unset preferences: JSON values where the last writer wins across devices.",
         discussion: """
-            Keys are '/'-separated names such as device/name, caregiver/active or controls/slider/sensitivity.
-            When two devices change a preference while apart, the later write (by hybrid logical clock) wins
-            on every device once they meet.
+            Keys are '/'-separated names such as device/name, caregiver/active or controls/slider/sensitivity. When two devices change a preference while apart, the later write (by hybrid logical clock) wins on every device once they meet.
             """,
         subcommands: [Set.self, Get.self, List.self, Unset.self])
 
@@ -70,8 +68,7 @@ struct Pref: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List preferences and their values.",
             discussion: """
-                --json prints one object per line: key, value (or "unset": true), device_id, replica_id,
-                counter, hlc, time, wall_ms.
+                --json prints one object per line: key, value (or "unset": true), device_id, replica_id, counter, hlc, time, wall_ms.
 
                 Examples:
                   lansync pref list

@@ -8,8 +8,7 @@ struct Status: AsyncParsableCommand {
         discussion: """
             Two replicas with the same digest hold exactly the same entries and preference values.
 
-            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences,
-            unset_preferences, digest, hlc, version_vector.
+            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector.
 
             Examples:
               lansync status

@@ -1,4 +1,5 @@
 import LANSyncCore
+import LANSyncTestSupport
 import PropertyBased
 import Testing
 

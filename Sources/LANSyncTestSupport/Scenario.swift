@@ -1,4 +1,4 @@
-import LANSyncCore
+public import LANSyncCore
 import LANSyncCrypto
 
 /// Builds replica states from a list of small integers, each one an operation: what the property
@@ -8,18 +8,18 @@ import LANSyncCrypto
 /// shared pool (so different replicas write different versions of one id), append a fresh entry,
 /// set or unset a key from a small pool (so writes conflict), or pull a delta from another replica.
 /// Physical clocks jump around, backwards included, to exercise the hybrid logical clock.
-struct Scenario {
-    static let hasher = ElementHasher { SHA256.hash($0) }
-    static let devices = (0..<3).map { DeviceID(bytes: [UInt8](repeating: UInt8($0 + 1), count: 16))! }
+public struct Scenario {
+    public static let hasher = ElementHasher { SHA256.hash($0) }
+    public static let devices = (0..<3).map { DeviceID(bytes: [UInt8](repeating: UInt8($0 + 1), count: 16))! }
 
-    var replicas: [ReplicaState]
+    public var replicas: [ReplicaState]
     /// Every entry and preference write ever made, for soundness checks.
-    var entriesMade: [Entry] = []
-    var writesMade: [PreferenceWrite] = []
+    public var entriesMade: [Entry] = []
+    public var writesMade: [PreferenceWrite] = []
     /// Deltas pulled during the run, for delivery-order checks.
-    var deltas: [Delta] = []
+    public var deltas: [Delta] = []
 
-    init(operations: [Int]) {
+    public init(operations: [Int]) {
         replicas = (0..<3).map { index in
             ReplicaState(
                 replica: ReplicaID(high: UInt64(index + 1) << 56, low: UInt64(index)), device: Self.devices[index],
@@ -53,11 +53,11 @@ struct Scenario {
         for replica in replicas { deltas.append(replica.delta(since: VersionVector())) }
     }
 
-    static func fresh(_ index: Int = 9) -> ReplicaState {
+    public static func fresh(_ index: Int = 9) -> ReplicaState {
         ReplicaState(replica: ReplicaID(high: 0xFF, low: UInt64(index)), device: devices[0], hasher: hasher)
     }
 
-    static func merged(_ states: ReplicaState...) -> ReplicaState {
+    public static func merged(_ states: ReplicaState...) -> ReplicaState {
         var result = fresh()
         for state in states { result.merge(state) }
         return result

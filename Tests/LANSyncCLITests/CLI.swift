@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+
+/// Runs the built `lansync` executable as a user would, capturing its output and exit code.
+struct CLI {
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    let root = NSTemporaryDirectory() + "lansync-cli-\(UUID().uuidString)"
+    let machineIDFile: String
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        machineIDFile = root + "/machine-id"
+        try "0123456789abcdef0123456789abcdef\n".write(toFile: machineIDFile, atomically: true, encoding: .utf8)
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: root) }
+
+    /// The `lansync` binary beside this test bundle in the build directory.
+    static let executable: String = {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("lansync").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/lansync").path
+    }()
+
+    func dataDir(_ name: String) -> String { root + "/" + name }
+
+    /// Runs `lansync ARGS` with the data directory `node` and, optionally, standard input.
+    @discardableResult
+    func run(_ arguments: [String], node: String? = "a", stdin: String? = nil, environment: [String: String] = [:])
+        throws -> Result
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.executable)
+        process.arguments = arguments + (node.map { ["--data-dir", dataDir($0)] } ?? [])
+        var env = ProcessInfo.processInfo.environment
+        env["LANSYNC_MACHINE_ID_FILE"] = machineIDFile
+        env.removeValue(forKey: "LANSYNC_DATA_DIR")
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let outPath = root + "/out-\(UUID().uuidString)"
+        let errPath = root + "/err-\(UUID().uuidString)"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        if let stdin {
+            let inPath = root + "/in-\(UUID().uuidString)"
+            try stdin.write(toFile: inPath, atomically: true, encoding: .utf8)
+            process.standardInput = FileHandle(forReadingAtPath: inPath)
+        } else {
+            process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        }
+        try process.run()
+        process.waitUntilExit()
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath)
+            try? FileManager.default.removeItem(atPath: errPath)
+        }
+        return Result(
+            status: process.terminationStatus, stdout: try String(contentsOfFile: outPath, encoding: .utf8),
+            stderr: try String(contentsOfFile: errPath, encoding: .utf8))
+    }
+
+    /// Runs a command that must succeed, and returns its standard output.
+    @discardableResult
+    func ok(_ arguments: [String], node: String? = "a", stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation)
+        throws -> String
+    {
+        let result = try run(arguments, node: node, stdin: stdin)
+        #expect(result.status == 0, "lansync \(arguments.joined(separator: " ")) failed: \(result.stderr)", sourceLocation: sourceLocation)
+        return result.stdout
+    }
+
+    /// `status --json` of a node, parsed.
+    func status(_ node: String = "a") throws -> [String: Any] {
+        let text = try ok(["status", "--json"], node: node)
+        return try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+
+@Suite(.serialized) struct IdentityCLITests {
+    @Test func reinstallKeepsTheDeviceIDWithANewReplicaID() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let first = try cli.ok(["init", "--name", "home-desktop"])
+        #expect(first.contains("created a new identity"))
+        let before = try cli.status()
+        let again = try cli.ok(["init", "--name", "other"])
+        #expect(again.contains("nothing changed"))
+        #expect(try cli.status()["replica_id"] as? String == before["replica_id"] as? String)
+        #expect(try cli.status()["name"] as? String == "home-desktop")
+        let permissions = try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/identity.json")[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+        // Reinstall: the whole data directory is gone.
+        try FileManager.default.removeItem(atPath: cli.dataDir("a"))
+        try cli.ok(["init"])
+        let after = try cli.status()
+        #expect(after["device_id"] as? String == before["device_id"] as? String)
+        #expect(after["replica_id"] as? String != before["replica_id"] as? String)
+        // The global option also works before the command's name.
+        let hoisted = try cli.run(["--data-dir", cli.dataDir("a"), "status", "--json"], node: nil)
+        #expect(hoisted.status == 0 && hoisted.stdout.contains(after["replica_id"] as! String))
+        // The machine ID itself never shows.
+        let id = try cli.ok(["id", "--json"])
+        #expect(!id.contains("0123456789abcdef"))
+        #expect(id.contains("\"device_id_source\":\"machine-id\""))
+    }
+
+    @Test func missingMachineIDFallsBackToARandomIDAndSaysSo() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let result = try cli.run(["init"], environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/absent"])
+        #expect(result.status == 0)
+        #expect(result.stderr.contains("random device ID"))
+        #expect(try cli.ok(["id", "--json"]).contains("\"device_id_source\":\"random\""))
+    }
+
+    @Test func commandsOnAnUninitialisedDirectorySayToRunInitAndCreateNothing() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        for arguments in [["status"], ["log", "list"], ["log", "append", "taps", "{}"], ["pref", "list"], ["id"]] {
+            let result = try cli.run(arguments, node: "empty")
+            #expect(result.status != 0)
+            #expect(result.stderr.contains("lansync init"), "\(arguments): \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: cli.dataDir("empty")))
+    }
+}
+
+@Suite(.serialized) struct LogAndPrefCLITests {
+    @Test func appendListAndIdempotentRetry() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"])
+        let id = try cli.ok(["log", "append", "symbol_taps", "{\"symbol\":\"more\",\"grid_position\":[2,3]}"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(id.count == 36)
+        let piped = try cli.ok(["log", "append", "phrases"], stdin: "{\"phrase\": \"I want juice\"}\n")
+        #expect(piped.trimmingCharacters(in: .whitespacesAndNewlines).count == 36)
+        #expect(try cli.ok(["log", "append", "sessions", "{\"minutes\":25}", "--id", "s-1"]) == "s-1\n")
+        #expect(try cli.ok(["log", "append", "sessions", "{\"minutes\":25}", "--id", "s-1"]) == "s-1\n")
+        #expect(try cli.status()["entries"] as? Int == 3)
+        let lines = try cli.ok(["log", "list", "--json"]).split(separator: "\n")
+        #expect(lines.count == 3)
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+            for key in ["id", "stream", "device_id", "time", "payload"] { #expect(object[key] != nil, "\(key) missing") }
+        }
+        #expect(try cli.ok(["log", "list", "sessions"]).contains("{\"minutes\":25}"))
+        #expect(try cli.ok(["log", "list", "--since", "2999-01-01"]).isEmpty)
+    }
+
+    @Test func badInputExitsNonZeroAndWritesNothing() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"])
+        let cases: [[String]] = [
+            ["log", "append", "taps", "{not json"],
+            ["log", "append", "Bad Stream", "{}"],
+            ["log", "append", "", "{}"],
+            ["log", "append", "taps", "{}", "--id", "has space"],
+            ["pref", "set", "Bad//Key", "1"],
+            ["pref", "set", "a/b", "unquoted text"],
+            ["log", "list", "--since", "last tuesday"],
+            ["export", "--format", "xml"],
+        ]
+        for arguments in cases {
+            let result = try cli.run(arguments)
+            #expect(result.status != 0, "\(arguments) succeeded")
+            #expect(!result.stderr.isEmpty, "\(arguments) said nothing")
+        }
+        let status = try cli.status()
+        #expect(status["entries"] as? Int == 0)
+        #expect(status["preferences"] as? Int == 0)
+    }
+
+    @Test func bulkLinesAreAllOrNothing() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"])
+        let bad = try cli.run(["log", "append", "symbol_taps", "--lines"], stdin: "{\"a\":1}\n{\"a\":2}\n{\"a\":\n{\"a\":4}\n")
+        #expect(bad.status != 0)
+        #expect(bad.stderr.contains("line 3"))
+        #expect(try cli.status()["entries"] as? Int == 0)
+        let input = (0..<25_000).map { "{\"symbol_id\":\($0)}" }.joined(separator: "\n") + "\n\n"
+        let ids = try cli.ok(["log", "append", "symbol_taps", "--lines"], stdin: input).split(separator: "\n")
+        #expect(ids.count == 25_000)
+        #expect(Set(ids).count == 25_000)
+        #expect(try cli.status()["entries"] as? Int == 25_000)
+    }
+
+    @Test func preferencesSetGetListUnset() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"])
+        try cli.ok(["pref", "set", "controls/slider/sensitivity", "0.7"])
+        try cli.ok(["pref", "set", "caregiver/active", "\"dad\""])
+        #expect(try cli.ok(["pref", "get", "caregiver/active"]) == "\"dad\"\n")
+        let json = try cli.ok(["pref", "get", "caregiver/active", "--json"])
+        #expect(json.contains("\"key\":\"caregiver/active\"") && json.contains("\"value\":\"dad\""))
+        #expect(try cli.ok(["pref", "list"]).contains("controls/slider/sensitivity"))
+        try cli.ok(["pref", "unset", "caregiver/active"])
+        let missing = try cli.run(["pref", "get", "caregiver/active"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("not set"))
+        #expect(!(try cli.ok(["pref", "list"]).contains("caregiver/active")))
+        #expect(try cli.ok(["pref", "list", "--all", "--json"]).contains("\"unset\":true"))
+        let status = try cli.status()
+        #expect(status["preferences"] as? Int == 1)
+        #expect(status["unset_preferences"] as? Int == 1)
+    }
+}
+
+@Suite(.serialized) struct ExportImportCLITests {
+    @Test func exportImportExportGivesTheSameDigest() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init", "--name", "home"])
+        try cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\"}"])
+        try cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":2,\"label\":\"stop, now\"}"])
+        try cli.ok(["log", "append", "sessions", "{\"minutes\":25}"])
+        try cli.ok(["pref", "set", "caregiver/active", "\"dad\""])
+        try cli.ok(["pref", "set", "board/rows", "4"])
+        try cli.ok(["pref", "unset", "board/rows"])
+        let exportPath = cli.root + "/backup.jsonl"
+        try cli.ok(["export", "--out", exportPath])
+        #expect(!FileManager.default.fileExists(atPath: exportPath + ".partial"))
+        // Another machine: a different machine ID, so a different device.
+        try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
+        let other = try cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
+        #expect(other.status == 0)
+        #expect(try cli.ok(["import", exportPath], node: "b").contains("imported 3 new entries"))
+        let a = try cli.status("a")
+        let b = try cli.status("b")
+        #expect(a["digest"] as? String == b["digest"] as? String)
+        #expect(b["entries"] as? Int == 3)
+        let again = cli.root + "/again.jsonl"
+        try cli.ok(["export", "--out", again], node: "b")
+        let first = try String(contentsOfFile: exportPath, encoding: .utf8).split(separator: "\n").dropFirst()
+        let second = try String(contentsOfFile: again, encoding: .utf8).split(separator: "\n").dropFirst()
+        #expect(Array(first) == Array(second))
+    }
+
+    @Test func truncatedImportWritesNothing() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"])
+        for index in 0..<5 { try cli.ok(["log", "append", "taps", "{\"i\":\(index)}"]) }
+        let full = try cli.ok(["export"])
+        let truncated = cli.root + "/truncated.jsonl"
+        try String(full.prefix(full.count * 2 / 3)).write(toFile: truncated, atomically: true, encoding: .utf8)
+        try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
+        _ = try cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
+        let result = try cli.run(["import", truncated], node: "b")
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("nothing was imported") || result.stderr.contains("Nothing was imported"))
+        #expect(try cli.status("b")["entries"] as? Int == 0)
+        let missing = try cli.run(["import", cli.root + "/nope.jsonl"], node: "b")
+        #expect(missing.status != 0 && missing.stderr.contains("no file"))
+    }
+
+    @Test func csvOfOneStreamHasAColumnPerField() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"])
+        try cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\",\"grid_position\":[2,3]}"])
+        try cli.ok(["log", "append", "phrases", "{\"text\":\"hi\"}"])
+        let csv = try cli.ok(["export", "--format", "csv", "--stream", "symbol_taps"])
+        let rows = csv.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+        #expect(rows.count == 2)
+        #expect(rows[0] == "id,time,device_id,grid_position,label,symbol_id")
+        let refused = try cli.run(["export", "--stream", "symbol_taps"])
+        #expect(refused.status != 0 && refused.stderr.contains("--format csv"))
+    }
+}
+
+@Suite struct HelpCLITests {
+    @Test(arguments: [
+        ["init"], ["id"], ["log", "append"], ["log", "list"], ["pref", "set"], ["pref", "get"], ["pref", "list"],
+        ["pref", "unset"], ["status"], ["export"], ["import"],
+    ])
+    func everyCommandHelpHasAnExample(command: [String]) throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let result = try cli.run(command + ["--help"], node: nil)
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("lansync " + command.joined(separator: " ")), "\(command)")
+        #expect(result.stdout.contains("Example"), "\(command) --help has no example")
+    }
+}

@@ -1,0 +1,262 @@
+import Foundation
+import GRDB
+import LANSyncCore
+import LANSyncCrypto
+@testable import LANSyncStore
+import LANSyncTestSupport
+import PropertyBased
+import Testing
+
+let device = DeviceID(bytes: [UInt8](repeating: 9, count: 16))!
+
+/// A temporary directory removed when the test ends.
+final class TemporaryDirectory {
+    let path = NSTemporaryDirectory() + "lansync-store-\(UUID().uuidString)"
+    init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+func fileHash(_ path: String) throws -> [UInt8] {
+    SHA256.hash([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
+}
+
+@Suite struct LocalWriteTests {
+    @Test func writesSurviveReopening() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        var digest: StateDigest
+        do {
+            let (store, created) = try ReplicaStore.openOrCreate(path: path, device: device)
+            #expect(created)
+            _ = try store.append([AppendRequest(stream: "taps", payload: "{\"s\":1}")], now: 1_000)
+            _ = try store.setPreferences([PreferenceRequest(key: "a/b", value: "1")], now: 1_001)
+            digest = try store.status().digest
+        }
+        let reopened = try ReplicaStore.open(path: path)
+        let status = try reopened.status()
+        #expect(status.entries == 1)
+        #expect(status.preferences == 1)
+        #expect(status.digest == digest)
+        #expect(try reopened.recomputeDigest() == digest)
+        #expect(try reopened.integrityProblems().isEmpty)
+        // Opening again for init keeps the replica ID: init changes nothing on an existing node.
+        let (again, created) = try ReplicaStore.openOrCreate(path: path, device: device)
+        #expect(!created)
+        #expect(again.replica == reopened.replica)
+    }
+
+    @Test func appendsGetConsecutiveDotsAndRetriesAreIdempotent() throws {
+        let store = try ReplicaStore.inMemory(device: device)
+        let first = try store.append(
+            [AppendRequest(stream: "taps", payload: "1"), AppendRequest(id: "tap-7", stream: "taps", payload: "2")],
+            now: 5_000)
+        #expect(first.map(\.dot.counter) == [1, 2])
+        #expect(first[1].hlc > first[0].hlc)
+        let retry = try store.append([AppendRequest(id: "tap-7", stream: "taps", payload: "2")], now: 6_000)
+        #expect(retry == [first[1]])
+        #expect(try store.status().entries == 2)
+        #expect(try store.versionVector()[store.replica] == 2)
+    }
+
+    @Test func preferencesKeepTheLastWriteAndTombstones() throws {
+        let store = try ReplicaStore.inMemory(device: device)
+        _ = try store.setPreferences([PreferenceRequest(key: "caregiver/active", value: "\"mum\"")], now: 1_000)
+        // The physical clock went backwards: the HLC still orders the later write after.
+        _ = try store.setPreferences([PreferenceRequest(key: "caregiver/active", value: "\"dad\"")], now: 900)
+        #expect(try store.preference(key: "caregiver/active")?.value == "\"dad\"")
+        _ = try store.setPreferences([PreferenceRequest(key: "caregiver/active", value: nil)], now: 950)
+        let held = try #require(try store.preference(key: "caregiver/active"))
+        #expect(held.isTombstone)
+        let status = try store.status()
+        #expect(status.preferences == 0)
+        #expect(status.tombstones == 1)
+        #expect(try store.recomputeDigest() == status.digest)
+    }
+
+    @Test func entriesAreQueriedByStreamAndTime() throws {
+        let store = try ReplicaStore.inMemory(device: device)
+        for (index, stream) in ["taps", "phrases", "taps", "taps"].enumerated() {
+            _ = try store.append([AppendRequest(stream: stream, payload: "\(index)")], now: UInt64(1_000 + index * 100))
+        }
+        #expect(try store.entries(EntryQuery(stream: "taps")).map(\.payload) == ["0", "2", "3"])
+        #expect(try store.entries(EntryQuery(stream: "taps", since: 1_100, until: 1_300)).map(\.payload) == ["2"])
+        #expect(try store.entries(EntryQuery(limit: 2)).map(\.payload) == ["0", "1"])
+    }
+}
+
+@Suite struct MergeTests {
+    static let operations = Gen.int(in: 0...10_000).array(of: 0...50)
+
+    /// The SQLite store follows the in-memory reference model exactly: same rows, same version
+    /// vector, same digest, for any history and any delivery order.
+    @Test func storeMatchesTheReferenceModel() async {
+        await propertyCheck(count: 60, input: Self.operations, Gen.int(in: 0...1_000_000).array(of: 0...100)) {
+            operations, keys in
+            let s = Scenario(operations: operations)
+            let deliveries = s.deltas.enumerated().map { index, delta in
+                (key: index < keys.count ? keys[index] : index, delta: delta)
+            }.sorted { $0.key < $1.key }.map(\.delta)
+            var model = Scenario.fresh()
+            let store = try! ReplicaStore.inMemory(device: device)
+            for delta in deliveries {
+                let expected = model.merge(delta)
+                let actual = try! store.merge(delta).outcome
+                #expect(actual == expected)
+            }
+            let status = try! store.status()
+            #expect(status.digest == model.digest)
+            #expect(try! store.recomputeDigest() == model.digest)
+            var vector = status.versionVector
+            vector[store.replica] = 0
+            #expect(vector == model.versionVector)
+            let entries = try! store.entries(EntryQuery())
+            #expect(Dictionary(uniqueKeysWithValues: entries.map { ($0.id, $0) }) == model.entries)
+            #expect(Dictionary(uniqueKeysWithValues: try! store.preferences().map { ($0.key, $0) }) == model.preferences)
+        }
+    }
+
+    /// Bounded delta batches copy a whole replica, and an in-sync pair owes each other nothing.
+    @Test func deltaBatchesReplicateEverything() async {
+        await propertyCheck(count: 40, input: Self.operations, Gen.int(in: 1...7)) { operations, batchRows in
+            let s = Scenario(operations: operations)
+            let source = try! ReplicaStore.inMemory(device: device)
+            for delta in s.deltas { _ = try! source.merge(delta) }
+            _ = try! source.append([AppendRequest(stream: "local", payload: "1")], now: 2_000)
+            let target = try! ReplicaStore.inMemory(device: device)
+            var batches = 0
+            while true {
+                let delta = try! source.delta(since: try! target.versionVector(), maxRows: batchRows)
+                if delta.isEmpty { break }
+                #expect(delta.entries.count + delta.preferences.count <= batchRows)
+                #expect(delta.problem() == nil)
+                _ = try! target.merge(delta)
+                batches += 1
+                #expect(batches < 1_000)
+                if batches >= 1_000 { break }
+            }
+            #expect(try! target.status().digest == source.status().digest)
+            #expect(try! target.versionVector().dominates(source.versionVector()))
+        }
+    }
+
+    @Test func largeDeltasAreCommittedInBoundedChunksWithCoverageLast() throws {
+        let replica = ReplicaID(high: 3, low: 3)
+        let entries = (1...2_500).map { counter in
+            Entry(
+                id: "e\(counter)", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: UInt64(counter)),
+                hlc: HybridTimestamp(physicalMilliseconds: 10, logical: UInt16(counter)), wallMilliseconds: 10, payload: "1")
+        }
+        let writes = [PreferenceWrite(
+            key: "k", value: "1", originDevice: device, dot: Dot(replica: replica, counter: 2_501),
+            hlc: HybridTimestamp(physicalMilliseconds: 11, logical: 0), wallMilliseconds: 11)]
+        let delta = Delta(entries: entries, preferences: writes, coverage: [.init(replica: replica, from: 0, through: 2_501)])
+        let chunks = ReplicaStore.chunks(of: delta)
+        #expect(chunks.count == 4)
+        #expect(chunks.allSatisfy { $0.entries.count + $0.preferences.count <= ReplicaStore.mergeChunkRows })
+        #expect(chunks.dropLast().allSatisfy { $0.coverage.isEmpty })
+        #expect(chunks.last?.coverage == delta.coverage)
+        let store = try ReplicaStore.inMemory(device: device)
+        #expect(try store.merge(delta).outcome == MergeOutcome(entriesAdded: 2_500, preferencesChanged: 1))
+        #expect(try store.versionVector()[replica] == 2_501)
+    }
+
+    @Test func malformedDeltaIsRejectedWhole() throws {
+        let store = try ReplicaStore.inMemory(device: device)
+        let before = try store.status()
+        let replica = ReplicaID(high: 5, low: 5)
+        let good = Entry(
+            id: "good", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 10, logical: 0), wallMilliseconds: 10, payload: "1")
+        let bad = Entry(
+            id: "bad", stream: "Not A Stream", originDevice: device, dot: Dot(replica: replica, counter: 2),
+            hlc: HybridTimestamp(physicalMilliseconds: 10, logical: 1), wallMilliseconds: 10, payload: "1")
+        let delta = Delta(entries: [good, bad], coverage: [.init(replica: replica, from: 0, through: 2)])
+        #expect(throws: StoreError.self) { try store.merge(delta) }
+        let after = try store.status()
+        #expect(after == before)
+    }
+
+    @Test func duplicateIDsResolveTheSameWayEverywhere() throws {
+        let (a, b) = (ReplicaID(high: 1, low: 0), ReplicaID(high: 2, low: 0))
+        func version(_ replica: ReplicaID, _ millis: UInt64) -> Entry {
+            Entry(
+                id: "session-1", stream: "sessions", originDevice: device, dot: Dot(replica: replica, counter: 1),
+                hlc: HybridTimestamp(physicalMilliseconds: millis, logical: 0), wallMilliseconds: Int64(millis),
+                payload: "\(millis)")
+        }
+        let early = Delta(entries: [version(b, 10)], coverage: [.init(replica: b, from: 0, through: 1)])
+        let late = Delta(entries: [version(a, 20)], coverage: [.init(replica: a, from: 0, through: 1)])
+        let one = try ReplicaStore.inMemory(device: device)
+        let two = try ReplicaStore.inMemory(device: device)
+        _ = try one.merge(early)
+        _ = try one.merge(late)
+        _ = try two.merge(late)
+        _ = try two.merge(early)
+        #expect(try one.entry(id: "session-1")?.payload == "10")
+        #expect(try two.entry(id: "session-1")?.payload == "10")
+        #expect(try one.status().digest == two.status().digest)
+        #expect(try one.status().entries == 1)
+    }
+}
+
+@Suite struct OpeningTests {
+    @Test func missingReplicaIsNotCreatedByOpen() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        #expect(throws: StoreError.self) { try ReplicaStore.open(path: path) }
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test func fileThatIsNotSQLiteIsRefusedAndUntouched() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: path))
+        let before = try fileHash(path)
+        do {
+            _ = try ReplicaStore.open(path: path)
+            Issue.record("opened a file that is not a database")
+        } catch {
+            #expect(error.code == .notAReplica)
+            #expect(error.message.contains("not a LANSync replica"))
+        }
+        #expect(throws: StoreError.self) { try ReplicaStore.openOrCreate(path: path, device: device) }
+        #expect(try fileHash(path) == before)
+    }
+
+    @Test func otherSQLiteDatabaseIsRefusedAndUntouched() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try queue.write { try $0.execute(sql: "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x')") }
+        }
+        let before = try fileHash(path)
+        do {
+            _ = try ReplicaStore.openOrCreate(path: path, device: device)
+            Issue.record("opened another application's database")
+        } catch {
+            #expect(error.code == .notAReplica)
+        }
+        #expect(try fileHash(path) == before)
+    }
+
+    @Test func newerSchemaIsRefusedAndUntouched() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        _ = try ReplicaStore.openOrCreate(path: path, device: device)
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA user_version = 99") }
+            try queue.close()
+        }
+        let before = try fileHash(path)
+        do {
+            _ = try ReplicaStore.open(path: path)
+            Issue.record("opened a replica with a newer schema")
+        } catch {
+            #expect(error.code == .newerSchema)
+            #expect(error.message.contains("upgrade"))
+        }
+        #expect(try fileHash(path) == before)
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import LANSync
+import Testing
+
+/// A node in a fresh temporary data directory, removed when the test ends.
+final class TemporaryNode {
+    let root = NSTemporaryDirectory() + "lansync-node-\(UUID().uuidString)"
+    let node: LANSyncNode
+
+    init(name: String = "test-node", clock: NodeClock = NodeClock()) throws {
+        let machineID = root + "-machine-id"
+        try (UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+            .write(toFile: machineID, atomically: true, encoding: .utf8)
+        _ = try LANSyncNode.initialize(at: DataDirectory(path: root), name: name, machineIDPath: machineID)
+        node = try LANSyncNode.open(at: DataDirectory(path: root), clock: clock)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: root)
+        try? FileManager.default.removeItem(atPath: root + "-machine-id")
+    }
+}
+
+@Suite struct NodeWriteTests {
+    @Test func concurrentAppendsAreAllDurableWithDistinctDots() async throws {
+        let temporary = try TemporaryNode()
+        let node = temporary.node
+        let entries = try await withThrowingTaskGroup(of: Entry.self) { group in
+            for index in 0..<200 {
+                group.addTask { try await node.append(to: "symbol_taps", payload: "{\"tap\":\(index)}") }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(entries.map(\.dot)).count == 200)
+        #expect(Set(entries.map(\.id)).count == 200)
+        // Reopen: every acknowledged append is there.
+        let reopened = try LANSyncNode.open(at: node.dataDirectory)
+        #expect(try reopened.status().entries == 200)
+        #expect(try reopened.store.recomputeDigest() == reopened.status().digest)
+    }
+
+    @Test func badInputIsRefusedAndNothingIsWritten() async throws {
+        let node = try TemporaryNode().node
+        await #expect(throws: LANSyncError.self) { try await node.append(to: "taps", payload: "{not json") }
+        await #expect(throws: LANSyncError.self) { try await node.append(to: "Bad Stream", payload: "{}") }
+        await #expect(throws: LANSyncError.self) { try await node.append(to: "taps", payload: "   ") }
+        await #expect(throws: LANSyncError.self) {
+            try await node.append([AppendRequest(stream: "taps", payload: "1"), AppendRequest(stream: "taps", payload: "[")])
+        }
+        await #expect(throws: LANSyncError.self) { try await node.set("Bad Key", to: "1") }
+        await #expect(throws: LANSyncError.self) { try await node.set("a/b", to: "nope") }
+        let status = try node.status()
+        #expect(status.entries == 0)
+        #expect(status.preferences == 0)
+    }
+
+    @Test func payloadsAreCompactedButOtherwiseKeptExactly() async throws {
+        let node = try TemporaryNode().node
+        let entry = try await node.append(to: "phrases", payload: "{ \"text\" : \"I want  juice\",\n \"n\": 1.50 }")
+        #expect(entry.payload == "{\"text\":\"I want  juice\",\"n\":1.50}")
+    }
+
+    @Test func changesStreamLocalWrites() async throws {
+        let node = try TemporaryNode().node
+        var changes = node.changes().makeAsyncIterator()
+        let entry = try await node.append(to: "sessions", payload: "{}")
+        let write = try await node.set("caregiver/active", to: "\"dad\"")
+        #expect(await changes.next() == .entries([entry], local: true))
+        #expect(await changes.next() == .preferences([write], local: true))
+    }
+}
+
+@Suite struct NodeMergeTests {
+    func delta(from node: LANSyncNode) throws -> Delta {
+        try node.store.delta(since: VersionVector(), maxRows: 100_000)
+    }
+
+    @Test func twoNodesConvergeAndObserversSeeMergedEntries() async throws {
+        let (a, b) = (try TemporaryNode(), try TemporaryNode())
+        try await a.node.append(to: "taps", payload: "1")
+        try await b.node.append(to: "taps", payload: "2")
+        try await a.node.set("controls/slider/sensitivity", to: "0.5")
+        try await b.node.set("controls/slider/sensitivity", to: "0.9")
+        var changes = b.node.changes().makeAsyncIterator()
+        let outcome = try await b.node.merge(try delta(from: a.node), maxSkewMilliseconds: 60_000)
+        #expect(outcome.entriesAdded == 1)
+        if case .entries(let entries, let local) = await changes.next() {
+            #expect(entries.map(\.payload) == ["1"])
+            #expect(!local)
+        } else {
+            Issue.record("no entries change")
+        }
+        try await a.node.merge(try delta(from: b.node), maxSkewMilliseconds: 60_000)
+        #expect(try a.node.status().digest == b.node.status().digest)
+        // The later write (b's) wins on both.
+        #expect(try a.node.preference("controls/slider/sensitivity") == "0.9")
+        #expect(try b.node.preference("controls/slider/sensitivity") == "0.9")
+    }
+
+    @Test func aPeerTenMinutesAheadIsRefusedAndCannotWinPreferences() async throws {
+        let honest = try TemporaryNode()
+        let skewed = try TemporaryNode(clock: NodeClock(offsetMilliseconds: 10 * 60 * 1000))
+        try await honest.node.set("caregiver/active", to: "\"mum\"")
+        try await skewed.node.set("caregiver/active", to: "\"stranger\"")
+        let before = try honest.node.status()
+        let fromTheFuture = try delta(from: skewed.node)
+        do {
+            try await honest.node.merge(fromTheFuture, maxSkewMilliseconds: 60_000)
+            Issue.record("merged a delta from a clock 10 minutes ahead")
+        } catch {
+            #expect(error.code == .clockSkew)
+            #expect(error.message.contains("clock skew"))
+        }
+        #expect(try honest.node.status() == before)
+        #expect(try honest.node.preference("caregiver/active") == "\"mum\"")
+    }
+
+    @Test func largeMergesAreSplitAndStillComplete() async throws {
+        let source = try TemporaryNode()
+        let requests = (0..<2_500).map { AppendRequest(stream: "taps", payload: "{\"i\":\($0)}") }
+        _ = try await source.node.append(requests)
+        let delta = try delta(from: source.node)
+        let target = try TemporaryNode()
+        let outcome = try await target.node.merge(delta, maxSkewMilliseconds: 60_000)
+        #expect(outcome.entriesAdded == 2_500)
+        #expect(try target.node.status().digest == source.node.status().digest)
+        #expect(try target.node.store.delta(since: target.node.store.versionVector(), maxRows: 10).isEmpty)
+        #expect(try source.node.store.delta(since: target.node.store.versionVector(), maxRows: 10).isEmpty)
+    }
+}
+
+@Suite struct ExportImportTests {
+    func export(_ node: LANSyncNode) throws -> String {
+        var text = ""
+        _ = try ExportFile.write(node, to: { text += $0 })
+        return text
+    }
+
+    func write(_ text: String) throws -> String {
+        let path = NSTemporaryDirectory() + "lansync-export-\(UUID().uuidString).jsonl"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func populate(_ node: LANSyncNode) async throws {
+        try await node.append(to: "symbol_taps", payload: "{\"symbol_id\":12,\"label\":\"more, please\",\"grid_position\":[2,3]}")
+        try await node.append(to: "symbol_taps", payload: "{\"symbol_id\":4,\"label\":\"=SUM(A1)\",\"note\":\"quote \\\" here\"}")
+        try await node.append(to: "sessions", payload: "{\"minutes\":25}", id: "session-am")
+        try await node.set("controls/slider/sensitivity", to: "0.7")
+        try await node.set("board/layout", to: "{\"rows\":4}")
+        try await node.unset("board/layout")
+    }
+
+    @Test func exportImportExportKeepsEverything() async throws {
+        let source = try TemporaryNode()
+        try await populate(source.node)
+        let first = try export(source.node)
+        let path = try write(first)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let target = try TemporaryNode()
+        let report = try ImportFile.run(path, into: target.node)
+        #expect(report.entriesRead == 3)
+        #expect(report.preferencesRead == 2)
+        #expect(try target.node.status().digest == source.node.status().digest)
+        let second = try export(target.node)
+        // Same records; only the header (exporting device and time) differs.
+        #expect(Array(first.split(separator: "\n").dropFirst()) == Array(second.split(separator: "\n").dropFirst()))
+        // Importing again is idempotent.
+        let again = try ImportFile.run(path, into: target.node)
+        #expect(!again.outcome.changedAnything)
+    }
+
+    @Test func truncatedOrDamagedFilesImportNothing() async throws {
+        let source = try TemporaryNode()
+        try await populate(source.node)
+        let lines = try export(source.node).split(separator: "\n", omittingEmptySubsequences: false)
+        let target = try TemporaryNode()
+        let before = try target.node.status()
+        let truncated = lines.dropLast(2).joined(separator: "\n") + "\n"
+        var damaged = lines
+        damaged[2] = "{\"type\":\"entry\",\"id\":"
+        let cases = [truncated, damaged.joined(separator: "\n"), "", "hello\n", String(truncated.prefix(150))]
+        for text in cases {
+            let path = try write(text)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            #expect(throws: LANSyncError.self) { try ImportFile.run(path, into: target.node) }
+            #expect(try target.node.status() == before)
+        }
+        #expect(throws: LANSyncError.self) { try ImportFile.run("/nonexistent/export.jsonl", into: target.node) }
+    }
+
+    @Test func csvHasOneColumnPerPayloadFieldAndDefusesFormulas() async throws {
+        let source = try TemporaryNode()
+        try await populate(source.node)
+        var csv = ""
+        let count = try CSVExport.write(source.node, stream: "symbol_taps", to: { csv += $0 })
+        #expect(count == 2)
+        let rows = csv.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+        #expect(rows[0] == "id,time,device_id,grid_position,label,note,symbol_id")
+        #expect(rows[1].hasSuffix(",\"[2,3]\",\"more, please\",,12"))
+        #expect(rows[2].contains(",'=SUM(A1),\"quote \"\" here\",4"))
+    }
+
+    @Test func timestampsAreExactToTheMillisecond() {
+        #expect(Timestamps.iso8601(milliseconds: 1_795_239_379_889) == "2026-11-21T05:36:19.889Z")
+        #expect(Timestamps.iso8601(milliseconds: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(Timestamps.iso8601(milliseconds: 951_782_400_000) == "2000-02-29T00:00:00.000Z")
+        #expect(Timestamps.iso8601(milliseconds: -1) == "1969-12-31T23:59:59.999Z")
+        #expect(Timestamps.milliseconds(iso8601: "2026-11-21T05:36:19.889Z") == 1_795_239_379_889)
+        #expect(Timestamps.milliseconds(iso8601: "2026-11-21") == 1_795_219_200_000)
+        #expect(Timestamps.milliseconds(iso8601: "yesterday") == nil)
+    }
+}
