@@ -4,7 +4,7 @@
 //   lansync (CLI), lansync-bench
 //        └── LANSync (the embeddable node)
 //              ├── LANSyncStore ── LANSyncCore, GRDB
-//              └── LANSyncIdentity ── LANSyncCrypto ── CSodium (libsodium)
+//              └── LANSyncIdentity ── LANSyncCore, LANSyncCrypto ── CSodium (libsodium)
 //
 // LANSyncCore is pure Swift with no I/O: the CRDT laws live there and nowhere else.
 import PackageDescription
@@ -40,7 +40,7 @@ let package = Package(
         // Hashing, key pairs and secret buffers over libsodium.
         .target(name: "LANSyncCrypto", dependencies: ["CSodium"], swiftSettings: strict),
         // Device identity: the stable device ID, the long-term key pair, the identity file.
-        .target(name: "LANSyncIdentity", dependencies: ["LANSyncCrypto"], swiftSettings: strict),
+        .target(name: "LANSyncIdentity", dependencies: ["LANSyncCore", "LANSyncCrypto"], swiftSettings: strict),
         // The SQLite replica: schema, durable writes, merge of deltas, queries.
         .target(
             name: "LANSyncStore",
@@ -93,7 +93,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "LANSyncCryptoTests", dependencies: ["LANSyncCrypto"], swiftSettings: strict),
-        .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity"], swiftSettings: strict),
+        .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncStoreTests",
             dependencies: [

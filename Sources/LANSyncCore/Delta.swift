@@ -31,6 +31,9 @@ public struct Delta: Hashable, Sendable {
 
     public var isEmpty: Bool { entries.isEmpty && preferences.isEmpty && coverage.isEmpty }
 
+    /// The largest payload or preference value, in bytes, that any replica accepts.
+    public static let maxValueBytes = 64 * 1024
+
     /// Why this delta cannot be applied, or nil when it is well-formed: every row's dot inside a
     /// declared range, ranges non-empty and one per replica, names valid. A delta that fails this
     /// is rejected whole.
@@ -52,14 +55,22 @@ public struct Delta: Hashable, Sendable {
             guard inRange(entry.dot) else { return "entry \(entry.id) has dot \(entry.dot) outside the delta's coverage" }
             if let problem = Names.streamProblem(entry.stream) { return problem }
             if let problem = Names.entryIDProblem(entry.id) { return problem }
+            if let problem = valueProblem(entry.payload) { return "entry \(entry.id): payload \(problem)" }
         }
         for write in preferences {
             guard inRange(write.dot) else {
                 return "preference \(write.key) has dot \(write.dot) outside the delta's coverage"
             }
             if let problem = Names.keyProblem(write.key) { return problem }
+            if let value = write.value, let problem = valueProblem(value) { return "preference \(write.key): \(problem)" }
         }
         return nil
+    }
+
+    /// Why a payload or value from another replica is unacceptable: not compact JSON, or too large.
+    func valueProblem(_ text: String) -> String? {
+        if text.utf8.count > Self.maxValueBytes { return "is larger than \(Self.maxValueBytes) bytes" }
+        return CompactJSON.isCompact(text) ? nil : "is not compact JSON"
     }
 }
 

@@ -4,19 +4,63 @@
 /// on one replica sort in the order they were written and inserts append to the end of the
 /// B-tree instead of splitting pages at random; 62 random bits keep ids of different replicas apart.
 public enum EntryIDs {
+    private static let digits = Array("0123456789abcdef".utf8)
+
     public static func make(hlc: HybridTimestamp) -> String {
         var random = SystemRandomNumberGenerator()
-        let high = hlc.physicalMilliseconds << 16 | 0x7000 | UInt64(hlc.logical & 0x0FFF)
-        let low = (random.next() as UInt64) & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
-        let hex = hex16(high) + hex16(low)
-        let chars = Array(hex)
-        return String(chars[0..<8]) + "-" + String(chars[8..<12]) + "-" + String(chars[12..<16]) + "-"
-            + String(chars[16..<20]) + "-" + String(chars[20..<32])
+        return make(hlc: hlc, random: &random)
     }
 
-    private static func hex16(_ value: UInt64) -> String {
-        let text = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - text.count) + text
+    /// The same with a caller's generator: a batch seeds one `SplitMix64` from the system's
+    /// generator instead of making a system call per id.
+    public static func make(hlc: HybridTimestamp, random: inout some RandomNumberGenerator) -> String {
+        let high = hlc.physicalMilliseconds << 16 | 0x7000 | UInt64(hlc.logical & 0x0FFF)
+        let low = (random.next() as UInt64) & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
+        // Built as bytes in one buffer: this runs once per append, on the hot path.
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var position = 0
+            func put(_ value: UInt64, nibbles: Int) {
+                for shift in stride(from: (nibbles - 1) * 4, through: 0, by: -4) {
+                    buffer[position] = digits[Int((value >> UInt64(shift)) & 0xF)]
+                    position += 1
+                }
+            }
+            func dash() {
+                buffer[position] = UInt8(ascii: "-")
+                position += 1
+            }
+            put(high >> 32, nibbles: 8)
+            dash()
+            put(high >> 16, nibbles: 4)
+            dash()
+            put(high, nibbles: 4)
+            dash()
+            put(low >> 48, nibbles: 4)
+            dash()
+            put(low, nibbles: 12)
+            return position
+        }
+    }
+}
+
+/// SplitMix64 (Steele, Lea, Flood 2014): a small, fast generator whose 64-bit outputs are well
+/// spread. Seeded from the system's generator; used only where uniqueness, not secrecy, matters.
+public struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public init() {
+        var system = SystemRandomNumberGenerator()
+        state = system.next()
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
 

@@ -28,10 +28,10 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
     }
 
     public mutating func insert(hash: [UInt8]) {
-        let other = Self.limbs(of: hash)
+        precondition(hash.count == 32, "an element hash must be 32 bytes")
         var carry: UInt64 = 0
         for index in (0..<4).reversed() {
-            let (sum1, overflow1) = limbs[index].addingReportingOverflow(other[index])
+            let (sum1, overflow1) = limbs[index].addingReportingOverflow(Self.limb(index, of: hash))
             let (sum2, overflow2) = sum1.addingReportingOverflow(carry)
             limbs[index] = sum2
             carry = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
@@ -39,10 +39,10 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
     }
 
     public mutating func remove(hash: [UInt8]) {
-        let other = Self.limbs(of: hash)
+        precondition(hash.count == 32, "an element hash must be 32 bytes")
         var borrow: UInt64 = 0
         for index in (0..<4).reversed() {
-            let (difference1, overflow1) = limbs[index].subtractingReportingOverflow(other[index])
+            let (difference1, overflow1) = limbs[index].subtractingReportingOverflow(Self.limb(index, of: hash))
             let (difference2, overflow2) = difference1.subtractingReportingOverflow(borrow)
             limbs[index] = difference2
             borrow = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
@@ -51,9 +51,14 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
 
     static func limbs(of bytes: [UInt8]) -> [UInt64] {
         precondition(bytes.count == 32, "an element hash must be 32 bytes")
-        return (0..<4).map { limb in
-            bytes[(limb * 8)..<(limb * 8 + 8)].reduce(0) { $0 << 8 | UInt64($1) }
-        }
+        return (0..<4).map { limb($0, of: bytes) }
+    }
+
+    /// Limb `index` (0 most significant) of 32 big-endian bytes.
+    @inline(__always) static func limb(_ index: Int, of bytes: [UInt8]) -> UInt64 {
+        var value: UInt64 = 0
+        for offset in (index * 8)..<(index * 8 + 8) { value = value << 8 | UInt64(bytes[offset]) }
+        return value
     }
 
     /// 64 lowercase hexadecimal digits.

@@ -85,13 +85,18 @@ public struct ReplicaStore: Sendable {
     public let replica: ReplicaID
     public let device: DeviceID
     let hasher: ElementHasher
+    /// When this process last wrote locally: merges keep their transactions short while the app is active.
+    let activity = LocalWriteActivity()
+    /// Runs WAL checkpoints in the background (nil for in-memory replicas).
+    let checkpointer: Checkpointer?
 
     /// SHA-256 of an element's canonical bytes: what the state digest sums.
     public static let elementHasher = ElementHasher { SHA256.hash($0) }
 
-    private init(writer: any DatabaseWriter) throws(StoreError) {
+    private init(writer: any DatabaseWriter, path: String? = nil) throws(StoreError) {
         self.writer = writer
         hasher = Self.elementHasher
+        checkpointer = path.map(Checkpointer.init(path:))
         let ids = try Self.database {
             try writer.read { db in try Row.fetchOne(db, sql: "SELECT replica_id, device_id FROM meta") }
         }
@@ -112,7 +117,7 @@ public struct ReplicaStore: Sendable {
         guard try probe(path: path) else {
             throw StoreError(.notInitialized, "the replica at \(path) is empty; run `lansync init`")
         }
-        return try ReplicaStore(writer: pool(path: path))
+        return try ReplicaStore(writer: pool(path: path), path: path)
     }
 
     /// Opens the replica at `path`, creating it for `device` with a fresh replica ID when there is
@@ -123,7 +128,7 @@ public struct ReplicaStore: Sendable {
         // Health data: only the owner may read the replica (its -wal and -shm inherit this mode).
         chmod(path, 0o600)
         let created = try initialize(pool, device: device)
-        return (try ReplicaStore(writer: pool), created)
+        return (try ReplicaStore(writer: pool, path: path), created)
     }
 
     /// A replica in memory, for tests.
@@ -174,6 +179,8 @@ public struct ReplicaStore: Sendable {
         configuration.prepareDatabase { db in
             // Durable at commit: an acknowledged write survives power loss, not only a crash.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Checkpoints run in the background (see `Checkpointer`), not inside a commit.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
         let pool = try database { try DatabasePool(path: path, configuration: configuration) }
         try database { try Schema.migrator.migrate(pool) }
@@ -207,11 +214,15 @@ public struct ReplicaStore: Sendable {
     /// Appends entries made on this replica in one durable transaction: each gets the next dot and
     /// HLC reading. A request whose id is held already returns the entry held (idempotent retry).
     public func append(_ requests: [AppendRequest], now: UInt64) throws(StoreError) -> [Entry] {
-        try Self.database { try writer.write { db in try Self.append(requests, now: now, db: db, hasher: hasher) } }
+        activity.touch()
+        defer { checkpointer?.committed() }
+        return try Self.database { try writer.write { db in try Self.append(requests, now: now, db: db, hasher: hasher) } }
     }
 
     /// The same, suspending instead of blocking while the transaction runs.
     public func append(_ requests: [AppendRequest], now: UInt64) async throws(StoreError) -> [Entry] {
+        activity.touch()
+        defer { checkpointer?.committed() }
         let hasher = hasher
         return try await Self.database {
             try await writer.write { db in try Self.append(requests, now: now, db: db, hasher: hasher) }
@@ -224,6 +235,7 @@ public struct ReplicaStore: Sendable {
         var context = try WriteContext(db, hasher: hasher)
         var results = [Entry]()
         results.reserveCapacity(requests.count)
+        var random = SplitMix64()
         for request in requests {
             if let id = request.id, let existing = try context.entry(id: id) {
                 results.append(existing)
@@ -231,7 +243,7 @@ public struct ReplicaStore: Sendable {
             }
             let hlc = context.tick(now: now)
             let entry = Entry(
-                id: request.id ?? EntryIDs.make(hlc: hlc), stream: request.stream, originDevice: context.device,
+                id: request.id ?? EntryIDs.make(hlc: hlc, random: &random), stream: request.stream, originDevice: context.device,
                 dot: context.nextDot(), hlc: hlc, wallMilliseconds: Int64(now), payload: request.payload)
             _ = try context.mergeEntry(entry)
             results.append(entry)
@@ -242,11 +254,15 @@ public struct ReplicaStore: Sendable {
 
     /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
     public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) throws(StoreError) -> [PreferenceWrite] {
-        try Self.database { try writer.write { db in try Self.set(writes, now: now, db: db, hasher: hasher) } }
+        activity.touch()
+        defer { checkpointer?.committed() }
+        return try Self.database { try writer.write { db in try Self.set(writes, now: now, db: db, hasher: hasher) } }
     }
 
     /// The same, suspending instead of blocking while the transaction runs.
     public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) async throws(StoreError) -> [PreferenceWrite] {
+        activity.touch()
+        defer { checkpointer?.committed() }
         let hasher = hasher
         return try await Self.database {
             try await writer.write { db in try Self.set(writes, now: now, db: db, hasher: hasher) }
@@ -273,18 +289,19 @@ public struct ReplicaStore: Sendable {
 
     // MARK: Merge
 
-    /// The most rows merged in one transaction, so a local write never waits long behind a merge.
-    public static let mergeChunkRows = 1_000
-
     /// Merges a delta from another replica. Rejected whole when malformed. A large delta is
-    /// committed in transactions of at most `mergeChunkRows` rows, the coverage with the last, so
-    /// local writes interleave; a crash part-way leaves merged rows (merge is idempotent) and an
-    /// unmoved version vector, so the rest is simply sent again.
+    /// committed in several transactions, the coverage with the last, sized by `MergePacer` so a
+    /// local write never waits long behind one; a crash part-way leaves merged rows (merge is
+    /// idempotent) and an unmoved version vector, so the rest is simply sent again.
     public func merge(_ delta: Delta) throws(StoreError) -> MergeResult {
         try Self.validate(delta)
         var result = MergeResult()
-        for chunk in Self.chunks(of: delta) {
+        var pacer = MergePacer(activity: activity)
+        while let chunk = pacer.next(of: delta) {
+            let started = ContinuousClock.now
             let part = try Self.database { try writer.write { db in try Self.merge(chunk, db: db, hasher: hasher) } }
+            pacer.record(ContinuousClock.now - started)
+            checkpointer?.committed()
             result.append(part)
         }
         return result
@@ -295,28 +312,17 @@ public struct ReplicaStore: Sendable {
         try Self.validate(delta)
         let hasher = hasher
         var result = MergeResult()
-        for chunk in Self.chunks(of: delta) {
+        var pacer = MergePacer(activity: activity)
+        while let chunk = pacer.next(of: delta) {
+            let started = ContinuousClock.now
             let part = try await Self.database {
                 try await writer.write { db in try Self.merge(chunk, db: db, hasher: hasher) }
             }
+            pacer.record(ContinuousClock.now - started)
+            checkpointer?.committed()
             result.append(part)
         }
         return result
-    }
-
-    /// Splits a delta into pieces of at most `mergeChunkRows` rows; only the last carries the
-    /// coverage, so the version vector moves only once every row is in.
-    static func chunks(of delta: Delta) -> [Delta] {
-        let rows = mergeChunkRows
-        guard delta.entries.count + delta.preferences.count > rows else { return [delta] }
-        var pieces = stride(from: 0, to: delta.entries.count, by: rows).map {
-            Delta(entries: Array(delta.entries[$0..<min($0 + rows, delta.entries.count)]))
-        }
-        pieces += stride(from: 0, to: delta.preferences.count, by: rows).map {
-            Delta(preferences: Array(delta.preferences[$0..<min($0 + rows, delta.preferences.count)]))
-        }
-        pieces[pieces.count - 1].coverage = delta.coverage
-        return pieces
     }
 
     private static func validate(_ delta: Delta) throws(StoreError) {
@@ -407,7 +413,7 @@ public struct ReplicaStore: Sendable {
             clauses.append("wall_ms < ?")
             arguments += [until]
         }
-        var sql = "SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries"
+        var sql = "SELECT \(RowDecoding.entryColumns) FROM entries"
         if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
         sql += " ORDER BY wall_ms, id"
         if let limit = query.limit { sql += " LIMIT \(limit)" }
@@ -428,7 +434,7 @@ public struct ReplicaStore: Sendable {
         try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             return try Row.fetchOne(
-                db, sql: "SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries WHERE id = ?",
+                db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE id = ?",
                 arguments: [id]
             ).map { try RowDecoding.entry($0, replicas: replicas) }
         }
@@ -439,7 +445,7 @@ public struct ReplicaStore: Sendable {
         try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             return try Row.fetchOne(
-                db, sql: "SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences WHERE key = ?",
+                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key = ?",
                 arguments: [key]
             ).map { try RowDecoding.preference($0, replicas: replicas) }
         }
@@ -450,7 +456,7 @@ public struct ReplicaStore: Sendable {
         try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             return try Row.fetchAll(
-                db, sql: "SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences ORDER BY key"
+                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key"
             ).map { try RowDecoding.preference($0, replicas: replicas) }
         }
     }
@@ -464,10 +470,10 @@ public struct ReplicaStore: Sendable {
         try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             let entries = try Row.fetchCursor(
-                db, sql: "SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries ORDER BY id")
+                db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries ORDER BY id")
             while let row = try entries.next() { try entry(try RowDecoding.entry(row, replicas: replicas)) }
             let preferences = try Row.fetchCursor(
-                db, sql: "SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences ORDER BY key")
+                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key")
             while let row = try preferences.next() { try preference(try RowDecoding.preference(row, replicas: replicas)) }
             var vector = VersionVector()
             for (number, id) in replicas {
@@ -498,18 +504,22 @@ public struct ReplicaStore: Sendable {
                     let entries = try Row.fetchAll(
                         db.cachedStatement(
                             sql: """
-                                SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries
-                                WHERE replica = ? AND counter > ? AND counter <= ? ORDER BY counter LIMIT ?
+                                SELECT \(RowDecoding.entryColumns) FROM entries
+                                WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?
                                 """),
-                        arguments: [number, Int64(from), Int64(through), budget]
+                        arguments: [
+                            DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), budget,
+                        ]
                     ).map { try RowDecoding.entry($0, replicas: replicas) }
                     let preferences = try Row.fetchAll(
                         db.cachedStatement(
                             sql: """
-                                SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences
-                                WHERE replica = ? AND counter > ? AND counter <= ? ORDER BY counter LIMIT ?
+                                SELECT \(RowDecoding.preferenceColumns) FROM preferences
+                                WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?
                                 """),
-                        arguments: [number, Int64(from), Int64(through), budget]
+                        arguments: [
+                            DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), budget,
+                        ]
                     ).map { try RowDecoding.preference($0, replicas: replicas) }
                     // Both lists hold their smallest counters, so the smallest `budget` of their union
                     // are exactly the next rows in dot order.

@@ -21,6 +21,8 @@ struct WriteContext {
     private(set) var counters: [ReplicaID: UInt64]
     private(set) var replicasByNumber: [Int64: ReplicaID]
     private var changedCounters: Set<ReplicaID> = []
+    /// Device IDs as blobs, made once per transaction instead of once per row.
+    private var deviceBlobs: [DeviceID: Data] = [:]
     let hasher: ElementHasher
 
     init(_ db: Database, hasher: ElementHasher) throws {
@@ -53,6 +55,9 @@ struct WriteContext {
     /// The local number of a replica, registering it on first sight.
     mutating func number(of id: ReplicaID) throws -> Int64 {
         if let number = numbers[id] { return number }
+        guard Int64(numbers.count) < DotKey.maxReplicaNumber else {
+            throw StoreError(.database, "this replica has heard of too many replicas (\(numbers.count))")
+        }
         try db.execute(sql: "INSERT INTO replicas (replica_id, counter) VALUES (?, 0)", arguments: [Data(id.bytes)])
         let number = db.lastInsertedRowID
         numbers[id] = number
@@ -89,52 +94,67 @@ struct WriteContext {
     // MARK: Entries
 
     func entry(id: String) throws -> Entry? {
-        let statement = try db.cachedStatement(
-            sql: "SELECT id, stream, origin_device, replica, counter, hlc, wall_ms, payload FROM entries WHERE id = ?")
+        let statement = try db.cachedStatement(sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE id = ?")
         return try Row.fetchOne(statement, arguments: [id]).map { try RowDecoding.entry($0, replicas: replicasByNumber) }
     }
 
     /// Inserts an entry, or replaces the version held under its id when the incoming one wins.
     /// Returns whether the replica changed.
     mutating func mergeEntry(_ entry: Entry) throws -> Bool {
-        let number = try number(of: entry.dot.replica)
+        let key = try dotKey(entry.dot)
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO entries (id, stream, origin_device, replica, counter, hlc, wall_ms, payload)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
+                INSERT OR IGNORE INTO entries (dot, id, stream, origin_device, hlc, wall_ms, payload)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 """)
         try insert.execute(arguments: [
-            entry.id, entry.stream, Data(entry.originDevice.bytes), number, Int64(entry.dot.counter),
-            Int64(entry.hlc.rawValue), entry.wallMilliseconds, entry.payload,
+            key, entry.id, entry.stream, blob(entry.originDevice), Int64(entry.hlc.rawValue),
+            entry.wallMilliseconds, entry.payload,
         ])
         if db.changesCount == 1 {
             digest.insert(hash: hasher.hash(entry))
             entryCount += 1
             return true
         }
-        // Rare: the id is held already. Keep whichever version the merge rule picks.
-        guard let existing = try self.entry(id: entry.id), MergeRule.entryReplaces(entry, existing: existing) else {
-            return false
-        }
-        let update = try db.cachedStatement(
-            sql: """
-                UPDATE entries SET stream = ?, origin_device = ?, replica = ?, counter = ?, hlc = ?, wall_ms = ?,
-                payload = ? WHERE id = ?
-                """)
-        try update.execute(arguments: [
-            entry.stream, Data(entry.originDevice.bytes), number, Int64(entry.dot.counter), Int64(entry.hlc.rawValue),
-            entry.wallMilliseconds, entry.payload, entry.id,
+        // Rare: the id is held already (keep whichever version the merge rule picks), or the dot
+        // names another operation, which only a broken or hostile replica can send.
+        guard let existing = try self.entry(id: entry.id) else { throw dotReused(entry.dot) }
+        if existing == entry { return false }
+        guard existing.dot != entry.dot else { throw dotReused(entry.dot) }
+        guard MergeRule.entryReplaces(entry, existing: existing) else { return false }
+        try db.execute(sql: "DELETE FROM entries WHERE id = ?", arguments: [entry.id])
+        try insert.execute(arguments: [
+            key, entry.id, entry.stream, blob(entry.originDevice), Int64(entry.hlc.rawValue),
+            entry.wallMilliseconds, entry.payload,
         ])
+        guard db.changesCount == 1 else { throw dotReused(entry.dot) }
         digest.remove(hash: hasher.hash(existing))
         digest.insert(hash: hasher.hash(entry))
         return true
     }
 
+    mutating func blob(_ device: DeviceID) -> Data {
+        if let blob = deviceBlobs[device] { return blob }
+        let blob = Data(device.bytes)
+        deviceBlobs[device] = blob
+        return blob
+    }
+
+    mutating func dotKey(_ dot: Dot) throws -> Int64 {
+        guard dot.counter > 0, dot.counter <= UInt64(DotKey.counterMask) else {
+            throw StoreError(.invalidDelta, "counter \(dot.counter) of replica \(dot.replica) is out of range")
+        }
+        return DotKey.key(number: try number(of: dot.replica), counter: dot.counter)
+    }
+
+    func dotReused(_ dot: Dot) -> StoreError {
+        StoreError(.invalidDelta, "rejected a delta: operation \(dot) is already held with different contents")
+    }
+
     // MARK: Preferences
 
     func preference(key: String) throws -> PreferenceWrite? {
-        let statement = try db.cachedStatement(
-            sql: "SELECT key, value, origin_device, replica, counter, hlc, wall_ms FROM preferences WHERE key = ?")
+        let statement = try db.cachedStatement(sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key = ?")
         return try Row.fetchOne(statement, arguments: [key]).map {
             try RowDecoding.preference($0, replicas: replicasByNumber)
         }
@@ -143,17 +163,19 @@ struct WriteContext {
     /// Stores a preference write when it wins over the one held. Returns whether it did.
     mutating func mergePreference(_ write: PreferenceWrite) throws -> Bool {
         let existing = try preference(key: write.key)
+        if existing == write { return false }
         guard MergeRule.preferenceReplaces(write, existing: existing) else { return false }
-        let number = try number(of: write.dot.replica)
+        let key = try dotKey(write.dot)
+        if existing != nil { try db.execute(sql: "DELETE FROM preferences WHERE key = ?", arguments: [write.key]) }
         let statement = try db.cachedStatement(
             sql: """
-                INSERT OR REPLACE INTO preferences (key, value, origin_device, replica, counter, hlc, wall_ms)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT OR IGNORE INTO preferences (dot, key, value, origin_device, hlc, wall_ms)
+                VALUES (?, ?, ?, ?, ?, ?)
                 """)
         try statement.execute(arguments: [
-            write.key, write.value, Data(write.originDevice.bytes), number, Int64(write.dot.counter),
-            Int64(write.hlc.rawValue), write.wallMilliseconds,
+            key, write.key, write.value, blob(write.originDevice), Int64(write.hlc.rawValue), write.wallMilliseconds,
         ])
+        guard db.changesCount == 1 else { throw dotReused(write.dot) }
         if let existing {
             digest.remove(hash: hasher.hash(existing))
         } else {
@@ -181,23 +203,32 @@ struct WriteContext {
 
 /// Turns rows back into Core values.
 enum RowDecoding {
-    static func entry(_ row: Row, replicas: [Int64: ReplicaID]) throws -> Entry {
-        guard let replica = replicas[row[3]], let device = DeviceID(bytes: [UInt8](row[2] as Data)) else {
-            throw StoreError(.database, "entry \(row[0] as String) refers to an unknown replica; the database is damaged")
+    static let entryColumns = "dot, id, stream, origin_device, hlc, wall_ms, payload"
+    static let preferenceColumns = "dot, key, value, origin_device, hlc, wall_ms"
+
+    static func dot(_ key: Int64, replicas: [Int64: ReplicaID]) throws -> Dot {
+        guard let replica = replicas[DotKey.number(key)] else {
+            throw StoreError(.database, "a row refers to an unknown replica; the database is damaged")
         }
-        return Entry(
-            id: row[0], stream: row[1], originDevice: device,
-            dot: Dot(replica: replica, counter: UInt64(row[4] as Int64)),
-            hlc: HybridTimestamp(rawValue: UInt64(row[5] as Int64)), wallMilliseconds: row[6], payload: row[7])
+        return Dot(replica: replica, counter: DotKey.counter(key))
+    }
+
+    static func device(_ value: Data) throws -> DeviceID {
+        guard let device = DeviceID(bytes: [UInt8](value)) else {
+            throw StoreError(.database, "a row has a malformed device ID; the database is damaged")
+        }
+        return device
+    }
+
+    static func entry(_ row: Row, replicas: [Int64: ReplicaID]) throws -> Entry {
+        Entry(
+            id: row[1], stream: row[2], originDevice: try device(row[3]), dot: try dot(row[0], replicas: replicas),
+            hlc: HybridTimestamp(rawValue: UInt64(row[4] as Int64)), wallMilliseconds: row[5], payload: row[6])
     }
 
     static func preference(_ row: Row, replicas: [Int64: ReplicaID]) throws -> PreferenceWrite {
-        guard let replica = replicas[row[3]], let device = DeviceID(bytes: [UInt8](row[2] as Data)) else {
-            throw StoreError(.database, "preference \(row[0] as String) refers to an unknown replica; the database is damaged")
-        }
-        return PreferenceWrite(
-            key: row[0], value: row[1], originDevice: device,
-            dot: Dot(replica: replica, counter: UInt64(row[4] as Int64)),
-            hlc: HybridTimestamp(rawValue: UInt64(row[5] as Int64)), wallMilliseconds: row[6])
+        PreferenceWrite(
+            key: row[1], value: row[2], originDevice: try device(row[3]), dot: try dot(row[0], replicas: replicas),
+            hlc: HybridTimestamp(rawValue: UInt64(row[4] as Int64)), wallMilliseconds: row[5])
     }
 }

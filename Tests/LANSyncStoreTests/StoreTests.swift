@@ -139,7 +139,7 @@ func fileHash(_ path: String) throws -> [UInt8] {
         }
     }
 
-    @Test func largeDeltasAreCommittedInBoundedChunksWithCoverageLast() throws {
+    @Test func largeDeltasAreCommittedInPacedChunksWithCoverageLast() throws {
         let replica = ReplicaID(high: 3, low: 3)
         let entries = (1...2_500).map { counter in
             Entry(
@@ -150,11 +150,28 @@ func fileHash(_ path: String) throws -> [UInt8] {
             key: "k", value: "1", originDevice: device, dot: Dot(replica: replica, counter: 2_501),
             hlc: HybridTimestamp(physicalMilliseconds: 11, logical: 0), wallMilliseconds: 11)]
         let delta = Delta(entries: entries, preferences: writes, coverage: [.init(replica: replica, from: 0, through: 2_501)])
-        let chunks = ReplicaStore.chunks(of: delta)
-        #expect(chunks.count == 4)
-        #expect(chunks.allSatisfy { $0.entries.count + $0.preferences.count <= ReplicaStore.mergeChunkRows })
+        var pacer = MergePacer(activity: LocalWriteActivity())
+        var chunks = [Delta]()
+        while let chunk = pacer.next(of: delta) {
+            chunks.append(chunk)
+            pacer.record(.milliseconds(100))  // slow transactions: the pacer shrinks them
+        }
+        #expect(chunks.count > 3)
+        #expect(chunks[0].entries.count == 256)
+        #expect(chunks[1].entries.count < chunks[0].entries.count)
         #expect(chunks.dropLast().allSatisfy { $0.coverage.isEmpty })
         #expect(chunks.last?.coverage == delta.coverage)
+        #expect(chunks.flatMap(\.entries) == entries)
+        #expect(chunks.flatMap(\.preferences) == writes)
+        // An active app asks for short transactions; an idle one lets them grow.
+        let activity = LocalWriteActivity()
+        var idle = MergePacer(activity: activity)
+        idle.record(.microseconds(500))
+        #expect(idle.rows > 256)
+        activity.touch()
+        var active = MergePacer(activity: activity)
+        active.record(.milliseconds(6))
+        #expect(active.rows < 256)
         let store = try ReplicaStore.inMemory(device: device)
         #expect(try store.merge(delta).outcome == MergeOutcome(entriesAdded: 2_500, preferencesChanged: 1))
         #expect(try store.versionVector()[replica] == 2_501)

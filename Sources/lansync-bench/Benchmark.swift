@@ -1,0 +1,126 @@
+import Foundation
+import LANSync
+import Synchronization
+
+/// `lansync-bench`: LANSync's speed goals, each printed beside a baseline measured in the same run.
+///
+///     swift run -c release lansync-bench            # 100,000 rows
+///     swift run -c release lansync-bench --quick    # 10,000 rows, for a smoke test
+@main
+struct Benchmark {
+    static func main() async throws {
+        let quick = CommandLine.arguments.contains("--quick")
+        let rows = quick ? 10_000 : 100_000
+        let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var counter = 0
+        func freshNode() throws -> LANSyncNode {
+            counter += 1
+            let directory = DataDirectory(path: root + "/node-\(counter)")
+            _ = try LANSyncNode.initialize(at: directory, name: "bench-\(counter)", machineIDPath: "/nonexistent")
+            return try LANSyncNode.open(at: directory)
+        }
+        let now = Timestamps.nowMilliseconds()
+        let clock = ContinuousClock()
+        let delta = Workload.peerDelta(count: rows, startMilliseconds: now - 3_600_000)
+        let payloadBytes = delta.entries.map(\.payload.utf8.count).reduce(0, +) / rows
+
+        print("LANSync benchmark: \(rows) rows, payloads of \(payloadBytes) bytes, WAL + synchronous=FULL, "
+            + "\(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print("")
+
+        // Baseline: plain SQLite, 1,000 rows per transaction.
+        let baselineTime = try Baseline.insert(delta.entries, batch: 1_000, directory: root)
+        let baseline = Double(rows) / baselineTime.seconds
+        row("baseline: plain SQLite table, prepared INSERT, 1,000 rows/transaction", rate: baseline, goal: nil)
+
+        // Appends through the library's batch API, 1,000 per durable commit.
+        let batchNode = try freshNode()
+        let requests = (0..<rows).map { AppendRequest(stream: "symbol_taps", payload: Workload.payload($0)) }
+        var start = clock.now
+        for first in stride(from: 0, to: rows, by: 1_000) {
+            _ = try await batchNode.append(Array(requests[first..<min(first + 1_000, rows)]))
+        }
+        let batchRate = Double(rows) / (clock.now - start).seconds
+        row("append, library batch API, 1,000 entries/commit", rate: batchRate, baseline: baseline, goal: 0.5)
+
+        // Appends from 64 concurrent callers, one entry each call: group commit at work.
+        let concurrentNode = try freshNode()
+        let callers = 64
+        start = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for caller in 0..<callers {
+                group.addTask {
+                    for index in stride(from: caller, to: rows, by: callers) {
+                        _ = try await concurrentNode.append(to: "symbol_taps", payload: Workload.payload(index))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let concurrentRate = Double(rows) / (clock.now - start).seconds
+        row("append, \(callers) concurrent callers, one entry/call", rate: concurrentRate, baseline: baseline, goal: nil)
+
+        // Merge of a peer's delta into an empty replica.
+        let mergeNode = try freshNode()
+        start = clock.now
+        try await mergeNode.merge(delta, maxSkewMilliseconds: 60_000)
+        let mergeRate = Double(rows) / (clock.now - start).seconds
+        row("merge, delta apply in paced transactions (25 ms when the app is idle)", rate: mergeRate, baseline: baseline, goal: 0.5)
+        print("")
+
+        // Latency of one append, one caller, idle node.
+        let latencyNode = try freshNode()
+        var idle = Latencies()
+        for index in 0..<(quick ? 500 : 2_000) {
+            let begin = clock.now
+            _ = try await latencyNode.append(to: "symbol_taps", payload: Workload.payload(index))
+            idle.add(clock.now - begin)
+        }
+        latency("append latency, idle", idle, goal: 1)
+
+        // Latency of one append while a large delta is being merged into the same replica.
+        let mergeSize = quick ? 20_000 : 200_000
+        let bigDelta = Workload.peerDelta(count: mergeSize, startMilliseconds: now - 7_200_000)
+        let finished = Atomic<Bool>(false)
+        let mergeStart = clock.now
+        let merging = Task {
+            defer { finished.store(true, ordering: .releasing) }
+            return try await latencyNode.merge(bigDelta, maxSkewMilliseconds: 60_000)
+        }
+        var during = Latencies()
+        var index = 0
+        while !finished.load(ordering: .acquiring) {
+            let begin = clock.now
+            _ = try await latencyNode.append(to: "symbol_taps", payload: Workload.payload(index))
+            during.add(clock.now - begin)
+            index += 1
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        _ = try await merging.value
+        let mergeSeconds = (clock.now - mergeStart).seconds
+        latency("append latency during a \(mergeSize)-entry merge (\(during.samples.count) appends, merge "
+            + String(format: "%.2f s", mergeSeconds) + ")", during, goal: 5)
+        let status = try latencyNode.status()
+        print("")
+        print("check: \(status.entries) entries held after the merge test (expected \(mergeSize + idle.samples.count + during.samples.count))")
+    }
+
+    static func row(_ label: String, rate: Double, baseline: Double? = nil, goal: Double?) {
+        var line = label.padding(toLength: 72, withPad: " ", startingAt: 0) + String(format: "%10.0f rows/s", rate)
+        if let baseline {
+            let ratio = rate / baseline
+            line += String(format: "   %.2f x baseline", ratio)
+            if let goal { line += ratio >= goal ? String(format: " (goal >= %.1f: met)", goal) : String(format: " (goal >= %.1f: MISSED)", goal) }
+        }
+        print(line)
+    }
+
+    static func latency(_ label: String, _ samples: Latencies, goal: Double) {
+        let p99 = samples.percentile(0.99)
+        print(label)
+        print(String(format: "    p50 %.3f ms   p99 %.3f ms   max %.3f ms   (goal p99 <= %.0f ms: %@)",
+            samples.percentile(0.5), p99, samples.percentile(1), goal, p99 <= goal ? "met" : "MISSED"))
+    }
+}
