@@ -65,7 +65,11 @@ let package = Package(
         .executableTarget(
             name: "lansync",
             dependencies: [
+                // LANSync re-exports Core and Store; naming them keeps incremental builds honest
+                // (without it a change to a Store type's layout was not recompiled into the CLI).
                 "LANSync",
+                "LANSyncCore",
+                "LANSyncStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -76,6 +80,8 @@ let package = Package(
             name: "lansync-bench",
             dependencies: [
                 "LANSync",
+                "LANSyncCore",
+                "LANSyncStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
@@ -105,7 +111,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "LANSyncTests", dependencies: ["LANSync"], swiftSettings: strict),
+        .testTarget(
+            name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore"], swiftSettings: strict),
         // Runs the built `lansync` executable the way a user would.
         .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync"], swiftSettings: strict),
     ],

@@ -1,8 +1,8 @@
 /// A hash of a replica's CRDT state — the set of entries and the winning write of every
 /// preference — that is maintained incrementally, so `status` costs nothing on a large replica.
 ///
-/// It is a multiset hash: the sum modulo 2^256 of a SHA-256 hash of each element's canonical
-/// bytes. Adding an element adds its hash; replacing one subtracts the old hash and adds the new.
+/// It is a multiset hash: the sum modulo 2^256 of a 256-bit hash (BLAKE2b in production) of each
+/// element's canonical bytes. Adding an element adds its hash; replacing one subtracts the old hash and adds the new.
 /// The sum does not depend on the order elements arrived in, so two replicas holding the same
 /// elements have the same digest however they got them, and different states differ except with
 /// negligible probability. The hash function is injected (`ElementHasher`) to keep this module
@@ -70,7 +70,7 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The hash the digest sums over: SHA-256 in production (`LANSyncCrypto.SHA256.hash`).
+/// The hash the digest sums over: BLAKE2b-256 in production (`ReplicaStore.elementHasher`).
 public struct ElementHasher: Sendable {
     public let hash: @Sendable ([UInt8]) -> [UInt8]
 

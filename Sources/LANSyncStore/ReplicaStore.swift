@@ -90,8 +90,8 @@ public struct ReplicaStore: Sendable {
     /// Runs WAL checkpoints in the background (nil for in-memory replicas).
     let checkpointer: Checkpointer?
 
-    /// SHA-256 of an element's canonical bytes: what the state digest sums.
-    public static let elementHasher = ElementHasher { SHA256.hash($0) }
+    /// BLAKE2b-256 of an element's canonical bytes: what the state digest sums, on every replica.
+    public static let elementHasher = ElementHasher { BLAKE2b.hash($0) }
 
     private init(writer: any DatabaseWriter, path: String? = nil) throws(StoreError) {
         self.writer = writer

@@ -52,10 +52,12 @@ struct Export: AsyncParsableCommand {
             switch format {
             case .json:
                 let counts = try ExportFile.write(node, to: { output.write($0) })
-                if target != nil { note("exported \(counts.entries) entries and \(counts.preferences) preferences") }
+                if target != nil {
+                    note("exported \(counted(counts.entries, "entry", "entries")) and \(counted(counts.preferences, "preference"))")
+                }
             case .csv:
                 let count = try CSVExport.write(node, stream: stream, to: { output.write($0) })
-                if target != nil { note("exported \(count) entries") }
+                if target != nil { note("exported \(counted(count, "entry", "entries"))") }
             }
             output.flush()
             if let partial, let target {
@@ -91,8 +93,10 @@ struct Import: AsyncParsableCommand {
             let node = try global.openNode()
             return try ImportFile.run(file, into: node)
         }
+        let outcome = report.outcome
         Output().line(
-            "imported \(report.outcome.entriesAdded) new entries and \(report.outcome.preferencesChanged) preference "
-                + "changes (the file held \(report.entriesRead) entries and \(report.preferencesRead) preferences)")
+            "imported \(counted(outcome.entriesAdded, "new entry", "new entries")) and "
+                + "\(counted(outcome.preferencesChanged, "preference change")) (the file held "
+                + "\(counted(report.entriesRead, "entry", "entries")) and \(counted(report.preferencesRead, "preference")))")
     }
 }

@@ -99,7 +99,7 @@ struct Log: AsyncParsableCommand {
                 index = end
             }
             out.flush()
-            note("appended \(requests.count) entries to \(stream)")
+            note("appended \(counted(requests.count, "entry", "entries")) to \(stream)")
         }
     }
 

@@ -59,3 +59,8 @@ func aligned(_ rows: [[String]]) -> [String] {
         }.joined(separator: "  ")
     }
 }
+
+/// "1 entry", "2 entries": a count with its noun, singular or plural.
+func counted(_ count: Int, _ singular: String, _ plural: String? = nil) -> String {
+    "\(count) \(count == 1 ? singular : plural ?? singular + "s")"
+}

@@ -43,7 +43,7 @@ struct Status: AsyncParsableCommand {
                 ["device", "\(node.deviceID)  (\(node.identity.name))"],
                 ["replica", node.replicaID.description],
                 ["data", node.dataDirectory.path],
-                ["entries", "\(status.entries) in \(status.streams) stream\(status.streams == 1 ? "" : "s")"],
+                ["entries", "\(status.entries) in \(counted(status.streams, "stream"))"],
                 ["preferences", "\(status.preferences) set, \(status.tombstones) unset"],
                 ["digest", status.digest.description],
                 ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
