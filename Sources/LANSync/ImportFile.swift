@@ -16,6 +16,10 @@ public enum ImportFile {
     public static func run(_ path: String, into node: LANSyncNode, progress: (Int) -> Void = { _ in })
         throws(LANSyncError) -> Report
     {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw LANSyncError(.invalidInput, "\(path) is a directory; give the path of an export file")
+        }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             let exists = FileManager.default.fileExists(atPath: path)
             throw LANSyncError(
@@ -92,8 +96,12 @@ public enum ImportFile {
                 }
             }
             return Report(entriesRead: entries, preferencesRead: preferences, outcome: outcome)
-        } catch {
+        } catch let error as LANSyncError {
+            throw error
+        } catch let error as StoreError {
             throw LANSyncNode.translate(error)
+        } catch {
+            throw LANSyncError(.invalidInput, "cannot read \(path) (\(error.localizedDescription)); nothing was imported")
         }
     }
 

@@ -21,8 +21,9 @@ public enum JSONText {
             if text.allSatisfy(\.isWhitespace) {
                 throw LANSyncError(.invalidInput, "the JSON value is empty; give a value such as {\"symbol\":\"more\"} or 42")
             }
-            throw LANSyncError(.invalidInput, "not valid JSON: \(problem) in \(preview(text)) "
-                + "(a string needs double quotes, e.g. '\"dad\"')")
+            // A bare word is the usual slip on a command line: say how to write a string.
+            let hint = problem.reason.hasPrefix("unexpected character") ? " (a string needs double quotes, e.g. '\"dad\"')" : ""
+            throw LANSyncError(.invalidInput, "not valid JSON: \(problem) in \(preview(text))\(hint)")
         }
     }
 
