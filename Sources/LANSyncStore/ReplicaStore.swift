@@ -213,13 +213,7 @@ public struct ReplicaStore: Sendable {
 
     /// Appends entries made on this replica in one durable transaction: each gets the next dot and
     /// HLC reading. A request whose id is held already returns the entry held (idempotent retry).
-    public func append(_ requests: [AppendRequest], now: UInt64) throws(StoreError) -> [Entry] {
-        activity.touch()
-        defer { checkpointer?.committed() }
-        return try Self.database { try writer.write { db in try Self.append(requests, now: now, db: db, hasher: hasher) } }
-    }
-
-    /// The same, suspending instead of blocking while the transaction runs.
+    /// Suspends, never blocks, while the transaction runs.
     public func append(_ requests: [AppendRequest], now: UInt64) async throws(StoreError) -> [Entry] {
         activity.touch()
         defer { checkpointer?.committed() }
@@ -253,13 +247,6 @@ public struct ReplicaStore: Sendable {
     }
 
     /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
-    public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) throws(StoreError) -> [PreferenceWrite] {
-        activity.touch()
-        defer { checkpointer?.committed() }
-        return try Self.database { try writer.write { db in try Self.set(writes, now: now, db: db, hasher: hasher) } }
-    }
-
-    /// The same, suspending instead of blocking while the transaction runs.
     public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) async throws(StoreError) -> [PreferenceWrite] {
         activity.touch()
         defer { checkpointer?.committed() }
@@ -293,21 +280,6 @@ public struct ReplicaStore: Sendable {
     /// committed in several transactions, the coverage with the last, sized by `MergePacer` so a
     /// local write never waits long behind one; a crash part-way leaves merged rows (merge is
     /// idempotent) and an unmoved version vector, so the rest is simply sent again.
-    public func merge(_ delta: Delta) throws(StoreError) -> MergeResult {
-        try Self.validate(delta)
-        var result = MergeResult()
-        var pacer = MergePacer(activity: activity)
-        while let chunk = pacer.next(of: delta) {
-            let started = ContinuousClock.now
-            let part = try Self.database { try writer.write { db in try Self.merge(chunk, db: db, hasher: hasher) } }
-            pacer.record(ContinuousClock.now - started)
-            checkpointer?.committed()
-            result.append(part)
-        }
-        return result
-    }
-
-    /// The same, suspending instead of blocking while each transaction runs.
     public func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
         try Self.validate(delta)
         let hasher = hasher

@@ -62,4 +62,11 @@ public struct Scenario {
         for state in states { result.merge(state) }
         return result
     }
+
+    /// `deltas` in the order `keys` sorts them (deltas beyond the keys keep their place): how
+    /// property tests turn generated numbers into a delivery order.
+    public static func ordered(_ deltas: [Delta], by keys: [Int]) -> [Delta] {
+        deltas.enumerated().map { index, delta in (key: index < keys.count ? keys[index] : index, delta: delta) }
+            .sorted { $0.key < $1.key }.map(\.delta)
+    }
 }

@@ -14,10 +14,7 @@ import Testing
             ab.merge(s.replicas[1])
             var ba = s.replicas[1]
             ba.merge(s.replicas[0])
-            #expect(ab.digest == ba.digest)
-            #expect(ab.entries == ba.entries)
-            #expect(ab.preferences == ba.preferences)
-            #expect(ab.versionVector == ba.versionVector)
+            expectSameState(ab, ba)
         }
     }
 
@@ -27,10 +24,7 @@ import Testing
             let (a, b, c) = (s.replicas[0], s.replicas[1], s.replicas[2])
             let left = Scenario.merged(Scenario.merged(a, b), c)
             let right = Scenario.merged(a, Scenario.merged(b, c))
-            #expect(left.digest == right.digest)
-            #expect(left.entries == right.entries)
-            #expect(left.preferences == right.preferences)
-            #expect(left.versionVector == right.versionVector)
+            expectSameState(left, right)
         }
     }
 
@@ -56,14 +50,10 @@ import Testing
         await propertyCheck(input: Self.operations, Gen.int(in: 0...1_000_000).array(of: 0...200)) { operations, keys in
             let s = Scenario(operations: operations)
             let union = Scenario.merged(s.replicas[0], s.replicas[1], s.replicas[2])
-            let deliveries = (s.deltas + s.deltas).enumerated().map { index, delta in
-                (key: index < keys.count ? keys[index] : index, delta: delta)
-            }.sorted { $0.key < $1.key }.map(\.delta)
+            let deliveries = Scenario.ordered(s.deltas + s.deltas, by: keys)
             var receiver = Scenario.fresh()
             for delta in deliveries { receiver.merge(delta) }
-            #expect(receiver.digest == union.digest)
-            #expect(receiver.entries == union.entries)
-            #expect(receiver.preferences == union.preferences)
+            expectSameState(receiver, union, comparingVectors: false)
         }
     }
 
@@ -95,9 +85,7 @@ import Testing
         await propertyCheck(input: Self.operations, Gen.int(in: 0...1_000_000).array(of: 0...200)) { operations, keys in
             let s = Scenario(operations: operations)
             var receiver = Scenario.fresh()
-            let deliveries = s.deltas.enumerated().map { index, delta in
-                (key: index < keys.count ? keys[index] : index, delta: delta)
-            }.sorted { $0.key < $1.key }.map(\.delta)
+            let deliveries = Scenario.ordered(s.deltas, by: keys)
             for delta in deliveries {
                 receiver.merge(delta)
                 let vector = receiver.versionVector
@@ -137,5 +125,16 @@ import Testing
             let union = Scenario.merged(s.replicas[0], b)
             #expect(a.digest == union.digest)
         }
+    }
+
+    /// Two replicas hold the same elements (and, unless told otherwise, the same version vector).
+    func expectSameState(
+        _ a: ReplicaState, _ b: ReplicaState, comparingVectors: Bool = true,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(a.digest == b.digest, sourceLocation: sourceLocation)
+        #expect(a.entries == b.entries, sourceLocation: sourceLocation)
+        #expect(a.preferences == b.preferences, sourceLocation: sourceLocation)
+        if comparingVectors { #expect(a.versionVector == b.versionVector, sourceLocation: sourceLocation) }
     }
 }

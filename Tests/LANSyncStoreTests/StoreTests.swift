@@ -21,15 +21,15 @@ func fileHash(_ path: String) throws -> [UInt8] {
 }
 
 @Suite struct LocalWriteTests {
-    @Test func writesSurviveReopening() throws {
+    @Test func writesSurviveReopening() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
         var digest: StateDigest
         do {
             let (store, created) = try ReplicaStore.openOrCreate(path: path, device: device)
             #expect(created)
-            _ = try store.append([AppendRequest(stream: "taps", payload: "{\"s\":1}")], now: 1_000)
-            _ = try store.setPreferences([PreferenceRequest(key: "a/b", value: "1")], now: 1_001)
+            _ = try await store.append([AppendRequest(stream: "taps", payload: "{\"s\":1}")], now: 1_000)
+            _ = try await store.setPreferences([PreferenceRequest(key: "a/b", value: "1")], now: 1_001)
             digest = try store.status().digest
         }
         let reopened = try ReplicaStore.open(path: path)
@@ -45,26 +45,26 @@ func fileHash(_ path: String) throws -> [UInt8] {
         #expect(again.replica == reopened.replica)
     }
 
-    @Test func appendsGetConsecutiveDotsAndRetriesAreIdempotent() throws {
+    @Test func appendsGetConsecutiveDotsAndRetriesAreIdempotent() async throws {
         let store = try ReplicaStore.inMemory(device: device)
-        let first = try store.append(
+        let first = try await store.append(
             [AppendRequest(stream: "taps", payload: "1"), AppendRequest(id: "tap-7", stream: "taps", payload: "2")],
             now: 5_000)
         #expect(first.map(\.dot.counter) == [1, 2])
         #expect(first[1].hlc > first[0].hlc)
-        let retry = try store.append([AppendRequest(id: "tap-7", stream: "taps", payload: "2")], now: 6_000)
+        let retry = try await store.append([AppendRequest(id: "tap-7", stream: "taps", payload: "2")], now: 6_000)
         #expect(retry == [first[1]])
         #expect(try store.status().entries == 2)
         #expect(try store.versionVector()[store.replica] == 2)
     }
 
-    @Test func preferencesKeepTheLastWriteAndTombstones() throws {
+    @Test func preferencesKeepTheLastWriteAndTombstones() async throws {
         let store = try ReplicaStore.inMemory(device: device)
-        _ = try store.setPreferences([PreferenceRequest(key: "caregiver/active", value: "\"mum\"")], now: 1_000)
+        _ = try await store.setPreferences([PreferenceRequest(key: "caregiver/active", value: "\"mum\"")], now: 1_000)
         // The physical clock went backwards: the HLC still orders the later write after.
-        _ = try store.setPreferences([PreferenceRequest(key: "caregiver/active", value: "\"dad\"")], now: 900)
+        _ = try await store.setPreferences([PreferenceRequest(key: "caregiver/active", value: "\"dad\"")], now: 900)
         #expect(try store.preference(key: "caregiver/active")?.value == "\"dad\"")
-        _ = try store.setPreferences([PreferenceRequest(key: "caregiver/active", value: nil)], now: 950)
+        _ = try await store.setPreferences([PreferenceRequest(key: "caregiver/active", value: nil)], now: 950)
         let held = try #require(try store.preference(key: "caregiver/active"))
         #expect(held.isTombstone)
         let status = try store.status()
@@ -73,10 +73,10 @@ func fileHash(_ path: String) throws -> [UInt8] {
         #expect(try store.recomputeDigest() == status.digest)
     }
 
-    @Test func entriesAreQueriedByStreamAndTime() throws {
+    @Test func entriesAreQueriedByStreamAndTime() async throws {
         let store = try ReplicaStore.inMemory(device: device)
         for (index, stream) in ["taps", "phrases", "taps", "taps"].enumerated() {
-            _ = try store.append([AppendRequest(stream: stream, payload: "\(index)")], now: UInt64(1_000 + index * 100))
+            _ = try await store.append([AppendRequest(stream: stream, payload: "\(index)")], now: UInt64(1_000 + index * 100))
         }
         #expect(try store.entries(EntryQuery(stream: "taps")).map(\.payload) == ["0", "2", "3"])
         #expect(try store.entries(EntryQuery(stream: "taps", since: 1_100, until: 1_300)).map(\.payload) == ["2"])
@@ -93,14 +93,12 @@ func fileHash(_ path: String) throws -> [UInt8] {
         await propertyCheck(count: 60, input: Self.operations, Gen.int(in: 0...1_000_000).array(of: 0...100)) {
             operations, keys in
             let s = Scenario(operations: operations)
-            let deliveries = s.deltas.enumerated().map { index, delta in
-                (key: index < keys.count ? keys[index] : index, delta: delta)
-            }.sorted { $0.key < $1.key }.map(\.delta)
+            let deliveries = Scenario.ordered(s.deltas, by: keys)
             var model = Scenario.fresh()
             let store = try! ReplicaStore.inMemory(device: device)
             for delta in deliveries {
                 let expected = model.merge(delta)
-                let actual = try! store.merge(delta).outcome
+                let actual = try! await store.merge(delta).outcome
                 #expect(actual == expected)
             }
             let status = try! store.status()
@@ -120,8 +118,8 @@ func fileHash(_ path: String) throws -> [UInt8] {
         await propertyCheck(count: 40, input: Self.operations, Gen.int(in: 1...7)) { operations, batchRows in
             let s = Scenario(operations: operations)
             let source = try! ReplicaStore.inMemory(device: device)
-            for delta in s.deltas { _ = try! source.merge(delta) }
-            _ = try! source.append([AppendRequest(stream: "local", payload: "1")], now: 2_000)
+            for delta in s.deltas { _ = try! await source.merge(delta) }
+            _ = try! await source.append([AppendRequest(stream: "local", payload: "1")], now: 2_000)
             let target = try! ReplicaStore.inMemory(device: device)
             var batches = 0
             while true {
@@ -129,7 +127,7 @@ func fileHash(_ path: String) throws -> [UInt8] {
                 if delta.isEmpty { break }
                 #expect(delta.entries.count + delta.preferences.count <= batchRows)
                 #expect(delta.problem() == nil)
-                _ = try! target.merge(delta)
+                _ = try! await target.merge(delta)
                 batches += 1
                 #expect(batches < 1_000)
                 if batches >= 1_000 { break }
@@ -139,7 +137,7 @@ func fileHash(_ path: String) throws -> [UInt8] {
         }
     }
 
-    @Test func largeDeltasAreCommittedInPacedChunksWithCoverageLast() throws {
+    @Test func largeDeltasAreCommittedInPacedChunksWithCoverageLast() async throws {
         let replica = ReplicaID(high: 3, low: 3)
         let entries = (1...2_500).map { counter in
             Entry(
@@ -173,11 +171,11 @@ func fileHash(_ path: String) throws -> [UInt8] {
         active.record(.milliseconds(6))
         #expect(active.rows < 256)
         let store = try ReplicaStore.inMemory(device: device)
-        #expect(try store.merge(delta).outcome == MergeOutcome(entriesAdded: 2_500, preferencesChanged: 1))
+        #expect(try await store.merge(delta).outcome == MergeOutcome(entriesAdded: 2_500, preferencesChanged: 1))
         #expect(try store.versionVector()[replica] == 2_501)
     }
 
-    @Test func malformedDeltaIsRejectedWhole() throws {
+    @Test func malformedDeltaIsRejectedWhole() async throws {
         let store = try ReplicaStore.inMemory(device: device)
         let before = try store.status()
         let replica = ReplicaID(high: 5, low: 5)
@@ -188,12 +186,12 @@ func fileHash(_ path: String) throws -> [UInt8] {
             id: "bad", stream: "Not A Stream", originDevice: device, dot: Dot(replica: replica, counter: 2),
             hlc: HybridTimestamp(physicalMilliseconds: 10, logical: 1), wallMilliseconds: 10, payload: "1")
         let delta = Delta(entries: [good, bad], coverage: [.init(replica: replica, from: 0, through: 2)])
-        #expect(throws: StoreError.self) { try store.merge(delta) }
+        await #expect(throws: StoreError.self) { try await store.merge(delta) }
         let after = try store.status()
         #expect(after == before)
     }
 
-    @Test func duplicateIDsResolveTheSameWayEverywhere() throws {
+    @Test func duplicateIDsResolveTheSameWayEverywhere() async throws {
         let (a, b) = (ReplicaID(high: 1, low: 0), ReplicaID(high: 2, low: 0))
         func version(_ replica: ReplicaID, _ millis: UInt64) -> Entry {
             Entry(
@@ -205,10 +203,10 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let late = Delta(entries: [version(a, 20)], coverage: [.init(replica: a, from: 0, through: 1)])
         let one = try ReplicaStore.inMemory(device: device)
         let two = try ReplicaStore.inMemory(device: device)
-        _ = try one.merge(early)
-        _ = try one.merge(late)
-        _ = try two.merge(late)
-        _ = try two.merge(early)
+        _ = try await one.merge(early)
+        _ = try await one.merge(late)
+        _ = try await two.merge(late)
+        _ = try await two.merge(early)
         #expect(try one.entry(id: "session-1")?.payload == "10")
         #expect(try two.entry(id: "session-1")?.payload == "10")
         #expect(try one.status().digest == two.status().digest)
@@ -217,14 +215,14 @@ func fileHash(_ path: String) throws -> [UInt8] {
 }
 
 @Suite struct OpeningTests {
-    @Test func missingReplicaIsNotCreatedByOpen() throws {
+    @Test func missingReplicaIsNotCreatedByOpen() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
         #expect(throws: StoreError.self) { try ReplicaStore.open(path: path) }
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
-    @Test func fileThatIsNotSQLiteIsRefusedAndUntouched() throws {
+    @Test func fileThatIsNotSQLiteIsRefusedAndUntouched() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
         try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: path))
@@ -240,12 +238,12 @@ func fileHash(_ path: String) throws -> [UInt8] {
         #expect(try fileHash(path) == before)
     }
 
-    @Test func otherSQLiteDatabaseIsRefusedAndUntouched() throws {
+    @Test func otherSQLiteDatabaseIsRefusedAndUntouched() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
         do {
             let queue = try DatabaseQueue(path: path)
-            try queue.write { try $0.execute(sql: "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x')") }
+            try await queue.write { try $0.execute(sql: "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x')") }
         }
         let before = try fileHash(path)
         do {
@@ -257,13 +255,13 @@ func fileHash(_ path: String) throws -> [UInt8] {
         #expect(try fileHash(path) == before)
     }
 
-    @Test func newerSchemaIsRefusedAndUntouched() throws {
+    @Test func newerSchemaIsRefusedAndUntouched() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
         _ = try ReplicaStore.openOrCreate(path: path, device: device)
         do {
             let queue = try DatabaseQueue(path: path)
-            try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA user_version = 99") }
+            try await queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA user_version = 99") }
             try queue.close()
         }
         let before = try fileHash(path)
