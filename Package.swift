@@ -98,7 +98,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "LANSyncCryptoTests", dependencies: ["LANSyncCrypto"], swiftSettings: strict),
+        .testTarget(
+            name: "LANSyncCryptoTests",
+            dependencies: ["LANSyncCrypto"],
+            // The published Noise test vectors (cacophony) for the SHA-256 patterns.
+            resources: [.copy("Resources/noise-vectors.json")],
+            swiftSettings: strict
+        ),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncStoreTests",
