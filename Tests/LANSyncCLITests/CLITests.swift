@@ -200,7 +200,8 @@ import Testing
 @Suite struct HelpCLITests {
     @Test(arguments: [
         ["init"], ["id"], ["log", "append"], ["log", "list"], ["pref", "set"], ["pref", "get"], ["pref", "list"],
-        ["pref", "unset"], ["status"], ["export"], ["import"],
+        ["pref", "unset"], ["status"], ["export"], ["import"], ["group", "create"], ["group", "join"], ["group", "show"],
+        ["group", "leave"],
     ])
     func everyCommandHelpHasAnExample(command: [String]) throws {
         let cli = try CLI()
@@ -209,5 +210,38 @@ import Testing
         #expect(result.status == 0)
         #expect(result.stdout.contains("lansync " + command.joined(separator: " ")), "\(command)")
         #expect(result.stdout.contains("Example"), "\(command) --help has no example")
+    }
+}
+
+@Suite(.serialized) struct GroupCLITests {
+    @Test func createJoinShowLeave() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"])
+        let none = try cli.run(["group", "show"])
+        #expect(none.status == 1 && none.stderr.contains("group create"))
+        let created = try cli.ok(["group", "create"])
+        let code = try cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(created.contains(code))
+        let tag = try JSONSerialization.jsonObject(with: Data(try cli.ok(["group", "show", "--json"]).utf8)) as! [String: Any]
+        #expect(created.contains(tag["tag"] as! String))
+        let permissions = try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/group.json")[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+        #expect(try cli.run(["group", "create"]).status != 0)
+
+        try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
+        _ = try cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
+        #expect(try cli.ok(["group", "join", code.uppercased()], node: "b").contains("joined group \(tag["tag"] as! String)"))
+        #expect(try cli.ok(["group", "join", code], node: "b").contains("nothing changed"))
+        var typo = Array(code)
+        typo[3] = typo[3] == "a" ? "b" : "a"
+        let refused = try cli.run(["group", "join", String(typo)], node: "b")
+        #expect(refused.status != 0 && refused.stderr.contains("mistyped"))
+        // Moving to another group needs --replace.
+        try cli.ok(["group", "leave"])
+        try cli.ok(["group", "create"])
+        let other = try cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try cli.run(["group", "join", other], node: "b").stderr.contains("--replace"))
+        #expect(try cli.ok(["group", "join", other, "--replace"], node: "b").contains("joined group"))
     }
 }

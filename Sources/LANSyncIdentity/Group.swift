@@ -1,0 +1,169 @@
+import Foundation
+public import LANSyncCrypto
+
+/// Membership of a group: the 256-bit group secret every member holds, and what is derived from it.
+///
+/// Only members can take part in sync: the secret, through `noisePSK`, is the pre-shared key of
+/// every handshake. Nothing derived for public use (`tag`) reveals it.
+public struct GroupSecret: Sendable {
+    public let secret: SecureBytes
+
+    public init(secret: SecureBytes) {
+        precondition(secret.count == 32, "a group secret is 32 bytes")
+        self.secret = secret
+    }
+
+    /// A new random group.
+    public static func generate() -> GroupSecret { GroupSecret(secret: SecureBytes(randomCount: 32)) }
+
+    /// Domain-separated subkeys: HMAC-SHA256 keyed with the secret over a fixed label.
+    func derive(_ label: String) -> [UInt8] { SHA256.hmac(key: secret, message: Array(label.utf8)) }
+
+    /// The Noise pre-shared key for handshakes between members.
+    public var noisePSK: SecureBytes {
+        var key = derive("lansync/v1/noise-psk")
+        defer { wipe(&key) }
+        return SecureBytes(copying: key)
+    }
+
+    /// A public name for the group (16 hex digits): advertised over mDNS so members find each
+    /// other, and shown by `group show`. A keyed hash: the secret cannot be recovered from it.
+    public var tag: String { Array(derive("lansync/v1/group-tag").prefix(8)).hexString }
+
+    // MARK: Join codes
+
+    /// The join code: one line to read aloud or type, e.g.
+    /// `1f4k3mq-9x2vb7c-...` — eight groups of seven characters in Crockford's base32 (no I, L,
+    /// O or U, case-insensitive), carrying a version byte, the secret and a 2-byte checksum, so a
+    /// mistyped code is refused rather than joining nobody.
+    public var joinCode: String {
+        var payload = [Self.codeVersion] + secret.withUnsafeBytes { [UInt8]($0) }
+        payload += Self.checksum(payload)
+        defer { wipe(&payload) }
+        let digits = Self.base32(payload)
+        return stride(from: 0, to: digits.count, by: 7).map {
+            String(digits[$0..<min($0 + 7, digits.count)])
+        }.joined(separator: "-")
+    }
+
+    static let codeVersion: UInt8 = 1
+    static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz")
+
+    /// Why a join code is unusable, or the group it names.
+    public static func parse(joinCode code: String) -> Result<GroupSecret, JoinCodeProblem> {
+        var values = [UInt8]()
+        for character in code.lowercased() where character != "-" && !character.isWhitespace {
+            // Crockford's rule: read the letters people confuse with digits as those digits.
+            let normalised: Character = character == "o" ? "0" : (character == "i" || character == "l") ? "1" : character
+            guard let value = alphabet.firstIndex(of: normalised) else { return .failure(.badCharacter(character)) }
+            values.append(UInt8(value))
+        }
+        guard values.count == 56 else { return .failure(.wrongLength(values.count)) }
+        var bits: UInt32 = 0
+        var bitCount = 0
+        var bytes = [UInt8]()
+        for value in values {
+            bits = bits << 5 | UInt32(value)
+            bitCount += 5
+            if bitCount >= 8 {
+                bitCount -= 8
+                bytes.append(UInt8(truncatingIfNeeded: bits >> UInt32(bitCount)))
+            }
+        }
+        defer { wipe(&bytes) }
+        guard bytes.count == 35, bytes[0] == codeVersion else { return .failure(.unknownVersion) }
+        guard checksum(Array(bytes[0..<33])) == Array(bytes[33..<35]) else { return .failure(.checksumMismatch) }
+        return .success(GroupSecret(secret: SecureBytes(copying: Array(bytes[1..<33]))))
+    }
+
+    public enum JoinCodeProblem: Error, Equatable, CustomStringConvertible {
+        case badCharacter(Character)
+        case wrongLength(Int)
+        case unknownVersion
+        case checksumMismatch
+
+        public var description: String {
+            switch self {
+            case .badCharacter(let character):
+                return "the join code has a character that cannot be in one: '\(character)'"
+            case .wrongLength(let count):
+                return "a join code has 56 characters (plus dashes); this one has \(count)"
+            case .unknownVersion:
+                return "this join code is from a newer LANSync; upgrade lansync"
+            case .checksumMismatch:
+                return "the join code does not check out: a character is mistyped; compare it with the code shown by "
+                    + "`lansync group show --code` on a member device"
+            }
+        }
+    }
+
+    static func checksum(_ bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(bytes).prefix(2)) }
+
+    static func base32(_ bytes: [UInt8]) -> [Character] {
+        var out = [Character]()
+        var bits: UInt32 = 0
+        var bitCount = 0
+        for byte in bytes {
+            bits = bits << 8 | UInt32(byte)
+            bitCount += 8
+            while bitCount >= 5 {
+                bitCount -= 5
+                out.append(alphabet[Int((bits >> UInt32(bitCount)) & 31)])
+            }
+        }
+        if bitCount > 0 { out.append(alphabet[Int((bits << UInt32(5 - bitCount)) & 31)]) }
+        return out
+    }
+}
+
+/// The group file, `group.json` in the data directory, mode 0600.
+public struct GroupFile: Sendable {
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private struct Contents: Codable {
+        var format = "lansync-group"
+        var version = 1
+        var secret: String
+        var joined: String
+    }
+
+    public func load() throws(Failure) -> GroupSecret? {
+        let bytes: [UInt8]?
+        do { bytes = try SecretFile.read(path) } catch { throw Failure(description: error.description) }
+        guard let bytes else { return nil }
+        guard let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes)),
+            contents.format == "lansync-group", var secret = [UInt8](hexString: contents.secret), secret.count == 32
+        else {
+            throw Failure(description: "\(path) is damaged; run `lansync group join CODE` again with a member's code")
+        }
+        defer { wipe(&secret) }
+        return GroupSecret(secret: SecureBytes(copying: secret))
+    }
+
+    public func save(_ group: GroupSecret, joined: String) throws(Failure) {
+        var hex = group.secret.withUnsafeBytes { [UInt8]($0).hexString }
+        let contents = Contents(secret: hex, joined: joined)
+        hex = ""
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        do {
+            try SecretFile.write([UInt8](try encoder.encode(contents)) + [0x0A], to: path)
+        } catch let error as SecretFile.Failure {
+            throw Failure(description: error.description)
+        } catch {
+            throw Failure(description: "cannot encode the group file: \(error)")
+        }
+    }
+
+    public func remove() throws(Failure) {
+        guard unlink(path) == 0 || errno == ENOENT else {
+            throw Failure(description: "cannot remove \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}
