@@ -39,6 +39,8 @@ let package = Package(
         .target(name: "LANSyncCore", swiftSettings: strict),
         // Hashing, key pairs and secret buffers over libsodium.
         .target(name: "LANSyncCrypto", dependencies: ["CSodium"], swiftSettings: strict),
+        // The wire protocol: message types, delta encoding, framing. Core only, so fuzzers build fast.
+        .target(name: "LANSyncWire", dependencies: ["LANSyncCore"], swiftSettings: strict),
         // Device identity: the stable device ID, the long-term key pair, the identity file.
         .target(name: "LANSyncIdentity", dependencies: ["LANSyncCore", "LANSyncCrypto"], swiftSettings: strict),
         // The SQLite replica: schema, durable writes, merge of deltas, queries.
@@ -88,6 +90,9 @@ let package = Package(
         ),
         // Shared by the test targets: generated histories of replicas for property tests.
         .target(name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncCrypto"], swiftSettings: strict),
+        // libFuzzer target for every decoder of network bytes: only the entry point lives here.
+        .executableTarget(
+            name: "lansync-fuzz-wire", dependencies: ["LANSyncWire", "LANSyncCore"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncCoreTests",
             dependencies: [
@@ -103,6 +108,16 @@ let package = Package(
             dependencies: ["LANSyncCrypto"],
             // The published Noise test vectors (cacophony) for the SHA-256 patterns.
             resources: [.copy("Resources/noise-vectors.json")],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LANSyncWireTests",
+            dependencies: [
+                "LANSyncWire",
+                "LANSyncCore",
+                "LANSyncTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),

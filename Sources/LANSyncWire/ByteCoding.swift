@@ -1,0 +1,116 @@
+/// Reading and writing the wire's primitive encodings.
+///
+/// Integers are unsigned LEB128 varints (at most 10 bytes) or fixed big-endian; strings and
+/// byte strings are a varint length then the bytes. Every read is bounds-checked and throws
+/// `WireError` instead of trapping: these bytes come from other machines.
+
+/// Why bytes from a peer could not be decoded. Any such error ends the connection.
+public struct WireError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "malformed message: \(reason)" }
+}
+
+public struct ByteWriter: Sendable {
+    public private(set) var bytes: [UInt8] = []
+
+    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    public mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    public mutating func varint(_ value: UInt64) {
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    public mutating func varint(_ value: Int) { varint(UInt64(value)) }
+
+    /// A signed value, zigzag-encoded so small negatives stay short.
+    public mutating func signed(_ value: Int64) { varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+
+    public mutating func fixed64(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    public mutating func fixed16(_ value: UInt16) {
+        bytes.append(UInt8(value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
+    }
+
+    public mutating func raw(_ data: some Sequence<UInt8>) { bytes.append(contentsOf: data) }
+
+    public mutating func string(_ text: String) {
+        varint(text.utf8.count)
+        bytes.append(contentsOf: text.utf8)
+    }
+}
+
+public struct ByteReader: Sendable {
+    private let bytes: [UInt8]
+    public private(set) var position = 0
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public var remaining: Int { bytes.count - position }
+    public var isAtEnd: Bool { position == bytes.count }
+
+    public mutating func byte() throws(WireError) -> UInt8 {
+        guard position < bytes.count else { throw WireError("ends early at byte \(position)") }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    public mutating func varint() throws(WireError) -> UInt64 {
+        var value: UInt64 = 0
+        for index in 0..<10 {
+            let byte = try byte()
+            if index == 9 && byte > 1 { throw WireError("varint overflows 64 bits at byte \(position)") }
+            value |= UInt64(byte & 0x7F) << UInt64(7 * index)
+            if byte & 0x80 == 0 { return value }
+        }
+        throw WireError("varint longer than 10 bytes at byte \(position)")
+    }
+
+    /// A varint that must fit `limit` (a count or a length): guards every allocation by the peer's word.
+    public mutating func count(atMost limit: Int, _ what: String) throws(WireError) -> Int {
+        let value = try varint()
+        guard value <= UInt64(limit) else { throw WireError("\(what) of \(value) exceeds the limit of \(limit)") }
+        return Int(value)
+    }
+
+    public mutating func signed() throws(WireError) -> Int64 {
+        let value = try varint()
+        return Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1)
+    }
+
+    public mutating func fixed64() throws(WireError) -> UInt64 {
+        var value: UInt64 = 0
+        for _ in 0..<8 { value = value << 8 | UInt64(try byte()) }
+        return value
+    }
+
+    public mutating func fixed16() throws(WireError) -> UInt16 {
+        UInt16(try byte()) << 8 | UInt16(try byte())
+    }
+
+    public mutating func raw(_ count: Int) throws(WireError) -> [UInt8] {
+        guard count >= 0, count <= remaining else { throw WireError("wants \(count) bytes, \(remaining) remain") }
+        defer { position += count }
+        return Array(bytes[position..<(position + count)])
+    }
+
+    public mutating func string(atMost limit: Int, _ what: String) throws(WireError) -> String {
+        let length = try count(atMost: limit, "\(what) length")
+        let data = try raw(length)
+        guard let text = String(validating: data, as: UTF8.self) else { throw WireError("\(what) is not UTF-8") }
+        return text
+    }
+
+    public func expectEnd(_ what: String) throws(WireError) {
+        guard isAtEnd else { throw WireError("\(remaining) stray bytes after \(what)") }
+    }
+}

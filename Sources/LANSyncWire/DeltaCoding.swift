@@ -1,0 +1,198 @@
+public import LANSyncCore
+
+/// The compact encoding of a delta.
+///
+/// ```
+/// coverage:    varint n, n × (replica[16], from varint, through varint)
+/// replicas:    varint n, n × replica[16]          rows name replicas, devices and streams by
+/// devices:     varint n, n × device[16]           their index in these tables
+/// streams:     varint n, n × string
+/// entries:     varint n, n × entry
+///   flags u8 (bit 0: id is a lowercase UUID sent as 16 bytes; otherwise a string)
+///   id, stream index, device index, replica index, counter (varint),
+///   hlc (zigzag difference from the previous row's, the first from 0),
+///   wall clock (zigzag difference from the hlc's milliseconds), payload (string)
+/// preferences: varint n, n × preference
+///   key (string), flags u8 (bit 0: tombstone), value (string, absent for a tombstone),
+///   device index, replica index, counter, hlc (zigzag difference), wall clock (zigzag)
+/// ```
+///
+/// Differences keep the common case small: ids from `EntryIDs` take 16 bytes instead of 36, a
+/// counter 1–3 bytes, clock readings a byte or two. Decoding checks every count and index, so a
+/// hostile peer cannot make the receiver allocate beyond the message it actually sent.
+public enum DeltaCoding {
+    public static func encode(_ delta: Delta, into writer: inout ByteWriter) {
+        writer.varint(delta.coverage.count)
+        for range in delta.coverage {
+            writer.raw(range.replica.bytes)
+            writer.varint(range.from)
+            writer.varint(range.through)
+        }
+        var replicas = Table<ReplicaID>()
+        var devices = Table<DeviceID>()
+        var streams = Table<String>()
+        for entry in delta.entries {
+            replicas.add(entry.dot.replica)
+            devices.add(entry.originDevice)
+            streams.add(entry.stream)
+        }
+        for write in delta.preferences {
+            replicas.add(write.dot.replica)
+            devices.add(write.originDevice)
+        }
+        writer.varint(replicas.items.count)
+        for replica in replicas.items { writer.raw(replica.bytes) }
+        writer.varint(devices.items.count)
+        for device in devices.items { writer.raw(device.bytes) }
+        writer.varint(streams.items.count)
+        for stream in streams.items { writer.string(stream) }
+
+        var previousHLC: UInt64 = 0
+        writer.varint(delta.entries.count)
+        for entry in delta.entries {
+            if let uuid = UUIDText.bytes(entry.id) {
+                writer.byte(1)
+                writer.raw(uuid)
+            } else {
+                writer.byte(0)
+                writer.string(entry.id)
+            }
+            writer.varint(streams.index[entry.stream]!)
+            writer.varint(devices.index[entry.originDevice]!)
+            writer.varint(replicas.index[entry.dot.replica]!)
+            writer.varint(entry.dot.counter)
+            writer.signed(Int64(bitPattern: entry.hlc.rawValue &- previousHLC))
+            previousHLC = entry.hlc.rawValue
+            writer.signed(entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds))
+            writer.string(entry.payload)
+        }
+        writer.varint(delta.preferences.count)
+        for write in delta.preferences {
+            writer.string(write.key)
+            writer.byte(write.value == nil ? 1 : 0)
+            if let value = write.value { writer.string(value) }
+            writer.varint(devices.index[write.originDevice]!)
+            writer.varint(replicas.index[write.dot.replica]!)
+            writer.varint(write.dot.counter)
+            writer.signed(Int64(bitPattern: write.hlc.rawValue &- previousHLC))
+            previousHLC = write.hlc.rawValue
+            writer.signed(write.wallMilliseconds &- Int64(bitPattern: write.hlc.physicalMilliseconds))
+        }
+    }
+
+    public static func decode(from reader: inout ByteReader) throws(WireError) -> Delta {
+        var delta = Delta()
+        let coverageCount = try reader.count(atMost: WireProtocol.maxTableEntries, "coverage count")
+        for _ in 0..<coverageCount {
+            let replica = ReplicaID(bytes: try reader.raw(16))!
+            delta.coverage.append(.init(replica: replica, from: try reader.varint(), through: try reader.varint()))
+        }
+        let replicas = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "replica table")).map {
+            _ throws(WireError) in ReplicaID(bytes: try reader.raw(16))!
+        }
+        let devices = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "device table")).map {
+            _ throws(WireError) in DeviceID(bytes: try reader.raw(16))!
+        }
+        let streams = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "stream table")).map {
+            _ throws(WireError) in try reader.string(atMost: Names.maxStreamLength, "stream name")
+        }
+        func pick<T>(_ table: [T], _ what: String) throws(WireError) -> T {
+            let index = try reader.varint()
+            guard index < UInt64(table.count) else { throw WireError("\(what) index \(index) outside its table") }
+            return table[Int(index)]
+        }
+        var previousHLC: UInt64 = 0
+        func hlc() throws(WireError) -> HybridTimestamp {
+            previousHLC = previousHLC &+ UInt64(bitPattern: try reader.signed())
+            return HybridTimestamp(rawValue: previousHLC)
+        }
+        func wall(_ hlc: HybridTimestamp) throws(WireError) -> Int64 {
+            Int64(bitPattern: hlc.physicalMilliseconds) &+ (try reader.signed())
+        }
+        let entryCount = try reader.count(atMost: WireProtocol.maxRowsPerDelta, "entry count")
+        delta.entries.reserveCapacity(min(entryCount, reader.remaining / 8))
+        for _ in 0..<entryCount {
+            let flags = try reader.byte()
+            let id = flags & 1 == 1
+                ? UUIDText.text(try reader.raw(16)) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
+            let stream = try pick(streams, "stream")
+            let device = try pick(devices, "device")
+            let replica = try pick(replicas, "replica")
+            let counter = try reader.varint()
+            let reading = try hlc()
+            let wallMilliseconds = try wall(reading)
+            let payload = try reader.string(atMost: Delta.maxValueBytes, "payload")
+            delta.entries.append(
+                Entry(
+                    id: id, stream: stream, originDevice: device, dot: Dot(replica: replica, counter: counter),
+                    hlc: reading, wallMilliseconds: wallMilliseconds, payload: payload))
+        }
+        let preferenceCount = try reader.count(atMost: WireProtocol.maxRowsPerDelta, "preference count")
+        for _ in 0..<preferenceCount {
+            let key = try reader.string(atMost: Names.maxKeyLength, "preference key")
+            let flags = try reader.byte()
+            let value = flags & 1 == 1 ? nil : try reader.string(atMost: Delta.maxValueBytes, "preference value")
+            let device = try pick(devices, "device")
+            let replica = try pick(replicas, "replica")
+            let counter = try reader.varint()
+            let reading = try hlc()
+            delta.preferences.append(
+                PreferenceWrite(
+                    key: key, value: value, originDevice: device, dot: Dot(replica: replica, counter: counter),
+                    hlc: reading, wallMilliseconds: try wall(reading)))
+        }
+        return delta
+    }
+
+    /// Distinct values in first-seen order, with their indexes.
+    struct Table<Value: Hashable> {
+        var items: [Value] = []
+        var index: [Value: Int] = [:]
+
+        mutating func add(_ value: Value) {
+            if index[value] == nil {
+                index[value] = items.count
+                items.append(value)
+            }
+        }
+    }
+}
+
+/// Lowercase UUID text (8-4-4-4-12 hex digits) to and from its 16 bytes, so generated entry ids
+/// travel in 16 bytes and come back as exactly the same text.
+enum UUIDText {
+    static let digits = Array("0123456789abcdef".utf8)
+
+    static func bytes(_ text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 36 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(16)
+        var high: UInt8?
+        for (index, char) in utf8.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard char == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            guard let value = digits.firstIndex(of: char) else { return nil }
+            if let first = high {
+                out.append(first << 4 | UInt8(value))
+                high = nil
+            } else {
+                high = UInt8(value)
+            }
+        }
+        return out
+    }
+
+    static func text(_ bytes: [UInt8]) -> String {
+        var chars = [UInt8]()
+        chars.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { chars.append(UInt8(ascii: "-")) }
+            chars.append(digits[Int(byte >> 4)])
+            chars.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: chars, as: UTF8.self)
+    }
+}

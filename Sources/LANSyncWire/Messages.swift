@@ -1,0 +1,191 @@
+public import LANSyncCore
+
+/// LANSync's wire protocol, version 1: the messages two members exchange after their Noise
+/// handshake. `docs/protocol.md` is the full specification; this file is its executable form.
+public enum WireProtocol {
+    /// Protocol versions this build speaks.
+    public static let versions: ClosedRange<UInt16> = 1...1
+    /// The Noise prologue: bound into the handshake hash, so a peer of another protocol fails.
+    public static let prologue = Array("LANSync wire protocol".utf8)
+    /// The most a reassembled message may hold.
+    public static let maxMessageBytes = 4 * 1024 * 1024
+    /// The most rows a delta message may carry.
+    public static let maxRowsPerDelta = 20_000
+    /// Replicas, devices and streams a delta may name.
+    public static let maxTableEntries = 4_096
+    public static let maxNameBytes = 256
+}
+
+/// What each side says about itself inside the handshake (messages 2 and 3, encrypted).
+public struct Hello: Equatable, Sendable {
+    public var version: UInt16
+    public var device: DeviceID
+    public var name: String
+    public var replica: ReplicaID
+    /// The sender's HLC reading and wall clock when it wrote this: the receiver's skew check.
+    public var hlc: HybridTimestamp
+    public var wallMilliseconds: UInt64
+
+    public init(version: UInt16, device: DeviceID, name: String, replica: ReplicaID, hlc: HybridTimestamp, wallMilliseconds: UInt64) {
+        self.version = version
+        self.device = device
+        self.name = name
+        self.replica = replica
+        self.hlc = hlc
+        self.wallMilliseconds = wallMilliseconds
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter()
+        writer.fixed16(version)
+        writer.raw(device.bytes)
+        writer.string(name)
+        writer.raw(replica.bytes)
+        writer.fixed64(hlc.rawValue)
+        writer.fixed64(wallMilliseconds)
+        return writer.bytes
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> Hello {
+        var reader = ByteReader(bytes)
+        let version = try reader.fixed16()
+        guard let device = DeviceID(bytes: try reader.raw(16)) else { throw WireError("bad device ID") }
+        let name = try reader.string(atMost: WireProtocol.maxNameBytes, "device name")
+        guard let replica = ReplicaID(bytes: try reader.raw(16)) else { throw WireError("bad replica ID") }
+        let hlc = HybridTimestamp(rawValue: try reader.fixed64())
+        let wall = try reader.fixed64()
+        try reader.expectEnd("hello")
+        return Hello(version: version, device: device, name: name, replica: replica, hlc: hlc, wallMilliseconds: wall)
+    }
+}
+
+/// The first handshake message's payload: which protocol versions the initiator speaks.
+public struct VersionOffer: Equatable, Sendable {
+    public var versions: ClosedRange<UInt16>
+
+    public init(versions: ClosedRange<UInt16> = WireProtocol.versions) { self.versions = versions }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter()
+        writer.raw(Array("LSYN".utf8))
+        writer.fixed16(versions.lowerBound)
+        writer.fixed16(versions.upperBound)
+        return writer.bytes
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> VersionOffer {
+        var reader = ByteReader(bytes)
+        guard try reader.raw(4) == Array("LSYN".utf8) else { throw WireError("not a LANSync version offer") }
+        let low = try reader.fixed16()
+        let high = try reader.fixed16()
+        guard low <= high else { throw WireError("empty version range \(low)...\(high)") }
+        try reader.expectEnd("version offer")
+        return VersionOffer(versions: low...high)
+    }
+
+    /// The highest version both speak, or nil.
+    public func agreed(with ours: ClosedRange<UInt16> = WireProtocol.versions) -> UInt16? {
+        let low = max(versions.lowerBound, ours.lowerBound)
+        let high = min(versions.upperBound, ours.upperBound)
+        return low <= high ? high : nil
+    }
+}
+
+/// A message after the handshake.
+public enum WireMessage: Equatable, Sendable {
+    /// "This is what I hold": the sender's version vector, digest and clock. Sent on connect and
+    /// after the sender's state changes; the receiver answers with the deltas the sender lacks.
+    case state(PeerState)
+    /// Rows the receiver lacks, with the coverage they complete.
+    case delta(Delta)
+    /// Keepalive, answered by `pong` with the same value.
+    case ping(UInt64)
+    case pong(UInt64)
+    /// The sender is closing the connection, and why (shown in `lansync peers`).
+    case goodbye(code: GoodbyeCode, reason: String)
+
+    enum Kind: UInt8 {
+        case state = 1, delta = 2, ping = 3, pong = 4, goodbye = 5
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter()
+        switch self {
+        case .state(let state):
+            writer.byte(Kind.state.rawValue)
+            state.encode(into: &writer)
+        case .delta(let delta):
+            writer.byte(Kind.delta.rawValue)
+            DeltaCoding.encode(delta, into: &writer)
+        case .ping(let value):
+            writer.byte(Kind.ping.rawValue)
+            writer.fixed64(value)
+        case .pong(let value):
+            writer.byte(Kind.pong.rawValue)
+            writer.fixed64(value)
+        case .goodbye(let code, let reason):
+            writer.byte(Kind.goodbye.rawValue)
+            writer.byte(code.rawValue)
+            writer.string(String(reason.utf8.prefix(WireProtocol.maxNameBytes)) ?? "")
+        }
+        return writer.bytes
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> WireMessage {
+        guard bytes.count <= WireProtocol.maxMessageBytes else { throw WireError("message too large") }
+        var reader = ByteReader(bytes)
+        let kind = try reader.byte()
+        let message: WireMessage
+        switch Kind(rawValue: kind) {
+        case .state: message = .state(try PeerState.decode(from: &reader))
+        case .delta: message = .delta(try DeltaCoding.decode(from: &reader))
+        case .ping: message = .ping(try reader.fixed64())
+        case .pong: message = .pong(try reader.fixed64())
+        case .goodbye:
+            let code = GoodbyeCode(rawValue: try reader.byte()) ?? .other
+            message = .goodbye(code: code, reason: try reader.string(atMost: WireProtocol.maxNameBytes, "reason"))
+        case nil: throw WireError("unknown message type \(kind)")
+        }
+        try reader.expectEnd("message")
+        return message
+    }
+}
+
+public enum GoodbyeCode: UInt8, Sendable {
+    case shuttingDown = 1, clockSkew = 2, malformed = 3, duplicateConnection = 4, versionMismatch = 5, other = 255
+}
+
+/// A replica's summary, as peers see it.
+public struct PeerState: Equatable, Sendable {
+    public var versionVector: VersionVector
+    public var digest: StateDigest
+    public var hlc: HybridTimestamp
+
+    public init(versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
+        self.versionVector = versionVector
+        self.digest = digest
+        self.hlc = hlc
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        let counters = versionVector.counters.sorted { $0.key < $1.key }
+        writer.varint(counters.count)
+        for (replica, counter) in counters {
+            writer.raw(replica.bytes)
+            writer.varint(counter)
+        }
+        writer.raw(digest.bytes)
+        writer.fixed64(hlc.rawValue)
+    }
+
+    static func decode(from reader: inout ByteReader) throws(WireError) -> PeerState {
+        let count = try reader.count(atMost: WireProtocol.maxTableEntries, "version vector size")
+        var vector = VersionVector()
+        for _ in 0..<count {
+            let replica = ReplicaID(bytes: try reader.raw(16))!
+            vector[replica] = try reader.varint()
+        }
+        let digest = StateDigest(bytes: try reader.raw(32))!
+        return PeerState(versionVector: vector, digest: digest, hlc: HybridTimestamp(rawValue: try reader.fixed64()))
+    }
+}

@@ -1,0 +1,26 @@
+import LANSyncCore
+
+/// What the fuzzer (and the corpus replay in the tests) checks for one input.
+public enum WireFuzzing {
+    public static func check(_ bytes: [UInt8]) {
+        if let message = try? WireMessage.decode(bytes) {
+            // Whatever decodes re-encodes to something that decodes to the same value.
+            let again = try? WireMessage.decode(message.encoded())
+            precondition(again == message, "wire message did not survive a round trip")
+            if case .delta(let delta) = message { _ = delta.problem() }
+        }
+        if let hello = try? Hello.decode(bytes) {
+            precondition((try? Hello.decode(hello.encoded())) == hello, "hello did not survive a round trip")
+        }
+        _ = try? VersionOffer.decode(bytes)
+        // Frames: the first byte of each 7-byte slice plays the flags byte.
+        var reassembler = Framing.Reassembler(maxMessageBytes: 64 * 1024)
+        var start = 0
+        while start < bytes.count {
+            let end = min(start + 7, bytes.count)
+            guard (try? reassembler.add(Array(bytes[start..<end]))) != nil else { break }
+            start = end
+        }
+        _ = CompactJSON.isCompact(String(decoding: bytes, as: UTF8.self))
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import LANSyncCore
+import LANSyncTestSupport
+import LANSyncWire
+import PropertyBased
+import Testing
+
+@Suite struct DeltaCodingTests {
+    /// Any delta from generated histories survives encoding exactly.
+    @Test func generatedDeltasRoundTrip() async {
+        await propertyCheck(input: Gen.int(in: 0...10_000).array(of: 0...60)) { operations in
+            let s = Scenario(operations: operations)
+            for delta in s.deltas {
+                let decoded = try? WireMessage.decode(WireMessage.delta(delta).encoded())
+                #expect(decoded == .delta(delta))
+            }
+        }
+    }
+
+    @Test func otherMessagesRoundTrip() throws {
+        let state = PeerState(
+            versionVector: VersionVector([ReplicaID(high: 1, low: 2): 7, ReplicaID(high: 3, low: 4): 1 << 40]),
+            digest: StateDigest(bytes: [UInt8](repeating: 9, count: 32))!, hlc: HybridTimestamp(rawValue: 12345))
+        for message in [WireMessage.state(state), .ping(42), .pong(.max), .goodbye(code: .clockSkew, reason: "ahead 10 min")] {
+            #expect(try WireMessage.decode(message.encoded()) == message)
+        }
+        let hello = Hello(
+            version: 1, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, name: "therapy-room",
+            replica: ReplicaID(high: 5, low: 6), hlc: HybridTimestamp(rawValue: 99), wallMilliseconds: 1_700_000_000_000)
+        #expect(try Hello.decode(hello.encoded()) == hello)
+        #expect(try VersionOffer.decode(VersionOffer().encoded()).agreed() == 1)
+        #expect(VersionOffer(versions: 2...5).agreed() == nil)
+    }
+
+    /// Generated ids travel as 16 bytes; other ids as text; both come back exactly.
+    @Test func entryIDsAreCompactAndExact() throws {
+        let device = DeviceID(bytes: [UInt8](repeating: 1, count: 16))!
+        let replica = ReplicaID(high: 1, low: 1)
+        func entry(_ id: String, _ counter: UInt64) -> Entry {
+            Entry(
+                id: id, stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: counter),
+                hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: UInt16(counter)),
+                wallMilliseconds: 1_700_000_000_000, payload: "{}")
+        }
+        let uuid = EntryIDs.make(hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0))
+        let delta = Delta(
+            entries: [entry(uuid, 1), entry("session-am", 2), entry(uuid.uppercased(), 3)],
+            coverage: [.init(replica: replica, from: 0, through: 3)])
+        #expect(try WireMessage.decode(WireMessage.delta(delta).encoded()) == .delta(delta))
+        // A generated id costs 16 bytes; a 36-character text id costs 37 (length + characters).
+        func size(_ id: String) -> Int {
+            WireMessage.delta(Delta(entries: [entry(id, 1)], coverage: [.init(replica: replica, from: 0, through: 1)]))
+                .encoded().count
+        }
+        #expect(size(String(repeating: "x", count: 36)) - size(uuid) == 21)
+    }
+
+    @Test func hostileInputsAreRefusedNotTrusted() {
+        // Every prefix of a valid message is refused, never a crash.
+        let s = Scenario(operations: Array(0..<40).map { $0 * 37 })
+        let encoded = WireMessage.delta(s.deltas.last!).encoded()
+        for length in 0..<encoded.count {
+            #expect(throws: WireError.self) { try WireMessage.decode(Array(encoded.prefix(length))) }
+        }
+        // A count far beyond what was sent is refused before anything is allocated for it.
+        var huge = ByteWriter()
+        huge.byte(2)
+        huge.varint(0)  // coverage
+        huge.varint(0)  // replicas
+        huge.varint(0)  // devices
+        huge.varint(0)  // streams
+        huge.varint(UInt64.max)  // entries
+        #expect(throws: WireError.self) { try WireMessage.decode(huge.bytes) }
+        #expect(throws: WireError.self) { try WireMessage.decode([2] + [UInt8](repeating: 0xFF, count: 11)) }
+        #expect(throws: WireError.self) { try WireMessage.decode([99]) }
+        #expect(throws: WireError.self) { try WireMessage.decode(WireMessage.ping(1).encoded() + [0]) }
+    }
+
+    @Test func framesSplitAndReassembleWithinLimits() throws {
+        let message = (0..<200_000).map { UInt8(truncatingIfNeeded: $0) }
+        let chunks = Framing.chunks(of: message)
+        #expect(chunks.count == 4)
+        #expect(chunks.allSatisfy { $0.count <= Framing.maxChunkBytes + 1 })
+        var reassembler = Framing.Reassembler()
+        var result: [UInt8]?
+        for chunk in chunks { result = try reassembler.add(chunk) }
+        #expect(result == message)
+        var small = Framing.Reassembler(maxMessageBytes: 100_000)
+        #expect(throws: WireError.self) { for chunk in chunks { _ = try small.add(chunk) } }
+        var bad = Framing.Reassembler()
+        #expect(throws: WireError.self) { try bad.add([7, 1, 2]) }
+    }
+}
+
+/// The fuzz corpus in Fuzz/corpus/wire: seeds of every message kind, replayed through the same
+/// checks the fuzzer makes (LANSYNC_WRITE_SEEDS=DIR writes them afresh).
+@Suite struct FuzzCorpusTests {
+    static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Fuzz/corpus/wire").standardizedFileURL
+
+    static func seeds() -> [String: [UInt8]] {
+        let s = Scenario(operations: Array(0..<30).map { $0 * 53 })
+        let hello = Hello(
+            version: 1, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, name: "home",
+            replica: ReplicaID(high: 1, low: 2), hlc: HybridTimestamp(rawValue: 1 << 40), wallMilliseconds: 1 << 40)
+        return [
+            "delta": WireMessage.delta(s.deltas.last!).encoded(),
+            "delta-small": WireMessage.delta(s.deltas.first { !$0.entries.isEmpty } ?? s.deltas[0]).encoded(),
+            "state": WireMessage.state(
+                PeerState(versionVector: s.replicas[0].versionVector, digest: s.replicas[0].digest, hlc: .zero)).encoded(),
+            "ping": WireMessage.ping(7).encoded(),
+            "goodbye": WireMessage.goodbye(code: .clockSkew, reason: "clock skew").encoded(),
+            "hello": hello.encoded(),
+            "offer": VersionOffer().encoded(),
+            "json": Array("{\"symbol_id\":12,\"grid\":[2,3],\"label\":\"more\"}".utf8),
+        ]
+    }
+
+    @Test func corpusHoldsEverySeedAndReplaysCleanly() throws {
+        if let directory = ProcessInfo.processInfo.environment["LANSYNC_WRITE_SEEDS"] {
+            for (name, bytes) in Self.seeds() {
+                try Data(bytes).write(to: URL(fileURLWithPath: directory).appendingPathComponent("seed-\(name)"))
+            }
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.corpus.path)
+        #expect(Set(Self.seeds().keys.map { "seed-\($0)" }).isSubset(of: Set(files)))
+        for file in files {
+            WireFuzzing.check([UInt8](try Data(contentsOf: Self.corpus.appendingPathComponent(file))))
+        }
+    }
+}
