@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // libsodium, as the system library Debian's libsodium-dev provides.
@@ -64,9 +67,29 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The running node: TCP transport (SwiftNIO), Noise sessions, sync, the control socket.
+        .target(
+            name: "LANSyncAgent",
+            dependencies: [
+                "LANSync",
+                "LANSyncCore",
+                "LANSyncStore",
+                "LANSyncCrypto",
+                "LANSyncIdentity",
+                "LANSyncWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "lansync",
             dependencies: [
+                "LANSyncAgent",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // LANSync re-exports Core and Store; naming them keeps incremental builds honest
                 // (without it a change to a Store type's layout was not recompiled into the CLI).
                 "LANSync",

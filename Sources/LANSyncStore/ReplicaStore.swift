@@ -359,6 +359,32 @@ public struct ReplicaStore: Sendable {
         }
     }
 
+    /// What a peer needs to know about this replica: version vector, digest, clock. Cheap (no counting).
+    public func syncSummary() throws(StoreError) -> (versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
+        try Self.database {
+            try writer.read { db in
+                let meta = try Row.fetchOne(db, sql: "SELECT digest, hlc FROM meta")!
+                var vector = VersionVector()
+                for row in try Row.fetchAll(db, sql: "SELECT replica_id, counter FROM replicas") {
+                    vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
+                }
+                return (vector, StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
+                    HybridTimestamp(rawValue: UInt64(meta[1] as Int64)))
+            }
+        }
+    }
+
+    /// A value that changes whenever any process commits a change to this replica: what a
+    /// running agent polls to notice writes made by the CLI.
+    public func changeMarker() throws(StoreError) -> [UInt8] {
+        try Self.database {
+            try writer.read { db in
+                let row = try Row.fetchOne(db, sql: "SELECT digest, hlc FROM meta")!
+                return [UInt8](row[0] as Data) + withUnsafeBytes(of: (row[1] as Int64).bigEndian) { Array($0) }
+            }
+        }
+    }
+
     /// Recomputes the digest from every row, ignoring the stored one: for integrity checks and tests.
     public func recomputeDigest() throws(StoreError) -> StateDigest {
         var digest = StateDigest()

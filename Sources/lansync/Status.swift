@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LANSync
+import LANSyncAgent
 
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -25,6 +26,8 @@ struct Status: AsyncParsableCommand {
         }
         let out = Output()
         let vector = status.versionVector.counters.sorted { $0.key < $1.key }
+        let agent = await ControlClient.report(node.dataDirectory)
+        let connected = agent?.peers.filter { $0.state == .connected }.count ?? 0
         if json {
             let vectorJSON = "{" + vector.map { "\(ExportFile.quoted($0.key.description)):\($0.value)" }.joined(separator: ",") + "}"
             out.line(
@@ -37,6 +40,8 @@ struct Status: AsyncParsableCommand {
                     ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
                     ("digest", ExportFile.quoted(status.digest.description)),
                     ("hlc", ExportFile.quoted(status.hlc.description)), ("version_vector", vectorJSON),
+                    ("agent_running", agent == nil ? "false" : "true"), ("peers_connected", "\(connected)"),
+                    ("port", agent.map { "\($0.port)" } ?? "null"),
                 ].jsonObject)
         } else {
             for line in aligned([
@@ -47,6 +52,7 @@ struct Status: AsyncParsableCommand {
                 ["preferences", "\(status.preferences) set, \(status.tombstones) unset"],
                 ["digest", status.digest.description],
                 ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
+                ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
             ]) { out.line(line) }
         }
     }

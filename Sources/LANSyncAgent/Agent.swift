@@ -1,0 +1,383 @@
+import Foundation
+public import LANSync
+import LANSyncCrypto
+import LANSyncWire
+public import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+public import ServiceLifecycle
+import Synchronization
+
+/// A running LANSync node: listens for group members, dials static peers, and keeps every
+/// connected peer in sync. One per data directory.
+///
+/// Lifecycle: `run()` binds the listener (state `listening`), then serves connections, dials,
+/// and watches for local changes until cancelled or asked to shut down gracefully; then it
+/// closes every connection (peers are told with a goodbye) and returns. Writes are transactions
+/// in the store, so stopping at any point leaves nothing half-written.
+public actor Agent: Service {
+    public let node: LANSyncNode
+    public let configuration: AgentConfiguration
+    let group: GroupSecret
+    let psk: SecureBytes
+    let logger: Logger
+    let directory: PeerDirectory
+    private let eventLoops = MultiThreadedEventLoopGroup.singleton
+
+    private struct Registered {
+        let session: SyncSession
+        let close: @Sendable () -> Void
+    }
+
+    private var sessions: [ReplicaID: Registered] = [:]
+    private var addressReplica: [String: ReplicaID] = [:]
+    private var connections = 0
+    private var listening: [CheckedContinuation<Int, any Error>] = []
+    /// The TCP port once listening (useful with port 0).
+    public private(set) var port: Int?
+
+    public init(node: LANSyncNode, configuration: AgentConfiguration, logger: Logger) throws(LANSyncError) {
+        guard let group = try node.group() else {
+            throw LANSyncError(
+                .invalidInput,
+                "this device is in no group, so it cannot sync with anyone; run `lansync group create` on the first "
+                    + "device and `lansync group join CODE` on the others")
+        }
+        self.node = node
+        self.configuration = configuration
+        self.group = group
+        psk = group.noisePSK
+        self.logger = logger
+        directory = PeerDirectory(path: node.dataDirectory.path + "/peers.json")
+    }
+
+    /// Waits until the agent listens, and returns its TCP port.
+    public func listeningPort() async throws -> Int {
+        if let port { return port }
+        return try await withCheckedThrowingContinuation { listening.append($0) }
+    }
+
+    public func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { try await self.serve() }
+        } catch is CancellationError {
+            // Asked to stop (SIGINT/SIGTERM or cancellation): a clean end, not an error.
+        }
+        await directory.persist()
+        logger.info("stopped")
+    }
+
+    private func serve() async throws {
+        let control = try await ControlSocket.bind(node.dataDirectory)
+        let server = try await ServerBootstrap(group: eventLoops)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 64)
+            .bind(host: configuration.listenHost, port: configuration.listenPort) { channel in
+                channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
+            }
+        let boundPort = server.channel.localAddress?.port ?? configuration.listenPort
+        port = boundPort
+        for waiter in listening { waiter.resume(returning: boundPort) }
+        listening.removeAll()
+        logger.info(
+            "listening", metadata: ["listen.address": "\(configuration.listenHost):\(boundPort)", "group.tag": "\(group.tag)"])
+        try await withThrowingDiscardingTaskGroup { tasks in
+            tasks.addTask {
+                try await server.executeThenClose { inbound in
+                    try await withThrowingDiscardingTaskGroup { children in
+                        for try await child in inbound {
+                            children.addTask { await self.accept(child) }
+                        }
+                    }
+                }
+            }
+            for peer in configuration.staticPeers {
+                tasks.addTask { await self.dialLoop(peer) }
+            }
+            tasks.addTask { await self.watchChanges() }
+            tasks.addTask { await self.persistLoop() }
+            tasks.addTask { try await ControlSocket.serve(control, agent: self) }
+        }
+    }
+
+    static func framed(_ channel: any Channel) throws -> FramedChannel {
+        try channel.pipeline.syncOperations.addHandlers(
+            ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)),
+            LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
+        return try FramedChannel(wrappingChannelSynchronously: channel)
+    }
+
+    // MARK: Connections
+
+    private func accept(_ channel: FramedChannel) async {
+        let address = channel.channel.remoteAddress.map(Self.describe) ?? "unknown"
+        guard connections < configuration.maxConnections else {
+            logger.warning("refused a connection: too many", metadata: ["peer.address": "\(address)"])
+            try? await channel.channel.close()
+            return
+        }
+        await run(channel, initiator: false, address: address, dialed: nil)
+    }
+
+    /// Keeps a static peer connected: dial, sync until the connection ends, wait, dial again,
+    /// with exponential backoff and jitter while it cannot be reached.
+    private func dialLoop(_ peer: PeerAddress) async {
+        var backoff = configuration.minBackoff
+        while !Task.isCancelled {
+            if let replica = addressReplica[peer.description], sessions[replica] != nil {
+                // Already connected (perhaps the peer dialed us): check again later.
+                try? await Task.sleep(for: .seconds(1))
+                continue
+            }
+            await directory.address(peer.description, state: .dialing)
+            let started = ContinuousClock.now
+            do {
+                let channel = try await ClientBootstrap(group: eventLoops)
+                    .connectTimeout(.seconds(5))
+                    .connect(host: peer.host, port: peer.port) { channel in
+                        channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
+                    }
+                await run(channel, initiator: true, address: peer.description, dialed: peer)
+                if ContinuousClock.now - started > .seconds(10) { backoff = configuration.minBackoff }
+            } catch {
+                await directory.address(peer.description, state: .unreachable, error: "\(error)")
+                logger.debug("peer unreachable", metadata: ["peer.address": "\(peer)", "error": "\(error)"])
+            }
+            let jitter = Double.random(in: 0.8...1.2)
+            try? await Task.sleep(for: backoff * jitter)
+            backoff = min(backoff * 2, configuration.maxBackoff)
+        }
+    }
+
+    /// Handshake, checks, registration, then the sync session until the connection ends.
+    private nonisolated func run(_ channel: FramedChannel, initiator: Bool, address: String, dialed: PeerAddress?) async {
+        await countConnection(+1)
+        let timedOut = ManagedAtomicFlag()
+        let timeout = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(configuration.handshakeTimeout.components.seconds * 1_000_000_000))) {
+            timedOut.set()
+            channel.channel.close(promise: nil)
+        }
+        var peerDevice: String?
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                var iterator = inbound.makeAsyncIterator()
+                let identity = node.identity
+                let replica = node.replicaID
+                let clock = node.clock
+                let store = node.store
+                let handshaken: Handshaken
+                do {
+                    handshaken = try await HandshakeDriver.run(
+                        initiator: initiator, psk: psk, staticKey: identity.keyPair,
+                        hello: { version in
+                            Hello(
+                                version: version, device: identity.deviceID, name: identity.name, replica: replica,
+                                hlc: (try? store.syncSummary().hlc) ?? .zero, wallMilliseconds: clock.now())
+                        }, inbound: &iterator, outbound: outbound)
+                } catch {
+                    throw timedOut.isSet ? ConnectionError.handshakeTimeout : error
+                }
+                timeout.cancel()
+                let peer = handshaken.peer
+                peerDevice = peer.device.description
+                try await self.established(
+                    channel: channel, handshaken: handshaken, inbound: iterator, outbound: outbound,
+                    initiator: initiator, address: address, dialed: dialed)
+                _ = peer
+            }
+        } catch {
+            timeout.cancel()
+            await ended(device: peerDevice, address: address, error: error)
+        }
+        await countConnection(-1)
+    }
+
+    private func countConnection(_ change: Int) { connections += change }
+
+    private nonisolated func established(
+        channel: FramedChannel, handshaken: Handshaken,
+        inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+        initiator: Bool, address: String, dialed: PeerAddress?
+    ) async throws {
+        let peer = handshaken.peer
+        let sender = SealedSender(cipher: handshaken.send, outbound: outbound)
+        if peer.replica == node.replicaID { throw ConnectionError.connectedToSelf }
+        let offset = Int64(bitPattern: peer.wallMilliseconds) - Int64(node.clock.now())
+        if offset.magnitude > configuration.maxClockSkewMilliseconds {
+            let error = ConnectionError.clockSkew(aheadMilliseconds: offset, bound: configuration.maxClockSkewMilliseconds)
+            try? await sender.send(.goodbye(code: .clockSkew, reason: error.description))
+            throw error
+        }
+        if let dialed { await remember(dialed, replica: peer.replica) }
+        let rekeyed = await directory.connected(
+            device: peer.device.description, name: peer.name, address: address,
+            publicKey: handshaken.peerStaticKey.hexString, clockOffset: offset, now: Int64(node.clock.now()))
+        if rekeyed {
+            logger.notice(
+                "peer re-keyed: its device key changed (a reinstall); accepted through group membership",
+                metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"])
+        }
+        let session = SyncSession(
+            peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, logger: logger,
+            initiatedByUs: initiator)
+        guard await register(session, replica: peer.replica, close: { channel.channel.close(promise: nil) }) else {
+            try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
+            throw ConnectionError.duplicate
+        }
+        defer { Task { await self.unregister(session, replica: peer.replica) } }
+        logger.info(
+            "peer connected",
+            metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
+        try await sender.send(.state(try await session.ourState()))
+        var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                for await _ in session.wakes { try await session.pushMissing() }
+            }
+            tasks.addTask { [configuration] in
+                var counter: UInt64 = 0
+                while !Task.isCancelled {
+                    try await Task.sleep(for: configuration.keepalive)
+                    if ContinuousClock.now - (await session.lastReceived) > configuration.keepalive * 3 {
+                        channel.channel.close(promise: nil)
+                        return
+                    }
+                    counter += 1
+                    try await sender.send(.ping(counter))
+                }
+            }
+            defer { tasks.cancelAll() }
+            do {
+                while let message = try await receiver.next() { try await session.handle(message) }
+            } catch {
+                await session.finish()
+                throw error
+            }
+            await session.finish()
+            // The push loop ends with the session; a failed send ends the connection.
+        }
+        if Task.isCancelled {
+            try? await sender.send(.goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down"))
+        }
+    }
+
+    private func remember(_ address: PeerAddress, replica: ReplicaID) { addressReplica[address.description] = replica }
+
+    /// One connection per peer: when two exist (both dialed at once, or a redial), both sides keep
+    /// the one initiated by the smaller replica ID; a newer one from the same side replaces the older.
+    private func register(_ session: SyncSession, replica: ReplicaID, close: @escaping @Sendable () -> Void) -> Bool {
+        if let existing = sessions[replica] {
+            let keepNew: Bool
+            if existing.session.initiatedByUs == session.initiatedByUs {
+                keepNew = true
+            } else {
+                let preferredIsOurs = node.replicaID < replica
+                keepNew = session.initiatedByUs == preferredIsOurs
+            }
+            guard keepNew else { return false }
+            existing.close()
+        }
+        sessions[replica] = Registered(session: session, close: close)
+        return true
+    }
+
+    private func unregister(_ session: SyncSession, replica: ReplicaID) {
+        if sessions[replica]?.session === session { sessions.removeValue(forKey: replica) }
+    }
+
+    private func ended(device: String?, address: String, error: any Error) async {
+        let reason = error is CancellationError ? "the agent stopped" : (error as? ConnectionError)?.description ?? "\(error)"
+        let refused: Bool
+        switch error as? ConnectionError {
+        case .handshake, .versionMismatch, .clockSkew, .handshakeTimeout: refused = true
+        case .refusedByPeer(.clockSkew, _): refused = true
+        default: refused = false
+        }
+        if let device {
+            if case .duplicate = error as? ConnectionError { return }
+            await directory.disconnected(device: device, error: reason, refused: refused)
+            logger.info("peer disconnected", metadata: ["peer.device": "\(device)", "reason": "\(reason)"])
+        } else {
+            await directory.address(address, state: refused ? .refused : .unreachable, error: reason)
+            logger.notice("connection refused", metadata: ["peer.address": "\(address)", "reason": "\(reason)"])
+        }
+    }
+
+    // MARK: Local changes
+
+    /// Pushes to every peer as soon as this replica changes: through the library (change feed),
+    /// or through another process such as the CLI (the store's change marker, polled).
+    private func watchChanges() async {
+        await withDiscardingTaskGroup { tasks in
+            tasks.addTask {
+                for await _ in self.node.changes() { await self.pushAll() }
+            }
+            tasks.addTask {
+                var marker = try? self.node.store.changeMarker()
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    let current = try? self.node.store.changeMarker()
+                    if current != marker {
+                        marker = current
+                        await self.pushAll()
+                    }
+                }
+            }
+        }
+    }
+
+    private func pushAll() {
+        for registered in sessions.values { registered.session.push() }
+    }
+
+    private func persistLoop() async {
+        while !Task.isCancelled {
+            await directory.persist()
+            try? await Task.sleep(for: .seconds(1))
+        }
+        await directory.persist()
+    }
+
+    // MARK: Inspection
+
+    /// What `lansync status` and `lansync peers` show about the running agent.
+    public func report() async -> AgentReport {
+        var connected = [String: String]()
+        for (_, registered) in sessions {
+            if let state = await registered.session.announced { connected[registered.session.peer.device.description] = state.digest.description }
+        }
+        return AgentReport(
+            port: port ?? 0, groupTag: group.tag, peers: await directory.all, connectedDigests: connected,
+            digest: (try? node.store.syncSummary().digest.description) ?? "")
+    }
+
+    static func describe(_ address: SocketAddress) -> String {
+        switch address {
+        case .v4: return "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+        case .v6: return "[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
+        case .unixDomainSocket: return "local"
+        }
+    }
+}
+
+/// The running agent's view, for the control socket.
+public struct AgentReport: Codable, Sendable {
+    public let port: Int
+    public let groupTag: String
+    public let peers: [PeerRecord]
+    /// Connected peers' last announced digests, by device ID.
+    public let connectedDigests: [String: String]
+    public let digest: String
+
+    enum CodingKeys: String, CodingKey {
+        case port, groupTag = "group_tag", peers, connectedDigests = "connected_digests", digest
+    }
+}
+
+/// A flag set once from any thread.
+final class ManagedAtomicFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}

@@ -1,0 +1,61 @@
+
+/// How an agent runs. Every field has a default that suits a home or therapy-room machine.
+public struct AgentConfiguration: Sendable {
+    /// The TCP port LANSync listens on unless told otherwise.
+    public static let defaultPort = 7741
+
+    public var listenHost: String = "0.0.0.0"
+    /// 0 picks a free port (printed when the agent starts).
+    public var listenPort: Int = AgentConfiguration.defaultPort
+    /// `host:port` of peers to dial, for networks where discovery does not reach.
+    public var staticPeers: [PeerAddress] = []
+    /// A peer whose clock differs from ours by more than this is refused.
+    public var maxClockSkewMilliseconds: UInt64 = 2 * 60 * 1000
+    /// Connections at once, in and out; more are refused so memory stays bounded.
+    public var maxConnections = 64
+    public var handshakeTimeout: Duration = .seconds(5)
+    /// Rows per delta message while catching a peer up.
+    public var deltaBatchRows = 1_000
+    /// Keepalive: a ping this often, and a connection with nothing received for three times as long ends.
+    public var keepalive: Duration = .seconds(15)
+    /// Dialing backoff: from `minBackoff`, doubling up to `maxBackoff`, with ±20% jitter.
+    public var minBackoff: Duration = .milliseconds(250)
+    public var maxBackoff: Duration = .seconds(30)
+
+    public init() {}
+}
+
+/// A peer address given by a person: `host:port`, or `[v6]:port`.
+public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
+    public let host: String
+    public let port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `host:port`, `[ipv6]:port`, or a bare host (the default port).
+    public init?(_ text: String, defaultPort: Int = AgentConfiguration.defaultPort) {
+        var host = text
+        var port = defaultPort
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = String(text[text.index(after: text.startIndex)..<close])
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":"), let value = Int(rest.dropFirst()) else { return nil }
+                port = value
+            }
+        } else if let colon = text.lastIndex(of: ":"), text.filter({ $0 == ":" }).count == 1 {
+            host = String(text[..<colon])
+            guard let value = Int(text[text.index(after: colon)...]) else { return nil }
+            port = value
+        }
+        guard !host.isEmpty, (0...65_535).contains(port) else { return nil }
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}

@@ -1,0 +1,104 @@
+import Foundation
+public import LANSync
+import NIOCore
+import NIOExtras
+import NIOPosix
+
+/// The local control socket, `control.sock` in the data directory (mode 0600): how the CLI talks
+/// to a running agent. One JSON request per line (`{"command":"report"}`), one JSON answer per line.
+/// Binding it is also the lock that keeps a second agent off the same data directory.
+enum ControlSocket {
+    static func path(for directory: DataDirectory) -> String { directory.path + "/control.sock" }
+
+    typealias LineChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
+
+    static func lines(_ channel: any Channel) throws -> LineChannel {
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineBasedFrameDecoder()))
+        return try LineChannel(wrappingChannelSynchronously: channel)
+    }
+
+    /// Binds the socket, refusing when another agent answers on it; a stale file is replaced.
+    static func bind(_ directory: DataDirectory) async throws -> NIOAsyncChannel<LineChannel, Never> {
+        let path = path(for: directory)
+        if FileManager.default.fileExists(atPath: path) {
+            if (try? await ControlClient.request(["command": "ping"], directory: directory)) != nil {
+                throw LANSyncError(
+                    .invalidInput,
+                    "an agent is already running for \(directory.path); stop it first (one agent per data directory)")
+            }
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false) { channel in
+                channel.eventLoop.makeCompletedFuture { try lines(channel) }
+            }
+        chmod(path, 0o600)
+        return channel
+    }
+
+    /// Answers requests until cancelled.
+    static func serve(_ server: NIOAsyncChannel<LineChannel, Never>, agent: Agent) async throws {
+        try await server.executeThenClose { inbound in
+            try await withThrowingDiscardingTaskGroup { tasks in
+                for try await client in inbound {
+                    tasks.addTask {
+                        try? await client.executeThenClose { requests, responses in
+                            for try await line in requests {
+                                let answer = await respond(to: Array(line.readableBytesView), agent: agent)
+                                try await responses.write(ByteBuffer(bytes: answer + [0x0A]))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    static func respond(to request: [UInt8], agent: Agent) async -> [UInt8] {
+        let object = try? JSONSerialization.jsonObject(with: Data(request)) as? [String: Any]
+        switch object?["command"] as? String {
+        case "ping":
+            return Array("{\"ok\":true}".utf8)
+        case "report":
+            return (try? [UInt8](JSONEncoder().encode(await agent.report()))) ?? Array("{}".utf8)
+        default:
+            return Array("{\"error\":\"unknown command\"}".utf8)
+        }
+    }
+}
+
+/// The CLI's side of the control socket.
+public enum ControlClient {
+    /// Sends one request; nil when no agent is running for the directory.
+    static func request(_ request: [String: String], directory: DataDirectory) async throws -> Data? {
+        let path = ControlSocket.path(for: directory)
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let channel: ControlSocket.LineChannel
+        do {
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.seconds(2))
+                .connect(unixDomainSocketPath: path) { channel in
+                    channel.eventLoop.makeCompletedFuture { try ControlSocket.lines(channel) }
+                }
+        } catch {
+            return nil  // a stale socket from an agent that was killed
+        }
+        return try await channel.executeThenClose { inbound, outbound in
+            let body = try JSONSerialization.data(withJSONObject: request)
+            try await outbound.write(ByteBuffer(bytes: [UInt8](body) + [0x0A]))
+            for try await line in inbound { return Data(line.readableBytesView) }
+            return nil
+        }
+    }
+
+    /// The running agent's report, or nil when no agent runs for this data directory.
+    public static func report(_ directory: DataDirectory) async -> AgentReport? {
+        guard let data = try? await request(["command": "report"], directory: directory) else { return nil }
+        return try? JSONDecoder().decode(AgentReport.self, from: data)
+    }
+
+    /// What the agent recorded about peers when it last ran.
+    public static func savedPeers(_ directory: DataDirectory) -> [PeerRecord] {
+        PeerDirectory.load(path: directory.path + "/peers.json")
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import LANSync
+
+/// One known peer, as `lansync peers` shows it.
+public struct PeerRecord: Codable, Sendable, Equatable {
+    public enum State: String, Codable, Sendable {
+        case connected, dialing, refused, unreachable, disconnected
+    }
+
+    /// Device ID, or nil for an address that never completed a handshake.
+    public var deviceID: String?
+    public var name: String?
+    public var address: String?
+    public var state: State
+    public var lastSeen: Int64?
+    public var lastSync: Int64?
+    /// Operations the peer holds that we lack, and the reverse (from the version vectors).
+    public var weLack: UInt64?
+    public var theyLack: UInt64?
+    /// The peer's clock minus ours, measured at the handshake.
+    public var clockOffsetMilliseconds: Int64?
+    public var lastError: String?
+    /// Set when the peer's device key changed since we first saw it (reinstall or new key pair).
+    public var rekeyed: Bool?
+    public var publicKey: String?
+    public var digest: String?
+
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id", name, address, state
+        case lastSeen = "last_seen", lastSync = "last_sync", weLack = "we_lack", theyLack = "they_lack"
+        case clockOffsetMilliseconds = "clock_offset_ms", lastError = "last_error", rekeyed
+        case publicKey = "public_key", digest
+    }
+}
+
+/// Everything the agent knows about peers; persisted to `peers.json` so `lansync peers` can
+/// answer when the agent is not running, and so pinned keys survive restarts.
+actor PeerDirectory {
+    private var byDevice: [String: PeerRecord] = [:]
+    /// Addresses dialed or refused before a handshake named a device.
+    private var byAddress: [String: PeerRecord] = [:]
+    private let path: String
+    private var dirty = false
+
+    init(path: String) {
+        self.path = path
+        if let data = FileManager.default.contents(atPath: path),
+            let records = try? JSONDecoder().decode([PeerRecord].self, from: data)
+        {
+            for var record in records {
+                if record.state == .connected || record.state == .dialing { record.state = .disconnected }
+                if let device = record.deviceID { byDevice[device] = record }
+            }
+        }
+    }
+
+    static func load(path: String) -> [PeerRecord] {
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        return (try? JSONDecoder().decode([PeerRecord].self, from: data)) ?? []
+    }
+
+    var all: [PeerRecord] {
+        (Array(byDevice.values) + Array(byAddress.values)).sorted {
+            ($0.name ?? $0.address ?? "", $0.deviceID ?? "") < ($1.name ?? $1.address ?? "", $1.deviceID ?? "")
+        }
+    }
+
+    func address(_ address: String, state: PeerRecord.State, error: String? = nil) {
+        // An address whose device is known updates that device's record.
+        if let device = byDevice.first(where: { $0.value.address == address && $0.value.state != .connected })?.key {
+            byDevice[device]?.state = state
+            if let error { byDevice[device]?.lastError = error }
+        } else if byDevice.contains(where: { $0.value.address == address && $0.value.state == .connected }) {
+            return
+        } else {
+            var record = byAddress[address] ?? PeerRecord(address: address, state: state)
+            record.state = state
+            if let error { record.lastError = error }
+            byAddress[address] = record
+            trimRefused()
+        }
+        dirty = true
+    }
+
+    /// A handshake completed. Returns true when the device's key differs from the one pinned.
+    func connected(device: String, name: String, address: String, publicKey: String, clockOffset: Int64, now: Int64)
+        -> Bool
+    {
+        var record = byDevice[device] ?? PeerRecord(deviceID: device, state: .connected)
+        let rekeyed = record.publicKey != nil && record.publicKey != publicKey
+        if rekeyed { record.rekeyed = true }
+        record.publicKey = publicKey
+        record.name = name
+        record.address = address
+        record.state = .connected
+        record.lastSeen = now
+        record.clockOffsetMilliseconds = clockOffset
+        record.lastError = nil
+        byDevice[device] = record
+        byAddress.removeValue(forKey: address)
+        dirty = true
+        return rekeyed
+    }
+
+    func update(device: String, _ change: @Sendable (inout PeerRecord) -> Void) {
+        guard var record = byDevice[device] else { return }
+        change(&record)
+        byDevice[device] = record
+        dirty = true
+    }
+
+    func disconnected(device: String, error: String?, refused: Bool) {
+        update(device: device) { record in
+            record.state = refused ? .refused : .disconnected
+            record.lastError = error
+        }
+    }
+
+    /// Keeps at most 20 address-only records, dropping the oldest refused strangers first.
+    private func trimRefused() {
+        while byAddress.count > 20, let oldest = byAddress.first(where: { $0.value.state == .refused })?.key {
+            byAddress.removeValue(forKey: oldest)
+        }
+    }
+
+    /// Writes `peers.json` when anything changed (atomically, owner-only).
+    func persist() {
+        guard dirty else { return }
+        dirty = false
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        guard let data = try? encoder.encode(Array(byDevice.values).sorted { ($0.deviceID ?? "") < ($1.deviceID ?? "") })
+        else { return }
+        try? SecretFile.write([UInt8](data), to: path)
+    }
+}

@@ -1,0 +1,151 @@
+import LANSync
+public import LANSyncCrypto
+public import LANSyncWire
+import NIOCore
+
+/// A TCP connection after framing: whole frames in, whole frames out.
+typealias FramedChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
+
+/// Why a connection ended. Shown in logs and in `lansync peers` as the peer's last error.
+public enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible {
+    case handshake(NoiseError)
+    case handshakeTimeout
+    case closedByPeer
+    case malformed(String)
+    case versionMismatch
+    case clockSkew(aheadMilliseconds: Int64, bound: UInt64)
+    case connectedToSelf
+    case duplicate
+    case refusedByPeer(code: GoodbyeCode, reason: String)
+
+    public var description: String {
+        switch self {
+        case .handshake(.authenticationFailed):
+            return "handshake failed: not in our group (wrong group secret) or not a LANSync peer"
+        case .handshake(let error): return "handshake failed: \(error)"
+        case .handshakeTimeout: return "handshake timed out"
+        case .closedByPeer: return "connection closed by the peer"
+        case .malformed(let reason): return "malformed data from the peer: \(reason)"
+        case .versionMismatch: return "no protocol version in common; upgrade the older lansync"
+        case .clockSkew(let ahead, let bound):
+            return "clock skew: the peer's clock is \(ahead / 1000) s \(ahead > 0 ? "ahead of" : "behind") ours "
+                + "(bound \(bound / 1000) s); fix the wrong clock (timedatectl, NTP)"
+        case .connectedToSelf: return "connected to itself"
+        case .duplicate: return "a connection to this peer exists already"
+        case .refusedByPeer(_, let reason): return "the peer closed the connection: \(reason)"
+        }
+    }
+}
+
+/// What the handshake established: who the peer is, and the keys for this connection.
+struct Handshaken {
+    let peer: Hello
+    let peerStaticKey: [UInt8]
+    let send: NoiseCipherState
+    let receive: NoiseCipherState
+}
+
+/// The handshake as a sequence of frames: Noise_XXpsk0 with the group's PSK; the first message
+/// carries the initiator's protocol versions, the second and third each side's `Hello`.
+enum HandshakeDriver {
+    static func run(
+        initiator: Bool, psk: SecureBytes, staticKey: KeyPair, hello: @Sendable (UInt16) -> Hello,
+        inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    ) async throws -> Handshaken {
+        var noise = NoiseHandshake(
+            pattern: .xxpsk0, initiator: initiator, prologue: WireProtocol.prologue, staticKey: staticKey, psk: psk)
+        func receive() async throws -> [UInt8] {
+            guard let frame = try await inbound.next() else { throw ConnectionError.closedByPeer }
+            do {
+                return try noise.readMessage(Array(frame.readableBytesView))
+            } catch {
+                throw ConnectionError.handshake(error)
+            }
+        }
+        func send(_ payload: [UInt8]) async throws {
+            let message: [UInt8]
+            do { message = try noise.writeMessage(payload: payload) } catch { throw ConnectionError.handshake(error) }
+            try await outbound.write(ByteBuffer(bytes: message))
+        }
+        let peer: Hello
+        do {
+            if initiator {
+                try await send(VersionOffer().encoded())
+                peer = try Hello.decode(try await receive())
+                guard WireProtocol.versions.contains(peer.version) else { throw ConnectionError.versionMismatch }
+                try await send(hello(peer.version).encoded())
+            } else {
+                guard let version = try VersionOffer.decode(try await receive()).agreed() else {
+                    throw ConnectionError.versionMismatch
+                }
+                try await send(hello(version).encoded())
+                peer = try Hello.decode(try await receive())
+                guard peer.version == version else { throw ConnectionError.versionMismatch }
+            }
+        } catch let error as WireError {
+            throw ConnectionError.malformed(error.reason)
+        }
+        guard let key = noise.remoteStaticKey else { throw ConnectionError.handshake(.outOfTurn) }
+        let (send, receive) = try noise.split()
+        return Handshaken(peer: peer, peerStaticKey: key, send: send, receive: receive)
+    }
+}
+
+/// The sending half of an established connection: seals and chunks messages, one at a time.
+actor SealedSender {
+    private var cipher: NoiseCipherState
+    private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    /// Bytes written to the socket, frame headers included: for the benchmark and `peers`.
+    private(set) var bytesSent = 0
+
+    init(cipher: NoiseCipherState, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) {
+        self.cipher = cipher
+        self.outbound = outbound
+    }
+
+    func send(_ message: WireMessage) async throws {
+        var frames = [ByteBuffer]()
+        for chunk in Framing.chunks(of: message.encoded()) {
+            let sealed = try cipher.encrypt(plaintext: chunk)
+            frames.append(ByteBuffer(bytes: sealed))
+            bytesSent += sealed.count + 2
+        }
+        // Written together, so frames of two messages never interleave; suspends while the
+        // socket is not writable (backpressure).
+        try await outbound.write(contentsOf: frames)
+    }
+}
+
+/// The receiving half: opens frames in order (any tampering, replay or reordering fails
+/// authentication) and reassembles messages within the size limit.
+struct SealedReceiver {
+    var cipher: NoiseCipherState
+    var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+    var reassembler = Framing.Reassembler()
+    private(set) var bytesReceived = 0
+
+    init(cipher: NoiseCipherState, inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) {
+        self.cipher = cipher
+        self.inbound = inbound
+    }
+
+    /// The next message, or nil when the peer closed the connection cleanly.
+    mutating func next() async throws -> WireMessage? {
+        while let frame = try await inbound.next() {
+            bytesReceived += frame.readableBytes + 2
+            let plaintext: [UInt8]
+            do {
+                plaintext = try cipher.decrypt(ciphertext: Array(frame.readableBytesView))
+            } catch {
+                throw ConnectionError.malformed("a frame failed authentication (tampered, replayed or reordered)")
+            }
+            do throws(WireError) {
+                if let message = try reassembler.add(plaintext) { return try WireMessage.decode(message) }
+            } catch {
+                throw ConnectionError.malformed(error.reason)
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,124 @@
+import LANSync
+import LANSyncWire
+import Logging
+
+/// The sync protocol with one connected peer, after the handshake.
+///
+/// Both sides announce their state (version vector, digest, clock) on connect; each then streams
+/// what the other lacks in bounded delta batches, and keeps doing so as its own state changes
+/// (local writes, or rows merged from other peers: relays). `peerKnown` is what we believe the
+/// peer holds: its last announced vector, advanced by every batch we send and every batch it
+/// sends us, so nothing is sent twice and nothing it sent is echoed back.
+actor SyncSession {
+    let peer: Hello
+    let node: LANSyncNode
+    let sender: SealedSender
+    let configuration: AgentConfiguration
+    let directory: PeerDirectory
+    let logger: Logger
+    let initiatedByUs: Bool
+    private var peerKnown = VersionVector()
+    private var peerAnnounced: PeerState?
+    private let wake: AsyncStream<Void>.Continuation
+    let wakes: AsyncStream<Void>
+    private(set) var lastReceived = ContinuousClock.now
+
+    init(
+        peer: Hello, node: LANSyncNode, sender: SealedSender, configuration: AgentConfiguration,
+        directory: PeerDirectory, logger: Logger, initiatedByUs: Bool
+    ) {
+        self.peer = peer
+        self.node = node
+        self.sender = sender
+        self.configuration = configuration
+        self.directory = directory
+        self.logger = logger
+        self.initiatedByUs = initiatedByUs
+        (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Asks the push loop to send whatever the peer lacks now.
+    nonisolated func push() { wake.yield() }
+
+    func finish() { wake.finish() }
+
+    func ourState() throws -> PeerState {
+        let summary = try node.store.syncSummary()
+        return PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
+    }
+
+    /// Handles one message from the peer.
+    func handle(_ message: WireMessage) async throws {
+        lastReceived = .now
+        switch message {
+        case .state(let state):
+            peerAnnounced = state
+            peerKnown = peerKnown.merged(with: state.versionVector)
+            await recordProgress()
+            push()
+        case .delta(let delta):
+            // The peer holds what it sends: never echo it back.
+            for range in delta.coverage where peerKnown[range.replica] < range.through {
+                peerKnown[range.replica] = range.through
+            }
+            do {
+                let outcome = try await node.merge(delta, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
+                if outcome.changedAnything {
+                    logger.debug(
+                        "merged a delta",
+                        metadata: ["peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
+                            "sync.preferences": "\(outcome.preferencesChanged)"])
+                }
+            } catch {
+                let code: GoodbyeCode = error.code == .clockSkew ? .clockSkew : .malformed
+                try? await sender.send(.goodbye(code: code, reason: error.message))
+                throw ConnectionError.malformed(error.message)
+            }
+            try await sender.send(.state(try ourState()))
+            let now = Int64(node.clock.now())
+            await directory.update(device: peer.device.description) { $0.lastSync = now }
+        case .ping(let value):
+            try await sender.send(.pong(value))
+        case .pong:
+            break
+        case .goodbye(let code, let reason):
+            throw ConnectionError.refusedByPeer(code: code, reason: reason)
+        }
+    }
+
+    /// Sends every batch the peer lacks, then our state. Runs whenever `push()` was called.
+    func pushMissing() async throws {
+        var sent = 0
+        while true {
+            let delta = try node.store.delta(since: peerKnown, maxRows: configuration.deltaBatchRows)
+            if delta.isEmpty { break }
+            try await sender.send(.delta(delta))
+            peerKnown.advance(by: delta.coverage)
+            sent += delta.entries.count + delta.preferences.count
+        }
+        if sent > 0 {
+            try await sender.send(.state(try ourState()))
+            logger.debug("sent rows", metadata: ["peer.device": "\(peer.device)", "sync.rows": "\(sent)"])
+            let now = Int64(node.clock.now())
+            await directory.update(device: peer.device.description) { $0.lastSync = now }
+        }
+        await recordProgress()
+    }
+
+    /// Updates what `lansync peers` shows: who is behind whom.
+    private func recordProgress() async {
+        guard let announced = peerAnnounced, let ours = try? ourState() else { return }
+        let now = Int64(node.clock.now())
+        let weLack = announced.versionVector.operationsAhead(of: ours.versionVector)
+        let theyLack = ours.versionVector.operationsAhead(of: announced.versionVector)
+        let digest = announced.digest.description
+        await directory.update(device: peer.device.description) { record in
+            record.weLack = weLack
+            record.theyLack = theyLack
+            record.digest = digest
+            record.lastSeen = now
+        }
+    }
+
+    var announced: PeerState? { peerAnnounced }
+}

@@ -1,0 +1,120 @@
+import ArgumentParser
+import Foundation
+import LANSync
+import LANSyncAgent
+
+struct Peers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List known peers: who is connected, who is behind, who was refused and why.",
+        discussion: """
+            Asks the running agent; when none runs, shows what it recorded when it last ran.
+
+            --json prints one object per line: device_id, name, address, state (connected, dialing, refused, unreachable, disconnected), last_seen and last_sync (ms since the epoch), we_lack and they_lack (operations), clock_offset_ms, last_error, rekeyed.
+
+            Examples:
+              lansync peers
+              lansync peers --json | jq 'select(.state == "refused")'
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "One JSON object per line.") var json = false
+
+    func run() async throws {
+        let directory = global.dataDirectory
+        _ = try await reportingErrors { try global.openNode() }
+        let report = await ControlClient.report(directory)
+        let peers = report?.peers ?? ControlClient.savedPeers(directory)
+        let out = Output()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            for peer in peers { out.line(String(decoding: try encoder.encode(peer), as: UTF8.self)) }
+            return
+        }
+        if report == nil { note("no agent is running for \(directory.path); showing what it saw last (start it with `lansync run`)") }
+        if peers.isEmpty {
+            out.line("no peers known yet")
+            return
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var rows = [["NAME", "DEVICE", "ADDRESS", "STATE", "LAST SEEN", "WE LACK", "THEY LACK", "NOTE"]]
+        for peer in peers {
+            var notes = [String]()
+            if peer.rekeyed == true { notes.append("re-keyed") }
+            if let error = peer.lastError, peer.state != .connected { notes.append(error) }
+            rows.append([
+                peer.name ?? "-", peer.deviceID.map { String($0.prefix(7)) } ?? "-", peer.address ?? "-",
+                peer.state.rawValue, peer.lastSeen.map { ago(now - $0) } ?? "never",
+                peer.weLack.map(String.init) ?? "-", peer.theyLack.map(String.init) ?? "-", notes.joined(separator: "; "),
+            ])
+        }
+        for line in aligned(rows) { out.line(line) }
+    }
+}
+
+/// "3 s ago", "5 min ago", "2 h ago", "4 d ago".
+func ago(_ milliseconds: Int64) -> String {
+    let seconds = max(0, milliseconds / 1000)
+    switch seconds {
+    case ..<60: return "\(seconds) s ago"
+    case ..<3600: return "\(seconds / 60) min ago"
+    case ..<86_400: return "\(seconds / 3600) h ago"
+    default: return "\(seconds / 86_400) d ago"
+    }
+}
+
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Wait until this node and its connected peers hold the same data.",
+        discussion: """
+            Needs a running agent (`lansync run`). Returns when every connected peer reports the same state digest as this node; with --peers N it first waits for N connected peers. Exits 1 on timeout, saying who is behind.
+
+            Examples:
+              lansync sync --wait
+              lansync sync --wait --peers 2 --timeout 60
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Wait until in sync (the only mode so far).") var wait = false
+    @Option(help: "Give up after this many seconds.") var timeout: Double = 30
+    @Option(help: "Also wait until at least this many peers are connected.") var peers: Int = 0
+
+    func validate() throws {
+        guard wait else { throw ValidationError("say --wait: `lansync sync --wait` waits until peers are in sync") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        guard peers >= 0 else { throw ValidationError("--peers cannot be negative") }
+    }
+
+    func run() async throws {
+        let directory = global.dataDirectory
+        _ = try await reportingErrors { try global.openNode() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        var lastProgress = start
+        while true {
+            guard let report = await ControlClient.report(directory) else {
+                note("lansync: error: no agent is running for \(directory.path); start it with `lansync run`")
+                throw ExitCode(1)
+            }
+            let connected = report.peers.filter { $0.state == .connected }
+            let behind = connected.filter { peer in report.connectedDigests[peer.deviceID ?? ""] != report.digest }
+            if connected.count >= peers && behind.isEmpty {
+                Output().line("in sync with \(connected.count) peer\(connected.count == 1 ? "" : "s") (digest \(report.digest.prefix(16)))")
+                return
+            }
+            let waited = clock.now - start
+            let status = connected.count < peers
+                ? "\(connected.count) of \(peers) peers connected"
+                : "waiting for " + behind.map { "\($0.name ?? $0.deviceID ?? "?") (we lack \($0.weLack ?? 0), it lacks \($0.theyLack ?? 0))" }.joined(separator: ", ")
+            if waited > .seconds(timeout) {
+                note("lansync: error: not in sync after \(Int(timeout)) s: \(status)")
+                throw ExitCode(1)
+            }
+            if waited > .seconds(1) && clock.now - lastProgress > .seconds(1) {
+                note("sync: \(status)")
+                lastProgress = clock.now
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}

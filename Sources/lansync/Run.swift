@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import LANSync
+import LANSyncAgent
+import Logging
+import ServiceLifecycle
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the node: sync with the group's other devices until stopped.",
+        discussion: """
+            Listens for group members (TCP port 7741 by default) and dials the static peers given with --peer, retrying with backoff while they are away. Connections are authenticated and encrypted (Noise, with the group secret); devices outside the group learn nothing. New writes — from an app or from `lansync log append` — reach connected peers at once. Stop with Ctrl-C or SIGTERM: connections close cleanly and nothing is half-written.
+
+            While it runs, `lansync peers`, `lansync status` and `lansync sync --wait` ask it over a local socket.
+
+            Examples:
+              lansync run
+              lansync run --listen 0.0.0.0:7741 --peer 192.168.1.20:7741 --peer laptop.local:7741
+              lansync run --listen 127.0.0.1:0      (port 0 picks a free port and prints it)
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: ArgumentHelp("Address to listen on, HOST:PORT.", discussion: "Default: 0.0.0.0:7741.", valueName: "host:port"))
+    var listen: String?
+    @Option(name: .customLong("peer"), help: ArgumentHelp("A peer to dial, HOST:PORT (repeatable).", valueName: "host:port"))
+    var peers: [String] = []
+    @Flag(name: .customLong("no-mdns"), help: "Do not use mDNS discovery (static peers only).")
+    var noMDNS = false
+    @Option(
+        name: .customLong("max-clock-skew"),
+        help: ArgumentHelp("Refuse peers whose clock differs from ours by more than this many seconds.", valueName: "seconds"))
+    var maxClockSkew: Int = 120
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning or error.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        if let listen, PeerAddress(listen) == nil { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
+        for peer in peers where PeerAddress(peer) == nil {
+            throw ValidationError("--peer '\(peer)' is not HOST:PORT (e.g. 192.168.1.20:7741)")
+        }
+        if maxClockSkew < 1 { throw ValidationError("--max-clock-skew must be at least 1 second") }
+        if Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")
+        }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "lansync")
+        var configuration = AgentConfiguration()
+        if let listen = listen.flatMap({ PeerAddress($0) }) {
+            configuration.listenHost = listen.host
+            configuration.listenPort = listen.port
+        }
+        configuration.staticPeers = peers.compactMap { PeerAddress($0) }
+        configuration.maxClockSkewMilliseconds = UInt64(maxClockSkew) * 1000
+        let agent = try await reportingErrors {
+            try Agent(node: try global.openNode(), configuration: configuration, logger: logger)
+        }
+        let host = configuration.listenHost
+        Task {
+            if let port = try? await agent.listeningPort() {
+                let out = Output()
+                out.line("listening on \(host):\(port)")
+                out.flush()
+            }
+        }
+        let services = ServiceGroup(
+            services: [agent], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        do {
+            try await services.run()
+        } catch let error as LANSyncError {
+            note("lansync: error: \(error.message)")
+            throw ExitCode(1)
+        } catch {
+            note("lansync: error: \(error)")
+            throw ExitCode(1)
+        }
+    }
+}
