@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+
+/// A `lansync run` process on loopback, stopped (SIGTERM, then SIGKILL) when released.
+final class AgentProcess {
+    let process = Process()
+    let port: Int
+    let node: String
+    private let output: String
+
+    /// Starts an agent for `node` listening on a free loopback port, with extra arguments, and
+    /// waits until it prints its port.
+    init(_ cli: CLI, node: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
+        self.node = node
+        output = cli.root + "/agent-\(node)-\(UUID().uuidString).out"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        _ = FileManager.default.createFile(atPath: output + ".log", contents: nil)
+        process.executableURL = URL(fileURLWithPath: CLI.executable)
+        process.arguments = ["run", "--data-dir", cli.dataDir(node), "--listen", "127.0.0.1:0", "--log-level", "debug"]
+            + arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: output + ".log"))
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        try process.run()
+        var found: Int?
+        for _ in 0..<200 {
+            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
+                let port = Int(line.split(separator: ":").last ?? "")
+            {
+                found = port
+                break
+            }
+            if !process.isRunning { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        guard let found else {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            throw AgentError.didNotStart((try? String(contentsOfFile: output + ".log", encoding: .utf8)) ?? "")
+        }
+        port = found
+    }
+
+    enum AgentError: Error { case didNotStart(String) }
+
+    var address: String { "127.0.0.1:\(port)" }
+    var log: String { (try? String(contentsOfFile: output + ".log", encoding: .utf8)) ?? "" }
+
+    /// Stops gracefully; returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        guard process.isRunning else { return process.terminationStatus }
+        process.terminate()
+        for _ in 0..<100 where process.isRunning { Thread.sleep(forTimeInterval: 0.05) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit { stop() }
+}
+
+extension CLI {
+    /// Initialises `node` with its own machine ID (a separate device) and, when given, joins `code`'s group.
+    func device(_ node: String, joining code: String? = nil) throws {
+        let machineID = root + "/machine-id-\(node)"
+        try (UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+            .write(toFile: machineID, atomically: true, encoding: .utf8)
+        let result = try run(["init", "--name", node], node: node, environment: ["LANSYNC_MACHINE_ID_FILE": machineID])
+        #expect(result.status == 0, "init \(node): \(result.stderr)")
+        if let code { try ok(["group", "join", code], node: node) }
+    }
+
+    /// Starts a group on `node` and returns its join code.
+    func newGroup(on node: String) throws -> String {
+        try ok(["group", "create"], node: node)
+        return try ok(["group", "show", "--code"], node: node).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func digest(_ node: String) throws -> String { try status(node)["digest"] as! String }
+    func entries(_ node: String) throws -> Int { try status(node)["entries"] as! Int }
+
+    /// Polls until `condition` holds or `seconds` pass; returns whether it held.
+    func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return try condition()
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import Testing
+
+/// Real agents as processes on loopback, driven through the CLI.
+@Suite(.serialized) struct AgentTests {
+    @Test func twoNodesConvergeAndPushLiveWrites() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        let code = try cli.newGroup(on: "a")
+        try cli.device("b", joining: code)
+        for index in 0..<20 { try cli.ok(["log", "append", "taps", "{\"a\":\(index)}"], node: "a") }
+        try cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
+        let a = try AgentProcess(cli, node: "a")
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
+        #expect(try cli.digest("a") == cli.digest("b"))
+        #expect(try cli.entries("b") == 20)
+        // A write on one side reaches the other by itself.
+        try cli.ok(["log", "append", "taps", "{\"live\":true}"], node: "b")
+        #expect(try cli.eventually { try cli.entries("a") == 21 })
+        // Concurrent writes on both sides, then equal digests; the later preference wins on both.
+        for index in 0..<10 {
+            try cli.ok(["log", "append", "taps", "{\"a2\":\(index)}"], node: "a")
+            try cli.ok(["log", "append", "taps", "{\"b2\":\(index)}"], node: "b")
+        }
+        try cli.ok(["pref", "set", "caregiver/active", "\"dad\""], node: "b")
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
+        #expect(try cli.eventually { try cli.digest("a") == cli.digest("b") })
+        #expect(try cli.entries("a") == 41)
+        #expect(try cli.ok(["pref", "get", "caregiver/active"], node: "a") == "\"dad\"\n")
+        let peers = try cli.ok(["peers", "--json"], node: "a")
+        #expect(peers.contains("\"state\":\"connected\"") && peers.contains("\"name\":\"b\""))
+        #expect(a.stop() == 0)
+        #expect(b.stop() == 0)
+    }
+
+    /// A–B–C in a line: C never talks to A, yet gets A's writes through B (deltas keep their origin).
+    @Test func writesRelayAlongALine() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        let code = try cli.newGroup(on: "a")
+        try cli.device("b", joining: code)
+        try cli.device("c", joining: code)
+        let a = try AgentProcess(cli, node: "a")
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let c = try AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
+        try cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
+        try cli.ok(["log", "append", "taps", "{\"from\":\"c\"}"], node: "c")
+        #expect(try cli.eventually { try cli.entries("c") == 2 && cli.entries("a") == 2 })
+        #expect(try cli.digest("a") == cli.digest("c"))
+        let cPeers = try cli.ok(["peers", "--json"], node: "c")
+        #expect(!cPeers.contains("\"name\":\"a\""), "C must not have talked to A")
+        _ = (a, b, c)
+    }
+
+    /// A device of another group learns nothing and writes nothing; the attempt shows in `peers`.
+    @Test func aNodeOfAnotherGroupGetsNothing() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        _ = try cli.newGroup(on: "a")
+        try cli.device("stranger")
+        _ = try cli.newGroup(on: "stranger")
+        try cli.ok(["log", "append", "taps", "{\"secret\":\"health data\"}"], node: "a")
+        try cli.ok(["log", "append", "taps", "{\"spam\":true}"], node: "stranger")
+        let before = try cli.digest("a")
+        let a = try AgentProcess(cli, node: "a")
+        let stranger = try AgentProcess(cli, node: "stranger", arguments: ["--peer", a.address])
+        #expect(try cli.eventually {
+            try cli.ok(["peers", "--json"], node: "a").contains("\"state\":\"refused\"")
+        })
+        let refused = try cli.ok(["peers"], node: "a")
+        #expect(refused.contains("wrong group secret"))
+        #expect(try cli.entries("stranger") == 1)
+        #expect(try cli.digest("a") == before)
+        #expect(a.log.contains("connection refused"))
+        _ = stranger
+    }
+
+    /// A peer that missed 10,000 entries catches up when it comes back, from where it stopped.
+    @Test func aPeerThatWasAwayCatchesUp() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        let code = try cli.newGroup(on: "a")
+        try cli.device("b", joining: code)
+        let a = try AgentProcess(cli, node: "a")
+        var b: AgentProcess? = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        try cli.ok(["log", "append", "taps", "{\"first\":1}"], node: "a")
+        try cli.ok(["sync", "--wait", "--peers", "1"], node: "b")
+        #expect(b?.stop() == 0)
+        b = nil
+        let lines = (0..<10_000).map { "{\"symbol_id\":\($0),\"label\":\"tap\"}" }.joined(separator: "\n")
+        _ = try cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
+        try cli.ok(["pref", "set", "board/rows", "4"], node: "b")  // written while away
+        b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "b")
+        #expect(try cli.entries("b") == 10_001)
+        #expect(try cli.eventually { try cli.digest("a") == cli.digest("b") })
+        #expect(try cli.ok(["pref", "get", "board/rows"], node: "a") == "4\n")
+    }
+
+    /// Garbage and tampered bytes end that connection, never the agent or its data.
+    @Test func tamperedBytesEndTheConnectionNotTheAgent() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        let code = try cli.newGroup(on: "a")
+        try cli.device("b", joining: code)
+        try cli.ok(["log", "append", "taps", "{\"a\":1}"], node: "a")
+        let a = try AgentProcess(cli, node: "a")
+        let before = try cli.digest("a")
+        // Raw garbage, oversized length fields and a half frame, straight to the port.
+        for payload in [[UInt8](repeating: 0xFF, count: 70_000), [0x00, 0x05, 1, 2, 3, 4, 5], [0x10, 0x00, 1]] {
+            let socket = try TCPClient(port: a.port)
+            socket.send(payload)
+            socket.close()
+        }
+        // A proxy that flips one bit inside the session's encrypted traffic: B has 50 entries to
+        // push, so byte 1,500 of what it sends falls in a transport frame, well past the handshake.
+        let lines = (0..<50).map { "{\"b\":\($0)}" }.joined(separator: "\n")
+        _ = try cli.ok(["log", "append", "taps", "--lines"], node: "b", stdin: lines)
+        let proxy = try TamperingProxy(target: a.port, flipAfter: 1_500)
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(proxy.port)"])
+        #expect(cli.eventually { a.log.contains("a frame failed authentication (tampered, replayed or reordered)") })
+        #expect(a.process.isRunning)
+        #expect(try cli.digest("a") == before, "a tampered batch must not be merged")
+        #expect(try cli.ok(["status", "--json"], node: "a").contains("\"agent_running\":true"))
+        // Without the tampering, B connects directly and syncs.
+        proxy.stop()
+        b.stop()
+        let direct = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
+        #expect(try cli.entries("a") == 51)
+        #expect(try cli.digest("b") == cli.digest("a"))
+        _ = direct
+    }
+}
+
+/// A plain TCP connection for sending raw bytes.
+final class TCPClient {
+    let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else { throw POSIXError(.ECONNREFUSED) }
+    }
+
+    func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+    func close() { Glibc.close(fd) }
+}
+
+/// A loopback TCP proxy (Python, in Tests/Interop) that flips one bit after N bytes from the client.
+final class TamperingProxy {
+    let process = Process()
+    let port: Int
+
+    init(target: Int, flipAfter: Int) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../Interop/tamper_proxy.py").standardizedFileURL.path
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, String(target), String(flipAfter)]
+        process.standardOutput = output
+        try process.run()
+        let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    /// SIGKILL: a process started from the test runner inherits a blocked SIGTERM, which Python
+    /// then never sees (lansync itself takes signals through libdispatch and is unaffected).
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+}
