@@ -158,7 +158,7 @@ public actor Agent: Service {
             timedOut.set()
             channel.channel.close(promise: nil)
         }
-        var peerDevice: String?
+        var peerDevice: (id: String, name: String)?
         do {
             try await channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
@@ -180,7 +180,7 @@ public actor Agent: Service {
                 }
                 timeout.cancel()
                 let peer = handshaken.peer
-                peerDevice = peer.device.description
+                peerDevice = (peer.device.description, peer.name)
                 try await self.established(
                     channel: channel, handshaken: handshaken, inbound: iterator, outbound: outbound,
                     initiator: initiator, address: address, dialed: dialed)
@@ -286,7 +286,7 @@ public actor Agent: Service {
         if sessions[replica]?.session === session { sessions.removeValue(forKey: replica) }
     }
 
-    private func ended(device: String?, address: String, error: any Error) async {
+    private func ended(device: (id: String, name: String)?, address: String, error: any Error) async {
         let reason = error is CancellationError ? "the agent stopped" : (error as? ConnectionError)?.description ?? "\(error)"
         let refused: Bool
         switch error as? ConnectionError {
@@ -296,8 +296,10 @@ public actor Agent: Service {
         }
         if let device {
             if case .duplicate = error as? ConnectionError { return }
-            await directory.disconnected(device: device, error: reason, refused: refused)
-            logger.info("peer disconnected", metadata: ["peer.device": "\(device)", "reason": "\(reason)"])
+            await directory.disconnected(device: device.id, name: device.name, address: address, error: reason, refused: refused)
+            logger.info(
+                refused ? "peer refused" : "peer disconnected",
+                metadata: ["peer.device": "\(device.id)", "peer.name": "\(device.name)", "reason": "\(reason)"])
         } else {
             await directory.address(address, state: refused ? .refused : .unreachable, error: reason)
             logger.notice("connection refused", metadata: ["peer.address": "\(address)", "reason": "\(reason)"])

@@ -109,11 +109,15 @@ actor PeerDirectory {
         dirty = true
     }
 
-    func disconnected(device: String, error: String?, refused: Bool) {
-        update(device: device) { record in
-            record.state = refused ? .refused : .disconnected
-            record.lastError = error
-        }
+    /// A connection ended; a peer refused before it was ever connected still gets a record, so
+    /// `lansync peers` says why (a clock far off, say).
+    func disconnected(device: String, name: String?, address: String, error: String?, refused: Bool) {
+        var record = byDevice[device] ?? PeerRecord(deviceID: device, name: name, address: address, state: .disconnected)
+        record.state = refused ? .refused : .disconnected
+        record.lastError = error
+        byDevice[device] = record
+        byAddress.removeValue(forKey: address)
+        dirty = true
     }
 
     /// Keeps at most 20 address-only records, dropping the oldest refused strangers first.

@@ -10,13 +10,16 @@ final class AgentProcess {
 
     /// Starts an agent for `node` listening on a free loopback port, with extra arguments, and
     /// waits until it prints its port.
-    init(_ cli: CLI, node: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    init(
+        _ cli: CLI, node: String, arguments: [String] = [], environment: [String: String] = [:],
+        listen: String = "127.0.0.1:0"
+    ) throws {
         self.node = node
         output = cli.root + "/agent-\(node)-\(UUID().uuidString).out"
         _ = FileManager.default.createFile(atPath: output, contents: nil)
         _ = FileManager.default.createFile(atPath: output + ".log", contents: nil)
         process.executableURL = URL(fileURLWithPath: CLI.executable)
-        process.arguments = ["run", "--data-dir", cli.dataDir(node), "--listen", "127.0.0.1:0", "--log-level", "debug"]
+        process.arguments = ["run", "--data-dir", cli.dataDir(node), "--listen", listen, "--log-level", "debug"]
             + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }

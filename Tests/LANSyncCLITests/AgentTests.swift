@@ -139,6 +139,73 @@ import Testing
     }
 }
 
+extension AgentTests {
+    /// A peer whose clock is 10 minutes ahead (test hook) is refused with a clock-skew reason on
+    /// both sides, and none of its writes are merged.
+    @Test func aPeerWithAClockFarAheadIsRefused() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        let code = try cli.newGroup(on: "a")
+        try cli.device("ahead", joining: code)
+        let skew = ["LANSYNC_TEST_CLOCK_OFFSET_MS": "600000"]
+        let wrote = try cli.run(["pref", "set", "caregiver/active", "\"stranger\""], node: "ahead", environment: skew)
+        #expect(wrote.status == 0)
+        try cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
+        let a = try AgentProcess(cli, node: "a")
+        let ahead = try AgentProcess(cli, node: "ahead", arguments: ["--peer", a.address], environment: skew)
+        #expect(try cli.eventually {
+            let peers = try cli.ok(["peers", "--json"], node: "a")
+            return peers.contains("\"state\":\"refused\"") && peers.contains("clock skew")
+        })
+        #expect(try cli.ok(["peers"], node: "ahead").contains("clock skew"))
+        #expect(try cli.ok(["pref", "get", "caregiver/active"], node: "a") == "\"mum\"\n")
+        _ = ahead
+    }
+
+    /// Both sides dial each other at once: one connection survives (the tie-break), and they sync.
+    @Test func mutualDialingKeepsOneConnection() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        let code = try cli.newGroup(on: "a")
+        try cli.device("b", joining: code)
+        try cli.ok(["log", "append", "taps", "{\"a\":1}"], node: "a")
+        try cli.ok(["log", "append", "taps", "{\"b\":1}"], node: "b")
+        // B starts first, dialing a port A will take; then A starts and dials B.
+        let portA = try freePort()
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(portA)"])
+        let a = try AgentProcess(cli, node: "a", arguments: ["--peer", b.address], listen: "127.0.0.1:\(portA)")
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
+        #expect(try cli.digest("a") == cli.digest("b"))
+        Thread.sleep(forTimeInterval: 1.5)
+        for node in ["a", "b"] {
+            let peers = try cli.ok(["peers", "--json"], node: node).split(separator: "\n")
+            #expect(peers.count == 1, "\(node): \(peers)")
+            #expect(peers.first?.contains("\"state\":\"connected\"") == true)
+        }
+        // Exactly one session per side stayed up: every later connection was the same one or dropped.
+        let sessions = a.log.components(separatedBy: "peer connected").count - 1
+        #expect(sessions >= 1 && sessions <= 2)
+    }
+
+    func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
 /// A plain TCP connection for sending raw bytes.
 final class TCPClient {
     let fd: Int32
