@@ -105,6 +105,8 @@ let package = Package(
             name: "lansync-bench",
             dependencies: [
                 "LANSync",
+                "LANSyncAgent",
+                .product(name: "Logging", package: "swift-log"),
                 "LANSyncCore",
                 "LANSyncStore",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -36,6 +36,8 @@ public actor Agent: Service {
     private var listening: [CheckedContinuation<Int, any Error>] = []
     /// The TCP port once listening (useful with port 0).
     public private(set) var port: Int?
+    /// Every byte this agent sent and received on sync connections, handshakes included.
+    public nonisolated let traffic = TrafficCounter()
 
     public init(node: LANSyncNode, configuration: AgentConfiguration, logger: Logger) throws(LANSyncError) {
         guard let group = try node.group() else {
@@ -174,7 +176,7 @@ public actor Agent: Service {
                             Hello(
                                 version: version, device: identity.deviceID, name: identity.name, replica: replica,
                                 hlc: (try? store.syncSummary().hlc) ?? .zero, wallMilliseconds: clock.now())
-                        }, inbound: &iterator, outbound: outbound)
+                        }, traffic: traffic, inbound: &iterator, outbound: outbound)
                 } catch {
                     throw timedOut.isSet ? ConnectionError.handshakeTimeout : error
                 }
@@ -201,7 +203,7 @@ public actor Agent: Service {
         initiator: Bool, address: String, dialed: PeerAddress?
     ) async throws {
         let peer = handshaken.peer
-        let sender = SealedSender(cipher: handshaken.send, outbound: outbound)
+        let sender = SealedSender(cipher: handshaken.send, outbound: outbound, traffic: traffic)
         if peer.replica == node.replicaID { throw ConnectionError.connectedToSelf }
         let offset = Int64(bitPattern: peer.wallMilliseconds) - Int64(node.clock.now())
         if offset.magnitude > configuration.maxClockSkewMilliseconds {
@@ -230,10 +232,15 @@ public actor Agent: Service {
             "peer connected",
             metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
         try await sender.send(.state(try await session.ourState()))
-        var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound)
+        var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound, traffic: traffic)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
-                for await _ in session.wakes { try await session.pushMissing() }
+                // The only task that writes. If it fails, the connection must not live on half-dead.
+                do {
+                    for await _ in session.wakes { try await session.pushMissing() }
+                } catch {
+                    channel.channel.close(promise: nil)
+                }
             }
             tasks.addTask { [configuration] in
                 var counter: UInt64 = 0
@@ -244,6 +251,7 @@ public actor Agent: Service {
                         return
                     }
                     counter += 1
+                    // The receiving task never writes; a ping is queued like any reply would be.
                     try await sender.send(.ping(counter))
                 }
             }
@@ -258,7 +266,8 @@ public actor Agent: Service {
             // The push loop ends with the session; a failed send ends the connection.
         }
         if Task.isCancelled {
-            try? await sender.send(.goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down"))
+            // Best effort: a peer that is not reading must not hold up shutting down.
+            Task { try? await sender.send(.goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down")) }
         }
     }
 

@@ -2,6 +2,24 @@ import LANSync
 public import LANSyncCrypto
 public import LANSyncWire
 import NIOCore
+import Synchronization
+
+/// Bytes on the wire (frame headers included), for the benchmark's efficiency figures.
+public final class TrafficCounter: Sendable {
+    private let counts = Mutex<(sent: Int, received: Int)>((0, 0))
+
+    public init() {}
+
+    func add(sent: Int = 0, received: Int = 0) {
+        counts.withLock {
+            $0.sent += sent
+            $0.received += received
+        }
+    }
+
+    public var sent: Int { counts.withLock { $0.sent } }
+    public var received: Int { counts.withLock { $0.received } }
+}
 
 /// A TCP connection after framing: whole frames in, whole frames out.
 typealias FramedChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
@@ -49,7 +67,7 @@ struct Handshaken {
 /// carries the initiator's protocol versions, the second and third each side's `Hello`.
 enum HandshakeDriver {
     static func run(
-        initiator: Bool, psk: SecureBytes, staticKey: KeyPair, hello: @Sendable (UInt16) -> Hello,
+        initiator: Bool, psk: SecureBytes, staticKey: KeyPair, hello: @Sendable (UInt16) -> Hello, traffic: TrafficCounter,
         inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
         outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     ) async throws -> Handshaken {
@@ -57,6 +75,7 @@ enum HandshakeDriver {
             pattern: .xxpsk0, initiator: initiator, prologue: WireProtocol.prologue, staticKey: staticKey, psk: psk)
         func receive() async throws -> [UInt8] {
             guard let frame = try await inbound.next() else { throw ConnectionError.closedByPeer }
+            traffic.add(received: frame.readableBytes + 2)
             do {
                 return try noise.readMessage(Array(frame.readableBytesView))
             } catch {
@@ -66,6 +85,7 @@ enum HandshakeDriver {
         func send(_ payload: [UInt8]) async throws {
             let message: [UInt8]
             do { message = try noise.writeMessage(payload: payload) } catch { throw ConnectionError.handshake(error) }
+            traffic.add(sent: message.count + 2)
             try await outbound.write(ByteBuffer(bytes: message))
         }
         let peer: Hello
@@ -96,12 +116,12 @@ enum HandshakeDriver {
 actor SealedSender {
     private var cipher: NoiseCipherState
     private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
-    /// Bytes written to the socket, frame headers included: for the benchmark and `peers`.
-    private(set) var bytesSent = 0
+    private let traffic: TrafficCounter
 
-    init(cipher: NoiseCipherState, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) {
+    init(cipher: NoiseCipherState, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, traffic: TrafficCounter) {
         self.cipher = cipher
         self.outbound = outbound
+        self.traffic = traffic
     }
 
     func send(_ message: WireMessage) async throws {
@@ -109,8 +129,8 @@ actor SealedSender {
         for chunk in Framing.chunks(of: message.encoded()) {
             let sealed = try cipher.encrypt(plaintext: chunk)
             frames.append(ByteBuffer(bytes: sealed))
-            bytesSent += sealed.count + 2
         }
+        traffic.add(sent: frames.reduce(0) { $0 + $1.readableBytes + 2 })
         // Written together, so frames of two messages never interleave; suspends while the
         // socket is not writable (backpressure).
         try await outbound.write(contentsOf: frames)
@@ -123,17 +143,18 @@ struct SealedReceiver {
     var cipher: NoiseCipherState
     var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
     var reassembler = Framing.Reassembler()
-    private(set) var bytesReceived = 0
+    let traffic: TrafficCounter
 
-    init(cipher: NoiseCipherState, inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) {
+    init(cipher: NoiseCipherState, inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, traffic: TrafficCounter) {
         self.cipher = cipher
         self.inbound = inbound
+        self.traffic = traffic
     }
 
     /// The next message, or nil when the peer closed the connection cleanly.
     mutating func next() async throws -> WireMessage? {
         while let frame = try await inbound.next() {
-            bytesReceived += frame.readableBytes + 2
+            traffic.add(received: frame.readableBytes + 2)
             let plaintext: [UInt8]
             do {
                 plaintext = try cipher.decrypt(ciphertext: Array(frame.readableBytesView))

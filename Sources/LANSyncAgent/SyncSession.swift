@@ -4,6 +4,11 @@ import Logging
 
 /// The sync protocol with one connected peer, after the handshake.
 ///
+/// One task receives and one task sends, and the receiving task never waits on a write: replies
+/// (state announcements, pongs) are queued for the sending task. Otherwise two peers pushing to
+/// each other under backpressure would each block in a write while neither reads — a deadlock
+/// that a bulk catch-up with writes in both directions reliably provokes.
+///
 /// Both sides announce their state (version vector, digest, clock) on connect; each then streams
 /// what the other lacks in bounded delta batches, and keeps doing so as its own state changes
 /// (local writes, or rows merged from other peers: relays). `peerKnown` is what we believe the
@@ -19,6 +24,9 @@ actor SyncSession {
     let initiatedByUs: Bool
     private var peerKnown = VersionVector()
     private var peerAnnounced: PeerState?
+    /// Replies the receiving task queued for the sending task.
+    private var announceState = false
+    private var pongs: [UInt64] = []
     private let wake: AsyncStream<Void>.Continuation
     let wakes: AsyncStream<Void>
     private(set) var lastReceived = ContinuousClock.now
@@ -63,6 +71,8 @@ actor SyncSession {
             }
             do {
                 let outcome = try await node.merge(delta, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
+                announceState = true
+                push()
                 if outcome.changedAnything {
                     logger.debug(
                         "merged a delta",
@@ -70,15 +80,17 @@ actor SyncSession {
                             "sync.preferences": "\(outcome.preferencesChanged)"])
                 }
             } catch {
+                // Best effort, never waited on: the connection closes right after.
                 let code: GoodbyeCode = error.code == .clockSkew ? .clockSkew : .malformed
-                try? await sender.send(.goodbye(code: code, reason: error.message))
+                let sender = sender
+                Task { try? await sender.send(.goodbye(code: code, reason: error.message)) }
                 throw ConnectionError.malformed(error.message)
             }
-            try await sender.send(.state(try ourState()))
             let now = Int64(node.clock.now())
             await directory.update(device: peer.device.description) { $0.lastSync = now }
         case .ping(let value):
-            try await sender.send(.pong(value))
+            pongs.append(value)
+            push()
         case .pong:
             break
         case .goodbye(let code, let reason):
@@ -86,8 +98,11 @@ actor SyncSession {
         }
     }
 
-    /// Sends every batch the peer lacks, then our state. Runs whenever `push()` was called.
+    /// Sends queued replies, every batch the peer lacks, then our state. The sending task runs it
+    /// whenever `push()` was called.
     func pushMissing() async throws {
+        for value in pongs { try await sender.send(.pong(value)) }
+        pongs.removeAll()
         var sent = 0
         while true {
             let delta = try node.store.delta(since: peerKnown, maxRows: configuration.deltaBatchRows)
@@ -96,8 +111,11 @@ actor SyncSession {
             peerKnown.advance(by: delta.coverage)
             sent += delta.entries.count + delta.preferences.count
         }
-        if sent > 0 {
+        if sent > 0 || announceState {
+            announceState = false
             try await sender.send(.state(try ourState()))
+        }
+        if sent > 0 {
             logger.debug("sent rows", metadata: ["peer.device": "\(peer.device)", "sync.rows": "\(sent)"])
             let now = Int64(node.clock.now())
             await directory.update(device: peer.device.description) { $0.lastSync = now }

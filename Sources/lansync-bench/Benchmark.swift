@@ -105,6 +105,9 @@ struct Benchmark {
         let status = try latencyNode.status()
         print("")
         print("check: \(status.entries) entries held after the merge test (expected \(mergeSize + idle.samples.count + during.samples.count))")
+
+        var network = NetworkBenchmark(root: root, baseline: baseline)
+        try await network.run(quick: quick)
     }
 
     static func row(_ label: String, rate: Double, baseline: Double? = nil, goal: Double?) {

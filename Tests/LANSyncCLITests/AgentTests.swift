@@ -102,6 +102,31 @@ import Testing
         #expect(try cli.ok(["pref", "get", "board/rows"], node: "a") == "4\n")
     }
 
+    /// Both sides hold tens of thousands of entries the other lacks and keep writing while they
+    /// catch up: a regression test for two peers blocking each other in writes (each receiving
+    /// task must keep reading whatever the sending side is doing).
+    @Test func bothSidesCatchUpAtOnceWhileWriting() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        let code = try cli.newGroup(on: "a")
+        try cli.device("b", joining: code)
+        for node in ["a", "b"] {
+            let lines = (0..<30_000).map { "{\"\(node)\":\($0),\"label\":\"a tap with some words in it\"}" }
+                .joined(separator: "\n")
+            _ = try cli.ok(["log", "append", "taps", "--lines"], node: node, stdin: lines)
+        }
+        let a = try AgentProcess(cli, node: "a")
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        for index in 0..<20 {
+            try cli.ok(["log", "append", "live", "{\"i\":\(index)}"], node: index % 2 == 0 ? "a" : "b")
+        }
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "a")
+        #expect(try cli.eventually(within: 30) { try cli.entries("a") == 60_020 && cli.entries("b") == 60_020 })
+        #expect(try cli.digest("a") == cli.digest("b"))
+        _ = (a, b)
+    }
+
     /// Garbage and tampered bytes end that connection, never the agent or its data.
     @Test func tamperedBytesEndTheConnectionNotTheAgent() throws {
         let cli = try CLI()

@@ -1,0 +1,170 @@
+import Foundation
+import LANSync
+import LANSyncAgent
+import Logging
+import Synchronization
+
+/// Two agents in this process on loopback, as two machines would be on a LAN.
+struct NetworkBenchmark {
+    let root: String
+    let baseline: Double
+    let clock = ContinuousClock()
+    var counter = 0
+
+    init(root: String, baseline: Double) {
+        self.root = root
+        self.baseline = baseline
+    }
+
+    static var quietLogger: Logger {
+        var logger = Logger(label: "bench")
+        logger.logLevel = ProcessInfo.processInfo.environment["BENCH_DEBUG"] == nil ? .critical : .debug
+        return logger
+    }
+
+    mutating func node(name: String) throws -> LANSyncNode {
+        counter += 1
+        let directory = DataDirectory(path: root + "/net-\(counter)-\(name)")
+        let machineID = root + "/machine-id-\(counter)"
+        try (UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+            .write(toFile: machineID, atomically: true, encoding: .utf8)
+        _ = try LANSyncNode.initialize(at: directory, name: name, machineIDPath: machineID)
+        return try LANSyncNode.open(at: directory)
+    }
+
+    /// Starts an agent; returns it with the task running it (cancel to stop).
+    func start(_ node: LANSyncNode, peers: [PeerAddress] = []) async throws -> (Agent, Task<Void, any Error>) {
+        var configuration = AgentConfiguration()
+        configuration.listenHost = "127.0.0.1"
+        configuration.listenPort = 0
+        configuration.staticPeers = peers
+        let agent = try Agent(node: node, configuration: configuration, logger: Self.quietLogger)
+        let task = Task { try await agent.run() }
+        _ = try await agent.listeningPort()
+        return (agent, task)
+    }
+
+    func waitForEqualDigests(_ a: LANSyncNode, _ b: LANSyncNode, timeout: Duration = .seconds(120)) async throws {
+        let deadline = clock.now + timeout
+        while clock.now < deadline {
+            if try a.store.syncSummary().digest == b.store.syncSummary().digest { return }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        throw BenchmarkError.timeout
+    }
+
+    enum BenchmarkError: Error { case timeout }
+
+    mutating func run(quick: Bool) async throws {
+        print("")
+        print("Network (two agents on loopback, Noise-encrypted TCP):")
+
+        // One-hop propagation of a new entry, and the wire cost of a live push.
+        let a = try node(name: "a")
+        let b = try node(name: "b")
+        let group = try a.createGroup()
+        try b.joinGroup(code: group.joinCode)
+        let (agentA, taskA) = try await start(a)
+        let (_, taskB) = try await start(b, peers: [PeerAddress(host: "127.0.0.1", port: try await agentA.listeningPort())])
+        try await a.append(to: "warmup", payload: "{}")
+        try await waitForEqualDigests(a, b)
+        var changes = b.changes().makeAsyncIterator()
+        var propagation = Latencies()
+        var pushBytes = [Int]()
+        for index in 0..<(quick ? 200 : 1_000) {
+            let sentBefore = agentA.traffic.sent
+            let begin = clock.now
+            try await a.append(to: "symbol_taps", payload: Workload.payload(index))
+            while let change = await changes.next() {
+                if case .entries(let entries, local: false) = change, !entries.isEmpty { break }
+            }
+            propagation.add(clock.now - begin)
+            // Let the receiver's state announcement go by, then count what A sent for this entry.
+            try await Task.sleep(for: .milliseconds(2))
+            pushBytes.append(agentA.traffic.sent - sentBefore)
+        }
+        Benchmark.latency("one-hop propagation of a new entry (append on A → merged on B)", propagation, goal: 5)
+        let payload = Workload.payload(0).utf8.count
+        let delta = pushBytes.sorted()[pushBytes.count / 2]
+        print(String(format: "    live push: %d bytes on the wire for a %d-byte payload (median; includes the delta "
+            + "message and A's state announcement) — payload + %d (goal: payload + 48)", delta, payload, delta - payload))
+        taskA.cancel()
+        taskB.cancel()
+        _ = try? await taskA.value
+        _ = try? await taskB.value
+
+        for size in quick ? [20_000] : [100_000, 1_000_000] {
+            try await catchUp(size: size)
+        }
+    }
+
+    /// An empty peer catches up `size` entries; meanwhile it appends locally every millisecond.
+    mutating func catchUp(size: Int) async throws {
+        let source = try node(name: "source")
+        let group = try source.createGroup()
+        var index = 0
+        while index < size {
+            let end = min(index + 1_000, size)
+            _ = try await source.append((index..<end).map { AppendRequest(stream: "symbol_taps", payload: Workload.payload($0)) })
+            index = end
+        }
+        let (sourceAgent, sourceTask) = try await start(source)
+        let port = try await sourceAgent.listeningPort()
+        let target = try node(name: "target")
+        try target.joinGroup(code: group.joinCode)
+        let begin = clock.now
+        let (targetAgent, targetTask) = try await start(target, peers: [PeerAddress(host: "127.0.0.1", port: port)])
+        let caughtUp = Flag()
+        let done = Task { [self] in
+            defer { caughtUp.set() }
+            try await waitForEqualDigests(source, target, timeout: .seconds(300))
+        }
+        var during = Latencies()
+        var localIndex = 0
+        while !caughtUp.isSet {
+            try await Task.sleep(for: .milliseconds(1))
+            let appendBegin = clock.now
+            try await target.append(to: "local_taps", payload: Workload.payload(localIndex))
+            during.add(clock.now - appendBegin)
+            localIndex += 1
+            if clock.now - begin > .seconds(300) { throw BenchmarkError.timeout }
+        }
+        try await done.value
+        // The target's own appends flow back to the source too; wait for both to agree.
+        try await waitForEqualDigests(source, target)
+        let seconds = (clock.now - begin).seconds
+        let rate = Double(size) / seconds
+        let bulkBytes = sourceAgent.traffic.sent
+        let payload = Workload.payloads.map(\.utf8.count).reduce(0, +) / Workload.payloads.count
+        let goal = size == 100_000 ? " (goal ≤ 2 s)" : size == 1_000_000 ? " (goal ≤ 5 s)" : ""
+        Benchmark.row(
+            "catch-up of \(size) entries into an empty peer, \(String(format: "%.2f", seconds)) s\(goal)", rate: rate,
+            baseline: baseline, goal: 0.5)
+        print(String(format: "    wire: %.0f bytes per entry for %d-byte payloads = %.2f × payload (goal ≤ 1.05)",
+            Double(bulkBytes) / Double(size), payload, Double(bulkBytes) / Double(size) / Double(payload)))
+        Benchmark.latency("    local append on the receiving peer during that catch-up (\(during.samples.count) appends)", during, goal: 5)
+
+        // Reconnect of an in-sync pair: what it costs no longer depends on how much they hold.
+        targetTask.cancel()
+        _ = try? await targetTask.value
+        let before = sourceAgent.traffic.sent + sourceAgent.traffic.received
+        let (againAgent, againTask) = try await start(target, peers: [PeerAddress(host: "127.0.0.1", port: port)])
+        try await Task.sleep(for: .milliseconds(500))
+        let exchanged = sourceAgent.traffic.sent + sourceAgent.traffic.received - before
+        print("    in-sync reconnect with \(size) entries held: \(exchanged) bytes both ways, handshake included "
+            + "(goal: independent of the number of entries)")
+        _ = againAgent
+        againTask.cancel()
+        sourceTask.cancel()
+        _ = try? await againTask.value
+        _ = try? await sourceTask.value
+        _ = targetAgent
+    }
+}
+
+/// A flag set once from any task.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
