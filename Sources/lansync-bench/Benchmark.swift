@@ -118,6 +118,7 @@ struct Benchmark {
             if let goal { line += ratio >= goal ? String(format: " (goal >= %.1f: met)", goal) : String(format: " (goal >= %.1f: MISSED)", goal) }
         }
         print(line)
+        fflush(nil)
     }
 
     static func latency(_ label: String, _ samples: Latencies, goal: Double) {
@@ -125,5 +126,6 @@ struct Benchmark {
         print(label)
         print(String(format: "    p50 %.3f ms   p99 %.3f ms   max %.3f ms   (goal p99 <= %.0f ms: %@)",
             samples.percentile(0.5), p99, samples.percentile(1), goal, p99 <= goal ? "met" : "MISSED"))
+        fflush(nil)
     }
 }
