@@ -27,7 +27,7 @@ final class LocalWriteActivity: Sendable {
 ///
 /// SQLite has one writer: a local append that arrives during a merge transaction waits for it to
 /// commit. While the app is writing (a local write in the last second) transactions aim at
-/// `activeTarget` (1.5 ms), which keeps an append's wait well under the 5 ms goal; when nobody is
+/// `activeTarget` (1.5 ms), which keeps an append's wait, commit included, under the 5 ms goal; when nobody is
 /// waiting they aim at `idleTarget` (25 ms) for throughput. The row count adapts to measured
 /// durations, so the pacing holds on fast and slow machines alike.
 struct MergePacer {

@@ -363,9 +363,9 @@ public struct ReplicaStore: Sendable {
     public func syncSummary() throws(StoreError) -> (versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
         try Self.database {
             try writer.read { db in
-                let meta = try Row.fetchOne(db, sql: "SELECT digest, hlc FROM meta")!
+                let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
                 var vector = VersionVector()
-                for row in try Row.fetchAll(db, sql: "SELECT replica_id, counter FROM replicas") {
+                for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT replica_id, counter FROM replicas")) {
                     vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
                 }
                 return (vector, StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
@@ -379,7 +379,7 @@ public struct ReplicaStore: Sendable {
     public func changeMarker() throws(StoreError) -> [UInt8] {
         try Self.database {
             try writer.read { db in
-                let row = try Row.fetchOne(db, sql: "SELECT digest, hlc FROM meta")!
+                let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
                 return [UInt8](row[0] as Data) + withUnsafeBytes(of: (row[1] as Int64).bigEndian) { Array($0) }
             }
         }
@@ -491,7 +491,8 @@ public struct ReplicaStore: Sendable {
                 let replicas = try Self.replicaNumbers(db)
                 var delta = Delta()
                 var budget = maxRows
-                let ranges = try Row.fetchAll(db, sql: "SELECT num, replica_id, counter FROM replicas ORDER BY replica_id")
+                let ranges = try Row.fetchAll(
+                    db.cachedStatement(sql: "SELECT num, replica_id, counter FROM replicas ORDER BY replica_id"))
                 for range in ranges {
                     let id = ReplicaID(bytes: [UInt8](range[1] as Data))!
                     let number: Int64 = range[0]
@@ -548,7 +549,7 @@ public struct ReplicaStore: Sendable {
 
     static func replicaNumbers(_ db: Database) throws -> [Int64: ReplicaID] {
         var map: [Int64: ReplicaID] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT num, replica_id FROM replicas") {
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, replica_id FROM replicas")) {
             map[row[0]] = ReplicaID(bytes: [UInt8](row[1] as Data))!
         }
         return map

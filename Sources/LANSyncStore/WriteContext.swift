@@ -30,7 +30,7 @@ struct WriteContext {
         self.hasher = hasher
         guard
             let row = try Row.fetchOne(
-                db, sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count FROM meta")
+                db.cachedStatement(sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count FROM meta"))
         else { throw StoreError(.notInitialized, "this replica has no metadata; run `lansync init`") }
         replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
         device = DeviceID(bytes: [UInt8](row[1] as Data))!
@@ -40,7 +40,7 @@ struct WriteContext {
         preferenceCount = row[5]
         var numbers: [ReplicaID: Int64] = [:]
         var counters: [ReplicaID: UInt64] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT num, replica_id, counter FROM replicas") {
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, replica_id, counter FROM replicas")) {
             let id = ReplicaID(bytes: [UInt8](row[1] as Data))!
             numbers[id] = row[0]
             counters[id] = UInt64(row[2] as Int64)

@@ -35,6 +35,18 @@ import Testing
         #expect(b.stop() == 0)
     }
 
+    /// A node in no group refuses to run and says what to do; a bad --peer is refused before anything starts.
+    @Test func aNodeInNoGroupRefusesToSync() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("alone")
+        let result = try cli.run(["run", "--listen", "127.0.0.1:0"], node: "alone")
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("in no group") && result.stderr.contains("group join"))
+        let badPeer = try cli.run(["run", "--peer", "not a peer:x"], node: "alone")
+        #expect(badPeer.status != 0 && badPeer.stderr.contains("HOST:PORT"))
+    }
+
     /// A–B–C in a line: C never talks to A, yet gets A's writes through B (deltas keep their origin).
     @Test func writesRelayAlongALine() throws {
         let cli = try CLI()
