@@ -126,7 +126,7 @@ actor SealedSender {
 
     func send(_ message: WireMessage) async throws {
         var frames = [ByteBuffer]()
-        for chunk in Framing.chunks(of: message.encoded()) {
+        for chunk in Framing.chunks(of: message.wireBytes()) {
             let sealed = try cipher.encrypt(plaintext: chunk)
             frames.append(ByteBuffer(bytes: sealed))
         }

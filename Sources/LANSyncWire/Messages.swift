@@ -106,6 +106,22 @@ public enum WireMessage: Equatable, Sendable {
 
     enum Kind: UInt8 {
         case state = 1, delta = 2, ping = 3, pong = 4, goodbye = 5
+        /// Another message, zlib-compressed: varint length · zlib stream. Never nested.
+        case compressed = 6
+    }
+
+    /// Messages at least this long are sent compressed when that makes them smaller.
+    public static let compressionThreshold = 2_048
+
+    /// The message's bytes on the wire: compressed when it is large and compression pays.
+    public func wireBytes() -> [UInt8] {
+        let plain = encoded()
+        guard plain.count >= Self.compressionThreshold, let packed = Zlib.compress(plain) else { return plain }
+        var writer = ByteWriter(capacity: packed.count + 8)
+        writer.byte(Kind.compressed.rawValue)
+        writer.varint(plain.count)
+        writer.raw(packed)
+        return writer.bytes.count < plain.count ? writer.bytes : plain
     }
 
     public func encoded() -> [UInt8] {
@@ -132,6 +148,16 @@ public enum WireMessage: Equatable, Sendable {
     }
 
     public static func decode(_ bytes: [UInt8]) throws(WireError) -> WireMessage {
+        guard bytes.first == Kind.compressed.rawValue else { return try decodePlain(bytes) }
+        var reader = ByteReader(bytes)
+        _ = try reader.byte()
+        let length = try reader.count(atMost: WireProtocol.maxMessageBytes, "uncompressed length")
+        let plain = try Zlib.decompress(try reader.raw(reader.remaining), expectedLength: length)
+        guard plain.first != Kind.compressed.rawValue else { throw WireError("nested compression") }
+        return try decodePlain(plain)
+    }
+
+    static func decodePlain(_ bytes: [UInt8]) throws(WireError) -> WireMessage {
         guard bytes.count <= WireProtocol.maxMessageBytes else { throw WireError("message too large") }
         var reader = ByteReader(bytes)
         let kind = try reader.byte()
@@ -144,6 +170,7 @@ public enum WireMessage: Equatable, Sendable {
         case .goodbye:
             let code = GoodbyeCode(rawValue: try reader.byte()) ?? .other
             message = .goodbye(code: code, reason: try reader.string(atMost: WireProtocol.maxNameBytes, "reason"))
+        case .compressed: throw WireError("nested compression")
         case nil: throw WireError("unknown message type \(kind)")
         }
         try reader.expectEnd("message")

@@ -7,6 +7,8 @@ public enum WireFuzzing {
             // Whatever decodes re-encodes to something that decodes to the same value.
             let again = try? WireMessage.decode(message.encoded())
             precondition(again == message, "wire message did not survive a round trip")
+            let packed = try? WireMessage.decode(message.wireBytes())
+            precondition(packed == message, "wire message did not survive compression")
             if case .delta(let delta) = message { _ = delta.problem() }
         }
         if let hello = try? Hello.decode(bytes) {
@@ -23,4 +25,10 @@ public enum WireFuzzing {
         }
         _ = CompactJSON.isCompact(String(decoding: bytes, as: UTF8.self))
     }
+}
+
+/// Entry points for tests of the wire's internals.
+public enum WireTesting {
+    /// zlib-compresses bytes as the wire does.
+    public static func compress(_ bytes: [UInt8]) -> [UInt8] { Zlib.compress(bytes) ?? [] }
 }

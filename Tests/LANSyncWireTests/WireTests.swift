@@ -76,6 +76,48 @@ import Testing
         #expect(throws: WireError.self) { try WireMessage.decode(WireMessage.ping(1).encoded() + [0]) }
     }
 
+    @Test func largeMessagesTravelCompressedAndSmallOnesPlain() throws {
+        var big = Delta()
+        let replica = ReplicaID(high: 9, low: 9)
+        let device = DeviceID(bytes: [UInt8](repeating: 2, count: 16))!
+        for counter in 1...200 {
+            big.entries.append(
+                Entry(
+                    id: "tap-\(counter)", stream: "symbol_taps", originDevice: device,
+                    dot: Dot(replica: replica, counter: UInt64(counter)),
+                    hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: UInt16(counter)),
+                    wallMilliseconds: 1_700_000_000_000,
+                    payload: "{\"symbol_id\":\(counter % 40),\"label\":\"more please\",\"category_path\":[\"core\",\"food\"]}"))
+        }
+        big.coverage = [.init(replica: replica, from: 0, through: 200)]
+        let message = WireMessage.delta(big)
+        let wire = message.wireBytes()
+        #expect(wire.first == 6)
+        #expect(wire.count * 3 < message.encoded().count)
+        #expect(try WireMessage.decode(wire) == message)
+        #expect(WireMessage.ping(1).wireBytes() == WireMessage.ping(1).encoded())
+    }
+
+    @Test func compressionCannotBeTurnedIntoABomb() throws {
+        let plain = WireMessage.ping(7).encoded()
+        func packed(declaring length: Int, _ content: [UInt8]) -> [UInt8] {
+            var writer = ByteWriter()
+            writer.byte(6)
+            writer.varint(length)
+            writer.raw(WireTesting.compress(content))
+            return writer.bytes
+        }
+        #expect(try WireMessage.decode(packed(declaring: plain.count, plain)) == .ping(7))
+        // Inflating to more than declared, or less, is refused; so is a claim beyond the limit.
+        let zeros = [UInt8](repeating: 0, count: 1_000_000)
+        #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: 1_000, zeros)) }
+        #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: plain.count + 1, plain)) }
+        #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: 5 * 1024 * 1024, plain)) }
+        // Compression inside compression is refused.
+        let inner = packed(declaring: plain.count, plain)
+        #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: inner.count, inner)) }
+    }
+
     @Test func framesSplitAndReassembleWithinLimits() throws {
         let message = (0..<200_000).map { UInt8(truncatingIfNeeded: $0) }
         let chunks = Framing.chunks(of: message)
@@ -113,6 +155,7 @@ import Testing
             "hello": hello.encoded(),
             "offer": VersionOffer().encoded(),
             "json": Array("{\"symbol_id\":12,\"grid\":[2,3],\"label\":\"more\"}".utf8),
+            "compressed": WireMessage.delta(s.deltas.last!).wireBytes(),
         ]
     }
 
