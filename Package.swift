@@ -119,7 +119,8 @@ let package = Package(
         .target(name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncCrypto"], swiftSettings: strict),
         // libFuzzer target for every decoder of network bytes: only the entry point lives here.
         .executableTarget(
-            name: "lansync-fuzz-wire", dependencies: ["LANSyncWire", "LANSyncCore"], swiftSettings: strict),
+            name: "lansync-fuzz-wire", dependencies: ["LANSyncWire", "LANSyncCore", "LANSyncCrypto"],
+            swiftSettings: strict),
         .testTarget(
             name: "LANSyncCoreTests",
             dependencies: [

@@ -318,7 +318,8 @@ public actor Agent: Service {
     // MARK: Local changes
 
     /// Pushes to every peer as soon as this replica changes: through the library (change feed),
-    /// or through another process such as the CLI (the store's change marker, polled).
+    /// or through another process (the CLI kicks the agent over the control socket after writing;
+    /// the store's change marker, polled, catches any other writer).
     private func watchChanges() async {
         await withDiscardingTaskGroup { tasks in
             tasks.addTask {
@@ -341,6 +342,9 @@ public actor Agent: Service {
     private func pushAll() {
         for registered in sessions.values { registered.session.push() }
     }
+
+    /// Pushes whatever each connected peer lacks (after a write by another process, say).
+    public func pushToAllPeers() { pushAll() }
 
     private func persistLoop() async {
         while !Task.isCancelled {

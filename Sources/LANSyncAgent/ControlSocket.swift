@@ -61,6 +61,10 @@ enum ControlSocket {
             return Array("{\"ok\":true}".utf8)
         case "report":
             return (try? [UInt8](JSONEncoder().encode(await agent.report()))) ?? Array("{}".utf8)
+        case "kick":
+            // The CLI wrote to the replica: push to peers now rather than at the next poll.
+            await agent.pushToAllPeers()
+            return Array("{\"ok\":true}".utf8)
         default:
             return Array("{\"error\":\"unknown command\"}".utf8)
         }
@@ -95,6 +99,12 @@ public enum ControlClient {
     public static func report(_ directory: DataDirectory) async -> AgentReport? {
         guard let data = try? await request(["command": "report"], directory: directory) else { return nil }
         return try? JSONDecoder().decode(AgentReport.self, from: data)
+    }
+
+    /// Tells a running agent that this process just wrote to the replica, so it pushes to peers
+    /// at once. Does nothing when no agent runs (the write is there for when one starts).
+    public static func kick(_ directory: DataDirectory) async {
+        _ = try? await request(["command": "kick"], directory: directory)
     }
 
     /// What the agent recorded about peers when it last ran.

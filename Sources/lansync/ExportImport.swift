@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LANSync
+import LANSyncAgent
 
 struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -94,6 +95,7 @@ struct Import: AsyncParsableCommand {
             return try ImportFile.run(file, into: node)
         }
         let outcome = report.outcome
+        await ControlClient.kick(global.dataDirectory)
         Output().line(
             "imported \(counted(outcome.entriesAdded, "new entry", "new entries")) and "
                 + "\(counted(outcome.preferencesChanged, "preference change")) (the file held "

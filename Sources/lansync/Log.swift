@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LANSync
+import LANSyncAgent
 
 
 
@@ -53,6 +54,7 @@ struct Log: AsyncParsableCommand {
                 return try await node.append(to: stream, payload: payload, id: id)
             }
             Output().line(entry.id)
+            await ControlClient.kick(global.dataDirectory)
         }
 
         /// Checks every line, then appends them in commits of `batch` entries.
@@ -99,6 +101,7 @@ struct Log: AsyncParsableCommand {
                 index = end
             }
             out.flush()
+            await ControlClient.kick(global.dataDirectory)
             note("appended \(counted(requests.count, "entry", "entries")) to \(stream)")
         }
     }

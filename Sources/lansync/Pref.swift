@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LANSync
+import LANSyncAgent
 
 struct Pref: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -32,6 +33,7 @@ struct Pref: AsyncParsableCommand {
                 let node = try global.openNode()
                 try await node.set(key, to: json)
             }
+            await ControlClient.kick(global.dataDirectory)
         }
     }
 
@@ -112,6 +114,7 @@ struct Pref: AsyncParsableCommand {
                 let node = try global.openNode()
                 try await node.unset(key)
             }
+            await ControlClient.kick(global.dataDirectory)
         }
     }
 }
