@@ -181,12 +181,10 @@ public actor Agent: Service {
                     throw timedOut.isSet ? ConnectionError.handshakeTimeout : error
                 }
                 timeout.cancel()
-                let peer = handshaken.peer
-                peerDevice = (peer.device.description, peer.name)
+                peerDevice = (handshaken.peer.device.description, handshaken.peer.name)
                 try await self.established(
                     channel: channel, handshaken: handshaken, inbound: iterator, outbound: outbound,
                     initiator: initiator, address: address, dialed: dialed)
-                _ = peer
             }
         } catch {
             timeout.cancel()

@@ -49,6 +49,21 @@ struct Peers: AsyncParsableCommand {
             ])
         }
         for line in aligned(rows) { out.line(line) }
+        if let report { out.line(verdict(report)) }
+    }
+
+    /// One line that answers "am I in sync?".
+    func verdict(_ report: AgentReport) -> String {
+        let connected = report.peers.filter { $0.state == .connected }
+        guard !connected.isEmpty else { return "no peer connected" }
+        let behind = connected.filter { report.connectedDigests[$0.deviceID ?? ""] != report.digest }
+        if behind.isEmpty { return "in sync with \(connected.count) of \(connected.count) connected peer\(connected.count == 1 ? "" : "s")" }
+        return behind.map { peer in
+            let name = peer.name ?? peer.deviceID ?? "?"
+            if let lack = peer.weLack, lack > 0 { return "behind \(name) by \(lack) operation\(lack == 1 ? "" : "s")" }
+            if let lack = peer.theyLack, lack > 0 { return "\(name) is behind by \(lack) operation\(lack == 1 ? "" : "s")" }
+            return "syncing with \(name)"
+        }.joined(separator: "; ")
     }
 }
 

@@ -31,6 +31,7 @@ import Testing
         #expect(try cli.ok(["pref", "get", "caregiver/active"], node: "a") == "\"dad\"\n")
         let peers = try cli.ok(["peers", "--json"], node: "a")
         #expect(peers.contains("\"state\":\"connected\"") && peers.contains("\"name\":\"b\""))
+        #expect(try cli.eventually { try cli.ok(["peers"], node: "a").contains("in sync with 1 of 1 connected peer") })
         #expect(a.stop() == 0)
         #expect(b.stop() == 0)
     }
