@@ -13,7 +13,7 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible,
         self.bytes = bytes
     }
 
-    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
+    static var alphabet: [UInt8] { Base32.rfc4648.alphabet }
 
     /// Parses the grouped form (dashes and spaces optional, any case); nil on a wrong length,
     /// a character outside base32, or a check character that does not match.
@@ -25,40 +25,14 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible,
         guard let c1 = Self.luhn32(first.dropLast()), c1 == first.last,
             let c2 = Self.luhn32(second.dropLast()), c2 == second.last
         else { return nil }
-        let digits = first.dropLast() + second.dropLast()
-        var bits: UInt32 = 0
-        var bitCount = 0
-        var out = [UInt8]()
-        for char in digits {
-            guard let value = Self.alphabet.firstIndex(of: char) else { return nil }
-            bits = bits << 5 | UInt32(value)
-            bitCount += 5
-            if bitCount >= 8 {
-                bitCount -= 8
-                out.append(UInt8(truncatingIfNeeded: bits >> UInt32(bitCount)))
-            }
+        guard let bytes = Base32.rfc4648.decode(first.dropLast() + second.dropLast()), bytes.count == 16 else {
+            return nil
         }
-        // 26 digits carry 130 bits: the last two must be zero padding.
-        guard out.count == 16, bits & ((1 << UInt32(bitCount)) - 1) == 0 else { return nil }
-        self.bytes = out
+        self.bytes = bytes
     }
 
     /// The 26 base32 digits of the 16 bytes (RFC 4648 alphabet, no padding).
-    var base32: [UInt8] {
-        var out = [UInt8]()
-        var bits: UInt32 = 0
-        var bitCount = 0
-        for byte in bytes {
-            bits = bits << 8 | UInt32(byte)
-            bitCount += 8
-            while bitCount >= 5 {
-                bitCount -= 5
-                out.append(Self.alphabet[Int((bits >> UInt32(bitCount)) & 31)])
-            }
-        }
-        if bitCount > 0 { out.append(Self.alphabet[Int((bits << UInt32(5 - bitCount)) & 31)]) }
-        return out
-    }
+    var base32: [UInt8] { Base32.rfc4648.encode(bytes) }
 
     /// The Luhn mod N check character over base32 digits (N = 32).
     static func luhn32(_ digits: some Collection<UInt8>) -> UInt8? {

@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncCore
 public import LANSyncCrypto
 
 /// Membership of a group: the 256-bit group secret every member holds, and what is derived from it.
@@ -40,36 +41,27 @@ public struct GroupSecret: Sendable {
         var payload = [Self.codeVersion] + secret.withUnsafeBytes { [UInt8]($0) }
         payload += Self.checksum(payload)
         defer { wipe(&payload) }
-        let digits = Self.base32(payload)
+        let digits = Array(String(decoding: Base32.crockford.encode(payload), as: UTF8.self))
         return stride(from: 0, to: digits.count, by: 7).map {
             String(digits[$0..<min($0 + 7, digits.count)])
         }.joined(separator: "-")
     }
 
     static let codeVersion: UInt8 = 1
-    static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz")
 
     /// Why a join code is unusable, or the group it names.
     public static func parse(joinCode code: String) -> Result<GroupSecret, JoinCodeProblem> {
-        var values = [UInt8]()
+        var digits = [UInt8]()
         for character in code.lowercased() where character != "-" && !character.isWhitespace {
             // Crockford's rule: read the letters people confuse with digits as those digits.
             let normalised: Character = character == "o" ? "0" : (character == "i" || character == "l") ? "1" : character
-            guard let value = alphabet.firstIndex(of: normalised) else { return .failure(.badCharacter(character)) }
-            values.append(UInt8(value))
-        }
-        guard values.count == 56 else { return .failure(.wrongLength(values.count)) }
-        var bits: UInt32 = 0
-        var bitCount = 0
-        var bytes = [UInt8]()
-        for value in values {
-            bits = bits << 5 | UInt32(value)
-            bitCount += 5
-            if bitCount >= 8 {
-                bitCount -= 8
-                bytes.append(UInt8(truncatingIfNeeded: bits >> UInt32(bitCount)))
+            guard let ascii = normalised.asciiValue, Base32.crockford.alphabet.contains(ascii) else {
+                return .failure(.badCharacter(character))
             }
+            digits.append(ascii)
         }
+        guard digits.count == 56 else { return .failure(.wrongLength(digits.count)) }
+        guard var bytes = Base32.crockford.decode(digits) else { return .failure(.checksumMismatch) }
         defer { wipe(&bytes) }
         guard bytes.count == 35, bytes[0] == codeVersion else { return .failure(.unknownVersion) }
         guard checksum(Array(bytes[0..<33])) == Array(bytes[33..<35]) else { return .failure(.checksumMismatch) }
@@ -98,22 +90,6 @@ public struct GroupSecret: Sendable {
     }
 
     static func checksum(_ bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(bytes).prefix(2)) }
-
-    static func base32(_ bytes: [UInt8]) -> [Character] {
-        var out = [Character]()
-        var bits: UInt32 = 0
-        var bitCount = 0
-        for byte in bytes {
-            bits = bits << 8 | UInt32(byte)
-            bitCount += 8
-            while bitCount >= 5 {
-                bitCount -= 5
-                out.append(alphabet[Int((bits >> UInt32(bitCount)) & 31)])
-            }
-        }
-        if bitCount > 0 { out.append(alphabet[Int((bits << UInt32(5 - bitCount)) & 31)]) }
-        return out
-    }
 }
 
 /// The group file, `group.json` in the data directory, mode 0600.

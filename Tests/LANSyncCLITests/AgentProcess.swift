@@ -84,6 +84,15 @@ extension CLI {
         return try ok(["group", "show", "--code"], node: node).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Devices `first` and the others, all in one new group started on `first`; returns its join code.
+    @discardableResult
+    func group(of first: String, _ others: String...) throws -> String {
+        try device(first)
+        let code = try newGroup(on: first)
+        for other in others { try device(other, joining: code) }
+        return code
+    }
+
     func digest(_ node: String) throws -> String { try status(node)["digest"] as! String }
     func entries(_ node: String) throws -> Int { try status(node)["entries"] as! Int }
 

@@ -6,9 +6,7 @@ import Testing
     @Test func twoNodesConvergeAndPushLiveWrites() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        let code = try cli.newGroup(on: "a")
-        try cli.device("b", joining: code)
+        try cli.group(of: "a", "b")
         for index in 0..<20 { try cli.ok(["log", "append", "taps", "{\"a\":\(index)}"], node: "a") }
         try cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
         let a = try AgentProcess(cli, node: "a")
@@ -52,10 +50,7 @@ import Testing
     @Test func writesRelayAlongALine() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        let code = try cli.newGroup(on: "a")
-        try cli.device("b", joining: code)
-        try cli.device("c", joining: code)
+        try cli.group(of: "a", "b", "c")
         let a = try AgentProcess(cli, node: "a")
         let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         let c = try AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
@@ -96,9 +91,7 @@ import Testing
     @Test func aPeerThatWasAwayCatchesUp() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        let code = try cli.newGroup(on: "a")
-        try cli.device("b", joining: code)
+        try cli.group(of: "a", "b")
         let a = try AgentProcess(cli, node: "a")
         var b: AgentProcess? = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try cli.ok(["log", "append", "taps", "{\"first\":1}"], node: "a")
@@ -121,9 +114,7 @@ import Testing
     @Test func bothSidesCatchUpAtOnceWhileWriting() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        let code = try cli.newGroup(on: "a")
-        try cli.device("b", joining: code)
+        try cli.group(of: "a", "b")
         for node in ["a", "b"] {
             let lines = (0..<30_000).map { "{\"\(node)\":\($0),\"label\":\"a tap with some words in it\"}" }
                 .joined(separator: "\n")
@@ -144,9 +135,7 @@ import Testing
     @Test func tamperedBytesEndTheConnectionNotTheAgent() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        let code = try cli.newGroup(on: "a")
-        try cli.device("b", joining: code)
+        try cli.group(of: "a", "b")
         try cli.ok(["log", "append", "taps", "{\"a\":1}"], node: "a")
         let a = try AgentProcess(cli, node: "a")
         let before = try cli.digest("a")
@@ -205,9 +194,7 @@ extension AgentTests {
     @Test func mutualDialingKeepsOneConnection() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        let code = try cli.newGroup(on: "a")
-        try cli.device("b", joining: code)
+        try cli.group(of: "a", "b")
         try cli.ok(["log", "append", "taps", "{\"a\":1}"], node: "a")
         try cli.ok(["log", "append", "taps", "{\"b\":1}"], node: "b")
         // B starts first, dialing a port A will take; then A starts and dials B.
