@@ -481,16 +481,19 @@ public struct ReplicaStore: Sendable {
         }
     }
 
-    /// One bounded batch of what a replica covering `known` lacks: at most `maxRows` rows, in dot
-    /// order per replica, with coverage ranges that say exactly how far the batch goes. Call again
-    /// with `known` advanced by the returned coverage until the delta comes back empty.
-    public func delta(since known: VersionVector, maxRows: Int) throws(StoreError) -> Delta {
+    /// One bounded batch of what a replica covering `known` lacks: at most `maxRows` rows and
+    /// about `maxBytes` bytes (always at least one row), in dot order per replica, with coverage
+    /// ranges that say exactly how far the batch goes. Call again with `known` advanced by the
+    /// returned coverage until the delta comes back empty. The byte bound keeps every batch far
+    /// inside the wire's message limit, whatever the payload sizes.
+    public func delta(since known: VersionVector, maxRows: Int, maxBytes: Int = 1 << 20) throws(StoreError) -> Delta {
         precondition(maxRows > 0, "a delta batch needs room for at least one row")
         return try Self.database {
             try writer.read { db in
                 let replicas = try Self.replicaNumbers(db)
                 var delta = Delta()
-                var budget = maxRows
+                var rowsLeft = maxRows
+                var bytesLeft = maxBytes
                 let ranges = try Row.fetchAll(
                     db.cachedStatement(sql: "SELECT num, replica_id, counter FROM replicas ORDER BY replica_id"))
                 for range in ranges {
@@ -499,40 +502,44 @@ public struct ReplicaStore: Sendable {
                     let through = UInt64(range[2] as Int64)
                     let from = known[id]
                     guard through > from else { continue }
-                    guard budget > 0 else { break }
+                    guard rowsLeft > 0, bytesLeft > 0 else { break }
+                    let bounds: StatementArguments = [
+                        DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), rowsLeft,
+                    ]
                     let entries = try Row.fetchAll(
                         db.cachedStatement(
-                            sql: """
-                                SELECT \(RowDecoding.entryColumns) FROM entries
-                                WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?
-                                """),
-                        arguments: [
-                            DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), budget,
-                        ]
+                            sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
+                        arguments: bounds
                     ).map { try RowDecoding.entry($0, replicas: replicas) }
                     let preferences = try Row.fetchAll(
                         db.cachedStatement(
-                            sql: """
-                                SELECT \(RowDecoding.preferenceColumns) FROM preferences
-                                WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?
-                                """),
-                        arguments: [
-                            DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), budget,
-                        ]
+                            sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
+                        arguments: bounds
                     ).map { try RowDecoding.preference($0, replicas: replicas) }
-                    // Both lists hold their smallest counters, so the smallest `budget` of their union
-                    // are exactly the next rows in dot order.
-                    var counters = entries.map(\.dot.counter) + preferences.map(\.dot.counter)
-                    counters.sort()
-                    var reached = through
-                    if counters.count > budget || entries.count == budget || preferences.count == budget {
-                        reached = counters[min(budget, counters.count) - 1]
+                    // Both lists hold their smallest counters, so walking their union in counter order
+                    // takes exactly the next rows; stop at either budget.
+                    var rows = entries.indices.map { (counter: entries[$0].dot.counter, entry: $0, preference: -1) }
+                        + preferences.indices.map { (counter: preferences[$0].dot.counter, entry: -1, preference: $0) }
+                    rows.sort { $0.counter < $1.counter }
+                    var last: UInt64?
+                    var cut = entries.count == rowsLeft || preferences.count == rowsLeft
+                    for row in rows {
+                        let size = row.entry >= 0
+                            ? entries[row.entry].payload.utf8.count + entries[row.entry].id.utf8.count + 64
+                            : (preferences[row.preference].value?.utf8.count ?? 0) + preferences[row.preference].key.utf8.count + 64
+                        let nothingYet = delta.entries.isEmpty && delta.preferences.isEmpty
+                        guard rowsLeft > 0, size <= bytesLeft || nothingYet else {
+                            cut = true
+                            break
+                        }
+                        if row.entry >= 0 { delta.entries.append(entries[row.entry]) }
+                        else { delta.preferences.append(preferences[row.preference]) }
+                        rowsLeft -= 1
+                        bytesLeft -= size
+                        last = row.counter
                     }
-                    let taken = { (counter: UInt64) in counter <= reached }
-                    delta.entries += entries.filter { taken($0.dot.counter) }
-                    delta.preferences += preferences.filter { taken($0.dot.counter) }
-                    delta.coverage.append(.init(replica: id, from: from, through: reached))
-                    budget -= counters.filter(taken).count
+                    let reached = cut ? (last ?? from) : through
+                    if reached > from { delta.coverage.append(.init(replica: id, from: from, through: reached)) }
                     if reached < through { break }
                 }
                 return delta

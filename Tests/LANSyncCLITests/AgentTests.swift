@@ -46,6 +46,23 @@ import Testing
         #expect(badPeer.status != 0 && badPeer.stderr.contains("HOST:PORT"))
     }
 
+    /// Entries with large payloads (4.5 MB in all, more than one wire message may hold) still
+    /// sync: batches are bounded in bytes as well as rows.
+    @Test func largePayloadsSync() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.group(of: "a", "b")
+        let note = String(repeating: "long session note ", count: 1_700)
+        let lines = (0..<150).map { "{\"i\":\($0),\"note\":\"\(note)\"}" }.joined(separator: "\n")
+        _ = try cli.ok(["log", "append", "notes", "--lines"], node: "a", stdin: lines)
+        let a = try AgentProcess(cli, node: "a")
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "30"], node: "b")
+        #expect(try cli.entries("b") == 150)
+        #expect(try cli.digest("a") == cli.digest("b"))
+        _ = (a, b)
+    }
+
     /// A–B–C in a line: C never talks to A, yet gets A's writes through B (deltas keep their origin).
     @Test func writesRelayAlongALine() throws {
         let cli = try CLI()

@@ -175,6 +175,34 @@ func fileHash(_ path: String) throws -> [UInt8] {
         #expect(try store.versionVector()[replica] == 2_501)
     }
 
+    /// Large payloads: every batch stays within its byte budget (at least one row), and the
+    /// batches still copy everything.
+    @Test func deltaBatchesAreBoundedInBytes() async throws {
+        let source = try ReplicaStore.inMemory(device: device)
+        let big = "\"" + String(repeating: "x", count: 40_000) + "\""
+        _ = try await source.append((0..<60).map { _ in AppendRequest(stream: "photos", payload: big) }, now: 1_000)
+        _ = try await source.setPreferences([PreferenceRequest(key: "board/layout", value: big)], now: 1_001)
+        let target = try ReplicaStore.inMemory(device: device)
+        var batches = 0
+        while true {
+            let delta = try source.delta(since: try target.versionVector(), maxRows: 1_000, maxBytes: 200_000)
+            if delta.isEmpty { break }
+            let bytes = delta.entries.map { $0.payload.utf8.count }.reduce(0, +)
+                + delta.preferences.map { $0.value?.utf8.count ?? 0 }.reduce(0, +)
+            #expect(bytes <= 200_000)
+            #expect(delta.problem() == nil)
+            _ = try await target.merge(delta)
+            batches += 1
+            #expect(batches < 100)
+            if batches >= 100 { break }
+        }
+        #expect(batches >= 12)
+        #expect(try target.status().digest == source.status().digest)
+        // A single row larger than the budget still travels, alone.
+        let lone = try source.delta(since: VersionVector(), maxRows: 1_000, maxBytes: 10)
+        #expect(lone.entries.count == 1 && lone.coverage.first?.through == 1)
+    }
+
     @Test func malformedDeltaIsRejectedWhole() async throws {
         let store = try ReplicaStore.inMemory(device: device)
         let before = try store.status()
