@@ -4,12 +4,24 @@ import Synchronization
 
 /// `lansync-bench`: LANSync's speed goals, each printed beside a baseline measured in the same run.
 ///
-///     swift run -c release lansync-bench            # 100,000 rows
-///     swift run -c release lansync-bench --quick    # 10,000 rows, for a smoke test
+///     swift run -c release lansync-bench                    # 100,000 rows, then network
+///     swift run -c release lansync-bench --quick            # 10,000 rows, for a smoke test
+///     swift run -c release lansync-bench --catch-up 100000  # one network catch-up, for profiling
 @main
 struct Benchmark {
     static func main() async throws {
         let quick = CommandLine.arguments.contains("--quick")
+        // `--catch-up N`: only the network catch-up of N entries (for profiling).
+        if let flag = CommandLine.arguments.firstIndex(of: "--catch-up"), flag + 1 < CommandLine.arguments.count,
+            let size = Int(CommandLine.arguments[flag + 1])
+        {
+            let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            var network = NetworkBenchmark(root: root, baseline: .nan)
+            try await network.catchUp(size: size)
+            return
+        }
         let rows = quick ? 10_000 : 100_000
         let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
