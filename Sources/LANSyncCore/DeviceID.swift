@@ -64,6 +64,15 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible,
 
     public static func < (a: DeviceID, b: DeviceID) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
 
+    /// Hashes the 16 bytes as two 64-bit words rather than byte by byte: device IDs are looked up
+    /// for every row written or sent.
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { raw in
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        }
+    }
+
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let id = DeviceID(text) else {

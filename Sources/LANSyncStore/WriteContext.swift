@@ -23,6 +23,7 @@ struct WriteContext {
     private var changedCounters: Set<ReplicaID> = []
     /// Device IDs as blobs, made once per transaction instead of once per row.
     private var deviceBlobs: [DeviceID: Data] = [:]
+    private let ownDeviceBlob: Data
     let hasher: ElementHasher
 
     init(_ db: Database, hasher: ElementHasher) throws {
@@ -34,6 +35,7 @@ struct WriteContext {
         else { throw StoreError(.notInitialized, "this replica has no metadata; run `lansync init`") }
         replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
         device = DeviceID(bytes: [UInt8](row[1] as Data))!
+        ownDeviceBlob = Data(device.bytes)
         clock = HybridLogicalClock(last: HybridTimestamp(rawValue: UInt64(row[2] as Int64)))
         digest = StateDigest(bytes: [UInt8](row[3] as Data)) ?? StateDigest()
         entryCount = row[4]
@@ -134,6 +136,7 @@ struct WriteContext {
     }
 
     mutating func blob(_ device: DeviceID) -> Data {
+        if device == self.device { return ownDeviceBlob }
         if let blob = deviceBlobs[device] { return blob }
         let blob = Data(device.bytes)
         deviceBlobs[device] = blob
