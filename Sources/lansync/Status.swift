@@ -9,7 +9,7 @@ struct Status: AsyncParsableCommand {
         discussion: """
             Two replicas with the same digest hold exactly the same entries and preference values.
 
-            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector.
+            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port.
 
             Examples:
               lansync status
@@ -27,6 +27,7 @@ struct Status: AsyncParsableCommand {
         let out = Output()
         let vector = status.versionVector.counters.sorted { $0.key < $1.key }
         let agent = await ControlClient.report(node.dataDirectory)
+        let group = try await reportingErrors { try node.group()?.tag }
         let connected = agent?.peers.filter { $0.state == .connected }.count ?? 0
         if json {
             let vectorJSON = "{" + vector.map { "\(ExportFile.quoted($0.key.description)):\($0.value)" }.joined(separator: ",") + "}"
@@ -40,6 +41,7 @@ struct Status: AsyncParsableCommand {
                     ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
                     ("digest", ExportFile.quoted(status.digest.description)),
                     ("hlc", ExportFile.quoted(status.hlc.description)), ("version_vector", vectorJSON),
+                    ("group_tag", group.map(ExportFile.quoted) ?? "null"),
                     ("agent_running", agent == nil ? "false" : "true"), ("peers_connected", "\(connected)"),
                     ("port", agent.map { "\($0.port)" } ?? "null"),
                 ].jsonObject)
@@ -52,6 +54,7 @@ struct Status: AsyncParsableCommand {
                 ["preferences", "\(status.preferences) set, \(status.tombstones) unset"],
                 ["digest", status.digest.description],
                 ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
+                ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
                 ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
             ]) { out.line(line) }
         }

@@ -225,6 +225,7 @@ import Testing
         #expect(created.contains(code))
         let tag = try JSONSerialization.jsonObject(with: Data(try cli.ok(["group", "show", "--json"]).utf8)) as! [String: Any]
         #expect(created.contains(tag["tag"] as! String))
+        #expect(try cli.status()["group_tag"] as? String == tag["tag"] as? String)
         let permissions = try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/group.json")[.posixPermissions] as? Int
         #expect(permissions == 0o600)
         #expect(try cli.run(["group", "create"]).status != 0)
