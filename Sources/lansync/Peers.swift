@@ -82,7 +82,7 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Wait until this node and its connected peers hold the same data.",
         discussion: """
-            Needs a running agent (`lansync run`). Returns when every connected peer reports the same state digest as this node; with --peers N it first waits for N connected peers. Exits 1 on timeout, saying who is behind.
+            Needs a running agent (`lansync run`; one that is still starting gets a few seconds). Returns when every connected peer reports the same state digest as this node. When the agent knows of peers it first waits for at least one to connect (--peers N asks for N; --peers 0 for none). Exits 1 on timeout, saying who is behind.
 
             Examples:
               lansync sync --wait
@@ -92,12 +92,13 @@ struct Sync: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Wait until in sync (the only mode so far).") var wait = false
     @Option(help: "Give up after this many seconds.") var timeout: Double = 30
-    @Option(help: "Also wait until at least this many peers are connected.") var peers: Int = 0
+    @Option(help: "Wait until at least this many peers are connected (default: 1 when any peer is known, else 0).")
+    var peers: Int?
 
     func validate() throws {
         guard wait else { throw ValidationError("say --wait: `lansync sync --wait` waits until peers are in sync") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
-        guard peers >= 0 else { throw ValidationError("--peers cannot be negative") }
+        guard (peers ?? 0) >= 0 else { throw ValidationError("--peers cannot be negative") }
     }
 
     func run() async throws {
@@ -108,18 +109,28 @@ struct Sync: AsyncParsableCommand {
         var lastProgress = start
         while true {
             guard let report = await ControlClient.report(directory) else {
+                // An agent started a moment ago may not answer yet.
+                if clock.now - start < .seconds(min(timeout, 3)) {
+                    try await Task.sleep(for: .milliseconds(100))
+                    continue
+                }
                 note("lansync: error: no agent is running for \(directory.path); start it with `lansync run`")
                 throw ExitCode(1)
             }
+            let required = peers ?? (report.peers.isEmpty ? 0 : 1)
+            if required == 0 && report.peers.isEmpty {
+                Output().line("no peers known yet; nothing to wait for")
+                return
+            }
             let connected = report.peers.filter { $0.state == .connected }
             let behind = connected.filter { peer in report.connectedDigests[peer.deviceID ?? ""] != report.digest }
-            if connected.count >= peers && behind.isEmpty {
+            if connected.count >= required && behind.isEmpty {
                 Output().line("in sync with \(connected.count) peer\(connected.count == 1 ? "" : "s") (digest \(report.digest.prefix(16)))")
                 return
             }
             let waited = clock.now - start
-            let status = connected.count < peers
-                ? "\(connected.count) of \(peers) peers connected"
+            let status = connected.count < required
+                ? "\(connected.count) of \(required) peer\(required == 1 ? "" : "s") connected"
                 : "waiting for " + behind.map { "\($0.name ?? $0.deviceID ?? "?") (we lack \($0.weLack ?? 0), it lacks \($0.theyLack ?? 0))" }.joined(separator: ", ")
             if waited > .seconds(timeout) {
                 note("lansync: error: not in sync after \(Int(timeout)) s: \(status)")

@@ -63,6 +63,22 @@ import Testing
         _ = (a, b)
     }
 
+    /// `sync --wait` right after starting an agent waits for its known peer and the data; with
+    /// no peer known there is nothing to wait for.
+    @Test func syncWaitWaitsForKnownPeersByDefault() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.group(of: "a", "b")
+        try cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
+        let a = try AgentProcess(cli, node: "a")
+        let alone = try cli.ok(["sync", "--wait"], node: "a")
+        #expect(alone.contains("nothing to wait for"))
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        #expect(try cli.ok(["sync", "--wait", "--timeout", "20"], node: "b").contains("in sync with 1 peer"))
+        #expect(try cli.entries("b") == 1)
+        _ = b
+    }
+
     /// A–B–C in a line: C never talks to A, yet gets A's writes through B (deltas keep their origin).
     @Test func writesRelayAlongALine() throws {
         let cli = try CLI()
