@@ -116,7 +116,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // Shared by the test targets: generated histories of replicas for property tests.
-        .target(name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncCrypto"], swiftSettings: strict),
+        .target(name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncStore"], swiftSettings: strict),
         // libFuzzer target for every decoder of network bytes: only the entry point lives here.
         .executableTarget(
             name: "lansync-fuzz-wire", dependencies: ["LANSyncWire", "LANSyncCore", "LANSyncCrypto"],

@@ -43,13 +43,10 @@ public enum ExportFile {
                 try sink(line(fields(of: write)))
                 preferences += 1
             })
-        let vectorText =
-            "{" + vector.counters.sorted { $0.key < $1.key }.map { "\(quoted($0.key.description)):\($0.value)" }
-            .joined(separator: ",") + "}"
         try sink(
             line([
                 ("type", quoted("end")), ("entries", "\(entries)"), ("preferences", "\(preferences)"),
-                ("digest", quoted(status.digest.description)), ("version_vector", vectorText),
+                ("digest", quoted(status.digest.description)), ("version_vector", json(vector)),
             ]))
         return (entries, preferences)
     }
@@ -77,8 +74,16 @@ public enum ExportFile {
     }
 
     /// Members already encoded as JSON values, in order, as one line.
-    static func line(_ members: [(String, String)]) -> String {
-        "{" + members.map { "\(quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}\n"
+    static func line(_ members: [(String, String)]) -> String { object(members) + "\n" }
+
+    /// Members already encoded as JSON values, in order, as one compact JSON object.
+    public static func object(_ members: [(String, String)]) -> String {
+        "{" + members.map { "\(quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+    }
+
+    /// A version vector as a JSON object: replica ID (hex) → counter, in replica order.
+    public static func json(_ vector: VersionVector) -> String {
+        object(vector.counters.sorted { $0.key < $1.key }.map { ($0.key.description, "\($0.value)") })
     }
 
     /// A JSON string literal.

@@ -129,35 +129,34 @@ public enum ImportFile {
     }
 
     static func entry(_ object: [String: Any], line: String, fail: (String) -> LANSyncError) throws -> Entry {
-        guard let id = object["id"] as? String, Names.entryIDProblem(id) == nil else {
-            throw fail("missing or malformed entry id")
-        }
+        guard let id = object["id"] as? String else { throw fail("entry without an id") }
         guard let stream = object["stream"] as? String else { throw fail("entry \(id) has no stream") }
-        if let problem = Names.streamProblem(stream) { throw fail(problem) }
         let (device, dot, hlc, wall) = try common(object, fail: fail)
-        guard let payload = rawLastMember("payload", of: line), (try? JSONText.compact(payload)) == payload else {
-            throw fail("entry \(id): the payload must be the line's last member, as compact JSON")
+        guard let payload = rawLastMember("payload", of: line) else {
+            throw fail("entry \(id): the payload must be the line's last member")
         }
-        return Entry(
+        let entry = Entry(
             id: id, stream: stream, originDevice: device, dot: dot, hlc: hlc, wallMilliseconds: wall, payload: payload)
+        // The same rules as for rows from a peer: names, compact JSON, size.
+        if let problem = entry.problem() { throw fail(problem) }
+        return entry
     }
 
     static func preference(_ object: [String: Any], line: String, fail: (String) -> LANSyncError) throws
         -> PreferenceWrite
     {
         guard let key = object["key"] as? String else { throw fail("preference without a key") }
-        if let problem = Names.keyProblem(key) { throw fail(problem) }
         let (device, dot, hlc, wall) = try common(object, fail: fail)
         var value: String?
-        if object["unset"] as? Bool == true {
-            value = nil
-        } else {
-            guard let raw = rawLastMember("value", of: line), (try? JSONText.compact(raw)) == raw else {
-                throw fail("preference \(key): the value must be the line's last member, as compact JSON")
+        if object["unset"] as? Bool != true {
+            guard let raw = rawLastMember("value", of: line) else {
+                throw fail("preference \(key): the value must be the line's last member")
             }
             value = raw
         }
-        return PreferenceWrite(key: key, value: value, originDevice: device, dot: dot, hlc: hlc, wallMilliseconds: wall)
+        let write = PreferenceWrite(key: key, value: value, originDevice: device, dot: dot, hlc: hlc, wallMilliseconds: wall)
+        if let problem = write.problem() { throw fail(problem) }
+        return write
     }
 }
 

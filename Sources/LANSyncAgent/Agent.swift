@@ -156,7 +156,7 @@ public actor Agent: Service {
     private nonisolated func run(_ channel: FramedChannel, initiator: Bool, address: String, dialed: PeerAddress?) async {
         await countConnection(+1)
         let timedOut = ManagedAtomicFlag()
-        let timeout = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(configuration.handshakeTimeout.components.seconds * 1_000_000_000))) {
+        let timeout = channel.channel.eventLoop.scheduleTask(in: TimeAmount(configuration.handshakeTimeout)) {
             timedOut.set()
             channel.channel.close(promise: nil)
         }

@@ -53,24 +53,41 @@ public struct Delta: Hashable, Sendable {
         }
         for entry in entries {
             guard inRange(entry.dot) else { return "entry \(entry.id) has dot \(entry.dot) outside the delta's coverage" }
-            if let problem = Names.streamProblem(entry.stream) { return problem }
-            if let problem = Names.entryIDProblem(entry.id) { return problem }
-            if let problem = valueProblem(entry.payload) { return "entry \(entry.id): payload \(problem)" }
+            if let problem = entry.problem() { return problem }
         }
         for write in preferences {
             guard inRange(write.dot) else {
                 return "preference \(write.key) has dot \(write.dot) outside the delta's coverage"
             }
-            if let problem = Names.keyProblem(write.key) { return problem }
-            if let value = write.value, let problem = valueProblem(value) { return "preference \(write.key): \(problem)" }
+            if let problem = write.problem() { return problem }
         }
         return nil
     }
 
     /// Why a payload or value from another replica is unacceptable: not compact JSON, or too large.
-    func valueProblem(_ text: String) -> String? {
-        if text.utf8.count > Self.maxValueBytes { return "is larger than \(Self.maxValueBytes) bytes" }
+    static func valueProblem(_ text: String) -> String? {
+        if text.utf8.count > maxValueBytes { return "is larger than \(maxValueBytes) bytes" }
         return CompactJSON.isCompact(text) ? nil : "is not compact JSON"
+    }
+}
+
+extension Entry {
+    /// Why this row is not one any replica may hold (names, payload), or nil. What a delta from a
+    /// peer and a line of an import file are both checked with.
+    public func problem() -> String? {
+        if let problem = Names.streamProblem(stream) { return problem }
+        if let problem = Names.entryIDProblem(id) { return problem }
+        if let problem = Delta.valueProblem(payload) { return "entry \(id): payload \(problem)" }
+        return nil
+    }
+}
+
+extension PreferenceWrite {
+    /// Why this write is not one any replica may hold (key, value), or nil.
+    public func problem() -> String? {
+        if let problem = Names.keyProblem(key) { return problem }
+        if let value, let problem = Delta.valueProblem(value) { return "preference \(key): \(problem)" }
+        return nil
     }
 }
 

@@ -327,15 +327,16 @@ public struct ReplicaStore: Sendable {
     // MARK: Reads
 
     public func versionVector() throws(StoreError) -> VersionVector {
-        try Self.database {
-            try writer.read { db in
-                var vector = VersionVector()
-                for row in try Row.fetchAll(db, sql: "SELECT replica_id, counter FROM replicas") {
-                    vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
-                }
-                return vector
-            }
+        try Self.database { try writer.read(Self.readVersionVector) }
+    }
+
+    /// The version vector as the `replicas` table holds it: the one place it is read.
+    static func readVersionVector(_ db: Database) throws -> VersionVector {
+        var vector = VersionVector()
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT replica_id, counter FROM replicas")) {
+            vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
         }
+        return vector
     }
 
     public func status() throws(StoreError) -> StoreStatus {
@@ -345,10 +346,7 @@ public struct ReplicaStore: Sendable {
                     db, sql: "SELECT digest, entry_count, preference_count, hlc FROM meta")!
                 let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM preferences WHERE value IS NULL") ?? 0
                 let streams = try Int.fetchOne(db, sql: "SELECT count(DISTINCT stream) FROM entries") ?? 0
-                var vector = VersionVector()
-                for row in try Row.fetchAll(db, sql: "SELECT replica_id, counter FROM replicas") {
-                    vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
-                }
+                let vector = try Self.readVersionVector(db)
                 let preferences: Int = meta[2]
                 return StoreStatus(
                     replica: replica, device: device, entries: meta[1], preferences: preferences - tombstones,
@@ -364,11 +362,7 @@ public struct ReplicaStore: Sendable {
         try Self.database {
             try writer.read { db in
                 let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
-                var vector = VersionVector()
-                for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT replica_id, counter FROM replicas")) {
-                    vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
-                }
-                return (vector, StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
+                return (try Self.readVersionVector(db), StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
                     HybridTimestamp(rawValue: UInt64(meta[1] as Int64)))
             }
         }
@@ -473,11 +467,7 @@ public struct ReplicaStore: Sendable {
             let preferences = try Row.fetchCursor(
                 db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key")
             while let row = try preferences.next() { try preference(try RowDecoding.preference(row, replicas: replicas)) }
-            var vector = VersionVector()
-            for (number, id) in replicas {
-                vector[id] = UInt64(try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number]) ?? 0)
-            }
-            return vector
+            return try Self.readVersionVector(db)
         }
     }
 

@@ -1,5 +1,5 @@
 public import LANSyncCore
-import LANSyncCrypto
+import LANSyncStore
 
 /// Builds replica states from a list of small integers, each one an operation: what the property
 /// tests generate, shrink and replay.
@@ -9,7 +9,7 @@ import LANSyncCrypto
 /// set or unset a key from a small pool (so writes conflict), or pull a delta from another replica.
 /// Physical clocks jump around, backwards included, to exercise the hybrid logical clock.
 public struct Scenario {
-    public static let hasher = ElementHasher { BLAKE2b.hash($0) }  // the store's, so digests compare
+    public static let hasher = ReplicaStore.elementHasher  // the store's, so digests compare
     public static let devices = (0..<3).map { DeviceID(bytes: [UInt8](repeating: UInt8($0 + 1), count: 16))! }
 
     public var replicas: [ReplicaState]

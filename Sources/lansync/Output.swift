@@ -45,7 +45,7 @@ func reportingErrors<T>(_ body: () async throws -> T) async throws -> T {
 
 extension Array where Element == (String, String) {
     /// Members already encoded as JSON values, as one compact JSON object.
-    var jsonObject: String { "{" + map { "\(ExportFile.quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}" }
+    var jsonObject: String { ExportFile.object(self) }
 }
 
 /// Lines up `rows` in columns separated by two spaces.

@@ -30,7 +30,6 @@ struct Status: AsyncParsableCommand {
         let group = try await reportingErrors { try node.group()?.tag }
         let connected = agent?.peers.filter { $0.state == .connected }.count ?? 0
         if json {
-            let vectorJSON = "{" + vector.map { "\(ExportFile.quoted($0.key.description)):\($0.value)" }.joined(separator: ",") + "}"
             out.line(
                 [
                     ("device_id", ExportFile.quoted(node.deviceID.description)),
@@ -40,7 +39,7 @@ struct Status: AsyncParsableCommand {
                     ("entries", "\(status.entries)"), ("streams", "\(status.streams)"),
                     ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
                     ("digest", ExportFile.quoted(status.digest.description)),
-                    ("hlc", ExportFile.quoted(status.hlc.description)), ("version_vector", vectorJSON),
+                    ("hlc", ExportFile.quoted(status.hlc.description)), ("version_vector", ExportFile.json(status.versionVector)),
                     ("group_tag", group.map(ExportFile.quoted) ?? "null"),
                     ("agent_running", agent == nil ? "false" : "true"), ("peers_connected", "\(connected)"),
                     ("port", agent.map { "\($0.port)" } ?? "null"),

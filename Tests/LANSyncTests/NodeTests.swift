@@ -115,7 +115,7 @@ final class TemporaryNode {
         #expect(try honest.node.preference("caregiver/active") == "\"mum\"")
     }
 
-    @Test func largeMergesAreSplitAndStillComplete() async throws {
+    @Test func largeMergesCompleteAndLeaveNothingOwed() async throws {
         let source = try TemporaryNode()
         let requests = (0..<2_500).map { AppendRequest(stream: "taps", payload: "{\"i\":\($0)}") }
         _ = try await source.node.append(requests)
