@@ -5,6 +5,7 @@
 //        └── LANSync (the embeddable node)
 //              ├── LANSyncStore ── LANSyncCore, GRDB
 //              └── LANSyncIdentity ── LANSyncCore, LANSyncCrypto ── CSodium (libsodium)
+//   LANSyncAgent (the running node) ── LANSync, LANSyncWire, LANSyncDiscovery ── CAvahi, SwiftNIO
 //
 // LANSyncCore is pure Swift with no I/O: the CRDT laws live there and nowhere else.
 import PackageDescription
@@ -40,6 +41,8 @@ let package = Package(
         ),
         // zlib as the system library Debian's zlib1g-dev provides: compression of large wire messages.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // libavahi-client, as Debian's libavahi-client-dev provides: mDNS through the system's avahi-daemon.
+        .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
         // CRDT core: HLC, version vectors, entries, LWW registers, deltas, digests. No I/O.
         .target(name: "LANSyncCore", swiftSettings: strict),
         // Hashing, key pairs and secret buffers over libsodium.
@@ -69,6 +72,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // mDNS advertising and browsing through avahi-daemon, as a Swift stream of events. The C
+        // interop lives in one file (AvahiConnection+Avahi.swift).
+        .target(name: "LANSyncDiscovery", dependencies: ["CAvahi"], swiftSettings: strict),
         // The running node: TCP transport (SwiftNIO), Noise sessions, sync, the control socket.
         .target(
             name: "LANSyncAgent",
@@ -79,6 +85,7 @@ let package = Package(
                 "LANSyncCrypto",
                 "LANSyncIdentity",
                 "LANSyncWire",
+                "LANSyncDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
@@ -148,6 +155,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .testTarget(name: "LANSyncDiscoveryTests", dependencies: ["LANSyncDiscovery"], swiftSettings: strict),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncStoreTests",

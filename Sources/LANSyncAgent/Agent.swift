@@ -1,6 +1,7 @@
 import Foundation
 public import LANSync
 import LANSyncCrypto
+import LANSyncDiscovery
 import LANSyncWire
 public import Logging
 import NIOCore
@@ -12,8 +13,8 @@ import Synchronization
 /// A running LANSync node: listens for group members, dials static peers, and keeps every
 /// connected peer in sync. One per data directory.
 ///
-/// Lifecycle: `run()` binds the listener (state `listening`), then serves connections, dials,
-/// and watches for local changes until cancelled or asked to shut down gracefully; then it
+/// Lifecycle: `run()` binds the listener (state `listening`), then serves connections, dials
+/// static peers and those found over mDNS, and watches for local changes until cancelled or asked to shut down gracefully; then it
 /// closes every connection (peers are told with a goodbye) and returns. Writes are transactions
 /// in the store, so stopping at any point leaves nothing half-written.
 public actor Agent: Service {
@@ -31,7 +32,10 @@ public actor Agent: Service {
     }
 
     private var sessions: [ReplicaID: Registered] = [:]
-    private var addressReplica: [String: ReplicaID] = [:]
+    /// The replica last reached through a dial target (an address or a discovered service).
+    private var targetReplica: [String: ReplicaID] = [:]
+    /// mDNS: where discovery stands, the same-group services found, their dialers.
+    var discovery = DiscoveryState()
     private var connections = 0
     private var listening: [CheckedContinuation<Int, any Error>] = []
     /// The TCP port once listening (useful with port 0).
@@ -95,7 +99,10 @@ public actor Agent: Service {
                 }
             }
             for peer in configuration.staticPeers {
-                tasks.addTask { await self.dialLoop(peer) }
+                tasks.addTask { await self.dialLoop(.configured(peer)) }
+            }
+            if configuration.discovery {
+                tasks.addTask { await self.discover(port: boundPort) }
             }
             tasks.addTask { await self.watchChanges() }
             tasks.addTask { await self.persistLoop() }
@@ -122,29 +129,41 @@ public actor Agent: Service {
         await run(channel, initiator: false, address: address, dialed: nil)
     }
 
-    /// Keeps a static peer connected: dial, sync until the connection ends, wait, dial again,
-    /// with exponential backoff and jitter while it cannot be reached.
-    private func dialLoop(_ peer: PeerAddress) async {
+    /// Keeps a peer connected: dial, sync until the connection ends, wait, dial again, with
+    /// exponential backoff and jitter while it cannot be reached. A discovered peer's loop ends
+    /// once the peer has left mDNS and its connection has ended.
+    func dialLoop(_ target: DialTarget) async {
         var backoff = configuration.minBackoff
-        while !Task.isCancelled {
-            if let replica = addressReplica[peer.description], sessions[replica] != nil {
+        while !Task.isCancelled, let endpoints = dialEndpoints(target), !endpoints.isEmpty {
+            if let replica = targetReplica[target.key], sessions[replica] != nil {
                 // Already connected (perhaps the peer dialed us): check again later.
                 try? await Task.sleep(for: .seconds(1))
                 continue
             }
-            await directory.address(peer.description, state: .dialing)
             let started = ContinuousClock.now
-            do {
-                let channel = try await ClientBootstrap(group: eventLoops)
-                    .connectTimeout(.seconds(5))
-                    .connect(host: peer.host, port: peer.port) { channel in
+            var outcome: (any Error)? = nil
+            for endpoint in endpoints {
+                await directory.address(endpoint.description, state: .dialing)
+                do {
+                    let bootstrap = ClientBootstrap(group: eventLoops).connectTimeout(.seconds(5))
+                    let channel = try await endpoint.connect(bootstrap) { channel in
                         channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
                     }
-                await run(channel, initiator: true, address: peer.description, dialed: peer)
-                if ContinuousClock.now - started > .seconds(10) { backoff = configuration.minBackoff }
-            } catch {
-                await directory.address(peer.description, state: .unreachable, error: "\(error)")
-                logger.debug("peer unreachable", metadata: ["peer.address": "\(peer)", "error": "\(error)"])
+                    dialing(target, connected: true)
+                    outcome = await run(channel, initiator: true, address: endpoint.description, dialed: target)
+                    dialing(target, connected: false)
+                    if ContinuousClock.now - started > .seconds(10) { backoff = configuration.minBackoff }
+                    break
+                } catch {
+                    outcome = error
+                    await directory.address(endpoint.description, state: .unreachable, error: "\(error)")
+                    logger.debug("peer unreachable", metadata: ["peer.address": "\(endpoint)", "error": "\(error)"])
+                }
+            }
+            if case .connectedToSelf = outcome as? ConnectionError, case .discovered(let name) = target {
+                // Our own advertisement, seen through another interface: never dial it again.
+                discovery.ownServices.insert(name)
+                return
             }
             let jitter = Double.random(in: 0.8...1.2)
             try? await Task.sleep(for: backoff * jitter)
@@ -152,8 +171,12 @@ public actor Agent: Service {
         }
     }
 
-    /// Handshake, checks, registration, then the sync session until the connection ends.
-    private nonisolated func run(_ channel: FramedChannel, initiator: Bool, address: String, dialed: PeerAddress?) async {
+    /// Handshake, checks, registration, then the sync session until the connection ends. Returns
+    /// why it ended.
+    @discardableResult
+    private nonisolated func run(_ channel: FramedChannel, initiator: Bool, address: String, dialed: DialTarget?) async
+        -> (any Error)?
+    {
         await countConnection(+1)
         let timedOut = ManagedAtomicFlag()
         let timeout = channel.channel.eventLoop.scheduleTask(in: TimeAmount(configuration.handshakeTimeout)) {
@@ -161,6 +184,7 @@ public actor Agent: Service {
             channel.channel.close(promise: nil)
         }
         var peerDevice: (id: String, name: String)?
+        var outcome: (any Error)? = nil
         do {
             try await channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
@@ -188,9 +212,11 @@ public actor Agent: Service {
             }
         } catch {
             timeout.cancel()
+            outcome = error
             await ended(device: peerDevice, address: address, error: error)
         }
         await countConnection(-1)
+        return outcome
     }
 
     private func countConnection(_ change: Int) { connections += change }
@@ -198,7 +224,7 @@ public actor Agent: Service {
     private nonisolated func established(
         channel: FramedChannel, handshaken: Handshaken,
         inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
-        initiator: Bool, address: String, dialed: PeerAddress?
+        initiator: Bool, address: String, dialed: DialTarget?
     ) async throws {
         let peer = handshaken.peer
         let sender = SealedSender(cipher: handshaken.send, outbound: outbound, traffic: traffic)
@@ -269,7 +295,7 @@ public actor Agent: Service {
         }
     }
 
-    private func remember(_ address: PeerAddress, replica: ReplicaID) { addressReplica[address.description] = replica }
+    private func remember(_ target: DialTarget, replica: ReplicaID) { targetReplica[target.key] = replica }
 
     /// One connection per peer: when two exist (both dialed at once, or a redial), both sides keep
     /// the one initiated by the smaller replica ID; a newer one from the same side replaces the older.
@@ -362,7 +388,7 @@ public actor Agent: Service {
         }
         return AgentReport(
             port: port ?? 0, groupTag: group.tag, peers: await directory.all, connectedDigests: connected,
-            digest: (try? node.store.syncSummary().digest.description) ?? "")
+            digest: (try? node.store.syncSummary().digest.description) ?? "", discovery: discoveryReport)
     }
 
     static func describe(_ address: SocketAddress) -> String {
@@ -382,9 +408,10 @@ public struct AgentReport: Codable, Sendable {
     /// Connected peers' last announced digests, by device ID.
     public let connectedDigests: [String: String]
     public let digest: String
+    public let discovery: DiscoveryReport?
 
     enum CodingKeys: String, CodingKey {
-        case port, groupTag = "group_tag", peers, connectedDigests = "connected_digests", digest
+        case port, groupTag = "group_tag", peers, connectedDigests = "connected_digests", digest, discovery
     }
 }
 

@@ -9,6 +9,10 @@ public struct AgentConfiguration: Sendable {
     public var listenPort: Int = AgentConfiguration.defaultPort
     /// `host:port` of peers to dial, for networks where discovery does not reach.
     public var staticPeers: [PeerAddress] = []
+    /// Advertise over mDNS and dial the group's nodes found there (through avahi-daemon).
+    public var discovery = true
+    /// The mDNS instance name; nil picks a neutral one ("LANSync" and a random suffix).
+    public var mdnsName: String?
     /// A peer whose clock differs from ours by more than this is refused.
     public var maxClockSkewMilliseconds: UInt64 = 2 * 60 * 1000
     /// Connections at once, in and out; more are refused so memory stays bounded.

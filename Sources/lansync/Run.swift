@@ -9,7 +9,7 @@ struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the node: sync with the group's other devices until stopped.",
         discussion: """
-            Listens for group members (TCP port 7741 by default) and dials the static peers given with --peer, retrying with backoff while they are away. Connections are authenticated and encrypted (Noise, with the group secret); devices outside the group learn nothing. New writes — from an app or from `lansync log append` — reach connected peers at once. Stop with Ctrl-C or SIGTERM: connections close cleanly and nothing is half-written.
+            Listens for group members (TCP port 7741 by default), advertises itself over mDNS (through avahi-daemon) and dials every node of its group found there, as well as the static peers given with --peer, retrying with backoff while they are away. The mDNS record holds only the protocol version and the group's public tag: no device ID, no names. Without avahi-daemon it warns once, syncs with static peers, and picks discovery up again when the daemon starts. Connections are authenticated and encrypted (Noise, with the group secret); devices outside the group learn nothing. New writes — from an app or from `lansync log append` — reach connected peers at once. Stop with Ctrl-C or SIGTERM: connections close cleanly and nothing is half-written.
 
             While it runs, `lansync peers`, `lansync status` and `lansync sync --wait` ask it over a local socket.
 
@@ -17,6 +17,7 @@ struct Run: AsyncParsableCommand {
               lansync run
               lansync run --listen 0.0.0.0:7741 --peer 192.168.1.20:7741 --peer laptop.local:7741
               lansync run --listen 127.0.0.1:0      (port 0 picks a free port and prints it)
+              lansync run --no-mdns --peer 10.0.0.5:7741   (no discovery: static peers only)
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -26,6 +27,13 @@ struct Run: AsyncParsableCommand {
     var peers: [String] = []
     @Flag(name: .customLong("no-mdns"), help: "Do not use mDNS discovery (static peers only).")
     var noMDNS = false
+    @Option(
+        name: .customLong("mdns-name"),
+        help: ArgumentHelp(
+            "Instance name to advertise over mDNS.",
+            discussion: "Default: 'LANSync' and a random suffix, new on each start. Keep it free of names of people.",
+            valueName: "name"))
+    var mdnsName: String?
     @Option(
         name: .customLong("max-clock-skew"),
         help: ArgumentHelp("Refuse peers whose clock differs from ours by more than this many seconds.", valueName: "seconds"))
@@ -37,6 +45,9 @@ struct Run: AsyncParsableCommand {
         if let listen, PeerAddress(listen) == nil { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
         for peer in peers where PeerAddress(peer) == nil {
             throw ValidationError("--peer '\(peer)' is not HOST:PORT (e.g. 192.168.1.20:7741)")
+        }
+        if let mdnsName, mdnsName.isEmpty || mdnsName.utf8.count > 63 {
+            throw ValidationError("--mdns-name must be 1 to 63 bytes long (a DNS label)")
         }
         if maxClockSkew < 1 { throw ValidationError("--max-clock-skew must be at least 1 second") }
         if Logger.Level(rawValue: logLevel) == nil {
@@ -58,6 +69,8 @@ struct Run: AsyncParsableCommand {
             configuration.listenPort = listen.port
         }
         configuration.staticPeers = peers.compactMap { PeerAddress($0) }
+        configuration.discovery = !noMDNS
+        configuration.mdnsName = mdnsName
         configuration.maxClockSkewMilliseconds = UInt64(maxClockSkew) * 1000
         let agent = try await reportingErrors {
             try Agent(node: try global.openNode(), configuration: configuration, logger: logger)

@@ -9,7 +9,7 @@ struct Status: AsyncParsableCommand {
         discussion: """
             Two replicas with the same digest hold exactly the same entries and preference values.
 
-            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port.
+            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port, discovery (null when the agent is not running; else state — off, starting, running or unavailable — advertised_as, detail, same_group, other_groups).
 
             Examples:
               lansync status
@@ -43,6 +43,7 @@ struct Status: AsyncParsableCommand {
                     ("group_tag", group.map(ExportFile.quoted) ?? "null"),
                     ("agent_running", agent == nil ? "false" : "true"), ("peers_connected", "\(connected)"),
                     ("port", agent.map { "\($0.port)" } ?? "null"),
+                    ("discovery", agent?.discovery.map(Self.json) ?? "null"),
                 ].jsonObject)
         } else {
             for line in aligned([
@@ -55,7 +56,30 @@ struct Status: AsyncParsableCommand {
                 ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
                 ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
                 ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
-            ]) { out.line(line) }
+            ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])) { out.line(line) }
+        }
+    }
+
+    static func json(_ discovery: DiscoveryReport) -> String {
+        [
+            ("state", ExportFile.quoted(discovery.state)),
+            ("advertised_as", discovery.advertisedAs.map(ExportFile.quoted) ?? "null"),
+            ("detail", discovery.detail.map(ExportFile.quoted) ?? "null"),
+            ("same_group", "\(discovery.sameGroup)"), ("other_groups", "\(discovery.otherGroups)"),
+        ].jsonObject
+    }
+
+    static func describe(_ discovery: DiscoveryReport) -> String {
+        let found = "\(discovery.sameGroup) node\(discovery.sameGroup == 1 ? "" : "s") of this group found"
+            + (discovery.otherGroups > 0 ? ", \(discovery.otherGroups) of other groups ignored" : "")
+        switch discovery.state {
+        case "off": return "off (the agent runs with --no-mdns; static peers only)"
+        case "running":
+            return "mDNS, " + (discovery.advertisedAs.map { "advertised as '\($0)'" } ?? "not yet advertised") + "; " + found
+        case "unavailable":
+            return "unavailable: \(discovery.detail ?? "avahi-daemon cannot be reached") (is avahi-daemon running? "
+                + "`systemctl start avahi-daemon`); static peers only"
+        default: return discovery.state
         }
     }
 }

@@ -1,0 +1,248 @@
+import LANSyncDiscovery
+import LANSyncWire
+import Logging
+import NIOCore
+import NIOPosix
+
+/// A peer the agent keeps dialing: one a person configured, or one found over mDNS. Both kinds
+/// go through the same dial loop and the same one-connection-per-peer rule, so a peer found both
+/// ways is still one peer.
+enum DialTarget: Sendable {
+    case configured(PeerAddress)
+    case discovered(serviceName: String)
+
+    var key: String {
+        switch self {
+        case .configured(let address): return "static:\(address)"
+        case .discovered(let name): return "mdns:\(name)"
+        }
+    }
+}
+
+/// One address to dial: a host name or address a person gave, or a numeric address found over
+/// mDNS (an IPv6 link-local one carries its interface as scope).
+struct DialEndpoint: Sendable, CustomStringConvertible {
+    private enum Kind {
+        case named(host: String, port: Int)
+        case socket(SocketAddress)
+    }
+
+    private let kind: Kind
+    let description: String
+
+    init(_ address: PeerAddress) {
+        kind = .named(host: address.host, port: address.port)
+        description = address.description
+    }
+
+    init?(_ endpoint: DiscoveredEndpoint) {
+        guard var address = try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port) else { return nil }
+        if endpoint.isLinkLocalIPv6, case .v6(let v6) = address {
+            var raw = v6.address
+            raw.sin6_scope_id = UInt32(bitPattern: endpoint.interface)
+            address = SocketAddress(raw, host: endpoint.host)
+        }
+        kind = .socket(address)
+        description = endpoint.description
+    }
+
+    func connect<Output: Sendable>(
+        _ bootstrap: ClientBootstrap, channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
+    ) async throws -> Output {
+        switch kind {
+        case .named(let host, let port):
+            return try await bootstrap.connect(host: host, port: port, channelInitializer: channelInitializer)
+        case .socket(let address):
+            return try await bootstrap.connect(to: address, channelInitializer: channelInitializer)
+        }
+    }
+}
+
+/// The agent's mDNS bookkeeping.
+struct DiscoveryState {
+    /// Nil while discovery is off.
+    var status: DiscoveryStatus?
+    var advertisedAs: String?
+    var requestedName: String?
+    /// Same-group services, by instance name.
+    var peers: [String: DiscoveredService] = [:]
+    /// Instance names of LANSync nodes in other groups (seen, never dialed).
+    var otherGroups: Set<String> = []
+    /// Our own advertisement, however it reaches us.
+    var ownServices: Set<String> = []
+    var dialers: [String: (generation: Int, task: Task<Void, Never>)] = [:]
+    var generation = 0
+    /// Discovered services with a connection up right now.
+    var connected: Set<String> = []
+    var warned = false
+}
+
+/// What `lansync status` shows about discovery.
+public struct DiscoveryReport: Codable, Sendable, Equatable {
+    /// off, starting, running or unavailable.
+    public let state: String
+    public let advertisedAs: String?
+    public let detail: String?
+    /// Nodes of this group found over mDNS, and nodes of other groups seen (never contacted).
+    public let sameGroup: Int
+    public let otherGroups: Int
+
+    enum CodingKeys: String, CodingKey {
+        case state, advertisedAs = "advertised_as", detail, sameGroup = "same_group", otherGroups = "other_groups"
+    }
+}
+
+extension Agent {
+    /// The DNS-SD service type every LANSync node advertises and browses.
+    public static let serviceType = "_lansync._tcp"
+
+    /// TXT record: the protocol versions spoken and the group tag, nothing else. The tag is a
+    /// keyed hash of the group secret: it tells members apart from strangers without revealing the
+    /// secret, and holds no device ID or name.
+    static func txtRecord(groupTag: String) -> [String: String] {
+        let versions = WireProtocol.versions
+        let v = versions.lowerBound == versions.upperBound ? "\(versions.lowerBound)" : "\(versions.lowerBound)-\(versions.upperBound)"
+        return ["v": v, "g": groupTag]
+    }
+
+    /// Whether a TXT record announces a node we can talk to: our group, a protocol version in common.
+    static func isCompatibleMember(_ txt: [String: String], groupTag: String) -> Bool {
+        guard txt["g"] == groupTag, let v = txt["v"] else { return false }
+        let parts = v.split(separator: "-", omittingEmptySubsequences: false).map { UInt16($0) }
+        guard let low = parts.first ?? nil, let high = parts.count == 2 ? parts[1] : low, low <= high, parts.count <= 2
+        else { return false }
+        return (low...high).overlaps(WireProtocol.versions)
+    }
+
+    /// A neutral instance name: says it is LANSync, nothing about whose device it is; the random
+    /// suffix is new on every start and keeps collisions rare.
+    static func neutralInstanceName() -> String {
+        "LANSync " + String(UInt16.random(in: .min ... .max), radix: 16).leftPadded(to: 4)
+    }
+
+    /// Advertises this node and dials every same-group node found, until cancelled.
+    func discover(port: Int) async {
+        let name = configuration.mdnsName ?? Self.neutralInstanceName()
+        discovery.requestedName = name
+        discovery.status = .starting
+        let advertisement = ServiceAdvertisement(name: name, port: port, txt: Self.txtRecord(groupTag: group.tag))
+        for await event in MDNSDiscovery.events(serviceType: Self.serviceType, advertising: advertisement) {
+            handle(event)
+        }
+        for dialer in discovery.dialers.values { dialer.task.cancel() }
+        discovery.dialers.removeAll()
+    }
+
+    private func handle(_ event: DiscoveryEvent) {
+        switch event {
+        case .status(let status):
+            discovery.status = status
+            switch status {
+            case .starting: break
+            case .unavailable(let reason):
+                discovery.advertisedAs = nil
+                if discovery.warned {
+                    logger.debug("mDNS discovery still unavailable", metadata: ["reason": "\(reason)"])
+                } else {
+                    discovery.warned = true
+                    logger.warning(
+                        "mDNS discovery unavailable: \(reason). Syncing with static peers only; retrying until avahi-daemon is back")
+                }
+            case .running(let advertisedAs):
+                if discovery.warned {
+                    discovery.warned = false
+                    logger.notice("mDNS discovery is back")
+                }
+                if let advertisedAs, advertisedAs != discovery.advertisedAs {
+                    logger.info("advertising over mDNS", metadata: ["mdns.name": "\(advertisedAs)", "mdns.type": "\(Self.serviceType)"])
+                }
+                discovery.advertisedAs = advertisedAs
+            }
+        case .appeared(let service):
+            appeared(service)
+        case .left(let name):
+            if discovery.peers.removeValue(forKey: name) != nil {
+                logger.info("peer left mDNS", metadata: ["mdns.name": "\(name)"])
+            }
+            discovery.otherGroups.remove(name)
+        }
+    }
+
+    private func appeared(_ service: DiscoveredService) {
+        let name = service.name
+        guard Self.isCompatibleMember(service.txt, groupTag: group.tag) else {
+            if discovery.otherGroups.insert(name).inserted {
+                logger.debug("ignoring a LANSync node of another group", metadata: ["mdns.name": "\(name)"])
+            }
+            discovery.peers.removeValue(forKey: name)
+            return
+        }
+        discovery.otherGroups.remove(name)
+        if service.isOurOwn && (name == discovery.advertisedAs || name == discovery.requestedName) {
+            discovery.ownServices.insert(name)
+        }
+        guard !discovery.ownServices.contains(name) else { return }
+        // A static peer at the same address is already dialed by its own loop.
+        let configured = Set(configuration.staticPeers.map(\.description))
+        if service.endpoints.contains(where: { configured.contains($0.description) }) { return }
+        let previous = discovery.peers[name]
+        discovery.peers[name] = service
+        let addresses = service.endpoints.map(\.description).joined(separator: " ")
+        if let dialer = discovery.dialers[name] {
+            // The loop picks up new addresses at its next dial. An address that went away (the peer
+            // moved) restarts it at once, unless it is connected: a live connection is kept.
+            let moved = !Set(previous?.endpoints ?? []).isSubset(of: Set(service.endpoints))
+            logger.debug("a peer's mDNS record changed", metadata: ["mdns.name": "\(name)", "peer.addresses": "\(addresses)"])
+            guard moved, !discovery.connected.contains(name) else { return }
+            dialer.task.cancel()
+        } else {
+            logger.info("found a peer over mDNS", metadata: ["mdns.name": "\(name)", "peer.addresses": "\(addresses)"])
+        }
+        discovery.generation += 1
+        let generation = discovery.generation
+        let task = Task {
+            await self.dialLoop(.discovered(serviceName: name))
+            self.dialerEnded(name, generation: generation)
+        }
+        discovery.dialers[name] = (generation, task)
+    }
+
+    private func dialerEnded(_ name: String, generation: Int) {
+        if discovery.dialers[name]?.generation == generation { discovery.dialers.removeValue(forKey: name) }
+    }
+
+    /// Where to dial a target now; nil once a discovered peer has left.
+    func dialEndpoints(_ target: DialTarget) -> [DialEndpoint]? {
+        switch target {
+        case .configured(let address): return [DialEndpoint(address)]
+        case .discovered(let name): return discovery.peers[name]?.endpoints.compactMap(DialEndpoint.init)
+        }
+    }
+
+    func dialing(_ target: DialTarget, connected: Bool) {
+        guard case .discovered(let name) = target else { return }
+        if connected { discovery.connected.insert(name) } else { discovery.connected.remove(name) }
+    }
+
+    var discoveryReport: DiscoveryReport {
+        let state: String
+        var detail: String? = nil
+        switch discovery.status {
+        case nil: state = "off"
+        case .starting?: state = "starting"
+        case .running?: state = "running"
+        case .unavailable(let reason)?:
+            state = "unavailable"
+            detail = reason
+        }
+        return DiscoveryReport(
+            state: state, advertisedAs: discovery.advertisedAs, detail: detail, sameGroup: discovery.peers.count,
+            otherGroups: discovery.otherGroups.count)
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

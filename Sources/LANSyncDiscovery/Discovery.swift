@@ -1,0 +1,248 @@
+/// What this node advertises over mDNS.
+public struct ServiceAdvertisement: Sendable, Equatable {
+    /// The DNS-SD instance name. On a collision Avahi's alternative ("Name #2") is used instead.
+    public var name: String
+    public var port: Int
+    /// TXT record. Keep it free of anything that identifies a person or a device.
+    public var txt: [String: String]
+
+    public init(name: String, port: Int, txt: [String: String]) {
+        self.name = name
+        self.port = port
+        self.txt = txt
+    }
+}
+
+/// One address at which a discovered service listens.
+public struct DiscoveredEndpoint: Hashable, Sendable, CustomStringConvertible {
+    /// Numeric IPv4 or IPv6 address, without scope.
+    public let host: String
+    public let port: Int
+    /// The interface it was found on: the scope of an IPv6 link-local address.
+    public let interface: Int32
+    public let isIPv6: Bool
+
+    public init(host: String, port: Int, interface: Int32, isIPv6: Bool) {
+        self.host = host
+        self.port = port
+        self.interface = interface
+        self.isIPv6 = isIPv6
+    }
+
+    public var isLinkLocalIPv6: Bool { isIPv6 && host.lowercased().hasPrefix("fe80:") }
+
+    public var description: String { isIPv6 ? "[\(host)%\(interface)]:\(port)" : "\(host):\(port)" }
+}
+
+/// A service instance seen on the LAN, merged over the interfaces and IP protocols it was found on.
+public struct DiscoveredService: Sendable, Equatable {
+    public let name: String
+    /// Every address it was resolved to, IPv4 first (they dial without a scope).
+    public let endpoints: [DiscoveredEndpoint]
+    public let txt: [String: String]
+    /// Published by this machine's own daemon for this very process (or another on the same host).
+    public let isOurOwn: Bool
+}
+
+/// Where discovery stands, for logs and `lansync status`.
+public enum DiscoveryStatus: Sendable, Equatable {
+    case starting
+    /// Browsing; `advertisedAs` is the instance name once our advertisement is established.
+    case running(advertisedAs: String?)
+    /// The daemon cannot be reached; discovery retries by itself.
+    case unavailable(reason: String)
+}
+
+public enum DiscoveryEvent: Sendable, Equatable {
+    case status(DiscoveryStatus)
+    /// A service appeared, or its addresses or TXT record changed.
+    case appeared(DiscoveredService)
+    /// A service is gone from every interface (or the daemon connection was lost).
+    case left(name: String)
+}
+
+/// mDNS / DNS-SD through the system's avahi-daemon.
+public enum MDNSDiscovery {
+    /// Advertises (when given an advertisement) and browses `serviceType`, as a stream of events.
+    /// Survives the daemon being absent, stopping and restarting: it reports `unavailable` once,
+    /// retries every `retryInterval`, then publishes and browses again. Ends when the consumer
+    /// stops iterating (its task is cancelled); the advertisement is withdrawn then.
+    public static func events(
+        serviceType: String, advertising advertisement: ServiceAdvertisement?, retryInterval: Duration = .seconds(2)
+    ) -> AsyncStream<DiscoveryEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
+        let producer = Task {
+            await run(serviceType: serviceType, advertisement: advertisement, retry: retryInterval, out: continuation)
+        }
+        continuation.onTermination = { _ in producer.cancel() }
+        return stream
+    }
+
+    private static func run(
+        serviceType: String, advertisement: ServiceAdvertisement?, retry: Duration,
+        out: AsyncStream<DiscoveryEvent>.Continuation
+    ) async {
+        var last: DiscoveryStatus?
+        func report(_ status: DiscoveryStatus) {
+            guard status != last else { return }
+            last = status
+            out.yield(.status(status))
+        }
+        report(.starting)
+        while !Task.isCancelled {
+            let (raw, rawContinuation) = AsyncStream.makeStream(of: AvahiEvent.self)
+            let connection: AvahiConnection
+            do {
+                connection = try AvahiConnection(events: rawContinuation)
+            } catch {
+                report(.unavailable(reason: "avahi-daemon cannot be reached (\(error))"))
+                try? await Task.sleep(for: retry)
+                continue
+            }
+            var session = DiscoverySession(serviceType: serviceType, advertisement: advertisement)
+            for await event in raw {
+                let outcome = session.handle(event)
+                for action in outcome.actions {
+                    do {
+                        switch action {
+                        case .browse: try connection.browse(type: serviceType)
+                        case .publish(let ad):
+                            try connection.publish(
+                                name: ad.name, type: serviceType, port: UInt16(clamping: ad.port),
+                                txt: ad.txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
+                        }
+                    } catch {
+                        session.failed("\(error)")
+                    }
+                }
+                if let status = session.status { report(status) }
+                for change in outcome.changes { out.yield(change) }
+                if session.isFinished { break }
+            }
+            connection.shutdown()
+            for name in session.services.names { out.yield(.left(name: name)) }
+            if Task.isCancelled { break }
+            try? await Task.sleep(for: retry)
+        }
+        out.finish()
+    }
+}
+
+/// The decisions of one connection to the daemon, kept free of Avahi calls so they can be tested:
+/// when to browse and publish, which name to use after a collision, which services changed.
+struct DiscoverySession {
+    enum Action: Equatable {
+        case browse
+        case publish(ServiceAdvertisement)
+    }
+
+    let serviceType: String
+    private(set) var advertisement: ServiceAdvertisement?
+    private(set) var services = ServiceTable()
+    private(set) var status: DiscoveryStatus?
+    private(set) var isFinished = false
+    private var browsing = false
+    private var published = false
+    private var established = false
+
+    init(serviceType: String, advertisement: ServiceAdvertisement?) {
+        self.serviceType = serviceType
+        self.advertisement = advertisement
+    }
+
+    mutating func handle(_ event: AvahiEvent) -> (actions: [Action], changes: [DiscoveryEvent]) {
+        var actions: [Action] = []
+        var changes: [DiscoveryEvent] = []
+        switch event {
+        case .client(.registering), .client(.collision):
+            // The daemon is (re)registering its host name; it withdraws our records meanwhile.
+            // Browsing works already.
+            published = false
+            established = false
+            if !browsing { actions.append(.browse); browsing = true }
+            status = .running(advertisedAs: nil)
+        case .client(.running):
+            if !browsing { actions.append(.browse); browsing = true }
+            if let advertisement, !published { actions.append(.publish(advertisement)); published = true }
+            status = .running(advertisedAs: established ? advertisement?.name : nil)
+        case .client(.connecting):
+            status = .unavailable(reason: "avahi-daemon is not running; waiting for it to start")
+        case .client(.failed(_, let message)):
+            status = .unavailable(reason: "lost the connection to avahi-daemon: \(message)")
+            isFinished = true
+        case .group(.established):
+            established = true
+            status = .running(advertisedAs: advertisement?.name)
+        case .group(.collision):
+            // Another service on the LAN has our name: take Avahi's alternative and publish again.
+            if var renamed = advertisement {
+                renamed.name = AvahiConnection.alternativeName(for: renamed.name)
+                advertisement = renamed
+                actions.append(.publish(renamed))
+            }
+        case .group(.failed(let message)):
+            status = .unavailable(reason: "avahi-daemon refused our advertisement: \(message)")
+            isFinished = true
+        case .serviceFound:
+            break
+        case .serviceRemoved(let key):
+            if let change = services.remove(key) { changes.append(change) }
+        case .resolved(let key, let resolution):
+            if let change = services.update(key, resolution) { changes.append(change) }
+        case .browseFailed(let message):
+            status = .unavailable(reason: "browsing failed: \(message)")
+            isFinished = true
+        }
+        return (actions, changes)
+    }
+
+    /// A call to the daemon failed: start over with a new connection.
+    mutating func failed(_ message: String) {
+        status = .unavailable(reason: "avahi-daemon: \(message)")
+        isFinished = true
+    }
+}
+
+/// Service instances by name, each merged over the interfaces and IP protocols it was found on.
+struct ServiceTable {
+    private var instances: [String: [AvahiServiceKey: AvahiResolution]] = [:]
+    private var reported: [String: DiscoveredService] = [:]
+
+    var names: [String] { reported.keys.sorted() }
+
+    /// Records a resolution; returns `.appeared` when what the service looks like changed.
+    mutating func update(_ key: AvahiServiceKey, _ resolution: AvahiResolution) -> DiscoveryEvent? {
+        instances[key.name, default: [:]][key] = resolution
+        return refresh(key.name)
+    }
+
+    /// Forgets one instance; returns `.left` when it was the service's last, `.appeared` when the
+    /// service lives on with fewer addresses.
+    mutating func remove(_ key: AvahiServiceKey) -> DiscoveryEvent? {
+        guard instances[key.name]?.removeValue(forKey: key) != nil else { return nil }
+        if instances[key.name]?.isEmpty ?? true {
+            instances.removeValue(forKey: key.name)
+            return reported.removeValue(forKey: key.name) != nil ? .left(name: key.name) : nil
+        }
+        return refresh(key.name)
+    }
+
+    private mutating func refresh(_ name: String) -> DiscoveryEvent? {
+        guard let found = instances[name] else { return nil }
+        let resolutions = found.sorted { ($0.key.interface, $0.key.ipProtocol) < ($1.key.interface, $1.key.ipProtocol) }
+            .map(\.value)
+        var endpoints: [DiscoveredEndpoint] = []
+        for resolution in resolutions {
+            let endpoint = DiscoveredEndpoint(
+                host: resolution.address, port: resolution.port, interface: resolution.interface, isIPv6: resolution.isIPv6)
+            if !endpoints.contains(endpoint) { endpoints.append(endpoint) }
+        }
+        endpoints.sort { (!$0.isIPv6 ? 0 : 1, $0.interface, $0.host) < (!$1.isIPv6 ? 0 : 1, $1.interface, $1.host) }
+        let service = DiscoveredService(
+            name: name, endpoints: endpoints, txt: resolutions.last?.txt ?? [:],
+            isOurOwn: resolutions.contains(where: \.isOurOwn))
+        guard reported[name] != service else { return nil }
+        reported[name] = service
+        return .appeared(service)
+    }
+}
