@@ -95,14 +95,14 @@ extension CLI {
 
     func digest(_ node: String) throws -> String { try status(node)["digest"] as! String }
     func entries(_ node: String) throws -> Int { try status(node)["entries"] as! Int }
+}
 
-    /// Polls until `condition` holds or `seconds` pass; returns whether it held.
-    func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return try condition()
+/// Polls until `condition` holds or `seconds` pass; returns whether it held.
+func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        Thread.sleep(forTimeInterval: 0.05)
     }
+    return try condition()
 }

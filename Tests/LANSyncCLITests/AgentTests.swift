@@ -16,7 +16,7 @@ import Testing
         #expect(try cli.entries("b") == 20)
         // A write on one side reaches the other by itself.
         try cli.ok(["log", "append", "taps", "{\"live\":true}"], node: "b")
-        #expect(try cli.eventually { try cli.entries("a") == 21 })
+        #expect(try eventually { try cli.entries("a") == 21 })
         // Concurrent writes on both sides, then equal digests; the later preference wins on both.
         for index in 0..<10 {
             try cli.ok(["log", "append", "taps", "{\"a2\":\(index)}"], node: "a")
@@ -24,12 +24,12 @@ import Testing
         }
         try cli.ok(["pref", "set", "caregiver/active", "\"dad\""], node: "b")
         try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
-        #expect(try cli.eventually { try cli.digest("a") == cli.digest("b") })
+        #expect(try eventually { try cli.digest("a") == cli.digest("b") })
         #expect(try cli.entries("a") == 41)
         #expect(try cli.ok(["pref", "get", "caregiver/active"], node: "a") == "\"dad\"\n")
         let peers = try cli.ok(["peers", "--json"], node: "a")
         #expect(peers.contains("\"state\":\"connected\"") && peers.contains("\"name\":\"b\""))
-        #expect(try cli.eventually { try cli.ok(["peers"], node: "a").contains("in sync with 1 of 1 connected peer") })
+        #expect(try eventually { try cli.ok(["peers"], node: "a").contains("in sync with 1 of 1 connected peer") })
         #expect(a.stop() == 0)
         #expect(b.stop() == 0)
     }
@@ -89,7 +89,7 @@ import Testing
         let c = try AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
         try cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
         try cli.ok(["log", "append", "taps", "{\"from\":\"c\"}"], node: "c")
-        #expect(try cli.eventually { try cli.entries("c") == 2 && cli.entries("a") == 2 })
+        #expect(try eventually { try cli.entries("c") == 2 && cli.entries("a") == 2 })
         #expect(try cli.digest("a") == cli.digest("c"))
         let cPeers = try cli.ok(["peers", "--json"], node: "c")
         #expect(!cPeers.contains("\"name\":\"a\""), "C must not have talked to A")
@@ -109,7 +109,7 @@ import Testing
         let before = try cli.digest("a")
         let a = try AgentProcess(cli, node: "a")
         let stranger = try AgentProcess(cli, node: "stranger", arguments: ["--peer", a.address])
-        #expect(try cli.eventually {
+        #expect(try eventually {
             try cli.ok(["peers", "--json"], node: "a").contains("\"state\":\"refused\"")
         })
         let refused = try cli.ok(["peers"], node: "a")
@@ -137,7 +137,7 @@ import Testing
         b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "b")
         #expect(try cli.entries("b") == 10_001)
-        #expect(try cli.eventually { try cli.digest("a") == cli.digest("b") })
+        #expect(try eventually { try cli.digest("a") == cli.digest("b") })
         #expect(try cli.ok(["pref", "get", "board/rows"], node: "a") == "4\n")
     }
 
@@ -159,7 +159,7 @@ import Testing
             try cli.ok(["log", "append", "live", "{\"i\":\(index)}"], node: index % 2 == 0 ? "a" : "b")
         }
         try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "a")
-        #expect(try cli.eventually(within: 30) { try cli.entries("a") == 60_020 && cli.entries("b") == 60_020 })
+        #expect(try eventually(within: 30) { try cli.entries("a") == 60_020 && cli.entries("b") == 60_020 })
         #expect(try cli.digest("a") == cli.digest("b"))
         _ = (a, b)
     }
@@ -184,7 +184,7 @@ import Testing
         _ = try cli.ok(["log", "append", "taps", "--lines"], node: "b", stdin: lines)
         let proxy = try TamperingProxy(target: a.port, flipAfter: 1_500)
         let b = try AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(proxy.port)"])
-        #expect(cli.eventually { a.log.contains("a frame failed authentication (tampered, replayed or reordered)") })
+        #expect(eventually { a.log.contains("a frame failed authentication (tampered, replayed or reordered)") })
         #expect(a.process.isRunning)
         #expect(try cli.digest("a") == before, "a tampered batch must not be merged")
         #expect(try cli.ok(["status", "--json"], node: "a").contains("\"agent_running\":true"))
@@ -214,7 +214,7 @@ extension AgentTests {
         try cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
         let a = try AgentProcess(cli, node: "a")
         let ahead = try AgentProcess(cli, node: "ahead", arguments: ["--peer", a.address], environment: skew)
-        #expect(try cli.eventually {
+        #expect(try eventually {
             let peers = try cli.ok(["peers", "--json"], node: "a")
             return peers.contains("\"state\":\"refused\"") && peers.contains("clock skew")
         })

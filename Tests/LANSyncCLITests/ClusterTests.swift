@@ -1,0 +1,192 @@
+import Foundation
+import Testing
+
+/// Drives `scripts/cluster`: nodes made of namespaces, each with its own avahi-daemon, on one bridge.
+struct Cluster {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    static let script = root + "/scripts/cluster"
+
+    /// Root, and the tools the script needs; CI machines have both (scripts/setup installs the tools).
+    static let unavailableReason: String? = {
+        guard getuid() == 0 else { return "the cluster tests need root (network namespaces)" }
+        let path = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        for tool in ["ip", "avahi-daemon", "avahi-browse", "dbus-daemon", "nsenter", "unshare"]
+        where !path.contains(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)") }) {
+            return "\(tool) is missing; run scripts/setup"
+        }
+        return nil
+    }()
+    static var isAvailable: Bool { unavailableReason == nil }
+
+    let prefix: String
+    let directory: String
+
+    init(prefix: String) {
+        self.prefix = prefix
+        directory = NSTemporaryDirectory() + "lansync-cluster-\(prefix)-\(UUID().uuidString.prefix(8))"
+    }
+
+    struct Result {
+        let status: Int32
+        let output: String
+    }
+
+    /// Runs `scripts/cluster --prefix P --dir D ARGS`; output and errors together.
+    @discardableResult
+    func run(_ arguments: [String]) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [Self.script, "--prefix", prefix, "--dir", directory] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["LANSYNC_BIN"] = CLI.executable
+        process.environment = environment
+        let outPath = NSTemporaryDirectory() + "cluster-out-\(UUID().uuidString)"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: outPath) }
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        process.standardOutput = out
+        process.standardError = out
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        try process.run()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, output: try String(contentsOfFile: outPath, encoding: .utf8))
+    }
+
+    /// Runs a cluster command that must succeed; returns its output.
+    @discardableResult
+    func ok(_ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let result = try run(arguments)
+        #expect(
+            result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
+            sourceLocation: sourceLocation)
+        return result.output
+    }
+
+    @discardableResult
+    func lansync(_ node: Int, _ arguments: String...) throws -> String {
+        try ok(["lansync", "\(node)"] + arguments)
+    }
+
+    private func ok(_ arguments: [String]) throws -> String {
+        let result = try run(arguments)
+        #expect(result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)")
+        return result.output
+    }
+
+    func status(_ node: Int) throws -> [String: Any] {
+        let text = try lansync(node, "status", "--json")
+        return (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    /// `avahi-browse -rtp _lansync._tcp` on a node: the IPv4 resolutions, split into fields, with
+    /// avahi-browse's decimal escapes (`\\032` for a space) undone.
+    func browse(from node: Int) throws -> [[String]] {
+        let text = try ok(["exec", "\(node)", "avahi-browse", "-rtp", "_lansync._tcp"])
+        return text.split(separator: "\n").filter { $0.hasPrefix("=;") && $0.contains(";IPv4;") }
+            .map { $0.split(separator: ";", omittingEmptySubsequences: false).map { Self.unescape(String($0)) } }
+    }
+
+    static func unescape(_ field: String) -> String {
+        var bytes: [UInt8] = []
+        var rest = Substring(field).utf8[...]
+        while let byte = rest.first {
+            let digits = rest.dropFirst().prefix(3)
+            if byte == UInt8(ascii: "\\"), digits.count == 3, digits.allSatisfy({ (48...57).contains($0) }),
+                let value = UInt8(String(decoding: digits, as: UTF8.self))
+            {
+                bytes.append(value)
+                rest = rest.dropFirst(4)
+            } else {
+                bytes.append(byte)
+                rest = rest.dropFirst()
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func discovery(_ node: Int) throws -> [String: Any] { (try status(node)["discovery"] as? [String: Any]) ?? [:] }
+
+    func agentLog(_ node: Int) -> String {
+        (try? String(contentsOfFile: "\(directory)/node-\(node)/agent.log", encoding: .utf8)) ?? ""
+    }
+
+    /// Stops everything the cluster started and deletes its namespaces and files.
+    func down() {
+        _ = try? run(["down"])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+@Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
+struct ClusterTests {
+    /// Three nodes of one group find each other through their own avahi-daemons, with no static
+    /// peers, and converge; a fourth node of another group on the same bridge sees them in mDNS
+    /// but never contacts them and gets none of their data. Along the way: three nodes asking for
+    /// the same instance name all get one (Avahi's alternatives), and an avahi-daemon that stops and
+    /// comes back leaves sync running and is used again.
+    @Test func nodesOfOneGroupFindEachOtherByMDNSAloneAndStrangersGetNothing() throws {
+        let cluster = Cluster(prefix: "lst4")
+        defer { cluster.down() }
+        try cluster.ok("up", "4")
+        for node in 1...4 { try cluster.lansync(node, "init", "--name", "node\(node)") }
+        try cluster.lansync(1, "group", "create")
+        let code = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        try cluster.lansync(2, "group", "join", code)
+        try cluster.lansync(3, "group", "join", code)
+        try cluster.lansync(4, "group", "create")
+        for node in 1...4 { try cluster.lansync(node, "log", "append", "notes", #"{"written_on":"node\#(node)"}"#) }
+
+        for node in 1...3 { try cluster.ok("start", "\(node)", "--mdns-name", "LANSync") }
+        try cluster.ok("start", "4")
+        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
+        for node in 1...3 { #expect(try cluster.status(node)["entries"] as? Int == 3) }
+
+        // A write after discovery is pushed to both other nodes.
+        try cluster.lansync(2, "log", "append", "notes", #"{"after":"discovery"}"#)
+        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
+        #expect(try cluster.status(3)["entries"] as? Int == 4)
+
+        // Every node is visible in mDNS, under distinct names (Avahi renames on collisions, which takes a
+        // few probing rounds); the TXT record has only v and g.
+        var resolved: [[String]] = []
+        #expect(
+            try eventually(within: 30) {
+                resolved = try cluster.browse(from: 4)
+                return Set(resolved.map { $0[7] }) == ["10.47.0.1", "10.47.0.2", "10.47.0.3", "10.47.0.4"]
+            }, "every node is seen in mDNS: \(resolved)")
+        let names = Set(resolved.map { $0[3] })
+        #expect(names.isSuperset(of: ["LANSync", "LANSync #2", "LANSync #3"]), "collisions resolved: \(names)")
+        for record in resolved {
+            let txt = record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            #expect(Set(txt.map { $0.split(separator: "=")[0] }) == ["v", "g"], "TXT holds only v and g: \(txt)")
+        }
+
+        // The stranger: sees three nodes of another group, contacts none, holds only its own entry.
+        #expect(try eventually { (try cluster.discovery(4)["other_groups"] as? Int) == 3 })
+        #expect(try cluster.discovery(4)["state"] as? String == "running")
+        #expect(try cluster.discovery(4)["same_group"] as? Int == 0)
+        #expect(try cluster.status(4)["entries"] as? Int == 1)
+        #expect(try cluster.status(4)["peers_connected"] as? Int == 0)
+        for node in 1...3 {
+            #expect(!cluster.agentLog(node).contains("10.47.0.4"), "node \(node) was never contacted by the stranger")
+            #expect(try eventually { (try cluster.discovery(node)["same_group"] as? Int) == 2 })
+            #expect(try eventually { (try cluster.discovery(node)["other_groups"] as? Int) == 1 })
+        }
+
+        // avahi-daemon stops on node 3: one warning, sync goes on over the open connections.
+        try cluster.ok("avahi", "3", "stop")
+        #expect(try eventually { (try cluster.discovery(3)["state"] as? String) == "unavailable" })
+        try cluster.lansync(1, "log", "append", "notes", #"{"while":"avahi is down on node3"}"#)
+        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
+        #expect(cluster.agentLog(3).components(separatedBy: "mDNS discovery unavailable").count - 1 == 1)
+        // …and comes back: node 3 advertises again and is seen by the others.
+        try cluster.ok("avahi", "3", "start")
+        #expect(try eventually(within: 30) { (try cluster.discovery(3)["advertised_as"] as? String) != nil })
+        #expect(
+            try eventually(within: 30) {
+                try cluster.browse(from: 1).contains { $0[7] == "10.47.0.3" }
+            })
+        #expect(cluster.agentLog(3).contains("mDNS discovery is back"))
+    }
+}
