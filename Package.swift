@@ -156,6 +156,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "LANSyncDiscoveryTests", dependencies: ["LANSyncDiscovery"], swiftSettings: strict),
+        .testTarget(
+            name: "LANSyncAgentTests", dependencies: ["LANSyncAgent", "LANSyncDiscovery"], swiftSettings: strict),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncStoreTests",

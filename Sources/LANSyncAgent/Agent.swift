@@ -76,18 +76,22 @@ public actor Agent: Service {
 
     private func serve() async throws {
         let control = try await ControlSocket.bind(node.dataDirectory)
-        let server = try await ServerBootstrap(group: eventLoops)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.backlog, value: 64)
-            .bind(host: configuration.listenHost, port: configuration.listenPort) { channel in
-                channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
-            }
+        let server: NIOAsyncChannel<FramedChannel, Never>
+        do {
+            server = try await listen(on: configuration.listenHost)
+        } catch where configuration.listenHost == "::" {
+            logger.notice("no IPv6 on this machine; listening on IPv4 only", metadata: ["error": "\(error)"])
+            server = try await listen(on: "0.0.0.0")
+        }
         let boundPort = server.channel.localAddress?.port ?? configuration.listenPort
         port = boundPort
         for waiter in listening { waiter.resume(returning: boundPort) }
         listening.removeAll()
         logger.info(
-            "listening", metadata: ["listen.address": "\(configuration.listenHost):\(boundPort)", "group.tag": "\(group.tag)"])
+            "listening",
+            metadata: [
+                "listen.address": "\(server.channel.localAddress.map(Self.describe) ?? "\(boundPort)")", "group.tag": "\(group.tag)",
+            ])
         try await withThrowingDiscardingTaskGroup { tasks in
             tasks.addTask {
                 try await server.executeThenClose { inbound in
@@ -108,6 +112,15 @@ public actor Agent: Service {
             tasks.addTask { await self.persistLoop() }
             tasks.addTask { try await ControlSocket.serve(control, agent: self) }
         }
+    }
+
+    private func listen(on host: String) async throws -> NIOAsyncChannel<FramedChannel, Never> {
+        try await ServerBootstrap(group: eventLoops)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 64)
+            .bind(host: host, port: configuration.listenPort) { channel in
+                channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
+            }
     }
 
     static func framed(_ channel: any Channel) throws -> FramedChannel {
@@ -251,12 +264,30 @@ public actor Agent: Service {
             try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
             throw ConnectionError.duplicate
         }
-        defer { Task { await self.unregister(session, replica: peer.replica) } }
         logger.info(
             "peer connected",
             metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
         try await sender.send(.state(try await session.ourState()))
         var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound, traffic: traffic)
+        // Unregistered before this returns, so that when the connection's end is reported, a session
+        // still registered for the peer is a newer connection that replaced this one.
+        do {
+            try await serve(session, channel: channel, sender: sender, receiver: &receiver)
+        } catch {
+            await unregister(session, replica: peer.replica)
+            throw error
+        }
+        await unregister(session, replica: peer.replica)
+        if Task.isCancelled {
+            // Best effort: a peer that is not reading must not hold up shutting down.
+            Task { try? await sender.send(.goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down")) }
+        }
+    }
+
+    /// The sync session's three loops: receive (never writes), push, keepalive.
+    private nonisolated func serve(
+        _ session: SyncSession, channel: FramedChannel, sender: SealedSender, receiver: inout SealedReceiver
+    ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 // The only task that writes. If it fails, the connection must not live on half-dead.
@@ -288,10 +319,6 @@ public actor Agent: Service {
             }
             await session.finish()
             // The push loop ends with the session; a failed send ends the connection.
-        }
-        if Task.isCancelled {
-            // Best effort: a peer that is not reading must not hold up shutting down.
-            Task { try? await sender.send(.goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down")) }
         }
     }
 
@@ -327,8 +354,19 @@ public actor Agent: Service {
         case .refusedByPeer(.clockSkew, _): refused = true
         default: refused = false
         }
+        if case .connectedToSelf = error as? ConnectionError {
+            // Our own advertisement (or our own address as a static peer): nothing to tell anyone.
+            await directory.forget(address: address)
+            logger.debug("dialed ourselves; not dialing that address again", metadata: ["peer.address": "\(address)"])
+            return
+        }
         if let device {
             if case .duplicate = error as? ConnectionError { return }
+            if sessions.values.contains(where: { $0.session.peer.device.description == device.id }) {
+                // A newer connection to the same peer replaced this one: the peer is still connected.
+                logger.debug("a replaced connection closed", metadata: ["peer.device": "\(device.id)", "reason": "\(reason)"])
+                return
+            }
             await directory.disconnected(device: device.id, name: device.name, address: address, error: reason, refused: refused)
             logger.info(
                 refused ? "peer refused" : "peer disconnected",
@@ -394,7 +432,11 @@ public actor Agent: Service {
     static func describe(_ address: SocketAddress) -> String {
         switch address {
         case .v4: return "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
-        case .v6: return "[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
+        case .v6:
+            let ip = address.ipAddress ?? "?"
+            // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: show them as IPv4.
+            if ip.hasPrefix("::ffff:"), ip.contains(".") { return "\(ip.dropFirst(7)):\(address.port ?? 0)" }
+            return "[\(ip)]:\(address.port ?? 0)"
         case .unixDomainSocket: return "local"
         }
     }

@@ -182,11 +182,11 @@ extension Agent {
             discovery.ownServices.insert(name)
         }
         guard !discovery.ownServices.contains(name) else { return }
-        // A static peer at the same address is already dialed by its own loop.
-        let configured = Set(configuration.staticPeers.map(\.description))
-        if service.endpoints.contains(where: { configured.contains($0.description) }) { return }
         let previous = discovery.peers[name]
         discovery.peers[name] = service
+        // A static peer at the same address is already dialed by its own loop: one peer, one loop.
+        let configured = Set(configuration.staticPeers.map(\.description))
+        if service.endpoints.contains(where: { configured.contains($0.description) }) { return }
         let addresses = service.endpoints.map(\.description).joined(separator: " ")
         if let dialer = discovery.dialers[name] {
             // The loop picks up new addresses at its next dial. An address that went away (the peer

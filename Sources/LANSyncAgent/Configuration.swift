@@ -4,7 +4,9 @@ public struct AgentConfiguration: Sendable {
     /// The TCP port LANSync listens on unless told otherwise.
     public static let defaultPort = 7741
 
-    public var listenHost: String = "0.0.0.0"
+    /// Every IPv6 and IPv4 address (dual stack), so peers found over IPv6 link-local can connect;
+    /// falls back to IPv4 only where the machine has no IPv6.
+    public var listenHost: String = "::"
     /// 0 picks a free port (printed when the agent starts).
     public var listenPort: Int = AgentConfiguration.defaultPort
     /// `host:port` of peers to dial, for networks where discovery does not reach.

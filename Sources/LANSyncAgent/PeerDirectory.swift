@@ -120,6 +120,11 @@ actor PeerDirectory {
         dirty = true
     }
 
+    /// Drops an address-only record (an address that turned out to be our own).
+    func forget(address: String) {
+        if byAddress.removeValue(forKey: address) != nil { dirty = true }
+    }
+
     /// Keeps at most 20 address-only records, dropping the oldest refused strangers first.
     private func trimRefused() {
         while byAddress.count > 20, let oldest = byAddress.first(where: { $0.value.state == .refused })?.key {

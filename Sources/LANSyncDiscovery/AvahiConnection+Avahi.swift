@@ -50,6 +50,16 @@ enum AvahiEvent: Sendable {
     case resolved(AvahiServiceKey, AvahiResolution)
 }
 
+/// Interface names for scoped IPv6 addresses (a libc call; kept with the other C interop).
+enum InterfaceName {
+    static func of(_ index: Int32) -> String? {
+        guard index > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+        guard if_indextoname(UInt32(index), &buffer) != nil else { return nil }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
 struct AvahiFailure: Error, CustomStringConvertible {
     let code: Int32
     var description: String { String(cString: avahi_strerror(code)) }

@@ -31,7 +31,12 @@ public struct DiscoveredEndpoint: Hashable, Sendable, CustomStringConvertible {
 
     public var isLinkLocalIPv6: Bool { isIPv6 && host.lowercased().hasPrefix("fe80:") }
 
-    public var description: String { isIPv6 ? "[\(host)%\(interface)]:\(port)" : "\(host):\(port)" }
+    /// `10.0.0.5:7741`, or `[fe80::1%eth0]:7741` for a link-local address (the interface by name when known).
+    public var description: String {
+        guard isIPv6 else { return "\(host):\(port)" }
+        guard isLinkLocalIPv6 else { return "[\(host)]:\(port)" }
+        return "[\(host)%\(InterfaceName.of(interface) ?? String(interface))]:\(port)"
+    }
 }
 
 /// A service instance seen on the LAN, merged over the interfaces and IP protocols it was found on.

@@ -21,7 +21,7 @@ struct Run: AsyncParsableCommand {
             """)
 
     @OptionGroup var global: GlobalOptions
-    @Option(help: ArgumentHelp("Address to listen on, HOST:PORT.", discussion: "Default: 0.0.0.0:7741.", valueName: "host:port"))
+    @Option(help: ArgumentHelp("Address to listen on, HOST:PORT.", discussion: "Default: [::]:7741, every IPv6 and IPv4 address (IPv4 only where the machine has no IPv6).", valueName: "host:port"))
     var listen: String?
     @Option(name: .customLong("peer"), help: ArgumentHelp("A peer to dial, HOST:PORT (repeatable).", valueName: "host:port"))
     var peers: [String] = []
@@ -79,7 +79,7 @@ struct Run: AsyncParsableCommand {
         Task {
             if let port = try? await agent.listeningPort() {
                 let out = Output()
-                out.line("listening on \(host):\(port)")
+                out.line("listening on \(PeerAddress(host: host, port: port))")
                 out.flush()
             }
         }

@@ -10,10 +10,14 @@ import Testing
         for index in 0..<20 { try cli.ok(["log", "append", "taps", "{\"a\":\(index)}"], node: "a") }
         try cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
         let a = try AgentProcess(cli, node: "a")
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address, "--no-mdns"])
         try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try cli.digest("a") == cli.digest("b"))
         #expect(try cli.entries("b") == 20)
+        // Discovery: off when asked; otherwise on (running, or unavailable where no avahi-daemon is reachable).
+        #expect(try cli.status("b")["discovery"] as? [String: Any] != nil)
+        #expect((try cli.status("b")["discovery"] as? [String: Any])?["state"] as? String == "off")
+        #expect(["starting", "running", "unavailable"].contains((try cli.status("a")["discovery"] as? [String: Any])?["state"] as? String ?? ""))
         // A write on one side reaches the other by itself.
         try cli.ok(["log", "append", "taps", "{\"live\":true}"], node: "b")
         #expect(try eventually { try cli.entries("a") == 21 })

@@ -137,7 +137,10 @@ struct ClusterTests {
         try cluster.lansync(4, "group", "create")
         for node in 1...4 { try cluster.lansync(node, "log", "append", "notes", #"{"written_on":"node\#(node)"}"#) }
 
-        for node in 1...3 { try cluster.ok("start", "\(node)", "--mdns-name", "LANSync") }
+        // Node 3 also has node 1 as a static peer: found both ways, it is still one peer.
+        try cluster.ok("start", "1", "--mdns-name", "LANSync")
+        try cluster.ok("start", "2", "--mdns-name", "LANSync")
+        try cluster.ok("start", "3", "--mdns-name", "LANSync", "--peer", "10.47.0.1:7741")
         try cluster.ok("start", "4")
         try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
         for node in 1...3 { #expect(try cluster.status(node)["entries"] as? Int == 3) }
@@ -161,6 +164,12 @@ struct ClusterTests {
             let txt = record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
             #expect(Set(txt.map { $0.split(separator: "=")[0] }) == ["v", "g"], "TXT holds only v and g: \(txt)")
         }
+
+        let devices = try cluster.lansync(3, "peers", "--json").split(separator: "\n").compactMap {
+            (try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["device_id"] as? String
+        }
+        #expect(devices.count == 2 && Set(devices).count == 2, "node 1, found by address and by mDNS, is one peer: \(devices)")
+        #expect(try cluster.status(3)["peers_connected"] as? Int == 2)
 
         // The stranger: sees three nodes of another group, contacts none, holds only its own entry.
         #expect(try eventually { (try cluster.discovery(4)["other_groups"] as? Int) == 3 })
@@ -188,5 +197,17 @@ struct ClusterTests {
                 try cluster.browse(from: 1).contains { $0[7] == "10.47.0.3" }
             })
         #expect(cluster.agentLog(3).contains("mDNS discovery is back"))
+
+        // A node with no IPv4 address at all: found and dialed over IPv6 link-local (scoped) only.
+        let v6 = Int(try cluster.ok("add").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(v6 == 5)
+        try cluster.ok("exec", "\(v6)", "ip", "-4", "addr", "flush", "dev", "eth0")
+        try cluster.lansync(v6, "init", "--name", "ipv6-only")
+        try cluster.lansync(v6, "group", "join", code)
+        try cluster.ok("start", "\(v6)")
+        try cluster.ok("wait-sync", "1", "2", "3", "\(v6)", "--timeout", "60")
+        #expect(try cluster.status(v6)["entries"] as? Int == 5)
+        let peers = try cluster.lansync(v6, "peers", "--json")
+        #expect(peers.contains("fe80:"), "connected over IPv6 link-local: \(peers)")
     }
 }
