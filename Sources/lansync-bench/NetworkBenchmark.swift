@@ -38,6 +38,9 @@ struct NetworkBenchmark {
         configuration.listenHost = "127.0.0.1"
         configuration.listenPort = 0
         configuration.staticPeers = peers
+        // Two agents on loopback with a static peer: discovery would only add noise (the cluster
+        // benchmark, scripts/cluster bench, measures it).
+        configuration.discovery = false
         let agent = try Agent(node: node, configuration: configuration, logger: Self.quietLogger)
         let task = Task { try await agent.run() }
         _ = try await agent.listeningPort()

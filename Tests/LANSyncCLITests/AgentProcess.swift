@@ -9,10 +9,12 @@ final class AgentProcess {
     private let output: String
 
     /// Starts an agent for `node` listening on a free loopback port, with extra arguments, and
-    /// waits until it prints its port.
+    /// waits until it prints its port. Discovery is off unless asked for: on a machine whose own
+    /// avahi-daemon runs, agents would otherwise find each other by mDNS and bypass, say, the
+    /// tampering proxy a test puts between them (discovery has its own tests, in namespaces).
     init(
         _ cli: CLI, node: String, arguments: [String] = [], environment: [String: String] = [:],
-        listen: String = "127.0.0.1:0"
+        listen: String = "127.0.0.1:0", discovery: Bool = false
     ) throws {
         self.node = node
         output = cli.root + "/agent-\(node)-\(UUID().uuidString).out"
@@ -20,7 +22,7 @@ final class AgentProcess {
         _ = FileManager.default.createFile(atPath: output + ".log", contents: nil)
         process.executableURL = URL(fileURLWithPath: CLI.executable)
         process.arguments = ["run", "--data-dir", cli.dataDir(node), "--listen", listen, "--log-level", "debug"]
-            + arguments
+            + (discovery ? [] : ["--no-mdns"]) + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env

@@ -9,8 +9,8 @@ import Testing
         try cli.group(of: "a", "b")
         for index in 0..<20 { try cli.ok(["log", "append", "taps", "{\"a\":\(index)}"], node: "a") }
         try cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
-        let a = try AgentProcess(cli, node: "a")
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address, "--no-mdns"])
+        let a = try AgentProcess(cli, node: "a", discovery: true)
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try cli.digest("a") == cli.digest("b"))
         #expect(try cli.entries("b") == 20)
