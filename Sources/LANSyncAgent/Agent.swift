@@ -37,6 +37,8 @@ public actor Agent: Service {
     /// mDNS: where discovery stands, the same-group services found, their dialers.
     var discovery = DiscoveryState()
     private var connections = 0
+    /// Set when a peer presents our own device ID: two machines with one machine-id.
+    private var sharedDeviceID = false
     private var listening: [CheckedContinuation<Int, any Error>] = []
     /// The TCP port once listening (useful with port 0).
     public private(set) var port: Int?
@@ -249,10 +251,14 @@ public actor Agent: Service {
             throw error
         }
         if let dialed { await remember(dialed, replica: peer.replica) }
+        let duplicateDevice = await isDuplicateDevice(peer)
         let rekeyed = await directory.connected(
             device: peer.device.description, name: peer.name, address: address,
             publicKey: handshaken.peerStaticKey.hexString, clockOffset: offset, now: Int64(node.clock.now()))
-        if rekeyed {
+        if duplicateDevice {
+            await directory.update(device: peer.device.description) { $0.duplicateDevice = true }
+        }
+        if rekeyed && !duplicateDevice {
             logger.notice(
                 "peer re-keyed: its device key changed (a reinstall); accepted through group membership",
                 metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"])
@@ -323,6 +329,34 @@ public actor Agent: Service {
     }
 
     private func remember(_ target: DialTarget, replica: ReplicaID) { targetReplica[target.key] = replica }
+
+    /// Whether this peer's device ID is ours, or that of another connected replica: machines
+    /// cloned from one image share /etc/machine-id and so the derived device ID. Data stays
+    /// correct (replicas, not devices, are the CRDT's actors); people need to hear about it.
+    private func isDuplicateDevice(_ peer: Hello) -> Bool {
+        if peer.device == node.deviceID {
+            if !sharedDeviceID {
+                sharedDeviceID = true
+                logger.warning("\(Self.clonedMachineAdvice(peer.device.description)) (the other one: \(peer.name))")
+            }
+            return true
+        }
+        let twin = sessions.values.contains { $0.session.peer.device == peer.device && $0.session.peer.replica != peer.replica }
+        if twin {
+            logger.warning(
+                "two connected machines present the same device ID (a cloned machine-id); `lansync status` on either one says how to fix it",
+                metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"])
+        }
+        return twin
+    }
+
+    /// What to tell the owner of a machine whose device ID another machine also has.
+    public static func clonedMachineAdvice(_ device: String) -> String {
+        "another machine has this device ID (\(device)): the two were cloned from one system image and share "
+            + "/etc/machine-id. Data stays correct, but peers cannot tell the two apart. Fix, on one of them: "
+            + "`sudo rm /etc/machine-id && sudo systemd-machine-id-setup`, then delete identity.json in the LANSync "
+            + "data directory and run `lansync init` (the data is kept; peers will show it re-keyed)"
+    }
 
     /// One connection per peer: when two exist (both dialed at once, or a redial), both sides keep
     /// the one initiated by the smaller replica ID; a newer one from the same side replaces the older.
@@ -426,7 +460,8 @@ public actor Agent: Service {
         }
         return AgentReport(
             port: port ?? 0, groupTag: group.tag, peers: await directory.all, connectedDigests: connected,
-            digest: (try? node.store.syncSummary().digest.description) ?? "", discovery: discoveryReport)
+            digest: (try? node.store.syncSummary().digest.description) ?? "", discovery: discoveryReport,
+            duplicateDeviceID: sharedDeviceID ? Self.clonedMachineAdvice(node.deviceID.description) : nil)
     }
 
     static func describe(_ address: SocketAddress) -> String {
@@ -451,9 +486,12 @@ public struct AgentReport: Codable, Sendable {
     public let connectedDigests: [String: String]
     public let digest: String
     public let discovery: DiscoveryReport?
+    /// Set, with the fix, when another machine presented this device's own ID.
+    public let duplicateDeviceID: String?
 
     enum CodingKeys: String, CodingKey {
         case port, groupTag = "group_tag", peers, connectedDigests = "connected_digests", digest, discovery
+        case duplicateDeviceID = "duplicate_device_id"
     }
 }
 

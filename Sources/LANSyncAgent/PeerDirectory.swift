@@ -24,12 +24,14 @@ public struct PeerRecord: Codable, Sendable, Equatable {
     public var rekeyed: Bool?
     public var publicKey: String?
     public var digest: String?
+    /// Two machines present this device ID (a cloned machine-id): `lansync status` gives the fix.
+    public var duplicateDevice: Bool?
 
     enum CodingKeys: String, CodingKey {
         case deviceID = "device_id", name, address, state
         case lastSeen = "last_seen", lastSync = "last_sync", weLack = "we_lack", theyLack = "they_lack"
         case clockOffsetMilliseconds = "clock_offset_ms", lastError = "last_error", rekeyed
-        case publicKey = "public_key", digest
+        case publicKey = "public_key", digest, duplicateDevice = "duplicate_device"
     }
 }
 

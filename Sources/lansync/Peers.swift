@@ -9,7 +9,7 @@ struct Peers: AsyncParsableCommand {
         discussion: """
             Asks the running agent; when none runs, shows what it recorded when it last ran.
 
-            --json prints one object per line: device_id, name, address, state (connected, dialing, refused, unreachable, disconnected), last_seen and last_sync (ms since the epoch), we_lack and they_lack (operations), clock_offset_ms, last_error, rekeyed.
+            --json prints one object per line: device_id, name, address, state (connected, dialing, refused, unreachable, disconnected), last_seen and last_sync (ms since the epoch), we_lack and they_lack (operations), clock_offset_ms, last_error, rekeyed, duplicate_device (two machines present this device ID).
 
             Examples:
               lansync peers
@@ -40,7 +40,11 @@ struct Peers: AsyncParsableCommand {
         var rows = [["NAME", "DEVICE", "ADDRESS", "STATE", "LAST SEEN", "WE LACK", "THEY LACK", "NOTE"]]
         for peer in peers {
             var notes = [String]()
-            if peer.rekeyed == true { notes.append("re-keyed") }
+            if peer.duplicateDevice == true {
+                notes.append("DUPLICATE device ID: two machines share it (cloned machine-id; `lansync status` on them says how to fix)")
+            } else if peer.rekeyed == true {
+                notes.append("re-keyed")
+            }
             if let error = peer.lastError, peer.state != .connected { notes.append(error) }
             rows.append([
                 peer.name ?? "-", peer.deviceID.map { String($0.prefix(7)) } ?? "-", peer.address ?? "-",

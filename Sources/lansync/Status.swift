@@ -9,7 +9,7 @@ struct Status: AsyncParsableCommand {
         discussion: """
             Two replicas with the same digest hold exactly the same entries and preference values.
 
-            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port, discovery (null when the agent is not running; else state — off, starting, running or unavailable — advertised_as, detail, same_group, other_groups).
+            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port, duplicate_device_id (null, or the problem and its fix), discovery (null when the agent is not running; else state — off, starting, running or unavailable — advertised_as, detail, same_group, other_groups).
 
             Examples:
               lansync status
@@ -44,6 +44,7 @@ struct Status: AsyncParsableCommand {
                     ("agent_running", agent == nil ? "false" : "true"), ("peers_connected", "\(connected)"),
                     ("port", agent.map { "\($0.port)" } ?? "null"),
                     ("discovery", agent?.discovery.map(Self.json) ?? "null"),
+                    ("duplicate_device_id", agent?.duplicateDeviceID.map(ExportFile.quoted) ?? "null"),
                 ].jsonObject)
         } else {
             for line in aligned([
@@ -57,6 +58,7 @@ struct Status: AsyncParsableCommand {
                 ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
                 ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
             ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])) { out.line(line) }
+            if let duplicate = agent?.duplicateDeviceID { note("lansync: warning: \(duplicate)") }
         }
     }
 

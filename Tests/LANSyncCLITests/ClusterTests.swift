@@ -34,12 +34,13 @@ struct Cluster {
 
     /// Runs `scripts/cluster --prefix P --dir D ARGS`; output and errors together.
     @discardableResult
-    func run(_ arguments: [String]) throws -> Result {
+    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [Self.script, "--prefix", prefix, "--dir", directory] + arguments
         var environment = ProcessInfo.processInfo.environment
         environment["LANSYNC_BIN"] = CLI.executable
+        for (key, value) in extra { environment[key] = value }
         process.environment = environment
         let outPath = NSTemporaryDirectory() + "cluster-out-\(UUID().uuidString)"
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
@@ -47,7 +48,14 @@ struct Cluster {
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardOutput = out
         process.standardError = out
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        var inPath: String?
+        if let stdin {
+            let path = NSTemporaryDirectory() + "cluster-in-\(UUID().uuidString)"
+            try stdin.write(toFile: path, atomically: true, encoding: .utf8)
+            inPath = path
+        }
+        defer { if let inPath { try? FileManager.default.removeItem(atPath: inPath) } }
+        process.standardInput = FileHandle(forReadingAtPath: inPath ?? "/dev/null")
         try process.run()
         process.waitUntilExit()
         return Result(status: process.terminationStatus, output: try String(contentsOfFile: outPath, encoding: .utf8))
@@ -68,9 +76,12 @@ struct Cluster {
         try ok(["lansync", "\(node)"] + arguments)
     }
 
-    private func ok(_ arguments: [String]) throws -> String {
-        let result = try run(arguments)
-        #expect(result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)")
+    @discardableResult
+    func ok(_ arguments: [String], stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let result = try run(arguments, stdin: stdin)
+        #expect(
+            result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
+            sourceLocation: sourceLocation)
         return result.output
     }
 
