@@ -120,9 +120,17 @@ public actor Agent: Service {
         try await ServerBootstrap(group: eventLoops)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 64)
+            .childChannelOption(Self.tcpUserTimeout, value: Self.milliseconds(configuration.unacknowledgedTimeout))
             .bind(host: host, port: configuration.listenPort) { channel in
                 channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
             }
+    }
+
+    static let tcpUserTimeout = ChannelOptions.Types.SocketOption(
+        level: .tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT)))
+
+    static func milliseconds(_ duration: Duration) -> SocketOptionValue {
+        SocketOptionValue(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
     static func framed(_ channel: any Channel) throws -> FramedChannel {
@@ -161,6 +169,7 @@ public actor Agent: Service {
                 await directory.address(endpoint.description, state: .dialing)
                 do {
                     let bootstrap = ClientBootstrap(group: eventLoops).connectTimeout(.seconds(5))
+                        .channelOption(Self.tcpUserTimeout, value: Self.milliseconds(configuration.unacknowledgedTimeout))
                     let channel = try await endpoint.connect(bootstrap) { channel in
                         channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
                     }

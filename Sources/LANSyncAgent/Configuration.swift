@@ -23,10 +23,18 @@ public struct AgentConfiguration: Sendable {
     /// Rows per delta message while catching a peer up.
     public var deltaBatchRows = 1_000
     /// Keepalive: a ping this often, and a connection with nothing received for three times as long ends.
-    public var keepalive: Duration = .seconds(15)
+    /// Short, because a LAN link that comes back (a laptop back on Wi-Fi, a healed partition) should
+    /// sync within seconds: a dead connection is noticed after 6 s and redialed. A ping is a few
+    /// dozen bytes every 2 s.
+    public var keepalive: Duration = .seconds(2)
     /// Dialing backoff: from `minBackoff`, doubling up to `maxBackoff`, with ±20% jitter.
     public var minBackoff: Duration = .milliseconds(250)
-    public var maxBackoff: Duration = .seconds(30)
+    /// Capped low: dialing an absent LAN peer is cheap, and the cap bounds how long a returning
+    /// peer waits to be dialed again.
+    public var maxBackoff: Duration = .seconds(5)
+    /// Unacknowledged data older than this ends a TCP connection (TCP_USER_TIMEOUT), so a peer
+    /// that vanished mid-transfer is noticed without waiting for retransmissions to give up.
+    public var unacknowledgedTimeout: Duration = .seconds(6)
 
     public init() {}
 }
