@@ -18,7 +18,11 @@ struct Lansync: AsyncParsableCommand {
               lansync pref set controls/slider/sensitivity 0.7
               lansync status
 
-            Every command takes --data-dir DIR (before or after the command's name); without it the data directory is $LANSYNC_DATA_DIR, else $XDG_DATA_HOME/lansync, else ~/.local/share/lansync. Each command's --help has examples.
+            Every command takes --data-dir DIR (before or after the command's name); without it the data directory is $LANSYNC_DATA_DIR, else data-dir in the config file, else $XDG_DATA_HOME/lansync, else ~/.local/share/lansync. Each command's --help has examples.
+
+            --config FILE names a configuration file (default: $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf, when present). Flags override it.
+
+            Concepts: lansync help groups | streams | preferences | reinstall | discovery | config
             """,
         version: "0.1.0",
         subcommands: [
@@ -29,8 +33,20 @@ struct Lansync: AsyncParsableCommand {
 
     /// Parses with global options hoisted (see `GlobalOptions.hoisted`), then runs the command.
     static func main() async {
+        let arguments: [String]
         do {
-            var command = try parseAsRoot(GlobalOptions.hoisted(Array(CommandLine.arguments.dropFirst())))
+            arguments = try LoadedConfig.load(
+                arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+        } catch {
+            note("lansync: error: \(error)")
+            Foundation.exit(1)
+        }
+        if let topic = HelpTopic.requested(by: arguments) {
+            Output().line(topic.text)
+            return
+        }
+        do {
+            var command = try parseAsRoot(GlobalOptions.hoisted(arguments))
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -51,6 +67,13 @@ struct GlobalOptions: ParsableArguments {
             discussion: "Default: $LANSYNC_DATA_DIR, else $XDG_DATA_HOME/lansync, else ~/.local/share/lansync.",
             valueName: "dir"))
     var dataDir: String?
+    @Option(
+        name: .customLong("config"),
+        help: ArgumentHelp(
+            "A configuration file (key = value lines; see `lansync help config`).",
+            discussion: "Default: $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf.",
+            valueName: "file"))
+    var config: String?
 
     /// Lets `lansync --data-dir DIR log list` work like `lansync log list --data-dir DIR`: each
     /// command declares the option itself, so an occurrence before the command's name is moved to
@@ -76,7 +99,10 @@ struct GlobalOptions: ParsableArguments {
     }
 
     var dataDirectory: DataDirectory {
-        DataDirectory.resolve(explicit: dataDir, environment: ProcessInfo.processInfo.environment)
+        let environment = ProcessInfo.processInfo.environment
+        let fromEnvironment = environment["LANSYNC_DATA_DIR"].map { !$0.isEmpty } ?? false
+        return DataDirectory.resolve(
+            explicit: dataDir ?? (fromEnvironment ? nil : LoadedConfig.file.dataDir), environment: environment)
     }
 
     /// Opens the initialised node, or fails with a message that says to run `init`.

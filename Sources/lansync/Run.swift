@@ -18,6 +18,7 @@ struct Run: AsyncParsableCommand {
               lansync run --listen 0.0.0.0:7741 --peer 192.168.1.20:7741 --peer laptop.local:7741
               lansync run --listen 127.0.0.1:0      (port 0 picks a free port and prints it)
               lansync run --no-mdns --peer 10.0.0.5:7741   (no discovery: static peers only)
+              lansync --config /etc/lansync/lansync.conf run   (settings from a file; see `lansync help config`)
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -37,9 +38,13 @@ struct Run: AsyncParsableCommand {
     @Option(
         name: .customLong("max-clock-skew"),
         help: ArgumentHelp("Refuse peers whose clock differs from ours by more than this many seconds.", valueName: "seconds"))
-    var maxClockSkew: Int = 120
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning or error.")
-    var logLevel: String = "info"
+    var maxClockSkew: Int?
+    @Option(
+        name: .customLong("max-connections"),
+        help: ArgumentHelp("Connections at once, in and out (default 64).", valueName: "count"))
+    var maxConnections: Int?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
+    var logLevel: String?
 
     func validate() throws {
         if let listen, PeerAddress(listen) == nil { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
@@ -49,29 +54,37 @@ struct Run: AsyncParsableCommand {
         if let mdnsName, mdnsName.isEmpty || mdnsName.utf8.count > 63 {
             throw ValidationError("--mdns-name must be 1 to 63 bytes long (a DNS label)")
         }
-        if maxClockSkew < 1 { throw ValidationError("--max-clock-skew must be at least 1 second") }
-        if Logger.Level(rawValue: logLevel) == nil {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")
+        if let maxClockSkew, maxClockSkew < 1 { throw ValidationError("--max-clock-skew must be at least 1 second") }
+        if let maxConnections, !(1...4_096).contains(maxConnections) {
+            throw ValidationError("--max-connections must be from 1 to 4096")
+        }
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
+        let file = LoadedConfig.file
+        let level = Logger.Level(rawValue: logLevel ?? file.logLevel ?? "info") ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
         let logger = Logger(label: "lansync")
+        // Defaults, then the config file, then flags.
         var configuration = AgentConfiguration()
+        file.apply(to: &configuration)
         if let listen = listen.flatMap({ PeerAddress($0) }) {
             configuration.listenHost = listen.host
             configuration.listenPort = listen.port
         }
-        configuration.staticPeers = peers.compactMap { PeerAddress($0) }
-        configuration.discovery = !noMDNS
-        configuration.mdnsName = mdnsName
-        configuration.maxClockSkewMilliseconds = UInt64(maxClockSkew) * 1000
+        if !peers.isEmpty { configuration.staticPeers = peers.compactMap { PeerAddress($0) } }
+        if noMDNS { configuration.discovery = false }
+        if let mdnsName { configuration.mdnsName = mdnsName }
+        if let maxClockSkew { configuration.maxClockSkewMilliseconds = UInt64(maxClockSkew) * 1000 }
+        if let maxConnections { configuration.maxConnections = maxConnections }
+        if let path = LoadedConfig.path { logger.info("configuration file", metadata: ["config.path": "\(path)"]) }
         let agent = try await reportingErrors {
             try Agent(node: try global.openNode(), configuration: configuration, logger: logger)
         }

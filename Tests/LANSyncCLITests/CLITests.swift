@@ -246,3 +246,44 @@ import Testing
         #expect(try cli.ok(["group", "join", other, "--replace"], node: "b").contains("joined group"))
     }
 }
+
+@Suite struct ConfigCLITests {
+    @Test func theConfigFileSetsTheDataDirectoryAndFlagsWin() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let config = cli.root + "/lansync.conf"
+        try "# test\ndata-dir = \(cli.dataDir("fromconfig"))\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try cli.ok(["--config", config, "init", "--name", "configured"], node: nil)
+        #expect(FileManager.default.fileExists(atPath: cli.dataDir("fromconfig") + "/identity.json"))
+        // --data-dir wins over the file.
+        try cli.ok(["init", "--name", "flagged", "--config", config], node: "flag")
+        #expect(FileManager.default.fileExists(atPath: cli.dataDir("flag") + "/identity.json"))
+        let status = try cli.ok(["status", "--json", "--config=\(config)"], node: nil)
+        #expect(status.contains("\"name\":\"configured\""))
+    }
+
+    @Test func aBadConfigStopsEveryCommandWithTheLineAndWritesNothing() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let config = cli.root + "/bad.conf"
+        try "data-dir = \(cli.dataDir("x"))\nmax-clock-skew = soon\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try cli.run(["--config", config, "init"], node: nil)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("bad.conf:2: max-clock-skew: 'soon'"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: cli.dataDir("x")), "nothing ran")
+        let missing = try cli.run(["--config", cli.root + "/absent.conf", "status"], node: nil)
+        #expect(missing.status == 1 && missing.stderr.contains("does not exist"))
+    }
+
+    @Test func helpTopicsExplainTheConcepts() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        for topic in ["groups", "streams", "preferences", "reinstall", "discovery", "config"] {
+            let text = try cli.ok(["help", topic], node: nil)
+            #expect(text.hasPrefix(topic.uppercased()), "\(topic): \(text.prefix(40))")
+            #expect(text.contains("lansync "), "\(topic) shows a command")
+        }
+        #expect(try cli.ok(["help", "group"], node: nil).hasPrefix("GROUPS"), "singular works too")
+        #expect(try cli.ok(["--version"], node: nil).trimmingCharacters(in: .whitespacesAndNewlines).first?.isNumber == true)
+    }
+}

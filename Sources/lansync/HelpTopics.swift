@@ -1,0 +1,98 @@
+/// `lansync help TOPIC`: the concepts a newcomer needs, beside each command's own --help.
+enum HelpTopic: String, CaseIterable {
+    case groups, streams, preferences, reinstall, discovery, config
+
+    /// The topic asked for by `lansync help TOPIC` (singular forms too), or nil for anything else,
+    /// which goes on to the command parser (`lansync help log` is the log command's help).
+    static func requested(by arguments: [String]) -> HelpTopic? {
+        guard arguments.count == 2, arguments[0] == "help" else { return nil }
+        let word = arguments[1].lowercased()
+        return HelpTopic(rawValue: word) ?? HelpTopic(rawValue: word + "s")
+    }
+
+    var text: String {
+        switch self {
+        case .groups:
+            return """
+                GROUPS
+
+                A group is the set of devices that sync with each other: a family's machines and the therapy room's. One device creates it and prints a join code; each other device joins with that code:
+
+                  lansync group create              (on the first device; prints the code)
+                  lansync group join CODE           (on each other device)
+                  lansync group show [--code]       (the group's public tag; --code prints the code again)
+
+                The join code carries the group's 256-bit secret: whoever has it can read and write everything the group holds, so treat it like a house key. Codes are 8 blocks of 7 characters; typos are caught by a checksum, and O/I/L are read as 0/1/1.
+
+                Devices prove membership in every connection's handshake (Noise, with the secret as a pre-shared key): a device without the secret is refused at the first message and learns nothing, and shows in `lansync peers` as refused. mDNS advertises only the group's public tag, from which the secret cannot be recovered.
+
+                To remove a device, create a new group and join it from the remaining devices (there is no revocation of a single device yet).
+                """
+        case .streams:
+            return """
+                STREAMS
+
+                A stream is a named, append-only log: symbol_taps, phrases, sessions. Each entry is immutable and carries an id (a UUIDv7 unless you give one with --id), the device and replica that wrote it, a hybrid-logical-clock reading, the wall-clock time, and a JSON payload.
+
+                  lansync log append symbol_taps '{"symbol_id":12,"label":"more"}'
+                  lansync log list symbol_taps --since 2026-11-21T00:00:00Z
+
+                Streams are grow-only sets: entries from every device merge without conflicts, nothing is lost or duplicated, and appending an id that exists returns the entry already held (so retries are safe). An append is durable when the command returns, and never waits for the network.
+                """
+        case .preferences:
+            return """
+                PREFERENCES
+
+                A preference is a key holding one JSON value: controls/slider/sensitivity = 0.7, caregiver/active = "mum". It is a last-writer-wins register: when two devices set it while apart, every device ends with the same winner, the write with the greatest hybrid-logical-clock reading (the replica ID breaks exact ties).
+
+                  lansync pref set caregiver/active '"mum"'
+                  lansync pref get caregiver/active
+                  lansync pref unset caregiver/active      (a tombstone: the unset wins like a write)
+
+                A device whose clock is far ahead cannot win forever: peers more than --max-clock-skew (120 s by default) off are refused.
+                """
+        case .reinstall:
+            return """
+                REINSTALL
+
+                The device ID comes from /etc/machine-id through a keyed hash, so it survives a reinstall or a wiped data directory: run `lansync init` again and the same device ID returns, with a new key pair and a new replica ID. Then `lansync group join CODE` and start the agent: the node refills from its peers. Its new writes use the new replica ID, so they never collide with the old install's.
+
+                Peers accept the new key through group membership and show the device as "re-keyed" in `lansync peers`.
+
+                Two machines cloned from one system image share a machine-id and so a device ID; LANSync reports it (`lansync status`, `lansync peers`) with the fix. Data stays correct either way.
+                """
+        case .discovery:
+            return """
+                DISCOVERY
+
+                `lansync run` advertises the node over mDNS (through the system's avahi-daemon) as _lansync._tcp and dials every node of its group it finds; joining the group is the only setup. The advertisement holds a neutral name and two TXT keys: v (protocol version) and g (the group's public tag) — no device ID, no names.
+
+                  avahi-browse -rt _lansync._tcp     (every node on the LAN)
+                  lansync status                     (the discovery line)
+                  lansync run --no-mdns --peer 192.168.1.20:7741    (static peers only)
+
+                Without avahi-daemon the agent warns once, syncs with static peers, and resumes discovery when the daemon starts (`sudo systemctl start avahi-daemon`). Where multicast does not reach (some guest Wi-Fi), give peers with --peer or `peer =` in the config file.
+                """
+        case .config:
+            return """
+                CONFIG
+
+                A configuration file sets what `lansync run` would take as flags, and the data directory. It is read from --config FILE, else $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf (when present). Flags given on the command line override it.
+
+                One `key = value` per line; # starts a comment; every key is optional; peer may repeat:
+
+                  data-dir = /var/lib/lansync
+                  listen = [::]:7741
+                  peer = 192.168.1.20:7741
+                  peer = laptop.local:7741
+                  log-level = info                 (trace, debug, info, notice, warning, error, critical)
+                  max-clock-skew = 120             (seconds, 1-86400)
+                  max-connections = 64             (1-4096)
+                  mdns = on                        (on or off)
+                  mdns-name = LANSync therapy room
+
+                An unknown key or a bad value stops every command with the file, the line and the reason.
+                """
+        }
+    }
+}
