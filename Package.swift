@@ -98,6 +98,7 @@ let package = Package(
             name: "lansync",
             dependencies: [
                 "LANSyncAgent",
+                "LANSyncDiscovery",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // LANSync re-exports Core and Store; naming them keeps incremental builds honest
                 // (without it a change to a Store type's layout was not recompiled into the CLI).

@@ -251,3 +251,32 @@ struct ServiceTable {
         return .appeared(service)
     }
 }
+
+extension MDNSDiscovery {
+    /// Whether avahi-daemon answers: nil when it runs, else why not (for `lansync doctor`).
+    public static func probe(timeout: Duration = .seconds(2)) async -> String? {
+        let (raw, continuation) = AsyncStream.makeStream(of: AvahiEvent.self)
+        let connection: AvahiConnection
+        do {
+            connection = try AvahiConnection(events: continuation)
+        } catch {
+            return "avahi-daemon cannot be reached (\(error))"
+        }
+        defer { connection.shutdown() }
+        let deadline = ContinuousClock.now + timeout
+        let timer = Task {
+            try? await Task.sleep(until: deadline)
+            continuation.yield(.client(.failed(code: 0, message: "no answer from avahi-daemon within \(timeout)")))
+        }
+        defer { timer.cancel() }
+        for await event in raw {
+            switch event {
+            case .client(.running), .client(.registering), .client(.collision): return nil
+            case .client(.connecting): return "avahi-daemon is not running (D-Bus is up, the daemon is not)"
+            case .client(.failed(_, let message)): return message
+            default: continue
+            }
+        }
+        return "the connection to avahi-daemon ended"
+    }
+}

@@ -287,3 +287,24 @@ import Testing
         #expect(try cli.ok(["--version"], node: nil).trimmingCharacters(in: .whitespacesAndNewlines).first?.isNumber == true)
     }
 }
+
+@Suite struct DoctorCLITests {
+    @Test func doctorNamesEachProblemWithItsFix() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init", "--name", "checked"], node: "a")
+        let alone = try cli.run(["doctor"], node: "a")
+        #expect(alone.status == 1)
+        #expect(alone.stdout.contains("FAIL  in no group"), "\(alone.stdout)")
+        #expect(alone.stdout.contains("fix: `lansync group create`"))
+        #expect(alone.stdout.contains("no agent running"))
+        try cli.ok(["group", "create"], node: "a")
+        chmod(cli.dataDir("a"), 0o755)
+        let open = try cli.run(["doctor"], node: "a")
+        #expect(open.stdout.contains("is readable by others (mode 755)"), "\(open.stdout)")
+        #expect(open.stdout.contains("fix: chmod 700 \(cli.dataDir("a"))"))
+        #expect(!open.stdout.contains("in no group"))
+        let missing = try cli.run(["doctor"], node: "nothing-here")
+        #expect(missing.status == 1 && missing.stdout.contains("lansync init"))
+    }
+}

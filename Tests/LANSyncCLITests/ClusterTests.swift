@@ -200,6 +200,8 @@ struct ClusterTests {
         try cluster.lansync(1, "log", "append", "notes", #"{"while":"avahi is down on node3"}"#)
         try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
         #expect(cluster.agentLog(3).components(separatedBy: "mDNS discovery unavailable").count - 1 == 1)
+        let doctor = try cluster.run(["lansync", "3", "doctor"])
+        #expect(doctor.status == 1 && doctor.output.contains("FAIL  avahi-daemon"), "doctor names the daemon: \(doctor.output)")
         // …and comes back: node 3 advertises again and is seen by the others.
         try cluster.ok("avahi", "3", "start")
         #expect(try eventually(within: 30) { (try cluster.discovery(3)["advertised_as"] as? String) != nil })
@@ -208,6 +210,8 @@ struct ClusterTests {
                 try cluster.browse(from: 1).contains { $0[7] == "10.47.0.3" }
             })
         #expect(cluster.agentLog(3).contains("mDNS discovery is back"))
+        let healthy = try cluster.run(["lansync", "3", "doctor"])
+        #expect(healthy.status == 0 && healthy.output.contains("ok    mDNS: advertised as"), "\(healthy.output)")
 
         // A node with no IPv4 address at all: found and dialed over IPv6 link-local (scoped) only.
         let v6 = Int(try cluster.ok("add").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0

@@ -1,0 +1,233 @@
+import ArgumentParser
+import Foundation
+import LANSync
+import LANSyncAgent
+import LANSyncDiscovery
+
+struct Doctor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check what usually goes wrong, and say what to do about each problem.",
+        discussion: """
+            Checks the data directory's permissions, the identity and group, the agent, avahi-daemon, network interfaces that can carry multicast (mDNS), a firewall closing LANSync's port or mDNS, clocks that disagree with peers', peers refused and why, and a device ID shared with a cloned machine. Each line is ok, warn or FAIL, with the fix under it. Exits 1 when anything failed.
+
+            Examples:
+              lansync doctor
+              sudo -u lansync lansync doctor      (the service's node)
+            """)
+
+    @OptionGroup var global: GlobalOptions
+
+    enum Verdict: String { case ok, warn, fail = "FAIL" }
+
+    struct Finding {
+        let verdict: Verdict
+        let text: String
+        var fix: String?
+    }
+
+    func run() async throws {
+        var findings = [Finding]()
+        let directory = global.dataDirectory
+        findings += Self.checkPermissions(directory)
+        let node: LANSyncNode
+        do {
+            node = try global.openNode()
+            findings.append(Finding(verdict: .ok, text: "node \(node.identity.name) (\(node.deviceID)) in \(directory.path)"))
+        } catch {
+            findings.append(
+                Finding(
+                    verdict: .fail, text: "no usable node in \(directory.path): \(error)",
+                    fix: "`lansync init --name NAME` (or --data-dir to point at the right directory)"))
+            Self.print(findings)
+            throw ExitCode(1)
+        }
+        if let tag = try? node.group()?.tag {
+            findings.append(Finding(verdict: .ok, text: "in group \(tag)"))
+        } else {
+            findings.append(
+                Finding(
+                    verdict: .fail, text: "in no group: this node syncs with nobody",
+                    fix: "`lansync group create` on the first device, `lansync group join CODE` on the others"))
+        }
+        let report = await ControlClient.report(directory)
+        if let report {
+            findings.append(Finding(verdict: .ok, text: "agent running, listening on port \(report.port)"))
+        } else {
+            findings.append(
+                Finding(
+                    verdict: .warn, text: "no agent running: nothing syncs until one does",
+                    fix: "`lansync run` (or `sudo systemctl start lansync` for the service)"))
+        }
+        findings += await Self.checkDiscovery(report)
+        findings += Self.checkMulticastInterfaces()
+        findings += Self.checkFirewall(port: report?.port ?? AgentConfiguration.defaultPort)
+        findings += Self.checkPeers(report?.peers ?? ControlClient.savedPeers(directory))
+        if let duplicate = report?.duplicateDeviceID {
+            findings.append(Finding(verdict: .fail, text: "duplicate device ID", fix: duplicate))
+        }
+        Self.print(findings)
+        if findings.contains(where: { $0.verdict == .fail }) { throw ExitCode(1) }
+    }
+
+    static func print(_ findings: [Finding]) {
+        let out = Output()
+        for finding in findings {
+            out.line("\(finding.verdict.rawValue.padding(toLength: 4, withPad: " ", startingAt: 0))  \(finding.text)")
+            if let fix = finding.fix, finding.verdict != .ok { out.line("      fix: \(fix)") }
+        }
+        let failed = findings.filter { $0.verdict == .fail }.count
+        let warned = findings.filter { $0.verdict == .warn }.count
+        out.line(failed + warned == 0 ? "all checks passed" : "\(failed) failed, \(warned) warning\(warned == 1 ? "" : "s")")
+    }
+
+    static func checkPermissions(_ directory: DataDirectory) -> [Finding] {
+        let manager = FileManager.default
+        guard let attributes = try? manager.attributesOfItem(atPath: directory.path) else { return [] }
+        var findings = [Finding]()
+        let mode = (attributes[.posixPermissions] as? Int) ?? 0
+        if mode & 0o077 != 0 {
+            findings.append(
+                Finding(
+                    verdict: .fail, text: "data directory \(directory.path) is readable by others (mode \(String(mode, radix: 8)))",
+                    fix: "chmod 700 \(directory.path)"))
+        }
+        if let owner = attributes[.ownerAccountID] as? Int, owner != Int(getuid()) {
+            findings.append(
+                Finding(
+                    verdict: .fail, text: "data directory \(directory.path) belongs to another user (uid \(owner))",
+                    fix: "run lansync as its owner (e.g. `sudo -u lansync lansync …` for the service), or chown it"))
+        }
+        for name in ["identity.json", "group.json", "replica.sqlite", "replica.sqlite-wal", "peers.json"] {
+            let path = directory.path + "/" + name
+            guard let file = try? manager.attributesOfItem(atPath: path) else { continue }
+            let fileMode = (file[.posixPermissions] as? Int) ?? 0
+            if fileMode & 0o077 != 0 {
+                findings.append(
+                    Finding(
+                        verdict: .fail, text: "\(path) is readable by others (mode \(String(fileMode, radix: 8)))",
+                        fix: "chmod 600 \(path)"))
+            }
+        }
+        if findings.isEmpty { findings.append(Finding(verdict: .ok, text: "data directory is private to its owner")) }
+        return findings
+    }
+
+    static func checkDiscovery(_ report: AgentReport?) async -> [Finding] {
+        let install = "`sudo apt install avahi-daemon && sudo systemctl enable --now avahi-daemon`"
+        if let discovery = report?.discovery {
+            switch discovery.state {
+            case "off":
+                return [Finding(verdict: .warn, text: "mDNS discovery is off (--no-mdns or `mdns = off`): only static peers sync")]
+            case "unavailable":
+                return [
+                    Finding(
+                        verdict: .fail, text: "avahi-daemon: \(discovery.detail ?? "unavailable"); peers are not discovered",
+                        fix: install)
+                ]
+            default:
+                return [
+                    Finding(
+                        verdict: .ok,
+                        text: "mDNS: advertised as '\(discovery.advertisedAs ?? "-")', \(discovery.sameGroup) node(s) of this group seen")
+                ]
+            }
+        }
+        if let problem = await MDNSDiscovery.probe() {
+            return [Finding(verdict: .fail, text: "avahi-daemon: \(problem); peers will not be discovered", fix: install)]
+        }
+        return [Finding(verdict: .ok, text: "avahi-daemon is running")]
+    }
+
+    /// Interfaces that are up, not loopback, and can multicast: without one, mDNS cannot work.
+    static func checkMulticastInterfaces() -> [Finding] {
+        let root = "/sys/class/net"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
+        let usable = names.sorted().filter { name in
+            guard let text = try? String(contentsOfFile: "\(root)/\(name)/flags", encoding: .utf8),
+                let flags = Int(text.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst(2), radix: 16)
+            else { return false }
+            let up = 0x1
+            let loopback = 0x8
+            let multicast = 0x1000
+            return flags & up != 0 && flags & loopback == 0 && flags & multicast != 0
+        }
+        if usable.isEmpty {
+            return [
+                Finding(
+                    verdict: .fail, text: "no network interface is up with multicast: mDNS cannot reach anyone",
+                    fix: "connect to the network (or `ip link set DEV multicast on`); where multicast is blocked, use `--peer HOST:PORT`")
+            ]
+        }
+        return [Finding(verdict: .ok, text: "multicast-capable interfaces: \(usable.joined(separator: ", "))")]
+    }
+
+    /// Reads the firewall (nftables or iptables) for an input policy of drop that opens neither
+    /// LANSync's port nor mDNS (UDP 5353).
+    static func checkFirewall(port: Int) -> [Finding] {
+        var rules: String?
+        for command in [["nft", "list", "ruleset"], ["iptables", "-S", "INPUT"]] {
+            if let output = run(command), !output.isEmpty {
+                rules = output
+                break
+            }
+        }
+        guard let rules else {
+            return [Finding(verdict: .ok, text: "no firewall rules found (or not readable without root)")]
+        }
+        let dropsInput = rules.contains("hook input") && rules.contains("policy drop") || rules.contains("-P INPUT DROP")
+        guard dropsInput else { return [Finding(verdict: .ok, text: "the firewall does not drop incoming traffic by default")] }
+        var findings = [Finding]()
+        if !rules.contains("\(port)") {
+            findings.append(
+                Finding(
+                    verdict: .fail, text: "the firewall drops incoming connections and does not open TCP port \(port)",
+                    fix: "`sudo nft add rule inet filter input tcp dport \(port) accept` (or your firewall's equivalent)"))
+        }
+        if !rules.contains("5353") && !rules.contains("mdns") {
+            findings.append(
+                Finding(
+                    verdict: .fail, text: "the firewall drops incoming traffic and does not open mDNS (UDP 5353)",
+                    fix: "`sudo nft add rule inet filter input udp dport 5353 accept`"))
+        }
+        return findings.isEmpty ? [Finding(verdict: .ok, text: "the firewall opens port \(port) and mDNS")] : findings
+    }
+
+    static func checkPeers(_ peers: [PeerRecord]) -> [Finding] {
+        var findings = [Finding]()
+        for peer in peers {
+            let name = peer.name ?? peer.address ?? peer.deviceID ?? "a peer"
+            if let offset = peer.clockOffsetMilliseconds, offset.magnitude > 10_000 {
+                findings.append(
+                    Finding(
+                        verdict: peer.state == .refused ? .fail : .warn,
+                        text: "\(name)'s clock differs from ours by \(offset / 1000) s",
+                        fix: "turn on time sync on both machines: `sudo timedatectl set-ntp true`"))
+            }
+            if peer.state == .refused, let error = peer.lastError {
+                findings.append(
+                    Finding(
+                        verdict: .warn, text: "\(name) was refused: \(error)",
+                        fix: error.contains("handshake")
+                            ? "if it should be in this group, join it with this group's code (`lansync group show --code`)"
+                            : "see `lansync peers`"))
+            }
+        }
+        if findings.isEmpty, !peers.isEmpty {
+            findings.append(Finding(verdict: .ok, text: "\(peers.count) known peer(s); no clock or refusal problems"))
+        }
+        return findings
+    }
+
+    private static func run(_ command: [String]) -> String? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = command
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        guard (try? process.run()) != nil else { return nil }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return process.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : nil
+    }
+}
