@@ -233,6 +233,8 @@ public actor Agent: Service {
                 try await self.established(
                     channel: channel, handshaken: handshaken, inbound: iterator, outbound: outbound,
                     initiator: initiator, address: address, dialed: dialed)
+                // The session ended without an error: the peer closed the connection.
+                throw ConnectionError.closedByPeer
             }
         } catch {
             timeout.cancel()

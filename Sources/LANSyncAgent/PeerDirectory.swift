@@ -26,12 +26,14 @@ public struct PeerRecord: Codable, Sendable, Equatable {
     public var digest: String?
     /// Two machines present this device ID (a cloned machine-id): `lansync status` gives the fix.
     public var duplicateDevice: Bool?
+    /// The peer's version vector as it last announced it (replica ID → counter): what it holds.
+    public var versionVector: [String: UInt64]?
 
     enum CodingKeys: String, CodingKey {
         case deviceID = "device_id", name, address, state
         case lastSeen = "last_seen", lastSync = "last_sync", weLack = "we_lack", theyLack = "they_lack"
         case clockOffsetMilliseconds = "clock_offset_ms", lastError = "last_error", rekeyed
-        case publicKey = "public_key", digest, duplicateDevice = "duplicate_device"
+        case publicKey = "public_key", digest, duplicateDevice = "duplicate_device", versionVector = "version_vector"
     }
 }
 

@@ -73,6 +73,7 @@ actor SyncSession {
                 let outcome = try await node.merge(delta, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
                 announceState = true
                 push()
+                mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
                 if outcome.changedAnything {
                     logger.debug(
                         "merged a delta",
@@ -130,13 +131,28 @@ actor SyncSession {
         let weLack = announced.versionVector.operationsAhead(of: ours.versionVector)
         let theyLack = ours.versionVector.operationsAhead(of: announced.versionVector)
         let digest = announced.digest.description
+        let vector = Dictionary(uniqueKeysWithValues: announced.versionVector.counters.map { ($0.key.description, $0.value) })
         await directory.update(device: peer.device.description) { record in
             record.weLack = weLack
             record.theyLack = theyLack
             record.digest = digest
             record.lastSeen = now
+            record.versionVector = vector
+        }
+        // One log line per catch-up (and one every 10 s while a long one runs), not one per batch.
+        if mergedSinceLog > 0, weLack == 0 || ContinuousClock.now - lastProgressLog > .seconds(10) {
+            logger.info(
+                weLack == 0 ? "synced" : "syncing",
+                metadata: [
+                    "peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "sync.received": "\(mergedSinceLog)",
+                    "sync.remaining": "\(weLack)",
+                ])
+            mergedSinceLog = 0
+            lastProgressLog = .now
         }
     }
 
     var announced: PeerState? { peerAnnounced }
+    private var mergedSinceLog = 0
+    private var lastProgressLog = ContinuousClock.now
 }

@@ -9,7 +9,7 @@ struct Peers: AsyncParsableCommand {
         discussion: """
             Asks the running agent; when none runs, shows what it recorded when it last ran.
 
-            --json prints one object per line: device_id, name, address, state (connected, dialing, refused, unreachable, disconnected), last_seen and last_sync (ms since the epoch), we_lack and they_lack (operations), clock_offset_ms, last_error, rekeyed, duplicate_device (two machines present this device ID).
+            --json prints one object per line: device_id, name, address, state (connected, dialing, refused, unreachable, disconnected), last_seen and last_sync (ms since the epoch), we_lack and they_lack (changes: entries and preference writes), clock_offset_ms, last_error, rekeyed, public_key, digest, duplicate_device (two machines present this device ID), version_vector (what the peer holds, as it last said). Fields without a value are left out.
 
             Examples:
               lansync peers
@@ -32,10 +32,14 @@ struct Peers: AsyncParsableCommand {
             return
         }
         if report == nil { note("no agent is running for \(directory.path); showing what it saw last (start it with `lansync run`)") }
-        if peers.isEmpty {
-            out.line("no peers known yet")
-            return
-        }
+        for line in PeersView.lines(peers: peers, report: report, style: Style.forStandardOutput()) { out.line(line) }
+    }
+}
+
+/// The peers table and its one-line verdict, shared by `peers`, `status` and `watch`.
+enum PeersView {
+    static func lines(peers: [PeerRecord], report: AgentReport?, style: Style) -> [String] {
+        guard !peers.isEmpty else { return ["no peers known yet"] }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var rows = [["NAME", "DEVICE", "ADDRESS", "STATE", "LAST SEEN", "WE LACK", "THEY LACK", "NOTE"]]
         for peer in peers {
@@ -52,23 +56,52 @@ struct Peers: AsyncParsableCommand {
                 peer.weLack.map(String.init) ?? "-", peer.theyLack.map(String.init) ?? "-", notes.joined(separator: "; "),
             ])
         }
-        for line in aligned(rows) { out.line(line) }
-        if let report { out.line(verdict(report)) }
+        var lines = aligned(rows)
+        lines[0] = style.bold(lines[0])
+        for (index, peer) in peers.enumerated() {
+            switch peer.state {
+            case .connected: lines[index + 1] = style.green(lines[index + 1])
+            case .refused: lines[index + 1] = style.red(lines[index + 1])
+            case .dialing, .unreachable, .disconnected: lines[index + 1] = style.dim(lines[index + 1])
+            }
+        }
+        if let report { lines.append(style.bold(verdict(report))) }
+        return lines
     }
 
     /// One line that answers "am I in sync?".
-    func verdict(_ report: AgentReport) -> String {
+    static func verdict(_ report: AgentReport) -> String {
         let connected = report.peers.filter { $0.state == .connected }
-        guard !connected.isEmpty else { return "no peer connected" }
+        let refused = report.peers.filter { $0.state == .refused }.count
+        let refusedNote = refused == 0 ? "" : "; \(refused) refused (see NOTE)"
+        guard !connected.isEmpty else { return "no peer connected" + refusedNote }
         let behind = connected.filter { report.connectedDigests[$0.deviceID ?? ""] != report.digest }
-        if behind.isEmpty { return "in sync with \(connected.count) of \(connected.count) connected peer\(connected.count == 1 ? "" : "s")" }
+        if behind.isEmpty {
+            return "in sync with \(connected.count) of \(connected.count) connected peer\(connected.count == 1 ? "" : "s")" + refusedNote
+        }
         return behind.map { peer in
             let name = peer.name ?? peer.deviceID ?? "?"
-            if let lack = peer.weLack, lack > 0 { return "behind \(name) by \(lack) operation\(lack == 1 ? "" : "s")" }
-            if let lack = peer.theyLack, lack > 0 { return "\(name) is behind by \(lack) operation\(lack == 1 ? "" : "s")" }
+            if let lack = peer.weLack, lack > 0 { return "behind \(name) by \(counted(Int(lack), "change"))" }
+            if let lack = peer.theyLack, lack > 0 { return "\(name) is behind by \(counted(Int(lack), "change"))" }
             return "syncing with \(name)"
-        }.joined(separator: "; ")
+        }.joined(separator: "; ") + refusedNote
     }
+}
+
+/// ANSI colour, only when standard output is a terminal (and NO_COLOR is not set).
+struct Style {
+    let enabled: Bool
+
+    static func forStandardOutput() -> Style {
+        let environment = ProcessInfo.processInfo.environment
+        return Style(enabled: isatty(STDOUT_FILENO) != 0 && environment["NO_COLOR"] == nil && environment["TERM"] != "dumb")
+    }
+
+    private func wrap(_ code: String, _ text: String) -> String { enabled ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
+    func bold(_ text: String) -> String { wrap("1", text) }
+    func green(_ text: String) -> String { wrap("32", text) }
+    func red(_ text: String) -> String { wrap("31", text) }
+    func dim(_ text: String) -> String { wrap("2", text) }
 }
 
 /// "3 s ago", "5 min ago", "2 h ago", "4 d ago".

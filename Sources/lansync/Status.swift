@@ -58,6 +58,7 @@ struct Status: AsyncParsableCommand {
                 ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
                 ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
             ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])) { out.line(line) }
+            if let agent { out.line(PeersView.verdict(agent)) }
             if let duplicate = agent?.duplicateDeviceID { note("lansync: warning: \(duplicate)") }
         }
     }

@@ -201,6 +201,39 @@ import Testing
         #expect(try cli.digest("b") == cli.digest("a"))
         _ = direct
     }
+
+    /// `why` answers "did the other machine get it?" from the peers' version vectors; `watch`
+    /// prints the live view; the agent logs one "synced" line for a catch-up.
+    @Test func whyAndWatchShowWhoHoldsWhat() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.group(of: "a", "b")
+        let a = try AgentProcess(cli, node: "a")
+        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let first = try cli.ok(["log", "append", "sessions", #"{"session":"morning"}"#], node: "a")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
+        #expect(try eventually {
+            let why = try cli.ok(["why", first, "--json"], node: "a")
+            return why.contains(#""held_by":[{"device_id""#) && why.contains(#""lacking":[]"#)
+        })
+        #expect(try cli.ok(["why", first], node: "a").contains("held by:  this node, b (connected)"))
+        #expect(eventually { b.log.contains("synced") && b.log.contains("sync.received=1") }, "one line per catch-up")
+
+        #expect(b.stop() == 0)
+        let second = try cli.ok(["log", "append", "sessions", #"{"session":"afternoon"}"#], node: "a")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try eventually { try cli.ok(["why", second], node: "a").contains("lacking:  b (as of") })
+        #expect(try cli.ok(["why", first], node: "a").contains("held by:  this node, b (as of"))
+        let unknown = try cli.run(["why", "01a1fd27-062e-7000-b84a-000000000000"], node: "a")
+        #expect(unknown.status == 1 && unknown.stderr.contains("holds no entry"))
+
+        let watch = try cli.ok(["watch", "--count", "2", "--interval", "0.2"], node: "a")
+        #expect(watch.components(separatedBy: "agent on port").count - 1 == 2, "two refreshes: \(watch)")
+        #expect(watch.contains("NAME") && watch.contains("no peer connected"))
+        #expect(!watch.contains("\u{1B}["), "no colour codes when not on a terminal")
+        #expect(a.stop() == 0)
+    }
 }
 
 extension AgentTests {

@@ -1,0 +1,132 @@
+import ArgumentParser
+import Foundation
+import LANSync
+import LANSyncAgent
+
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show peers and sync state, refreshed live, until Ctrl-C.",
+        discussion: """
+            On a terminal the view is redrawn in place every --interval seconds; otherwise (a pipe, a log) each refresh is printed as a block under a time stamp.
+
+            Examples:
+              lansync watch
+              lansync watch --interval 5
+              lansync watch --count 3 > snapshot.txt     (three refreshes, then stop)
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "Seconds between refreshes.") var interval: Double = 1
+    @Option(help: "Stop after this many refreshes (default: run until interrupted).") var count: Int?
+
+    func validate() throws {
+        guard interval >= 0.1 else { throw ValidationError("--interval must be at least 0.1 seconds") }
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+    }
+
+    func run() async throws {
+        let node = try await reportingErrors { try global.openNode() }
+        let style = Style.forStandardOutput()
+        var refreshes = 0
+        while count.map({ refreshes < $0 }) ?? true {
+            refreshes += 1
+            let report = await ControlClient.report(node.dataDirectory)
+            let status = try await reportingErrors { try node.status() }
+            var lines = [String]()
+            let time = Timestamps.iso8601(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+            lines.append(
+                style.bold("\(node.identity.name)  \(node.deviceID)")
+                    + "  \(counted(status.entries, "entry", "entries")), digest \(status.digest.description.prefix(12))  \(time)")
+            if let report {
+                let connected = report.peers.filter { $0.state == .connected }.count
+                lines.append("agent on port \(report.port), \(connected) connected" + (report.discovery.map { ", discovery \($0.state)" } ?? ""))
+                lines += PeersView.lines(peers: report.peers, report: report, style: style)
+            } else {
+                lines.append(style.red("no agent running (start it with `lansync run`); last known peers:"))
+                lines += PeersView.lines(peers: ControlClient.savedPeers(node.dataDirectory), report: nil, style: style)
+            }
+            let out = Output()
+            if style.enabled {
+                out.write("\u{1B}[H\u{1B}[2J")  // home, clear: redraw in place
+            } else if refreshes > 1 {
+                out.line()
+            }
+            for line in lines { out.line(line) }
+            out.flush()
+            if let count, refreshes >= count { break }
+            try await Task.sleep(for: .milliseconds(Int(interval * 1000)))
+        }
+    }
+}
+
+struct Why: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Say which known peers hold an entry and which still lack it.",
+        discussion: """
+            Judged from each peer's version vector as it last announced it (live for connected peers, from peers.json otherwise): a peer whose vector covers the entry's operation holds it. The entry must be on this node.
+
+            --json prints one object: id, stream, device_id, replica_id, counter, time, held_by and lacking (arrays of {device_id, name, state, as_of}), unknown (peers that never announced a vector).
+
+            Examples:
+              lansync why 01a1fd27-062e-7000-b84a-5046c97fba88
+              lansync log list sessions --json | tail -1 | jq -r .id | xargs lansync why    (did everyone get today's session?)
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The entry's id (as `lansync log list --json` or `log append` print it).") var id: String
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        let node = try await reportingErrors { try global.openNode() }
+        guard let entry = try await reportingErrors({ try node.store.entry(id: id) }) else {
+            note(
+                "lansync: error: this node holds no entry \(id): it was not written here and has not arrived yet "
+                    + "(check the id with `lansync log list --json`); peers can only be judged for entries held here")
+            throw ExitCode(1)
+        }
+        let peers = await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
+        let replica = entry.dot.replica.description
+        var held = [PeerRecord]()
+        var lacking = [PeerRecord]()
+        var unknown = [PeerRecord]()
+        for peer in peers where peer.deviceID != nil {
+            guard let vector = peer.versionVector else {
+                unknown.append(peer)
+                continue
+            }
+            if (vector[replica] ?? 0) >= entry.dot.counter { held.append(peer) } else { lacking.append(peer) }
+        }
+        let out = Output()
+        let time = Timestamps.iso8601(milliseconds: entry.wallMilliseconds)
+        if json {
+            func list(_ records: [PeerRecord]) -> String {
+                "[" + records.map { peer in
+                    [
+                        ("device_id", ExportFile.quoted(peer.deviceID ?? "")), ("name", peer.name.map(ExportFile.quoted) ?? "null"),
+                        ("state", ExportFile.quoted(peer.state.rawValue)), ("as_of", peer.lastSeen.map { "\($0)" } ?? "null"),
+                    ].jsonObject
+                }.joined(separator: ",") + "]"
+            }
+            out.line(
+                [
+                    ("id", ExportFile.quoted(entry.id)), ("stream", ExportFile.quoted(entry.stream)),
+                    ("device_id", ExportFile.quoted(entry.originDevice.description)), ("replica_id", ExportFile.quoted(replica)),
+                    ("counter", "\(entry.dot.counter)"), ("time", ExportFile.quoted(time)),
+                    ("held_by", list(held)), ("lacking", list(lacking)), ("unknown", list(unknown)),
+                ].jsonObject)
+            return
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        func describe(_ peer: PeerRecord) -> String {
+            let name = peer.name ?? String((peer.deviceID ?? "?").prefix(7))
+            if peer.state == .connected { return "\(name) (connected)" }
+            return "\(name) (as of \(peer.lastSeen.map { ago(now - $0) } ?? "never"))"
+        }
+        out.line("entry \(entry.id) in \(entry.stream), written \(time) by \(entry.originDevice == node.deviceID ? "this device" : entry.originDevice.description)")
+        out.line("held by:  this node" + held.map { ", " + describe($0) }.joined())
+        out.line("lacking:  " + (lacking.isEmpty ? "no known peer" : lacking.map(describe).joined(separator: ", ")))
+        if !unknown.isEmpty {
+            out.line("unknown:  " + unknown.map(describe).joined(separator: ", ") + " (never announced what they hold)")
+        }
+    }
+}
