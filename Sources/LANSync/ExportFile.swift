@@ -37,7 +37,7 @@ public enum ExportFile {
             entry: { entry in
                 try sink(line(fields(of: entry)))
                 entries += 1
-                if entries % 10_000 == 0 { progress(entries) }
+                if entries % 1_000 == 0 { progress(entries) }
             },
             preference: { write in
                 try sink(line(fields(of: write)))

@@ -13,7 +13,8 @@ public enum ImportFile {
     /// Imports the export at `path` in one transaction. Any problem — unreadable file, a line
     /// that is not a valid record, a missing or mismatched `end` line (a truncated file) — throws
     /// with the line number, and nothing is written.
-    public static func run(_ path: String, into node: LANSyncNode, progress: (Int) -> Void = { _ in })
+    /// `progress` gets the records read so far and the fraction of the file read.
+    public static func run(_ path: String, into node: LANSyncNode, progress: (Int, Double) -> Void = { _, _ in })
         throws(LANSyncError) -> Report
     {
         var isDirectory: ObjCBool = false
@@ -27,6 +28,7 @@ public enum ImportFile {
                 exists ? "cannot read \(path): permission denied" : "no file at \(path); give the path of an export")
         }
         defer { try? handle.close() }
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
         let lines = LineReader(handle: handle)
         var entries = 0
         var preferences = 0
@@ -60,7 +62,10 @@ public enum ImportFile {
                         let entry = try Self.entry(object, line: line, fail: fail)
                         try session.merge(entry)
                         entries += 1
-                        if entries % 10_000 == 0 { progress(entries) }
+                        if entries % 1_000 == 0 {
+                            let read = Double(handle.offsetInFile)
+                            progress(entries, size.map { $0 > 0 ? min(1, read / Double($0)) : 1 } ?? 0)
+                        }
                     case "preference":
                         try session.merge(try Self.preference(object, line: line, fail: fail))
                         preferences += 1

@@ -52,7 +52,12 @@ struct Export: AsyncParsableCommand {
         do {
             switch format {
             case .json:
-                let counts = try ExportFile.write(node, to: { output.write($0) })
+                let status = try node.status()
+                let progress = ProgressReporter(label: "export", unit: "entries")
+                let counts = try ExportFile.write(node, to: { output.write($0) }) { done in
+                    progress.update(done: done, total: status.entries)
+                }
+                progress.finish()
                 if target != nil {
                     note("exported \(counted(counts.entries, "entry", "entries")) and \(counted(counts.preferences, "preference"))")
                 }
@@ -92,7 +97,11 @@ struct Import: AsyncParsableCommand {
     func run() async throws {
         let report = try await reportingErrors {
             let node = try global.openNode()
-            return try ImportFile.run(file, into: node)
+            let progress = ProgressReporter(label: "import", unit: "entries")
+            defer { progress.finish() }
+            return try ImportFile.run(file, into: node) { read, fraction in
+                progress.update(done: read, total: nil, fraction: fraction)
+            }
         }
         let outcome = report.outcome
         await ControlClient.kick(global.dataDirectory)

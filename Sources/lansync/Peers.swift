@@ -144,6 +144,9 @@ struct Sync: AsyncParsableCommand {
         let clock = ContinuousClock()
         let start = clock.now
         var lastProgress = start
+        let progress = ProgressReporter(label: "sync", unit: "changes")
+        defer { progress.finish() }
+        var largestRemaining = 0
         while true {
             guard let report = await ControlClient.report(directory) else {
                 // An agent started a moment ago may not answer yet.
@@ -173,7 +176,12 @@ struct Sync: AsyncParsableCommand {
                 note("lansync: error: not in sync after \(Int(timeout)) s: \(status)")
                 throw ExitCode(1)
             }
-            if waited > .seconds(1) && clock.now - lastProgress > .seconds(1) {
+            // A catch-up in progress shows as a bar (changes still to exchange with the peers behind).
+            let remaining = behind.reduce(0) { $0 + Int(($1.weLack ?? 0) + ($1.theyLack ?? 0)) }
+            largestRemaining = max(largestRemaining, remaining)
+            if connected.count >= required, remaining > 0 {
+                progress.update(done: largestRemaining - remaining, total: largestRemaining)
+            } else if waited > .seconds(1) && clock.now - lastProgress > .seconds(1) {
                 note("sync: \(status)")
                 lastProgress = clock.now
             }

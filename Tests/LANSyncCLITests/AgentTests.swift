@@ -139,7 +139,11 @@ import Testing
         _ = try cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
         try cli.ok(["pref", "set", "board/rows", "4"], node: "b")  // written while away
         b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "b")
+        // Progress while it catches up: plain lines when not on a terminal (reported at once here).
+        let synced = try cli.run(
+            ["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "b", environment: ["LANSYNC_PROGRESS_INTERVAL_MS": "0"])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(synced.stderr.isEmpty || synced.stderr.contains("sync: "), "\(synced.stderr)")
         #expect(try cli.entries("b") == 10_001)
         #expect(try eventually { try cli.digest("a") == cli.digest("b") })
         #expect(try cli.ok(["pref", "get", "board/rows"], node: "a") == "4\n")

@@ -308,3 +308,28 @@ import Testing
         #expect(missing.status == 1 && missing.stdout.contains("lansync init"))
     }
 }
+
+@Suite struct ProgressCLITests {
+    /// Long exports and imports show progress on stderr: plain lines with counts, percentage and
+    /// rate when not on a terminal (the test hook reports every update instead of every 2 s).
+    @Test func exportAndImportReportProgress() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"], node: "a")
+        let lines = (0..<3_000).map { "{\"n\":\($0)}" }.joined(separator: "\n")
+        try cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
+        let file = cli.root + "/export.jsonl"
+        let fast = ["LANSYNC_PROGRESS_INTERVAL_MS": "0"]
+        let exported = try cli.run(["export", "--out", file], node: "a", environment: fast)
+        #expect(exported.status == 0)
+        #expect(exported.stderr.contains("export: 1,000 of 3,000 entries (33%)"), "\(exported.stderr)")
+        #expect(exported.stderr.contains("/s"))
+        try cli.ok(["init"], node: "b")
+        let imported = try cli.run(["import", file], node: "b", environment: fast)
+        #expect(imported.status == 0)
+        #expect(imported.stderr.contains("import: 2,000 entries ("), "\(imported.stderr)")
+        // Without the hook, quick work stays quiet.
+        let quiet = try cli.run(["export", "--out", file], node: "a")
+        #expect(!quiet.stderr.contains("export:"), "\(quiet.stderr)")
+    }
+}
