@@ -222,6 +222,27 @@ import Testing
             return why.contains(#""held_by":[{"device_id""#) && why.contains(#""lacking":[]"#)
         })
         #expect(try cli.ok(["why", first], node: "a").contains("held by:  this node, b (connected)"))
+        // The JSON outputs are an interface: their keys are pinned here and listed in the README.
+        let status = try cli.status("a")
+        #expect(
+            Set(status.keys) == [
+                "device_id", "replica_id", "name", "data_dir", "entries", "streams", "preferences", "unset_preferences",
+                "digest", "hlc", "version_vector", "group_tag", "agent_running", "peers_connected", "port", "discovery",
+                "duplicate_device_id",
+            ])
+        #expect(Set((status["discovery"] as? [String: Any])?.keys ?? [:].keys) == ["state", "advertised_as", "detail", "same_group", "other_groups"])
+        let peer = try JSONSerialization.jsonObject(with: Data(try cli.ok(["peers", "--json"], node: "a").utf8)) as? [String: Any] ?? [:]
+        #expect(
+            Set(peer.keys).isSuperset(of: [
+                "device_id", "name", "address", "state", "last_seen", "we_lack", "they_lack", "clock_offset_ms", "public_key",
+                "digest", "version_vector",
+            ]), "\(peer.keys)")
+        #expect(Set(peer.keys).isSubset(of: [
+            "device_id", "name", "address", "state", "last_seen", "last_sync", "we_lack", "they_lack", "clock_offset_ms",
+            "last_error", "rekeyed", "public_key", "digest", "duplicate_device", "version_vector",
+        ]))
+        let whyObject = try JSONSerialization.jsonObject(with: Data(try cli.ok(["why", first, "--json"], node: "a").utf8)) as? [String: Any] ?? [:]
+        #expect(Set(whyObject.keys) == ["id", "stream", "device_id", "replica_id", "counter", "time", "held_by", "lacking", "unknown"])
         #expect(eventually { b.log.contains("synced") && b.log.contains("sync.received=1") }, "one line per catch-up")
 
         #expect(b.stop() == 0)

@@ -201,7 +201,7 @@ import Testing
     @Test(arguments: [
         ["init"], ["id"], ["log", "append"], ["log", "list"], ["pref", "set"], ["pref", "get"], ["pref", "list"],
         ["pref", "unset"], ["status"], ["export"], ["import"], ["group", "create"], ["group", "join"], ["group", "show"],
-        ["group", "leave"],
+        ["group", "leave"], ["run"], ["peers"], ["sync"], ["watch"], ["why"], ["doctor"],
     ])
     func everyCommandHelpHasAnExample(command: [String]) throws {
         let cli = try CLI()
@@ -331,5 +331,47 @@ import Testing
         // Without the hook, quick work stays quiet.
         let quiet = try cli.run(["export", "--out", file], node: "a")
         #expect(!quiet.stderr.contains("export:"), "\(quiet.stderr)")
+    }
+}
+
+@Suite struct ServiceFilesTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    /// The unit runs the agent with restart on failure, its own state directory and hardening; where
+    /// systemd-analyze exists it must find nothing wrong with it (the binary path aside).
+    @Test func theSystemdUnitRunsTheAgentConfined() throws {
+        let unit = try String(contentsOfFile: Self.root + "/packaging/lansync.service", encoding: .utf8)
+        let lines = Set(unit.split(separator: "\n").map(String.init))
+        for required in [
+            "ExecStart=/usr/local/bin/lansync --config /etc/lansync/lansync.conf run", "Restart=on-failure",
+            "StateDirectory=lansync", "StateDirectoryMode=0700", "User=lansync", "ProtectSystem=strict", "ProtectHome=yes",
+            "PrivateTmp=yes", "NoNewPrivileges=yes", "WantedBy=multi-user.target",
+        ] {
+            #expect(lines.contains(required), "missing \(required)")
+        }
+        let analyze = "/usr/bin/systemd-analyze"
+        guard FileManager.default.isExecutableFile(atPath: analyze) else { return }
+        let copy = NSTemporaryDirectory() + "lansync-\(UUID().uuidString).service"
+        try unit.replacingOccurrences(of: "/usr/local/bin/lansync", with: CLI.executable)
+            .write(toFile: copy, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: analyze)
+        process.arguments = ["verify", "--man=no", copy]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0 && !output.contains("lansync"), "systemd-analyze: \(output)")
+    }
+
+    @Test func theExampleConfigIsValid() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let result = try cli.run(["--config", Self.root + "/packaging/lansync.conf", "help", "config"], node: nil)
+        #expect(result.status == 0, "\(result.stderr)")
     }
 }
