@@ -266,9 +266,9 @@ public actor Agent: Service {
         let rekeyed = await directory.connected(
             device: peer.device.description, name: peer.name, address: address,
             publicKey: handshaken.peerStaticKey.hexString, clockOffset: offset, now: Int64(node.clock.now()))
-        if duplicateDevice {
-            await directory.update(device: peer.device.description) { $0.duplicateDevice = true }
-        }
+        // Set while a twin is seen, cleared by the next connection without one (a reinstalled
+        // device's old connection can still be open for a moment when the new one arrives).
+        await directory.update(device: peer.device.description) { $0.duplicateDevice = duplicateDevice ? true : nil }
         if rekeyed && !duplicateDevice {
             logger.notice(
                 "peer re-keyed: its device key changed (a reinstall); accepted through group membership",

@@ -46,9 +46,8 @@ enum PeersView {
             var notes = [String]()
             if peer.duplicateDevice == true {
                 notes.append("DUPLICATE device ID: two machines share it (cloned machine-id; `lansync status` on them says how to fix)")
-            } else if peer.rekeyed == true {
-                notes.append("re-keyed")
             }
+            if peer.rekeyed == true { notes.append("re-keyed") }
             if let error = peer.lastError, peer.state != .connected { notes.append(error) }
             rows.append([
                 peer.name ?? "-", peer.deviceID.map { String($0.prefix(7)) } ?? "-", peer.address ?? "-",

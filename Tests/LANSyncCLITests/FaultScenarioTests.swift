@@ -100,6 +100,12 @@ extension Cluster {
         return nil
     }
 
+    /// The end of some nodes' agent logs, for a failure message.
+    func logTails(_ nodes: [Int]) -> String {
+        nodes.map { "node \($0)'s agent log:\n" + agentLog($0).split(separator: "\n").suffix(25).joined(separator: "\n") }
+            .joined(separator: "\n")
+    }
+
     func preferences(_ node: Int) throws -> [String: String] {
         var values = [String: String]()
         for line in try lansync(node, "pref", "list", "--json").split(separator: "\n") {
@@ -294,9 +300,9 @@ struct FaultScenarioTests {
         #expect(after["replica_id"] as? String != before["replica_id"] as? String, "a new replica ID")
         try cluster.ok("start", "3")
         report.convergeSeconds = cluster.secondsToEqualDigests([1, 2, 3], timeout: 60)
-        #expect(report.convergeSeconds != nil, "refilled from its peers")
+        #expect(report.convergeSeconds != nil, "refilled from its peers; \(cluster.logTails([1, 3]))")
         acknowledged += try cluster.tap(3, count: 30, session: "new-install")
-        #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil)
+        #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil, "the new install's writes spread; \(cluster.logTails([1, 3]))")
         try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2, 3])
         #expect(try cluster.entries(1).ids.count == 90, "new entries never collide with old ones")
         #expect(try eventually { try cluster.lansync(1, "peers").contains("re-keyed") }, "peers show the re-key")
