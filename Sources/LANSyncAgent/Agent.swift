@@ -37,6 +37,8 @@ public actor Agent: Service {
     /// mDNS: where discovery stands, the same-group services found, their dialers.
     var discovery = DiscoveryState()
     private var connections = 0
+    /// Bumped when a network interface comes up: dial loops waiting out their backoff dial at once.
+    private var networkGeneration = 0
     /// Set when a peer presents our own device ID: two machines with one machine-id.
     private var sharedDeviceID = false
     private var listening: [CheckedContinuation<Int, any Error>] = []
@@ -112,6 +114,7 @@ public actor Agent: Service {
             }
             tasks.addTask { await self.watchChanges() }
             tasks.addTask { await self.persistLoop() }
+            tasks.addTask { await self.watchNetwork() }
             tasks.addTask { try await ControlSocket.serve(control, agent: self) }
         }
     }
@@ -190,8 +193,11 @@ public actor Agent: Service {
                 return
             }
             let jitter = Double.random(in: 0.8...1.2)
-            try? await Task.sleep(for: backoff * jitter)
-            backoff = min(backoff * 2, configuration.maxBackoff)
+            if await sleepUnlessWoken(backoff * jitter) {
+                backoff = configuration.minBackoff
+            } else {
+                backoff = min(backoff * 2, configuration.maxBackoff)
+            }
         }
     }
 
@@ -341,6 +347,37 @@ public actor Agent: Service {
 
     private func remember(_ target: DialTarget, replica: ReplicaID) { targetReplica[target.key] = replica }
 
+    /// Sleeps in short slices; returns true early when the network came back meanwhile.
+    private func sleepUnlessWoken(_ duration: Duration) async -> Bool {
+        let generation = networkGeneration
+        let deadline = ContinuousClock.now + duration
+        while ContinuousClock.now < deadline, !Task.isCancelled {
+            try? await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
+            if networkGeneration != generation { return true }
+        }
+        return false
+    }
+
+    /// A network interface came up: close connections silent for longer than a ping interval
+    /// (stuck since the outage) and wake every dial loop so it dials now.
+    func networkCameBack() async {
+        networkGeneration += 1
+        let stale = ContinuousClock.now - configuration.keepalive - .milliseconds(500)
+        for registered in sessions.values {
+            let heard = await registered.session.lastReceived
+            if heard < stale { registered.close() }
+        }
+    }
+
+    /// Closes the connection to the peer last reached through `target`, if one is open (its dial
+    /// loop then dials again at once). Returns whether there was one.
+    @discardableResult
+    func closeConnection(to target: DialTarget) -> Bool {
+        guard let replica = targetReplica[target.key], let registered = sessions[replica] else { return false }
+        registered.close()
+        return true
+    }
+
     /// Whether this peer's device ID is ours, or that of another connected replica: machines
     /// cloned from one image share /etc/machine-id and so the derived device ID. Data stays
     /// correct (replicas, not devices, are the CRDT's actors); people need to hear about it.
@@ -406,7 +443,13 @@ public actor Agent: Service {
             return
         }
         if let device {
-            if case .duplicate = error as? ConnectionError { return }
+            switch error as? ConnectionError {
+            case .duplicate?, .refusedByPeer(.duplicateConnection, _)?:
+                // Both sides dialed at once; the other connection is the one kept.
+                logger.debug("a duplicate connection closed", metadata: ["peer.device": "\(device.id)"])
+                return
+            default: break
+            }
             if sessions.values.contains(where: { $0.session.peer.device.description == device.id }) {
                 // A newer connection to the same peer replaced this one: the peer is still connected.
                 logger.debug("a replaced connection closed", metadata: ["peer.device": "\(device.id)", "reason": "\(reason)"])

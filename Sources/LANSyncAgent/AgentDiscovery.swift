@@ -72,6 +72,8 @@ struct DiscoveryState {
     var ownServices: Set<String> = []
     var dialers: [String: (generation: Int, task: Task<Void, Never>)] = [:]
     var generation = 0
+    /// Services that left mDNS (and have not come back yet).
+    var absent: Set<String> = []
     /// Discovered services with a connection up right now.
     var connected: Set<String> = []
     var warned = false
@@ -163,6 +165,7 @@ extension Agent {
         case .left(let name):
             if discovery.peers.removeValue(forKey: name) != nil {
                 logger.info("peer left mDNS", metadata: ["mdns.name": "\(name)"])
+                discovery.absent.insert(name)
             }
             discovery.otherGroups.remove(name)
         }
@@ -184,6 +187,12 @@ extension Agent {
         guard !discovery.ownServices.contains(name) else { return }
         let previous = discovery.peers[name]
         discovery.peers[name] = service
+        if discovery.absent.remove(name) != nil, closeConnection(to: .discovered(serviceName: name)) {
+            // It left mDNS and came back (a link down and up, on its side or ours) while a connection
+            // stayed open: that connection may be stuck in TCP retransmission backoff for seconds.
+            // A fresh one syncs at once.
+            logger.info("peer is back on the network; reconnecting", metadata: ["mdns.name": "\(name)"])
+        }
         // A static peer at the same address is already dialed by its own loop: one peer, one loop.
         let configured = Set(configuration.staticPeers.map(\.description))
         if service.endpoints.contains(where: { configured.contains($0.description) }) { return }

@@ -139,20 +139,39 @@ actor SyncSession {
             record.lastSeen = now
             record.versionVector = vector
         }
-        // One log line per catch-up (and one every 10 s while a long one runs), not one per batch.
-        if mergedSinceLog > 0, weLack == 0 || ContinuousClock.now - lastProgressLog > .seconds(10) {
-            logger.info(
-                weLack == 0 ? "synced" : "syncing",
-                metadata: [
-                    "peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "sync.received": "\(mergedSinceLog)",
-                    "sync.remaining": "\(weLack)",
-                ])
-            mergedSinceLog = 0
-            lastProgressLog = .now
+        // One log line per burst of merges: when in sync again and nothing more arrived for a second
+        // (live pushes of single taps stay at debug), and one every 10 s while a long catch-up runs.
+        remainingToReceive = weLack
+        if mergedSinceLog > 0, weLack > 0, ContinuousClock.now - lastProgressLog > .seconds(10) {
+            logSynced(done: false)
+        } else if mergedSinceLog > 0, weLack == 0, logFlush == nil {
+            logFlush = Task { [weak self] in
+                try? await Task.sleep(for: .seconds(1))
+                await self?.flushSyncedLog()
+            }
         }
+    }
+
+    private func flushSyncedLog() {
+        logFlush = nil
+        guard mergedSinceLog > 0 else { return }
+        if remainingToReceive == 0 { logSynced(done: true) } else { logSynced(done: false) }
+    }
+
+    private func logSynced(done: Bool) {
+        logger.log(
+            level: done && mergedSinceLog < 10 ? .debug : .info, done ? "synced" : "syncing",
+            metadata: [
+                "peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "sync.received": "\(mergedSinceLog)",
+                "sync.remaining": "\(remainingToReceive)",
+            ])
+        mergedSinceLog = 0
+        lastProgressLog = .now
     }
 
     var announced: PeerState? { peerAnnounced }
     private var mergedSinceLog = 0
+    private var remainingToReceive: UInt64 = 0
     private var lastProgressLog = ContinuousClock.now
+    private var logFlush: Task<Void, Never>?
 }
