@@ -120,6 +120,25 @@ extension Cluster {
     func startAll(_ nodes: ClosedRange<Int>) throws {
         for node in nodes { try ok("start", "\(node)") }
     }
+
+    /// The usual start of a scenario: `count` nodes up (in a line if asked), one group, agents running.
+    func startGroup(_ count: Int, line: Bool = false) throws {
+        try ok(["up", "\(count)"] + (line ? ["--line"] : []))
+        try group(1...count)
+        try startAll(1...count)
+    }
+
+    /// The usual end: the set check over `nodes`, the figures printed, nothing lost or duplicated.
+    func conclude(
+        _ report: inout ScenarioReport, acknowledged: [String], nodes: [Int], note: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        try check(&report, acknowledged: acknowledged, nodes: nodes)
+        report.note = note
+        report.publish()
+        #expect(report.lost == 0, "lost: \(report.lost)", sourceLocation: sourceLocation)
+        #expect(report.duplicated == 0, "duplicated: \(report.duplicated)", sourceLocation: sourceLocation)
+    }
 }
 
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
@@ -130,9 +149,7 @@ struct FaultScenarioTests {
         let cluster = Cluster(prefix: "lsf1")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "offline queue")
-        try cluster.ok("up", "3")
-        try cluster.group(1...3)
-        try cluster.startAll(1...3)
+        try cluster.startGroup(3)
         #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil)
         _ = try cluster.tap(2, count: 1, session: "warmup")  // peers connected and in sync first
         #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil)
@@ -143,11 +160,9 @@ struct FaultScenarioTests {
         try cluster.ok("link", "1", "up")
         report.convergeSeconds = cluster.secondsToEqualDigests([1, 2, 3], timeout: 30)
         #expect(report.convergeSeconds != nil, "all three hold the same entries within 30 s")
-        try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2, 3])
-        report.note = "200 taps logged on a node with its link down, then link up (goal < 3 s, bound 30 s)"
-        report.publish()
-        #expect(report.lost == 0)
-        #expect(report.duplicated == 0)
+        try cluster.conclude(
+            &report, acknowledged: acknowledged, nodes: [1, 2, 3],
+            note: "200 taps logged on a node with its link down, then link up (goal < 3 s, bound 30 s)")
     }
 
     /// 2. One of three is cut off while the other two write entries and change the same preferences.
@@ -155,9 +170,7 @@ struct FaultScenarioTests {
         let cluster = Cluster(prefix: "lsf2")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "multi-device consistency")
-        try cluster.ok("up", "3")
-        try cluster.group(1...3)
-        try cluster.startAll(1...3)
+        try cluster.startGroup(3)
         var acknowledged = try cluster.tap(1, count: 5, session: "before")
         #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil)
 
@@ -175,10 +188,9 @@ struct FaultScenarioTests {
         #expect(preferences[0] == preferences[1] && preferences[1] == preferences[2], "\(preferences)")
         #expect(preferences[2]["caregiver/active"]?.hasPrefix("mum") == true, "the last write (round 4, \"mum\") wins")
         #expect(preferences[2]["controls/slider/sensitivity"]?.hasPrefix("0.5") == true)
-        try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2, 3])
-        report.note = "node 3 cut off while 1 and 2 write 100 entries and 10 preference changes; same winners on all"
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0)
+        try cluster.conclude(
+            &report, acknowledged: acknowledged, nodes: [1, 2, 3],
+            note: "node 3 cut off while 1 and 2 write 100 entries and 10 preference changes; same winners on all")
     }
 
     /// 3. Two sides write concurrently, including conflicting preference writes; heal; one winner
@@ -187,9 +199,7 @@ struct FaultScenarioTests {
         let cluster = Cluster(prefix: "lsf3")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "partition and heal")
-        try cluster.ok("up", "4")
-        try cluster.group(1...4)
-        try cluster.startAll(1...4)
+        try cluster.startGroup(4)
         var acknowledged = try cluster.tap(1, count: 5, session: "before")
         #expect(cluster.secondsToEqualDigests([1, 2, 3, 4]) != nil)
 
@@ -218,10 +228,7 @@ struct FaultScenarioTests {
             }
             #expect(after[0][key] == Self.newer(l, r), "\(key): the greater HLC wins (\(l) vs \(r))")
         }
-        try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2, 3, 4])
-        report.note = "2 + 2 nodes write 120 entries and conflicting preferences apart; winners by HLC, identical on all"
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0)
+        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3, 4], note: "2 + 2 nodes write 120 entries and conflicting preferences apart; winners by HLC, identical on all")
     }
 
     /// "value @hlc/replica" strings: the one with the greater (HLC, replica).
@@ -248,7 +255,9 @@ struct FaultScenarioTests {
         try cluster.group(1...2)
         let bulk = (1...Self.catchUp).map { #"{"symbol_id":\#($0 % 40),"label":"more","session_id":"bulk","tap":"bulk-\#($0)"}"# }
             .joined(separator: "\n")
-        try cluster.ok(["lansync", "1", "log", "append", "symbol_taps", "--lines"], stdin: bulk)
+        let bulkIDs = try cluster.ok(["lansync", "1", "log", "append", "symbol_taps", "--lines"], stdin: bulk)
+            .split(separator: "\n").map(String.init).filter { $0.count == 36 }
+        #expect(bulkIDs.count == Self.catchUp, "every bulk entry acknowledged with its id")
         try cluster.startAll(1...2)
         // Wait until node 2 is part-way through, then kill it while the CLI appends on it.
         #expect(try eventually(within: 60) { ((try cluster.status(2)["entries"] as? Int) ?? 0) > 2_000 })
@@ -266,14 +275,9 @@ struct FaultScenarioTests {
         try cluster.ok("start", "2")
         report.convergeSeconds = cluster.secondsToEqualDigests([1, 2], timeout: 120)
         #expect(report.convergeSeconds != nil)
-        try cluster.check(&report, acknowledged: acknowledgedDuring, nodes: [1, 2])
-        report.acknowledged = acknowledgedDuring.count + Self.catchUp
         #expect(try cluster.status(2)["entries"] as? Int == Self.catchUp + acknowledgedDuring.count)
-        report.note =
-            "node 2 killed at \(kept) of \(Self.catchUp) entries while the CLI appended (\(acknowledgedDuring.count) acknowledged); "
-            + "integrity_check ok; resumed from its version vector"
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0)
+        try cluster.conclude(&report, acknowledged: bulkIDs + acknowledgedDuring, nodes: [1, 2], note: "node 2 killed at \(kept) of \(Self.catchUp) entries while the CLI appended (\(acknowledgedDuring.count) acknowledged); "
+            + "integrity_check ok; resumed from its version vector")
     }
 
     /// 5. Wipe a node's data directory entirely and init again on the same machine: same device ID,
@@ -282,9 +286,7 @@ struct FaultScenarioTests {
         let cluster = Cluster(prefix: "lsf5")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "reinstall")
-        try cluster.ok("up", "3")
-        try cluster.group(1...3)
-        try cluster.startAll(1...3)
+        try cluster.startGroup(3)
         var acknowledged = try cluster.tap(3, count: 30, session: "old-install")
         acknowledged += try cluster.tap(1, count: 30, session: "home")
         #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil)
@@ -303,12 +305,9 @@ struct FaultScenarioTests {
         #expect(report.convergeSeconds != nil, "refilled from its peers; \(cluster.logTails([1, 3]))")
         acknowledged += try cluster.tap(3, count: 30, session: "new-install")
         #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil, "the new install's writes spread; \(cluster.logTails([1, 3]))")
-        try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2, 3])
         #expect(try cluster.entries(1).ids.count == 90, "new entries never collide with old ones")
         #expect(try eventually { try cluster.lansync(1, "peers").contains("re-keyed") }, "peers show the re-key")
-        report.note = "data dir wiped; same device ID, new replica ID; 60 entries refilled, 30 new ones distinct; peers show re-keyed"
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0)
+        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "data dir wiped; same device ID, new replica ID; 60 entries refilled, 30 new ones distinct; peers show re-keyed")
     }
 
     /// 6. Two machines with one machine-id: the duplicate device ID is reported with the fix, and
@@ -337,11 +336,8 @@ struct FaultScenarioTests {
                 return (status["duplicate_device_id"] as? String)?.contains("systemd-machine-id-setup") == true
             }, "status on a clone names the problem and the fix")
         #expect(try eventually { try cluster.lansync(3, "peers").contains("DUPLICATE device ID") }, "a third node flags it")
-        try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2, 3])
         #expect(try cluster.entries(3).ids.count == 60, "both clones' writes kept apart")
-        report.note = "nodes 1 and 2 share a machine-id: duplicate reported by status (with the fix) and by a third node's peers"
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0)
+        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "nodes 1 and 2 share a machine-id: duplicate reported by status (with the fix) and by a third node's peers")
     }
 
     /// 7. A line A–B–C on two bridges: A's writes reach C through B, though A never sees C.
@@ -349,9 +345,7 @@ struct FaultScenarioTests {
         let cluster = Cluster(prefix: "lsf7")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "relay A–B–C")
-        try cluster.ok("up", "3", "--line")
-        try cluster.group(1...3)
-        try cluster.startAll(1...3)
+        try cluster.startGroup(3, line: true)
         var acknowledged = try cluster.tap(1, count: 50, session: "A")
         acknowledged += try cluster.tap(3, count: 50, session: "C")
         report.convergeSeconds = cluster.secondsToEqualDigests([1, 2, 3], timeout: 60)
@@ -360,10 +354,7 @@ struct FaultScenarioTests {
         let cDevice = try cluster.status(3)["device_id"] as? String ?? "?"
         #expect(!(try cluster.lansync(1, "peers", "--json")).contains(cDevice), "A never talked to C")
         #expect(!(try cluster.lansync(3, "peers", "--json")).contains(aDevice), "C never talked to A")
-        try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2, 3])
-        report.note = "A and C on different bridges, B on both; 50 entries each way, relayed by B (time from the last write)"
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0)
+        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "A and C on different bridges, B on both; 50 entries each way, relayed by B (time from the last write)")
     }
 
     /// 8. A node whose clock is 10 minutes ahead is refused with a clock-skew reason and cannot win
@@ -392,10 +383,7 @@ struct FaultScenarioTests {
             #expect(try cluster.lansync(node, "pref", "get", "caregiver/active") == "\"mum\"\n", "the future write does not win")
         }
         #expect(Set(cluster.digests([1, 3])).count == 2, "nothing crossed")
-        try cluster.check(&report, acknowledged: acknowledged, nodes: [1, 2])
-        report.note = "node 3 runs 10 min ahead: refused both ways with a clock-skew reason; its preference write never wins"
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0)
+        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2], note: "node 3 runs 10 min ahead: refused both ways with a clock-skew reason; its preference write never wins")
     }
 
     /// 9. Chaos: five nodes, random appends and preference writes, link cuts, kill -9s and restarts
@@ -408,9 +396,7 @@ struct FaultScenarioTests {
         let cluster = Cluster(prefix: "lsf9")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "chaos")
-        try cluster.ok("up", "5")
-        try cluster.group(1...5)
-        try cluster.startAll(1...5)
+        try cluster.startGroup(5)
         var acknowledged = [String]()
         var running = Set(1...5)
         var linked = Set(1...5)
@@ -449,15 +435,11 @@ struct FaultScenarioTests {
         }
         report.convergeSeconds = cluster.secondsToEqualDigests(Array(1...5), timeout: 120)
         #expect(report.convergeSeconds != nil, "seed \(seed)")
-        try cluster.check(&report, acknowledged: acknowledged, nodes: Array(1...5))
         for node in 1...5 {
             #expect(try cluster.entries(node).ids.count == acknowledged.count, "node \(node): entries = successful appends (seed \(seed))")
         }
-        report.note =
-            "seed \(seed), 5 nodes, 25 s: "
-            + actions.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
-        report.publish()
-        #expect(report.lost == 0 && report.duplicated == 0, "seed \(seed)")
+        try cluster.conclude(&report, acknowledged: acknowledged, nodes: Array(1...5), note: "seed \(seed), 5 nodes, 25 s: "
+            + actions.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))
     }
 }
 
