@@ -144,15 +144,18 @@ public struct ReplicaStore: Sendable {
     static func probe(path: String) throws(StoreError) -> Bool {
         var configuration = Configuration()
         configuration.readonly = true
+        configuration.busyMode = .timeout(10)
         let (applicationID, version, tables) = try database {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? queue.close() }
-            return try queue.read { db in
-                (
-                    try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0,
-                    try Int32.fetchOne(db, sql: "PRAGMA user_version") ?? 0,
-                    try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
-                )
+            try retryingWhileBusy {
+                let queue = try DatabaseQueue(path: path, configuration: configuration)
+                defer { try? queue.close() }
+                return try queue.read { db in
+                    (
+                        try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0,
+                        try Int32.fetchOne(db, sql: "PRAGMA user_version") ?? 0,
+                        try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
+                    )
+                }
             }
         } onError: { error in
             if error.resultCode == .SQLITE_NOTADB {
@@ -182,9 +185,31 @@ public struct ReplicaStore: Sendable {
             // Checkpoints run in the background (see `Checkpointer`), not inside a commit.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
-        let pool = try database { try DatabasePool(path: path, configuration: configuration) }
-        try database { try Schema.migrator.migrate(pool) }
-        return pool
+        return try database {
+            try retryingWhileBusy {
+                let pool = try DatabasePool(path: path, configuration: configuration)
+                try Schema.migrator.migrate(pool)
+                // A reader connection's first read is where recovery in another process shows.
+                try pool.read { db in _ = try Row.fetchOne(db, sql: "SELECT 1") }
+                return pool
+            }
+        }
+    }
+
+    /// Runs `body` again while SQLite says busy, for up to 10 s. Opening a replica can meet another
+    /// process recovering the WAL (left by a process that exited without checkpointing): SQLite
+    /// then answers SQLITE_BUSY_RECOVERY at once instead of waiting in the busy handler.
+    static func retryingWhileBusy<T>(_ body: () throws -> T) throws -> T {
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            do {
+                return try body()
+            } catch let error as DatabaseError
+                where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED) && Date() < deadline
+            {
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+        }
     }
 
     /// Writes the metadata row with a new replica ID unless there is one. Returns whether it wrote.
@@ -573,7 +598,9 @@ public struct ReplicaStore: Sendable {
             case .SQLITE_NOTADB:
                 return StoreError(.notAReplica, "not a LANSync replica (not an SQLite database): \(error.message ?? "")")
             case .SQLITE_BUSY, .SQLITE_LOCKED:
-                return StoreError(.database, "the replica is locked by another process for too long; try again")
+                return StoreError(
+                    .database,
+                    "the replica is locked by another process for too long; try again (SQLite \(error.extendedResultCode.rawValue))")
             case .SQLITE_FULL:
                 return StoreError(.database, "the disk is full; free some space and try again (nothing was written)")
             case .SQLITE_CORRUPT:

@@ -375,3 +375,44 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
     }
 }
+
+@Suite struct ConcurrentOpenCLITests {
+    /// A process killed mid-write leaves a WAL that the next opener must recover; other processes
+    /// opening the replica meanwhile get SQLITE_BUSY_RECOVERY at once (no busy handler). They must
+    /// wait and succeed, not fail with "locked" (seen when a CLI command raced an agent's start).
+    @Test func processesOpeningAReplicaThatNeedsRecoveryAllSucceed() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init"], node: "a")
+        for round in 0..<3 {
+            let writer = Process()
+            writer.executableURL = URL(fileURLWithPath: CLI.executable)
+            writer.arguments = ["log", "append", "taps", "--lines", "--data-dir", cli.dataDir("a")]
+            let input = cli.root + "/lines-\(round)"
+            try (0..<60_000).map { "{\"n\":\($0)}" }.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            writer.standardInput = FileHandle(forReadingAtPath: input)
+            writer.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            writer.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try writer.run()
+            // Kill it once it has committed some batches (the WAL has frames), before it closes.
+            #expect(eventually(within: 20) {
+                ((try? FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/replica.sqlite-wal")[.size] as? Int)
+                    ?? 0) > 2_000_000
+            })
+            kill(writer.processIdentifier, SIGKILL)
+            writer.waitUntilExit()
+            // Several processes open it at once; one recovers the WAL, the others must wait for it.
+            let openers = (0..<4).map { _ in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: CLI.executable)
+                process.arguments = ["status", "--json", "--data-dir", cli.dataDir("a")]
+                process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+                process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+                return process
+            }
+            for process in openers { try process.run() }
+            for process in openers { process.waitUntilExit() }
+            #expect(openers.allSatisfy { $0.terminationStatus == 0 }, "round \(round): every opener succeeds")
+        }
+    }
+}
