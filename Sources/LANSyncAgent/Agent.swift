@@ -408,17 +408,25 @@ public actor Agent: Service {
 
     /// One connection per peer: when two exist (both dialed at once, or a redial), both sides keep
     /// the one initiated by the smaller replica ID; a newer one from the same side replaces the older.
-    private func register(_ session: SyncSession, replica: ReplicaID, close: @escaping @Sendable () -> Void) -> Bool {
+    private func register(_ session: SyncSession, replica: ReplicaID, close: @escaping @Sendable () -> Void) async -> Bool {
         if let existing = sessions[replica] {
-            let keepNew: Bool
-            if existing.session.initiatedByUs == session.initiatedByUs {
-                keepNew = true
-            } else {
-                let preferredIsOurs = node.replicaID < replica
-                keepNew = session.initiatedByUs == preferredIsOurs
+            let heard = await existing.session.lastReceived
+            // Re-read after the suspension: another connection may have registered meanwhile.
+            if let current = sessions[replica] {
+                // A connection silent for longer than a ping interval is stuck (an outage just ended):
+                // the new one wins whoever dialed, so both sides keep the fresh connection.
+                let stale = current.session === existing.session
+                    && ContinuousClock.now - heard > configuration.keepalive + .milliseconds(500)
+                let keepNew: Bool
+                if stale || current.session.initiatedByUs == session.initiatedByUs {
+                    keepNew = true
+                } else {
+                    let preferredIsOurs = node.replicaID < replica
+                    keepNew = session.initiatedByUs == preferredIsOurs
+                }
+                guard keepNew else { return false }
+                current.close()
             }
-            guard keepNew else { return false }
-            existing.close()
         }
         sessions[replica] = Registered(session: session, close: close)
         return true
