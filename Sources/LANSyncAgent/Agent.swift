@@ -290,7 +290,7 @@ public actor Agent: Service {
         logger.info(
             "peer connected",
             metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
-        try await sender.send(.state(try await session.ourState()))
+        try await sender.send(.state(try await session.stateToAnnounce()))
         var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound, traffic: traffic)
         // Unregistered before this returns, so that when the connection's end is reported, a session
         // still registered for the peer is a newer connection that replaced this one.

@@ -27,6 +27,11 @@ actor SyncSession {
     /// Replies the receiving task queued for the sending task.
     private var announceState = false
     private var pongs: [UInt64] = []
+    /// Per-connection tables of the compact live push (`EntryPush`), one per direction.
+    private var pushEncoder = EntryPushEncoder()
+    private var pushDecoder = EntryPushDecoder()
+    /// The digest the peer last heard from us (announced, or implied by a push).
+    private var digestToldToPeer: StateDigest?
     private let wake: AsyncStream<Void>.Continuation
     let wakes: AsyncStream<Void>
     private(set) var lastReceived = ContinuousClock.now
@@ -55,6 +60,13 @@ actor SyncSession {
         return PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
     }
 
+    /// Our state, as about to be announced to the peer (remembered for digest-implied pushes).
+    func stateToAnnounce() throws -> PeerState {
+        let state = try ourState()
+        digestToldToPeer = state.digest
+        return state
+    }
+
     /// Handles one message from the peer.
     func handle(_ message: WireMessage) async throws {
         lastReceived = .now
@@ -65,30 +77,30 @@ actor SyncSession {
             await recordProgress()
             push()
         case .delta(let delta):
-            // The peer holds what it sends: never echo it back.
-            for range in delta.coverage where peerKnown[range.replica] < range.through {
-                peerKnown[range.replica] = range.through
-            }
+            try await merge(delta)
+        case .push(let push):
+            let entry: Entry
             do {
-                let outcome = try await node.merge(delta, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
-                announceState = true
-                push()
-                mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
-                if outcome.changedAnything {
-                    logger.debug(
-                        "merged a delta",
-                        metadata: ["peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
-                            "sync.preferences": "\(outcome.preferencesChanged)"])
-                }
+                entry = try pushDecoder.entry(from: push)
             } catch {
-                // Best effort, never waited on: the connection closes right after.
-                let code: GoodbyeCode = error.code == .clockSkew ? .clockSkew : .malformed
                 let sender = sender
-                Task { try? await sender.send(.goodbye(code: code, reason: error.message)) }
-                throw ConnectionError.malformed(error.message)
+                Task { try? await sender.send(.goodbye(code: .malformed, reason: "\(error)")) }
+                throw ConnectionError.malformed("\(error)")
             }
-            let now = Int64(node.clock.now())
-            await directory.update(device: peer.device.description) { $0.lastSync = now }
+            try await merge(
+                Delta(
+                    entries: [entry],
+                    coverage: [.init(replica: entry.dot.replica, from: entry.dot.counter - 1, through: entry.dot.counter)]))
+            if push.digestImplied, var announced = peerAnnounced {
+                // The sender's state is its last announced one plus this entry: no state message follows.
+                announced.digest.insert(hash: ReplicaStore.elementHasher.hash(entry))
+                if announced.versionVector[entry.dot.replica] == entry.dot.counter - 1 {
+                    announced.versionVector[entry.dot.replica] = entry.dot.counter
+                }
+                announced.hlc = max(announced.hlc, entry.hlc)
+                peerAnnounced = announced
+                await recordProgress()
+            }
         case .ping(let value):
             pongs.append(value)
             push()
@@ -99,22 +111,59 @@ actor SyncSession {
         }
     }
 
+    /// Merges rows from the peer (a delta, or a push made into one), noting what it holds.
+    private func merge(_ delta: Delta) async throws {
+        // The peer holds what it sends: never echo it back.
+        for range in delta.coverage where peerKnown[range.replica] < range.through {
+            peerKnown[range.replica] = range.through
+        }
+        do {
+            let outcome = try await node.merge(delta, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
+            announceState = true
+            push()
+            mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
+            if outcome.changedAnything {
+                logger.debug(
+                    "merged a delta",
+                    metadata: ["peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
+                        "sync.preferences": "\(outcome.preferencesChanged)"])
+            }
+        } catch {
+            // Best effort, never waited on: the connection closes right after.
+            let code: GoodbyeCode = error.code == .clockSkew ? .clockSkew : .malformed
+            let sender = sender
+            Task { try? await sender.send(.goodbye(code: code, reason: error.message)) }
+            throw ConnectionError.malformed(error.message)
+        }
+        let now = Int64(node.clock.now())
+        await directory.update(device: peer.device.description) { $0.lastSync = now }
+    }
+
     /// Sends queued replies, every batch the peer lacks, then our state. The sending task runs it
     /// whenever `push()` was called.
     func pushMissing() async throws {
         for value in pongs { try await sender.send(.pong(value)) }
         pongs.removeAll()
         var sent = 0
+        // Whether the peer can tell our new digest without a state message (every row went as a
+        // digest-implied push).
+        var digestKnownToPeer = true
         while true {
             let delta = try node.store.delta(since: peerKnown, maxRows: configuration.deltaBatchRows)
             if delta.isEmpty { break }
-            try await sender.send(.delta(delta))
+            if let push = try compactPush(for: delta) {
+                try await sender.send(.push(push))
+                if !push.digestImplied { digestKnownToPeer = false }
+            } else {
+                try await sender.send(.delta(delta))
+                digestKnownToPeer = false
+            }
             peerKnown.advance(by: delta.coverage)
             sent += delta.entries.count + delta.preferences.count
         }
-        if sent > 0 || announceState {
+        if announceState || (sent > 0 && !digestKnownToPeer) {
             announceState = false
-            try await sender.send(.state(try ourState()))
+            try await sender.send(.state(try stateToAnnounce()))
         }
         if sent > 0 {
             logger.debug("sent rows", metadata: ["peer.device": "\(peer.device)", "sync.rows": "\(sent)"])
@@ -122,6 +171,25 @@ actor SyncSession {
             await directory.update(device: peer.device.description) { $0.lastSync = now }
         }
         await recordProgress()
+    }
+
+    /// A live push for a delta that is exactly one new entry following what the peer holds of
+    /// its replica; nil for anything else (sent as a delta). The push implies our new digest when
+    /// it is what we last told the peer plus this entry, so no state message needs to follow.
+    private func compactPush(for delta: Delta) throws -> EntryPush? {
+        guard delta.entries.count == 1, delta.preferences.isEmpty, delta.coverage.count == 1,
+            let entry = delta.entries.first, let range = delta.coverage.first,
+            range.replica == entry.dot.replica, range.through == entry.dot.counter, range.from == entry.dot.counter - 1
+        else { return nil }
+        var implied = false
+        if let told = digestToldToPeer {
+            var expected = told
+            expected.insert(hash: ReplicaStore.elementHasher.hash(entry))
+            let current = try ourState().digest
+            implied = expected == current
+            if implied { digestToldToPeer = current }
+        }
+        return pushEncoder.push(entry, digestImplied: implied)
     }
 
     /// Updates what `lansync peers` shows: who is behind whom.

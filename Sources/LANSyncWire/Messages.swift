@@ -103,11 +103,14 @@ public enum WireMessage: Equatable, Sendable {
     case pong(UInt64)
     /// The sender is closing the connection, and why (shown in `lansync peers`).
     case goodbye(code: GoodbyeCode, reason: String)
+    /// One new entry, compactly (see `EntryPush`).
+    case push(EntryPush)
 
     enum Kind: UInt8 {
         case state = 1, delta = 2, ping = 3, pong = 4, goodbye = 5
         /// Another message, zlib-compressed: varint length · zlib stream. Never nested.
         case compressed = 6
+        case push = 7
     }
 
     /// Messages at least this long are sent compressed when that makes them smaller.
@@ -143,6 +146,9 @@ public enum WireMessage: Equatable, Sendable {
             writer.byte(Kind.goodbye.rawValue)
             writer.byte(code.rawValue)
             writer.string(String(reason.utf8.prefix(WireProtocol.maxNameBytes)) ?? "")
+        case .push(let push):
+            writer.byte(Kind.push.rawValue)
+            push.encode(into: &writer)
         }
         return writer.bytes
     }
@@ -170,6 +176,7 @@ public enum WireMessage: Equatable, Sendable {
         case .goodbye:
             let code = GoodbyeCode(rawValue: try reader.byte()) ?? .other
             message = .goodbye(code: code, reason: try reader.string(atMost: WireProtocol.maxNameBytes, "reason"))
+        case .push: message = .push(try EntryPush.decode(from: &reader))
         case .compressed: throw WireError("nested compression")
         case nil: throw WireError("unknown message type \(kind)")
         }

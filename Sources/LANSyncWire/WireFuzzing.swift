@@ -10,6 +10,11 @@ public enum WireFuzzing {
             let packed = try? WireMessage.decode(message.wireBytes())
             precondition(packed == message, "wire message did not survive compression")
             if case .delta(let delta) = message { _ = delta.problem() }
+            if case .push(let push) = message {
+                // A fresh connection's tables: slots must be defined in order before use.
+                var decoder = EntryPushDecoder()
+                if let entry = try? decoder.entry(from: push) { _ = Delta(entries: [entry]).problem() }
+            }
         }
         if let hello = try? Hello.decode(bytes) {
             precondition((try? Hello.decode(hello.encoded())) == hello, "hello did not survive a round trip")

@@ -172,3 +172,66 @@ import Testing
         }
     }
 }
+
+@Suite struct EntryPushTests {
+    static let device = DeviceID(bytes: [UInt8](repeating: 7, count: 16))!
+
+    static func entry(_ replica: ReplicaID, _ counter: UInt64, stream: String = "symbol_taps", ms: UInt64) -> Entry {
+        Entry(
+            id: "01a1fd27-062e-7\(String(format: "%03x", counter % 4096))-b84a-5046c97fba88", stream: stream,
+            originDevice: device, dot: Dot(replica: replica, counter: counter),
+            hlc: HybridTimestamp(rawValue: ms << 16 | counter % 3), wallMilliseconds: Int64(ms) + 1,
+            payload: #"{"symbol_id":12,"label":"more"}"#)
+    }
+
+    /// A stream of pushes through the wire comes back as the same entries, interleaving replicas
+    /// and streams; after the first, a push costs about 30 bytes beyond its payload.
+    @Test func pushesRoundTripThroughTheirTables() throws {
+        var encoder = EntryPushEncoder()
+        var decoder = EntryPushDecoder()
+        let a = ReplicaID(high: 1, low: 1)
+        let b = ReplicaID(high: 2, low: 2)
+        var sizes = [Int]()
+        for (index, (replica, stream)) in [(a, "taps"), (a, "taps"), (b, "taps"), (a, "phrases"), (b, "phrases"), (a, "taps")]
+            .enumerated()
+        {
+            let entry = Self.entry(replica, UInt64(100_000 + index), stream: stream, ms: 1_795_248_555_566 + UInt64(index) * 1_500)
+            let pushMade = encoder.push(entry, digestImplied: index % 2 == 0)
+            let push = try #require(pushMade)
+            let bytes = WireMessage.push(push).wireBytes()
+            guard case .push(let decoded) = try WireMessage.decode(bytes) else { Issue.record("not a push"); return }
+            #expect(decoded == push)
+            #expect(try decoder.entry(from: decoded) == entry)
+            sizes.append(bytes.count - entry.payload.utf8.count)
+        }
+        #expect(sizes.last! <= 30, "a steady-state push: \(sizes)")
+    }
+
+    @Test func slotsMustBeDefinedInOrderBeforeUse() throws {
+        var encoder = EntryPushEncoder()
+        let firstMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 1, ms: 1_000), digestImplied: false)
+        let first = try #require(firstMade)
+        let secondMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 2, ms: 1_001), digestImplied: false)
+        let second = try #require(secondMade)
+        var fresh = EntryPushDecoder()
+        #expect(throws: WireError.self) { try fresh.entry(from: second) }  // names slot 0 before it is defined
+        var skipping = first
+        skipping.replicaSlot = 3
+        var other = EntryPushDecoder()
+        #expect(throws: WireError.self) { try other.entry(from: skipping) }  // defines slot 3 first
+        var zero = first
+        zero.counterStep = 0
+        var third = EntryPushDecoder()
+        #expect(throws: WireError.self) { try third.entry(from: zero) }  // counter 0 is no dot
+    }
+
+    @Test func everyTruncationOfAPushIsRefused() throws {
+        var encoder = EntryPushEncoder()
+        let pushMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 5, ms: 1_000), digestImplied: true)
+        let push = try #require(pushMade)
+        let bytes = WireMessage.push(push).encoded()
+        for length in 0..<bytes.count {
+            #expect(throws: WireError.self) { try WireMessage.decode(Array(bytes.prefix(length))) }
+        }
+    }
+}

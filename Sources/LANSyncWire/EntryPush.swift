@@ -1,0 +1,149 @@
+public import LANSyncCore
+
+/// One new entry pushed live, in few bytes: a tap logged on one device reaches a connected peer
+/// as about 30 bytes plus its payload (protocol §5.1).
+///
+/// Replica and stream IDs are interned per connection and direction: the first push that uses one
+/// defines it (its full bytes) and takes the next slot; later pushes name the slot. Counters and
+/// clock readings travel as steps from the previous push. When `digestImplied` is set, the
+/// sender's state digest is exactly its last announced one plus this entry, so no state message
+/// follows: the receiver updates the sender's digest itself.
+public struct EntryPush: Equatable, Sendable {
+    public struct ReplicaDefinition: Equatable, Sendable {
+        public let replica: ReplicaID
+        public let device: DeviceID
+    }
+
+    public var replicaDefinition: ReplicaDefinition?
+    public var streamDefinition: String?
+    public var replicaSlot: Int
+    public var streamSlot: Int
+    /// The entry's counter minus the previous push's counter for the same replica (or the counter).
+    public var counterStep: Int64
+    public var id: String
+    /// The entry's raw HLC reading minus the previous push's in this direction (or minus 0).
+    public var hlcStep: Int64
+    /// Wall-clock milliseconds minus the HLC's milliseconds.
+    public var wallOffset: Int64
+    public var payload: String
+    public var digestImplied: Bool
+
+    enum Flag {
+        static let replicaDefinition: UInt8 = 1
+        static let streamDefinition: UInt8 = 2
+        static let uuidID: UInt8 = 4
+        static let digestImplied: UInt8 = 8
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        let uuid = UUIDText.bytes(id)
+        var flags: UInt8 = 0
+        if replicaDefinition != nil { flags |= Flag.replicaDefinition }
+        if streamDefinition != nil { flags |= Flag.streamDefinition }
+        if uuid != nil { flags |= Flag.uuidID }
+        if digestImplied { flags |= Flag.digestImplied }
+        writer.byte(flags)
+        if let replicaDefinition {
+            writer.raw(replicaDefinition.replica.bytes)
+            writer.raw(replicaDefinition.device.bytes)
+        }
+        if let streamDefinition { writer.string(streamDefinition) }
+        writer.varint(replicaSlot)
+        writer.varint(streamSlot)
+        writer.signed(counterStep)
+        if let uuid { writer.raw(uuid) } else { writer.string(id) }
+        writer.signed(hlcStep)
+        writer.signed(wallOffset)
+        writer.string(payload)
+    }
+
+    static func decode(from reader: inout ByteReader) throws(WireError) -> EntryPush {
+        let flags = try reader.byte()
+        guard flags & ~UInt8(15) == 0 else { throw WireError("unknown push flags \(flags)") }
+        var definition: ReplicaDefinition?
+        if flags & Flag.replicaDefinition != 0 {
+            let replica = ReplicaID(bytes: try reader.raw(16))!
+            let device = DeviceID(bytes: try reader.raw(16))!
+            definition = ReplicaDefinition(replica: replica, device: device)
+        }
+        let stream = flags & Flag.streamDefinition != 0 ? try reader.string(atMost: Names.maxStreamLength, "stream") : nil
+        let replicaSlot = try reader.count(atMost: WireProtocol.maxTableEntries - 1, "replica slot")
+        let streamSlot = try reader.count(atMost: WireProtocol.maxTableEntries - 1, "stream slot")
+        let counterStep = try reader.signed()
+        let id = flags & Flag.uuidID != 0
+            ? UUIDText.text(try reader.raw(16)) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
+        let hlcStep = try reader.signed()
+        let wallOffset = try reader.signed()
+        let payload = try reader.string(atMost: Delta.maxValueBytes, "payload")
+        return EntryPush(
+            replicaDefinition: definition, streamDefinition: stream, replicaSlot: replicaSlot, streamSlot: streamSlot,
+            counterStep: counterStep, id: id, hlcStep: hlcStep, wallOffset: wallOffset, payload: payload,
+            digestImplied: flags & Flag.digestImplied != 0)
+    }
+}
+
+/// The sending side's tables for one connection: builds pushes, remembering what it defined.
+public struct EntryPushEncoder: Sendable {
+    private var replicas: [ReplicaID: Int] = [:]
+    private var streams: [String: Int] = [:]
+    private var lastCounter: [Int: UInt64] = [:]
+    private var lastHLC: UInt64 = 0
+
+    public init() {}
+
+    /// The push for `entry`, updating the tables; nil when a table is full (send a delta instead).
+    public mutating func push(_ entry: Entry, digestImplied: Bool) -> EntryPush? {
+        let newReplica = replicas[entry.dot.replica] == nil
+        let newStream = streams[entry.stream] == nil
+        if newReplica && replicas.count >= WireProtocol.maxTableEntries { return nil }
+        if newStream && streams.count >= WireProtocol.maxTableEntries { return nil }
+        let replicaSlot = replicas[entry.dot.replica] ?? replicas.count
+        let streamSlot = streams[entry.stream] ?? streams.count
+        replicas[entry.dot.replica] = replicaSlot
+        streams[entry.stream] = streamSlot
+        let counterStep = Int64(bitPattern: entry.dot.counter &- (lastCounter[replicaSlot] ?? 0))
+        lastCounter[replicaSlot] = entry.dot.counter
+        let hlcStep = Int64(bitPattern: entry.hlc.rawValue &- lastHLC)
+        lastHLC = entry.hlc.rawValue
+        return EntryPush(
+            replicaDefinition: newReplica ? .init(replica: entry.dot.replica, device: entry.originDevice) : nil,
+            streamDefinition: newStream ? entry.stream : nil, replicaSlot: replicaSlot, streamSlot: streamSlot,
+            counterStep: counterStep, id: entry.id, hlcStep: hlcStep,
+            wallOffset: entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds), payload: entry.payload,
+            digestImplied: digestImplied)
+    }
+}
+
+/// The receiving side's tables for one connection: turns pushes back into entries. A definition
+/// must take exactly the next slot, and a slot must be defined before use.
+public struct EntryPushDecoder: Sendable {
+    private var replicas: [EntryPush.ReplicaDefinition] = []
+    private var streams: [String] = []
+    private var lastCounter: [Int: UInt64] = [:]
+    private var lastHLC: UInt64 = 0
+
+    public init() {}
+
+    public mutating func entry(from push: EntryPush) throws(WireError) -> Entry {
+        if let definition = push.replicaDefinition {
+            guard push.replicaSlot == replicas.count else { throw WireError("push defines replica slot out of order") }
+            replicas.append(definition)
+        }
+        if let stream = push.streamDefinition {
+            guard push.streamSlot == streams.count else { throw WireError("push defines stream slot out of order") }
+            streams.append(stream)
+        }
+        guard push.replicaSlot < replicas.count else { throw WireError("push names an undefined replica slot") }
+        guard push.streamSlot < streams.count else { throw WireError("push names an undefined stream slot") }
+        let replica = replicas[push.replicaSlot]
+        let counter = (lastCounter[push.replicaSlot] ?? 0) &+ UInt64(bitPattern: push.counterStep)
+        guard counter > 0 else { throw WireError("push counter is zero") }
+        lastCounter[push.replicaSlot] = counter
+        let hlc = HybridTimestamp(rawValue: lastHLC &+ UInt64(bitPattern: push.hlcStep))
+        lastHLC = hlc.rawValue
+        return Entry(
+            id: push.id, stream: streams[push.streamSlot], originDevice: replica.device,
+            dot: Dot(replica: replica.replica, counter: counter), hlc: hlc,
+            wallMilliseconds: Int64(bitPattern: hlc.physicalMilliseconds) &+ push.wallOffset, payload: push.payload)
+    }
+}
