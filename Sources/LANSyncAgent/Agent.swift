@@ -133,7 +133,7 @@ public actor Agent: Service {
         level: .tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT)))
 
     static func milliseconds(_ duration: Duration) -> SocketOptionValue {
-        SocketOptionValue(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+        SocketOptionValue(TimeAmount(duration).nanoseconds / 1_000_000)
     }
 
     static func framed(_ channel: any Channel) throws -> FramedChannel {
@@ -347,6 +347,12 @@ public actor Agent: Service {
 
     private func remember(_ target: DialTarget, replica: ReplicaID) { targetReplica[target.key] = replica }
 
+    /// A connection that has heard nothing for longer than a ping interval: it is stuck (in an
+    /// outage, or in TCP retransmission backoff after one), though not yet closed by keepalive.
+    private func isStuck(lastHeard: ContinuousClock.Instant) -> Bool {
+        ContinuousClock.now - lastHeard > configuration.keepalive + .milliseconds(500)
+    }
+
     /// Sleeps in short slices; returns true early when the network came back meanwhile.
     private func sleepUnlessWoken(_ duration: Duration) async -> Bool {
         let generation = networkGeneration
@@ -362,10 +368,9 @@ public actor Agent: Service {
     /// (stuck since the outage) and wake every dial loop so it dials now.
     func networkCameBack() async {
         networkGeneration += 1
-        let stale = ContinuousClock.now - configuration.keepalive - .milliseconds(500)
         for registered in sessions.values {
             let heard = await registered.session.lastReceived
-            if heard < stale { registered.close() }
+            if isStuck(lastHeard: heard) { registered.close() }
         }
     }
 
@@ -415,8 +420,7 @@ public actor Agent: Service {
             if let current = sessions[replica] {
                 // A connection silent for longer than a ping interval is stuck (an outage just ended):
                 // the new one wins whoever dialed, so both sides keep the fresh connection.
-                let stale = current.session === existing.session
-                    && ContinuousClock.now - heard > configuration.keepalive + .milliseconds(500)
+                let stale = current.session === existing.session && isStuck(lastHeard: heard)
                 let keepNew: Bool
                 if stale || current.session.initiatedByUs == session.initiatedByUs {
                     keepNew = true

@@ -62,7 +62,6 @@ struct DialEndpoint: Sendable, CustomStringConvertible {
 struct DiscoveryState {
     /// Nil while discovery is off.
     var status: DiscoveryStatus?
-    var advertisedAs: String?
     var requestedName: String?
     /// Same-group services, by instance name.
     var peers: [String: DiscoveredService] = [:]
@@ -76,7 +75,17 @@ struct DiscoveryState {
     var absent: Set<String> = []
     /// Discovered services with a connection up right now.
     var connected: Set<String> = []
-    var warned = false
+
+    /// The instance name our advertisement is established under, if it is.
+    var advertisedAs: String? {
+        if case .running(let name)? = status { return name }
+        return nil
+    }
+
+    var isUnavailable: Bool {
+        if case .unavailable? = status { return true }
+        return false
+    }
 }
 
 /// What `lansync status` shows about discovery.
@@ -119,7 +128,7 @@ extension Agent {
     /// A neutral instance name: says it is LANSync, nothing about whose device it is; the random
     /// suffix is new on every start and keeps collisions rare.
     static func neutralInstanceName() -> String {
-        "LANSync " + String(UInt16.random(in: .min ... .max), radix: 16).leftPadded(to: 4)
+        String(format: "LANSync %04x", UInt16.random(in: .min ... .max))
     }
 
     /// Advertises this node and dials every same-group node found, until cancelled.
@@ -138,27 +147,25 @@ extension Agent {
     private func handle(_ event: DiscoveryEvent) {
         switch event {
         case .status(let status):
+            // Statuses arrive only when they change: one warning when discovery goes away, one
+            // notice when it is back.
+            let wasUnavailable = discovery.isUnavailable
+            let wasAdvertisedAs = discovery.advertisedAs
             discovery.status = status
             switch status {
             case .starting: break
             case .unavailable(let reason):
-                discovery.advertisedAs = nil
-                if discovery.warned {
+                if wasUnavailable {
                     logger.debug("mDNS discovery still unavailable", metadata: ["reason": "\(reason)"])
                 } else {
-                    discovery.warned = true
                     logger.warning(
                         "mDNS discovery unavailable: \(reason). Syncing with static peers only; retrying until avahi-daemon is back")
                 }
             case .running(let advertisedAs):
-                if discovery.warned {
-                    discovery.warned = false
-                    logger.notice("mDNS discovery is back")
-                }
-                if let advertisedAs, advertisedAs != discovery.advertisedAs {
+                if wasUnavailable { logger.notice("mDNS discovery is back") }
+                if let advertisedAs, advertisedAs != wasAdvertisedAs {
                     logger.info("advertising over mDNS", metadata: ["mdns.name": "\(advertisedAs)", "mdns.type": "\(Self.serviceType)"])
                 }
-                discovery.advertisedAs = advertisedAs
             }
         case .appeared(let service):
             appeared(service)
@@ -247,11 +254,5 @@ extension Agent {
         return DiscoveryReport(
             state: state, advertisedAs: discovery.advertisedAs, detail: detail, sameGroup: discovery.peers.count,
             otherGroups: discovery.otherGroups.count)
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

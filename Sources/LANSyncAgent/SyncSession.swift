@@ -87,13 +87,11 @@ actor SyncSession {
                 Task { try? await sender.send(.goodbye(code: .malformed, reason: "\(error)")) }
                 throw ConnectionError.malformed("\(error)")
             }
-            try await merge(
-                Delta(
-                    entries: [entry],
-                    coverage: [.init(replica: entry.dot.replica, from: entry.dot.counter - 1, through: entry.dot.counter)]))
+            try await merge(EntryPush.delta(carrying: entry))
             if push.digestImplied, var announced = peerAnnounced {
                 // The sender's state is its last announced one plus this entry: no state message follows.
-                announced.digest.insert(hash: ReplicaStore.elementHasher.hash(entry))
+                announced.digest = EntryPush.impliedDigest(
+                    after: announced.digest, adding: entry, hasher: ReplicaStore.elementHasher)
                 if announced.versionVector[entry.dot.replica] == entry.dot.counter - 1 {
                     announced.versionVector[entry.dot.replica] = entry.dot.counter
                 }
@@ -177,16 +175,13 @@ actor SyncSession {
     /// its replica; nil for anything else (sent as a delta). The push implies our new digest when
     /// it is what we last told the peer plus this entry, so no state message needs to follow.
     private func compactPush(for delta: Delta) throws -> EntryPush? {
-        guard delta.entries.count == 1, delta.preferences.isEmpty, delta.coverage.count == 1,
-            let entry = delta.entries.first, let range = delta.coverage.first,
-            range.replica == entry.dot.replica, range.through == entry.dot.counter, range.from == entry.dot.counter - 1
-        else { return nil }
+        guard delta.entries.count == 1, let entry = delta.entries.first, delta == EntryPush.delta(carrying: entry) else {
+            return nil
+        }
         var implied = false
         if let told = digestToldToPeer {
-            var expected = told
-            expected.insert(hash: ReplicaStore.elementHasher.hash(entry))
             let current = try ourState().digest
-            implied = expected == current
+            implied = EntryPush.impliedDigest(after: told, adding: entry, hasher: ReplicaStore.elementHasher) == current
             if implied { digestToldToPeer = current }
         }
         return pushEncoder.push(entry, digestImplied: implied)

@@ -44,7 +44,6 @@ enum AvahiEvent: Sendable {
 
     case client(Client)
     case group(Group)
-    case serviceFound(AvahiServiceKey)
     case serviceRemoved(AvahiServiceKey)
     case browseFailed(String)
     case resolved(AvahiServiceKey, AvahiResolution)
@@ -214,7 +213,6 @@ final class AvahiConnection: @unchecked Sendable {
                 interface: interface, ipProtocol: ipProtocol, name: String(cString: name), type: String(cString: type),
                 domain: String(cString: domain))
             if event == AVAHI_BROWSER_NEW {
-                events.yield(.serviceFound(key))
                 startResolving(key)
             } else {
                 if let resolver = resolvers.removeValue(forKey: key) { avahi_service_resolver_free(resolver) }

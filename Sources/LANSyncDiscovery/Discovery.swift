@@ -188,8 +188,6 @@ struct DiscoverySession {
         case .group(.failed(let message)):
             status = .unavailable(reason: "avahi-daemon refused our advertisement: \(message)")
             isFinished = true
-        case .serviceFound:
-            break
         case .serviceRemoved(let key):
             if let change = services.remove(key) { changes.append(change) }
         case .resolved(let key, let resolution):

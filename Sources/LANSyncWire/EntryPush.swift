@@ -147,3 +147,22 @@ public struct EntryPushDecoder: Sendable {
             wallMilliseconds: Int64(bitPattern: hlc.physicalMilliseconds) &+ push.wallOffset, payload: push.payload)
     }
 }
+
+extension EntryPush {
+    /// The delta a push stands for: its one entry, completing the entry's replica by one counter.
+    /// Only a delta of exactly this shape may be sent as a push.
+    public static func delta(carrying entry: Entry) -> Delta {
+        Delta(
+            entries: [entry],
+            coverage: [.init(replica: entry.dot.replica, from: entry.dot.counter - 1, through: entry.dot.counter)])
+    }
+
+    /// The sender's digest after a digest-implied push: the one it last announced (or implied)
+    /// plus the entry's element hash. Both sides compute it; the sender sets the flag only when
+    /// its real digest is this.
+    public static func impliedDigest(after told: StateDigest, adding entry: Entry, hasher: ElementHasher) -> StateDigest {
+        var digest = told
+        digest.insert(hash: hasher.hash(entry))
+        return digest
+    }
+}

@@ -33,7 +33,7 @@ struct Watch: AsyncParsableCommand {
             let report = await ControlClient.report(node.dataDirectory)
             let status = try await reportingErrors { try node.status() }
             var lines = [String]()
-            let time = Timestamps.iso8601(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+            let time = Timestamps.iso8601(milliseconds: Int64(Timestamps.nowMilliseconds()))
             lines.append(
                 style.bold("\(node.identity.name)  \(node.deviceID)")
                     + "  \(counted(status.entries, "entry", "entries")), digest \(status.digest.description.prefix(12))  \(time)")
@@ -116,7 +116,7 @@ struct Why: AsyncParsableCommand {
                 ].jsonObject)
             return
         }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = Int64(Timestamps.nowMilliseconds())
         func describe(_ peer: PeerRecord) -> String {
             let name = peer.name ?? String((peer.deviceID ?? "?").prefix(7))
             if peer.state == .connected { return "\(name) (connected)" }

@@ -40,7 +40,7 @@ struct Peers: AsyncParsableCommand {
 enum PeersView {
     static func lines(peers: [PeerRecord], report: AgentReport?, style: Style) -> [String] {
         guard !peers.isEmpty else { return ["no peers known yet"] }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = Int64(Timestamps.nowMilliseconds())
         var rows = [["NAME", "DEVICE", "ADDRESS", "STATE", "LAST SEEN", "WE LACK", "THEY LACK", "NOTE"]]
         for peer in peers {
             var notes = [String]()

@@ -32,9 +32,8 @@ struct Cluster {
         let output: String
     }
 
-    /// Runs `scripts/cluster --prefix P --dir D ARGS`; output and errors together.
-    @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) throws -> Result {
+    /// `scripts/cluster --prefix P --dir D ARGS` as a process, not started, using the built lansync.
+    func process(_ arguments: [String], environment extra: [String: String] = [:]) -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [Self.script, "--prefix", prefix, "--dir", directory] + arguments
@@ -42,6 +41,13 @@ struct Cluster {
         environment["LANSYNC_BIN"] = CLI.executable
         for (key, value) in extra { environment[key] = value }
         process.environment = environment
+        return process
+    }
+
+    /// Runs `scripts/cluster --prefix P --dir D ARGS`; output and errors together.
+    @discardableResult
+    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) throws -> Result {
+        let process = process(arguments, environment: extra)
         let outPath = NSTemporaryDirectory() + "cluster-out-\(UUID().uuidString)"
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: outPath) }

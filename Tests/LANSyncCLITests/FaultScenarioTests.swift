@@ -1,4 +1,5 @@
 import Foundation
+import LANSync
 import Testing
 
 // The promises of DESIGN.md under faults: real nodes in namespaces with their own avahi-daemons,
@@ -45,15 +46,23 @@ extension Cluster {
     /// Appends `count` AAC symbol taps on a node, one `lansync log append` per tap as an app would,
     /// and returns the ids of those acknowledged (exit 0 and an id printed).
     func tap(_ node: Int, count: Int, session: String) throws -> [String] {
-        let script = """
-            for i in $(seq \(count)); do
-              "$LANSYNC_BIN" --data-dir "\(directory)/node-\(node)/data" log append symbol_taps \\
-                "{\\"symbol_id\\":$((i % 40)),\\"label\\":\\"more\\",\\"language\\":\\"en\\",\\"category_path\\":[\\"core\\",\\"requests\\"],\\"grid_position\\":[$((i % 6)),$((i % 8))],\\"session_id\\":\\"\(session)\\",\\"tap\\":\\"\(session)-$i\\"}" \\
-                2>/dev/null || true
-            done
-            """
-        let output = try run(["exec", "\(node)", "bash", "-c", script]).output
-        return output.split(separator: "\n").map(String.init).filter { $0.count == 36 && $0.filter { $0 == "-" }.count == 4 }
+        Self.acknowledgedIDs(in: try run(["exec", "\(node)", "bash", "-c", tapScript(node, count: count, session: session)]).output)
+    }
+
+    /// A shell loop logging `count` AAC symbol taps on a node, one `lansync log append` each.
+    func tapScript(_ node: Int, count: Int, session: String) -> String {
+        """
+        for i in $(seq \(count)); do
+          "$LANSYNC_BIN" --data-dir "\(directory)/node-\(node)/data" log append symbol_taps \\
+            "{\\"symbol_id\\":$((i % 40)),\\"label\\":\\"more\\",\\"language\\":\\"en\\",\\"category_path\\":[\\"core\\",\\"requests\\"],\\"grid_position\\":[$((i % 6)),$((i % 8))],\\"session_id\\":\\"\(session)\\",\\"tap\\":\\"\(session)-$i\\"}" \\
+            2>/dev/null || true
+        done
+        """
+    }
+
+    /// The entry ids `lansync log append` printed: the appends it acknowledged.
+    static func acknowledgedIDs(in output: String) -> [String] {
+        output.split(separator: "\n").map(String.init).filter { $0.count == 36 && $0.filter { $0 == "-" }.count == 4 }
     }
 
     /// Every entry on a node: id → how many times its `tap` label appears (duplicates show as > 1).
@@ -255,8 +264,8 @@ struct FaultScenarioTests {
         try cluster.group(1...2)
         let bulk = (1...Self.catchUp).map { #"{"symbol_id":\#($0 % 40),"label":"more","session_id":"bulk","tap":"bulk-\#($0)"}"# }
             .joined(separator: "\n")
-        let bulkIDs = try cluster.ok(["lansync", "1", "log", "append", "symbol_taps", "--lines"], stdin: bulk)
-            .split(separator: "\n").map(String.init).filter { $0.count == 36 }
+        let bulkIDs = Cluster.acknowledgedIDs(
+            in: try cluster.ok(["lansync", "1", "log", "append", "symbol_taps", "--lines"], stdin: bulk))
         #expect(bulkIDs.count == Self.catchUp, "every bulk entry acknowledged with its id")
         try cluster.startAll(1...2)
         // Wait until node 2 is part-way through, then kill it while the CLI appends on it.
@@ -392,7 +401,7 @@ struct FaultScenarioTests {
     @Test func chaos() throws {
         let seed = ProcessInfo.processInfo.environment["LANSYNC_CHAOS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("chaos seed \(seed) (replay: LANSYNC_CHAOS_SEED=\(seed) swift test --filter chaos)")
-        var random = SeededRandom(seed: seed)
+        var random = SplitMix64(seed: seed)  // deterministic: a chaos run replays from its seed
         let cluster = Cluster(prefix: "lsf9")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "chaos")
@@ -443,19 +452,6 @@ struct FaultScenarioTests {
     }
 }
 
-/// A small deterministic generator (SplitMix64) so a chaos run replays from its seed.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 extension Cluster {
     /// Taps appended in the background (a separate process), for killing a node under load.
     final class BackgroundTaps: @unchecked Sendable {
@@ -468,24 +464,12 @@ extension Cluster {
         func finish() throws -> [String] {
             process.waitUntilExit()
             defer { try? FileManager.default.removeItem(atPath: outPath) }
-            return try String(contentsOfFile: outPath, encoding: .utf8).split(separator: "\n").map(String.init)
-                .filter { $0.count == 36 && $0.filter { $0 == "-" }.count == 4 }
+            return Cluster.acknowledgedIDs(in: try String(contentsOfFile: outPath, encoding: .utf8))
         }
     }
 
     func backgroundTaps(_ node: Int, count: Int, session: String) throws -> BackgroundTaps {
-        let script = """
-            for i in $(seq \(count)); do
-              "$LANSYNC_BIN" --data-dir "\(directory)/node-\(node)/data" log append symbol_taps \\
-                "{\\"symbol_id\\":1,\\"label\\":\\"more\\",\\"session_id\\":\\"\(session)\\",\\"tap\\":\\"\(session)-$i\\"}" 2>/dev/null || true
-            done
-            """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [Self.script, "--prefix", prefix, "--dir", directory, "exec", "\(node)", "bash", "-c", script]
-        var environment = ProcessInfo.processInfo.environment
-        environment["LANSYNC_BIN"] = CLI.executable
-        process.environment = environment
+        let process = process(["exec", "\(node)", "bash", "-c", tapScript(node, count: count, session: session)])
         let outPath = NSTemporaryDirectory() + "taps-\(UUID().uuidString)"
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
