@@ -58,6 +58,8 @@ let package = Package(
                 "LANSyncCore",
                 "LANSyncCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the statements on hot paths (BoundStatement+SQLite.swift).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
@@ -120,6 +122,8 @@ let package = Package(
                 "LANSyncCore",
                 "LANSyncStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The baseline binds through SQLite's C API (Baseline.swift).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),

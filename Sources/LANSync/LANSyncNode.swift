@@ -181,13 +181,23 @@ public final class LANSyncNode: Sendable {
     /// bounded transactions (see `ReplicaStore.merge`), so local writes are never held up for long.
     @discardableResult
     public func merge(_ delta: Delta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
+        let checked: CheckedDelta
+        do { checked = try ReplicaStore.check(delta) } catch { throw Self.translate(error) }
+        return try await merge(checked, maxSkewMilliseconds: maxSkewMilliseconds)
+    }
+
+    /// Merges a delta checked beforehand with `ReplicaStore.check`, which a receiver runs on
+    /// another thread while the batch before is being written.
+    @discardableResult
+    public func merge(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
+        let delta = checked.delta
         do {
             try HybridLogicalClock.check(delta.newestHLC, now: clock.now(), maxSkew: maxSkewMilliseconds)
         } catch {
             throw LANSyncError(.clockSkew, error.description)
         }
         do {
-            let result = try await store.merge(delta)
+            let result = try await store.merge(checked)
             if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
             if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
             return result.outcome

@@ -13,8 +13,9 @@ public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible
         self.low = low
     }
 
-    /// Builds an ID from exactly 16 bytes; nil for any other length.
-    public init?(bytes: some Collection<UInt8>) {
+    /// Builds an ID from exactly 16 bytes; nil for any other length. Inlinable, so callers get a
+    /// version specialized to their collection: every write transaction reads the replica table.
+    @inlinable public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0

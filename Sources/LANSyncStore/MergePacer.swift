@@ -1,75 +1,79 @@
 import Synchronization
 import LANSyncCore
 
-/// Remembers when the app last wrote, so merges know whether someone is waiting on the writer.
-final class LocalWriteActivity: Sendable {
-    private let lastWrite = Atomic<Int64>(Int64.min / 2)
+/// What a merged row has been costing, commit included, shared by every merge of a replica, so
+/// that each delta's merge starts with transactions of the right size instead of learning it
+/// again (a catch-up is hundreds of deltas).
+final class MergeCost: Sendable {
+    private let nanosecondsPerRow = Atomic<Int>(MergePacer.initialNanosecondsPerRow)
 
-    func touch() { lastWrite.store(Self.nowNanoseconds(), ordering: .relaxed) }
-
-    /// True when a local write happened within the last `window`.
-    func isActive(within window: Duration = .seconds(1)) -> Bool {
-        let (seconds, attoseconds) = window.components
-        let windowNanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        return Self.nowNanoseconds() - lastWrite.load(ordering: .relaxed) < windowNanoseconds
+    var perRow: Int {
+        get { nanosecondsPerRow.load(ordering: .relaxed) }
+        set { nanosecondsPerRow.store(newValue, ordering: .relaxed) }
     }
-
-    /// Nanoseconds on the monotonic clock since this process first asked.
-    static func nowNanoseconds() -> Int64 {
-        let elapsed = ContinuousClock().now - origin
-        return elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
-    }
-
-    private static let origin = ContinuousClock().now
 }
 
 /// Cuts a delta into merge transactions sized by time, not by row count.
 ///
-/// SQLite has one writer: a local append that arrives during a merge transaction waits for it to
-/// commit. While the app is writing (a local write in the last second) transactions aim at
-/// `activeTarget` (1.5 ms), which keeps an append's wait, commit included, under the 5 ms goal; when nobody is
-/// waiting they aim at `idleTarget` (25 ms) for throughput. The row count adapts to measured
-/// durations, so the pacing holds on fast and slow machines alike.
+/// A transaction aims at `target` (8 ms): long enough that the commit's flush and the pages it
+/// rewrites cost little per row; short enough that its commit, which a local write arriving just
+/// then must wait for, stays brief, and that a crash loses little work. The app's own writes
+/// do not wait for it: they ride along (see `LocalWriteQueue`), and a transaction that took one
+/// commits early, so a transaction may merge only part of its share; the next share starts where
+/// it stopped. The size comes from a running average of what a row costs, so the pacing holds on
+/// fast and slow machines alike.
 struct MergePacer {
-    static let activeTarget = Duration.microseconds(1_500)
-    static let idleTarget = Duration.milliseconds(25)
+    static let target = Duration.milliseconds(8)
     static let rowRange = 16...8_192
+    /// A first guess (10 µs a row) until a transaction has been measured.
+    static let initialNanosecondsPerRow = 10_000
 
-    let activity: LocalWriteActivity
-    private(set) var rows = 256
+    /// One transaction's share of a delta: index ranges of its entries and preferences, and
+    /// whether it reaches the delta's end (then, merged whole, it carries the delta's coverage).
+    struct Share: Equatable {
+        var entries: Range<Int>
+        var preferences: Range<Int>
+        var isLast: Bool
+        var rows: Int { entries.count + preferences.count }
+    }
+
+    let cost: MergeCost
     private var entryIndex = 0
     private var preferenceIndex = 0
     private var done = false
 
-    init(activity: LocalWriteActivity) { self.activity = activity }
+    init(cost: MergeCost) { self.cost = cost }
 
-    /// The next transaction's rows; the last one carries the delta's coverage. Nil when all is merged.
-    mutating func next(of delta: Delta) -> Delta? {
-        guard !done else { return nil }
-        var chunk = Delta()
-        var budget = rows
-        if entryIndex < delta.entries.count {
-            let end = min(entryIndex + budget, delta.entries.count)
-            chunk.entries = Array(delta.entries[entryIndex..<end])
-            budget -= end - entryIndex
-            entryIndex = end
-        }
-        if budget > 0, preferenceIndex < delta.preferences.count {
-            let end = min(preferenceIndex + budget, delta.preferences.count)
-            chunk.preferences = Array(delta.preferences[preferenceIndex..<end])
-            preferenceIndex = end
-        }
-        if entryIndex == delta.entries.count && preferenceIndex == delta.preferences.count {
-            chunk.coverage = delta.coverage
-            done = true
-        }
-        return chunk
+    /// Rows for the next transaction: the target over the cost of a row.
+    var rows: Int {
+        let (seconds, attoseconds) = Self.target.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        return min(Self.rowRange.upperBound, max(Self.rowRange.lowerBound, nanoseconds / max(1, cost.perRow)))
     }
 
-    /// Adjusts the next transaction's size from how long this one took.
-    mutating func record(_ elapsed: Duration) {
-        let target = activity.isActive() ? Self.activeTarget : Self.idleTarget
-        let scale = max(0.25, min(4, target / max(elapsed, .microseconds(10))))
-        rows = min(Self.rowRange.upperBound, max(Self.rowRange.lowerBound, Int(Double(rows) * scale)))
+    /// The next transaction's share of `delta`. Nil when all is merged.
+    mutating func next(of delta: Delta) -> Share? {
+        guard !done else { return nil }
+        let rows = rows
+        let entries = entryIndex..<min(entryIndex + rows, delta.entries.count)
+        let preferences = preferenceIndex..<min(preferenceIndex + rows - entries.count, delta.preferences.count)
+        return Share(
+            entries: entries, preferences: preferences,
+            isLast: entries.upperBound == delta.entries.count && preferences.upperBound == delta.preferences.count)
+    }
+
+    /// Notes how much of `share` a transaction merged (all of it, or a prefix when it committed
+    /// early) and how long it took from BEGIN to the end of COMMIT.
+    mutating func record(_ share: Share, merged: (entries: Int, preferences: Int), elapsed: Duration) {
+        entryIndex = share.entries.lowerBound + merged.entries
+        preferenceIndex = share.preferences.lowerBound + merged.preferences
+        let rows = merged.entries + merged.preferences
+        if share.isLast && rows == share.rows { done = true }
+        // Small transactions say little (their commit dominates) and are left out.
+        guard rows >= Self.rowRange.lowerBound else { return }
+        let (seconds, attoseconds) = elapsed.components
+        let measured = (Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)) / rows
+        // Recent transactions weigh most: the machine's load changes during a catch-up.
+        cost.perRow = (cost.perRow * 3 + measured) / 4
     }
 }

@@ -85,8 +85,10 @@ public struct ReplicaStore: Sendable {
     public let replica: ReplicaID
     public let device: DeviceID
     let hasher: ElementHasher
-    /// When this process last wrote locally: merges keep their transactions short while the app is active.
-    let activity = LocalWriteActivity()
+    /// Local writes waiting for the writer; merges take them along (see `LocalWriteQueue`).
+    let localWrites = LocalWriteQueue()
+    /// What a merged row costs lately: how merges size their transactions.
+    let mergeCost = MergeCost()
     /// Runs WAL checkpoints in the background (nil for in-memory replicas).
     let checkpointer: Checkpointer?
 
@@ -238,20 +240,56 @@ public struct ReplicaStore: Sendable {
 
     /// Appends entries made on this replica in one durable transaction: each gets the next dot and
     /// HLC reading. A request whose id is held already returns the entry held (idempotent retry).
-    /// Suspends, never blocks, while the transaction runs.
+    /// Suspends, never blocks, until the transaction has committed: its own, or a merge
+    /// transaction's that took it along (see `LocalWriteQueue`).
     public func append(_ requests: [AppendRequest], now: UInt64) async throws(StoreError) -> [Entry] {
-        activity.touch()
+        try await commit { context in try Self.append(requests, now: now, context: &context) }
+    }
+
+    /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
+    public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) async throws(StoreError) -> [PreferenceWrite] {
+        try await commit { context in try Self.set(writes, now: now, context: &context) }
+    }
+
+    /// Runs a local write in the next transaction and returns its result once committed.
+    private func commit<T: Sendable>(_ write: @escaping @Sendable (inout WriteContext) throws -> T) async throws(StoreError)
+        -> T
+    {
         defer { checkpointer?.committed() }
-        let hasher = hasher
+        let (writer, hasher, queue) = (writer, hasher, localWrites)
         return try await Self.database {
-            try await writer.write { db in try Self.append(requests, now: now, db: db, hasher: hasher) }
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                queue.add(
+                    LocalWrite(
+                        apply: { context in
+                            let result = try write(&context)
+                            return { continuation.resume(returning: result) }
+                        },
+                        fail: { continuation.resume(throwing: $0) }))
+                writer.asyncWriteWithoutTransaction { db in Self.commitWaiting(queue, db: db, hasher: hasher) }
+            }
         }
     }
 
-    private static func append(_ requests: [AppendRequest], now: UInt64, db: Database, hasher: ElementHasher) throws
-        -> [Entry]
-    {
-        var context = try WriteContext(db, hasher: hasher)
+    /// Commits every waiting local write in one transaction (none, when a merge took them).
+    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher) {
+        guard queue.hasWaiting else { return }
+        var taken = TakenWrites()
+        do {
+            try db.inTransaction {
+                var context = try WriteContext(db, hasher: hasher)
+                try taken.take(from: queue, into: &context)
+                if !taken.writes.isEmpty { try context.save() }
+                return .commit
+            }
+        } catch {
+            for write in taken.writes { write.fail(error) }
+            return
+        }
+        taken.reportCommitted()
+    }
+
+    static func append(_ requests: [AppendRequest], now: UInt64, context: inout WriteContext) throws -> [Entry] {
         var results = [Entry]()
         results.reserveCapacity(requests.count)
         var random = SplitMix64()
@@ -267,24 +305,12 @@ public struct ReplicaStore: Sendable {
             _ = try context.mergeEntry(entry)
             results.append(entry)
         }
-        try context.save()
         return results
     }
 
-    /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
-    public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) async throws(StoreError) -> [PreferenceWrite] {
-        activity.touch()
-        defer { checkpointer?.committed() }
-        let hasher = hasher
-        return try await Self.database {
-            try await writer.write { db in try Self.set(writes, now: now, db: db, hasher: hasher) }
-        }
-    }
-
-    private static func set(_ writes: [PreferenceRequest], now: UInt64, db: Database, hasher: ElementHasher) throws
+    private static func set(_ writes: [PreferenceRequest], now: UInt64, context: inout WriteContext) throws
         -> [PreferenceWrite]
     {
-        var context = try WriteContext(db, hasher: hasher)
         var results = [PreferenceWrite]()
         for request in writes {
             // Our clock is past every reading merged so far, so a local write always wins here.
@@ -295,46 +321,115 @@ public struct ReplicaStore: Sendable {
             _ = try context.mergePreference(write)
             results.append(write)
         }
-        try context.save()
         return results
     }
 
     // MARK: Merge
 
     /// Merges a delta from another replica. Rejected whole when malformed. A large delta is
-    /// committed in several transactions, the coverage with the last, sized by `MergePacer` so a
-    /// local write never waits long behind one; a crash part-way leaves merged rows (merge is
-    /// idempotent) and an unmoved version vector, so the rest is simply sent again.
+    /// committed in several transactions, the coverage with the last, sized by `MergePacer`; the
+    /// app's own writes ride along instead of waiting (see `LocalWriteQueue`). A crash part-way
+    /// leaves merged rows (merge is idempotent) and an unmoved version vector, so the rest is
+    /// simply sent again.
     public func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
-        try Self.validate(delta)
-        let hasher = hasher
-        var result = MergeResult()
-        var pacer = MergePacer(activity: activity)
-        while let chunk = pacer.next(of: delta) {
-            let started = ContinuousClock.now
-            let part = try await Self.database {
-                try await writer.write { db in try Self.merge(chunk, db: db, hasher: hasher) }
+        try await merge(Self.check(delta))
+    }
+
+    /// Merges a delta checked beforehand (see `check`).
+    public func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
+        let (hasher, queue) = (hasher, localWrites)
+        // Which rows changed the replica, by index: the writer copies no rows.
+        var changed = (entries: [Int](), preferences: [Int]())
+        var pacer = MergePacer(cost: mergeCost)
+        while let share = pacer.next(of: checked.delta) {
+            let (part, elapsed) = try await Self.database {
+                try await writer.writeWithoutTransaction { db in
+                    // Timed on the writer from BEGIN to the end of COMMIT: not the wait for the writer.
+                    let begin = ContinuousClock.now
+                    var part = MergedShare()
+                    var taken = TakenWrites()
+                    do {
+                        try db.inTransaction {
+                            part = try Self.merge(share, of: checked, db: db, hasher: hasher, localWrites: queue, taken: &taken)
+                            return .commit
+                        }
+                    } catch {
+                        // The writes it took get their own transaction: a peer's bad delta fails no app write.
+                        queue.putBack(taken.writes)
+                        throw error
+                    }
+                    taken.reportCommitted()
+                    return (part, ContinuousClock.now - begin)
+                }
             }
-            pacer.record(ContinuousClock.now - started)
+            pacer.record(share, merged: (part.entriesMerged, part.preferencesMerged), elapsed: elapsed)
             checkpointer?.committed()
-            result.append(part)
+            changed.entries += part.changedEntries
+            changed.preferences += part.changedPreferences
         }
-        return result
-    }
-
-    private static func validate(_ delta: Delta) throws(StoreError) {
-        if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
-    }
-
-    private static func merge(_ delta: Delta, db: Database, hasher: ElementHasher) throws -> MergeResult {
-        var context = try WriteContext(db, hasher: hasher)
         var result = MergeResult()
-        for entry in delta.entries where try context.mergeEntry(entry) { result.entries.append(entry) }
-        for write in delta.preferences where try context.mergePreference(write) { result.preferences.append(write) }
-        context.observe(delta.newestHLC)
-        try context.advance(by: delta.coverage)
-        try context.save()
+        let delta = checked.delta
+        result.entries = changed.entries.count == delta.entries.count ? delta.entries : changed.entries.map { delta.entries[$0] }
+        result.preferences = changed.preferences.map { delta.preferences[$0] }
         return result
+    }
+
+    /// Checks a delta from another replica (see `Delta.problem()`) and hashes its entries: the
+    /// part of a merge that needs no database, so a receiver can run it on any thread while the
+    /// batch before is being written. Rejects the delta whole when anything is wrong.
+    public static func check(_ delta: Delta) throws(StoreError) -> CheckedDelta {
+        if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
+        return CheckedDelta(delta: delta, entryHashes: delta.entries.map(elementHasher.hash))
+    }
+
+    /// What one merge transaction did with its share: how far it got (it stops early once a local
+    /// write it took is due), and which rows changed the replica, by index.
+    struct MergedShare {
+        var entriesMerged = 0
+        var preferencesMerged = 0
+        var changedEntries: [Int] = []
+        var changedPreferences: [Int] = []
+    }
+
+    /// Merges one transaction's share of a delta, taking waiting local writes along.
+    private static func merge(
+        _ share: MergePacer.Share, of checked: CheckedDelta, db: Database, hasher: ElementHasher,
+        localWrites: LocalWriteQueue, taken: inout TakenWrites
+    ) throws -> MergedShare {
+        let delta = checked.delta
+        var context = try WriteContext(db, hasher: hasher)
+        var merged = MergedShare()
+        merged.changedEntries.reserveCapacity(share.entries.count)
+        /// Every few rows: take waiting local writes; true when the transaction should commit now.
+        func lookAtLocalWrites(_ rows: Int, _ context: inout WriteContext) throws -> Bool {
+            guard rows % LocalWriteQueue.rowsBetweenLooks == 0 else { return false }
+            try taken.take(from: localWrites, into: &context)
+            return taken.isDue
+        }
+        for index in share.entries {
+            let entry = delta.entries[index]
+            // The clock passes every reading merged before a local write can tick: that write wins.
+            context.observe(entry.hlc)
+            if try context.mergeEntry(entry, hash: checked.entryHashes[index]) { merged.changedEntries.append(index) }
+            merged.entriesMerged += 1
+            if try lookAtLocalWrites(merged.entriesMerged, &context) { break }
+        }
+        if merged.entriesMerged == share.entries.count {
+            for index in share.preferences {
+                let write = delta.preferences[index]
+                context.observe(write.hlc)
+                if try context.mergePreference(write) { merged.changedPreferences.append(index) }
+                merged.preferencesMerged += 1
+                if try lookAtLocalWrites(merged.preferencesMerged, &context) { break }
+            }
+        }
+        // Writes that came meanwhile go out with this commit too.
+        try taken.take(from: localWrites, into: &context)
+        if share.isLast && merged.entriesMerged + merged.preferencesMerged == share.rows {
+            try context.advance(by: delta.coverage)
+        }
+        try context.save()
+        return merged
     }
 
     /// Runs `body` inside one write transaction that merges whatever rows it feeds in; when
@@ -507,6 +602,7 @@ public struct ReplicaStore: Sendable {
             try writer.read { db in
                 let replicas = try Self.replicaNumbers(db)
                 var delta = Delta()
+                var devices = RowDecoding.DeviceCache()
                 var rowsLeft = maxRows
                 var bytesLeft = maxBytes
                 let ranges = try Row.fetchAll(
@@ -521,11 +617,15 @@ public struct ReplicaStore: Sendable {
                     let bounds: StatementArguments = [
                         DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), rowsLeft,
                     ]
-                    let entries = try Row.fetchAll(
-                        db.cachedStatement(
-                            sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
-                        arguments: bounds
-                    ).map { try RowDecoding.entry($0, replicas: replicas) }
+                    var entries = [Entry]()
+                    let select = try BoundStatement(
+                        db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?")
+                    select.bind(1, DotKey.key(number: number, counter: from))
+                    select.bind(2, DotKey.key(number: number, counter: through))
+                    select.bind(3, Int64(rowsLeft))
+                    try select.forEachRow { columns in
+                        entries.append(try RowDecoding.entry(columns, replicas: replicas, devices: &devices))
+                    }
                     let preferences = try Row.fetchAll(
                         db.cachedStatement(
                             sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),

@@ -23,6 +23,9 @@ struct WriteContext {
     private var changedCounters: Set<ReplicaID> = []
     /// Device IDs as blobs, made once per transaction instead of once per row.
     private var deviceBlobs: [DeviceID: Data] = [:]
+    /// The last device asked for: consecutive rows mostly share one.
+    private var lastDevice: (id: DeviceID, blob: Data)?
+    private var insertEntryStatement: BoundStatement?
     private let ownDeviceBlob: Data
     let hasher: ElementHasher
 
@@ -101,20 +104,23 @@ struct WriteContext {
     }
 
     /// Inserts an entry, or replaces the version held under its id when the incoming one wins.
-    /// Returns whether the replica changed.
-    mutating func mergeEntry(_ entry: Entry) throws -> Bool {
+    /// Returns whether the replica changed. `hash` is the entry's element hash when the caller
+    /// has it already (a checked delta), else it is computed here.
+    mutating func mergeEntry(_ entry: Entry, hash: [UInt8]? = nil) throws -> Bool {
         let key = try dotKey(entry.dot)
-        let insert = try db.cachedStatement(
-            sql: """
-                INSERT OR IGNORE INTO entries (dot, id, stream, origin_device, hlc, wall_ms, payload)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
-        try insert.execute(arguments: [
-            key, entry.id, entry.stream, blob(entry.originDevice), Int64(entry.hlc.rawValue),
-            entry.wallMilliseconds, entry.payload,
-        ])
-        if db.changesCount == 1 {
-            digest.insert(hash: hasher.hash(entry))
+        let insert = try insertEntry()
+        func bindEntry() {
+            insert.bind(1, key)
+            insert.bind(2, entry.id)
+            insert.bind(3, entry.stream)
+            insert.bind(4, blob(entry.originDevice))
+            insert.bind(5, Int64(entry.hlc.rawValue))
+            insert.bind(6, entry.wallMilliseconds)
+            insert.bind(7, entry.payload)
+        }
+        bindEntry()
+        if try insert.run() == 1 {
+            digest.insert(hash: hash ?? hasher.hash(entry))
             entryCount += 1
             return true
         }
@@ -125,17 +131,35 @@ struct WriteContext {
         guard existing.dot != entry.dot else { throw dotReused(entry.dot) }
         guard MergeRule.entryReplaces(entry, existing: existing) else { return false }
         try db.execute(sql: "DELETE FROM entries WHERE id = ?", arguments: [entry.id])
-        try insert.execute(arguments: [
-            key, entry.id, entry.stream, blob(entry.originDevice), Int64(entry.hlc.rawValue),
-            entry.wallMilliseconds, entry.payload,
-        ])
-        guard db.changesCount == 1 else { throw dotReused(entry.dot) }
+        bindEntry()
+        guard try insert.run() == 1 else { throw dotReused(entry.dot) }
         digest.remove(hash: hasher.hash(existing))
-        digest.insert(hash: hasher.hash(entry))
+        digest.insert(hash: hash ?? hasher.hash(entry))
         return true
     }
 
+    /// The entry INSERT, looked up once per transaction rather than once per row (GRDB's
+    /// statement cache hashes the SQL text on every lookup).
+    private mutating func insertEntry() throws -> BoundStatement {
+        if let insertEntryStatement { return insertEntryStatement }
+        let statement = try BoundStatement(
+            db,
+            sql: """
+                INSERT OR IGNORE INTO entries (dot, id, stream, origin_device, hlc, wall_ms, payload)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """)
+        insertEntryStatement = statement
+        return statement
+    }
+
     mutating func blob(_ device: DeviceID) -> Data {
+        if let lastDevice, lastDevice.id == device { return lastDevice.blob }
+        let blob = deviceBlob(device)
+        lastDevice = (device, blob)
+        return blob
+    }
+
+    private mutating func deviceBlob(_ device: DeviceID) -> Data {
         if device == self.device { return ownDeviceBlob }
         if let blob = deviceBlobs[device] { return blob }
         let blob = Data(device.bytes)
@@ -227,6 +251,28 @@ enum RowDecoding {
         Entry(
             id: row[1], stream: row[2], originDevice: try device(row[3]), dot: try dot(row[0], replicas: replicas),
             hlc: HybridTimestamp(rawValue: UInt64(row[4] as Int64)), wallMilliseconds: row[5], payload: row[6])
+    }
+
+    /// The last device ID read, so consecutive rows of one device (the usual case) share it.
+    struct DeviceCache {
+        var last: DeviceID?
+
+        mutating func device(_ bytes: UnsafeRawBufferPointer) throws -> DeviceID {
+            if let last, last.bytes.elementsEqual(bytes) { return last }
+            let device = try RowDecoding.device(Data(bytes))
+            last = device
+            return device
+        }
+    }
+
+    /// An entry from a row of `entryColumns`, read through the C API (see `BoundStatement`).
+    static func entry(_ columns: BoundStatement.Columns, replicas: [Int64: ReplicaID], devices: inout DeviceCache)
+        throws -> Entry
+    {
+        Entry(
+            id: columns.text(1), stream: columns.text(2), originDevice: try columns.withBlob(3) { try devices.device($0) },
+            dot: try dot(columns.int64(0), replicas: replicas), hlc: HybridTimestamp(rawValue: UInt64(columns.int64(4))),
+            wallMilliseconds: columns.int64(5), payload: columns.text(6))
     }
 
     static func preference(_ row: Row, replicas: [Int64: ReplicaID]) throws -> PreferenceWrite {

@@ -148,28 +148,39 @@ func fileHash(_ path: String) throws -> [UInt8] {
             key: "k", value: "1", originDevice: device, dot: Dot(replica: replica, counter: 2_501),
             hlc: HybridTimestamp(physicalMilliseconds: 11, logical: 0), wallMilliseconds: 11)]
         let delta = Delta(entries: entries, preferences: writes, coverage: [.init(replica: replica, from: 0, through: 2_501)])
-        var pacer = MergePacer(activity: LocalWriteActivity())
+        var pacer = MergePacer(cost: MergeCost())
         var chunks = [Delta]()
-        while let chunk = pacer.next(of: delta) {
-            chunks.append(chunk)
-            pacer.record(.milliseconds(100))  // slow transactions: the pacer shrinks them
+        while let share = pacer.next(of: delta) {
+            chunks.append(
+                Delta(
+                    entries: Array(delta.entries[share.entries]), preferences: Array(delta.preferences[share.preferences]),
+                    coverage: share.isLast ? delta.coverage : []))
+            pacer.record(share, merged: (share.entries.count, share.preferences.count), elapsed: .milliseconds(100))
         }
         #expect(chunks.count > 3)
-        #expect(chunks[0].entries.count == 256)
-        #expect(chunks[1].entries.count < chunks[0].entries.count)
+        #expect(chunks[0].entries.count == MergePacer(cost: MergeCost()).rows)  // the target at the first guess
+        #expect(chunks[1].entries.count < chunks[0].entries.count)  // rows measured slower: shorter transactions
         #expect(chunks.dropLast().allSatisfy { $0.coverage.isEmpty })
         #expect(chunks.last?.coverage == delta.coverage)
         #expect(chunks.flatMap(\.entries) == entries)
         #expect(chunks.flatMap(\.preferences) == writes)
-        // An active app asks for short transactions; an idle one lets them grow.
-        let activity = LocalWriteActivity()
-        var idle = MergePacer(activity: activity)
-        idle.record(.microseconds(500))
-        #expect(idle.rows > 256)
-        activity.touch()
-        var active = MergePacer(activity: activity)
-        active.record(.milliseconds(6))
-        #expect(active.rows < 256)
+
+        // A transaction that stopped early (a local write rode along): the next share starts
+        // where it stopped, and only a share merged to the end carries the coverage.
+        let small = Delta(
+            entries: Array(entries.prefix(300)), coverage: [.init(replica: replica, from: 0, through: 300)])
+        let cost = MergeCost()
+        var partial = MergePacer(cost: cost)
+        guard let first = partial.next(of: small) else { Issue.record("no first share"); return }
+        #expect(first.isLast)  // 300 rows fit in one transaction at the first guess
+        partial.record(first, merged: (100, 0), elapsed: .microseconds(500))
+        guard let second = partial.next(of: small) else { Issue.record("no second share"); return }
+        #expect(second.entries.lowerBound == 100)
+        #expect(second.isLast)
+        partial.record(second, merged: (second.entries.count, second.preferences.count), elapsed: .milliseconds(5))
+        #expect(partial.next(of: small) == nil)
+        // What a row cost is remembered for the next merge.
+        #expect(MergePacer(cost: cost).rows != MergePacer(cost: MergeCost()).rows)
         let store = try ReplicaStore.inMemory(device: device)
         #expect(try await store.merge(delta).outcome == MergeOutcome(entriesAdded: 2_500, preferencesChanged: 1))
         #expect(try store.versionVector()[replica] == 2_501)

@@ -1,0 +1,103 @@
+import Foundation
+import LANSyncCore
+@testable import LANSyncStore
+import Synchronization
+import Testing
+
+/// Local writes that arrive while a merge runs ride along in the merge's transactions
+/// (`LocalWriteQueue`); these tests drive the queue directly, so they do not depend on timing.
+@Suite struct LocalWriteQueueTests {
+    let replica = ReplicaID(high: 7, low: 7)
+
+    /// A peer's delta of `count` entries from one replica, counters from 1.
+    func peerDelta(count: Int, replacingDotOf counterToReuse: UInt64? = nil) -> Delta {
+        let entries = (1...count).map { counter in
+            Entry(
+                id: "peer-\(counter)", stream: "taps", originDevice: device,
+                dot: Dot(replica: replica, counter: UInt64(counter)),
+                hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: UInt16(counter % 60_000)), wallMilliseconds: 1_000,
+                payload: "{\"n\":\(counter)}")
+        }
+        return Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))])
+    }
+
+    /// What the caller of a queued write would hear: nothing yet, its entries, or an error.
+    final class Heard: Sendable {
+        private let value = Mutex<Result<[Entry], StoreError>?>(nil)
+        func set(_ result: Result<[Entry], StoreError>) { value.withLock { $0 = result } }
+        var result: Result<[Entry], StoreError>? { value.withLock { $0 } }
+    }
+
+    /// Queues an append the way `ReplicaStore.append` does, minus its own transaction.
+    func queueAppend(_ store: ReplicaStore, payload: String) -> Heard {
+        let heard = Heard()
+        store.localWrites.add(
+            LocalWrite(
+                apply: { context in
+                    let entries = try ReplicaStore.append(
+                        [AppendRequest(stream: "local", payload: payload)], now: 2_000, context: &context)
+                    return { heard.set(.success(entries)) }
+                },
+                fail: { error in heard.set(.failure(StoreError(.database, "\(error)"))) }))
+        return heard
+    }
+
+    @Test func aWaitingAppendCommitsWithTheMergeTransaction() async throws {
+        let store = try ReplicaStore.inMemory(device: device)
+        let heard = queueAppend(store, payload: "{\"tap\":\"more\"}")
+        // No transaction of its own was asked for: only the merge can have committed it.
+        _ = try await store.merge(peerDelta(count: 500))
+        let appended = try #require(heard.result).get()
+        #expect(appended.count == 1)
+        #expect(try store.entry(id: appended[0].id) == appended[0])
+        #expect(!store.localWrites.hasWaiting)
+        // Everything is accounted for: the merged rows, the append, and the digest of both.
+        #expect(try store.status().entries == 501)
+        #expect(try store.recomputeDigest() == store.status().digest)
+        #expect(try store.versionVector()[replica] == 500)
+        #expect(try store.versionVector()[store.replica] == 1)
+        // The local write's clock reading is past every merged one: it wins any tie later.
+        #expect(appended[0].hlc > HybridTimestamp(physicalMilliseconds: 1_000, logical: 500))
+    }
+
+    @Test func aFailedMergeHandsTheWritesItTookBackUnharmed() async throws {
+        let store = try ReplicaStore.inMemory(device: device)
+        // The peer's second delta reuses dot 1 for another entry right after the merge's first look
+        // at the queue (every 16 rows): the transaction fails just after it took the waiting append.
+        _ = try await store.merge(peerDelta(count: 1))
+        var bad = peerDelta(count: 400)
+        bad.entries[LocalWriteQueue.rowsBetweenLooks] = Entry(
+            id: "impostor", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: 1), wallMilliseconds: 1_000, payload: "1")
+        bad.coverage = [.init(replica: replica, from: 0, through: 400)]
+        let heard = queueAppend(store, payload: "{\"tap\":\"stop\"}")
+        await #expect(throws: StoreError.self) { try await store.merge(bad) }
+        // Not reported either way, and back in the queue...
+        #expect(heard.result == nil)
+        #expect(store.localWrites.hasWaiting)
+        #expect(try store.status().entries == 1)
+        // ...so the next local write's own transaction commits both.
+        let next = try await store.append([AppendRequest(stream: "local", payload: "2")], now: 2_001)
+        let appended = try #require(heard.result).get()
+        #expect(try store.entry(id: appended[0].id) != nil)
+        #expect(try store.entry(id: next[0].id) != nil)
+        #expect(try store.status().entries == 3)
+        #expect(try store.recomputeDigest() == store.status().digest)
+    }
+
+    @Test func appendsDuringALargeMergeAllLandOnce() async throws {
+        let directory = TemporaryDirectory()
+        let (store, _) = try ReplicaStore.openOrCreate(path: directory.path + "/replica.sqlite", device: device)
+        let merging = Task { try await store.merge(peerDelta(count: 30_000)) }
+        var appended = [Entry]()
+        while appended.count < 200 {
+            appended += try await store.append([AppendRequest(stream: "local", payload: "\(appended.count)")], now: 2_000)
+        }
+        _ = try await merging.value
+        #expect(Set(appended.map(\.id)).count == 200)
+        #expect(try store.status().entries == 30_200)
+        #expect(try store.versionVector()[store.replica] == 200)
+        #expect(try store.recomputeDigest() == store.status().digest)
+        #expect(try store.integrityProblems().isEmpty)
+    }
+}
