@@ -336,6 +336,7 @@ public actor Agent: Service {
             defer { tasks.cancelAll() }
             do {
                 while let message = try await receiver.next() { try await session.handle(message) }
+                try await session.finishMerging()
             } catch {
                 await session.finish()
                 throw error

@@ -124,9 +124,11 @@ actor SealedSender {
         self.traffic = traffic
     }
 
-    func send(_ message: WireMessage) async throws {
+    /// Sends `message`; a bulk batch (`inBackground`) is encoded and compressed on a bulk-work thread.
+    func send(_ message: WireMessage, inBackground: Bool = false) async throws {
+        let bytes = inBackground ? try await BulkWork.run { message.wireBytes() } : message.wireBytes()
         var frames = [ByteBuffer]()
-        for chunk in Framing.chunks(of: message.wireBytes()) {
+        for chunk in Framing.chunks(of: bytes) {
             let sealed = try cipher.encrypt(plaintext: chunk)
             frames.append(ByteBuffer(bytes: sealed))
         }

@@ -77,7 +77,7 @@ actor SyncSession {
             await recordProgress()
             push()
         case .delta(let delta):
-            try await merge(delta)
+            try await startMerge(try await checked(delta))
         case .push(let push):
             let entry: Entry
             do {
@@ -87,7 +87,7 @@ actor SyncSession {
                 Task { try? await sender.send(.goodbye(code: .malformed, reason: "\(error)")) }
                 throw ConnectionError.malformed("\(error)")
             }
-            try await merge(EntryPush.delta(carrying: entry))
+            try await startMerge(try await checked(EntryPush.delta(carrying: entry)))
             if push.digestImplied, var announced = peerAnnounced {
                 // The sender's state is its last announced one plus this entry: no state message follows.
                 announced.digest = EntryPush.impliedDigest(
@@ -109,14 +109,50 @@ actor SyncSession {
         }
     }
 
+    /// The merge under way, if any: merges run one at a time and in order, but the receiving task
+    /// does not wait for one to finish before it reads and decodes the next message, so decoding
+    /// a batch overlaps merging the one before (the catch-up's two slowest steps, on two cores).
+    private var merging: Task<Void, any Error>?
+
+    /// Checks a delta before it is merged (`ReplicaStore.check`); a batch is checked on a
+    /// bulk-work thread, while the batch before is being merged.
+    private func checked(_ delta: Delta) async throws -> CheckedDelta {
+        do {
+            if delta.entries.count + delta.preferences.count < Self.rowsCheckedInline {
+                return try ReplicaStore.check(delta)
+            }
+            return try await BulkWork.run { try ReplicaStore.check(delta) }
+        } catch let error as StoreError {
+            let sender = sender
+            Task { try? await sender.send(.goodbye(code: .malformed, reason: error.message)) }
+            throw ConnectionError.malformed(error.message)
+        }
+    }
+
+    /// Smaller deltas (live pushes) are checked where they arrive: a thread hop would cost more.
+    static let rowsCheckedInline = 16
+
+    /// Starts merging `delta` once the merge before it is done; throws that merge's error, if any.
+    private func startMerge(_ delta: CheckedDelta) async throws {
+        try await merging?.value
+        merging = Task { try await self.merge(delta) }
+    }
+
+    /// Waits for the merge under way: the receiving task calls it when the peer stops sending.
+    func finishMerging() async throws {
+        try await merging?.value
+        merging = nil
+    }
+
     /// Merges rows from the peer (a delta, or a push made into one), noting what it holds.
-    private func merge(_ delta: Delta) async throws {
+    private func merge(_ checked: CheckedDelta) async throws {
+        let delta = checked.delta
         // The peer holds what it sends: never echo it back.
         for range in delta.coverage where peerKnown[range.replica] < range.through {
             peerKnown[range.replica] = range.through
         }
         do {
-            let outcome = try await node.merge(delta, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
+            let outcome = try await node.merge(checked, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
             announceState = true
             push()
             mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
@@ -146,18 +182,27 @@ actor SyncSession {
         // Whether the peer can tell our new digest without a state message (every row went as a
         // digest-implied push).
         var digestKnownToPeer = true
-        while true {
-            let delta = try node.store.delta(since: peerKnown, maxRows: configuration.deltaBatchRows)
-            if delta.isEmpty { break }
+        var delta = try nextBatch(since: peerKnown)
+        while !delta.isEmpty {
+            // A large batch means a catch-up: the next batch is read while this one is encoded
+            // and sent, both on bulk-work threads. A live push (one new entry) goes out right here.
+            let bulk = delta.entries.count + delta.preferences.count >= Self.rowsCheckedInline
+            var readAhead: Task<Delta, any Error>?
+            if bulk {
+                var known = peerKnown
+                known.advance(by: delta.coverage)
+                readAhead = Task { [known] in try await self.nextBatchInBackground(since: known) }
+            }
             if let push = try compactPush(for: delta) {
                 try await sender.send(.push(push))
                 if !push.digestImplied { digestKnownToPeer = false }
             } else {
-                try await sender.send(.delta(delta))
+                try await sender.send(.delta(delta), inBackground: bulk)
                 digestKnownToPeer = false
             }
             peerKnown.advance(by: delta.coverage)
             sent += delta.entries.count + delta.preferences.count
+            delta = try await readAhead?.value ?? nextBatch(since: peerKnown)
         }
         if announceState || (sent > 0 && !digestKnownToPeer) {
             announceState = false
@@ -169,6 +214,16 @@ actor SyncSession {
             await directory.update(device: peer.device.description) { $0.lastSync = now }
         }
         await recordProgress()
+    }
+
+    /// The next batch of what a peer holding `known` lacks.
+    private func nextBatch(since known: VersionVector) throws -> Delta {
+        try node.store.delta(since: known, maxRows: configuration.deltaBatchRows)
+    }
+
+    private func nextBatchInBackground(since known: VersionVector) async throws -> Delta {
+        let (store, rows) = (node.store, configuration.deltaBatchRows)
+        return try await BulkWork.run { try store.delta(since: known, maxRows: rows) }
     }
 
     /// A live push for a delta that is exactly one new entry following what the peer holds of
