@@ -11,6 +11,8 @@ public enum JSONText {
 
     /// Returns `text` without insignificant whitespace, or throws saying why it is not JSON.
     public static func compact(_ text: String) throws(LANSyncError) -> String {
+        // Most apps send compact JSON already: check it in place, without building a copy.
+        if text.utf8.count <= maxBytes, CompactJSON.isCompact(text) { return text }
         switch CompactJSON.compact(text) {
         case .success(let compacted):
             guard compacted.utf8.count <= maxBytes else {

@@ -28,17 +28,42 @@ public enum DeltaCoding {
             writer.varint(range.from)
             writer.varint(range.through)
         }
+        // One pass: rows are written to their own buffer while the tables fill, then the tables
+        // and the rows go out in the order above.
         var replicas = Table<ReplicaID>()
         var devices = Table<DeviceID>()
         var streams = Table<String>()
+        var rows = ByteWriter(capacity: delta.entries.reduce(16) { $0 + $1.payload.utf8.count + 48 })
+        var previousHLC: UInt64 = 0
+        rows.varint(delta.entries.count)
         for entry in delta.entries {
-            replicas.add(entry.dot.replica)
-            devices.add(entry.originDevice)
-            streams.add(entry.stream)
+            if let uuid = UUIDText.bytes(entry.id) {
+                rows.byte(1)
+                rows.raw(uuid)
+            } else {
+                rows.byte(0)
+                rows.string(entry.id)
+            }
+            rows.varint(streams.index(of: entry.stream))
+            rows.varint(devices.index(of: entry.originDevice))
+            rows.varint(replicas.index(of: entry.dot.replica))
+            rows.varint(entry.dot.counter)
+            rows.signed(Int64(bitPattern: entry.hlc.rawValue &- previousHLC))
+            previousHLC = entry.hlc.rawValue
+            rows.signed(entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds))
+            rows.string(entry.payload)
         }
+        rows.varint(delta.preferences.count)
         for write in delta.preferences {
-            replicas.add(write.dot.replica)
-            devices.add(write.originDevice)
+            rows.string(write.key)
+            rows.byte(write.value == nil ? 1 : 0)
+            if let value = write.value { rows.string(value) }
+            rows.varint(devices.index(of: write.originDevice))
+            rows.varint(replicas.index(of: write.dot.replica))
+            rows.varint(write.dot.counter)
+            rows.signed(Int64(bitPattern: write.hlc.rawValue &- previousHLC))
+            previousHLC = write.hlc.rawValue
+            rows.signed(write.wallMilliseconds &- Int64(bitPattern: write.hlc.physicalMilliseconds))
         }
         writer.varint(replicas.items.count)
         for replica in replicas.items { writer.raw(replica.bytes) }
@@ -46,38 +71,7 @@ public enum DeltaCoding {
         for device in devices.items { writer.raw(device.bytes) }
         writer.varint(streams.items.count)
         for stream in streams.items { writer.string(stream) }
-
-        var previousHLC: UInt64 = 0
-        writer.varint(delta.entries.count)
-        for entry in delta.entries {
-            if let uuid = UUIDText.bytes(entry.id) {
-                writer.byte(1)
-                writer.raw(uuid)
-            } else {
-                writer.byte(0)
-                writer.string(entry.id)
-            }
-            writer.varint(streams.index[entry.stream]!)
-            writer.varint(devices.index[entry.originDevice]!)
-            writer.varint(replicas.index[entry.dot.replica]!)
-            writer.varint(entry.dot.counter)
-            writer.signed(Int64(bitPattern: entry.hlc.rawValue &- previousHLC))
-            previousHLC = entry.hlc.rawValue
-            writer.signed(entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds))
-            writer.string(entry.payload)
-        }
-        writer.varint(delta.preferences.count)
-        for write in delta.preferences {
-            writer.string(write.key)
-            writer.byte(write.value == nil ? 1 : 0)
-            if let value = write.value { writer.string(value) }
-            writer.varint(devices.index[write.originDevice]!)
-            writer.varint(replicas.index[write.dot.replica]!)
-            writer.varint(write.dot.counter)
-            writer.signed(Int64(bitPattern: write.hlc.rawValue &- previousHLC))
-            previousHLC = write.hlc.rawValue
-            writer.signed(write.wallMilliseconds &- Int64(bitPattern: write.hlc.physicalMilliseconds))
-        }
+        writer.raw(rows.bytes)
     }
 
     public static func decode(from reader: inout ByteReader) throws(WireError) -> Delta {
@@ -147,13 +141,23 @@ public enum DeltaCoding {
     /// Distinct values in first-seen order, with their indexes.
     struct Table<Value: Hashable> {
         var items: [Value] = []
-        var index: [Value: Int] = [:]
+        private var indexes: [Value: Int] = [:]
+        /// The last value asked for: rows in a batch mostly repeat their neighbour's.
+        private var last: (value: Value, index: Int)?
 
-        mutating func add(_ value: Value) {
-            if index[value] == nil {
-                index[value] = items.count
+        /// The value's index, adding it on first sight.
+        mutating func index(of value: Value) -> Int {
+            if let last, last.value == value { return last.index }
+            let index: Int
+            if let known = indexes[value] {
+                index = known
+            } else {
+                index = items.count
+                indexes[value] = index
                 items.append(value)
             }
+            last = (value, index)
+            return index
         }
     }
 }
@@ -163,26 +167,30 @@ public enum DeltaCoding {
 enum UUIDText {
     static let digits = Array("0123456789abcdef".utf8)
 
+    /// The 16 bytes of lowercase UUID text; nil for any other text. On every row a catch-up
+    /// sends, so it reads the UTF-8 in place and allocates only its result.
     static func bytes(_ text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 36 else { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(16)
-        var high: UInt8?
-        for (index, char) in utf8.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard char == UInt8(ascii: "-") else { return nil }
-                continue
+        guard text.utf8.count == 36 else { return nil }
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            var out = [UInt8](repeating: 0, count: 16)
+            var nibbles = 0
+            for (index, char) in utf8.enumerated() {
+                if index == 8 || index == 13 || index == 18 || index == 23 {
+                    guard char == UInt8(ascii: "-") else { return nil }
+                    continue
+                }
+                let value: UInt8
+                switch char {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = char &- UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = char &- UInt8(ascii: "a") &+ 10
+                default: return nil
+                }
+                out[nibbles >> 1] |= nibbles & 1 == 0 ? value << 4 : value
+                nibbles += 1
             }
-            guard let value = digits.firstIndex(of: char) else { return nil }
-            if let first = high {
-                out.append(first << 4 | UInt8(value))
-                high = nil
-            } else {
-                high = UInt8(value)
-            }
+            return out
         }
-        return out
     }
 
     static func text(_ bytes: [UInt8]) -> String {
