@@ -14,7 +14,6 @@ public final class LANSyncNode: Sendable {
     public let store: ReplicaStore
     public let clock: NodeClock
     private let feed = ChangeFeed()
-    private let commits: GroupCommit
 
     public var deviceID: DeviceID { identity.deviceID }
     public var replicaID: ReplicaID { store.replica }
@@ -24,8 +23,6 @@ public final class LANSyncNode: Sendable {
         self.identity = identity
         self.store = store
         self.clock = clock
-        let feed = feed
-        commits = GroupCommit(store: store, clock: clock) { entries in feed.publish(.entries(entries, local: true)) }
     }
 
     deinit { feed.finish() }
@@ -145,8 +142,11 @@ public final class LANSyncNode: Sendable {
         var checked = [AppendRequest]()
         checked.reserveCapacity(requests.count)
         for request in requests { checked.append(try Self.validated(request)) }
+        let feed = feed
         do {
-            return try await commits.append(checked)
+            // Concurrent appends share one commit (the store groups them); the feed hears of each
+            // in commit order.
+            return try await store.append(checked, now: clock.now()) { feed.publish(.entries($0, local: true)) }
         } catch {
             throw Self.translate(error)
         }
@@ -168,8 +168,10 @@ public final class LANSyncNode: Sendable {
 
     private func write(_ request: PreferenceRequest) async throws(LANSyncError) -> PreferenceWrite {
         do {
-            let writes = try await store.setPreferences([request], now: clock.now())
-            feed.publish(.preferences(writes, local: true))
+            let feed = feed
+            let writes = try await store.setPreferences([request], now: clock.now()) {
+                feed.publish(.preferences($0, local: true))
+            }
             return writes[0]
         } catch {
             throw Self.translate(error)

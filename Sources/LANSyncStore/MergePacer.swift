@@ -15,7 +15,7 @@ final class MergeCost: Sendable {
 
 /// Cuts a delta into merge transactions sized by time, not by row count.
 ///
-/// A transaction aims at `target` (8 ms): long enough that the commit's flush and the pages it
+/// A transaction aims at `target` (4 ms): long enough that the commit's flush and the pages it
 /// rewrites cost little per row; short enough that its commit, which a local write arriving just
 /// then must wait for, stays brief, and that a crash loses little work. The app's own writes
 /// do not wait for it: they ride along (see `LocalWriteQueue`), and a transaction that took one
@@ -23,7 +23,7 @@ final class MergeCost: Sendable {
 /// it stopped. The size comes from a running average of what a row costs, so the pacing holds on
 /// fast and slow machines alike.
 struct MergePacer {
-    static let target = Duration.milliseconds(8)
+    static let target = Duration.milliseconds(4)
     static let rowRange = 16...8_192
     /// A first guess (10 µs a row) until a transaction has been measured.
     static let initialNanosecondsPerRow = 10_000

@@ -241,20 +241,25 @@ public struct ReplicaStore: Sendable {
     /// Appends entries made on this replica in one durable transaction: each gets the next dot and
     /// HLC reading. A request whose id is held already returns the entry held (idempotent retry).
     /// Suspends, never blocks, until the transaction has committed: its own, or a merge
-    /// transaction's that took it along (see `LocalWriteQueue`).
-    public func append(_ requests: [AppendRequest], now: UInt64) async throws(StoreError) -> [Entry] {
-        try await commit { context in try Self.append(requests, now: now, context: &context) }
+    /// transaction's that took it along (see `LocalWriteQueue`). Concurrent appends share a
+    /// commit. `onCommit` is called once it is durable, in commit order across callers.
+    public func append(_ requests: [AppendRequest], now: UInt64, onCommit: (@Sendable ([Entry]) -> Void)? = nil)
+        async throws(StoreError) -> [Entry]
+    {
+        try await commit({ context in try Self.append(requests, now: now, context: &context) }, onCommit: onCommit)
     }
 
     /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
-    public func setPreferences(_ writes: [PreferenceRequest], now: UInt64) async throws(StoreError) -> [PreferenceWrite] {
-        try await commit { context in try Self.set(writes, now: now, context: &context) }
+    public func setPreferences(
+        _ writes: [PreferenceRequest], now: UInt64, onCommit: (@Sendable ([PreferenceWrite]) -> Void)? = nil
+    ) async throws(StoreError) -> [PreferenceWrite] {
+        try await commit({ context in try Self.set(writes, now: now, context: &context) }, onCommit: onCommit)
     }
 
     /// Runs a local write in the next transaction and returns its result once committed.
-    private func commit<T: Sendable>(_ write: @escaping @Sendable (inout WriteContext) throws -> T) async throws(StoreError)
-        -> T
-    {
+    private func commit<T: Sendable>(
+        _ write: @escaping @Sendable (inout WriteContext) throws -> T, onCommit: (@Sendable (T) -> Void)?
+    ) async throws(StoreError) -> T {
         defer { checkpointer?.committed() }
         let (writer, hasher, queue) = (writer, hasher, localWrites)
         return try await Self.database {
@@ -263,7 +268,10 @@ public struct ReplicaStore: Sendable {
                     LocalWrite(
                         apply: { context in
                             let result = try write(&context)
-                            return { continuation.resume(returning: result) }
+                            return {
+                                onCommit?(result)
+                                continuation.resume(returning: result)
+                            }
                         },
                         fail: { continuation.resume(throwing: $0) }))
                 writer.asyncWriteWithoutTransaction { db in Self.commitWaiting(queue, db: db, hasher: hasher) }

@@ -109,11 +109,12 @@ struct WriteContext {
     mutating func mergeEntry(_ entry: Entry, hash: [UInt8]? = nil) throws -> Bool {
         let key = try dotKey(entry.dot)
         let insert = try insertEntry()
+        let device = blob(entry.originDevice)
         func bindEntry() {
             insert.bind(1, key)
             insert.bind(2, entry.id)
             insert.bind(3, entry.stream)
-            insert.bind(4, blob(entry.originDevice))
+            insert.bind(4, device)
             insert.bind(5, Int64(entry.hlc.rawValue))
             insert.bind(6, entry.wallMilliseconds)
             insert.bind(7, entry.payload)

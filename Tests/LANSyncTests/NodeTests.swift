@@ -80,6 +80,9 @@ final class TemporaryNode {
         try await a.node.append(to: "taps", payload: "1")
         try await b.node.append(to: "taps", payload: "2")
         try await a.node.set("controls/slider/sensitivity", to: "0.5")
+        // Clocks read milliseconds: two writes within one would tie, and the greater replica ID
+        // would win instead of the later write.
+        try await Task.sleep(for: .milliseconds(5))
         try await b.node.set("controls/slider/sensitivity", to: "0.9")
         var changes = b.node.changes().makeAsyncIterator()
         let outcome = try await b.node.merge(try delta(from: a.node), maxSkewMilliseconds: 60_000)
