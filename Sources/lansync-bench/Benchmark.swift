@@ -7,19 +7,24 @@ import Synchronization
 ///     swift run -c release lansync-bench                    # 100,000 rows, then network
 ///     swift run -c release lansync-bench --quick            # 10,000 rows, for a smoke test
 ///     swift run -c release lansync-bench --catch-up 100000  # one network catch-up, for profiling
+///                                            [--append-every MS]  # the app's write interval (10)
 @main
 struct Benchmark {
     static func main() async throws {
         let quick = CommandLine.arguments.contains("--quick")
-        // `--catch-up N`: only the network catch-up of N entries (for profiling).
+        // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
         if let flag = CommandLine.arguments.firstIndex(of: "--catch-up"), flag + 1 < CommandLine.arguments.count,
             let size = Int(CommandLine.arguments[flag + 1])
         {
+            var interval = 10
+            if let every = CommandLine.arguments.firstIndex(of: "--append-every"), every + 1 < CommandLine.arguments.count {
+                interval = Int(CommandLine.arguments[every + 1]) ?? interval
+            }
             let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: root) }
             var network = NetworkBenchmark(root: root, baseline: .nan)
-            try await network.catchUp(size: size)
+            try await network.catchUp(size: size, appendEvery: .milliseconds(interval))
             return
         }
         let rows = quick ? 10_000 : 100_000
@@ -42,10 +47,13 @@ struct Benchmark {
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores")
         print("")
 
-        // Baseline: plain SQLite, 1,000 rows per transaction.
-        let baselineTime = try Baseline.insert(delta.entries, batch: 1_000, directory: root)
+        // Baseline: plain SQLite, 1,000 rows per transaction, bound through the C API.
+        let baselineTime = try Baseline.insert(delta.entries, batch: 1_000, directory: root, binding: .raw)
         let baseline = Double(rows) / baselineTime.seconds
-        row("baseline: plain SQLite table, prepared INSERT, 1,000 rows/transaction", rate: baseline, goal: nil)
+        row("baseline: plain SQLite table, prepared INSERT (C API), 1,000 rows/transaction", rate: baseline, goal: nil)
+        let grdbTime = try Baseline.insert(delta.entries, batch: 1_000, directory: root, binding: .throughGRDB)
+        row("  the same, bound through GRDB's execute(arguments:), for reference", rate: Double(rows) / grdbTime.seconds,
+            baseline: baseline, goal: nil)
 
         // Appends through the library's batch API, 1,000 per durable commit.
         let batchNode = try freshNode()
@@ -79,7 +87,7 @@ struct Benchmark {
         start = clock.now
         try await mergeNode.merge(delta, maxSkewMilliseconds: 60_000)
         let mergeRate = Double(rows) / (clock.now - start).seconds
-        row("merge, delta apply in paced transactions (25 ms when the app is idle)", rate: mergeRate, baseline: baseline, goal: 0.5)
+        row("merge, delta apply in paced transactions", rate: mergeRate, baseline: baseline, goal: 0.5)
         print("")
 
         // Latency of one append, one caller, idle node.
@@ -123,7 +131,7 @@ struct Benchmark {
     }
 
     static func row(_ label: String, rate: Double, baseline: Double? = nil, goal: Double?) {
-        var line = label.padding(toLength: 72, withPad: " ", startingAt: 0) + String(format: "%10.0f rows/s", rate)
+        var line = label.padding(toLength: 80, withPad: " ", startingAt: 0) + String(format: "%10.0f rows/s", rate)
         if let baseline {
             let ratio = rate / baseline
             line += String(format: "   %.2f x baseline", ratio)

@@ -99,12 +99,15 @@ struct NetworkBenchmark {
         _ = try? await taskB.value
 
         for size in quick ? [20_000] : [100_000, 1_000_000] {
-            try await catchUp(size: size)
+            try await catchUp(size: size, appendEvery: .milliseconds(10))
         }
+        // The same with an app writing as fast as it can (a write a millisecond): a stress test.
+        try await catchUp(size: quick ? 20_000 : 100_000, appendEvery: .milliseconds(1))
     }
 
-    /// An empty peer catches up `size` entries; meanwhile it appends locally every millisecond.
-    mutating func catchUp(size: Int) async throws {
+    /// An empty peer catches up `size` entries; meanwhile its app appends an entry every
+    /// `appendEvery` (after the previous append returned).
+    mutating func catchUp(size: Int, appendEvery: Duration) async throws {
         let source = try node(name: "source")
         let group = try source.createGroup()
         var index = 0
@@ -117,6 +120,7 @@ struct NetworkBenchmark {
         let port = try await sourceAgent.listeningPort()
         let target = try node(name: "target")
         try target.joinGroup(code: group.joinCode)
+        let cpuBefore = Self.processCPUSeconds()
         let begin = clock.now
         let (targetAgent, targetTask) = try await start(target, peers: [PeerAddress(host: "127.0.0.1", port: port)])
         let caughtUp = Flag()
@@ -127,7 +131,7 @@ struct NetworkBenchmark {
         var during = Latencies()
         var localIndex = 0
         while !caughtUp.isSet {
-            try await Task.sleep(for: .milliseconds(1))
+            try await Task.sleep(for: appendEvery)
             let appendBegin = clock.now
             try await target.append(to: "local_taps", payload: Workload.payload(localIndex))
             during.add(clock.now - appendBegin)
@@ -138,6 +142,7 @@ struct NetworkBenchmark {
         // The target's own appends flow back to the source too; wait for both to agree.
         try await waitForEqualDigests(source, target)
         let seconds = (clock.now - begin).seconds
+        let cores = (Self.processCPUSeconds() - cpuBefore) / seconds
         let rate = Double(size) / seconds
         let bulkBytes = sourceAgent.traffic.sent
         let payload = Workload.payloads.map(\.utf8.count).reduce(0, +) / Workload.payloads.count
@@ -145,9 +150,15 @@ struct NetworkBenchmark {
         Benchmark.row(
             "catch-up of \(size) entries into an empty peer, \(String(format: "%.2f", seconds)) s\(goal)", rate: rate,
             baseline: baseline, goal: 0.5)
+        print(String(format: "    CPU: %.2f cores busy on average (both agents and the app share this machine's %d)", cores,
+            ProcessInfo.processInfo.activeProcessorCount))
         print(String(format: "    wire: %.0f bytes per entry for %d-byte payloads = %.2f × payload (goal ≤ 1.05)",
             Double(bulkBytes) / Double(size), payload, Double(bulkBytes) / Double(size) / Double(payload)))
-        Benchmark.latency("    local append on the receiving peer during that catch-up (\(during.samples.count) appends)", during, goal: 5)
+        let (intervalSeconds, intervalAttoseconds) = appendEvery.components
+        let interval = Double(intervalSeconds) * 1_000 + Double(intervalAttoseconds) / 1e15
+        Benchmark.latency(
+            String(format: "    local append on the receiving peer during that catch-up, one every %.0f ms (%d appends)",
+                interval, during.samples.count), during, goal: 5)
 
         // Reconnect of an in-sync pair: what it costs no longer depends on how much they hold.
         targetTask.cancel()
@@ -164,6 +175,16 @@ struct NetworkBenchmark {
         _ = try? await againTask.value
         _ = try? await sourceTask.value
         _ = targetAgent
+    }
+}
+
+extension NetworkBenchmark {
+    /// CPU time this process has used, user and system, in seconds.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 }
 
