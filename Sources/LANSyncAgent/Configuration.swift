@@ -20,8 +20,10 @@ public struct AgentConfiguration: Sendable {
     /// Connections at once, in and out; more are refused so memory stays bounded.
     public var maxConnections = 64
     public var handshakeTimeout: Duration = .seconds(5)
-    /// Rows per delta message while catching a peer up.
-    public var deltaBatchRows = 1_000
+    /// Rows per delta message while catching a peer up (each also stays under 1 MiB of rows).
+    /// Measured on a 1M catch-up: 1,000 rows 6.6 s, 2,000 rows 6.0 s; 3,000 rows was no faster
+    /// and pushed the receiving app's append p99 past 5 ms.
+    public var deltaBatchRows = 2_000
     /// Keepalive: a ping this often, and a connection with nothing received for three times as long ends.
     /// Short, because a LAN link that comes back (a laptop back on Wi-Fi, a healed partition) should
     /// sync within seconds: a dead connection is noticed after 6 s and redialed. A ping is a few
