@@ -10,8 +10,14 @@ import Synchronization
 /// has `wal_autocheckpoint = 0`, and every `commitsPerCheckpoint` commits this runs a PASSIVE
 /// checkpoint on its own connection and thread, which never blocks readers or writers. When the
 /// last connection closes SQLite checkpoints and removes the WAL as usual.
+///
+/// Checkpoints are frequent and therefore small. A checkpoint ends by flushing the database
+/// file, and on ext4 the writer's next flush of the WAL can be held until that data is on disk:
+/// during a million-entry catch-up, checkpoints every 32 commits (about 10 MB each) held a local
+/// append for 60–140 ms in about one run in five; every 4 commits, no such pause was seen and the
+/// catch-up was as fast.
 final class Checkpointer: Sendable {
-    static let commitsPerCheckpoint = 32
+    static let commitsPerCheckpoint = 4
 
     private let path: String
     private let queue = DispatchQueue(label: "lansync.checkpoint", qos: .utility)
