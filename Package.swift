@@ -39,16 +39,16 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
-        // zlib as the system library Debian's zlib1g-dev provides: compression of large wire messages.
-        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // Zstandard as the system library Debian's libzstd-dev provides: compression of large wire messages.
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         // libavahi-client, as Debian's libavahi-client-dev provides: mDNS through the system's avahi-daemon.
         .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
         // CRDT core: HLC, version vectors, entries, LWW registers, deltas, digests. No I/O.
         .target(name: "LANSyncCore", swiftSettings: strict),
         // Hashing, key pairs and secret buffers over libsodium.
         .target(name: "LANSyncCrypto", dependencies: ["CSodium"], swiftSettings: strict),
-        // The wire protocol: message types, delta encoding, framing. Core and zlib only, so fuzzers build fast.
-        .target(name: "LANSyncWire", dependencies: ["LANSyncCore", "CZlib"], swiftSettings: strict),
+        // The wire protocol: message types, delta encoding, framing. Core and zstd only, so fuzzers build fast.
+        .target(name: "LANSyncWire", dependencies: ["LANSyncCore", "CZstd"], swiftSettings: strict),
         // Device identity: the stable device ID, the long-term key pair, the identity file.
         .target(name: "LANSyncIdentity", dependencies: ["LANSyncCore", "LANSyncCrypto"], swiftSettings: strict),
         // The SQLite replica: schema, durable writes, merge of deltas, queries.

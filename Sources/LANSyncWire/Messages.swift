@@ -108,7 +108,7 @@ public enum WireMessage: Equatable, Sendable {
 
     enum Kind: UInt8 {
         case state = 1, delta = 2, ping = 3, pong = 4, goodbye = 5
-        /// Another message, zlib-compressed: varint length · zlib stream. Never nested.
+        /// Another message, compressed: varint length · one Zstandard frame. Never nested.
         case compressed = 6
         case push = 7
     }
@@ -119,7 +119,7 @@ public enum WireMessage: Equatable, Sendable {
     /// The message's bytes on the wire: compressed when it is large and compression pays.
     public func wireBytes() -> [UInt8] {
         let plain = encoded()
-        guard plain.count >= Self.compressionThreshold, let packed = Zlib.compress(plain) else { return plain }
+        guard plain.count >= Self.compressionThreshold, let packed = Zstd.compress(plain) else { return plain }
         var writer = ByteWriter(capacity: packed.count + 8)
         writer.byte(Kind.compressed.rawValue)
         writer.varint(plain.count)
@@ -158,7 +158,7 @@ public enum WireMessage: Equatable, Sendable {
         var reader = ByteReader(bytes)
         _ = try reader.byte()
         let length = try reader.count(atMost: WireProtocol.maxMessageBytes, "uncompressed length")
-        let plain = try Zlib.decompress(try reader.raw(reader.remaining), expectedLength: length)
+        let plain = try Zstd.decompress(try reader.raw(reader.remaining), expectedLength: length)
         guard plain.first != Kind.compressed.rawValue else { throw WireError("nested compression") }
         return try decodePlain(plain)
     }

@@ -34,6 +34,6 @@ public enum WireFuzzing {
 
 /// Entry points for tests of the wire's internals.
 public enum WireTesting {
-    /// zlib-compresses bytes as the wire does.
-    public static func compress(_ bytes: [UInt8]) -> [UInt8] { Zlib.compress(bytes) ?? [] }
+    /// Compresses bytes as the wire does (zstd).
+    public static func compress(_ bytes: [UInt8]) -> [UInt8] { Zstd.compress(bytes) ?? [] }
 }

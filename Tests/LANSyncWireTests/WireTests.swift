@@ -113,6 +113,14 @@ import Testing
         #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: 1_000, zeros)) }
         #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: plain.count + 1, plain)) }
         #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: 5 * 1024 * 1024, plain)) }
+        // Bytes that are no compressed data at all, or a frame cut short, are refused.
+        var garbage = ByteWriter()
+        garbage.byte(6)
+        garbage.varint(plain.count)
+        garbage.raw([0x28, 0xB5, 0x2F, 0xFD, 0x01, 0x02, 0x03])
+        #expect(throws: WireError.self) { try WireMessage.decode(garbage.bytes) }
+        let whole = packed(declaring: zeros.count, zeros)
+        #expect(throws: WireError.self) { try WireMessage.decode(Array(whole.dropLast(3))) }
         // Compression inside compression is refused.
         let inner = packed(declaring: plain.count, plain)
         #expect(throws: WireError.self) { try WireMessage.decode(packed(declaring: inner.count, inner)) }
