@@ -12,29 +12,36 @@ import GRDBSQLite
 /// connection and finalized by GRDB. It runs inside a GRDB access to `db`, where no transaction
 /// observers are registered.
 ///
+/// It holds the two C handles only, so passing it around costs no reference counting per row;
+/// GRDB's statement cache keeps the statement alive as long as the connection, which outlives
+/// any one access.
+///
 /// The only file of LANSyncStore that calls SQLite directly.
 struct BoundStatement {
-    private let statement: Statement
-    private let db: Database
+    private let handle: SQLiteStatement
+    private let connection: SQLiteConnection?
 
     init(_ db: Database, sql: String) throws {
-        self.db = db
-        statement = try db.cachedStatement(sql: sql)
+        handle = try db.cachedStatement(sql: sql).sqliteStatement
+        connection = db.sqliteConnection
     }
 
     /// SQLite copies bound text and blobs (`SQLITE_TRANSIENT`): nothing must outlive the call.
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-
-    private var handle: SQLiteStatement { statement.sqliteStatement }
 
     func bind(_ index: Int32, _ value: Int64) {
         sqlite3_bind_int64(handle, index, value)
     }
 
     func bind(_ index: Int32, _ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            _ = sqlite3_bind_text(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+        let bound = text.utf8.withContiguousStorageIfAvailable { bytes in
+            sqlite3_bind_text(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+        }
+        if bound == nil {
+            var text = text
+            text.withUTF8 { bytes in
+                _ = sqlite3_bind_text(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+            }
         }
     }
 
@@ -48,6 +55,12 @@ struct BoundStatement {
         }
     }
 
+    func bind(_ index: Int32, _ blob: [UInt8]) {
+        blob.withUnsafeBytes { bytes in
+            _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+        }
+    }
+
     /// Runs a query with the values bound since the last run, calling `body` for each row.
     func forEachRow(_ body: (Columns) throws -> Void) throws {
         defer { sqlite3_reset(handle) }
@@ -56,8 +69,7 @@ struct BoundStatement {
             case SQLITE_ROW: try body(Columns(handle: handle))
             case SQLITE_DONE: return
             case let code:
-                let message = db.sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
+                throw error(code)
             }
         }
     }
@@ -90,9 +102,14 @@ struct BoundStatement {
         let code = sqlite3_step(handle)
         sqlite3_reset(handle)
         guard code == SQLITE_DONE else {
-            let message = db.sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
+            throw error(code)
         }
-        return Int(sqlite3_changes(db.sqliteConnection))
+        return Int(sqlite3_changes(connection))
+    }
+
+    private func error(_ code: Int32) -> DatabaseError {
+        DatabaseError(
+            resultCode: ResultCode(rawValue: code), message: connection.map { String(cString: sqlite3_errmsg($0)) },
+            sql: String(cString: sqlite3_sql(handle)))
     }
 }

@@ -109,17 +109,7 @@ struct WriteContext {
     mutating func mergeEntry(_ entry: Entry, hash: [UInt8]? = nil) throws -> Bool {
         let key = try dotKey(entry.dot)
         let insert = try insertEntry()
-        let device = blob(entry.originDevice)
-        func bindEntry() {
-            insert.bind(1, key)
-            insert.bind(2, entry.id)
-            insert.bind(3, entry.stream)
-            insert.bind(4, device)
-            insert.bind(5, Int64(entry.hlc.rawValue))
-            insert.bind(6, entry.wallMilliseconds)
-            insert.bind(7, entry.payload)
-        }
-        bindEntry()
+        Self.bind(entry, key: key, to: insert)
         if try insert.run() == 1 {
             digest.insert(hash: hash ?? hasher.hash(entry))
             entryCount += 1
@@ -132,11 +122,21 @@ struct WriteContext {
         guard existing.dot != entry.dot else { throw dotReused(entry.dot) }
         guard MergeRule.entryReplaces(entry, existing: existing) else { return false }
         try db.execute(sql: "DELETE FROM entries WHERE id = ?", arguments: [entry.id])
-        bindEntry()
+        Self.bind(entry, key: key, to: insert)
         guard try insert.run() == 1 else { throw dotReused(entry.dot) }
         digest.remove(hash: hasher.hash(existing))
         digest.insert(hash: hash ?? hasher.hash(entry))
         return true
+    }
+
+    private static func bind(_ entry: Entry, key: Int64, to insert: BoundStatement) {
+        insert.bind(1, key)
+        insert.bind(2, entry.id)
+        insert.bind(3, entry.stream)
+        insert.bind(4, entry.originDevice.bytes)
+        insert.bind(5, Int64(entry.hlc.rawValue))
+        insert.bind(6, entry.wallMilliseconds)
+        insert.bind(7, entry.payload)
     }
 
     /// The entry INSERT, looked up once per transaction rather than once per row (GRDB's
