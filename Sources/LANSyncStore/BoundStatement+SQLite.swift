@@ -1,4 +1,3 @@
-import Foundation
 import GRDB
 import GRDBSQLite
 
@@ -45,16 +44,6 @@ struct BoundStatement {
         }
     }
 
-    func bind(_ index: Int32, _ text: String?) {
-        if let text { bind(index, text) } else { sqlite3_bind_null(handle, index) }
-    }
-
-    func bind(_ index: Int32, _ blob: Data) {
-        blob.withUnsafeBytes { bytes in
-            _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
-        }
-    }
-
     func bind(_ index: Int32, _ blob: [UInt8]) {
         blob.withUnsafeBytes { bytes in
             _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
@@ -79,8 +68,6 @@ struct BoundStatement {
         fileprivate let handle: SQLiteStatement
 
         func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
-
-        func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
 
         /// Text as stored (the store writes valid UTF-8; anything else is repaired, never trapped on).
         func text(_ column: Int32) -> String {

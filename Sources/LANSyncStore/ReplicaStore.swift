@@ -39,11 +39,6 @@ public struct MergeResult: Sendable {
     public var outcome: MergeOutcome {
         MergeOutcome(entriesAdded: entries.count, preferencesChanged: preferences.count)
     }
-
-    mutating func append(_ other: MergeResult) {
-        entries += other.entries
-        preferences += other.preferences
-    }
 }
 
 /// What `status` shows about a replica.
@@ -260,8 +255,7 @@ public struct ReplicaStore: Sendable {
     private func commit<T: Sendable>(
         _ write: @escaping @Sendable (inout WriteContext) throws -> T, onCommit: (@Sendable (T) -> Void)?
     ) async throws(StoreError) -> T {
-        defer { checkpointer?.committed() }
-        let (writer, hasher, queue) = (writer, hasher, localWrites)
+        let (writer, hasher, queue, checkpointer) = (writer, hasher, localWrites, checkpointer)
         return try await Self.database {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 queue.add(
@@ -274,14 +268,17 @@ public struct ReplicaStore: Sendable {
                             }
                         },
                         fail: { continuation.resume(throwing: $0) }))
-                writer.asyncWriteWithoutTransaction { db in Self.commitWaiting(queue, db: db, hasher: hasher) }
+                writer.asyncWriteWithoutTransaction { db in
+                    if Self.commitWaiting(queue, db: db, hasher: hasher) { checkpointer?.committed() }
+                }
             }
         }
     }
 
     /// Commits every waiting local write in one transaction (none, when a merge took them).
-    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher) {
-        guard queue.hasWaiting else { return }
+    /// Returns whether it committed anything.
+    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher) -> Bool {
+        guard queue.hasWaiting else { return false }
         var taken = TakenWrites()
         do {
             try db.inTransaction {
@@ -292,9 +289,10 @@ public struct ReplicaStore: Sendable {
             }
         } catch {
             for write in taken.writes { write.fail(error) }
-            return
+            return false
         }
         taken.reportCommitted()
+        return !taken.writes.isEmpty
     }
 
     static func append(_ requests: [AppendRequest], now: UInt64, context: inout WriteContext) throws -> [Entry] {
@@ -622,14 +620,12 @@ public struct ReplicaStore: Sendable {
                     let from = known[id]
                     guard through > from else { continue }
                     guard rowsLeft > 0, bytesLeft > 0 else { break }
-                    let bounds: StatementArguments = [
-                        DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), rowsLeft,
-                    ]
+                    let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
                     var entries = [Entry]()
                     let select = try BoundStatement(
                         db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?")
-                    select.bind(1, DotKey.key(number: number, counter: from))
-                    select.bind(2, DotKey.key(number: number, counter: through))
+                    select.bind(1, lower)
+                    select.bind(2, upper)
                     select.bind(3, Int64(rowsLeft))
                     try select.forEachRow { columns in
                         entries.append(try RowDecoding.entry(columns, replicas: replicas, devices: &devices))
@@ -637,7 +633,7 @@ public struct ReplicaStore: Sendable {
                     let preferences = try Row.fetchAll(
                         db.cachedStatement(
                             sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
-                        arguments: bounds
+                        arguments: [lower, upper, rowsLeft]
                     ).map { try RowDecoding.preference($0, replicas: replicas) }
                     // Both lists hold their smallest counters, so walking their union in counter order
                     // takes exactly the next rows; stop at either budget.

@@ -23,8 +23,6 @@ struct WriteContext {
     private var changedCounters: Set<ReplicaID> = []
     /// Device IDs as blobs, made once per transaction instead of once per row.
     private var deviceBlobs: [DeviceID: Data] = [:]
-    /// The last device asked for: consecutive rows mostly share one.
-    private var lastDevice: (id: DeviceID, blob: Data)?
     private var insertEntryStatement: BoundStatement?
     private let ownDeviceBlob: Data
     let hasher: ElementHasher
@@ -154,13 +152,6 @@ struct WriteContext {
     }
 
     mutating func blob(_ device: DeviceID) -> Data {
-        if let lastDevice, lastDevice.id == device { return lastDevice.blob }
-        let blob = deviceBlob(device)
-        lastDevice = (device, blob)
-        return blob
-    }
-
-    private mutating func deviceBlob(_ device: DeviceID) -> Data {
         if device == self.device { return ownDeviceBlob }
         if let blob = deviceBlobs[device] { return blob }
         let blob = Data(device.bytes)

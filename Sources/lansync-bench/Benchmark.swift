@@ -12,25 +12,16 @@ import Synchronization
 struct Benchmark {
     static func main() async throws {
         let quick = CommandLine.arguments.contains("--quick")
-        // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
-        if let flag = CommandLine.arguments.firstIndex(of: "--catch-up"), flag + 1 < CommandLine.arguments.count,
-            let size = Int(CommandLine.arguments[flag + 1])
-        {
-            var interval = 10
-            if let every = CommandLine.arguments.firstIndex(of: "--append-every"), every + 1 < CommandLine.arguments.count {
-                interval = Int(CommandLine.arguments[every + 1]) ?? interval
-            }
-            let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
-            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: root) }
-            var network = NetworkBenchmark(root: root, baseline: .nan)
-            try await network.catchUp(size: size, appendEvery: .milliseconds(interval))
-            return
-        }
-        let rows = quick ? 10_000 : 100_000
         let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
+        // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
+        if let size = integer(after: "--catch-up") {
+            var network = NetworkBenchmark(root: root, baseline: nil)
+            try await network.catchUp(size: size, appendEvery: .milliseconds(integer(after: "--append-every") ?? 10))
+            return
+        }
+        let rows = quick ? 10_000 : 100_000
         var counter = 0
         func freshNode() throws -> LANSyncNode {
             counter += 1
@@ -128,6 +119,13 @@ struct Benchmark {
 
         var network = NetworkBenchmark(root: root, baseline: baseline)
         try await network.run(quick: quick)
+    }
+
+    /// The integer given after `flag` on the command line, if any.
+    static func integer(after flag: String) -> Int? {
+        let arguments = CommandLine.arguments
+        guard let index = arguments.firstIndex(of: flag), index + 1 < arguments.count else { return nil }
+        return Int(arguments[index + 1])
     }
 
     static func row(_ label: String, rate: Double, baseline: Double? = nil, goal: Double?) {

@@ -7,11 +7,12 @@ import Synchronization
 /// Two agents in this process on loopback, as two machines would be on a LAN.
 struct NetworkBenchmark {
     let root: String
-    let baseline: Double
+    /// Rows/s of the same run's baseline; nil when only a catch-up runs (`--catch-up`), which prints no ratio.
+    let baseline: Double?
     let clock = ContinuousClock()
     var counter = 0
 
-    init(root: String, baseline: Double) {
+    init(root: String, baseline: Double?) {
         self.root = root
         self.baseline = baseline
     }
