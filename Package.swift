@@ -41,6 +41,8 @@ let package = Package(
         ),
         // Zstandard as the system library Debian's libzstd-dev provides: compression of large wire messages.
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        // One sqlite3_config call Swift cannot make itself (the function is variadic); see SQLiteProcessSettings+SQLite.swift.
+        .systemLibrary(name: "CSQLiteConfig"),
         // libavahi-client, as Debian's libavahi-client-dev provides: mDNS through the system's avahi-daemon.
         .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
         // CRDT core: HLC, version vectors, entries, LWW registers, deltas, digests. No I/O.
@@ -60,6 +62,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, for the statements on hot paths (BoundStatement+SQLite.swift).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                "CSQLiteConfig",
             ],
             swiftSettings: strict
         ),

@@ -174,6 +174,7 @@ public struct ReplicaStore: Sendable {
     }
 
     static func pool(path: String) throws(StoreError) -> DatabasePool {
+        SQLiteProcessSettings.apply()
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in

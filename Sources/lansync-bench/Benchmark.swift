@@ -1,5 +1,6 @@
 import Foundation
 import LANSync
+import LANSyncStore
 import Synchronization
 
 /// `lansync-bench`: LANSync's speed goals, each printed beside a baseline measured in the same run.
@@ -11,6 +12,8 @@ import Synchronization
 @main
 struct Benchmark {
     static func main() async throws {
+        // The baseline opens SQLite before any replica does: the same process settings for both.
+        SQLiteProcessSettings.apply()
         let quick = CommandLine.arguments.contains("--quick")
         let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
