@@ -42,16 +42,23 @@ public struct Entry: Hashable, Sendable {
     public var canonicalBytes: [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(96 + id.utf8.count + stream.utf8.count + payload.utf8.count)
+        appendCanonicalBytes(to: &out)
+        return out
+    }
+
+    /// Appends `canonicalBytes` to `out`: a caller hashing many entries reuses one buffer.
+    public func appendCanonicalBytes(to out: inout [UInt8]) {
         out.append(UInt8(ascii: "E"))
         out.appendField(id)
         out.appendField(stream)
         out.append(contentsOf: originDevice.bytes)
-        out.append(contentsOf: dot.replica.bytes)
+        // The replica's 16 bytes appended in place (`dot.replica.bytes` would allocate an array).
+        out.appendBigEndian(dot.replica.high)
+        out.appendBigEndian(dot.replica.low)
         out.appendBigEndian(dot.counter)
         out.appendBigEndian(hlc.rawValue)
         out.appendBigEndian(UInt64(bitPattern: wallMilliseconds))
         out.appendField(payload)
-        return out
     }
 }
 

@@ -68,12 +68,13 @@ public struct Dot: Hashable, Comparable, Sendable, CustomStringConvertible {
 }
 
 extension Array where Element == UInt8 {
+    // One append of the value's bytes, not one per byte: these run for every field of every row hashed.
     @inlinable mutating func appendBigEndian(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        Swift.withUnsafeBytes(of: value.bigEndian) { append(contentsOf: $0) }
     }
 
     @inlinable mutating func appendBigEndian(_ value: UInt32) {
-        for shift in stride(from: 24, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+        Swift.withUnsafeBytes(of: value.bigEndian) { append(contentsOf: $0) }
     }
 
     /// Appends a field as a 4-byte big-endian length then its UTF-8 bytes, so that concatenated

@@ -386,7 +386,16 @@ public struct ReplicaStore: Sendable {
     /// batch before is being written. Rejects the delta whole when anything is wrong.
     public static func check(_ delta: Delta) throws(StoreError) -> CheckedDelta {
         if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
-        return CheckedDelta(delta: delta, entryHashes: delta.entries.map(elementHasher.hash))
+        // One buffer for every entry's canonical bytes, and entries read in place by index.
+        var hashes = [[UInt8]]()
+        hashes.reserveCapacity(delta.entries.count)
+        var bytes = [UInt8]()
+        for index in delta.entries.indices {
+            bytes.removeAll(keepingCapacity: true)
+            delta.entries[index].appendCanonicalBytes(to: &bytes)
+            hashes.append(elementHasher.hash(bytes))
+        }
+        return CheckedDelta(delta: delta, entryHashes: hashes)
     }
 
     /// What one merge transaction did with its share: how far it got (it stops early once a local
@@ -414,10 +423,12 @@ public struct ReplicaStore: Sendable {
             return taken.isDue
         }
         for index in share.entries {
-            let entry = delta.entries[index]
             // The clock passes every reading merged before a local write can tick: that write wins.
-            context.observe(entry.hlc)
-            if try context.mergeEntry(entry, hash: checked.entryHashes[index]) { merged.changedEntries.append(index) }
+            context.observe(delta.entries[index].hlc)
+            // Read in place (no copy of the entry, nor retains of its strings).
+            if try context.mergeEntry(delta.entries[index], hash: checked.entryHashes[index]) {
+                merged.changedEntries.append(index)
+            }
             merged.entriesMerged += 1
             if try lookAtLocalWrites(merged.entriesMerged, &context) { break }
         }

@@ -78,6 +78,35 @@ import Testing
     }
 }
 
+/// The canonical bytes are what every replica hashes into its digest: they must never change
+/// between versions, or replicas holding the same rows would disagree. Pinned here byte for byte.
+@Suite struct CanonicalBytesTests {
+    static let entry = Entry(
+        id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b", stream: "symbol_taps",
+        originDevice: DeviceID(bytes: Array(0x10...0x1F))!,
+        dot: Dot(replica: ReplicaID(high: 0x0102_0304_0506_0708, low: 0x090A_0B0C_0D0E_0F10), counter: 0x1234),
+        hlc: HybridTimestamp(rawValue: 0x0190_A1B2_C3D4_0007), wallMilliseconds: 1_718_000_000_123,
+        payload: "{\"symbol_id\":1042}")
+
+    @Test func entryBytesArePinned() {
+        let hex = Self.entry.canonicalBytes.map { String($0, radix: 16).leftPadded }.joined()
+        // "E", then id and stream (4-byte big-endian length + UTF-8), device, replica, counter,
+        // HLC, wall time (8 bytes big-endian each), payload (length + UTF-8).
+        #expect(hex == "450000002430313930613162322d633364342d376535662d386136622d3763386439653066316132620000000b73796d626f6c5f74617073101112131415161718191a"
+            + "1b1c1d1e1f0102030405060708090a0b0c0d0e0f1000000000000012340190a1b2c3d400070000019000c79c7b000000127b2273796d626f6c5f6964223a313034327d")
+    }
+
+    @Test func appendingToABufferGivesTheSameBytes() {
+        var buffer: [UInt8] = [0xAA]
+        Self.entry.appendCanonicalBytes(to: &buffer)
+        #expect(buffer == [0xAA] + Self.entry.canonicalBytes)
+    }
+}
+
+extension String {
+    fileprivate var leftPadded: String { count == 1 ? "0" + self : self }
+}
+
 @Suite struct DeltaValidationTests {
     let replica = ReplicaID(high: 1, low: 2)
     let device = DeviceID(bytes: [UInt8](repeating: 7, count: 16))!
