@@ -124,6 +124,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 "LANSyncCore",
                 "LANSyncStore",
+                "LANSyncWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The baseline binds through SQLite's C API (Baseline.swift).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

@@ -19,6 +19,7 @@ struct Benchmark {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
+        if CommandLine.arguments.contains("--stages") { return try await StageBenchmark.run(root: root) }
         if let size = integer(after: "--catch-up") {
             var network = NetworkBenchmark(root: root, baseline: nil)
             try await network.catchUp(size: size, appendEvery: .milliseconds(integer(after: "--append-every") ?? 10))
@@ -120,6 +121,11 @@ struct Benchmark {
         print("")
         print("check: \(status.entries) entries held after the merge test (expected \(mergeSize + idle.samples.count + during.samples.count))")
 
+        // What the single-node stages wrote goes before the network stages start (see
+        // `NetworkBenchmark.removeNodes()` for why). Open files go when their nodes are released.
+        for name in try FileManager.default.contentsOfDirectory(atPath: root) {
+            try FileManager.default.removeItem(atPath: root + "/" + name)
+        }
         var network = NetworkBenchmark(root: root, baseline: baseline)
         try await network.run(quick: quick)
     }

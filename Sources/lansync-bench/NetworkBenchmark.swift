@@ -11,6 +11,8 @@ struct NetworkBenchmark {
     let baseline: Double?
     let clock = ContinuousClock()
     var counter = 0
+    /// Data directories made by `node(name:)` and not yet removed.
+    var directories: [String] = []
 
     init(root: String, baseline: Double?) {
         self.root = root
@@ -26,11 +28,23 @@ struct NetworkBenchmark {
     mutating func node(name: String) throws -> LANSyncNode {
         counter += 1
         let directory = DataDirectory(path: root + "/net-\(counter)-\(name)")
+        directories.append(directory.path)
         let machineID = root + "/machine-id-\(counter)"
         try (UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
             .write(toFile: machineID, atomically: true, encoding: .utf8)
         _ = try LANSyncNode.initialize(at: directory, name: name, machineIDPath: machineID)
         return try LANSyncNode.open(at: directory)
+    }
+
+    /// Removes the data directories made so far (their nodes close when released).
+    ///
+    /// A million-entry catch-up leaves about a gigabyte on disk that the kernel is still writing
+    /// back when the next stage starts: kept, it made a second 1M catch-up in the same process
+    /// 15–20% slower (4.8 s, then 5.6 and 5.8 s). Each catch-up removes its files when done, so no
+    /// stage's figure depends on the stages before it.
+    mutating func removeNodes() {
+        for directory in directories { try? FileManager.default.removeItem(atPath: directory) }
+        directories.removeAll()
     }
 
     /// Starts an agent; returns it with the task running it (cancel to stop).
@@ -176,6 +190,7 @@ struct NetworkBenchmark {
         _ = try? await againTask.value
         _ = try? await sourceTask.value
         _ = targetAgent
+        removeNodes()
     }
 }
 
