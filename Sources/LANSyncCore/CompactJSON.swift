@@ -34,13 +34,8 @@ public enum CompactJSON {
     public static func isCompact(_ text: String) -> Bool {
         var copy = text
         return copy.withUTF8 { bytes in
-            var parser = Parser(input: bytes, emitting: false)
-            do throws(Problem) {
-                try parser.document()
-            } catch {
-                return false
-            }
-            return parser.emitted == bytes.count
+            var validator = CompactValidator(input: bytes)
+            return validator.run()
         }
     }
 
@@ -48,14 +43,10 @@ public enum CompactJSON {
         let input: UnsafeBufferPointer<UInt8>
         var position = 0
         var output: [UInt8] = []
-        /// Bytes kept so far (whitespace between tokens dropped).
-        var emitted = 0
-        let emitting: Bool
 
-        init(input: UnsafeBufferPointer<UInt8>, emitting: Bool = true) {
+        init(input: UnsafeBufferPointer<UInt8>) {
             self.input = input
-            self.emitting = emitting
-            if emitting { output.reserveCapacity(input.count) }
+            output.reserveCapacity(input.count)
         }
 
         func fail(_ reason: String) -> Problem { Problem(offset: position, reason: reason) }
@@ -75,8 +66,7 @@ public enum CompactJSON {
         }
 
         mutating func take() {
-            if emitting { output.append(input[position]) }
-            emitted += 1
+            output.append(input[position])
             position += 1
         }
 
@@ -143,8 +133,7 @@ public enum CompactJSON {
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
                 end += 1
             }
-            if emitting { output.append(contentsOf: input[position..<end]) }
-            emitted += end - position
+            output.append(contentsOf: input[position..<end])
             position = end
         }
 
@@ -221,5 +210,146 @@ extension UInt8 {
     fileprivate var isHexDigit: Bool {
         isDigit || (self >= UInt8(ascii: "a") && self <= UInt8(ascii: "f"))
             || (self >= UInt8(ascii: "A") && self <= UInt8(ascii: "F"))
+    }
+}
+
+/// The yes/no answer of `CompactJSON.isCompact`, without the parser's bookkeeping: it needs no
+/// output, no error messages and no whitespace handling (any whitespace between tokens is a no),
+/// and keeps its nesting in a bit stack instead of recursing. It accepts exactly what
+/// `CompactJSON.compact` returns unchanged (a property test holds the two together). Every row a
+/// peer sends passes through it: 0.28 µs for the benchmark's 233-byte AAC payloads, where the
+/// parser took 0.43 (`lansync-bench --stages`).
+struct CompactValidator {
+    let input: UnsafeBufferPointer<UInt8>
+    var position = 0
+
+    init(input: UnsafeBufferPointer<UInt8>) { self.input = input }
+
+    mutating func run() -> Bool {
+        // Bit d of `objects` says whether the container at depth d + 1 is an object.
+        var objects: UInt64 = 0
+        var depth = 0
+        let count = input.count
+        while true {
+            // A value starts here.
+            guard position < count else { return false }
+            switch input[position] {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let isObject = input[position] == UInt8(ascii: "{")
+                guard depth < CompactJSON.maxDepth else { return false }
+                if isObject { objects |= 1 << UInt64(depth) } else { objects &= ~(1 << UInt64(depth)) }
+                depth += 1
+                position += 1
+                guard position < count else { return false }
+                if input[position] == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                    position += 1
+                    depth -= 1
+                } else {
+                    if isObject { guard key() else { return false } }
+                    continue
+                }
+            case UInt8(ascii: "\""): guard string() else { return false }
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): guard number() else { return false }
+            case UInt8(ascii: "t"): guard literal(0x74, 0x72, 0x75, 0x65) else { return false }  // true
+            case UInt8(ascii: "f"):  // false
+                guard literal(0x66, 0x61, 0x6C, 0x73), position < count, input[position] == 0x65 else { return false }
+                position += 1
+            case UInt8(ascii: "n"): guard literal(0x6E, 0x75, 0x6C, 0x6C) else { return false }  // null
+            default: return false
+            }
+            // A value ended: close containers, or go on to the next member or element.
+            while true {
+                if depth == 0 { return position == count }
+                guard position < count else { return false }
+                let inObject = objects & (1 << UInt64(depth - 1)) != 0
+                let byte = input[position]
+                if byte == UInt8(ascii: ",") {
+                    position += 1
+                    if inObject { guard key() else { return false } }
+                    break
+                }
+                guard byte == (inObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) else { return false }
+                position += 1
+                depth -= 1
+            }
+        }
+    }
+
+    /// A member's key and its colon.
+    mutating func key() -> Bool {
+        guard position < input.count, input[position] == UInt8(ascii: "\""), string() else { return false }
+        guard position < input.count, input[position] == UInt8(ascii: ":") else { return false }
+        position += 1
+        return true
+    }
+
+    mutating func string() -> Bool {
+        position += 1  // the opening quote
+        let count = input.count
+        while position < count {
+            let byte = input[position]
+            position += 1
+            if byte == UInt8(ascii: "\"") { return true }
+            if byte < 0x20 { return false }
+            if byte == UInt8(ascii: "\\") {
+                guard position < count else { return false }
+                let escaped = input[position]
+                position += 1
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    guard position + 4 <= count else { return false }
+                    for _ in 0..<4 {
+                        guard input[position].isHexDigit else { return false }
+                        position += 1
+                    }
+                default:
+                    return false
+                }
+            }
+        }
+        return false
+    }
+
+    /// Digits, at least one.
+    mutating func digits() -> Bool {
+        let start = position
+        while position < input.count, input[position].isDigit { position += 1 }
+        return position > start
+    }
+
+    mutating func number() -> Bool {
+        let count = input.count
+        if input[position] == UInt8(ascii: "-") { position += 1 }
+        guard position < count else { return false }
+        if input[position] == UInt8(ascii: "0") {
+            position += 1
+            if position < count, input[position].isDigit { return false }
+        } else {
+            guard digits() else { return false }
+        }
+        if position < count, input[position] == UInt8(ascii: ".") {
+            position += 1
+            guard digits() else { return false }
+        }
+        if position < count, input[position] == UInt8(ascii: "e") || input[position] == UInt8(ascii: "E") {
+            position += 1
+            if position < count, input[position] == UInt8(ascii: "+") || input[position] == UInt8(ascii: "-") {
+                position += 1
+            }
+            guard digits() else { return false }
+        }
+        return true
+    }
+
+    /// The next four bytes are exactly these.
+    mutating func literal(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> Bool {
+        guard position + 4 <= input.count, input[position] == a, input[position + 1] == b, input[position + 2] == c,
+            input[position + 3] == d
+        else { return false }
+        position += 4
+        return true
     }
 }
