@@ -371,6 +371,7 @@ public struct ReplicaStore: Sendable {
             }
             pacer.record(share, merged: (part.entriesMerged, part.preferencesMerged), elapsed: elapsed)
             checkpointer?.committed()
+            await checkpointer?.checkpointBeforeRewind()
             changed.entries += part.changedEntries
             changed.preferences += part.changedPreferences
         }

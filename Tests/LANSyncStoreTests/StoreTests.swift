@@ -314,3 +314,32 @@ func fileHash(_ path: String) throws -> [UInt8] {
         #expect(try fileHash(path) == before)
     }
 }
+
+@Suite struct CheckpointTests {
+    /// A long merge, its transactions back to back, would keep the WAL from ever rewinding (see
+    /// `Checkpointer`): it must stay near the rewind threshold instead of growing by all it wrote.
+    @Test func aLongMergeRewindsTheWAL() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+        let checkpointer = try #require(store.checkpointer)
+        checkpointer.rewindFrames.store(64, ordering: .relaxed)  // 256 KB
+        let replica = ReplicaID(high: 7, low: 7)
+        let payload = "{\"text\":\"" + String(repeating: "x", count: 400) + "\"}"
+        let count = 30_000
+        let entries = (1...count).map { index in
+            Entry(
+                id: "e-\(index)", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: UInt64(index)),
+                hlc: HybridTimestamp(physicalMilliseconds: 1_000 + UInt64(index), logical: 0),
+                wallMilliseconds: Int64(1_000 + index), payload: payload)
+        }
+        // One delta, so its paced transactions follow each other with no pause between them.
+        _ = try await store.merge(Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))]))
+        #expect(try store.status().entries == count)
+        let database = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        let wal = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+        // About 15 MB written; the WAL holds the transactions since the last rewind, not all of it.
+        #expect(database > 12_000_000)
+        #expect(wal < 5_000_000, "WAL of \(wal) bytes after merging \(count) entries")
+    }
+}
