@@ -33,7 +33,7 @@ public struct ByteWriter: Sendable {
     public mutating func signed(_ value: Int64) { varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
 
     public mutating func fixed64(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     public mutating func fixed16(_ value: UInt16) {
@@ -98,15 +98,23 @@ public struct ByteReader: Sendable {
     }
 
     public mutating func raw(_ count: Int) throws(WireError) -> [UInt8] {
+        try withBytes(count) { Array($0) }
+    }
+
+    /// Calls `body` with the next `count` bytes in place (valid only during the call), then
+    /// moves past them: a decoder reads them without copying them into an array first.
+    public mutating func withBytes<T>(_ count: Int, _ body: (UnsafeBufferPointer<UInt8>) -> T) throws(WireError) -> T {
         guard count >= 0, count <= remaining else { throw WireError("wants \(count) bytes, \(remaining) remain") }
         defer { position += count }
-        return Array(bytes[position..<(position + count)])
+        return bytes.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[position..<(position + count)])) }
     }
 
     public mutating func string(atMost limit: Int, _ what: String) throws(WireError) -> String {
         let length = try count(atMost: limit, "\(what) length")
-        let data = try raw(length)
-        guard let text = String(validating: data, as: UTF8.self) else { throw WireError("\(what) is not UTF-8") }
+        // Validated straight from the message's bytes: one copy, into the string (every payload).
+        guard let text = try withBytes(length, { String(validating: $0, as: UTF8.self) }) else {
+            throw WireError("\(what) is not UTF-8")
+        }
         return text
     }
 

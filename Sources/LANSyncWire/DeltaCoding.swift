@@ -37,9 +37,9 @@ public enum DeltaCoding {
         var previousHLC: UInt64 = 0
         rows.varint(delta.entries.count)
         for entry in delta.entries {
-            if let uuid = UUIDText.bytes(entry.id) {
+            if let uuid = UUIDText.halves(entry.id) {
                 rows.byte(1)
-                rows.raw(uuid)
+                UUIDText.write(uuid, into: &rows)
             } else {
                 rows.byte(0)
                 rows.string(entry.id)
@@ -108,7 +108,7 @@ public enum DeltaCoding {
         for _ in 0..<entryCount {
             let flags = try reader.byte()
             let id = flags & 1 == 1
-                ? UUIDText.text(try reader.raw(16)) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
+                ? try UUIDText.text(from: &reader) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
             let stream = try pick(streams, "stream")
             let device = try pick(devices, "device")
             let replica = try pick(replicas, "replica")
@@ -165,42 +165,60 @@ public enum DeltaCoding {
 /// Lowercase UUID text (8-4-4-4-12 hex digits) to and from its 16 bytes, so generated entry ids
 /// travel in 16 bytes and come back as exactly the same text.
 enum UUIDText {
-    static let digits = Array("0123456789abcdef".utf8)
-
-    /// The 16 bytes of lowercase UUID text; nil for any other text. On every row a catch-up
-    /// sends, so it reads the UTF-8 in place and allocates only its result.
-    static func bytes(_ text: String) -> [UInt8]? {
+    /// The 16 bytes of lowercase UUID text as two big-endian halves; nil for any other text. On
+    /// every row a catch-up sends, so it reads the UTF-8 in place and allocates nothing.
+    static func halves(_ text: String) -> (high: UInt64, low: UInt64)? {
         guard text.utf8.count == 36 else { return nil }
         var text = text
-        return text.withUTF8 { utf8 -> [UInt8]? in
-            var out = [UInt8](repeating: 0, count: 16)
+        return text.withUTF8 { utf8 -> (high: UInt64, low: UInt64)? in
+            var high: UInt64 = 0
+            var low: UInt64 = 0
             var nibbles = 0
-            for (index, char) in utf8.enumerated() {
+            for index in 0..<36 {
+                let char = utf8[index]
                 if index == 8 || index == 13 || index == 18 || index == 23 {
                     guard char == UInt8(ascii: "-") else { return nil }
                     continue
                 }
-                let value: UInt8
+                let value: UInt64
                 switch char {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = char &- UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = char &- UInt8(ascii: "a") &+ 10
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = UInt64(char &- UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = UInt64(char &- UInt8(ascii: "a") &+ 10)
                 default: return nil
                 }
-                out[nibbles >> 1] |= nibbles & 1 == 0 ? value << 4 : value
+                if nibbles < 16 { high = high << 4 | value } else { low = low << 4 | value }
                 nibbles += 1
             }
-            return out
+            return (high, low)
         }
     }
 
-    static func text(_ bytes: [UInt8]) -> String {
-        var chars = [UInt8]()
-        chars.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { chars.append(UInt8(ascii: "-")) }
-            chars.append(digits[Int(byte >> 4)])
-            chars.append(digits[Int(byte & 0xF)])
+    /// Writes the two halves as 16 bytes.
+    static func write(_ halves: (high: UInt64, low: UInt64), into writer: inout ByteWriter) {
+        writer.fixed64(halves.high)
+        writer.fixed64(halves.low)
+    }
+
+    /// Reads 16 bytes as lowercase UUID text, built in place in the string's own storage.
+    static func text(from reader: inout ByteReader) throws(WireError) -> String {
+        try reader.withBytes(16) { bytes in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var position = 0
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        out[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    out[position] = hexDigit(bytes[index] >> 4)
+                    out[position + 1] = hexDigit(bytes[index] & 0xF)
+                    position += 2
+                }
+                return position
+            }
         }
-        return String(decoding: chars, as: UTF8.self)
+    }
+
+    @inline(__always) static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") &+ value : UInt8(ascii: "a") &+ value &- 10
     }
 }

@@ -36,7 +36,7 @@ public struct EntryPush: Equatable, Sendable {
     }
 
     func encode(into writer: inout ByteWriter) {
-        let uuid = UUIDText.bytes(id)
+        let uuid = UUIDText.halves(id)
         var flags: UInt8 = 0
         if replicaDefinition != nil { flags |= Flag.replicaDefinition }
         if streamDefinition != nil { flags |= Flag.streamDefinition }
@@ -51,7 +51,7 @@ public struct EntryPush: Equatable, Sendable {
         writer.varint(replicaSlot)
         writer.varint(streamSlot)
         writer.signed(counterStep)
-        if let uuid { writer.raw(uuid) } else { writer.string(id) }
+        if let uuid { UUIDText.write(uuid, into: &writer) } else { writer.string(id) }
         writer.signed(hlcStep)
         writer.signed(wallOffset)
         writer.string(payload)
@@ -71,7 +71,7 @@ public struct EntryPush: Equatable, Sendable {
         let streamSlot = try reader.count(atMost: WireProtocol.maxTableEntries - 1, "stream slot")
         let counterStep = try reader.signed()
         let id = flags & Flag.uuidID != 0
-            ? UUIDText.text(try reader.raw(16)) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
+            ? try UUIDText.text(from: &reader) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
         let hlcStep = try reader.signed()
         let wallOffset = try reader.signed()
         let payload = try reader.string(atMost: Delta.maxValueBytes, "payload")

@@ -53,6 +53,12 @@ import Testing
                 .encoded().count
         }
         #expect(size(String(repeating: "x", count: 36)) - size(uuid) == 21)
+        // The 16 bytes are the UUID's hex digits in order (protocol §5), pinned for other peers.
+        let pinned = "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"
+        let bytes = WireMessage.delta(Delta(entries: [entry(pinned, 1)], coverage: [.init(replica: replica, from: 0, through: 1)]))
+            .encoded()
+        let expected: [UInt8] = [0x01, 0x90, 0xA1, 0xB2, 0xC3, 0xD4, 0x7E, 0x5F, 0x8A, 0x6B, 0x7C, 0x8D, 0x9E, 0x0F, 0x1A, 0x2B]
+        #expect((0...(bytes.count - 16)).contains { Array(bytes[$0..<($0 + 16)]) == expected })
     }
 
     @Test func hostileInputsAreRefusedNotTrusted() {
