@@ -648,6 +648,19 @@ public struct ReplicaStore: Sendable {
                             sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
                         arguments: [lower, upper, rowsLeft]
                     ).map { try RowDecoding.preference($0, replicas: replicas) }
+                    // Entries alone (a catch-up of logs) and all within the byte budget: taken whole,
+                    // without the merge walk below.
+                    let entryBytes = entries.reduce(0) { $0 + $1.payload.utf8.count + $1.id.utf8.count + 64 }
+                    if preferences.isEmpty, entryBytes <= bytesLeft {
+                        let cut = entries.count == rowsLeft
+                        let reached = cut ? entries.last?.dot.counter ?? from : through
+                        rowsLeft -= entries.count
+                        bytesLeft -= entryBytes
+                        delta.entries.append(contentsOf: entries)
+                        if reached > from { delta.coverage.append(.init(replica: id, from: from, through: reached)) }
+                        if reached < through { break }
+                        continue
+                    }
                     // Both lists hold their smallest counters, so walking their union in counter order
                     // takes exactly the next rows; stop at either budget.
                     var rows = entries.indices.map { (counter: entries[$0].dot.counter, entry: $0, preference: -1) }
