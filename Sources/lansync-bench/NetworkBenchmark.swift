@@ -139,9 +139,12 @@ struct NetworkBenchmark {
         let begin = clock.now
         let (targetAgent, targetTask) = try await start(target, peers: [PeerAddress(host: "127.0.0.1", port: port)])
         let caughtUp = Flag()
+        // The catch-up ends when the digests first agree: timed here, not when the append loop
+        // below next wakes (up to `appendEvery` later).
         let done = Task { [self] in
             defer { caughtUp.set() }
             try await waitForEqualDigests(source, target, timeout: .seconds(300))
+            return (clock.now, Self.processCPUSeconds())
         }
         var during = Latencies()
         var localIndex = 0
@@ -153,11 +156,11 @@ struct NetworkBenchmark {
             localIndex += 1
             if clock.now - begin > .seconds(300) { throw BenchmarkError.timeout }
         }
-        try await done.value
-        // The target's own appends flow back to the source too; wait for both to agree.
+        let (finished, cpuAtFinish) = try await done.value
+        // The app's appends made since flow back to the source too; wait for both to agree again.
         try await waitForEqualDigests(source, target)
-        let seconds = (clock.now - begin).seconds
-        let cores = (Self.processCPUSeconds() - cpuBefore) / seconds
+        let seconds = (finished - begin).seconds
+        let cores = (cpuAtFinish - cpuBefore) / seconds
         let rate = Double(size) / seconds
         let bulkBytes = sourceAgent.traffic.sent
         let payload = Workload.payloads.map(\.utf8.count).reduce(0, +) / Workload.payloads.count
