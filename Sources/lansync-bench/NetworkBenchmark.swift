@@ -164,10 +164,18 @@ struct NetworkBenchmark {
         let rate = Double(size) / seconds
         let bulkBytes = sourceAgent.traffic.sent
         let payload = Workload.payloads.map(\.utf8.count).reduce(0, +) / Workload.payloads.count
-        let goal = size == 100_000 ? " (goal ≤ 2 s)" : size == 1_000_000 ? " (goal ≤ 5 s)" : ""
-        Benchmark.row(
-            "catch-up of \(size) entries into an empty peer, \(String(format: "%.2f", seconds)) s\(goal)", rate: rate,
-            baseline: baseline, goal: 0.5)
+        let time = String(format: "%.2f s", seconds)
+        if appendEvery < .milliseconds(10) {
+            // The stress run: the app writes as fast as it can. Its ratio is shown, with no verdict:
+            // the goals are for the app's ordinary pace, and every write must commit within
+            // milliseconds, which cuts the merge's transactions short.
+            let every = appendEvery.components.attoseconds / 1_000_000_000_000_000
+            Benchmark.row("catch-up of \(size) entries, an app append every \(every) ms (stress), \(time)", rate: rate,
+                baseline: baseline, goal: nil)
+        } else {
+            let goal = size == 100_000 ? " (goal ≤ 2 s)" : size == 1_000_000 ? " (goal ≤ 5 s)" : ""
+            Benchmark.row("catch-up of \(size) entries into an empty peer, \(time)\(goal)", rate: rate, baseline: baseline, goal: 0.5)
+        }
         print(String(format: "    CPU: %.2f cores busy on average (both agents and the app share this machine's %d)", cores,
             ProcessInfo.processInfo.activeProcessorCount))
         print(String(format: "    wire: %.0f bytes per entry for %d-byte payloads = %.2f × payload (goal ≤ 1.05)",
