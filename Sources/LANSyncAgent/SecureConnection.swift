@@ -163,12 +163,27 @@ struct SealedReceiver {
             } catch {
                 throw ConnectionError.malformed("a frame failed authentication (tampered, replayed or reordered)")
             }
+            let message: [UInt8]
             do throws(WireError) {
-                if let message = try reassembler.add(plaintext) { return try WireMessage.decode(message) }
+                guard let complete = try reassembler.add(plaintext) else { continue }
+                message = complete
             } catch {
+                throw ConnectionError.malformed(error.reason)
+            }
+            do {
+                // A catch-up's batch takes a millisecond or more to decompress and decode: on a
+                // bulk-work thread, not on the cooperative pool the app's own tasks resume on.
+                if message.count >= Self.decodedInBackground {
+                    return try await BulkWork.run { try WireMessage.decode(message) }
+                }
+                return try WireMessage.decode(message)
+            } catch let error as WireError {
                 throw ConnectionError.malformed(error.reason)
             }
         }
         return nil
     }
+
+    /// Messages at least this large are decoded on a bulk-work thread (a live push is ~300 bytes).
+    static let decodedInBackground = 16 * 1024
 }
