@@ -171,24 +171,26 @@ enum UUIDText {
         guard text.utf8.count == 36 else { return nil }
         var text = text
         return text.withUTF8 { utf8 -> (high: UInt64, low: UInt64)? in
+            guard utf8[8] == UInt8(ascii: "-"), utf8[13] == UInt8(ascii: "-"), utf8[18] == UInt8(ascii: "-"),
+                utf8[23] == UInt8(ascii: "-")
+            else { return nil }
+            /// The hex digits of `range`, most significant first; nil if any is not one.
+            func hex(_ range: Range<Int>, into value: inout UInt64) -> Bool {
+                for index in range {
+                    let char = utf8[index]
+                    let digit = char &- UInt8(ascii: "0")
+                    let letter = char &- UInt8(ascii: "a")
+                    let nibble: UInt8
+                    if digit < 10 { nibble = digit } else if letter < 6 { nibble = letter &+ 10 } else { return false }
+                    value = value << 4 | UInt64(nibble)
+                }
+                return true
+            }
             var high: UInt64 = 0
             var low: UInt64 = 0
-            var nibbles = 0
-            for index in 0..<36 {
-                let char = utf8[index]
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard char == UInt8(ascii: "-") else { return nil }
-                    continue
-                }
-                let value: UInt64
-                switch char {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = UInt64(char &- UInt8(ascii: "0"))
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = UInt64(char &- UInt8(ascii: "a") &+ 10)
-                default: return nil
-                }
-                if nibbles < 16 { high = high << 4 | value } else { low = low << 4 | value }
-                nibbles += 1
-            }
+            guard hex(0..<8, into: &high), hex(9..<13, into: &high), hex(14..<18, into: &high),
+                hex(19..<23, into: &low), hex(24..<36, into: &low)
+            else { return nil }
             return (high, low)
         }
     }

@@ -47,6 +47,13 @@ import Testing
             entries: [entry(uuid, 1), entry("session-am", 2), entry(uuid.uppercased(), 3)],
             coverage: [.init(replica: replica, from: 0, through: 3)])
         #expect(try WireMessage.decode(WireMessage.delta(delta).encoded()) == .delta(delta))
+        // Near misses travel as text and come back exactly as they were.
+        let nearMisses = ["0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2g", "0190a1b2+c3d4-7e5f-8a6b-7c8d9e0f1a2b",
+                          "0190a1b2-c3d4-7e5f-8a6b7-c8d9e0f1a2b", "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2/", "{190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"]
+        let misses = Delta(
+            entries: nearMisses.enumerated().map { entry($1, UInt64($0 + 1)) },
+            coverage: [.init(replica: replica, from: 0, through: UInt64(nearMisses.count))])
+        #expect(try WireMessage.decode(WireMessage.delta(misses).encoded()) == .delta(misses))
         // A generated id costs 16 bytes; a 36-character text id costs 37 (length + characters).
         func size(_ id: String) -> Int {
             WireMessage.delta(Delta(entries: [entry(id, 1)], coverage: [.init(replica: replica, from: 0, through: 1)]))
