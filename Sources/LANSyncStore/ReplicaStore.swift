@@ -656,7 +656,8 @@ public struct ReplicaStore: Sendable {
                         let reached = cut ? entries.last?.dot.counter ?? from : through
                         rowsLeft -= entries.count
                         bytesLeft -= entryBytes
-                        delta.entries.append(contentsOf: entries)
+                        // The first replica's rows become the batch's array as is (no copy of each entry).
+                        if delta.entries.isEmpty { delta.entries = entries } else { delta.entries.append(contentsOf: entries) }
                         if reached > from { delta.coverage.append(.init(replica: id, from: from, through: reached)) }
                         if reached < through { break }
                         continue

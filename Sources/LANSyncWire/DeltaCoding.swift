@@ -36,22 +36,27 @@ public enum DeltaCoding {
         var rows = ByteWriter(capacity: delta.entries.reduce(16) { $0 + $1.payload.utf8.count + 48 })
         var previousHLC: UInt64 = 0
         rows.varint(delta.entries.count)
-        for entry in delta.entries {
-            if let uuid = UUIDText.halves(entry.id) {
-                rows.byte(1)
-                UUIDText.write(uuid, into: &rows)
-            } else {
-                rows.byte(0)
-                rows.string(entry.id)
+        // Read in place through a buffer pointer: `for entry in delta.entries` copies each entry,
+        // a retain and a release of each of its strings, on every row a catch-up sends.
+        delta.entries.withUnsafeBufferPointer { entries in
+            for index in entries.indices {
+                if let uuid = UUIDText.halves(entries[index].id) {
+                    rows.byte(1)
+                    UUIDText.write(uuid, into: &rows)
+                } else {
+                    rows.byte(0)
+                    rows.string(entries[index].id)
+                }
+                rows.varint(streams.index(of: entries[index].stream))
+                rows.varint(devices.index(of: entries[index].originDevice))
+                rows.varint(replicas.index(of: entries[index].dot.replica))
+                rows.varint(entries[index].dot.counter)
+                let hlc = entries[index].hlc
+                rows.signed(Int64(bitPattern: hlc.rawValue &- previousHLC))
+                previousHLC = hlc.rawValue
+                rows.signed(entries[index].wallMilliseconds &- Int64(bitPattern: hlc.physicalMilliseconds))
+                rows.string(entries[index].payload)
             }
-            rows.varint(streams.index(of: entry.stream))
-            rows.varint(devices.index(of: entry.originDevice))
-            rows.varint(replicas.index(of: entry.dot.replica))
-            rows.varint(entry.dot.counter)
-            rows.signed(Int64(bitPattern: entry.hlc.rawValue &- previousHLC))
-            previousHLC = entry.hlc.rawValue
-            rows.signed(entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds))
-            rows.string(entry.payload)
         }
         rows.varint(delta.preferences.count)
         for write in delta.preferences {
