@@ -1,33 +1,28 @@
 import Foundation
 import LANSync
+import LANSyncCore
 import LANSyncStore
 import LANSyncWire
-import LANSyncCore
 
-/// `--stages`: what each step of a catch-up costs per row, one thread, no network, so that a
-/// change to one step can be measured without the noise of a whole catch-up. Each step runs over
-/// the same 2,000-row batches the agents send, best of several passes.
+/// `--stages`: what each step of a catch-up costs per row, on one thread with no network, so that
+/// a change to one step can be measured without the noise of a whole catch-up. Every step runs
+/// over the same 2,000-row batches the agents send; each figure is the best of five passes.
 enum StageBenchmark {
+    static let rows = 100_000
+    static let batchRows = 2_000
+    static let passes = 5
+
     static func run(root: String) async throws {
-        let rows = 100_000
-        let batch = 2_000
-        let now = Timestamps.nowMilliseconds()
-        let delta = Workload.peerDelta(count: rows, startMilliseconds: now - 3_600_000)
-        let batches = stride(from: 0, to: rows, by: batch).map { start in
-            Delta(entries: Array(delta.entries[start..<min(start + batch, rows)]),
-                coverage: [.init(replica: delta.coverage[0].replica, from: UInt64(start), through: UInt64(min(start + batch, rows)))])
+        let delta = Workload.peerDelta(count: rows, startMilliseconds: Timestamps.nowMilliseconds() - 3_600_000)
+        let replica = delta.coverage[0].replica
+        let batches = stride(from: 0, to: rows, by: batchRows).map { start in
+            let end = min(start + batchRows, rows)
+            return Delta(
+                entries: Array(delta.entries[start..<end]),
+                coverage: [.init(replica: replica, from: UInt64(start), through: UInt64(end))])
         }
-        print("Per-row cost of each catch-up step (\(rows) rows in batches of \(batch), one thread, best of 5):")
-        func measure(_ label: String, _ body: () throws -> Void) rethrows {
-            var best = Duration.seconds(1_000)
-            for _ in 0..<5 {
-                let start = ContinuousClock.now
-                try body()
-                best = min(best, ContinuousClock.now - start)
-            }
-            print(label.padding(toLength: 40, withPad: " ", startingAt: 0)
-                + String(format: "%8.3f µs/row", best.seconds * 1e6 / Double(rows)))
-        }
+        print("Per-row cost of each catch-up step (\(rows) rows in batches of \(batchRows), one thread, best of \(passes)):")
+
         var encoded: [[UInt8]] = []
         measure("encode + compress (sender)") { encoded = batches.map { WireMessage.delta($0).wireBytes() } }
         var decoded: [Delta] = []
@@ -38,9 +33,12 @@ enum StageBenchmark {
             }
         }
         var checked: [CheckedDelta] = []
+        try measure("check + hash (receiver)") { checked = try decoded.map { try ReplicaStore.check($0) } }
         measure("  of which: delta.problem()") { for delta in decoded { precondition(delta.problem() == nil) } }
-        measure("  of which: payload JSON check") {
-            for delta in decoded { for index in delta.entries.indices { precondition(CompactJSON.isCompact(delta.entries[index].payload)) } }
+        measure("    of which: payload JSON check") {
+            for delta in decoded {
+                for index in delta.entries.indices { precondition(CompactJSON.isCompact(delta.entries[index].payload)) }
+            }
         }
         measure("  of which: canonical bytes + hash") {
             var bytes = [UInt8]()
@@ -52,32 +50,41 @@ enum StageBenchmark {
                 }
             }
         }
-        try measure("check + hash (receiver)") { checked = try decoded.map { try ReplicaStore.check($0) } }
 
-        // The database steps: a fresh replica per pass for the merge; reads from the last one.
-        var pass = 0
-        var store: ReplicaStore?
-        func freshStore() throws -> ReplicaStore {
-            pass += 1
-            return try ReplicaStore.openOrCreate(path: root + "/stages-\(pass).sqlite", device: Workload.device).0
-        }
+        // The database steps: each merge pass into a new replica; the reads from the last one.
         var best = Duration.seconds(1_000)
-        for _ in 0..<5 {
-            let target = try freshStore()
+        var merged: [ReplicaStore] = []
+        for pass in 1...passes {
+            let target = try ReplicaStore.openOrCreate(path: root + "/stages-\(pass).sqlite", device: Workload.device).0
             let start = ContinuousClock.now
             for batch in checked { _ = try await target.merge(batch) }
             best = min(best, ContinuousClock.now - start)
-            store = target
+            merged.append(target)
         }
-        print("merge (receiver's writer)".padding(toLength: 40, withPad: " ", startingAt: 0)
-            + String(format: "%8.3f µs/row", best.seconds * 1e6 / Double(rows)))
+        report("merge (receiver's writer)", best)
+        let source = merged[merged.count - 1]
         try measure("read batches (sender)") {
             var known = VersionVector()
             while true {
-                let next = try store!.delta(since: known, maxRows: batch)
+                let next = try source.delta(since: known, maxRows: batchRows)
                 if next.isEmpty { break }
                 known.advance(by: next.coverage)
             }
         }
+    }
+
+    static func measure(_ label: String, _ body: () throws -> Void) rethrows {
+        var best = Duration.seconds(1_000)
+        for _ in 0..<passes {
+            let start = ContinuousClock.now
+            try body()
+            best = min(best, ContinuousClock.now - start)
+        }
+        report(label, best)
+    }
+
+    static func report(_ label: String, _ best: Duration) {
+        print(label.padding(toLength: 40, withPad: " ", startingAt: 0)
+            + String(format: "%8.3f µs/row", best.seconds * 1e6 / Double(rows)))
     }
 }
