@@ -26,6 +26,8 @@ struct WriteContext {
     private var insertEntryStatement: BoundStatement?
     private let ownDeviceBlob: Data
     let hasher: ElementHasher
+    /// One buffer for the canonical bytes of every entry this transaction hashes (local appends).
+    private var canonicalBytes: [UInt8] = []
 
     init(_ db: Database, hasher: ElementHasher) throws {
         self.db = db
@@ -109,7 +111,7 @@ struct WriteContext {
         let insert = try insertEntry()
         Self.bind(entry, key: key, to: insert)
         if try insert.run() == 1 {
-            digest.insert(hash: hash ?? hasher.hash(entry))
+            digest.insert(hash: hash ?? self.hash(entry))
             entryCount += 1
             return true
         }
@@ -122,9 +124,16 @@ struct WriteContext {
         try db.execute(sql: "DELETE FROM entries WHERE id = ?", arguments: [entry.id])
         Self.bind(entry, key: key, to: insert)
         guard try insert.run() == 1 else { throw dotReused(entry.dot) }
-        digest.remove(hash: hasher.hash(existing))
-        digest.insert(hash: hash ?? hasher.hash(entry))
+        digest.remove(hash: self.hash(existing))
+        digest.insert(hash: hash ?? self.hash(entry))
         return true
+    }
+
+    /// The entry's element hash, its canonical bytes built in this transaction's one buffer.
+    private mutating func hash(_ entry: Entry) -> [UInt8] {
+        canonicalBytes.removeAll(keepingCapacity: true)
+        entry.appendCanonicalBytes(to: &canonicalBytes)
+        return hasher.hash(canonicalBytes)
     }
 
     private static func bind(_ entry: Entry, key: Int64, to insert: BoundStatement) {
