@@ -166,7 +166,12 @@ let package = Package(
         ),
         .testTarget(name: "LANSyncDiscoveryTests", dependencies: ["LANSyncDiscovery"], swiftSettings: strict),
         .testTarget(
-            name: "LANSyncAgentTests", dependencies: ["LANSyncAgent", "LANSyncDiscovery"], swiftSettings: strict),
+            name: "LANSyncAgentTests",
+            dependencies: [
+                "LANSyncAgent", "LANSyncDiscovery", "LANSyncCore", "LANSyncCrypto", "LANSyncWire",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncStoreTests",

@@ -113,10 +113,20 @@ enum HandshakeDriver {
 }
 
 /// The sending half of an established connection: seals and chunks messages, one at a time.
+///
+/// One at a time includes the wait for the socket: a message's frames take the next nonces when
+/// they are sealed, so the next message is sealed only once these are handed to the channel.
+/// Otherwise, while a catch-up's batch waited for a full socket (backpressure), the actor let a
+/// keepalive ping in, which sealed the following nonce and could be written first: the peer then
+/// saw nonces out of order and closed the connection as tampered with ("a frame failed
+/// authentication"), and the catch-up started over from what was merged.
 actor SealedSender {
     private var cipher: NoiseCipherState
     private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     private let traffic: TrafficCounter
+    /// Whether a message is being sealed and written; others wait their turn in `waiting`.
+    private var writing = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
 
     init(cipher: NoiseCipherState, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, traffic: TrafficCounter) {
         self.cipher = cipher
@@ -127,6 +137,12 @@ actor SealedSender {
     /// Sends `message`; a bulk batch (`inBackground`) is encoded and compressed on a bulk-work thread.
     func send(_ message: WireMessage, inBackground: Bool = false) async throws {
         let bytes = inBackground ? try await BulkWork.run { message.wireBytes() } : message.wireBytes()
+        while writing { await withCheckedContinuation { waiting.append($0) } }
+        writing = true
+        defer {
+            writing = false
+            if !waiting.isEmpty { waiting.removeFirst().resume() }
+        }
         var frames = [ByteBuffer]()
         for chunk in Framing.chunks(of: bytes) {
             let sealed = try cipher.encrypt(plaintext: chunk)
