@@ -136,14 +136,17 @@ actor PeerDirectory {
         }
     }
 
-    /// Writes `peers.json` when anything changed (atomically, owner-only).
-    func persist() {
+    /// Writes `peers.json` when anything changed (atomically, owner-only). The write runs on a
+    /// bulk-work thread: it ends with an fsync, which under a catch-up's disk traffic can take
+    /// milliseconds, and on the cooperative pool it would hold a thread the app's tasks resume on.
+    func persist() async {
         guard dirty else { return }
         dirty = false
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         guard let data = try? encoder.encode(Array(byDevice.values).sorted { ($0.deviceID ?? "") < ($1.deviceID ?? "") })
         else { return }
-        try? SecretFile.write([UInt8](data), to: path)
+        let (bytes, path) = ([UInt8](data), path)
+        _ = try? await BulkWork.run { try SecretFile.write(bytes, to: path) }
     }
 }
