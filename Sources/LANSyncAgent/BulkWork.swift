@@ -1,7 +1,8 @@
 import NIOPosix
 
 /// Where a catch-up's CPU-heavy steps run: reading and encoding batches to send, decoding and
-/// checking batches received. Two threads of their own, at a lower scheduling priority (nice 10).
+/// checking batches received; and the agent's one blocking file write (`peers.json`, whose
+/// fsync can take milliseconds). Two threads of their own, at a lower scheduling priority (nice 10).
 ///
 /// Why: the app that embeds the node must stay fast while a large catch-up runs (a tap is logged
 /// in a few milliseconds). On Swift's cooperative pool, as wide as the machine has cores, a batch

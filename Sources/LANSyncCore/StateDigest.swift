@@ -77,5 +77,12 @@ public struct ElementHasher: Sendable {
     public init(_ hash: @escaping @Sendable ([UInt8]) -> [UInt8]) { self.hash = hash }
 
     public func hash(_ entry: Entry) -> [UInt8] { hash(entry.canonicalBytes) }
+    /// The same, with the canonical bytes built in `buffer` (cleared first): a caller hashing
+    /// many entries reuses one buffer instead of allocating one per entry.
+    @inlinable public func hash(_ entry: Entry, reusing buffer: inout [UInt8]) -> [UInt8] {
+        buffer.removeAll(keepingCapacity: true)
+        entry.appendCanonicalBytes(to: &buffer)
+        return hash(buffer)
+    }
     public func hash(_ write: PreferenceWrite) -> [UInt8] { hash(write.canonicalBytes) }
 }

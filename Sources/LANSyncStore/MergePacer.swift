@@ -46,9 +46,12 @@ struct MergePacer {
 
     /// Rows for the next transaction: the target over the cost of a row.
     var rows: Int {
-        let (seconds, attoseconds) = Self.target.components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-        return min(Self.rowRange.upperBound, max(Self.rowRange.lowerBound, nanoseconds / max(1, cost.perRow)))
+        min(Self.rowRange.upperBound, max(Self.rowRange.lowerBound, Self.nanoseconds(Self.target) / max(1, cost.perRow)))
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
     /// The next transaction's share of `delta`. Nil when all is merged.
@@ -71,8 +74,7 @@ struct MergePacer {
         if share.isLast && rows == share.rows { done = true }
         // Small transactions say little (their commit dominates) and are left out.
         guard rows >= Self.rowRange.lowerBound else { return }
-        let (seconds, attoseconds) = elapsed.components
-        let measured = (Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)) / rows
+        let measured = Self.nanoseconds(elapsed) / rows
         // Recent transactions weigh most: the machine's load changes during a catch-up.
         cost.perRow = (cost.perRow * 3 + measured) / 4
     }

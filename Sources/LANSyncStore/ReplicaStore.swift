@@ -390,12 +390,9 @@ public struct ReplicaStore: Sendable {
         // One buffer for every entry's canonical bytes, and entries read in place by index.
         var hashes = [[UInt8]]()
         hashes.reserveCapacity(delta.entries.count)
-        var bytes = [UInt8]()
-        for index in delta.entries.indices {
-            bytes.removeAll(keepingCapacity: true)
-            delta.entries[index].appendCanonicalBytes(to: &bytes)
-            hashes.append(elementHasher.hash(bytes))
-        }
+        let hasher = elementHasher
+        var buffer = [UInt8]()
+        for index in delta.entries.indices { hashes.append(hasher.hash(delta.entries[index], reusing: &buffer)) }
         return CheckedDelta(delta: delta, entryHashes: hashes)
     }
 

@@ -111,7 +111,7 @@ struct WriteContext {
         let insert = try insertEntry()
         Self.bind(entry, key: key, to: insert)
         if try insert.run() == 1 {
-            digest.insert(hash: hash ?? self.hash(entry))
+            digest.insert(hash: hash ?? hasher.hash(entry, reusing: &canonicalBytes))
             entryCount += 1
             return true
         }
@@ -124,16 +124,9 @@ struct WriteContext {
         try db.execute(sql: "DELETE FROM entries WHERE id = ?", arguments: [entry.id])
         Self.bind(entry, key: key, to: insert)
         guard try insert.run() == 1 else { throw dotReused(entry.dot) }
-        digest.remove(hash: self.hash(existing))
-        digest.insert(hash: hash ?? self.hash(entry))
+        digest.remove(hash: hasher.hash(existing, reusing: &canonicalBytes))
+        digest.insert(hash: hash ?? hasher.hash(entry, reusing: &canonicalBytes))
         return true
-    }
-
-    /// The entry's element hash, its canonical bytes built in this transaction's one buffer.
-    private mutating func hash(_ entry: Entry) -> [UInt8] {
-        canonicalBytes.removeAll(keepingCapacity: true)
-        entry.appendCanonicalBytes(to: &canonicalBytes)
-        return hasher.hash(canonicalBytes)
     }
 
     private static func bind(_ entry: Entry, key: Int64, to insert: BoundStatement) {

@@ -15,7 +15,7 @@ import CZstd
 enum Zstd {
     /// Level -3 (`zstd --fast=3`): on a 514 KB sample shaped like a batch, 1.9 GB/s to compress and
     /// 5.4 to decompress against level 1's 1.0 and 3.2, for 7.4× instead of 9.1×. The benchmark's
-    /// catch-up then sends 31 bytes an entry instead of 22, still an eighth of the payload; the
+    /// catch-up then sends 31 bytes an entry instead of 22, about a seventh of the payload; the
     /// CPU is what a catch-up runs short of.
     static let level: Int32 = -3
 

@@ -33,12 +33,14 @@ public enum DeltaCoding {
         var replicas = Table<ReplicaID>()
         var devices = Table<DeviceID>()
         var streams = Table<String>()
-        var rows = ByteWriter(capacity: delta.entries.reduce(16) { $0 + $1.payload.utf8.count + 48 })
         var previousHLC: UInt64 = 0
-        rows.varint(delta.entries.count)
         // Read in place through a buffer pointer: `for entry in delta.entries` copies each entry,
         // a retain and a release of each of its strings, on every row a catch-up sends.
-        delta.entries.withUnsafeBufferPointer { entries in
+        var rows = delta.entries.withUnsafeBufferPointer { entries in
+            var capacity = 16
+            for index in entries.indices { capacity += entries[index].payload.utf8.count + 48 }
+            var rows = ByteWriter(capacity: capacity)
+            rows.varint(entries.count)
             for index in entries.indices {
                 if let uuid = UUIDText.halves(entries[index].id) {
                     rows.byte(1)
@@ -57,6 +59,7 @@ public enum DeltaCoding {
                 rows.signed(entries[index].wallMilliseconds &- Int64(bitPattern: hlc.physicalMilliseconds))
                 rows.string(entries[index].payload)
             }
+            return rows
         }
         rows.varint(delta.preferences.count)
         for write in delta.preferences {

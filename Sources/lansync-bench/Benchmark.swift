@@ -9,6 +9,7 @@ import Synchronization
 ///     swift run -c release lansync-bench --quick            # 10,000 rows, for a smoke test
 ///     swift run -c release lansync-bench --catch-up 100000  # one network catch-up, for profiling
 ///                                            [--append-every MS]  # the app's write interval (10)
+///     swift run -c release lansync-bench --stages           # each catch-up step's cost per row
 @main
 struct Benchmark {
     static func main() async throws {
@@ -18,8 +19,8 @@ struct Benchmark {
         let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
-        // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
         if CommandLine.arguments.contains("--stages") { return try await StageBenchmark.run(root: root) }
+        // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
         if let size = integer(after: "--catch-up") {
             var network = NetworkBenchmark(root: root, baseline: nil)
             try await network.catchUp(size: size, appendEvery: .milliseconds(integer(after: "--append-every") ?? 10))

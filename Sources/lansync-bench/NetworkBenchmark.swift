@@ -169,7 +169,7 @@ struct NetworkBenchmark {
             // The stress run: the app writes as fast as it can. Its ratio is shown, with no verdict:
             // the goals are for the app's ordinary pace, and every write must commit within
             // milliseconds, which cuts the merge's transactions short.
-            let every = appendEvery.components.attoseconds / 1_000_000_000_000_000
+            let every = String(format: "%.0f", appendEvery.milliseconds)
             Benchmark.row("catch-up of \(size) entries, an app append every \(every) ms (stress), \(time)", rate: rate,
                 baseline: baseline, goal: nil)
         } else {
@@ -180,11 +180,9 @@ struct NetworkBenchmark {
             ProcessInfo.processInfo.activeProcessorCount))
         print(String(format: "    wire: %.0f bytes per entry for %d-byte payloads = %.2f × payload (goal ≤ 1.05)",
             Double(bulkBytes) / Double(size), payload, Double(bulkBytes) / Double(size) / Double(payload)))
-        let (intervalSeconds, intervalAttoseconds) = appendEvery.components
-        let interval = Double(intervalSeconds) * 1_000 + Double(intervalAttoseconds) / 1e15
         Benchmark.latency(
             String(format: "    local append on the receiving peer during that catch-up, one every %.0f ms (%d appends)",
-                interval, during.samples.count), during, goal: 5)
+                appendEvery.milliseconds, during.samples.count), during, goal: 5)
 
         // Reconnect of an in-sync pair: what it costs no longer depends on how much they hold.
         targetTask.cancel()

@@ -42,8 +42,7 @@ struct Latencies {
     private(set) var samples: [Double] = []
 
     mutating func add(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        samples.append(Double(seconds) * 1_000 + Double(attoseconds) / 1e15)
+        samples.append(duration.milliseconds)
     }
 
     func percentile(_ p: Double) -> Double {
@@ -58,4 +57,6 @@ extension Duration {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
+
+    var milliseconds: Double { seconds * 1_000 }
 }
