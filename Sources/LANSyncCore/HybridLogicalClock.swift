@@ -14,6 +14,10 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
 
     public static let zero = HybridTimestamp(rawValue: 0)
 
+    /// The largest millisecond count the 48-bit physical field holds (the year 10889). Wall-clock
+    /// readings from peers are checked against it, so differences of two stay inside 64 bits.
+    public static let maxPhysicalMilliseconds: UInt64 = (1 << 48) - 1
+
     /// Milliseconds since the Unix epoch.
     public var physicalMilliseconds: UInt64 { rawValue >> 16 }
     public var logical: UInt16 { UInt16(truncatingIfNeeded: rawValue) }

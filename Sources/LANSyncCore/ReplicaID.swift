@@ -64,6 +64,12 @@ public struct Dot: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public static func < (a: Dot, b: Dot) -> Bool { (a.replica, a.counter) < (b.replica, b.counter) }
 
+    /// The largest counter a replica may issue: 2^40 − 1, a trillion operations. Every counter a
+    /// peer sends (in a dot, a coverage range or a version vector) is checked against it where it
+    /// is decoded, so sums of counters over thousands of replicas stay far below 2^64, and a
+    /// counter always fits the store's 40-bit field (`DotKey`).
+    public static let maxCounter: UInt64 = (1 << 40) - 1
+
     public var description: String { "(\(replica), \(counter))" }
 }
 

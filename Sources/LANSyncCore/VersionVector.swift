@@ -31,7 +31,13 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     /// How many operations `self` holds that `other` does not, summed over replicas. Counts dots,
     /// so it is an upper bound on the rows a delta carries (superseded writes are not shipped).
     public func operationsAhead(of other: VersionVector) -> UInt64 {
-        counters.reduce(0) { sum, item in sum + (item.value > other[item.key] ? item.value - other[item.key] : 0) }
+        // Saturating: counters from peers are bounded (`Dot.maxCounter`), but a count for a
+        // status line must never be able to trap.
+        counters.reduce(0) { sum, item in
+            let ahead = item.value > other[item.key] ? item.value - other[item.key] : 0
+            let (total, overflow) = sum.addingReportingOverflow(ahead)
+            return overflow ? .max : total
+        }
     }
 
     /// True when `self` covers everything `other` covers.

@@ -1,4 +1,5 @@
 import GRDB
+import LANSyncCore
 
 /// The replica's SQLite schema, created and upgraded by GRDB migrations.
 ///
@@ -68,7 +69,8 @@ enum Schema {
 /// the low 40 (a trillion operations per replica; eight million replicas per database).
 enum DotKey {
     static let counterBits: Int64 = 40
-    static let counterMask: Int64 = (1 << counterBits) - 1
+    /// Every counter the protocol allows (`Dot.maxCounter`, 2^40 − 1) fits.
+    static let counterMask: Int64 = Int64(Dot.maxCounter)
     static let maxReplicaNumber: Int64 = (1 << (63 - counterBits)) - 1
 
     static func key(number: Int64, counter: UInt64) -> Int64 { number << counterBits | Int64(counter) }

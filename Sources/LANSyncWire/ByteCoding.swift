@@ -1,3 +1,5 @@
+public import LANSyncCore
+
 /// Reading and writing the wire's primitive encodings.
 ///
 /// Integers are unsigned LEB128 varints (at most 10 bytes) or fixed big-endian; strings and
@@ -80,6 +82,23 @@ public struct ByteReader: Sendable {
         let value = try varint()
         guard value <= UInt64(limit) else { throw WireError("\(what) of \(value) exceeds the limit of \(limit)") }
         return Int(value)
+    }
+
+    /// A counter of a replica's operations (a dot's, a coverage bound, a version vector's):
+    /// `lowest`…`Dot.maxCounter` (2^40 − 1), so no sum or difference of counters can overflow.
+    public mutating func counter(atLeast lowest: UInt64, _ what: String) throws(WireError) -> UInt64 {
+        let value = try varint()
+        guard value >= lowest, value <= Dot.maxCounter else {
+            throw WireError("\(what) \(value) is outside \(lowest)...\(Dot.maxCounter)")
+        }
+        return value
+    }
+
+    /// A flags byte whose bits outside `known` must be 0.
+    public mutating func flags(known: UInt8, _ what: String) throws(WireError) -> UInt8 {
+        let value = try byte()
+        guard value & ~known == 0 else { throw WireError("\(what) has unknown bits set (\(value))") }
+        return value
     }
 
     public mutating func signed() throws(WireError) -> Int64 {

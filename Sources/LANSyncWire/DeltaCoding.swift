@@ -87,7 +87,10 @@ public enum DeltaCoding {
         let coverageCount = try reader.count(atMost: WireProtocol.maxTableEntries, "coverage count")
         for _ in 0..<coverageCount {
             let replica = ReplicaID(bytes: try reader.raw(16))!
-            delta.coverage.append(.init(replica: replica, from: try reader.varint(), through: try reader.varint()))
+            let from = try reader.counter(atLeast: 0, "coverage start")
+            let through = try reader.counter(atLeast: 1, "coverage end")
+            guard from < through else { throw WireError("coverage of replica \(replica) is empty (\(from)...\(through))") }
+            delta.coverage.append(.init(replica: replica, from: from, through: through))
         }
         let replicas = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "replica table")).map {
             _ throws(WireError) in ReplicaID(bytes: try reader.raw(16))!
@@ -109,18 +112,18 @@ public enum DeltaCoding {
             return HybridTimestamp(rawValue: previousHLC)
         }
         func wall(_ hlc: HybridTimestamp) throws(WireError) -> Int64 {
-            Int64(bitPattern: hlc.physicalMilliseconds) &+ (try reader.signed())
+            try wallClock(hlc, offset: try reader.signed())
         }
         let entryCount = try reader.count(atMost: WireProtocol.maxRowsPerDelta, "entry count")
         delta.entries.reserveCapacity(min(entryCount, reader.remaining / 8))
         for _ in 0..<entryCount {
-            let flags = try reader.byte()
+            let flags = try reader.flags(known: 1, "entry flags")
             let id = flags & 1 == 1
                 ? try UUIDText.text(from: &reader) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
             let stream = try pick(streams, "stream")
             let device = try pick(devices, "device")
             let replica = try pick(replicas, "replica")
-            let counter = try reader.varint()
+            let counter = try reader.counter(atLeast: 1, "entry counter")
             let reading = try hlc()
             let wallMilliseconds = try wall(reading)
             let payload = try reader.string(atMost: Delta.maxValueBytes, "payload")
@@ -132,11 +135,11 @@ public enum DeltaCoding {
         let preferenceCount = try reader.count(atMost: WireProtocol.maxRowsPerDelta, "preference count")
         for _ in 0..<preferenceCount {
             let key = try reader.string(atMost: Names.maxKeyLength, "preference key")
-            let flags = try reader.byte()
+            let flags = try reader.flags(known: 1, "preference flags")
             let value = flags & 1 == 1 ? nil : try reader.string(atMost: Delta.maxValueBytes, "preference value")
             let device = try pick(devices, "device")
             let replica = try pick(replicas, "replica")
-            let counter = try reader.varint()
+            let counter = try reader.counter(atLeast: 1, "preference counter")
             let reading = try hlc()
             delta.preferences.append(
                 PreferenceWrite(
@@ -144,6 +147,16 @@ public enum DeltaCoding {
                     hlc: reading, wallMilliseconds: try wall(reading)))
         }
         return delta
+    }
+
+    /// A row's wall clock from its HLC reading and the zigzag offset sent: the sum wraps modulo
+    /// 2^64 like every step on the wire, and must land in 0…2^48 − 1 (`maxPhysicalMilliseconds`).
+    static func wallClock(_ hlc: HybridTimestamp, offset: Int64) throws(WireError) -> Int64 {
+        let wall = Int64(bitPattern: hlc.physicalMilliseconds) &+ offset
+        guard wall >= 0, UInt64(wall) <= HybridTimestamp.maxPhysicalMilliseconds else {
+            throw WireError("wall clock \(wall) ms is outside 0...\(HybridTimestamp.maxPhysicalMilliseconds)")
+        }
+        return wall
     }
 
     /// Distinct values in first-seen order, with their indexes.

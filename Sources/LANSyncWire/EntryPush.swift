@@ -58,8 +58,7 @@ public struct EntryPush: Equatable, Sendable {
     }
 
     static func decode(from reader: inout ByteReader) throws(WireError) -> EntryPush {
-        let flags = try reader.byte()
-        guard flags & ~UInt8(15) == 0 else { throw WireError("unknown push flags \(flags)") }
+        let flags = try reader.flags(known: 15, "push flags")
         var definition: ReplicaDefinition?
         if flags & Flag.replicaDefinition != 0 {
             let replica = ReplicaID(bytes: try reader.raw(16))!
@@ -136,15 +135,18 @@ public struct EntryPushDecoder: Sendable {
         guard push.replicaSlot < replicas.count else { throw WireError("push names an undefined replica slot") }
         guard push.streamSlot < streams.count else { throw WireError("push names an undefined stream slot") }
         let replica = replicas[push.replicaSlot]
+        // Steps wrap modulo 2^64; the counter they land on must be a valid one.
         let counter = (lastCounter[push.replicaSlot] ?? 0) &+ UInt64(bitPattern: push.counterStep)
-        guard counter > 0 else { throw WireError("push counter is zero") }
-        lastCounter[push.replicaSlot] = counter
+        guard counter > 0, counter <= Dot.maxCounter else {
+            throw WireError("push counter \(counter) is outside 1...\(Dot.maxCounter)")
+        }
         let hlc = HybridTimestamp(rawValue: lastHLC &+ UInt64(bitPattern: push.hlcStep))
+        let wall = try DeltaCoding.wallClock(hlc, offset: push.wallOffset)
+        lastCounter[push.replicaSlot] = counter
         lastHLC = hlc.rawValue
         return Entry(
             id: push.id, stream: streams[push.streamSlot], originDevice: replica.device,
-            dot: Dot(replica: replica.replica, counter: counter), hlc: hlc,
-            wallMilliseconds: Int64(bitPattern: hlc.physicalMilliseconds) &+ push.wallOffset, payload: push.payload)
+            dot: Dot(replica: replica.replica, counter: counter), hlc: hlc, wallMilliseconds: wall, payload: push.payload)
     }
 }
 

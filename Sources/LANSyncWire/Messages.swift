@@ -11,8 +11,9 @@ public enum WireProtocol {
     public static let maxMessageBytes = 4 * 1024 * 1024
     /// The most rows a delta message may carry.
     public static let maxRowsPerDelta = 20_000
-    /// Replicas, devices and streams a delta may name.
+    /// Replicas, devices and streams a delta may name; replicas a version vector may name.
     public static let maxTableEntries = 4_096
+    /// The longest `Hello.name` and goodbye reason, in UTF-8 bytes.
     public static let maxNameBytes = 256
 }
 
@@ -49,13 +50,50 @@ public struct Hello: Equatable, Sendable {
     public static func decode(_ bytes: [UInt8]) throws(WireError) -> Hello {
         var reader = ByteReader(bytes)
         let version = try reader.fixed16()
+        guard version != 0 else { throw WireError("hello's version is 0") }
         guard let device = DeviceID(bytes: try reader.raw(16)) else { throw WireError("bad device ID") }
         let name = try reader.string(atMost: WireProtocol.maxNameBytes, "device name")
+        guard !name.isEmpty, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw WireError("device name is empty or has control characters")
+        }
         guard let replica = ReplicaID(bytes: try reader.raw(16)) else { throw WireError("bad replica ID") }
         let hlc = HybridTimestamp(rawValue: try reader.fixed64())
         let wall = try reader.fixed64()
+        guard wall <= HybridTimestamp.maxPhysicalMilliseconds else {
+            throw WireError("hello's wall clock \(wall) ms is beyond \(HybridTimestamp.maxPhysicalMilliseconds)")
+        }
         try reader.expectEnd("hello")
         return Hello(version: version, device: device, name: name, replica: replica, hlc: hlc, wallMilliseconds: wall)
+    }
+}
+
+/// The responder's message 2 payload when it shares no protocol version with the initiator:
+/// `0 (u16) · its lowest version (u16) · its highest version (u16)`. A `Hello`'s version is
+/// never 0, so the initiator tells the two apart by their first two bytes, and can say "no
+/// version in common" rather than fail as if the group secret were wrong.
+public struct VersionRefusal: Equatable, Sendable {
+    public var versions: ClosedRange<UInt16>
+
+    public init(versions: ClosedRange<UInt16> = WireProtocol.versions) { self.versions = versions }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter()
+        writer.fixed16(0)
+        writer.fixed16(versions.lowerBound)
+        writer.fixed16(versions.upperBound)
+        return writer.bytes
+    }
+
+    /// The refusal, if `bytes` is one (starts with a zero version); nil for anything else.
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> VersionRefusal? {
+        guard bytes.count >= 2, bytes[0] == 0, bytes[1] == 0 else { return nil }
+        var reader = ByteReader(bytes)
+        _ = try reader.fixed16()
+        let low = try reader.fixed16()
+        let high = try reader.fixed16()
+        guard low <= high else { throw WireError("empty version range \(low)...\(high)") }
+        try reader.expectEnd("version refusal")
+        return VersionRefusal(versions: low...high)
     }
 }
 
@@ -217,7 +255,8 @@ public struct PeerState: Equatable, Sendable {
         var vector = VersionVector()
         for _ in 0..<count {
             let replica = ReplicaID(bytes: try reader.raw(16))!
-            vector[replica] = try reader.varint()
+            guard vector[replica] == 0 else { throw WireError("version vector names replica \(replica) twice") }
+            vector[replica] = try reader.counter(atLeast: 1, "version vector counter")
         }
         let digest = StateDigest(bytes: try reader.raw(32))!
         return PeerState(versionVector: vector, digest: digest, hlc: HybridTimestamp(rawValue: try reader.fixed64()))

@@ -19,7 +19,7 @@ import Testing
 
     @Test func otherMessagesRoundTrip() throws {
         let state = PeerState(
-            versionVector: VersionVector([ReplicaID(high: 1, low: 2): 7, ReplicaID(high: 3, low: 4): 1 << 40]),
+            versionVector: VersionVector([ReplicaID(high: 1, low: 2): 7, ReplicaID(high: 3, low: 4): Dot.maxCounter]),
             digest: StateDigest(bytes: [UInt8](repeating: 9, count: 32))!, hlc: HybridTimestamp(rawValue: 12345))
         for message in [WireMessage.state(state), .ping(42), .pong(.max), .goodbye(code: .clockSkew, reason: "ahead 10 min")] {
             #expect(try WireMessage.decode(message.encoded()) == message)
