@@ -77,6 +77,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The sync protocol with one peer as a pure state machine: events in, actions out, no I/O.
+        .target(name: "LANSyncSession", dependencies: ["LANSyncCore", "LANSyncWire"], swiftSettings: strict),
         // mDNS advertising and browsing through avahi-daemon, as a Swift stream of events. The C
         // interop lives in one file (AvahiConnection+Avahi.swift).
         .target(name: "LANSyncDiscovery", dependencies: ["CAvahi"], swiftSettings: strict),
@@ -90,6 +92,7 @@ let package = Package(
                 "LANSyncCrypto",
                 "LANSyncIdentity",
                 "LANSyncWire",
+                "LANSyncSession",
                 "LANSyncDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -168,9 +171,13 @@ let package = Package(
         .testTarget(
             name: "LANSyncAgentTests",
             dependencies: [
-                "LANSyncAgent", "LANSyncDiscovery", "LANSyncCore", "LANSyncCrypto", "LANSyncWire",
+                "LANSyncAgent", "LANSyncDiscovery", "LANSyncCore", "LANSyncCrypto", "LANSyncWire", "LANSync",
+                "LANSyncIdentity", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "LANSyncSessionTests", dependencies: ["LANSyncSession", "LANSyncCore", "LANSyncCrypto", "LANSyncWire"],
             swiftSettings: strict),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(

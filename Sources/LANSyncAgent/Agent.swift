@@ -2,6 +2,7 @@ import Foundation
 public import LANSync
 import LANSyncCrypto
 import LANSyncDiscovery
+import LANSyncSession
 import LANSyncWire
 public import Logging
 import NIOCore
@@ -239,8 +240,6 @@ public actor Agent: Service {
                 try await self.established(
                     channel: channel, handshaken: handshaken, inbound: iterator, outbound: outbound,
                     initiator: initiator, address: address, dialed: dialed)
-                // The session ended without an error: the peer closed the connection.
-                throw ConnectionError.closedByPeer
             }
         } catch {
             timeout.cancel()
@@ -282,7 +281,7 @@ public actor Agent: Service {
         }
         let session = SyncSession(
             peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, logger: logger,
-            initiatedByUs: initiator)
+            initiatedByUs: initiator, close: { channel.channel.close(promise: nil) })
         guard await register(session, replica: peer.replica, close: { channel.channel.close(promise: nil) }) else {
             try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
             throw ConnectionError.duplicate
@@ -290,7 +289,7 @@ public actor Agent: Service {
         logger.info(
             "peer connected",
             metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
-        try await sender.send(.state(try await session.stateToAnnounce()))
+        try await sender.send(try await session.opening())
         var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound, traffic: traffic)
         // Unregistered before this returns, so that when the connection's end is reported, a session
         // still registered for the peer is a newer connection that replaced this one.
@@ -303,11 +302,13 @@ public actor Agent: Service {
         await unregister(session, replica: peer.replica)
         if Task.isCancelled {
             // Best effort: a peer that is not reading must not hold up shutting down.
-            Task { try? await sender.send(.goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down")) }
+            await session.shutDown()
         }
+        throw ConnectionError.session(await session.ending ?? .peerClosed)
     }
 
-    /// The sync session's three loops: receive (never writes), push, keepalive.
+    /// The sync session's three loops: receive (never writes), push, keepalive. Returns once the
+    /// connection has closed; the session says why.
     private nonisolated func serve(
         _ session: SyncSession, channel: FramedChannel, sender: SealedSender, receiver: inout SealedReceiver
     ) async throws {
@@ -321,28 +322,23 @@ public actor Agent: Service {
                 }
             }
             tasks.addTask { [configuration] in
-                var counter: UInt64 = 0
                 while !Task.isCancelled {
                     try await Task.sleep(for: configuration.keepalive)
-                    if ContinuousClock.now - (await session.lastReceived) > configuration.keepalive * 3 {
-                        channel.channel.close(promise: nil)
-                        return
-                    }
-                    counter += 1
-                    // The receiving task never writes; a ping is queued like any reply would be.
+                    // The receiving task never writes; a ping is sent from here, in turn with other messages.
+                    guard case .ping(let counter) = await session.tick() else { return }
                     try await sender.send(.ping(counter))
                 }
             }
             defer { tasks.cancelAll() }
             do {
-                while let message = try await receiver.next() { try await session.handle(message) }
-                try await session.finishMerging()
-            } catch {
-                await session.finish()
-                throw error
+                while let message = try await receiver.next() { await session.handle(message) }
+                await session.peerClosed()
+            } catch let error as ConnectionError {
+                if case .malformed(let reason) = error { await session.receiveFailed(reason) }
+            } catch is CancellationError {
+                // Shutting down: `established` says goodbye.
             }
-            await session.finish()
-            // The push loop ends with the session; a failed send ends the connection.
+            await session.finishMerging()
         }
     }
 
@@ -430,7 +426,7 @@ public actor Agent: Service {
                     keepNew = session.initiatedByUs == preferredIsOurs
                 }
                 guard keepNew else { return false }
-                current.close()
+                Task { await current.session.replaced() }
             }
         }
         sessions[replica] = Registered(session: session, close: close)
@@ -446,7 +442,7 @@ public actor Agent: Service {
         let refused: Bool
         switch error as? ConnectionError {
         case .handshake, .versionMismatch, .clockSkew, .handshakeTimeout: refused = true
-        case .refusedByPeer(.clockSkew, _): refused = true
+        case .session(.peerSaidGoodbye(.clockSkew, _)), .session(.clockSkew): refused = true
         default: refused = false
         }
         if case .connectedToSelf = error as? ConnectionError {
@@ -457,7 +453,8 @@ public actor Agent: Service {
         }
         if let device {
             switch error as? ConnectionError {
-            case .duplicate?, .refusedByPeer(.duplicateConnection, _)?:
+            case .duplicate?, .session(.replaced)?,
+                .session(.peerSaidGoodbye(.duplicateConnection, _))?:
                 // Both sides dialed at once; the other connection is the one kept.
                 logger.debug("a duplicate connection closed", metadata: ["peer.device": "\(device.id)"])
                 return

@@ -1,6 +1,7 @@
 import LANSync
+public import LANSyncSession
 public import LANSyncCrypto
-public import LANSyncWire
+import LANSyncWire
 import NIOCore
 import Synchronization
 
@@ -30,11 +31,13 @@ public enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible
     case handshakeTimeout
     case closedByPeer
     case malformed(String)
-    case versionMismatch
+    /// No protocol version in common; `theirs` when the peer told us what it speaks.
+    case versionMismatch(theirs: ClosedRange<UInt16>?)
     case clockSkew(aheadMilliseconds: Int64, bound: UInt64)
     case connectedToSelf
     case duplicate
-    case refusedByPeer(code: GoodbyeCode, reason: String)
+    /// The sync session ended (after the handshake), and why.
+    case session(SessionEnd)
 
     public var description: String {
         switch self {
@@ -44,13 +47,16 @@ public enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible
         case .handshakeTimeout: return "handshake timed out"
         case .closedByPeer: return "connection closed by the peer"
         case .malformed(let reason): return "malformed data from the peer: \(reason)"
-        case .versionMismatch: return "no protocol version in common; upgrade the older lansync"
+        case .versionMismatch(let theirs):
+            let ours = WireProtocol.versions
+            let peer = theirs.map { " (the peer speaks \($0.lowerBound)–\($0.upperBound), this node \(ours.lowerBound)–\(ours.upperBound))" } ?? ""
+            return "no protocol version in common\(peer); upgrade the older lansync"
         case .clockSkew(let ahead, let bound):
             return "clock skew: the peer's clock is \(ahead / 1000) s \(ahead > 0 ? "ahead of" : "behind") ours "
                 + "(bound \(bound / 1000) s); fix the wrong clock (timedatectl, NTP)"
         case .connectedToSelf: return "connected to itself"
         case .duplicate: return "a connection to this peer exists already"
-        case .refusedByPeer(_, let reason): return "the peer closed the connection: \(reason)"
+        case .session(let why): return why.description
         }
     }
 }
@@ -92,16 +98,34 @@ enum HandshakeDriver {
         do {
             if initiator {
                 try await send(VersionOffer().encoded())
-                peer = try Hello.decode(try await receive())
-                guard WireProtocol.versions.contains(peer.version) else { throw ConnectionError.versionMismatch }
+                let reply = try await receive()
+                if let refusal = try VersionRefusal.decode(reply) {
+                    throw ConnectionError.versionMismatch(theirs: refusal.versions)
+                }
+                peer = try Hello.decode(reply)
+                guard WireProtocol.versions.contains(peer.version) else {
+                    throw ConnectionError.versionMismatch(theirs: peer.version...peer.version)
+                }
                 try await send(hello(peer.version).encoded())
             } else {
-                guard let version = try VersionOffer.decode(try await receive()).agreed() else {
-                    throw ConnectionError.versionMismatch
+                let offer = try VersionOffer.decode(try await receive())
+                guard let version = offer.agreed() else {
+                    // Said in message 2, so the initiator can tell this from a wrong group secret.
+                    try await send(VersionRefusal().encoded())
+                    throw ConnectionError.versionMismatch(theirs: offer.versions)
                 }
                 try await send(hello(version).encoded())
-                peer = try Hello.decode(try await receive())
-                guard peer.version == version else { throw ConnectionError.versionMismatch }
+                let payload = try await receive()
+                do {
+                    peer = try Hello.decode(payload)
+                } catch {
+                    // Message 3 was read, so the handshake is complete: the goodbye goes sealed
+                    // like any transport message, and the peer learns why it was refused.
+                    let sender = SealedSender(cipher: try noise.split().send, outbound: outbound, traffic: traffic)
+                    try? await sender.send(.goodbye(code: .malformed, reason: error.description))
+                    throw error
+                }
+                guard peer.version == version else { throw ConnectionError.versionMismatch(theirs: peer.version...peer.version) }
             }
         } catch let error as WireError {
             throw ConnectionError.malformed(error.reason)
@@ -136,7 +160,11 @@ actor SealedSender {
 
     /// Sends `message`; a bulk batch (`inBackground`) is encoded and compressed on a bulk-work thread.
     func send(_ message: WireMessage, inBackground: Bool = false) async throws {
-        let bytes = inBackground ? try await BulkWork.run { message.wireBytes() } : message.wireBytes()
+        try await send(encoded: inBackground ? try await BulkWork.run { message.wireBytes() } : message.wireBytes())
+    }
+
+    /// Sends a message already encoded (tests send bytes no encoder would write).
+    func send(encoded bytes: [UInt8]) async throws {
         while writing { await withCheckedContinuation { waiting.append($0) } }
         writing = true
         defer {

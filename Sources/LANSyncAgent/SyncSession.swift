@@ -1,19 +1,16 @@
 import LANSync
+import LANSyncSession
 import LANSyncWire
 import Logging
 
-/// The sync protocol with one connected peer, after the handshake.
+/// The sync protocol with one connected peer, after the handshake: carries out what the pure
+/// state machine `SyncProtocol` decides (sends, merges, the goodbye and close that end a
+/// session), and keeps `lansync peers` informed.
 ///
 /// One task receives and one task sends, and the receiving task never waits on a write: replies
 /// (state announcements, pongs) are queued for the sending task. Otherwise two peers pushing to
 /// each other under backpressure would each block in a write while neither reads — a deadlock
 /// that a bulk catch-up with writes in both directions reliably provokes.
-///
-/// Both sides announce their state (version vector, digest, clock) on connect; each then streams
-/// what the other lacks in bounded delta batches, and keeps doing so as its own state changes
-/// (local writes, or rows merged from other peers: relays). `peerKnown` is what we believe the
-/// peer holds: its last announced vector, advanced by every batch we send and every batch it
-/// sends us, so nothing is sent twice and nothing it sent is echoed back.
 actor SyncSession {
     let peer: Hello
     let node: LANSyncNode
@@ -22,23 +19,16 @@ actor SyncSession {
     let directory: PeerDirectory
     let logger: Logger
     let initiatedByUs: Bool
-    private var peerKnown = VersionVector()
-    private var peerAnnounced: PeerState?
-    /// Replies the receiving task queued for the sending task.
-    private var announceState = false
-    private var pongs: [UInt64] = []
-    /// Per-connection tables of the compact live push (`EntryPush`), one per direction.
-    private var pushEncoder = EntryPushEncoder()
-    private var pushDecoder = EntryPushDecoder()
-    /// The digest the peer last heard from us (announced, or implied by a push).
-    private var digestToldToPeer: StateDigest?
+    /// The protocol's rules and memory (`SyncProtocol`); this actor only carries out what it says.
+    private var machine: SyncProtocol
+    /// Closes the connection (the receiving task then sees it end).
+    private let closeConnection: @Sendable () -> Void
     private let wake: AsyncStream<Void>.Continuation
     let wakes: AsyncStream<Void>
-    private(set) var lastReceived = ContinuousClock.now
 
     init(
         peer: Hello, node: LANSyncNode, sender: SealedSender, configuration: AgentConfiguration,
-        directory: PeerDirectory, logger: Logger, initiatedByUs: Bool
+        directory: PeerDirectory, logger: Logger, initiatedByUs: Bool, close: @escaping @Sendable () -> Void
     ) {
         self.peer = peer
         self.node = node
@@ -47,167 +37,167 @@ actor SyncSession {
         self.directory = directory
         self.logger = logger
         self.initiatedByUs = initiatedByUs
+        closeConnection = close
+        machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: configuration.keepalive, now: .now)
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Asks the push loop to send whatever the peer lacks now.
     nonisolated func push() { wake.yield() }
 
-    func finish() { wake.finish() }
+    var lastReceived: ContinuousClock.Instant { machine.lastHeardFrom }
+
+    /// Why the session ended, once it has.
+    var ending: SessionEnd? {
+        if case .ended(let why) = machine.state { return why }
+        return nil
+    }
 
     func ourState() throws -> PeerState {
         let summary = try node.store.syncSummary()
         return PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
     }
 
-    /// Our state, as about to be announced to the peer (remembered for digest-implied pushes).
-    func stateToAnnounce() throws -> PeerState {
-        let state = try ourState()
-        digestToldToPeer = state.digest
-        return state
-    }
+    /// Our first message: our state.
+    func opening() throws -> WireMessage { machine.opening(try ourState()) }
 
     /// Handles one message from the peer.
-    func handle(_ message: WireMessage) async throws {
-        lastReceived = .now
-        switch message {
-        case .state(let state):
-            peerAnnounced = state
-            peerKnown = peerKnown.merged(with: state.versionVector)
+    func handle(_ message: WireMessage) async {
+        switch machine.received(message, now: .now) {
+        case .nothing: break
+        case .wakeSender:
             await recordProgress()
             push()
-        case .delta(let delta):
-            try await startMerge(try await checked(delta))
-        case .push(let push):
-            let entry: Entry
-            do {
-                entry = try pushDecoder.entry(from: push)
-            } catch {
-                let sender = sender
-                Task { try? await sender.send(.goodbye(code: .malformed, reason: "\(error)")) }
-                throw ConnectionError.malformed("\(error)")
-            }
-            try await startMerge(try await checked(EntryPush.delta(carrying: entry)))
-            if push.digestImplied, var announced = peerAnnounced {
-                // The sender's state is its last announced one plus this entry: no state message follows.
-                announced.digest = EntryPush.impliedDigest(
-                    after: announced.digest, adding: entry, hasher: ReplicaStore.elementHasher)
-                if announced.versionVector[entry.dot.replica] == entry.dot.counter - 1 {
-                    announced.versionVector[entry.dot.replica] = entry.dot.counter
-                }
-                announced.hlc = max(announced.hlc, entry.hlc)
-                peerAnnounced = announced
-                await recordProgress()
-            }
-        case .ping(let value):
-            pongs.append(value)
-            push()
-        case .pong:
-            break
-        case .goodbye(let code, let reason):
-            throw ConnectionError.refusedByPeer(code: code, reason: reason)
+        case .merge(let delta):
+            if case .push = message { await recordProgress() }
+            await startMerge(delta)
+        case .end(let why): finish(why)
+        }
+    }
+
+    /// The peer's bytes could not be read: goodbye(malformed), then close.
+    func receiveFailed(_ reason: String) { finish(machine.receiveFailed(reason)) }
+
+    /// The peer closed the connection.
+    func peerClosed() { finish(machine.peerClosed()) }
+
+    /// Our agent is shutting down: goodbye(shutting down), then close.
+    func shutDown() { finish(machine.shutdown()) }
+
+    /// A newer connection to this peer replaces this one: goodbye(duplicate connection), then close.
+    func replaced() { finish(machine.replaced()) }
+
+    /// The keepalive timer: a ping to send, or the end of a silent session.
+    func tick() -> SyncProtocol.Tick {
+        let tick = machine.tick(now: .now)
+        if case .end(let why) = tick { finish(why) }
+        return tick
+    }
+
+    /// Carries out an ending the machine decided: the goodbye it carries, if any, then the close.
+    /// The goodbye is bounded in time (a peer that reads nothing cannot hold the connection open).
+    private func finish(_ why: SessionEnd?) {
+        guard let why else { return }
+        wake.finish()
+        let close = closeConnection
+        guard let goodbye = why.goodbye else {
+            close()
+            return
+        }
+        let sender = sender
+        Task {
+            try? await sender.send(goodbye)
+            close()
+        }
+        Task {
+            try? await Task.sleep(for: .seconds(1))
+            close()
         }
     }
 
     /// The merge under way, if any: merges run one at a time and in order, but the receiving task
     /// does not wait for one to finish before it reads and decodes the next message, so decoding
     /// a batch overlaps merging the one before (the catch-up's two slowest steps, on two cores).
-    private var merging: Task<Void, any Error>?
+    private var merging: Task<Void, Never>?
 
     /// Checks a delta before it is merged (`ReplicaStore.check`); a batch is checked on a
-    /// bulk-work thread, while the batch before is being merged.
-    private func checked(_ delta: Delta) async throws -> CheckedDelta {
+    /// bulk-work thread, while the batch before is being merged. Nil (and the session ends) when
+    /// it fails.
+    private func checked(_ delta: Delta) async -> CheckedDelta? {
         do {
             if delta.entries.count + delta.preferences.count < Self.rowsCheckedInline {
                 return try ReplicaStore.check(delta)
             }
             return try await BulkWork.run { try ReplicaStore.check(delta) }
         } catch let error as StoreError {
-            let sender = sender
-            Task { try? await sender.send(.goodbye(code: .malformed, reason: error.message)) }
-            throw ConnectionError.malformed(error.message)
+            finish(machine.mergeFailed(error.message, clockSkew: false))
+        } catch {
+            finish(machine.mergeFailed("\(error)", clockSkew: false))
         }
+        return nil
     }
 
     /// Smaller deltas (live pushes) are checked where they arrive: a thread hop would cost more.
     static let rowsCheckedInline = 16
 
-    /// Starts merging `delta` once the merge before it is done; throws that merge's error, if any.
-    private func startMerge(_ delta: CheckedDelta) async throws {
-        try await merging?.value
-        merging = Task { try await self.merge(delta) }
+    /// Checks `delta`, then merges it once the merge before it is done.
+    private func startMerge(_ delta: Delta) async {
+        guard let checked = await checked(delta) else { return }
+        await merging?.value
+        guard !machine.isEnded else { return }
+        merging = Task { await self.merge(checked) }
     }
 
     /// Waits for the merge under way: the receiving task calls it when the peer stops sending.
-    func finishMerging() async throws {
-        try await merging?.value
+    func finishMerging() async {
+        await merging?.value
         merging = nil
     }
 
-    /// Merges rows from the peer (a delta, or a push made into one), noting what it holds.
-    private func merge(_ checked: CheckedDelta) async throws {
-        let delta = checked.delta
-        // The peer holds what it sends: never echo it back.
-        for range in delta.coverage where peerKnown[range.replica] < range.through {
-            peerKnown[range.replica] = range.through
-        }
+    /// Merges rows from the peer (a delta, or a push made into one).
+    private func merge(_ checked: CheckedDelta) async {
+        let outcome: MergeOutcome
         do {
-            let outcome = try await node.merge(checked, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
-            announceState = true
-            push()
-            mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
-            if outcome.changedAnything {
-                logger.debug(
-                    "merged a delta",
-                    metadata: ["peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
-                        "sync.preferences": "\(outcome.preferencesChanged)"])
-            }
+            outcome = try await node.merge(checked, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
         } catch {
-            // Best effort, never waited on: the connection closes right after.
-            let code: GoodbyeCode = error.code == .clockSkew ? .clockSkew : .malformed
-            let sender = sender
-            Task { try? await sender.send(.goodbye(code: code, reason: error.message)) }
-            throw ConnectionError.malformed(error.message)
+            // Rejected whole: nothing of it was applied.
+            finish(machine.mergeFailed(error.message, clockSkew: error.code == .clockSkew))
+            return
+        }
+        if case .wakeSender = machine.mergeFinished() { push() }
+        mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
+        if outcome.changedAnything {
+            logger.debug(
+                "merged a delta",
+                metadata: ["peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
+                    "sync.preferences": "\(outcome.preferencesChanged)"])
         }
         let now = Int64(node.clock.now())
         await directory.update(device: peer.device.description) { $0.lastSync = now }
     }
 
-    /// Sends queued replies, every batch the peer lacks, then our state. The sending task runs it
-    /// whenever `push()` was called.
+    /// Sends queued replies, every batch the peer lacks, then our state when it is owed. The
+    /// sending task runs it whenever `push()` was called.
     func pushMissing() async throws {
-        for value in pongs { try await sender.send(.pong(value)) }
-        pongs.removeAll()
+        for reply in machine.takeReplies() { try await sender.send(reply) }
         var sent = 0
-        // Whether the peer can tell our new digest without a state message (every row went as a
-        // digest-implied push).
-        var digestKnownToPeer = true
-        var delta = try nextBatch(since: peerKnown)
-        while !delta.isEmpty {
+        var delta = try nextBatch(since: machine.peerKnown)
+        while !delta.isEmpty, !machine.isEnded {
             // A large batch means a catch-up: the next batch is read while this one is encoded
             // and sent, both on bulk-work threads. A live push (one new entry) goes out right here.
             let bulk = delta.entries.count + delta.preferences.count >= Self.rowsCheckedInline
             var readAhead: Task<Delta, any Error>?
             if bulk {
-                var known = peerKnown
+                var known = machine.peerKnown
                 known.advance(by: delta.coverage)
                 readAhead = Task { [known] in try await self.nextBatchInBackground(since: known) }
             }
-            if let push = try compactPush(for: delta) {
-                try await sender.send(.push(push))
-                if !push.digestImplied { digestKnownToPeer = false }
-            } else {
-                try await sender.send(.delta(delta), inBackground: bulk)
-                digestKnownToPeer = false
-            }
-            peerKnown.advance(by: delta.coverage)
+            let message = try machine.outgoing(delta) { try ourState().digest }
+            try await sender.send(message, inBackground: bulk)
             sent += delta.entries.count + delta.preferences.count
-            delta = try await readAhead?.value ?? nextBatch(since: peerKnown)
+            delta = try await readAhead?.value ?? nextBatch(since: machine.peerKnown)
         }
-        if announceState || (sent > 0 && !digestKnownToPeer) {
-            announceState = false
-            try await sender.send(.state(try stateToAnnounce()))
-        }
+        if let state = try machine.closingState({ try ourState() }) { try await sender.send(state) }
         if sent > 0 {
             logger.debug("sent rows", metadata: ["peer.device": "\(peer.device)", "sync.rows": "\(sent)"])
             let now = Int64(node.clock.now())
@@ -226,25 +216,9 @@ actor SyncSession {
         return try await BulkWork.run { try store.delta(since: known, maxRows: rows) }
     }
 
-    /// A live push for a delta that is exactly one new entry following what the peer holds of
-    /// its replica; nil for anything else (sent as a delta). The push implies our new digest when
-    /// it is what we last told the peer plus this entry, so no state message needs to follow.
-    private func compactPush(for delta: Delta) throws -> EntryPush? {
-        guard delta.entries.count == 1, let entry = delta.entries.first, delta == EntryPush.delta(carrying: entry) else {
-            return nil
-        }
-        var implied = false
-        if let told = digestToldToPeer {
-            let current = try ourState().digest
-            implied = EntryPush.impliedDigest(after: told, adding: entry, hasher: ReplicaStore.elementHasher) == current
-            if implied { digestToldToPeer = current }
-        }
-        return pushEncoder.push(entry, digestImplied: implied)
-    }
-
     /// Updates what `lansync peers` shows: who is behind whom.
     private func recordProgress() async {
-        guard let announced = peerAnnounced, let ours = try? ourState() else { return }
+        guard let announced = machine.peerAnnounced, let ours = try? ourState() else { return }
         let now = Int64(node.clock.now())
         let weLack = announced.versionVector.operationsAhead(of: ours.versionVector)
         let theyLack = ours.versionVector.operationsAhead(of: announced.versionVector)
@@ -287,7 +261,7 @@ actor SyncSession {
         lastProgressLog = .now
     }
 
-    var announced: PeerState? { peerAnnounced }
+    var announced: PeerState? { machine.peerAnnounced }
     private var mergedSinceLog = 0
     private var remainingToReceive: UInt64 = 0
     private var lastProgressLog = ContinuousClock.now

@@ -1,0 +1,263 @@
+public import LANSyncCore
+public import LANSyncWire
+
+/// The sync protocol with one peer after the handshake (`docs/protocol.md` §6), as a pure state
+/// machine: each event is one mutating method that returns what to do; nothing here reads a
+/// socket, a clock or the store. The agent's session actor carries the actions out (sends,
+/// merges, closes), so every rule below — and every way a session ends — is tested without a
+/// connection, and the session fuzz target drives it with arbitrary message sequences.
+///
+/// States: `syncing` until the session ends, then `ended(why)` for good; once ended, every event
+/// returns no action. A session ends when the peer says goodbye or closes, when its bytes or rows
+/// are malformed (we say `goodbye(malformed)`), when a merge refuses its clock (`goodbye(clock
+/// skew)`), when nothing was heard for three keepalive intervals (no goodbye: the peer is
+/// unreachable), when we shut down (`goodbye(shutting down)`) or when a newer connection to the
+/// same peer replaces this one (`goodbye(duplicate connection)`).
+///
+/// What the machine remembers: `peerKnown`, our belief of what the peer holds — its last
+/// announced vector, advanced by every delta we send and every delta it sends us (the peer holds
+/// what it sends; never echo it back) — and the replies owed to it (pongs, our state after a merge).
+public struct SyncProtocol: Sendable {
+    public enum State: Equatable, Sendable {
+        case syncing
+        case ended(SessionEnd)
+    }
+
+    /// What to do after a message from the peer.
+    public enum Received: Equatable, Sendable {
+        /// Nothing (a pong, or the session has ended already).
+        case nothing
+        /// The peer's state changed (or a reply is owed): let the sending side run.
+        case wakeSender
+        /// Check and merge these rows (in order with earlier merges); report `mergeFinished` or `mergeFailed`.
+        case merge(Delta)
+        /// End the session: send the goodbye if it has one, then close.
+        case end(SessionEnd)
+    }
+
+    /// What a keepalive tick asks for.
+    public enum Tick: Equatable, Sendable {
+        case nothing
+        case ping(UInt64)
+        case end(SessionEnd)
+    }
+
+    public private(set) var state: State = .syncing
+    /// What we believe the peer holds.
+    public private(set) var peerKnown = VersionVector()
+    /// The peer's last announced state (or implied by a digest-implied push).
+    public private(set) var peerAnnounced: PeerState?
+    private var pongsOwed: [UInt64] = []
+    /// Set after a merge: the peer should hear our new state even if we send no rows.
+    private var stateOwed = false
+    /// The digest the peer last heard from us (announced, or implied by a push).
+    private var digestToldToPeer: StateDigest?
+    /// Whether every row sent since the last `state` went as a digest-implied push.
+    private var digestKnownToPeer = true
+    private var pushEncoder = EntryPushEncoder()
+    private var pushDecoder = EntryPushDecoder()
+    private var lastHeard: ContinuousClock.Instant
+    private var pingsSent: UInt64 = 0
+    private let hasher: ElementHasher
+    /// How often to ping; three intervals of silence end the session.
+    public let keepalive: Duration
+
+    public init(hasher: ElementHasher, keepalive: Duration, now: ContinuousClock.Instant) {
+        self.hasher = hasher
+        self.keepalive = keepalive
+        lastHeard = now
+    }
+
+    public var isEnded: Bool { state != .syncing }
+
+    // MARK: Receiving
+
+    /// A message arrived from the peer.
+    public mutating func received(_ message: WireMessage, now: ContinuousClock.Instant) -> Received {
+        guard state == .syncing else { return .nothing }
+        lastHeard = now
+        switch message {
+        case .state(let announced):
+            peerAnnounced = announced
+            peerKnown = peerKnown.merged(with: announced.versionVector)
+            return .wakeSender
+        case .delta(let delta):
+            noteHeld(delta)
+            return .merge(delta)
+        case .push(let push):
+            let entry: Entry
+            do {
+                entry = try pushDecoder.entry(from: push)
+            } catch {
+                return .end(end(.malformed(error.reason)))
+            }
+            let delta = EntryPush.delta(carrying: entry)
+            noteHeld(delta)
+            if push.digestImplied, var announced = peerAnnounced {
+                // The sender's state is its last announced one plus this entry: no state message follows.
+                announced.digest = EntryPush.impliedDigest(after: announced.digest, adding: entry, hasher: hasher)
+                if announced.versionVector[entry.dot.replica] == entry.dot.counter - 1 {
+                    announced.versionVector[entry.dot.replica] = entry.dot.counter
+                }
+                announced.hlc = max(announced.hlc, entry.hlc)
+                peerAnnounced = announced
+            }
+            return .merge(delta)
+        case .ping(let value):
+            pongsOwed.append(value)
+            return .wakeSender
+        case .pong:
+            return .nothing
+        case .goodbye(let code, let reason):
+            return .end(end(.peerSaidGoodbye(code: code, reason: reason)))
+        }
+    }
+
+    /// The peer holds what it sends: never send it back.
+    private mutating func noteHeld(_ delta: Delta) {
+        for range in delta.coverage where peerKnown[range.replica] < range.through {
+            peerKnown[range.replica] = range.through
+        }
+    }
+
+    /// The peer's bytes could not be read as a message (or failed authentication).
+    public mutating func receiveFailed(_ reason: String) -> SessionEnd? {
+        guard state == .syncing else { return nil }
+        return end(.malformed(reason))
+    }
+
+    /// The peer closed the connection without a goodbye.
+    public mutating func peerClosed() -> SessionEnd? {
+        guard state == .syncing else { return nil }
+        return end(.peerClosed)
+    }
+
+    /// A merge finished: the peer should hear our new state.
+    public mutating func mergeFinished() -> Received {
+        guard state == .syncing else { return .nothing }
+        stateOwed = true
+        return .wakeSender
+    }
+
+    /// A merge refused the peer's rows (rejected whole, nothing applied).
+    public mutating func mergeFailed(_ reason: String, clockSkew: Bool) -> SessionEnd? {
+        guard state == .syncing else { return nil }
+        return end(clockSkew ? .clockSkew(reason) : .malformed(reason))
+    }
+
+    // MARK: Sending
+
+    /// Our first message: our state.
+    public mutating func opening(_ ours: PeerState) -> WireMessage {
+        digestToldToPeer = ours.digest
+        return .state(ours)
+    }
+
+    /// Replies owed to the peer (pongs), in order; the sending side sends them first.
+    public mutating func takeReplies() -> [WireMessage] {
+        guard state == .syncing else { return [] }
+        defer { pongsOwed.removeAll() }
+        return pongsOwed.map { .pong($0) }
+    }
+
+    /// The message that carries `batch` (rows the peer lacks, read for `peerKnown`): a compact
+    /// push for exactly one new entry that follows what the peer holds, else a delta. `digest` is
+    /// our current digest, asked for only when a push could imply it. Advances `peerKnown`.
+    public mutating func outgoing(_ batch: Delta, digest: () throws -> StateDigest) rethrows -> WireMessage {
+        defer { peerKnown.advance(by: batch.coverage) }
+        if batch.entries.count == 1, let entry = batch.entries.first, batch == EntryPush.delta(carrying: entry) {
+            var implied = false
+            if let told = digestToldToPeer {
+                let current = try digest()
+                implied = EntryPush.impliedDigest(after: told, adding: entry, hasher: hasher) == current
+                if implied { digestToldToPeer = current }
+            }
+            if let push = pushEncoder.push(entry, digestImplied: implied) {
+                if !implied { digestKnownToPeer = false }
+                return .push(push)
+            }
+        }
+        digestKnownToPeer = false
+        return .delta(batch)
+    }
+
+    /// After the batches: whether our state must follow (owed after a merge, or rows went that
+    /// did not imply our digest). `ours` is read only when it must.
+    public mutating func closingState(_ ours: () throws -> PeerState) rethrows -> WireMessage? {
+        guard state == .syncing, stateOwed || !digestKnownToPeer else { return nil }
+        let announced = try ours()
+        stateOwed = false
+        digestKnownToPeer = true
+        digestToldToPeer = announced.digest
+        return .state(announced)
+    }
+
+    // MARK: Time and endings
+
+    /// The keepalive timer fired (every `keepalive`).
+    public mutating func tick(now: ContinuousClock.Instant) -> Tick {
+        guard state == .syncing else { return .nothing }
+        let silence = now - lastHeard
+        if silence > keepalive * 3 { return .end(end(.keepaliveExpired(silence: silence))) }
+        pingsSent += 1
+        return .ping(pingsSent)
+    }
+
+    /// When the peer was last heard from.
+    public var lastHeardFrom: ContinuousClock.Instant { lastHeard }
+
+    /// This node is shutting down.
+    public mutating func shutdown() -> SessionEnd? {
+        guard state == .syncing else { return nil }
+        return end(.shuttingDown)
+    }
+
+    /// A newer connection to the same peer replaces this one.
+    public mutating func replaced() -> SessionEnd? {
+        guard state == .syncing else { return nil }
+        return end(.replaced)
+    }
+
+    private mutating func end(_ why: SessionEnd) -> SessionEnd {
+        state = .ended(why)
+        return why
+    }
+}
+
+/// Why a sync session ended, and what we tell the peer.
+public enum SessionEnd: Error, Equatable, Sendable, CustomStringConvertible {
+    case peerSaidGoodbye(code: GoodbyeCode, reason: String)
+    case peerClosed
+    case malformed(String)
+    case clockSkew(String)
+    /// Nothing heard for this long: the peer or the link is gone.
+    case keepaliveExpired(silence: Duration)
+    case shuttingDown
+    case replaced
+
+    /// The goodbye we send before closing, if any.
+    public var goodbye: WireMessage? {
+        switch self {
+        case .peerSaidGoodbye, .peerClosed, .keepaliveExpired: return nil
+        case .malformed(let reason): return .goodbye(code: .malformed, reason: reason)
+        case .clockSkew(let reason): return .goodbye(code: .clockSkew, reason: reason)
+        case .shuttingDown: return .goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down")
+        case .replaced: return .goodbye(code: .duplicateConnection, reason: "a newer connection to this peer replaced this one")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .peerSaidGoodbye(_, let reason): return "the peer closed the connection: \(reason)"
+        case .peerClosed: return "connection closed by the peer"
+        case .malformed(let reason): return "malformed data from the peer: \(reason)"
+        case .clockSkew(let reason): return reason
+        case .keepaliveExpired(let silence):
+            let seconds = Double(silence.components.seconds) + Double(silence.components.attoseconds) / 1e18
+            return "nothing heard from the peer for \((seconds * 10).rounded() / 10) s: it or the network "
+                + "between us is unreachable"
+        case .shuttingDown: return "this agent is shutting down"
+        case .replaced: return "a newer connection to the same peer replaced this one"
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import LANSyncCore
+import LANSyncCrypto
+import LANSyncSession
+import LANSyncWire
+import Testing
+
+/// The sync protocol's rules, without sockets: each event in, the action out, and every way a
+/// session ends with the goodbye it sends (protocol §4 and §6).
+@Suite struct SyncProtocolTests {
+    static let hasher = ElementHasher { BLAKE2b.hash($0) }
+    static let start = ContinuousClock.now
+    static let ours = ReplicaID(high: 1, low: 1)
+    static let theirs = ReplicaID(high: 2, low: 2)
+    static let device = DeviceID(bytes: [UInt8](repeating: 4, count: 16))!
+
+    static func machine() -> SyncProtocol { SyncProtocol(hasher: hasher, keepalive: .seconds(2), now: start) }
+
+    static func entry(_ replica: ReplicaID, _ counter: UInt64) -> Entry {
+        Entry(
+            id: "tap-\(replica.bytes[0])-\(counter)", stream: "symbol_taps", originDevice: device,
+            dot: Dot(replica: replica, counter: counter),
+            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000 + counter, logical: 0),
+            wallMilliseconds: 1_700_000_000_000, payload: "{}")
+    }
+
+    static func state(_ counters: [ReplicaID: UInt64], digest: StateDigest = StateDigest()) -> PeerState {
+        PeerState(versionVector: VersionVector(counters), digest: digest, hlc: .zero)
+    }
+
+    @Test func aStateUpdatesWhatThePeerHoldsAndWakesTheSender() {
+        var machine = Self.machine()
+        #expect(machine.received(.state(Self.state([Self.theirs: 4])), now: Self.start) == .wakeSender)
+        #expect(machine.peerKnown[Self.theirs] == 4)
+        // A later, smaller announcement never makes us forget what the peer was shown to hold.
+        _ = machine.received(.state(Self.state([Self.theirs: 2, Self.ours: 1])), now: Self.start)
+        #expect(machine.peerKnown[Self.theirs] == 4)
+        #expect(machine.peerKnown[Self.ours] == 1)
+    }
+
+    @Test func aDeltaIsMergedAndNeverEchoedBack() {
+        var machine = Self.machine()
+        let delta = Delta(entries: [Self.entry(Self.theirs, 1)], coverage: [.init(replica: Self.theirs, from: 0, through: 1)])
+        #expect(machine.received(.delta(delta), now: Self.start) == .merge(delta))
+        #expect(machine.peerKnown[Self.theirs] == 1)
+        // After the merge our state is owed, even with no rows to send.
+        #expect(machine.mergeFinished() == .wakeSender)
+        let state = Self.state([Self.theirs: 1])
+        #expect(machine.closingState({ state }) == .state(state))
+        #expect(machine.closingState({ state }) == nil)
+    }
+
+    @Test func pingsAreAnsweredInOrderAndPongsNeedNothing() {
+        var machine = Self.machine()
+        #expect(machine.received(.ping(7), now: Self.start) == .wakeSender)
+        #expect(machine.received(.ping(8), now: Self.start) == .wakeSender)
+        #expect(machine.received(.pong(1), now: Self.start) == .nothing)
+        #expect(machine.takeReplies() == [.pong(7), .pong(8)])
+        #expect(machine.takeReplies() == [])
+    }
+
+    @Test func oneNewEntryGoesAsAPushThatImpliesOurDigest() throws {
+        var machine = Self.machine()
+        var digest = StateDigest()
+        _ = machine.opening(Self.state([:], digest: digest))
+        let entry = Self.entry(Self.ours, 1)
+        digest.insert(hash: Self.hasher.hash(entry))
+        let batch = Delta(entries: [entry], coverage: [.init(replica: Self.ours, from: 0, through: 1)])
+        guard case .push(let push) = machine.outgoing(batch, digest: { digest }) else {
+            Issue.record("one new entry should go as a push")
+            return
+        }
+        #expect(push.digestImplied)
+        #expect(machine.peerKnown[Self.ours] == 1)
+        // The push told the peer our digest: no state message follows.
+        #expect(machine.closingState({ Self.state([Self.ours: 1], digest: digest) }) == nil)
+        // Two entries at once go as a delta, and our state follows.
+        let two = Delta(
+            entries: [Self.entry(Self.ours, 2), Self.entry(Self.ours, 3)], coverage: [.init(replica: Self.ours, from: 1, through: 3)])
+        #expect(machine.outgoing(two, digest: { digest }) == .delta(two))
+        #expect(machine.closingState({ Self.state([Self.ours: 3]) }) != nil)
+    }
+
+    @Test func aDigestImpliedPushUpdatesThePeersAnnouncedState() {
+        var sender = Self.machine()
+        var receiver = Self.machine()
+        var digest = StateDigest()
+        _ = sender.opening(Self.state([:], digest: digest))
+        _ = receiver.received(.state(Self.state([:], digest: digest)), now: Self.start)
+        let entry = Self.entry(Self.ours, 1)
+        digest.insert(hash: Self.hasher.hash(entry))
+        let batch = Delta(entries: [entry], coverage: [.init(replica: Self.ours, from: 0, through: 1)])
+        let message = sender.outgoing(batch, digest: { digest })
+        #expect(receiver.received(message, now: Self.start) == .merge(batch))
+        #expect(receiver.peerAnnounced?.digest == digest)
+        #expect(receiver.peerAnnounced?.versionVector[Self.ours] == 1)
+    }
+
+    // MARK: Every way a session ends
+
+    @Test func aPeersGoodbyeEndsTheSessionWithoutOneBack() {
+        var machine = Self.machine()
+        let received = machine.received(.goodbye(code: .shuttingDown, reason: "bye"), now: Self.start)
+        #expect(received == .end(.peerSaidGoodbye(code: .shuttingDown, reason: "bye")))
+        if case .end(let why) = received { #expect(why.goodbye == nil) }
+        #expect(machine.isEnded)
+    }
+
+    @Test func badBytesEndWithGoodbyeMalformed() {
+        var machine = Self.machine()
+        let why = machine.receiveFailed("stray bytes")
+        #expect(why?.goodbye == .goodbye(code: .malformed, reason: "stray bytes"))
+    }
+
+    @Test func aPushNamingAnUndefinedSlotEndsWithGoodbyeMalformed() {
+        var machine = Self.machine()
+        var encoder = EntryPushEncoder()
+        guard var push = encoder.push(Self.entry(Self.theirs, 1), digestImplied: false) else {
+            Issue.record("a fresh encoder makes a push")
+            return
+        }
+        push.replicaDefinition = nil
+        push.replicaSlot = 3
+        guard case .end(let why) = machine.received(.push(push), now: Self.start) else {
+            Issue.record("an undefined slot must end the session")
+            return
+        }
+        guard case .goodbye(.malformed, _)? = why.goodbye else {
+            Issue.record("expected goodbye(malformed), got \(String(describing: why.goodbye))")
+            return
+        }
+    }
+
+    @Test func aRefusedMergeEndsWithTheMatchingGoodbye() {
+        var skewed = Self.machine()
+        #expect(skewed.mergeFailed("ahead by 10 min", clockSkew: true)?.goodbye == .goodbye(code: .clockSkew, reason: "ahead by 10 min"))
+        var malformed = Self.machine()
+        #expect(malformed.mergeFailed("payload is not JSON", clockSkew: false)?.goodbye == .goodbye(code: .malformed, reason: "payload is not JSON"))
+    }
+
+    @Test func shuttingDownAndBeingReplacedSayGoodbye() {
+        var stopping = Self.machine()
+        guard case .goodbye(.shuttingDown, _)? = stopping.shutdown()?.goodbye else {
+            Issue.record("shutting down must say goodbye(shutting down)")
+            return
+        }
+        var replaced = Self.machine()
+        guard case .goodbye(.duplicateConnection, _)? = replaced.replaced()?.goodbye else {
+            Issue.record("a replaced connection must say goodbye(duplicate connection)")
+            return
+        }
+    }
+
+    @Test func silenceForThreeIntervalsEndsWithoutAGoodbyeAndSaysWhy() {
+        var machine = Self.machine()
+        #expect(machine.tick(now: Self.start + .seconds(2)) == .ping(1))
+        #expect(machine.tick(now: Self.start + .seconds(4)) == .ping(2))
+        // Hearing anything resets the silence.
+        _ = machine.received(.pong(1), now: Self.start + .seconds(5))
+        #expect(machine.tick(now: Self.start + .seconds(10)) == .ping(3))
+        let tick = machine.tick(now: Self.start + .seconds(11.5))
+        guard case .end(let why) = tick, case .keepaliveExpired = why else {
+            Issue.record("expected the keepalive to expire, got \(tick)")
+            return
+        }
+        #expect(why.goodbye == nil)
+        #expect(why.description.contains("nothing heard from the peer for 6.5 s"))
+        #expect(!why.description.contains("closed by the peer"))
+    }
+
+    @Test func anEndedSessionIgnoresEveryLaterEvent() {
+        var machine = Self.machine()
+        _ = machine.receiveFailed("bad")
+        #expect(machine.received(.ping(1), now: Self.start) == .nothing)
+        #expect(machine.received(.state(Self.state([Self.theirs: 1])), now: Self.start) == .nothing)
+        #expect(machine.takeReplies() == [])
+        #expect(machine.mergeFinished() == .nothing)
+        #expect(machine.tick(now: Self.start + .seconds(60)) == .nothing)
+        #expect(machine.shutdown() == nil)
+        #expect(machine.replaced() == nil)
+        #expect(machine.peerClosed() == nil)
+        #expect(machine.state == .ended(.malformed("bad")))
+    }
+}
