@@ -301,8 +301,9 @@ public actor Agent: Service {
         }
         await unregister(session, replica: peer.replica)
         if Task.isCancelled {
-            // Best effort: a peer that is not reading must not hold up shutting down.
+            // Bounded: a peer that is not reading holds up shutting down for a second at most.
             await session.shutDown()
+            await session.farewellSaid()
         }
         throw ConnectionError.session(await session.ending ?? .peerClosed)
     }
@@ -339,6 +340,7 @@ public actor Agent: Service {
                 // Shutting down: `established` says goodbye.
             }
             await session.finishMerging()
+            await session.farewellSaid()
         }
     }
 

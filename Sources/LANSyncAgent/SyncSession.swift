@@ -105,15 +105,23 @@ actor SyncSession {
             return
         }
         let sender = sender
-        Task {
-            try? await sender.send(goodbye)
-            close()
-        }
-        Task {
-            try? await Task.sleep(for: .seconds(1))
+        farewell = Task {
+            await withTaskGroup(of: Void.self) { race in
+                race.addTask { try? await sender.send(goodbye) }
+                race.addTask { try? await Task.sleep(for: .seconds(1)) }
+                await race.next()
+                race.cancelAll()
+            }
             close()
         }
     }
+
+    /// The goodbye being sent, if any; the connection closes once it is written or after 1 s.
+    private var farewell: Task<Void, Never>?
+
+    /// Waits until the ending's goodbye is written (or given up on): the connection must not be
+    /// torn down under it.
+    func farewellSaid() async { await farewell?.value }
 
     /// The merge under way, if any: merges run one at a time and in order, but the receiving task
     /// does not wait for one to finish before it reads and decodes the next message, so decoding

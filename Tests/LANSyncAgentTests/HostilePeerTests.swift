@@ -1,0 +1,224 @@
+import Foundation
+import LANSync
+import LANSyncCore
+import LANSyncCrypto
+import LANSyncWire
+import Logging
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import LANSyncAgent
+
+/// A real agent on loopback, and a peer of the same group that speaks the wire protocol by hand:
+/// it can send what no LANSync would (each message below crashed every agent of a group before
+/// the wire's range checks) and see exactly what the agent answers.
+@Suite(.serialized) struct HostilePeerTests {
+    /// Each of these was a one-message crash (an arithmetic overflow trap). Now: goodbye(malformed)
+    /// within a second, the connection closes, and the agent serves the next peer.
+    @Test func crashMessagesAreRefusedWithGoodbyeMalformedAndTheAgentKeepsServing() async throws {
+        let agent = try await RunningAgent.start()
+        defer { agent.stop() }
+        let replica = ReplicaID(high: 9, low: 9)
+        let hostile: [(String, WireMessage)] = [
+            ("state counters summing past 2^64", .state(PeerState(
+                versionVector: VersionVector([ReplicaID(high: 1, low: 1): .max, ReplicaID(high: 2, low: 2): 1]),
+                digest: StateDigest(), hlc: .zero))),
+            ("coverage ending at 2^63", .delta(Delta(
+                entries: [Entry(
+                    id: "tap-1", stream: "symbol_taps", originDevice: RawPeer.device, dot: Dot(replica: replica, counter: 1),
+                    hlc: HybridTimestamp(physicalMilliseconds: UInt64(Date().timeIntervalSince1970 * 1000), logical: 0),
+                    wallMilliseconds: Int64(Date().timeIntervalSince1970 * 1000), payload: "{}")],
+                coverage: [.init(replica: replica, from: 0, through: 1 << 63)]))),
+        ]
+        for (what, message) in hostile {
+            let started = ContinuousClock.now
+            let answer = try await RawPeer.connect(port: agent.port, group: agent.group) { peer in
+                try await peer.sender.send(encoded: message.encoded())
+                return try await peer.messagesUntilClosed()
+            }
+            let goodbye = answer.first { if case .goodbye = $0 { true } else { false } }
+            guard case .goodbye(.malformed, let reason)? = goodbye else {
+                Issue.record("\(what): expected goodbye(malformed), got \(answer)")
+                continue
+            }
+            #expect(reason.contains("outside"), "\(what): \(reason)")
+            // Closed at once after the goodbye, not after a keepalive timeout (it was 6 s).
+            #expect(ContinuousClock.now - started < .seconds(2), "\(what)")
+        }
+        // A Hello whose wall clock is 2^63 (handshake message 3): refused the same way.
+        let answer = try await RawPeer.connect(
+            port: agent.port, group: agent.group, wallMilliseconds: 1 << 63, expectState: false
+        ) { peer in try await peer.messagesUntilClosed() }
+        guard case .goodbye(.malformed, let reason)? = answer.first else {
+            Issue.record("hello with a wall clock of 2^63: expected goodbye(malformed), got \(answer)")
+            return
+        }
+        #expect(reason.contains("wall clock"))
+        // Still serving: a well-behaved peer connects, hears the agent's state and pings.
+        let pong = try await RawPeer.connect(port: agent.port, group: agent.group) { peer in
+            try await peer.sender.send(.ping(1))
+            return try await peer.next()
+        }
+        #expect(pong == .pong(1))
+    }
+
+    /// Bytes that are not a message end the session with goodbye(malformed), not a silent close.
+    @Test func undecodableBytesGetGoodbyeMalformed() async throws {
+        let agent = try await RunningAgent.start()
+        defer { agent.stop() }
+        let answer = try await RawPeer.connect(port: agent.port, group: agent.group) { peer in
+            try await peer.sender.send(encoded: [99, 1, 2, 3])
+            return try await peer.messagesUntilClosed()
+        }
+        guard case .goodbye(.malformed, let reason)? = answer.last else {
+            Issue.record("expected goodbye(malformed), got \(answer)")
+            return
+        }
+        #expect(reason.contains("unknown message type 99"))
+    }
+
+    /// Of two connections from the same replica, the newer stays and the older hears why it closes.
+    @Test func theReplacedConnectionGetsGoodbyeDuplicate() async throws {
+        let agent = try await RunningAgent.start()
+        defer { agent.stop() }
+        let identity = RawPeer.Identity()
+        let (answer, pong) = try await RawPeer.connect(port: agent.port, group: agent.group, identity: identity) { older in
+            try await RawPeer.connect(port: agent.port, group: agent.group, identity: identity) { newer in
+                let answer = try await older.messagesUntilClosed()
+                try await newer.sender.send(.ping(5))
+                return (answer, try await newer.next())
+            }
+        }
+        guard case .goodbye(.duplicateConnection, _)? = answer.last else {
+            Issue.record("expected goodbye(duplicate connection), got \(answer)")
+            return
+        }
+        #expect(pong == .pong(5))
+    }
+
+    /// A peer that speaks no common version hears so in message 2 (before, it looked exactly
+    /// like a wrong group secret).
+    @Test func aVersionMismatchIsSaidNotHidden() async throws {
+        let agent = try await RunningAgent.start()
+        defer { agent.stop() }
+        let channel = try await RawPeer.dial(port: agent.port)
+        try await channel.executeThenClose { inbound, outbound in
+            var noise = NoiseHandshake(
+                pattern: .xxpsk0, initiator: true, prologue: WireProtocol.prologue, staticKey: KeyPair.generate(),
+                psk: agent.group.noisePSK)
+            try await outbound.write(ByteBuffer(bytes: try noise.writeMessage(payload: VersionOffer(versions: 7...9).encoded())))
+            var frames = inbound.makeAsyncIterator()
+            let reply = try #require(try await frames.next())
+            let payload = try noise.readMessage(Array(reply.readableBytesView))
+            #expect(try VersionRefusal.decode(payload) == VersionRefusal(versions: WireProtocol.versions))
+        }
+    }
+}
+
+/// An agent in a fresh data directory, listening on 127.0.0.1 with discovery off.
+final class RunningAgent: @unchecked Sendable {
+    let root: String
+    let group: GroupSecret
+    let port: Int
+    private let task: Task<Void, any Error>
+
+    private init(root: String, group: GroupSecret, port: Int, task: Task<Void, any Error>) {
+        self.root = root
+        self.group = group
+        self.port = port
+        self.task = task
+    }
+
+    static func start() async throws -> RunningAgent {
+        let root = NSTemporaryDirectory() + "lansync-agent-\(UUID().uuidString)"
+        let machineID = root + "-machine-id"
+        try UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            .write(toFile: machineID, atomically: true, encoding: .utf8)
+        _ = try LANSyncNode.initialize(at: DataDirectory(path: root), name: "agent", machineIDPath: machineID)
+        let node = try LANSyncNode.open(at: DataDirectory(path: root))
+        let group = try node.createGroup()
+        var configuration = AgentConfiguration()
+        configuration.listenHost = "127.0.0.1"
+        configuration.listenPort = 0
+        configuration.discovery = false
+        let agent = try Agent(node: node, configuration: configuration, logger: Logger(label: "test"))
+        let task = Task { try await agent.run() }
+        let port = try await agent.listeningPort()
+        return RunningAgent(root: root, group: group, port: port, task: task)
+    }
+
+    func stop() {
+        task.cancel()
+        try? FileManager.default.removeItem(atPath: root)
+        try? FileManager.default.removeItem(atPath: root + "-machine-id")
+    }
+}
+
+/// A group member that speaks the protocol by hand.
+struct RawPeer {
+    static let device = DeviceID(bytes: [UInt8](repeating: 0x5A, count: 16))!
+
+    struct Identity {
+        let key = KeyPair.generate()
+        let replica = ReplicaID(high: .random(in: 1...UInt64.max), low: .random(in: 0...UInt64.max))
+    }
+
+    let sender: SealedSender
+    var receiver: SealedReceiver
+
+    static func dial(port: Int) async throws -> FramedChannel {
+        try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture { try Agent.framed(channel) }
+            }
+    }
+
+    /// Connects, completes the handshake, reads the agent's opening state (unless told not to),
+    /// and runs `body` with the connection; it closes when `body` returns.
+    static func connect<T: Sendable>(
+        port: Int, group: GroupSecret, identity: Identity = Identity(),
+        wallMilliseconds: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000), expectState: Bool = true,
+        _ body: (inout RawPeer) async throws -> T
+    ) async throws -> T {
+        let channel = try await dial(port: port)
+        return try await channel.executeThenClose { inbound, outbound in
+            var frames = inbound.makeAsyncIterator()
+            let hello: @Sendable (UInt16) -> Hello = { version in
+                Hello(
+                    version: version, device: device, name: "raw-peer", replica: identity.replica, hlc: .zero,
+                    wallMilliseconds: wallMilliseconds)
+            }
+            let handshaken = try await HandshakeDriver.run(
+                initiator: true, psk: group.noisePSK, staticKey: identity.key, hello: hello, traffic: TrafficCounter(),
+                inbound: &frames, outbound: outbound)
+            var peer = RawPeer(
+                sender: SealedSender(cipher: handshaken.send, outbound: outbound, traffic: TrafficCounter()),
+                receiver: SealedReceiver(cipher: handshaken.receive, inbound: frames, traffic: TrafficCounter()))
+            if expectState {
+                guard case .state? = try await peer.next() else { throw RawPeerError.noOpeningState }
+            }
+            return try await body(&peer)
+        }
+    }
+
+    enum RawPeerError: Error { case noOpeningState, timedOut }
+
+    /// The next message (nil once the agent closed the connection).
+    mutating func next() async throws -> WireMessage? { try await receiver.next() }
+
+    /// Every message until the agent closes the connection (pings included), within 5 s.
+    mutating func messagesUntilClosed() async throws -> [WireMessage] {
+        var messages: [WireMessage] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            do {
+                guard let message = try await receiver.next() else { return messages }
+                messages.append(message)
+            } catch {
+                return messages
+            }
+        }
+        throw RawPeerError.timedOut
+    }
+}
