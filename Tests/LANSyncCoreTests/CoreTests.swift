@@ -23,6 +23,17 @@ import Testing
     }
 }
 
+extension DeviceIDTests {
+    /// The example in docs/protocol.md §9, computed outside LANSync from the document's steps
+    /// (Python's base64.b32encode and the Luhn rule as written): 16 bytes of 0x5A are
+    /// `LJNFUWS2LJNFUWS2LJNFUWS2LI` in base32; the halves' check characters are 4 and R.
+    @Test func theProtocolDocumentsExampleHolds() {
+        let id = DeviceID(bytes: [UInt8](repeating: 0x5A, count: 16))!
+        #expect(id.description == "LJNFUWS-2LJNFU4-WS2LJNF-UWS2LIR")
+        #expect(DeviceID("ljnfuws2ljnfu4ws2ljnfuws2lir") == id)
+    }
+}
+
 @Suite struct HybridLogicalClockTests {
     @Test func ticksStrictlyIncreaseEvenWhenTheClockGoesBack() {
         var clock = HybridLogicalClock()
