@@ -135,7 +135,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // Shared by the test targets: generated histories of replicas for property tests.
-        .target(name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncStore"], swiftSettings: strict),
+        .target(
+            name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncStore", "LANSyncSession", "LANSyncWire"],
+            swiftSettings: strict),
         // libFuzzer target for every decoder of network bytes: only the entry point lives here.
         .executableTarget(
             name: "lansync-fuzz-wire", dependencies: ["LANSyncWire", "LANSyncCore", "LANSyncCrypto"],
@@ -176,8 +178,13 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict),
+        // libFuzzer target for the sync session: scripts of extreme messages through the state
+        // machine into a real replica (SessionFuzzing).
+        .executableTarget(
+            name: "lansync-fuzz-session", dependencies: ["LANSyncTestSupport"], swiftSettings: strict),
         .testTarget(
-            name: "LANSyncSessionTests", dependencies: ["LANSyncSession", "LANSyncCore", "LANSyncCrypto", "LANSyncWire"],
+            name: "LANSyncSessionTests",
+            dependencies: ["LANSyncSession", "LANSyncCore", "LANSyncCrypto", "LANSyncWire", "LANSyncTestSupport"],
             swiftSettings: strict),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(

@@ -1,0 +1,230 @@
+import Foundation
+import LANSyncCore
+public import LANSyncSession
+import LANSyncStore
+import LANSyncWire
+
+/// Fuzzes the sync session, not just the decoders: reads the fuzzer's bytes as a script of
+/// well-formed messages full of extreme values (counters at and past 2^40, 2^63 and 2^64 − 1,
+/// clocks at the edges of their fields, slots and steps that wrap), local writes and clock ticks.
+/// Each message is encoded, decoded as a receiver would, handed to the `SyncProtocol` state
+/// machine, and every merge it asks for is checked and merged into a real SQLite replica, as the
+/// agent does. A crash (an overflow trap included) or a broken invariant stops the fuzzer.
+///
+/// Byte-level fuzzing of the decoders alone missed three one-message crashes: values that
+/// decoded fine and trapped later, in the session's and the store's arithmetic. This is where
+/// such values meet that arithmetic.
+public enum SessionFuzzing {
+    /// Runs one script. Invariants (a precondition fails otherwise): an ended session stays
+    /// ended; after every merge the replica's running digest equals one recomputed from its rows;
+    /// what the session believes the peer holds never exceeds the protocol's counter range.
+    /// For libFuzzer's entry point, on the main thread: blocks until the script has run. (Never
+    /// call it from a task: it would block a thread of Swift's small cooperative pool.)
+    public static func runBlocking(_ bytes: [UInt8]) {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            _ = await run(bytes)
+            done.signal()
+        }
+        done.wait()
+    }
+
+    /// Runs one script and says what it did.
+    public static func run(_ bytes: [UInt8]) async -> Report {
+        var script = Script(bytes)
+        await script.run()
+        return script.report
+    }
+
+    /// What a script did: so a test can tell that scripts reach merges and endings, not just decoders.
+    public struct Report: Sendable {
+        public var sessions = 1
+        public var merges = 0
+        public var rowsSent = 0
+        /// How each session ended, in order.
+        public var endings: [SessionEnd] = []
+    }
+
+
+    /// Values fuzzers rarely find alone: the edges of every field the protocol defines.
+    public static let edgeValues: [UInt64] = [
+        0, 1, 2, 3, 0x7F, 0x80, 0xFFFF, 1 << 32, Dot.maxCounter - 1, Dot.maxCounter, Dot.maxCounter + 1,
+        HybridTimestamp.maxPhysicalMilliseconds, HybridTimestamp.maxPhysicalMilliseconds + 1, (1 << 63) - 1, 1 << 63,
+        .max - 1, .max, 1_700_000_000_000, 1_700_000_000_000 << 16,
+    ]
+
+    struct Script {
+        var bytes: [UInt8]
+        var position = 0
+        let store: ReplicaStore
+        var machine: SyncProtocol
+        var now: ContinuousClock.Instant
+        let replicas: [ReplicaID]
+        let device = DeviceID(bytes: [UInt8](repeating: 0xD1, count: 16))!
+        var pushEncoder = EntryPushEncoder()
+        var report = Report()
+
+        init(_ bytes: [UInt8]) {
+            self.bytes = bytes
+            store = try! ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 0xD0, count: 16))!)
+            now = .now
+            machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), now: now)
+            // The pool of replicas rows may name: ours, and two of the peer's.
+            replicas = [store.replica, ReplicaID(high: 1, low: 1), ReplicaID(high: 2, low: 2)]
+        }
+
+        var isAtEnd: Bool { position >= bytes.count }
+
+        mutating func byte() -> UInt8 {
+            guard position < bytes.count else { return 0 }
+            defer { position += 1 }
+            return bytes[position]
+        }
+
+        /// A small ordinary value (half the time, so sessions get past the checks and merge), an
+        /// edge value, or (rarely) eight raw bytes.
+        mutating func value() -> UInt64 {
+            let tag = byte()
+            if tag >= 0x80 && tag < 0xF0 { return UInt64(tag - 0x80) }
+            if tag < 0x80 { return SessionFuzzing.edgeValues[Int(tag) % SessionFuzzing.edgeValues.count] }
+            var raw: UInt64 = 0
+            for _ in 0..<8 { raw = raw << 8 | UInt64(byte()) }
+            return raw
+        }
+
+        mutating func replica() -> ReplicaID { replicas[Int(byte()) % replicas.count] }
+
+        /// Mostly valid choices, with an invalid one now and then (index 0 of each list).
+        mutating func pick<T>(_ options: [T]) -> T {
+            let choice = Int(byte()) % (options.count * 4)
+            return choice < options.count ? options[choice] : options[1 + choice % (options.count - 1)]
+        }
+
+        /// A dot: inside `range` (the common case, so deltas pass their checks), or anywhere.
+        mutating func dot(in range: Delta.Coverage?) -> Dot {
+            if let range, byte() % 4 != 0, range.through > range.from, range.through - range.from < 1 << 32 {
+                return Dot(replica: range.replica, counter: range.from + 1 + value() % (range.through - range.from))
+            }
+            return Dot(replica: replica(), counter: value())
+        }
+
+        mutating func entry(in range: Delta.Coverage? = nil) -> Entry {
+            let ids = ["x y", "tap", "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b", "tap-2"]
+            let payloads = ["not json", "{}", "{\"symbol\":12}", "[1,2]"]
+            return Entry(
+                id: pick(ids), stream: pick(["Bad Stream", "symbol_taps", "phrases"]), originDevice: device,
+                dot: dot(in: range), hlc: HybridTimestamp(rawValue: value()), wallMilliseconds: Int64(bitPattern: value()),
+                payload: pick(payloads))
+        }
+
+        mutating func preference(in range: Delta.Coverage? = nil) -> PreferenceWrite {
+            PreferenceWrite(
+                key: pick(["a//b", "caregiver/active", "board/grid"]), value: byte() % 2 == 0 ? nil : "\"mum\"",
+                originDevice: device, dot: dot(in: range), hlc: HybridTimestamp(rawValue: value()),
+                wallMilliseconds: Int64(bitPattern: value()))
+        }
+
+        mutating func message() -> WireMessage {
+            switch byte() % 7 {
+            case 0:
+                var counters: [ReplicaID: UInt64] = [:]
+                for _ in 0..<(byte() % 4) { counters[replica()] = value() }
+                return .state(PeerState(versionVector: VersionVector(counters), digest: StateDigest(), hlc: HybridTimestamp(rawValue: value())))
+            case 1:
+                var delta = Delta()
+                for _ in 0..<(byte() % 3) { delta.coverage.append(.init(replica: replica(), from: value(), through: value())) }
+                for _ in 0..<(byte() % 4) { delta.entries.append(entry(in: delta.coverage.first)) }
+                for _ in 0..<(byte() % 3) { delta.preferences.append(preference(in: delta.coverage.first)) }
+                return .delta(delta)
+            case 2:
+                var push = pushEncoder.push(entry(), digestImplied: byte() % 2 == 0)!
+                if byte() % 4 == 0 { push.counterStep = Int64(bitPattern: value()) }
+                if byte() % 4 == 0 { push.replicaSlot = Int(byte()) }
+                return .push(push)
+            case 3: return .ping(value())
+            case 4: return .pong(value())
+            case 5: return .goodbye(code: GoodbyeCode(rawValue: byte()) ?? .other, reason: "fuzz")
+            default: return .state(PeerState(versionVector: VersionVector(), digest: StateDigest(), hlc: .zero))
+            }
+        }
+
+        mutating func run() async {
+            while !isAtEnd {
+                if machine.isEnded {
+                    // The peer reconnects: a fresh session (and push tables) over the same replica.
+                    machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), now: now)
+                    pushEncoder = EntryPushEncoder()
+                    report.sessions += 1
+                }
+                switch byte() % 4 {
+                case 0, 1: await receive(message())
+                case 2:
+                    now += .milliseconds(Int64(value() % 10_000))
+                    _ = machine.tick(now: now)
+                default: await writeLocallyAndSend()
+                }
+                if case .ended = machine.state {
+                    precondition(machine.received(.ping(1), now: now) == .nothing, "an ended session must stay ended")
+                }
+                if case .ended(let why) = machine.state { report.endings.append(why) }
+                for (_, counter) in machine.peerKnown.counters {
+                    precondition(counter <= Dot.maxCounter, "peerKnown holds a counter no peer may send")
+                }
+            }
+        }
+
+        /// A message as a receiver meets it: bytes, decoded, then the machine's action carried out.
+        mutating func receive(_ message: WireMessage) async {
+            let decoded: WireMessage
+            do {
+                decoded = try WireMessage.decode(message.wireBytes())
+            } catch {
+                _ = machine.receiveFailed(error.reason)
+                return
+            }
+            switch machine.received(decoded, now: now) {
+            case .merge(let delta): await merge(delta)
+            case .nothing, .wakeSender, .end: break
+            }
+        }
+
+        mutating func merge(_ delta: Delta) async {
+            let checked: CheckedDelta
+            do {
+                try HybridLogicalClock.check(delta.newestHLC, now: 1_700_000_000_000, maxSkew: 120_000)
+                checked = try ReplicaStore.check(delta)
+            } catch {
+                _ = machine.mergeFailed("\(error)", clockSkew: error is ClockSkewError)
+                return
+            }
+            do {
+                _ = try await store.merge(checked)
+            } catch {
+                _ = machine.mergeFailed(error.message, clockSkew: false)
+                return
+            }
+            _ = machine.mergeFinished()
+            report.merges += 1
+            let summary = try! store.syncSummary()
+            precondition(summary.digest == (try! store.recomputeDigest()), "the running digest drifted from the rows")
+        }
+
+        /// A local append, then the sending side: every batch the peer lacks, and our state.
+        mutating func writeLocallyAndSend() async {
+            _ = try? await store.append([AppendRequest(stream: "symbol_taps", payload: "{}")], now: 1_700_000_000_000)
+            for reply in machine.takeReplies() { precondition((try? WireMessage.decode(reply.wireBytes())) == reply) }
+            let store = store
+            var rounds = 0
+            while rounds < 4, let batch = try? store.delta(since: machine.peerKnown, maxRows: 2_000), !batch.isEmpty {
+                let outgoing = machine.outgoing(batch) { (try? store.syncSummary().digest) ?? StateDigest() }
+                precondition((try? WireMessage.decode(outgoing.wireBytes())) == outgoing, "what we send must decode")
+                report.rowsSent += batch.entries.count + batch.preferences.count
+                rounds += 1
+            }
+            _ = machine.closingState {
+                let summary = try! store.syncSummary()
+                return PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
+            }
+        }
+    }
+}

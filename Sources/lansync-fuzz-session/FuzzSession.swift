@@ -1,0 +1,14 @@
+import LANSyncTestSupport
+
+/// libFuzzer's entry point for the sync session: each input is a script of messages with extreme
+/// values, local writes and clock ticks (see `SessionFuzzing`), run against the real state
+/// machine and a real SQLite replica.
+///
+/// Build and run (see scripts/fuzz):
+///     swift build --scratch-path .build-fuzz --product lansync-fuzz-session --sanitize fuzzer
+///     .build-fuzz/debug/lansync-fuzz-session Fuzz/corpus/session -max_total_time=60
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzSession(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    SessionFuzzing.runBlocking(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
+    return 0
+}
