@@ -730,7 +730,7 @@ public struct ReplicaStore: Sendable {
                     .database,
                     "the replica is locked by another process for too long; try again (SQLite \(error.extendedResultCode.rawValue))")
             case .SQLITE_FULL:
-                return StoreError(.database, "the disk is full; free some space and try again (nothing was written)")
+                return StoreError(.database, "the disk is full; free some space and try again (nothing of this write was committed)")
             case .SQLITE_CORRUPT:
                 return StoreError(.database, "the replica's database is damaged (\(error.message ?? "corrupt")); "
                     + "restore it from an export or re-sync from peers")

@@ -95,13 +95,18 @@ struct Import: AsyncParsableCommand {
     @Argument(help: "The export file.") var file: String
 
     func run() async throws {
-        let report = try await reportingErrors {
-            let node = try global.openNode()
+        let node = try await reportingErrors { try global.openNode() }
+        let report: ImportFile.Report
+        do {
             let progress = ProgressReporter(label: "import", unit: "entries")
             defer { progress.finish() }
-            return try ImportFile.run(file, into: node) { read, fraction in
+            report = try ImportFile.run(file, into: node) { read, fraction in
                 progress.update(done: read, total: nil, fraction: fraction)
             }
+        } catch {
+            // One transaction: whatever failed, nothing of the file is in the replica.
+            note("lansync: error: \(error.message)\nlansync: nothing of \(file) was imported; run the import again once the problem is fixed")
+            throw ExitCode(1)
         }
         let outcome = report.outcome
         await ControlClient.kick(global.dataDirectory)

@@ -16,7 +16,7 @@ struct Log: AsyncParsableCommand {
             discussion: """
                 The payload is the JSON argument, or standard input when it is left out. The write is durable when the command returns. With --id, appending the same id again returns the entry already held instead of adding a second one: retries are safe.
 
-                With --lines, every line of standard input is one JSON payload; all lines are checked first (a bad line is reported with its number and nothing is written), then appended in batched commits, and one id is printed per line.
+                With --lines, every line of standard input is one JSON payload; all lines are checked first (a bad line is reported with its number and nothing is written), then appended in commits of 10,000, and one id is printed per line. If a commit fails (a full disk, say), the lines committed before it keep their printed ids, and the error says which input lines were not appended, so they can be appended again.
 
                 Examples:
                   lansync log append symbol_taps '{"symbol":"more","grid":[2,3]}'
@@ -61,6 +61,8 @@ struct Log: AsyncParsableCommand {
         func appendLines() async throws {
             let node = try await reportingErrors { try global.openNode() }
             var requests = [AppendRequest]()
+            /// The input line each request came from (blank lines are skipped), for error reports.
+            var lineOf = [Int]()
             var number = 0
             let input = FileHandle.standardInput
             var pending = [UInt8]()
@@ -71,6 +73,7 @@ struct Log: AsyncParsableCommand {
                 guard !text.allSatisfy(\.isWhitespace) else { return }
                 do {
                     requests.append(try LANSyncNode.validated(AppendRequest(stream: stream, payload: text)))
+                    lineOf.append(number)
                 } catch {
                     note("lansync: error: line \(number): \(error.message); nothing was written")
                     throw ExitCode(1)
@@ -96,7 +99,26 @@ struct Log: AsyncParsableCommand {
             var index = 0
             while index < requests.count {
                 let end = min(index + batch, requests.count)
-                let entries = try await reportingErrors { try await node.append(Array(requests[index..<end])) }
+                let entries: [Entry]
+                do {
+                    entries = try await node.append(Array(requests[index..<end]))
+                } catch {
+                    // Batches before this one are committed (their ids are printed); this one and
+                    // the rest are not: say exactly which lines, so the rest can be appended again.
+                    out.flush()
+                    if index > 0 { await ControlClient.kick(global.dataDirectory) }
+                    let committed =
+                        index == 0
+                        ? "nothing was appended"
+                        : "the first \(counted(index, "entry", "entries")) (input lines 1–\(lineOf[index - 1])) "
+                            + "were appended and their ids printed above"
+                    note(
+                        "lansync: error: \(error.message)\nlansync: \(committed); the remaining "
+                            + "\(counted(requests.count - index, "entry", "entries")) (input lines \(lineOf[index])–"
+                            + "\(lineOf[requests.count - 1])) were not; append those lines again once the problem is fixed "
+                            + "(e.g. `tail -n +\(lineOf[index]) FILE | lansync log append \(stream) --lines`)")
+                    throw ExitCode(1)
+                }
                 for entry in entries { out.line(entry.id) }
                 index = end
             }

@@ -86,3 +86,16 @@ struct CLI {
         return try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]
     }
 }
+
+extension CLI {
+    /// Runs a shell command (for test set-up such as mounting); returns its exit status.
+    static func shell(_ command: String) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

@@ -416,3 +416,45 @@ import Testing
         }
     }
 }
+
+/// A full disk: a command that commits in batches says exactly what was committed and what was
+/// not (it used to print 20,000 ids, then claim "nothing was written"); an import, one
+/// transaction, says nothing was imported, and nothing was.
+@Suite(.serialized, .enabled(if: getuid() == 0, "mounting a small file system needs root"))
+struct FullDiskTests {
+    @Test func batchedAppendsAndImportSayExactlyWhatWasCommitted() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let mountPoint = cli.dataDir("small-disk")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mount = try CLI.shell("mount -t tmpfs -o size=6m tmpfs '\(mountPoint)'")
+        #expect(mount == 0)
+        defer { _ = try? CLI.shell("umount '\(mountPoint)'") }
+        // An export made elsewhere, to import once the disk is full.
+        try cli.device("elsewhere")
+        let notes = (0..<20_000).map { "{\"note\":\"\($0) \(String(repeating: "y", count: 80))\"}" }
+        _ = try cli.ok(["log", "append", "notes", "--lines"], node: "elsewhere", stdin: notes.joined(separator: "\n"))
+        let export = cli.root + "/elsewhere.jsonl"
+        try cli.ok(["export", "--out", export], node: "elsewhere")
+
+        try cli.ok(["init", "--name", "full"], node: "small-disk/node")
+        let lines = (0..<60_000).map { "{\"symbol\":\"more\",\"i\":\($0),\"note\":\"\(String(repeating: "x", count: 60))\"}" }
+        let result = try cli.run(["log", "append", "taps", "--lines"], node: "small-disk/node", stdin: lines.joined(separator: "\n"))
+        #expect(result.status != 0)
+        let printed = result.stdout.split(separator: "\n").count
+        #expect(printed > 0 && printed < 60_000 && printed % 10_000 == 0, "\(printed) ids printed")
+        #expect(result.stderr.contains("the disk is full"))
+        #expect(result.stderr.contains("the first \(printed) entries (input lines 1–\(printed)) were appended"), "\(result.stderr)")
+        #expect(result.stderr.contains("the remaining \(60_000 - printed) entries (input lines \(printed + 1)–60000) were not"))
+        #expect(!result.stderr.contains("nothing was written"))
+        // Exactly the printed entries are held.
+        #expect(try cli.status("small-disk/node")["entries"] as? Int == printed)
+
+        // The failed batch's rollback gave its space back: fill the disk to the last byte again.
+        _ = try CLI.shell("dd if=/dev/zero of='\(mountPoint)/filler' bs=64k 2>/dev/null")
+        let imported = try cli.run(["import", export], node: "small-disk/node")
+        #expect(imported.status != 0)
+        #expect(imported.stderr.contains("nothing of \(export) was imported"), "\(imported.stderr)")
+        #expect(try cli.status("small-disk/node")["entries"] as? Int == printed)
+    }
+}
