@@ -38,8 +38,6 @@ public actor Agent: Service {
     /// mDNS: where discovery stands, the same-group services found, their dialers.
     var discovery = DiscoveryState()
     private var connections = 0
-    /// Bumped when a network interface comes up: dial loops waiting out their backoff dial at once.
-    private var networkGeneration = 0
     /// Set when a peer presents our own device ID: two machines with one machine-id.
     private var sharedDeviceID = false
     private var listening: [CheckedContinuation<Int, any Error>] = []
@@ -114,7 +112,6 @@ public actor Agent: Service {
                 tasks.addTask { await self.discover(port: boundPort) }
             }
             tasks.addTask { await self.watchChanges() }
-            tasks.addTask { await self.persistLoop() }
             tasks.addTask { await self.watchNetwork() }
             tasks.addTask { try await ControlSocket.serve(control, agent: self) }
         }
@@ -163,8 +160,8 @@ public actor Agent: Service {
         var backoff = configuration.minBackoff
         while !Task.isCancelled, let endpoints = dialEndpoints(target), !endpoints.isEmpty {
             if let replica = targetReplica[target.key], sessions[replica] != nil {
-                // Already connected (perhaps the peer dialed us): check again later.
-                try? await Task.sleep(for: .seconds(1))
+                // Already connected (perhaps the peer dialed us): dial again once that connection ends.
+                await waitUntilDisconnected(replica)
                 continue
             }
             let started = ContinuousClock.now
@@ -326,8 +323,11 @@ public actor Agent: Service {
                 while !Task.isCancelled {
                     try await Task.sleep(for: configuration.keepalive)
                     // The receiving task never writes; a ping is sent from here, in turn with other messages.
-                    guard case .ping(let counter) = await session.tick() else { return }
-                    try await sender.send(.ping(counter))
+                    switch await session.tick() {
+                    case .ping(let counter): try await sender.send(.ping(counter))
+                    case .nothing: continue
+                    case .end: return
+                    }
                 }
             }
             defer { tasks.cancelAll() }
@@ -352,21 +352,58 @@ public actor Agent: Service {
         ContinuousClock.now - lastHeard > configuration.keepalive + .milliseconds(500)
     }
 
-    /// Sleeps in short slices; returns true early when the network came back meanwhile.
+    /// Sleeps for `duration`; returns true early when the network came back meanwhile.
     private func sleepUnlessWoken(_ duration: Duration) async -> Bool {
-        let generation = networkGeneration
-        let deadline = ContinuousClock.now + duration
-        while ContinuousClock.now < deadline, !Task.isCancelled {
-            try? await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
-            if networkGeneration != generation { return true }
+        let id = nextWaiter
+        nextWaiter += 1
+        let timer = Task {
+            try? await Task.sleep(for: duration)
+            self.resumeWaiter(id, woken: false)
         }
-        return false
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                if Task.isCancelled { continuation.resume(returning: false) } else { networkWaiters[id] = continuation }
+            }
+        } onCancel: {
+            Task { await self.resumeWaiter(id, woken: false) }
+        }
+    }
+
+    /// Dial loops sleeping out their backoff, by waiter number: resumed with true when the network
+    /// comes back, false when their time is up.
+    private var networkWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
+    private var nextWaiter = 0
+
+    private func resumeWaiter(_ id: Int, woken: Bool) {
+        networkWaiters.removeValue(forKey: id)?.resume(returning: woken)
+    }
+
+    /// Dial loops waiting for a connection (to the replica they reach) to end.
+    private var disconnectWaiters: [ReplicaID: [CheckedContinuation<Void, Never>]] = [:]
+
+    /// Returns once no connection to `replica` is registered (or the task is cancelled).
+    private func waitUntilDisconnected(_ replica: ReplicaID) async {
+        guard sessions[replica] != nil else { return }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                if Task.isCancelled { continuation.resume() } else { disconnectWaiters[replica, default: []].append(continuation) }
+            }
+        } onCancel: {
+            Task { await self.resumeDisconnectWaiters(replica) }
+        }
+    }
+
+    private func resumeDisconnectWaiters(_ replica: ReplicaID) {
+        for waiter in disconnectWaiters.removeValue(forKey: replica) ?? [] { waiter.resume() }
     }
 
     /// A network interface came up: close connections silent for longer than a ping interval
     /// (stuck since the outage) and wake every dial loop so it dials now.
     func networkCameBack() async {
-        networkGeneration += 1
+        for waiter in networkWaiters.values { waiter.resume(returning: true) }
+        networkWaiters.removeAll()
+        redialPeersThatLeft()
         for registered in sessions.values {
             let heard = await registered.session.lastReceived
             if isStuck(lastHeard: heard) { registered.close() }
@@ -436,7 +473,9 @@ public actor Agent: Service {
     }
 
     private func unregister(_ session: SyncSession, replica: ReplicaID) {
-        if sessions[replica]?.session === session { sessions.removeValue(forKey: replica) }
+        guard sessions[replica]?.session === session else { return }
+        sessions.removeValue(forKey: replica)
+        resumeDisconnectWaiters(replica)
     }
 
     private func ended(device: (id: String, name: String)?, address: String, error: any Error) async {
@@ -481,23 +520,57 @@ public actor Agent: Service {
 
     /// Pushes to every peer as soon as this replica changes: through the library (change feed),
     /// or through another process (the CLI kicks the agent over the control socket after writing;
-    /// the store's change marker, polled, catches any other writer).
+    /// any other writer is noticed through the replica's files changing, `FileWatch`). Nothing here
+    /// wakes on a timer.
     private func watchChanges() async {
         await withDiscardingTaskGroup { tasks in
             tasks.addTask {
                 for await _ in self.node.changes() { await self.pushAll() }
             }
-            tasks.addTask {
-                var marker = try? self.node.store.changeMarker()
+            tasks.addTask { await self.watchOtherWriters() }
+        }
+    }
+
+    /// Writes by other processes to this replica: each commit writes the WAL file, which inotify
+    /// reports; the store's change marker (digest and clock) then says whether the replica changed.
+    /// Where inotify is unavailable, the marker is read every second instead.
+    private nonisolated func watchOtherWriters() async {
+        let (changes, changed) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let watch = FileWatch.directory(node.dataDirectory.path)
+        if let watch {
+            let replicaFile = URL(fileURLWithPath: node.dataDirectory.replicaPath).lastPathComponent
+            let thread = Thread {
+                while let names = watch.waitForChanges() {
+                    if names.contains(where: { $0.hasPrefix(replicaFile) }) { changed.yield() }
+                    // At most 100 looks a second while the replica is busy (a catch-up writes
+                    // constantly); none while it is idle.
+                    usleep(10_000)
+                }
+                changed.finish()
+            }
+            thread.name = "lansync-replica-watch"
+            thread.start()
+        } else {
+            logger.notice("inotify is unavailable; checking the replica for other writers every second")
+            Task {
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(50))
-                    let current = try? self.node.store.changeMarker()
-                    if current != marker {
-                        marker = current
-                        await self.pushAll()
-                    }
+                    try? await Task.sleep(for: .seconds(1))
+                    changed.yield()
                 }
             }
+        }
+        await withTaskCancellationHandler {
+            var marker = try? node.store.changeMarker()
+            for await _ in changes {
+                let current = try? node.store.changeMarker()
+                if current != marker {
+                    marker = current
+                    await pushAll()
+                }
+            }
+        } onCancel: {
+            watch?.stop()
+            changed.finish()
         }
     }
 
@@ -507,14 +580,6 @@ public actor Agent: Service {
 
     /// Pushes whatever each connected peer lacks (after a write by another process, say).
     public func pushToAllPeers() { pushAll() }
-
-    private func persistLoop() async {
-        while !Task.isCancelled {
-            await directory.persist()
-            try? await Task.sleep(for: .seconds(1))
-        }
-        await directory.persist()
-    }
 
     // MARK: Inspection
 

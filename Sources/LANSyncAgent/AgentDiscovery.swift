@@ -75,6 +75,22 @@ struct DiscoveryState {
     var absent: Set<String> = []
     /// Discovered services with a connection up right now.
     var connected: Set<String> = []
+    /// Services that left mDNS, with where they were and when they left. A service leaves when
+    /// its node stops, but also when our link goes down (our daemon forgets every peer), when the
+    /// peer's agent restarts under a new instance name, and, as measured in the namespace cluster,
+    /// avahi can then stay blind to the new name for minutes. So a service that left is still
+    /// dialed at its last addresses (with backoff) for `rememberLeft`; mDNS is a way to find
+    /// peers, not the only proof that they are there.
+    var lastKnown: [String: (service: DiscoveredService, left: ContinuousClock.Instant)] = [:]
+    /// Services dialed at their last known addresses, until when.
+    var revivedUntil: [String: ContinuousClock.Instant] = [:]
+
+    /// Asks discovery to browse afresh (a new browser queries the network at once).
+    var refresh: AsyncStream<Void>.Continuation?
+
+    /// How long a service that left is still dialed; a link coming up extends that by `redialFor`.
+    static let rememberLeft: Duration = .seconds(600)
+    static let redialFor: Duration = .seconds(60)
 
     /// The instance name our advertisement is established under, if it is.
     var advertisedAs: String? {
@@ -137,7 +153,11 @@ extension Agent {
         discovery.requestedName = name
         discovery.status = .starting
         let advertisement = ServiceAdvertisement(name: name, port: port, txt: Self.txtRecord(groupTag: group.tag))
-        for await event in MDNSDiscovery.events(serviceType: Self.serviceType, advertising: advertisement) {
+        let (refreshes, refresh) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        discovery.refresh = refresh
+        for await event in MDNSDiscovery.events(
+            serviceType: Self.serviceType, advertising: advertisement, refreshes: refreshes)
+        {
             handle(event)
         }
         for dialer in discovery.dialers.values { dialer.task.cancel() }
@@ -170,9 +190,11 @@ extension Agent {
         case .appeared(let service):
             appeared(service)
         case .left(let name):
-            if discovery.peers.removeValue(forKey: name) != nil {
+            if let service = discovery.peers.removeValue(forKey: name) {
                 logger.info("peer left mDNS", metadata: ["mdns.name": "\(name)"])
                 discovery.absent.insert(name)
+                discovery.lastKnown[name] = (service, .now)
+                discovery.revivedUntil[name] = .now + DiscoveryState.rememberLeft
             }
             discovery.otherGroups.remove(name)
         }
@@ -194,6 +216,8 @@ extension Agent {
         guard !discovery.ownServices.contains(name) else { return }
         let previous = discovery.peers[name]
         discovery.peers[name] = service
+        discovery.lastKnown.removeValue(forKey: name)
+        discovery.revivedUntil.removeValue(forKey: name)
         if discovery.absent.remove(name) != nil, closeConnection(to: .discovered(serviceName: name)) {
             // It left mDNS and came back (a link down and up, on its side or ours) while a connection
             // stayed open: that connection may be stuck in TCP retransmission backoff for seconds.
@@ -214,6 +238,10 @@ extension Agent {
         } else {
             logger.info("found a peer over mDNS", metadata: ["mdns.name": "\(name)", "peer.addresses": "\(addresses)"])
         }
+        startDialer(name)
+    }
+
+    private func startDialer(_ name: String) {
         discovery.generation += 1
         let generation = discovery.generation
         let task = Task {
@@ -221,6 +249,26 @@ extension Agent {
             self.dialerEnded(name, generation: generation)
         }
         discovery.dialers[name] = (generation, task)
+    }
+
+    /// Our network came back: browse afresh (peers announced while it was down are found in
+    /// milliseconds, not seconds), and dial peers that left mDNS while it was down (our daemon
+    /// dropped them with the link) at once at their last known addresses, for `redialFor`.
+    func redialPeersThatLeft() {
+        discovery.refresh?.yield()
+        let now = ContinuousClock.now
+        for (name, known) in discovery.lastKnown {
+            guard now - known.left < DiscoveryState.rememberLeft else {
+                discovery.lastKnown.removeValue(forKey: name)
+                continue
+            }
+            guard discovery.peers[name] == nil, !discovery.ownServices.contains(name) else { continue }
+            discovery.revivedUntil[name] = max(discovery.revivedUntil[name] ?? now, now + DiscoveryState.redialFor)
+            if discovery.dialers[name] == nil {
+                logger.info("redialing a peer that left mDNS while the network was down", metadata: ["mdns.name": "\(name)"])
+                startDialer(name)
+            }
+        }
     }
 
     private func dialerEnded(_ name: String, generation: Int) {
@@ -231,7 +279,11 @@ extension Agent {
     func dialEndpoints(_ target: DialTarget) -> [DialEndpoint]? {
         switch target {
         case .configured(let address): return [DialEndpoint(address)]
-        case .discovered(let name): return discovery.peers[name]?.endpoints.compactMap(DialEndpoint.init)
+        case .discovered(let name):
+            if let service = discovery.peers[name] { return service.endpoints.compactMap(DialEndpoint.init) }
+            guard let until = discovery.revivedUntil[name], ContinuousClock.now < until, let known = discovery.lastKnown[name]
+            else { return nil }
+            return known.service.endpoints.compactMap(DialEndpoint.init)
         }
     }
 

@@ -45,6 +45,34 @@ actor PeerDirectory {
     private var byAddress: [String: PeerRecord] = [:]
     private let path: String
     private var dirty = false
+    /// The pending write of `peers.json`, and when it is due.
+    private var writeDue: (task: Task<Void, Never>, at: ContinuousClock.Instant)?
+
+    /// How soon `peers.json` is written after a change: soon after one that matters when the
+    /// agent is not running (a connection, a key, an error), within a minute after one that only
+    /// moves "last seen" times forward (each state a peer announces does). So an idle agent does
+    /// not write and fsync a file every second; stopping writes whatever is pending.
+    static let writeAfterChange: Duration = .seconds(1)
+    static let writeAfterTimes: Duration = .seconds(60)
+
+    /// Marks the records changed and schedules their write.
+    private func changed(onlyTimes: Bool = false) {
+        dirty = true
+        let at = ContinuousClock.now + (onlyTimes ? Self.writeAfterTimes : Self.writeAfterChange)
+        if let due = writeDue, due.at <= at { return }
+        writeDue?.task.cancel()
+        let task = Task { [weak self] in
+            try? await Task.sleep(until: at)
+            guard !Task.isCancelled else { return }
+            await self?.writeWhenDue()
+        }
+        writeDue = (task, at)
+    }
+
+    private func writeWhenDue() async {
+        writeDue = nil
+        await persist()
+    }
 
     init(path: String) {
         self.path = path
@@ -83,7 +111,7 @@ actor PeerDirectory {
             byAddress[address] = record
             trimRefused()
         }
-        dirty = true
+        changed()
     }
 
     /// A handshake completed. Returns true when the device's key differs from the one pinned.
@@ -102,15 +130,20 @@ actor PeerDirectory {
         record.lastError = nil
         byDevice[device] = record
         byAddress.removeValue(forKey: address)
-        dirty = true
+        changed()
         return rekeyed
     }
 
     func update(device: String, _ change: @Sendable (inout PeerRecord) -> Void) {
-        guard var record = byDevice[device] else { return }
+        guard let before = byDevice[device] else { return }
+        var record = before
         change(&record)
+        guard record != before else { return }
         byDevice[device] = record
-        dirty = true
+        var timesMoved = before
+        timesMoved.lastSeen = record.lastSeen
+        timesMoved.lastSync = record.lastSync
+        changed(onlyTimes: timesMoved == record)
     }
 
     /// A connection ended; a peer refused before it was ever connected still gets a record, so
@@ -121,12 +154,12 @@ actor PeerDirectory {
         record.lastError = error
         byDevice[device] = record
         byAddress.removeValue(forKey: address)
-        dirty = true
+        changed()
     }
 
     /// Drops an address-only record (an address that turned out to be our own).
     func forget(address: String) {
-        if byAddress.removeValue(forKey: address) != nil { dirty = true }
+        if byAddress.removeValue(forKey: address) != nil { changed() }
     }
 
     /// Keeps at most 20 address-only records, dropping the oldest refused strangers first.
@@ -140,6 +173,8 @@ actor PeerDirectory {
     /// bulk-work thread: it ends with an fsync, which under a catch-up's disk traffic can take
     /// milliseconds, and on the cooperative pool it would hold a thread the app's tasks resume on.
     func persist() async {
+        writeDue?.task.cancel()
+        writeDue = nil
         guard dirty else { return }
         dirty = false
         let encoder = JSONEncoder()

@@ -2,6 +2,7 @@ import LANSync
 import LANSyncSession
 import LANSyncWire
 import Logging
+import Synchronization
 
 /// The sync protocol with one connected peer, after the handshake: carries out what the pure
 /// state machine `SyncProtocol` decides (sends, merges, the goodbye and close that end a
@@ -43,7 +44,17 @@ actor SyncSession {
     }
 
     /// Asks the push loop to send whatever the peer lacks now.
-    nonisolated func push() { wake.yield() }
+    nonisolated func push() {
+        rowsMayBeDue.store(true, ordering: .relaxed)
+        wake.yield()
+    }
+
+    /// Asks the push loop to send owed replies (pongs) only: no rows to look for.
+    private func wakeForReplies() { wake.yield() }
+
+    /// Set by every `push()`, cleared when the push loop looks: a wake that only owes a pong
+    /// (every keepalive interval) then reads nothing from the replica.
+    private let rowsMayBeDue = Atomic<Bool>(true)
 
     var lastReceived: ContinuousClock.Instant { machine.lastHeardFrom }
 
@@ -66,8 +77,13 @@ actor SyncSession {
         switch machine.received(message, now: .now) {
         case .nothing: break
         case .wakeSender:
-            await recordProgress()
-            push()
+            // A state changes who lacks what; a ping only owes a pong.
+            if case .state = message {
+                await recordProgress()
+                push()
+            } else {
+                wakeForReplies()
+            }
         case .merge(let delta):
             if case .push = message { await recordProgress() }
             await startMerge(delta)
@@ -188,6 +204,8 @@ actor SyncSession {
     /// sending task runs it whenever `push()` was called.
     func pushMissing() async throws {
         for reply in machine.takeReplies() { try await sender.send(reply) }
+        machine.sent(at: .now)
+        guard rowsMayBeDue.exchange(false, ordering: .relaxed) else { return }
         var sent = 0
         var delta = try nextBatch(since: machine.peerKnown)
         while !delta.isEmpty, !machine.isEnded {

@@ -139,17 +139,35 @@ final class AvahiConnection: @unchecked Sendable {
     /// Browses for a service type on every interface and IP protocol, resolving each instance found.
     func browse(type: String) throws(AvahiFailure) {
         try locked { () throws(AvahiFailure) in
-            guard let client else { throw AvahiFailure(code: CInt(AVAHI_ERR_BAD_STATE)) }
             guard browser == nil else { return }
-            browser = avahi_service_browser_new(
-                client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), type, nil, AvahiLookupFlags(0),
-                { _, interface, ipProtocol, event, name, type, domain, _, userdata in
-                    guard let userdata else { return }
-                    Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().browserEvent(
-                        event, interface: interface, ipProtocol: ipProtocol, name: name, type: type, domain: domain)
-                }, Unmanaged.passUnretained(self).toOpaque())
-            guard browser != nil else { throw AvahiFailure(code: avahi_client_errno(client)) }
+            browser = try newBrowser(type: type)
         }
+    }
+
+    /// Replaces the browser with a new one, if browsing: a new browser queries the network at
+    /// once, where the old one, after our link came back, took seconds to notice services
+    /// announced while it was down (measured: 7 s, against 50-500 ms). Services already known
+    /// are reported again, and resolvers are kept.
+    func browseAfresh(type: String) throws(AvahiFailure) {
+        try locked { () throws(AvahiFailure) in
+            guard let old = browser else { return }
+            browser = try newBrowser(type: type)
+            avahi_service_browser_free(old)
+        }
+    }
+
+    /// Call with the poll locked.
+    private func newBrowser(type: String) throws(AvahiFailure) -> OpaquePointer {
+        guard let client else { throw AvahiFailure(code: CInt(AVAHI_ERR_BAD_STATE)) }
+        let browser = avahi_service_browser_new(
+            client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), type, nil, AvahiLookupFlags(0),
+            { _, interface, ipProtocol, event, name, type, domain, _, userdata in
+                guard let userdata else { return }
+                Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().browserEvent(
+                    event, interface: interface, ipProtocol: ipProtocol, name: name, type: type, domain: domain)
+            }, Unmanaged.passUnretained(self).toOpaque())
+        guard let browser else { throw AvahiFailure(code: avahi_client_errno(client)) }
+        return browser
     }
 
     /// The name Avahi suggests after a collision: "LANSync" → "LANSync #2" → "LANSync #3".

@@ -1,3 +1,4 @@
+import Synchronization
 /// What this node advertises over mDNS.
 public struct ServiceAdvertisement: Sendable, Equatable {
     /// The DNS-SD instance name. On a collision Avahi's alternative ("Name #2") is used instead.
@@ -71,21 +72,34 @@ public enum MDNSDiscovery {
     /// Advertises (when given an advertisement) and browses `serviceType`, as a stream of events.
     /// Survives the daemon being absent, stopping and restarting: it reports `unavailable` once,
     /// retries every `retryInterval`, then publishes and browses again. Ends when the consumer
-    /// stops iterating (its task is cancelled); the advertisement is withdrawn then.
+    /// stops iterating (its task is cancelled); the advertisement is withdrawn then. Each element
+    /// of `refreshes` replaces the browser with a new one, which queries the network at once: send
+    /// one when a network interface comes up.
     public static func events(
-        serviceType: String, advertising advertisement: ServiceAdvertisement?, retryInterval: Duration = .seconds(2)
+        serviceType: String, advertising advertisement: ServiceAdvertisement?, retryInterval: Duration = .seconds(2),
+        refreshes: AsyncStream<Void>? = nil
     ) -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
+        let current = CurrentConnection()
         let producer = Task {
-            await run(serviceType: serviceType, advertisement: advertisement, retry: retryInterval, out: continuation)
+            await run(
+                serviceType: serviceType, advertisement: advertisement, retry: retryInterval, out: continuation,
+                current: current)
         }
-        continuation.onTermination = { _ in producer.cancel() }
+        let refresher = Task {
+            guard let refreshes else { return }
+            for await _ in refreshes { try? current.connection.withLock { $0 }?.browseAfresh(type: serviceType) }
+        }
+        continuation.onTermination = { _ in
+            producer.cancel()
+            refresher.cancel()
+        }
         return stream
     }
 
     private static func run(
         serviceType: String, advertisement: ServiceAdvertisement?, retry: Duration,
-        out: AsyncStream<DiscoveryEvent>.Continuation
+        out: AsyncStream<DiscoveryEvent>.Continuation, current: CurrentConnection
     ) async {
         var last: DiscoveryStatus?
         func report(_ status: DiscoveryStatus) {
@@ -104,6 +118,7 @@ public enum MDNSDiscovery {
                 try? await Task.sleep(for: retry)
                 continue
             }
+            current.connection.withLock { $0 = connection }
             var session = DiscoverySession(serviceType: serviceType, advertisement: advertisement)
             for await event in raw {
                 let outcome = session.handle(event)
@@ -124,6 +139,7 @@ public enum MDNSDiscovery {
                 for change in outcome.changes { out.yield(change) }
                 if session.isFinished { break }
             }
+            current.connection.withLock { $0 = nil }
             connection.shutdown()
             for name in session.services.names { out.yield(.left(name: name)) }
             if Task.isCancelled { break }
@@ -131,6 +147,11 @@ public enum MDNSDiscovery {
         }
         out.finish()
     }
+}
+
+/// The daemon connection in use, for the task that refreshes its browser.
+final class CurrentConnection: Sendable {
+    let connection = Mutex<AvahiConnection?>(nil)
 }
 
 /// The decisions of one connection to the daemon, kept free of Avahi calls so they can be tested:

@@ -57,6 +57,9 @@ public struct SyncProtocol: Sendable {
     private var pushEncoder = EntryPushEncoder()
     private var pushDecoder = EntryPushDecoder()
     private var lastHeard: ContinuousClock.Instant
+    /// When we last sent the peer anything (`sent(at:)`): a side that spoke within the last
+    /// interval has nothing to prove, so it does not ping.
+    private var lastSpoke: ContinuousClock.Instant
     private var pingsSent: UInt64 = 0
     private let hasher: ElementHasher
     /// How often to ping; three intervals of silence end the session.
@@ -66,6 +69,7 @@ public struct SyncProtocol: Sendable {
         self.hasher = hasher
         self.keepalive = keepalive
         lastHeard = now
+        lastSpoke = now
     }
 
     public var isEnded: Bool { state != .syncing }
@@ -194,14 +198,22 @@ public struct SyncProtocol: Sendable {
 
     // MARK: Time and endings
 
-    /// The keepalive timer fired (every `keepalive`).
+    /// The keepalive timer fired (every `keepalive`): a ping when we have said nothing for an
+    /// interval, the end of the session when the peer has said nothing for three.
     public mutating func tick(now: ContinuousClock.Instant) -> Tick {
         guard state == .syncing else { return .nothing }
         let silence = now - lastHeard
         if silence > keepalive * 3 { return .end(end(.keepaliveExpired(silence: silence))) }
+        // Our pongs (or anything else we sent) already told the peer we are here: each side then
+        // sends one message an interval, not a ping and a pong.
+        guard now - lastSpoke >= keepalive - .milliseconds(100) else { return .nothing }
         pingsSent += 1
+        lastSpoke = now
         return .ping(pingsSent)
     }
+
+    /// We sent the peer a message (any kind).
+    public mutating func sent(at now: ContinuousClock.Instant) { lastSpoke = now }
 
     /// When the peer was last heard from.
     public var lastHeardFrom: ContinuousClock.Instant { lastHeard }

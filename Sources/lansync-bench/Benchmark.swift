@@ -10,6 +10,7 @@ import Synchronization
 ///     swift run -c release lansync-bench --catch-up 100000  # one network catch-up, for profiling
 ///                                            [--append-every MS]  # the app's write interval (10)
 ///     swift run -c release lansync-bench --stages           # each catch-up step's cost per row
+///     swift run -c release lansync-bench --idle 60          # an idle agent's CPU and wakeups
 @main
 struct Benchmark {
     static func main() async throws {
@@ -20,6 +21,8 @@ struct Benchmark {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         if CommandLine.arguments.contains("--stages") { return try await StageBenchmark.run(root: root) }
+        // `--idle S`: only the idle agents' cost, over S seconds.
+        if let seconds = integer(after: "--idle") { return try IdleBenchmark(root: root).run(seconds: seconds) }
         // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
         if let size = integer(after: "--catch-up") {
             var network = NetworkBenchmark(root: root, baseline: nil)
@@ -35,6 +38,7 @@ struct Benchmark {
         }
         var network = NetworkBenchmark(root: root, baseline: baseline)
         try await network.run(quick: quick)
+        try IdleBenchmark(root: root).run(seconds: quick ? 3 : 60)
     }
 
     /// The baseline and the single-node stages; returns the baseline's rows/s.

@@ -150,6 +150,14 @@ import Testing
         }
     }
 
+    /// A side that sent something within the interval (a pong, say) does not ping as well.
+    @Test func aSideThatSpokeRecentlyDoesNotPing() {
+        var machine = Self.machine()
+        machine.sent(at: Self.start + .seconds(1))
+        #expect(machine.tick(now: Self.start + .seconds(2)) == .nothing)
+        #expect(machine.tick(now: Self.start + .seconds(3)) == .ping(1))
+    }
+
     @Test func silenceForThreeIntervalsEndsWithoutAGoodbyeAndSaysWhy() {
         var machine = Self.machine()
         #expect(machine.tick(now: Self.start + .seconds(2)) == .ping(1))

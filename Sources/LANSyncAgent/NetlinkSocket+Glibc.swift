@@ -1,0 +1,67 @@
+import Glibc
+
+/// A netlink socket subscribed to the kernel's link and address notifications: the only file that
+/// talks to netlink. Messages are not parsed; each burst just means "look at the interfaces again".
+final class NetlinkSocket: Sendable {
+    private let socket: Int32
+    /// A pipe whose write end `stop` closes: wakes the thread waiting in `poll`.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    // From <linux/netlink.h> and <linux/rtnetlink.h>, which Glibc's module does not export.
+    private static let netlinkRoute: Int32 = 0
+    private static let groupLink: UInt32 = 0x1
+    private static let groupIPv4Address: UInt32 = 0x10
+    private static let groupIPv6Address: UInt32 = 0x100
+
+    /// `struct sockaddr_nl`: family, padding, port ID (0: the kernel assigns one), groups.
+    private struct Address {
+        var family = UInt16(AF_NETLINK)
+        var pad: UInt16 = 0
+        var pid: UInt32 = 0
+        var groups: UInt32
+    }
+
+    private init(socket: Int32, wakeRead: Int32, wakeWrite: Int32) {
+        self.socket = socket
+        self.wakeRead = wakeRead
+        self.wakeWrite = wakeWrite
+    }
+
+    /// A socket subscribed to link and address changes, or nil where netlink is not available.
+    static func linkEvents() -> NetlinkSocket? {
+        let fd = Glibc.socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), netlinkRoute)
+        guard fd >= 0 else { return nil }
+        var address = Address(groups: groupLink | groupIPv4Address | groupIPv6Address)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<Address>.size)) }
+        }
+        var pipeEnds: [Int32] = [0, 0]
+        guard bound == 0, pipe(&pipeEnds) == 0 else {
+            close(fd)
+            return nil
+        }
+        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return NetlinkSocket(socket: fd, wakeRead: pipeEnds[0], wakeWrite: pipeEnds[1])
+    }
+
+    /// Sleeps until the kernel sends something, then reads all of it. False once stopped (the
+    /// descriptors are closed then).
+    func waitForMessages() -> Bool {
+        var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        while true {
+            let ready = poll(&fds, 2, -1)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0, fds[1].revents == 0, fds[0].revents & Int16(POLLIN) != 0 else { break }
+            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+            while recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+            return true
+        }
+        close(socket)
+        close(wakeRead)
+        return false
+    }
+
+    /// Wakes the waiting thread for good.
+    func stop() { close(wakeWrite) }
+}
