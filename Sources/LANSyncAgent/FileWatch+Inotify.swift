@@ -9,56 +9,37 @@ import Glibc
 /// writes the `-wal` file. (The CLI also tells the agent over the control socket; this catches
 /// every other writer, with no polling.)
 final class FileWatch: Sendable {
-    private let inotify: Int32
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    private let wait: WakeablePoll
 
-    private init(inotify: Int32, wakeRead: Int32, wakeWrite: Int32) {
-        self.inotify = inotify
-        self.wakeRead = wakeRead
-        self.wakeWrite = wakeWrite
-    }
+    private init(wait: WakeablePoll) { self.wait = wait }
 
     /// Watches `directory` for files modified or created in it; nil where inotify is not available.
     static func directory(_ directory: String) -> FileWatch? {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
         guard fd >= 0 else { return nil }
-        var pipeEnds: [Int32] = [0, 0]
-        guard inotify_add_watch(fd, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO)) >= 0, pipe(&pipeEnds) == 0 else {
+        guard inotify_add_watch(fd, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO)) >= 0 else {
             close(fd)
             return nil
         }
-        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        return FileWatch(inotify: fd, wakeRead: pipeEnds[0], wakeWrite: pipeEnds[1])
+        return WakeablePoll(owning: fd).map(FileWatch.init(wait:))
     }
 
     /// Sleeps until something changed, reads every event waiting, and returns the names of the
-    /// files they concern. Nil once stopped (the descriptors are closed then).
+    /// files they concern. Nil once stopped.
     func waitForChanges() -> Set<String>? {
-        var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-        while true {
-            let ready = poll(&fds, 2, -1)
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0, fds[1].revents == 0, fds[0].revents & Int16(POLLIN) != 0 else { break }
-            var names = Set<String>()
-            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-            while true {
-                let count = read(inotify, &buffer, buffer.count)
-                guard count > 0 else { break }
-                names.formUnion(Self.names(in: buffer[..<count]))
-                // Another read only if more is waiting.
-                var more = pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)
-                guard poll(&more, 1, 0) > 0 else { break }
-            }
-            return names
-        }
-        close(inotify)
-        close(wakeRead)
-        return nil
+        guard wait.waitUntilReadable() else { return nil }
+        var names = Set<String>()
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        repeat {
+            let count = read(wait.descriptor, &buffer, buffer.count)
+            guard count > 0 else { break }
+            names.formUnion(Self.names(in: buffer[..<count]))
+        } while wait.hasMore()
+        return names
     }
 
     /// The file names in a buffer of `struct inotify_event`s: wd (4) · mask (4) · cookie (4) ·
-    /// len (4) · name (len bytes, NUL-padded).
+    /// len (4) · name (len bytes, NUL-padded), integers in the machine's (little-endian) order.
     static func names(in events: ArraySlice<UInt8>) -> [String] {
         var names: [String] = []
         var offset = events.startIndex
@@ -75,5 +56,5 @@ final class FileWatch: Sendable {
     }
 
     /// Wakes the waiting thread for good.
-    func stop() { close(wakeWrite) }
+    func stop() { wait.stop() }
 }

@@ -3,10 +3,7 @@ import Glibc
 /// A netlink socket subscribed to the kernel's link and address notifications: the only file that
 /// talks to netlink. Messages are not parsed; each burst just means "look at the interfaces again".
 final class NetlinkSocket: Sendable {
-    private let socket: Int32
-    /// A pipe whose write end `stop` closes: wakes the thread waiting in `poll`.
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    private let wait: WakeablePoll
 
     // From <linux/netlink.h> and <linux/rtnetlink.h>, which Glibc's module does not export.
     private static let netlinkRoute: Int32 = 0
@@ -22,11 +19,7 @@ final class NetlinkSocket: Sendable {
         var groups: UInt32
     }
 
-    private init(socket: Int32, wakeRead: Int32, wakeWrite: Int32) {
-        self.socket = socket
-        self.wakeRead = wakeRead
-        self.wakeWrite = wakeWrite
-    }
+    private init(wait: WakeablePoll) { self.wait = wait }
 
     /// A socket subscribed to link and address changes, or nil where netlink is not available.
     static func linkEvents() -> NetlinkSocket? {
@@ -36,32 +29,21 @@ final class NetlinkSocket: Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<Address>.size)) }
         }
-        var pipeEnds: [Int32] = [0, 0]
-        guard bound == 0, pipe(&pipeEnds) == 0 else {
+        guard bound == 0 else {
             close(fd)
             return nil
         }
-        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        return NetlinkSocket(socket: fd, wakeRead: pipeEnds[0], wakeWrite: pipeEnds[1])
+        return WakeablePoll(owning: fd).map(NetlinkSocket.init(wait:))
     }
 
-    /// Sleeps until the kernel sends something, then reads all of it. False once stopped (the
-    /// descriptors are closed then).
+    /// Sleeps until the kernel sends something, then reads all of it. False once stopped.
     func waitForMessages() -> Bool {
-        var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-        while true {
-            let ready = poll(&fds, 2, -1)
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0, fds[1].revents == 0, fds[0].revents & Int16(POLLIN) != 0 else { break }
-            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-            while recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
-            return true
-        }
-        close(socket)
-        close(wakeRead)
-        return false
+        guard wait.waitUntilReadable() else { return false }
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while recv(wait.descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+        return true
     }
 
     /// Wakes the waiting thread for good.
-    func stop() { close(wakeWrite) }
+    func stop() { wait.stop() }
 }
