@@ -1,4 +1,4 @@
-public import LANSyncCore
+import LANSyncCore
 
 /// Reading and writing the wire's primitive encodings.
 ///
