@@ -20,6 +20,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "LANSync", targets: ["LANSync"]),
+        // Sync inside an app's own process: `Agent`, the service `lansync run` runs.
+        .library(name: "LANSyncAgent", targets: ["LANSyncAgent"]),
         .executable(name: "lansync", targets: ["lansync"]),
         .executable(name: "lansync-bench", targets: ["lansync-bench"]),
     ],
@@ -134,6 +136,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The README's in-process sync program, built and run by the tests.
+        .executableTarget(
+            name: "lansync-example-taps",
+            dependencies: [
+                "LANSync", "LANSyncAgent", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/TapLogger", swiftSettings: strict),
         // Shared by the test targets: generated histories of replicas for property tests.
         .target(
             name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncStore", "LANSyncSession", "LANSyncWire"],

@@ -376,3 +376,33 @@ final class TamperingProxy {
 
     deinit { stop() }
 }
+
+/// The README's in-process program (Examples/TapLogger): an app syncs from its own process,
+/// with no `lansync run`, and its writes reach a peer without polling.
+@Suite(.serialized) struct InProcessSyncTests {
+    @Test func theReadmeProgramSyncsItsTapsToAPeerAndStops() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.group(of: "a", "app")
+        let a = try AgentProcess(cli, node: "a")
+        let program = URL(fileURLWithPath: CLI.executable).deletingLastPathComponent()
+            .appendingPathComponent("lansync-example-taps").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = [cli.dataDir("app"), a.address]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        try process.run()
+        // A hung program must fail the test, not hang it.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30) { if process.isRunning { process.terminate() } }
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(printed)")
+        #expect(printed.contains("logged help as") && printed.contains("a peer holds every tap"), "\(printed)")
+        #expect(try cli.entries("a") == 3)
+        #expect(try cli.digest("a") == cli.digest("app"))
+        #expect(a.stop() == 0)
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import LANSync
+import LANSyncAgent
+import Logging
+import ServiceLifecycle
+
+/// An app that syncs from inside its own process: it opens its replica, starts sync beside its
+/// own work (no `lansync run`, no polling), logs three taps, and stops once a peer holds them.
+///
+///     lansync-example-taps DATA_DIR [HOST:PORT]
+///
+/// DATA_DIR is a node already initialised and in a group (`lansync init`, `lansync group join`);
+/// HOST:PORT is a peer to dial (without one, peers are found over mDNS).
+@main
+struct TapLogger {
+    static func main() async throws {
+        let arguments = CommandLine.arguments
+        guard arguments.count >= 2 else {
+            FileHandle.standardError.write(Data("usage: lansync-example-taps DATA_DIR [HOST:PORT]\n".utf8))
+            exit(2)
+        }
+        let node = try LANSyncNode.open(at: DataDirectory(path: arguments[1]))
+
+        // The same configuration `lansync run` takes (defaults: port 7741, mDNS on).
+        var configuration = AgentConfiguration()
+        configuration.listenPort = 0
+        if arguments.count > 2, let peer = PeerAddress(arguments[2]) { configuration.staticPeers = [peer] }
+        let logger = Logger(label: "tap-logger")
+        let sync = try Agent(node: node, configuration: configuration, logger: logger)
+        let services = ServiceGroup(services: [sync], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await services.run() }
+
+            // The app's own work: each append is durable when it returns, and the running sync
+            // pushes it to connected peers at once.
+            for symbol in ["more", "juice", "help"] {
+                let entry = try await node.append(to: "symbol_taps", payload: #"{"symbol":"\#(symbol)"}"#)
+                print("logged \(symbol) as \(entry.id)")
+            }
+
+            // Wait until a connected peer announces our digest, then stop syncing.
+            while true {
+                let report = await sync.report()
+                if report.connectedDigests.values.contains(report.digest) { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            print("a peer holds every tap; stopping")
+            await services.triggerGracefulShutdown()
+        }
+    }
+}
