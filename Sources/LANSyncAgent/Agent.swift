@@ -41,6 +41,8 @@ public actor Agent: Service {
     /// Set when a peer presents our own device ID: two machines with one machine-id.
     private var sharedDeviceID = false
     private var listening: [CheckedContinuation<Int, any Error>] = []
+    /// Why the agent could not listen, once that happened.
+    private var bindFailure: ListenError?
     /// The TCP port once listening (useful with port 0).
     public private(set) var port: Int?
     /// Every byte this agent sent and received on sync connections, handshakes included.
@@ -64,6 +66,7 @@ public actor Agent: Service {
     /// Waits until the agent listens, and returns its TCP port.
     public func listeningPort() async throws -> Int {
         if let port { return port }
+        if let bindFailure { throw bindFailure }
         return try await withCheckedThrowingContinuation { listening.append($0) }
     }
 
@@ -78,13 +81,23 @@ public actor Agent: Service {
     }
 
     private func serve() async throws {
-        let control = try await ControlSocket.bind(node.dataDirectory)
+        let control: NIOAsyncChannel<ControlSocket.LineChannel, Never>
         let server: NIOAsyncChannel<FramedChannel, Never>
         do {
-            server = try await listen(on: configuration.listenHost)
-        } catch where configuration.listenHost == "::" {
-            logger.notice("no IPv6 on this machine; listening on IPv4 only", metadata: ["error": "\(error)"])
-            server = try await listen(on: "0.0.0.0")
+            control = try await ControlSocket.bind(node.dataDirectory)
+            do {
+                server = try await listen(on: configuration.listenHost)
+            } catch where configuration.listenHost == "::" {
+                logger.notice("no IPv6 on this machine; listening on IPv4 only", metadata: ["error": "\(error)"])
+                server = try await listen(on: "0.0.0.0")
+            }
+        } catch {
+            // Whoever waits for the port hears why there is none, rather than waiting forever.
+            let failure = ListenError(host: configuration.listenHost, port: configuration.listenPort, cause: "\(error)")
+            for waiter in listening { waiter.resume(throwing: failure) }
+            listening.removeAll()
+            bindFailure = failure
+            throw failure
         }
         let boundPort = server.channel.localAddress?.port ?? configuration.listenPort
         port = boundPort
@@ -605,6 +618,18 @@ public actor Agent: Service {
             return "[\(ip)]:\(address.port ?? 0)"
         case .unixDomainSocket: return "local"
         }
+    }
+}
+
+/// The agent could not listen (the port is taken, the address is not this machine's, ...).
+public struct ListenError: Error, CustomStringConvertible, Sendable {
+    public let host: String
+    public let port: Int
+    public let cause: String
+
+    public var description: String {
+        "cannot listen on \(PeerAddress(host: host, port: port)): \(cause); is another agent (or program) using "
+            + "that port? Choose another with --listen HOST:PORT"
     }
 }
 

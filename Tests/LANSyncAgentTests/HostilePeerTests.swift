@@ -99,6 +99,26 @@ import Testing
         #expect(pong == .pong(5))
     }
 
+    /// A port already taken: whoever waits for the agent's port hears why there is none (it used
+    /// to wait forever), and the agent's run ends with the same error.
+    @Test func aFailedBindIsReportedNotLeftHanging() async throws {
+        let first = try await RunningAgent.start()
+        defer { first.stop() }
+        let (second, root, _) = try RunningAgent.make(port: first.port)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let run = Task { try await second.run() }
+        do {
+            let port = try await second.listeningPort()
+            Issue.record("a second agent listened on port \(port), already taken")
+        } catch let error as ListenError {
+            #expect(error.description.contains("cannot listen on 127.0.0.1:\(first.port)"))
+            #expect(error.description.contains("--listen"))
+        }
+        await #expect(throws: ListenError.self) { try await run.value }
+        // Asked after the failure, the answer is the same.
+        await #expect(throws: ListenError.self) { try await second.listeningPort() }
+    }
+
     /// A peer that speaks no common version hears so in message 2 (before, it looked exactly
     /// like a wrong group secret).
     @Test func aVersionMismatchIsSaidNotHidden() async throws {
@@ -133,6 +153,14 @@ final class RunningAgent: @unchecked Sendable {
     }
 
     static func start() async throws -> RunningAgent {
+        let (agent, root, group) = try make(port: 0)
+        let task = Task { try await agent.run() }
+        let port = try await agent.listeningPort()
+        return RunningAgent(root: root, group: group, port: port, task: task)
+    }
+
+    /// An agent (not started) in a fresh data directory, to listen on 127.0.0.1:`port`.
+    static func make(port: Int) throws -> (Agent, root: String, group: GroupSecret) {
         let root = NSTemporaryDirectory() + "lansync-agent-\(UUID().uuidString)"
         let machineID = root + "-machine-id"
         try UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
@@ -142,15 +170,12 @@ final class RunningAgent: @unchecked Sendable {
         let group = try node.createGroup()
         var configuration = AgentConfiguration()
         configuration.listenHost = "127.0.0.1"
-        configuration.listenPort = 0
+        configuration.listenPort = port
         configuration.discovery = false
         // These tests are about what the agent answers, not keepalive: a quiet raw peer must not
         // be dropped as unreachable when other tests keep the cooperative pool busy for seconds.
         configuration.keepalive = .seconds(30)
-        let agent = try Agent(node: node, configuration: configuration, logger: Logger(label: "test"))
-        let task = Task { try await agent.run() }
-        let port = try await agent.listeningPort()
-        return RunningAgent(root: root, group: group, port: port, task: task)
+        return (try Agent(node: node, configuration: configuration, logger: Logger(label: "test")), root, group)
     }
 
     func stop() {
