@@ -45,8 +45,10 @@ import Testing
                 continue
             }
             #expect(reason.contains("outside"), "\(what): \(reason)")
-            // Closed right after the goodbye, not after a keepalive timeout (it was 6 s).
-            #expect(closedAfterGoodbye.map { $0 < .seconds(1) } == true, "\(what): \(String(describing: closedAfterGoodbye))")
+            // Closed right after the goodbye, not after a keepalive timeout (it was 6 s; with this
+            // agent's 30 s keepalive it would be 90 s). Within 1 s when the machine is quiet; 1.4 s
+            // was seen while the whole suite ran on 2 cores, hence the bound of 3.
+            #expect(closedAfterGoodbye.map { $0 < .seconds(3) } == true, "\(what): \(String(describing: closedAfterGoodbye))")
         }
         // A Hello whose wall clock is 2^63 (handshake message 3): refused the same way.
         let answer = try await RawPeer.connect(
