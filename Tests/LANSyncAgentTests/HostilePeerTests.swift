@@ -45,10 +45,11 @@ import Testing
                 continue
             }
             #expect(reason.contains("outside"), "\(what): \(reason)")
-            // Closed right after the goodbye, not after a keepalive timeout (it was 6 s; with this
-            // agent's 30 s keepalive it would be 90 s). Within 1 s when the machine is quiet; 1.4 s
-            // was seen while the whole suite ran on 2 cores, hence the bound of 3.
-            #expect(closedAfterGoodbye.map { $0 < .seconds(3) } == true, "\(what): \(String(describing: closedAfterGoodbye))")
+            // Closed right after the goodbye, not when the keepalive gives up: with the default
+            // keepalive that was 6 s, and with this agent's 30 s it would be 90 s. Within 1 s on a
+            // quiet machine; up to 3.5 s was seen while CLI tests running alongside blocked Swift's
+            // 2-thread pool for seconds, hence a bound of 20 s, far below the fault's 90.
+            #expect(closedAfterGoodbye.map { $0 < .seconds(20) } == true, "\(what): \(String(describing: closedAfterGoodbye))")
         }
         // A Hello whose wall clock is 2^63 (handshake message 3): refused the same way.
         let answer = try await RawPeer.connect(
@@ -174,9 +175,11 @@ final class RunningAgent: @unchecked Sendable {
         configuration.listenHost = "127.0.0.1"
         configuration.listenPort = port
         configuration.discovery = false
-        // These tests are about what the agent answers, not keepalive: a quiet raw peer must not
-        // be dropped as unreachable when other tests keep the cooperative pool busy for seconds.
+        // These tests are about what the agent answers, not about its timers: a quiet raw peer
+        // must not be dropped as unreachable, nor a handshake as too slow, when CLI tests running
+        // alongside block Swift's cooperative pool (two threads here) for seconds.
         configuration.keepalive = .seconds(30)
+        configuration.handshakeTimeout = .seconds(60)
         return (try Agent(node: node, configuration: configuration, logger: Logger(label: "test")), root, group)
     }
 
