@@ -2,7 +2,6 @@ import LANSync
 import LANSyncSession
 import LANSyncWire
 import Logging
-import Synchronization
 
 /// The sync protocol with one connected peer, after the handshake: carries out what the pure
 /// state machine `SyncProtocol` decides (sends, merges, the goodbye and close that end a
@@ -44,17 +43,7 @@ actor SyncSession {
     }
 
     /// Asks the push loop to send whatever the peer lacks now.
-    nonisolated func push() {
-        rowsMayBeDue.store(true, ordering: .relaxed)
-        wake.yield()
-    }
-
-    /// Asks the push loop to send owed replies (pongs) only: no rows to look for.
-    private func wakeForReplies() { wake.yield() }
-
-    /// Set by every `push()`, cleared when the push loop looks: a wake that only owes a pong
-    /// (every keepalive interval) then reads nothing from the replica.
-    private let rowsMayBeDue = Atomic<Bool>(true)
+    nonisolated func push() { wake.yield() }
 
     var lastReceived: ContinuousClock.Instant { machine.lastHeardFrom }
 
@@ -78,12 +67,8 @@ actor SyncSession {
         case .nothing: break
         case .wakeSender:
             // A state changes who lacks what; a ping only owes a pong.
-            if case .state = message {
-                await recordProgress()
-                push()
-            } else {
-                wakeForReplies()
-            }
+            if case .state = message { await recordProgress() }
+            push()
         case .merge(let delta):
             if case .push = message { await recordProgress() }
             await startMerge(delta)
@@ -203,9 +188,7 @@ actor SyncSession {
     /// Sends queued replies, every batch the peer lacks, then our state when it is owed. The
     /// sending task runs it whenever `push()` was called.
     func pushMissing() async throws {
-        for reply in machine.takeReplies() { try await sender.send(reply) }
-        machine.sent(at: .now)
-        guard rowsMayBeDue.exchange(false, ordering: .relaxed) else { return }
+        for reply in machine.takeReplies() { try await send(reply) }
         var sent = 0
         var delta = try nextBatch(since: machine.peerKnown)
         while !delta.isEmpty, !machine.isEnded {
@@ -219,17 +202,24 @@ actor SyncSession {
                 readAhead = Task { [known] in try await self.nextBatchInBackground(since: known) }
             }
             let message = try machine.outgoing(delta) { try ourState().digest }
-            try await sender.send(message, inBackground: bulk)
+            try await send(message, inBackground: bulk)
             sent += delta.entries.count + delta.preferences.count
             delta = try await readAhead?.value ?? nextBatch(since: machine.peerKnown)
         }
-        if let state = try machine.closingState({ try ourState() }) { try await sender.send(state) }
+        if let state = try machine.closingState({ try ourState() }) { try await send(state) }
         if sent > 0 {
             logger.debug("sent rows", metadata: ["peer.device": "\(peer.device)", "sync.rows": "\(sent)"])
             let now = Int64(node.clock.now())
             await directory.update(device: peer.device.description) { $0.lastSync = now }
         }
         await recordProgress()
+    }
+
+    /// Sends a message and tells the machine we spoke (a side that spoke within the keepalive
+    /// interval does not ping; a wake that sent nothing must not count).
+    private func send(_ message: WireMessage, inBackground: Bool = false) async throws {
+        try await sender.send(message, inBackground: inBackground)
+        machine.sent(at: .now)
     }
 
     /// The next batch of what a peer holding `known` lacks.
