@@ -106,13 +106,20 @@ actor SyncSession {
             return
         }
         let sender = sender
+        // Not a task group: it would wait for both, and a send stuck behind a full socket (or
+        // behind a batch waiting for one) cannot be cancelled. Whichever comes first closes the
+        // connection; that fails the stuck write, and its task ends.
+        let (done, finished) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        Task {
+            try? await sender.send(goodbye)
+            finished.yield()
+        }
+        Task {
+            try? await Task.sleep(for: .seconds(1))
+            finished.yield()
+        }
         farewell = Task {
-            await withTaskGroup(of: Void.self) { race in
-                race.addTask { try? await sender.send(goodbye) }
-                race.addTask { try? await Task.sleep(for: .seconds(1)) }
-                await race.next()
-                race.cancelAll()
-            }
+            for await _ in done { break }
             close()
         }
     }
