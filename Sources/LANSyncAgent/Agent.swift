@@ -555,9 +555,10 @@ public actor Agent: Service {
             let thread = Thread {
                 while let names = watch.waitForChanges() {
                     if names.contains(where: { $0.hasPrefix(replicaFile) }) { changed.yield() }
-                    // At most 100 looks a second while the replica is busy (a catch-up writes
-                    // constantly); none while it is idle.
-                    usleep(10_000)
+                    // At most 20 looks a second while the replica is busy (a catch-up writes
+                    // constantly, and every one of our own commits shows here too); none while it
+                    // is idle. The CLI's writes are announced at once over the control socket.
+                    usleep(50_000)
                 }
                 changed.finish()
             }
