@@ -71,11 +71,9 @@ struct DiscoveryState {
     var ownServices: Set<String> = []
     var dialers: [String: (generation: Int, task: Task<Void, Never>)] = [:]
     var generation = 0
-    /// Services that left mDNS (and have not come back yet).
-    var absent: Set<String> = []
     /// Discovered services with a connection up right now.
     var connected: Set<String> = []
-    /// Services that left mDNS, with where they were and when they left. A service leaves when
+    /// Services that left mDNS (and have not come back), with where they were and when they left. A service leaves when
     /// its node stops, but also when our link goes down (our daemon forgets every peer), when the
     /// peer's agent restarts under a new instance name, and, as measured in the namespace cluster,
     /// avahi can then stay blind to the new name for minutes. So a service that left is still
@@ -192,7 +190,6 @@ extension Agent {
         case .left(let name):
             if let service = discovery.peers.removeValue(forKey: name) {
                 logger.info("peer left mDNS", metadata: ["mdns.name": "\(name)"])
-                discovery.absent.insert(name)
                 discovery.lastKnown[name] = (service, .now)
                 discovery.revivedUntil[name] = .now + DiscoveryState.rememberLeft
             }
@@ -216,9 +213,9 @@ extension Agent {
         guard !discovery.ownServices.contains(name) else { return }
         let previous = discovery.peers[name]
         discovery.peers[name] = service
-        discovery.lastKnown.removeValue(forKey: name)
+        let wasAway = discovery.lastKnown.removeValue(forKey: name) != nil
         discovery.revivedUntil.removeValue(forKey: name)
-        if discovery.absent.remove(name) != nil, closeConnection(to: .discovered(serviceName: name)) {
+        if wasAway, closeConnection(to: .discovered(serviceName: name)) {
             // It left mDNS and came back (a link down and up, on its side or ours) while a connection
             // stayed open: that connection may be stuck in TCP retransmission backoff for seconds.
             // A fresh one syncs at once.
