@@ -25,6 +25,10 @@ public actor Agent: Service {
     let psk: SecureBytes
     let logger: Logger
     let directory: PeerDirectory
+    /// Rows merged from one peer, held back from the others for a moment (`RelayGrace`).
+    let relayGrace: SharedRelayGrace
+    /// Our state as sessions announce it, read once per change (`OurStateCache`).
+    let ourStateCache = OurStateCache()
     private let eventLoops = MultiThreadedEventLoopGroup.singleton
 
     private struct Registered {
@@ -61,6 +65,7 @@ public actor Agent: Service {
         psk = group.noisePSK
         self.logger = logger
         directory = PeerDirectory(path: node.dataDirectory.path + "/peers.json")
+        relayGrace = SharedRelayGrace(grace: configuration.relayGrace)
     }
 
     /// Waits until the agent listens, and returns its TCP port.
@@ -278,6 +283,15 @@ public actor Agent: Service {
         }
         if let dialed { await remember(dialed, replica: peer.replica) }
         let duplicateDevice = await isDuplicateDevice(peer)
+        let session = SyncSession(
+            peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, relayGrace: relayGrace,
+            ourStateCache: ourStateCache, logger: logger, initiatedByUs: initiator, close: { channel.channel.close(promise: nil) })
+        guard await register(session, replica: peer.replica, close: { channel.channel.close(promise: nil) }) else {
+            try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
+            throw ConnectionError.duplicate
+        }
+        // Recorded as connected only once registered: the end of a connection this one replaces
+        // is reported after `register`, and then sees this one and records nothing.
         let rekeyed = await directory.connected(
             device: peer.device.description, name: peer.name, address: address,
             publicKey: handshaken.peerStaticKey.hexString, clockOffset: offset, now: Int64(node.clock.now()))
@@ -288,13 +302,6 @@ public actor Agent: Service {
             logger.notice(
                 "peer re-keyed: its device key changed (a reinstall); accepted through group membership",
                 metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"])
-        }
-        let session = SyncSession(
-            peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, logger: logger,
-            initiatedByUs: initiator, close: { channel.channel.close(promise: nil) })
-        guard await register(session, replica: peer.replica, close: { channel.channel.close(promise: nil) }) else {
-            try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
-            throw ConnectionError.duplicate
         }
         logger.info(
             "peer connected",
@@ -481,6 +488,7 @@ public actor Agent: Service {
                 Task { await current.session.replaced() }
             }
         }
+        if sessions[replica] == nil { relayGrace.connected(replica, true) }
         sessions[replica] = Registered(session: session, close: close)
         return true
     }
@@ -488,6 +496,7 @@ public actor Agent: Service {
     private func unregister(_ session: SyncSession, replica: ReplicaID) {
         guard sessions[replica]?.session === session else { return }
         sessions.removeValue(forKey: replica)
+        relayGrace.connected(replica, false)
         resumeDisconnectWaiters(replica)
     }
 
@@ -589,6 +598,7 @@ public actor Agent: Service {
     }
 
     private func pushAll() {
+        ourStateCache.changed()
         for registered in sessions.values { registered.session.push() }
     }
 
@@ -603,8 +613,22 @@ public actor Agent: Service {
         for (_, registered) in sessions {
             if let state = await registered.session.announced { connected[registered.session.peer.device.description] = state.digest.description }
         }
+        // Who is connected is what is registered now; the directory's record of it can trail a
+        // connection that replaced another by a moment.
+        let registered = Set(sessions.values.map { $0.session.peer.device.description })
+        let peers = await directory.all.map { record in
+            var record = record
+            if let device = record.deviceID {
+                if registered.contains(device) {
+                    record.state = .connected
+                } else if record.state == .connected {
+                    record.state = .disconnected
+                }
+            }
+            return record
+        }
         return AgentReport(
-            port: port ?? 0, groupTag: group.tag, peers: await directory.all, connectedDigests: connected,
+            port: port ?? 0, groupTag: group.tag, peers: peers, connectedDigests: connected,
             digest: (try? node.store.syncSummary().digest.description) ?? "", discovery: discoveryReport,
             duplicateDeviceID: sharedDeviceID ? Self.clonedMachineAdvice(node.deviceID.description) : nil)
     }

@@ -29,6 +29,15 @@ public struct AgentConfiguration: Sendable {
     /// sync within seconds: a dead connection is noticed after 6 s and redialed. A ping is a few
     /// dozen bytes every 2 s.
     public var keepalive: Duration = .seconds(2)
+    /// Rows merged from one peer are held back from the others this long, because in a group
+    /// where everyone is connected they are hearing the rows from their origin already (see
+    /// `RelayGrace`); a peer that still lacks them after this gets them relayed. Zero relays at
+    /// once. Longer than an origin's push plus a state announcement takes in a 24-node burst on
+    /// two cores; short enough that a node reached only through others is not noticeably late.
+    public var relayGrace: Duration = .seconds(2)
+    /// A session tells its peer our changed state at most this often (after merges of other
+    /// peers' rows; owed states go at once).
+    public var announceInterval: Duration = .milliseconds(250)
     /// Dialing backoff: from `minBackoff`, doubling up to `maxBackoff`, with ±20% jitter.
     public var minBackoff: Duration = .milliseconds(250)
     /// Capped low: dialing an absent LAN peer is cheap, and the cap bounds how long a returning

@@ -19,6 +19,10 @@ actor SyncSession {
     let directory: PeerDirectory
     let logger: Logger
     let initiatedByUs: Bool
+    /// Rows merged from other peers, held back from this one for a moment (shared by all sessions).
+    let relayGrace: SharedRelayGrace
+    /// Our state, read once per change for all sessions.
+    let ourStateCache: OurStateCache
     /// The protocol's rules and memory (`SyncProtocol`); this actor only carries out what it says.
     private var machine: SyncProtocol
     /// Closes the connection (the receiving task then sees it end).
@@ -28,7 +32,9 @@ actor SyncSession {
 
     init(
         peer: Hello, node: LANSyncNode, sender: SealedSender, configuration: AgentConfiguration,
-        directory: PeerDirectory, logger: Logger, initiatedByUs: Bool, close: @escaping @Sendable () -> Void
+        directory: PeerDirectory, relayGrace: SharedRelayGrace, ourStateCache: OurStateCache, logger: Logger,
+        initiatedByUs: Bool,
+        close: @escaping @Sendable () -> Void
     ) {
         self.peer = peer
         self.node = node
@@ -37,8 +43,12 @@ actor SyncSession {
         self.directory = directory
         self.logger = logger
         self.initiatedByUs = initiatedByUs
+        self.relayGrace = relayGrace
+        self.ourStateCache = ourStateCache
         closeConnection = close
-        machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: configuration.keepalive, now: .now)
+        machine = SyncProtocol(
+            hasher: ReplicaStore.elementHasher, keepalive: configuration.keepalive,
+            announceInterval: configuration.announceInterval, now: .now)
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -54,12 +64,14 @@ actor SyncSession {
     }
 
     func ourState() throws -> PeerState {
-        let summary = try node.store.syncSummary()
-        return PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
+        try ourStateCache.read {
+            let summary = try node.store.syncSummary()
+            return PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
+        }
     }
 
     /// Our first message: our state.
-    func opening() throws -> WireMessage { machine.opening(try ourState()) }
+    func opening() throws -> WireMessage { machine.opening(try ourState(), now: .now) }
 
     /// Handles one message from the peer.
     func handle(_ message: WireMessage) async {
@@ -100,6 +112,8 @@ actor SyncSession {
     private func finish(_ why: SessionEnd?) {
         guard let why else { return }
         wake.finish()
+        timer?.task.cancel()
+        timer = nil
         let close = closeConnection
         guard let goodbye = why.goodbye else {
             close()
@@ -172,6 +186,9 @@ actor SyncSession {
 
     /// Merges rows from the peer (a delta, or a push made into one).
     private func merge(_ checked: CheckedDelta) async {
+        // Marked fresh before the merge commits: the commit wakes every other session at once.
+        let ours = node.replicaID
+        relayGrace.merged(checked.delta.coverage.filter { $0.replica != ours })
         let outcome: MergeOutcome
         do {
             outcome = try await node.merge(checked, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
@@ -180,6 +197,7 @@ actor SyncSession {
             finish(machine.mergeFailed(error.message, clockSkew: error.code == .clockSkew))
             return
         }
+        ourStateCache.changed()
         if case .wakeSender = machine.mergeFinished() { push() }
         mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
         if outcome.changedAnything {
@@ -194,10 +212,22 @@ actor SyncSession {
 
     /// Sends queued replies, every batch the peer lacks, then our state when it is owed. The
     /// sending task runs it whenever `push()` was called.
+    ///
+    /// Every change to the replica wakes every session, so a run that finds nothing to send must
+    /// be cheap: one read of our state decides whether rows are missing at all, and serves the
+    /// closing state and `lansync peers` too (sending changes nothing in our state; a commit
+    /// meanwhile wakes this loop again).
     func pushMissing() async throws {
         for reply in machine.takeReplies() { try await send(reply) }
         var sent = 0
-        var delta = try nextBatch(since: machine.peerKnown)
+        let (held, settles) = relayGrace.holdBack()
+        let ours = try ourState()
+        // This run sends at most what we held when it started, less what is held back: rows that
+        // arrive while it sends are fresh, and their merge wakes this loop again.
+        var cap = ours.versionVector
+        for (replica, counter) in held where counter < cap[replica] { cap[replica] = counter }
+        let peerLacksRows = cap.counters.contains { replica, counter in counter > machine.peerKnown[replica] }
+        var delta = peerLacksRows ? try nextBatch(since: machine.peerKnown, upTo: cap) : Delta()
         while !delta.isEmpty, !machine.isEnded {
             // A large batch means a catch-up: the next batch is read while this one is encoded
             // and sent, both on bulk-work threads. A live push (one new entry) goes out right here.
@@ -206,20 +236,26 @@ actor SyncSession {
             if bulk {
                 var known = machine.peerKnown
                 known.advance(by: delta.coverage)
-                readAhead = Task { [known] in try await self.nextBatchInBackground(since: known) }
+                readAhead = Task { [known] in try await self.nextBatchInBackground(since: known, upTo: cap) }
             }
             let message = try machine.outgoing(delta) { try ourState().digest }
             try await send(message, inBackground: bulk)
             sent += delta.entries.count + delta.preferences.count
-            delta = try await readAhead?.value ?? nextBatch(since: machine.peerKnown)
+            delta = try await readAhead?.value ?? nextBatch(since: machine.peerKnown, upTo: cap)
         }
-        if let state = try machine.closingState({ try ourState() }) { try await send(state) }
+        switch machine.closingState(now: .now, { sent > 0 ? (try? ourState()) ?? ours : ours }) {
+        case .nothing: break
+        case .send(let state): try await send(state)
+        case .later(let when): wake(at: when)
+        }
+        // Rows held back for the peer: look again once they settle, in case it still lacks them.
+        if let settles, held.contains(where: { machine.peerKnown[$0.key] < ours.versionVector[$0.key] }) { wake(at: settles) }
         if sent > 0 {
             logger.debug("sent rows", metadata: ["peer.device": "\(peer.device)", "sync.rows": "\(sent)"])
             let now = Int64(node.clock.now())
             await directory.update(device: peer.device.description) { $0.lastSync = now }
         }
-        await recordProgress()
+        await recordProgress(ours: ours)
     }
 
     /// Sends a message and tells the machine we spoke (a side that spoke within the keepalive
@@ -229,19 +265,39 @@ actor SyncSession {
         machine.sent(at: .now)
     }
 
-    /// The next batch of what a peer holding `known` lacks.
-    private func nextBatch(since known: VersionVector) throws -> Delta {
-        try node.store.delta(since: known, maxRows: configuration.deltaBatchRows)
+    /// The next batch of what a peer holding `known` lacks, without rows above `cap`.
+    private func nextBatch(since known: VersionVector, upTo cap: VersionVector) throws -> Delta {
+        try node.store.delta(since: known, upTo: cap, maxRows: configuration.deltaBatchRows)
     }
 
-    private func nextBatchInBackground(since known: VersionVector) async throws -> Delta {
+    private func nextBatchInBackground(since known: VersionVector, upTo cap: VersionVector) async throws -> Delta {
         let (store, rows) = (node.store, configuration.deltaBatchRows)
-        return try await BulkWork.run { try store.delta(since: known, maxRows: rows) }
+        return try await BulkWork.run { try store.delta(since: known, upTo: cap, maxRows: rows) }
+    }
+
+    /// A wake of the sending side planned for later (an announcement or a settling relay); one at
+    /// a time, the soonest wins.
+    private var timer: (at: ContinuousClock.Instant, task: Task<Void, Never>)?
+
+    private func wake(at deadline: ContinuousClock.Instant) {
+        guard !machine.isEnded else { return }
+        if let timer, timer.at <= deadline { return }
+        timer?.task.cancel()
+        timer = (deadline, Task { [weak self] in
+            try? await Task.sleep(until: deadline)
+            guard !Task.isCancelled else { return }
+            await self?.timerFired()
+        })
+    }
+
+    private func timerFired() {
+        timer = nil
+        push()
     }
 
     /// Updates what `lansync peers` shows: who is behind whom.
-    private func recordProgress() async {
-        guard let announced = machine.peerAnnounced, let ours = try? ourState() else { return }
+    private func recordProgress(ours known: PeerState? = nil) async {
+        guard let announced = machine.peerAnnounced, let ours = known ?? (try? ourState()) else { return }
         let now = Int64(node.clock.now())
         let weLack = announced.versionVector.operationsAhead(of: ours.versionVector)
         let theyLack = ours.versionVector.operationsAhead(of: announced.versionVector)

@@ -64,10 +64,21 @@ public struct SyncProtocol: Sendable {
     private let hasher: ElementHasher
     /// How often to ping; three intervals of silence end the session.
     public let keepalive: Duration
+    /// Our state changes from merges of other peers' rows reach this peer at most this often: in
+    /// a burst a node merges from every peer, and a state after each merge to each peer would
+    /// cost more than the rows. Owed states (after this peer's own rows, or after rows that did
+    /// not imply our digest) go at once.
+    public let announceInterval: Duration
+    /// When we last sent our state.
+    private var lastAnnounced: ContinuousClock.Instant?
 
-    public init(hasher: ElementHasher, keepalive: Duration, now: ContinuousClock.Instant) {
+    public init(
+        hasher: ElementHasher, keepalive: Duration, announceInterval: Duration = .milliseconds(250),
+        now: ContinuousClock.Instant
+    ) {
         self.hasher = hasher
         self.keepalive = keepalive
+        self.announceInterval = announceInterval
         lastHeard = now
         lastSpoke = now
     }
@@ -152,8 +163,9 @@ public struct SyncProtocol: Sendable {
     // MARK: Sending
 
     /// Our first message: our state.
-    public mutating func opening(_ ours: PeerState) -> WireMessage {
+    public mutating func opening(_ ours: PeerState, now: ContinuousClock.Instant) -> WireMessage {
         digestToldToPeer = ours.digest
+        lastAnnounced = now
         return .state(ours)
     }
 
@@ -185,15 +197,33 @@ public struct SyncProtocol: Sendable {
         return .delta(batch)
     }
 
-    /// After the batches: whether our state must follow (owed after a merge, or rows went that
-    /// did not imply our digest). `ours` is read only when it must.
-    public mutating func closingState(_ ours: () throws -> PeerState) rethrows -> WireMessage? {
-        guard state == .syncing, stateOwed || !digestKnownToPeer else { return nil }
+    /// What follows the batches.
+    public enum Closing: Equatable, Sendable {
+        case nothing
+        /// Send our state now.
+        case send(WireMessage)
+        /// Our state changed, but the peer heard it less than an announce interval ago: run the
+        /// sending side again then.
+        case later(ContinuousClock.Instant)
+    }
+
+    /// After the batches: whether our state must follow — at once when it is owed (after a merge
+    /// of this peer's rows, or rows went that did not imply our digest), else when it changed
+    /// since the peer last heard it (other peers' rows merged), at most every announce interval.
+    /// The peer's announcements are what let other nodes see it needs no relay (`RelayGrace`).
+    public mutating func closingState(now: ContinuousClock.Instant, _ ours: () throws -> PeerState) rethrows -> Closing {
+        guard state == .syncing else { return .nothing }
+        let owed = stateOwed || !digestKnownToPeer
         let announced = try ours()
+        if !owed {
+            guard announced.digest != digestToldToPeer else { return .nothing }
+            if let last = lastAnnounced, now - last < announceInterval { return .later(last + announceInterval) }
+        }
         stateOwed = false
         digestKnownToPeer = true
         digestToldToPeer = announced.digest
-        return .state(announced)
+        lastAnnounced = now
+        return .send(.state(announced))
     }
 
     // MARK: Time and endings

@@ -611,8 +611,12 @@ public struct ReplicaStore: Sendable {
     /// about `maxBytes` bytes (always at least one row), in dot order per replica, with coverage
     /// ranges that say exactly how far the batch goes. Call again with `known` advanced by the
     /// returned coverage until the delta comes back empty. The byte bound keeps every batch far
-    /// inside the wire's message limit, whatever the payload sizes.
-    public func delta(since known: VersionVector, maxRows: Int, maxBytes: Int = 1 << 20) throws(StoreError) -> Delta {
+    /// inside the wire's message limit, whatever the payload sizes. With a `bound`, rows beyond it
+    /// are left out (the agent holds rows from other origins back for a moment, and sends no more
+    /// than it held when it started sending; see `RelayGrace`).
+    public func delta(
+        since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int, maxBytes: Int = 1 << 20
+    ) throws(StoreError) -> Delta {
         precondition(maxRows > 0, "a delta batch needs room for at least one row")
         return try Self.database {
             try writer.read { db in
@@ -626,7 +630,7 @@ public struct ReplicaStore: Sendable {
                 for range in ranges {
                     let id = ReplicaID(bytes: [UInt8](range[1] as Data))!
                     let number: Int64 = range[0]
-                    let through = UInt64(range[2] as Int64)
+                    let through = min(UInt64(range[2] as Int64), bound?[id] ?? .max)
                     let from = known[id]
                     guard through > from else { continue }
                     guard rowsLeft > 0, bytesLeft > 0 else { break }

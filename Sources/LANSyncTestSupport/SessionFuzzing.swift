@@ -221,7 +221,7 @@ public enum SessionFuzzing {
                 report.rowsSent += batch.entries.count + batch.preferences.count
                 rounds += 1
             }
-            _ = machine.closingState {
+            _ = machine.closingState(now: now) {
                 let summary = try! store.syncSummary()
                 return PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
             }

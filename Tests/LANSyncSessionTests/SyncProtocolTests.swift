@@ -11,6 +11,7 @@ import Testing
     static let start = ContinuousClock.now
     static let ours = ReplicaID(high: 1, low: 1)
     static let theirs = ReplicaID(high: 2, low: 2)
+    static let third = ReplicaID(high: 3, low: 3)
     static let device = DeviceID(bytes: [UInt8](repeating: 4, count: 16))!
 
     static func machine() -> SyncProtocol { SyncProtocol(hasher: hasher, keepalive: .seconds(2), now: start) }
@@ -45,8 +46,8 @@ import Testing
         // After the merge our state is owed, even with no rows to send.
         #expect(machine.mergeFinished() == .wakeSender)
         let state = Self.state([Self.theirs: 1])
-        #expect(machine.closingState({ state }) == .state(state))
-        #expect(machine.closingState({ state }) == nil)
+        #expect(machine.closingState(now: Self.start, { state }) == .send(.state(state)))
+        #expect(machine.closingState(now: Self.start, { state }) == .nothing)
     }
 
     @Test func pingsAreAnsweredInOrderAndPongsNeedNothing() {
@@ -61,7 +62,7 @@ import Testing
     @Test func oneNewEntryGoesAsAPushThatImpliesOurDigest() throws {
         var machine = Self.machine()
         var digest = StateDigest()
-        _ = machine.opening(Self.state([:], digest: digest))
+        _ = machine.opening(Self.state([:], digest: digest), now: Self.start)
         let entry = Self.entry(Self.ours, 1)
         digest.insert(hash: Self.hasher.hash(entry))
         let batch = Delta(entries: [entry], coverage: [.init(replica: Self.ours, from: 0, through: 1)])
@@ -72,19 +73,19 @@ import Testing
         #expect(push.digestImplied)
         #expect(machine.peerKnown[Self.ours] == 1)
         // The push told the peer our digest: no state message follows.
-        #expect(machine.closingState({ Self.state([Self.ours: 1], digest: digest) }) == nil)
+        #expect(machine.closingState(now: Self.start, { Self.state([Self.ours: 1], digest: digest) }) == .nothing)
         // Two entries at once go as a delta, and our state follows.
         let two = Delta(
             entries: [Self.entry(Self.ours, 2), Self.entry(Self.ours, 3)], coverage: [.init(replica: Self.ours, from: 1, through: 3)])
         #expect(machine.outgoing(two, digest: { digest }) == .delta(two))
-        #expect(machine.closingState({ Self.state([Self.ours: 3]) }) != nil)
+        #expect(machine.closingState(now: Self.start, { Self.state([Self.ours: 3]) }) != .nothing)
     }
 
     @Test func aDigestImpliedPushUpdatesThePeersAnnouncedState() {
         var sender = Self.machine()
         var receiver = Self.machine()
         var digest = StateDigest()
-        _ = sender.opening(Self.state([:], digest: digest))
+        _ = sender.opening(Self.state([:], digest: digest), now: Self.start)
         _ = receiver.received(.state(Self.state([:], digest: digest)), now: Self.start)
         let entry = Self.entry(Self.ours, 1)
         digest.insert(hash: Self.hasher.hash(entry))
@@ -93,6 +94,33 @@ import Testing
         #expect(receiver.received(message, now: Self.start) == .merge(batch))
         #expect(receiver.peerAnnounced?.digest == digest)
         #expect(receiver.peerAnnounced?.versionVector[Self.ours] == 1)
+    }
+
+    @Test func otherPeersRowsAreAnnouncedAtMostEveryInterval() {
+        var machine = Self.machine()
+        let interval = machine.announceInterval
+        _ = machine.opening(Self.state([:]), now: Self.start)
+        // Nothing changed: nothing to say.
+        #expect(machine.closingState(now: Self.start + interval, { Self.state([:]) }) == .nothing)
+        // Rows of a third replica merged (from another session) change our state: announced, but
+        // not sooner than an interval after the last announcement.
+        var digest = StateDigest()
+        digest.insert(hash: Self.hasher.hash(Self.entry(Self.third, 1)))
+        let changed = Self.state([Self.third: 1], digest: digest)
+        let soon = Self.start + interval / 2
+        #expect(machine.closingState(now: soon, { changed }) == .later(Self.start + interval))
+        #expect(machine.closingState(now: Self.start + interval, { changed }) == .send(.state(changed)))
+        #expect(machine.closingState(now: Self.start + interval * 3, { changed }) == .nothing)
+    }
+
+    @Test func anOwedStateGoesAtOnceEvenWithinTheInterval() {
+        var machine = Self.machine()
+        _ = machine.opening(Self.state([:]), now: Self.start)
+        let delta = Delta(entries: [Self.entry(Self.theirs, 1)], coverage: [.init(replica: Self.theirs, from: 0, through: 1)])
+        _ = machine.received(.delta(delta), now: Self.start)
+        _ = machine.mergeFinished()
+        let state = Self.state([Self.theirs: 1])
+        #expect(machine.closingState(now: Self.start + .milliseconds(1), { state }) == .send(.state(state)))
     }
 
     // MARK: Every way a session ends

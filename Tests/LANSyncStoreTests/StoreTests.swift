@@ -214,6 +214,26 @@ func fileHash(_ path: String) throws -> [UInt8] {
         #expect(lone.entries.count == 1 && lone.coverage.first?.through == 1)
     }
 
+    /// A bound leaves out rows beyond it, and every row of a replica it does not name: the agent
+    /// sends no more than it held when a sending run started, less the rows it holds back.
+    @Test func deltaStopsAtItsBound() async throws {
+        let source = try ReplicaStore.inMemory(device: device)
+        _ = try await source.append((0..<10).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
+        let ours = source.replica
+        let other = ReplicaID(high: 9, low: 9)
+        let entries = (1...4).map {
+            Entry(
+                id: "other-\($0)", stream: "taps", originDevice: device, dot: Dot(replica: other, counter: UInt64($0)),
+                hlc: HybridTimestamp(physicalMilliseconds: 2_000 + UInt64($0), logical: 0), wallMilliseconds: 2_000, payload: "1")
+        }
+        _ = try await source.merge(Delta(entries: entries, coverage: [.init(replica: other, from: 0, through: 4)]))
+        let bounded = try source.delta(since: VersionVector([ours: 2]), upTo: VersionVector([ours: 6]), maxRows: 100)
+        #expect(bounded.coverage == [.init(replica: ours, from: 2, through: 6)])
+        #expect(bounded.entries.map(\.dot.counter) == [3, 4, 5, 6])
+        let unbounded = try source.delta(since: VersionVector([ours: 2]), maxRows: 100)
+        #expect(unbounded.entries.count == 8 + 4)
+    }
+
     @Test func malformedDeltaIsRejectedWhole() async throws {
         let store = try ReplicaStore.inMemory(device: device)
         let before = try store.status()
