@@ -1,0 +1,104 @@
+import Foundation
+import GRDB
+public import LANSyncCore
+
+/// Local writes: appends and preference writes made on this replica, durable when they return.
+extension ReplicaStore {
+
+    /// Appends entries made on this replica in one durable transaction: each gets the next dot and
+    /// HLC reading. A request whose id is held already returns the entry held (idempotent retry).
+    /// Suspends, never blocks, until the transaction has committed: its own, or a merge
+    /// transaction's that took it along (see `LocalWriteQueue`). Concurrent appends share a
+    /// commit. `onCommit` is called once it is durable, in commit order across callers.
+    public func append(_ requests: [AppendRequest], now: UInt64, onCommit: (@Sendable ([Entry]) -> Void)? = nil)
+        async throws(StoreError) -> [Entry]
+    {
+        try await commit({ context in try Self.append(requests, now: now, context: &context) }, onCommit: onCommit)
+    }
+
+    /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
+    public func setPreferences(
+        _ writes: [PreferenceRequest], now: UInt64, onCommit: (@Sendable ([PreferenceWrite]) -> Void)? = nil
+    ) async throws(StoreError) -> [PreferenceWrite] {
+        try await commit({ context in try Self.set(writes, now: now, context: &context) }, onCommit: onCommit)
+    }
+
+    /// Runs a local write in the next transaction and returns its result once committed.
+    private func commit<T: Sendable>(
+        _ write: @escaping @Sendable (inout WriteContext) throws -> T, onCommit: (@Sendable (T) -> Void)?
+    ) async throws(StoreError) -> T {
+        let (writer, hasher, queue, checkpointer) = (writer, hasher, localWrites, checkpointer)
+        return try await Self.database {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                queue.add(
+                    LocalWrite(
+                        apply: { context in
+                            let result = try write(&context)
+                            return {
+                                onCommit?(result)
+                                continuation.resume(returning: result)
+                            }
+                        },
+                        fail: { continuation.resume(throwing: $0) }))
+                writer.asyncWriteWithoutTransaction { db in
+                    if Self.commitWaiting(queue, db: db, hasher: hasher) { checkpointer?.committed() }
+                }
+            }
+        }
+    }
+
+    /// Commits every waiting local write in one transaction (none, when a merge took them).
+    /// Returns whether it committed anything.
+    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher) -> Bool {
+        guard queue.hasWaiting else { return false }
+        var taken = TakenWrites()
+        do {
+            try db.inTransaction {
+                var context = try WriteContext(db, hasher: hasher)
+                try taken.take(from: queue, into: &context)
+                if !taken.writes.isEmpty { try context.save() }
+                return .commit
+            }
+        } catch {
+            for write in taken.writes { write.fail(error) }
+            return false
+        }
+        taken.reportCommitted()
+        return !taken.writes.isEmpty
+    }
+
+    static func append(_ requests: [AppendRequest], now: UInt64, context: inout WriteContext) throws -> [Entry] {
+        var results = [Entry]()
+        results.reserveCapacity(requests.count)
+        var random = SplitMix64()
+        for request in requests {
+            if let id = request.id, let existing = try context.entry(id: id) {
+                results.append(existing)
+                continue
+            }
+            let hlc = context.tick(now: now)
+            let entry = Entry(
+                id: request.id ?? EntryIDs.make(hlc: hlc, random: &random), stream: request.stream, originDevice: context.device,
+                dot: context.nextDot(), hlc: hlc, wallMilliseconds: Int64(now), payload: request.payload)
+            _ = try context.mergeEntry(entry)
+            results.append(entry)
+        }
+        return results
+    }
+
+    private static func set(_ writes: [PreferenceRequest], now: UInt64, context: inout WriteContext) throws
+        -> [PreferenceWrite]
+    {
+        var results = [PreferenceWrite]()
+        for request in writes {
+            // Our clock is past every reading merged so far, so a local write always wins here.
+            let hlc = context.tick(now: now)
+            let write = PreferenceWrite(
+                key: request.key, value: request.value, originDevice: context.device, dot: context.nextDot(),
+                hlc: hlc, wallMilliseconds: Int64(now))
+            _ = try context.mergePreference(write)
+            results.append(write)
+        }
+        return results
+    }
+}

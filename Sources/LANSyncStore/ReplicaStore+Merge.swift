@@ -1,0 +1,134 @@
+import Foundation
+import GRDB
+public import LANSyncCore
+
+/// Merging rows from other replicas: checks, bounded transactions, imports.
+extension ReplicaStore {
+
+    /// Merges a delta from another replica. Rejected whole when malformed. A large delta is
+    /// committed in several transactions, the coverage with the last, sized by `MergePacer`; the
+    /// app's own writes ride along instead of waiting (see `LocalWriteQueue`). A crash part-way
+    /// leaves merged rows (merge is idempotent) and an unmoved version vector, so the rest is
+    /// simply sent again.
+    public func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
+        try await merge(Self.check(delta))
+    }
+
+    /// Merges a delta checked beforehand (see `check`).
+    public func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
+        let (hasher, queue) = (hasher, localWrites)
+        // Which rows changed the replica, by index: the writer copies no rows.
+        var changed = (entries: [Int](), preferences: [Int]())
+        var pacer = MergePacer(cost: mergeCost)
+        while let share = pacer.next(of: checked.delta) {
+            let (part, elapsed) = try await Self.database {
+                try await writer.writeWithoutTransaction { db in
+                    // Timed on the writer from BEGIN to the end of COMMIT: not the wait for the writer.
+                    let begin = ContinuousClock.now
+                    var part = MergedShare()
+                    var taken = TakenWrites()
+                    do {
+                        try db.inTransaction {
+                            part = try Self.merge(share, of: checked, db: db, hasher: hasher, localWrites: queue, taken: &taken)
+                            return .commit
+                        }
+                    } catch {
+                        // The writes it took get their own transaction: a peer's bad delta fails no app write.
+                        queue.putBack(taken.writes)
+                        throw error
+                    }
+                    taken.reportCommitted()
+                    return (part, ContinuousClock.now - begin)
+                }
+            }
+            pacer.record(share, merged: (part.entriesMerged, part.preferencesMerged), elapsed: elapsed)
+            checkpointer?.committed()
+            await checkpointer?.checkpointBeforeRewind()
+            changed.entries += part.changedEntries
+            changed.preferences += part.changedPreferences
+        }
+        var result = MergeResult()
+        let delta = checked.delta
+        result.entries = changed.entries.count == delta.entries.count ? delta.entries : changed.entries.map { delta.entries[$0] }
+        result.preferences = changed.preferences.map { delta.preferences[$0] }
+        return result
+    }
+
+    /// Checks a delta from another replica (see `Delta.problem()`) and hashes its entries: the
+    /// part of a merge that needs no database, so a receiver can run it on any thread while the
+    /// batch before is being written. Rejects the delta whole when anything is wrong.
+    public static func check(_ delta: Delta) throws(StoreError) -> CheckedDelta {
+        if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
+        // One buffer for every entry's canonical bytes, and entries read in place by index.
+        var hashes = [[UInt8]]()
+        hashes.reserveCapacity(delta.entries.count)
+        let hasher = elementHasher
+        var buffer = [UInt8]()
+        for index in delta.entries.indices { hashes.append(hasher.hash(delta.entries[index], reusing: &buffer)) }
+        return CheckedDelta(delta: delta, entryHashes: hashes)
+    }
+
+    /// What one merge transaction did with its share: how far it got (it stops early once a local
+    /// write it took is due), and which rows changed the replica, by index.
+    struct MergedShare {
+        var entriesMerged = 0
+        var preferencesMerged = 0
+        var changedEntries: [Int] = []
+        var changedPreferences: [Int] = []
+    }
+
+    /// Merges one transaction's share of a delta, taking waiting local writes along.
+    private static func merge(
+        _ share: MergePacer.Share, of checked: CheckedDelta, db: Database, hasher: ElementHasher,
+        localWrites: LocalWriteQueue, taken: inout TakenWrites
+    ) throws -> MergedShare {
+        let delta = checked.delta
+        var context = try WriteContext(db, hasher: hasher)
+        var merged = MergedShare()
+        merged.changedEntries.reserveCapacity(share.entries.count)
+        /// Every few rows: take waiting local writes; true when the transaction should commit now.
+        func lookAtLocalWrites(_ rows: Int, _ context: inout WriteContext) throws -> Bool {
+            guard rows % LocalWriteQueue.rowsBetweenLooks == 0 else { return false }
+            try taken.take(from: localWrites, into: &context)
+            return taken.isDue
+        }
+        for index in share.entries {
+            // The clock passes every reading merged before a local write can tick: that write wins.
+            context.observe(delta.entries[index].hlc)
+            // Read in place (no copy of the entry, nor retains of its strings).
+            if try context.mergeEntry(delta.entries[index], hash: checked.entryHashes[index]) {
+                merged.changedEntries.append(index)
+            }
+            merged.entriesMerged += 1
+            if try lookAtLocalWrites(merged.entriesMerged, &context) { break }
+        }
+        if merged.entriesMerged == share.entries.count {
+            for index in share.preferences {
+                let write = delta.preferences[index]
+                context.observe(write.hlc)
+                if try context.mergePreference(write) { merged.changedPreferences.append(index) }
+                merged.preferencesMerged += 1
+                if try lookAtLocalWrites(merged.preferencesMerged, &context) { break }
+            }
+        }
+        // Writes that came meanwhile go out with this commit too.
+        try taken.take(from: localWrites, into: &context)
+        if share.isLast && merged.entriesMerged + merged.preferencesMerged == share.rows {
+            try context.advance(by: delta.coverage)
+        }
+        try context.save()
+        return merged
+    }
+
+    /// Runs `body` inside one write transaction that merges whatever rows it feeds in; when
+    /// `body` throws, everything is rolled back and nothing is written. For imports.
+    public func importing<T>(_ body: (inout ImportSession) throws -> T) throws -> (T, MergeOutcome) {
+        let hasher = hasher
+        return try writer.write { db in
+            var session = ImportSession(context: try WriteContext(db, hasher: hasher))
+            let result = try body(&session)
+            try session.finish()
+            return (result, session.outcome)
+        }
+    }
+}

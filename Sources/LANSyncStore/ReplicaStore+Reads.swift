@@ -1,0 +1,169 @@
+import Foundation
+import GRDB
+public import LANSyncCore
+
+/// Reads for apps and for sync: entries, preferences, status, the sync summary.
+extension ReplicaStore {
+
+    public func versionVector() throws(StoreError) -> VersionVector {
+        try Self.database { try writer.read(Self.readVersionVector) }
+    }
+
+    /// The version vector as the `replicas` table holds it: the one place it is read.
+    static func readVersionVector(_ db: Database) throws -> VersionVector {
+        var vector = VersionVector()
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT replica_id, counter FROM replicas")) {
+            vector[ReplicaID(bytes: [UInt8](row[0] as Data))!] = UInt64(row[1] as Int64)
+        }
+        return vector
+    }
+
+    public func status() throws(StoreError) -> StoreStatus {
+        try Self.database {
+            try writer.read { db in
+                let meta = try Row.fetchOne(
+                    db, sql: "SELECT digest, entry_count, preference_count, hlc FROM meta")!
+                let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM preferences WHERE value IS NULL") ?? 0
+                let streams = try Int.fetchOne(db, sql: "SELECT count(DISTINCT stream) FROM entries") ?? 0
+                let vector = try Self.readVersionVector(db)
+                let preferences: Int = meta[2]
+                return StoreStatus(
+                    replica: replica, device: device, entries: meta[1], preferences: preferences - tombstones,
+                    tombstones: tombstones, streams: streams,
+                    digest: StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(), versionVector: vector,
+                    hlc: HybridTimestamp(rawValue: UInt64(meta[3] as Int64)))
+            }
+        }
+    }
+
+    /// What a peer needs to know about this replica: version vector, digest, clock. Cheap (no counting).
+    public func syncSummary() throws(StoreError) -> (versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
+        try Self.database {
+            try writer.read { db in
+                let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
+                return (try Self.readVersionVector(db), StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
+                    HybridTimestamp(rawValue: UInt64(meta[1] as Int64)))
+            }
+        }
+    }
+
+    /// A value that changes whenever any process commits a change to this replica: what a
+    /// running agent polls to notice writes made by the CLI.
+    public func changeMarker() throws(StoreError) -> [UInt8] {
+        try Self.database {
+            try writer.read { db in
+                let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
+                return [UInt8](row[0] as Data) + withUnsafeBytes(of: (row[1] as Int64).bigEndian) { Array($0) }
+            }
+        }
+    }
+
+    /// Recomputes the digest from every row, ignoring the stored one: for integrity checks and tests.
+    public func recomputeDigest() throws(StoreError) -> StateDigest {
+        var digest = StateDigest()
+        _ = try Self.database {
+            try forEachRow(
+                entry: { digest.insert(hash: hasher.hash($0)) }, preference: { digest.insert(hash: hasher.hash($0)) })
+        }
+        return digest
+    }
+
+    /// Calls `body` for each entry matching `query`, oldest first (wall-clock time, then id).
+    public func forEachEntry(_ query: EntryQuery, _ body: (Entry) throws -> Void) throws {
+        var clauses = [String]()
+        var arguments = StatementArguments()
+        if let stream = query.stream {
+            clauses.append("stream = ?")
+            arguments += [stream]
+        }
+        if let since = query.since {
+            clauses.append("wall_ms >= ?")
+            arguments += [since]
+        }
+        if let until = query.until {
+            clauses.append("wall_ms < ?")
+            arguments += [until]
+        }
+        var sql = "SELECT \(RowDecoding.entryColumns) FROM entries"
+        if !clauses.isEmpty { sql += " WHERE " + clauses.joined(separator: " AND ") }
+        sql += " ORDER BY wall_ms, id"
+        if let limit = query.limit { sql += " LIMIT \(limit)" }
+        try Self.databaseCallingBack {
+            try writer.read { db in
+                let replicas = try Self.replicaNumbers(db)
+                let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+                while let row = try rows.next() { try body(try RowDecoding.entry(row, replicas: replicas)) }
+            }
+        }
+    }
+
+    public func entries(_ query: EntryQuery) throws(StoreError) -> [Entry] {
+        var result = [Entry]()
+        try Self.database { try forEachEntry(query) { result.append($0) } }
+        return result
+    }
+
+    public func entry(id: String) throws(StoreError) -> Entry? {
+        try Self.database { try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            return try Row.fetchOne(
+                db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE id = ?",
+                arguments: [id]
+            ).map { try RowDecoding.entry($0, replicas: replicas) }
+        } }
+    }
+
+    /// The winning write of a key (a tombstone when it was unset), or nil when never set.
+    public func preference(key: String) throws(StoreError) -> PreferenceWrite? {
+        try Self.database { try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            return try Row.fetchOne(
+                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key = ?",
+                arguments: [key]
+            ).map { try RowDecoding.preference($0, replicas: replicas) }
+        } }
+    }
+
+    /// Every preference's winning write, tombstones included, ordered by key.
+    public func preferences() throws(StoreError) -> [PreferenceWrite] {
+        try Self.database { try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            return try Row.fetchAll(
+                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key"
+            ).map { try RowDecoding.preference($0, replicas: replicas) }
+        } }
+    }
+
+    /// Calls the closures for every row in one consistent read, and returns the version vector of
+    /// that same snapshot: what an export writes.
+    @discardableResult
+    public func forEachRow(entry: (Entry) throws -> Void, preference: (PreferenceWrite) throws -> Void) throws
+        -> VersionVector
+    {
+        try Self.databaseCallingBack { try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            let entries = try Row.fetchCursor(
+                db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries ORDER BY id")
+            while let row = try entries.next() { try entry(try RowDecoding.entry(row, replicas: replicas)) }
+            let preferences = try Row.fetchCursor(
+                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key")
+            while let row = try preferences.next() { try preference(try RowDecoding.preference(row, replicas: replicas)) }
+            return try Self.readVersionVector(db)
+        } }
+    }
+
+    /// Runs SQLite's `PRAGMA integrity_check`; returns its complaints (empty when healthy).
+    public func integrityProblems() throws(StoreError) -> [String] {
+        try Self.database {
+            try writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").filter { $0 != "ok" } }
+        }
+    }
+
+    static func replicaNumbers(_ db: Database) throws -> [Int64: ReplicaID] {
+        var map: [Int64: ReplicaID] = [:]
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, replica_id FROM replicas")) {
+            map[row[0]] = ReplicaID(bytes: [UInt8](row[1] as Data))!
+        }
+        return map
+    }
+}

@@ -1,0 +1,70 @@
+public import LANSyncCore
+
+/// An entry to append locally. Validated by the caller (names, JSON) before it reaches the store.
+public struct AppendRequest: Sendable {
+    /// A caller-chosen id for idempotent retries, or nil for a generated time-ordered id.
+    public var id: String?
+    public var stream: String
+    /// Compact JSON text.
+    public var payload: String
+
+    public init(id: String? = nil, stream: String, payload: String) {
+        self.id = id
+        self.stream = stream
+        self.payload = payload
+    }
+}
+
+/// A preference to set locally: compact JSON text, or nil to unset it (a tombstone).
+public struct PreferenceRequest: Sendable {
+    public var key: String
+    public var value: String?
+
+    public init(key: String, value: String?) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// The rows a merge added or changed, for change observers.
+public struct MergeResult: Sendable {
+    public var entries: [Entry] = []
+    public var preferences: [PreferenceWrite] = []
+
+    public init() {}
+
+    public var outcome: MergeOutcome {
+        MergeOutcome(entriesAdded: entries.count, preferencesChanged: preferences.count)
+    }
+}
+
+/// What `status` shows about a replica.
+public struct StoreStatus: Sendable, Equatable {
+    public let replica: ReplicaID
+    public let device: DeviceID
+    public let entries: Int
+    /// Preferences holding a value (tombstones excluded).
+    public let preferences: Int
+    /// Preference keys that were unset (tombstones), kept so the unset reaches every peer.
+    public let tombstones: Int
+    public let streams: Int
+    public let digest: StateDigest
+    public let versionVector: VersionVector
+    public let hlc: HybridTimestamp
+}
+
+/// Which entries to list.
+public struct EntryQuery: Sendable {
+    public var stream: String?
+    /// Wall-clock bounds in milliseconds since the epoch: `since` inclusive, `until` exclusive.
+    public var since: Int64?
+    public var until: Int64?
+    public var limit: Int?
+
+    public init(stream: String? = nil, since: Int64? = nil, until: Int64? = nil, limit: Int? = nil) {
+        self.stream = stream
+        self.since = since
+        self.until = until
+        self.limit = limit
+    }
+}
