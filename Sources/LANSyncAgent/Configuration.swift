@@ -32,9 +32,11 @@ public struct AgentConfiguration: Sendable {
     /// Rows merged from one peer are held back from the others this long, because in a group
     /// where everyone is connected they are hearing the rows from their origin already (see
     /// `RelayGrace`); a peer that still lacks them after this gets them relayed. Zero relays at
-    /// once. Longer than an origin's push plus a state announcement takes in a 24-node burst on
-    /// two cores; short enough that a node reached only through others is not noticeably late.
-    public var relayGrace: Duration = .seconds(2)
+    /// once. An origin's push plus the peer's announcement take up to about 1.5 s in a 24-node
+    /// burst on two cores; 2 s was exceeded when a build shared those cores, and every relay then
+    /// adds load (5 s runs, 15× the bytes). Rows from an origin we are not connected to are
+    /// relayed at once, so only a peer cut off from an origin we reach waits this long.
+    public var relayGrace: Duration = .seconds(3)
     /// A session tells its peer our changed state at most this often (after merges of other
     /// peers' rows; owed states go at once).
     public var announceInterval: Duration = .milliseconds(250)
