@@ -186,6 +186,7 @@ let package = Package(
                 "LANSyncAgent", "LANSyncDiscovery", "LANSyncCore", "LANSyncCrypto", "LANSyncWire", "LANSync",
                 "LANSyncIdentity", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict),
         // libFuzzer target for the sync session: scripts of extreme messages through the state

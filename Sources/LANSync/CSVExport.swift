@@ -8,8 +8,8 @@ import LANSyncStore
 /// Strings appear as plain text, numbers and booleans as written, nested objects and arrays as
 /// compact JSON. A text cell that a spreadsheet would run as a formula (starting with `=`, `+`,
 /// `-`, `@`) is prefixed with `'`, so an exported log cannot execute anything on a therapist's machine.
-public enum CSVExport {
-    public static func write(
+package enum CSVExport {
+    package static func write(
         _ node: LANSyncNode, stream: String?, to sink: (String) throws -> Void
     ) throws -> Int {
         let query = EntryQuery(stream: stream)

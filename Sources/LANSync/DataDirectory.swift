@@ -12,8 +12,8 @@ public struct DataDirectory: Sendable, Equatable {
         self.path = URL(fileURLWithPath: path).standardizedFileURL.path
     }
 
-    public var identityPath: String { path + "/identity.json" }
-    public var replicaPath: String { path + "/replica.sqlite" }
+    package var identityPath: String { path + "/identity.json" }
+    package var replicaPath: String { path + "/replica.sqlite" }
 
     /// `$LANSYNC_DATA_DIR`, else `$XDG_DATA_HOME/lansync`, else `~/.local/share/lansync`.
     public static func resolve(explicit: String?, environment: [String: String]) -> DataDirectory {

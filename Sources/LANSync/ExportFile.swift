@@ -16,12 +16,12 @@ import LANSyncStore
 /// so an export imported elsewhere has the same digest. An unset preference has `"unset":true`
 /// and no value. The `end` line makes a truncated file detectable: without it, or with other
 /// counts, an import writes nothing.
-public enum ExportFile {
-    public static let format = "lansync-export"
-    public static let version = 1
+package enum ExportFile {
+    package static let format = "lansync-export"
+    package static let version = 1
 
     /// Writes the whole replica, in one consistent read, to `sink`. Returns the counts written.
-    public static func write(
+    package static func write(
         _ node: LANSyncNode, to sink: (String) throws -> Void, progress: (Int) -> Void = { _ in }
     ) throws -> (entries: Int, preferences: Int) {
         let status = try node.status()
@@ -51,7 +51,7 @@ public enum ExportFile {
         return (entries, preferences)
     }
 
-    public static func fields(of entry: Entry) -> [(String, String)] {
+    package static func fields(of entry: Entry) -> [(String, String)] {
         [
             ("type", quoted("entry")), ("id", quoted(entry.id)), ("stream", quoted(entry.stream)),
             ("device_id", quoted(entry.originDevice.description)), ("replica_id", quoted(entry.dot.replica.description)),
@@ -61,7 +61,7 @@ public enum ExportFile {
         ]
     }
 
-    public static func fields(of write: PreferenceWrite) -> [(String, String)] {
+    package static func fields(of write: PreferenceWrite) -> [(String, String)] {
         var fields: [(String, String)] = [
             ("type", quoted("preference")), ("key", quoted(write.key)),
             ("device_id", quoted(write.originDevice.description)), ("replica_id", quoted(write.dot.replica.description)),
@@ -77,17 +77,17 @@ public enum ExportFile {
     static func line(_ members: [(String, String)]) -> String { object(members) + "\n" }
 
     /// Members already encoded as JSON values, in order, as one compact JSON object.
-    public static func object(_ members: [(String, String)]) -> String {
+    package static func object(_ members: [(String, String)]) -> String {
         "{" + members.map { "\(quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
     }
 
     /// A version vector as a JSON object: replica ID (hex) → counter, in replica order.
-    public static func json(_ vector: VersionVector) -> String {
+    package static func json(_ vector: VersionVector) -> String {
         object(vector.counters.sorted { $0.key < $1.key }.map { ($0.key.description, "\($0.value)") })
     }
 
     /// A JSON string literal.
-    public static func quoted(_ text: String) -> String {
+    package static func quoted(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

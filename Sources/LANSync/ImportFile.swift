@@ -1,20 +1,20 @@
 import Foundation
-public import LANSyncCore
+package import LANSyncCore
 import LANSyncStore
 
 /// Reads an export file (see `ExportFile`) into a node, all or nothing.
-public enum ImportFile {
-    public struct Report: Sendable {
-        public let entriesRead: Int
-        public let preferencesRead: Int
-        public let outcome: MergeOutcome
+package enum ImportFile {
+    package struct Report: Sendable {
+        package let entriesRead: Int
+        package let preferencesRead: Int
+        package let outcome: MergeOutcome
     }
 
     /// Imports the export at `path` in one transaction. Any problem — unreadable file, a line
     /// that is not a valid record, a missing or mismatched `end` line (a truncated file) — throws
     /// with the line number, and nothing is written.
     /// `progress` gets the records read so far and the fraction of the file read.
-    public static func run(_ path: String, into node: LANSyncNode, progress: (Int, Double) -> Void = { _, _ in })
+    package static func run(_ path: String, into node: LANSyncNode, progress: (Int, Double) -> Void = { _, _ in })
         throws(LANSyncError) -> Report
     {
         var isDirectory: ObjCBool = false

@@ -5,12 +5,12 @@ import LANSyncCore
 /// Payloads are stored byte for byte as written at their origin (the digest hashes those bytes),
 /// so compaction only removes whitespace between tokens: numbers, key order and escapes stay
 /// exactly as given, and one value always prints on one line.
-public enum JSONText {
+package enum JSONText {
     /// The largest payload or preference value accepted, in bytes.
-    public static let maxBytes = Delta.maxValueBytes
+    package static let maxBytes = Delta.maxValueBytes
 
     /// Returns `text` without insignificant whitespace, or throws saying why it is not JSON.
-    public static func compact(_ text: String) throws(LANSyncError) -> String {
+    package static func compact(_ text: String) throws(LANSyncError) -> String {
         // Most apps send compact JSON already: check it in place, without building a copy.
         if text.utf8.count <= maxBytes, CompactJSON.isCompact(text) { return text }
         switch CompactJSON.compact(text) {

@@ -11,12 +11,13 @@ public import LANSyncStore
 public final class LANSyncNode: Sendable {
     public let dataDirectory: DataDirectory
     public let identity: DeviceIdentity
-    public let store: ReplicaStore
-    public let clock: NodeClock
+    /// The replica: what sync and the CLI's inspection read and merge, not part of an app's API.
+    package let store: ReplicaStore
+    package let clock: NodeClock
     private let feed = ChangeFeed()
 
     public var deviceID: DeviceID { identity.deviceID }
-    public var replicaID: ReplicaID { store.replica }
+    package var replicaID: ReplicaID { store.replica }
 
     private init(dataDirectory: DataDirectory, identity: DeviceIdentity, store: ReplicaStore, clock: NodeClock) {
         self.dataDirectory = dataDirectory
@@ -82,9 +83,12 @@ public final class LANSyncNode: Sendable {
     }
 
     /// Opens the node in `dataDirectory`; it must have been initialised.
-    public static func open(at dataDirectory: DataDirectory, clock: NodeClock = NodeClock()) throws(LANSyncError)
-        -> LANSyncNode
-    {
+    public static func open(at dataDirectory: DataDirectory) throws(LANSyncError) -> LANSyncNode {
+        try open(at: dataDirectory, clock: NodeClock())
+    }
+
+    /// Opens the node with a clock of its own (tests and `LANSYNC_CLOCK_OFFSET_MS` move it).
+    package static func open(at dataDirectory: DataDirectory, clock: NodeClock) throws(LANSyncError) -> LANSyncNode {
         let identity: DeviceIdentity?
         do {
             identity = try IdentityFile(path: dataDirectory.identityPath).load()
@@ -122,7 +126,7 @@ public final class LANSyncNode: Sendable {
     // MARK: Writing
 
     /// Checks an append and compacts its payload; throws saying what is wrong.
-    public static func validated(_ request: AppendRequest) throws(LANSyncError) -> AppendRequest {
+    package static func validated(_ request: AppendRequest) throws(LANSyncError) -> AppendRequest {
         if let problem = Names.streamProblem(request.stream) { throw LANSyncError(.invalidInput, problem) }
         if let id = request.id, let problem = Names.entryIDProblem(id) { throw LANSyncError(.invalidInput, problem) }
         var checked = request
@@ -182,7 +186,7 @@ public final class LANSyncNode: Sendable {
     /// `maxSkewMilliseconds` ahead of ours, or when it is malformed. Large deltas are committed in
     /// bounded transactions (see `ReplicaStore.merge`), so local writes are never held up for long.
     @discardableResult
-    public func merge(_ delta: Delta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
+    package func merge(_ delta: Delta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
         let checked: CheckedDelta
         do { checked = try ReplicaStore.check(delta) } catch { throw Self.translate(error) }
         return try await merge(checked, maxSkewMilliseconds: maxSkewMilliseconds)
@@ -191,7 +195,7 @@ public final class LANSyncNode: Sendable {
     /// Merges a delta checked beforehand with `ReplicaStore.check`, which a receiver runs on
     /// another thread while the batch before is being written.
     @discardableResult
-    public func merge(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
+    package func merge(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
         let delta = checked.delta
         do {
             try HybridLogicalClock.check(delta.newestHLC, now: clock.now(), maxSkew: maxSkewMilliseconds)

@@ -5,12 +5,12 @@ extension LANSyncNode {
     var groupFile: GroupFile { GroupFile(path: dataDirectory.path + "/group.json") }
 
     /// The group this node belongs to, or nil.
-    public func group() throws(LANSyncError) -> GroupSecret? {
+    package func group() throws(LANSyncError) -> GroupSecret? {
         do { return try groupFile.load() } catch { throw LANSyncError(.unusableData, error.description) }
     }
 
     /// Starts a new group with this node as its first member.
-    public func createGroup() throws(LANSyncError) -> GroupSecret {
+    package func createGroup() throws(LANSyncError) -> GroupSecret {
         if let current = try group() {
             throw LANSyncError(
                 .invalidInput,

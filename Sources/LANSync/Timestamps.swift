@@ -1,11 +1,11 @@
 import Foundation
 
 /// ISO 8601 UTC times with milliseconds ("2026-11-21T05:23:40.123Z"): how times are shown and exported.
-public enum Timestamps {
+package enum Timestamps {
     /// Formats with integer arithmetic only (days-from-civil in reverse), so the text is exact to
     /// the millisecond — a Double round trip through `Date` can print .888 for ...889 — and fast
     /// enough for listings of millions of entries.
-    public static func iso8601(milliseconds: Int64) -> String {
+    package static func iso8601(milliseconds: Int64) -> String {
         let (seconds, millis) = milliseconds.quotientAndRemainder(dividingBy: 1000)
         let (daysRaw, secondOfDayRaw) = seconds.quotientAndRemainder(dividingBy: 86_400)
         // Floor division for times before 1970.
@@ -36,7 +36,7 @@ public enum Timestamps {
     }
 
     /// Parses ISO 8601 with or without fractional seconds, or a plain date (taken as UTC midnight).
-    public static func milliseconds(iso8601 text: String) -> Int64? {
+    package static func milliseconds(iso8601 text: String) -> Int64? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if let date = try? Date(trimmed, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) {
             return Int64((date.timeIntervalSince1970 * 1000).rounded())
@@ -51,7 +51,7 @@ public enum Timestamps {
     }
 
     /// Milliseconds since the epoch now.
-    public static func nowMilliseconds() -> UInt64 {
+    package static func nowMilliseconds() -> UInt64 {
         UInt64(Date().timeIntervalSince1970 * 1000)
     }
 }

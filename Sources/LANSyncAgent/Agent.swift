@@ -12,12 +12,17 @@ public import ServiceLifecycle
 import Synchronization
 
 /// A running LANSync node: listens for group members, dials static peers, and keeps every
-/// connected peer in sync. One per data directory.
+/// connected peer in sync. One per data directory; `lansync run` runs one, and so can an app, in
+/// its own process (see Examples/TapLogger).
 ///
-/// Lifecycle: `run()` binds the listener (state `listening`), then serves connections, dials
-/// static peers and those found over mDNS, and watches for local changes until cancelled or asked to shut down gracefully; then it
-/// closes every connection (peers are told with a goodbye) and returns. Writes are transactions
-/// in the store, so stopping at any point leaves nothing half-written.
+/// Lifecycle: `run()` runs the agent's parts as services of one `ServiceGroup` (`AgentPart`: peer
+/// directory, sync listener, control socket, local changes, network watch, discovery, static
+/// peers), each with a state `report()` shows, until cancelled or asked to shut down gracefully;
+/// then the parts stop in reverse order — peers are told with a goodbye — and it returns. Writes
+/// are transactions in the store, so stopping at any point leaves nothing half-written.
+///
+/// This actor is what the parts share: the registry of sessions (one per peer), dialing, and
+/// what `lansync status` and `lansync peers` show.
 public actor Agent: Service {
     public let node: LANSyncNode
     public let configuration: AgentConfiguration
@@ -29,6 +34,8 @@ public actor Agent: Service {
     let relayGrace: SharedRelayGrace
     /// Our state as sessions announce it, read once per change (`OurStateCache`).
     let ourStateCache = OurStateCache()
+    /// Where each of the agent's parts stands (`AgentPart`).
+    let partStates = AgentPartStates()
     private let eventLoops = MultiThreadedEventLoopGroup.singleton
 
     private struct Registered {
@@ -50,7 +57,7 @@ public actor Agent: Service {
     /// The TCP port once listening (useful with port 0).
     public private(set) var port: Int?
     /// Every byte this agent sent and received on sync connections, handshakes included.
-    public nonisolated let traffic = TrafficCounter()
+    package nonisolated let traffic = TrafficCounter()
 
     public init(node: LANSyncNode, configuration: AgentConfiguration, logger: Logger) throws(LANSyncError) {
         guard let group = try node.group() else {
@@ -75,21 +82,72 @@ public actor Agent: Service {
         return try await withCheckedThrowingContinuation { listening.append($0) }
     }
 
+    /// Runs the agent's parts (`AgentPart`) in one `ServiceGroup` until cancelled or asked to shut
+    /// down gracefully (the parent group's signal handling reaches the parts through it).
     public func run() async throws {
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: parts().map { .init(service: $0) }, logger: logger))
         do {
-            try await cancelWhenGracefulShutdown { try await self.serve() }
+            try await group.run()
         } catch is CancellationError {
             // Asked to stop (SIGINT/SIGTERM or cancellation): a clean end, not an error.
         }
-        await directory.persist()
         logger.info("stopped")
     }
 
-    private func serve() async throws {
-        let control: NIOAsyncChannel<ControlSocket.LineChannel, Never>
+    /// The parts, in the order they start (and the reverse of the order they stop).
+    private func parts() -> [AgentPart] {
+        let states = partStates
+        var parts = [
+            AgentPart(name: "peer directory", states: states) { ready in
+                ready()
+                // Nothing to do until the end: then, with every session ended, write peers.json.
+                try? await Task.sleep(for: .seconds(365 * 86_400))
+                // In a task of its own: this one is cancelled, and the write must not be.
+                await Task { await self.directory.persist() }.value
+            },
+            AgentPart(name: "sync listener", states: states) { ready in try await self.serveConnections(ready: ready) },
+            AgentPart(name: "control socket", states: states) { ready in
+                let control = try await ControlSocket.bind(self.node.dataDirectory)
+                ready()
+                try await ControlSocket.serve(control, agent: self)
+            },
+            AgentPart(name: "local changes", states: states) { ready in
+                ready()
+                await self.watchChanges()
+            },
+            AgentPart(name: "network watch", states: states) { ready in
+                ready()
+                await self.watchNetwork()
+            },
+        ]
+        if configuration.discovery {
+            parts.append(
+                AgentPart(name: "discovery", states: states) { ready in
+                    let port = try await self.listeningPort()
+                    ready()
+                    await self.discover(port: port)
+                })
+        }
+        if !configuration.staticPeers.isEmpty {
+            let peers = configuration.staticPeers
+            parts.append(
+                AgentPart(name: "static peers", states: states) { ready in
+                    ready()
+                    await withDiscardingTaskGroup { dialers in
+                        for peer in peers { dialers.addTask { await self.dialLoop(.configured(peer)) } }
+                    }
+                })
+        }
+        return parts
+    }
+
+    /// The sync listener: binds (reporting a failure to whoever waits for the port), then accepts
+    /// group members' connections until cancelled; cancelling ends every accepted session with a
+    /// goodbye.
+    private func serveConnections(ready: @Sendable () -> Void) async throws {
         let server: NIOAsyncChannel<FramedChannel, Never>
         do {
-            control = try await ControlSocket.bind(node.dataDirectory)
             do {
                 server = try await listen(on: configuration.listenHost)
             } catch where configuration.listenHost == "::" {
@@ -108,30 +166,18 @@ public actor Agent: Service {
         port = boundPort
         for waiter in listening { waiter.resume(returning: boundPort) }
         listening.removeAll()
+        ready()
         logger.info(
             "listening",
             metadata: [
                 "listen.address": "\(server.channel.localAddress.map(Self.describe) ?? "\(boundPort)")", "group.tag": "\(group.tag)",
             ])
-        try await withThrowingDiscardingTaskGroup { tasks in
-            tasks.addTask {
-                try await server.executeThenClose { inbound in
-                    try await withThrowingDiscardingTaskGroup { children in
-                        for try await child in inbound {
-                            children.addTask { await self.accept(child) }
-                        }
-                    }
+        try await server.executeThenClose { inbound in
+            try await withThrowingDiscardingTaskGroup { children in
+                for try await child in inbound {
+                    children.addTask { await self.accept(child) }
                 }
             }
-            for peer in configuration.staticPeers {
-                tasks.addTask { await self.dialLoop(.configured(peer)) }
-            }
-            if configuration.discovery {
-                tasks.addTask { await self.discover(port: boundPort) }
-            }
-            tasks.addTask { await self.watchChanges() }
-            tasks.addTask { await self.watchNetwork() }
-            tasks.addTask { try await ControlSocket.serve(control, agent: self) }
         }
     }
 
@@ -287,6 +333,8 @@ public actor Agent: Service {
             peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, relayGrace: relayGrace,
             ourStateCache: ourStateCache, logger: logger, initiatedByUs: initiator, close: { channel.channel.close(promise: nil) })
         guard await register(session, replica: peer.replica, close: { channel.channel.close(promise: nil) }) else {
+            // The address led to a peer already connected: not a peer of its own in `lansync peers`.
+            await directory.forget(address: address)
             try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
             throw ConnectionError.duplicate
         }
@@ -460,7 +508,7 @@ public actor Agent: Service {
     }
 
     /// What to tell the owner of a machine whose device ID another machine also has.
-    public static func clonedMachineAdvice(_ device: String) -> String {
+    package static func clonedMachineAdvice(_ device: String) -> String {
         "another machine has this device ID (\(device)): the two were cloned from one system image and share "
             + "/etc/machine-id. Data stays correct, but peers cannot tell the two apart. Fix, on one of them: "
             + "`sudo rm /etc/machine-id && sudo systemd-machine-id-setup`, then delete identity.json in the LANSync "
@@ -630,7 +678,8 @@ public actor Agent: Service {
         return AgentReport(
             port: port ?? 0, groupTag: group.tag, peers: peers, connectedDigests: connected,
             digest: (try? node.store.syncSummary().digest.description) ?? "", discovery: discoveryReport,
-            duplicateDeviceID: sharedDeviceID ? Self.clonedMachineAdvice(node.deviceID.description) : nil)
+            duplicateDeviceID: sharedDeviceID ? Self.clonedMachineAdvice(node.deviceID.description) : nil,
+            parts: partStates.all)
     }
 
     static func describe(_ address: SocketAddress) -> String {
@@ -669,10 +718,12 @@ public struct AgentReport: Codable, Sendable {
     public let discovery: DiscoveryReport?
     /// Set, with the fix, when another machine presented this device's own ID.
     public let duplicateDeviceID: String?
+    /// The agent's parts and where each stands, in the order they start.
+    public let parts: [AgentPartStatus]
 
     enum CodingKeys: String, CodingKey {
         case port, groupTag = "group_tag", peers, connectedDigests = "connected_digests", digest, discovery
-        case duplicateDeviceID = "duplicate_device_id"
+        case duplicateDeviceID = "duplicate_device_id", parts
     }
 }
 

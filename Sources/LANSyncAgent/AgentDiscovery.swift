@@ -119,7 +119,7 @@ public struct DiscoveryReport: Codable, Sendable, Equatable {
 
 extension Agent {
     /// The DNS-SD service type every LANSync node advertises and browses.
-    public static let serviceType = "_lansync._tcp"
+    package static let serviceType = "_lansync._tcp"
 
     /// TXT record: the protocol versions spoken and the group tag, nothing else. The tag is a
     /// keyed hash of the group secret: it tells members apart from strangers without revealing the

@@ -25,10 +25,10 @@ public struct ConfigFile: Sendable, Equatable {
     public init() {}
 
     /// The keys, in the order the documentation lists them.
-    public static let keys = [
+    package static let keys = [
         "data-dir", "listen", "peer", "log-level", "max-clock-skew", "max-connections", "mdns", "mdns-name",
     ]
-    public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+    package static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     public struct Problem: Error, Equatable, CustomStringConvertible {
         public let path: String

@@ -1,5 +1,5 @@
 import Foundation
-public import LANSync
+package import LANSync
 import NIOCore
 import NIOExtras
 import NIOPosix
@@ -72,7 +72,7 @@ enum ControlSocket {
 }
 
 /// The CLI's side of the control socket.
-public enum ControlClient {
+package enum ControlClient {
     /// Sends one request; nil when no agent is running for the directory.
     static func request(_ request: [String: String], directory: DataDirectory) async throws -> Data? {
         let path = ControlSocket.path(for: directory)
@@ -96,19 +96,19 @@ public enum ControlClient {
     }
 
     /// The running agent's report, or nil when no agent runs for this data directory.
-    public static func report(_ directory: DataDirectory) async -> AgentReport? {
+    package static func report(_ directory: DataDirectory) async -> AgentReport? {
         guard let data = try? await request(["command": "report"], directory: directory) else { return nil }
         return try? JSONDecoder().decode(AgentReport.self, from: data)
     }
 
     /// Tells a running agent that this process just wrote to the replica, so it pushes to peers
     /// at once. Does nothing when no agent runs (the write is there for when one starts).
-    public static func kick(_ directory: DataDirectory) async {
+    package static func kick(_ directory: DataDirectory) async {
         _ = try? await request(["command": "kick"], directory: directory)
     }
 
     /// What the agent recorded about peers when it last ran.
-    public static func savedPeers(_ directory: DataDirectory) -> [PeerRecord] {
+    package static func savedPeers(_ directory: DataDirectory) -> [PeerRecord] {
         PeerDirectory.load(path: directory.path + "/peers.json")
     }
 }

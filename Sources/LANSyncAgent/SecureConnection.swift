@@ -1,15 +1,15 @@
 import LANSync
-public import LANSyncSession
-public import LANSyncCrypto
+package import LANSyncSession
+package import LANSyncCrypto
 import LANSyncWire
 import NIOCore
 import Synchronization
 
 /// Bytes on the wire (frame headers included), for the benchmark's efficiency figures.
-public final class TrafficCounter: Sendable {
+package final class TrafficCounter: Sendable {
     private let counts = Mutex<(sent: Int, received: Int)>((0, 0))
 
-    public init() {}
+    package init() {}
 
     func add(sent: Int = 0, received: Int = 0) {
         counts.withLock {
@@ -18,15 +18,15 @@ public final class TrafficCounter: Sendable {
         }
     }
 
-    public var sent: Int { counts.withLock { $0.sent } }
-    public var received: Int { counts.withLock { $0.received } }
+    package var sent: Int { counts.withLock { $0.sent } }
+    package var received: Int { counts.withLock { $0.received } }
 }
 
 /// A TCP connection after framing: whole frames in, whole frames out.
 typealias FramedChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
 
 /// Why a connection ended. Shown in logs and in `lansync peers` as the peer's last error.
-public enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible {
     case handshake(NoiseError)
     case handshakeTimeout
     case closedByPeer
@@ -39,7 +39,7 @@ public enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible
     /// The sync session ended (after the handshake), and why.
     case session(SessionEnd)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .handshake(.authenticationFailed):
             return "handshake failed: not in our group (wrong group secret) or not a LANSync peer"

@@ -1,20 +1,20 @@
 /// Base32 over an alphabet of 32 characters: 5 bits a character, most significant first, no
 /// padding. Device IDs use RFC 4648's alphabet, join codes Crockford's.
-public struct Base32: Sendable {
-    public let alphabet: [UInt8]
+package struct Base32: Sendable {
+    package let alphabet: [UInt8]
 
-    public init(_ alphabet: String) {
+    package init(_ alphabet: String) {
         precondition(alphabet.utf8.count == 32, "a base32 alphabet has 32 characters")
         self.alphabet = Array(alphabet.utf8)
     }
 
     /// RFC 4648: `A–Z 2–7`.
-    public static let rfc4648 = Base32("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+    package static let rfc4648 = Base32("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
     /// Crockford's: `0–9` and lowercase letters without i, l, o, u.
-    public static let crockford = Base32("0123456789abcdefghjkmnpqrstvwxyz")
+    package static let crockford = Base32("0123456789abcdefghjkmnpqrstvwxyz")
 
     /// The digits of `bytes`; the last digit is padded with zero bits.
-    public func encode(_ bytes: [UInt8]) -> [UInt8] {
+    package func encode(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count * 8 + 4) / 5)
         var bits: UInt32 = 0
@@ -32,7 +32,7 @@ public struct Base32: Sendable {
     }
 
     /// The bytes of `digits`; nil when a digit is outside the alphabet or the padding bits are not zero.
-    public func decode(_ digits: some Sequence<UInt8>) -> [UInt8]? {
+    package func decode(_ digits: some Sequence<UInt8>) -> [UInt8]? {
         var out = [UInt8]()
         var bits: UInt32 = 0
         var bitCount = 0

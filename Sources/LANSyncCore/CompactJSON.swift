@@ -4,19 +4,19 @@
 /// Payloads and preference values are stored and hashed byte for byte as written at their origin,
 /// so this never rewrites a token: numbers, escapes and key order stay as given. It reads bytes
 /// from other devices too (deltas), so it bounds nesting depth instead of recursing without limit.
-public enum CompactJSON {
+package enum CompactJSON {
     /// The deepest nesting of arrays and objects accepted.
-    public static let maxDepth = 64
+    package static let maxDepth = 64
 
     /// Why bytes are not one JSON value: what was wrong and the byte offset where it was found.
-    public struct Problem: Error, Equatable, Sendable, CustomStringConvertible {
-        public let offset: Int
-        public let reason: String
-        public var description: String { "\(reason) at byte \(offset + 1)" }
+    package struct Problem: Error, Equatable, Sendable, CustomStringConvertible {
+        package let offset: Int
+        package let reason: String
+        package var description: String { "\(reason) at byte \(offset + 1)" }
     }
 
     /// The compact form of `text`, or the problem that makes it not one JSON value.
-    public static func compact(_ text: String) -> Result<String, Problem> {
+    package static func compact(_ text: String) -> Result<String, Problem> {
         var copy = text
         return copy.withUTF8 { bytes in
             var parser = Parser(input: bytes)
@@ -31,7 +31,7 @@ public enum CompactJSON {
 
     /// True when `text` is one JSON value with no whitespace between tokens. Checks without
     /// copying: this runs for every row a peer sends.
-    public static func isCompact(_ text: String) -> Bool {
+    package static func isCompact(_ text: String) -> Bool {
         var copy = text
         return copy.withUTF8 { bytes in
             var validator = CompactValidator(input: bytes)

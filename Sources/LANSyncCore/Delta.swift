@@ -5,39 +5,39 @@
 /// `from < n <= through`, where `from` is what the receiver was known to cover. Rows superseded
 /// at the sender (an overwritten preference, a losing duplicate entry) are not shipped: the row
 /// that superseded them is shipped or already covered, so the receiver ends up with at least it.
-public struct Delta: Hashable, Sendable {
+package struct Delta: Hashable, Sendable {
     /// The range of one replica's counters that this delta completes: `(from, through]`.
-    public struct Coverage: Hashable, Sendable {
-        public let replica: ReplicaID
-        public let from: UInt64
-        public let through: UInt64
+    package struct Coverage: Hashable, Sendable {
+        package let replica: ReplicaID
+        package let from: UInt64
+        package let through: UInt64
 
-        public init(replica: ReplicaID, from: UInt64, through: UInt64) {
+        package init(replica: ReplicaID, from: UInt64, through: UInt64) {
             self.replica = replica
             self.from = from
             self.through = through
         }
     }
 
-    public var entries: [Entry]
-    public var preferences: [PreferenceWrite]
-    public var coverage: [Coverage]
+    package var entries: [Entry]
+    package var preferences: [PreferenceWrite]
+    package var coverage: [Coverage]
 
-    public init(entries: [Entry] = [], preferences: [PreferenceWrite] = [], coverage: [Coverage] = []) {
+    package init(entries: [Entry] = [], preferences: [PreferenceWrite] = [], coverage: [Coverage] = []) {
         self.entries = entries
         self.preferences = preferences
         self.coverage = coverage
     }
 
-    public var isEmpty: Bool { entries.isEmpty && preferences.isEmpty && coverage.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty && preferences.isEmpty && coverage.isEmpty }
 
     /// The largest payload or preference value, in bytes, that any replica accepts.
-    public static let maxValueBytes = 64 * 1024
+    package static let maxValueBytes = 64 * 1024
 
     /// Why this delta cannot be applied, or nil when it is well-formed: every row's dot inside a
     /// declared range, ranges non-empty and one per replica, names valid. A delta that fails this
     /// is rejected whole.
-    public func problem() -> String? {
+    package func problem() -> String? {
         var ranges: [ReplicaID: Coverage] = [:]
         for range in coverage {
             guard range.from < range.through else {
@@ -78,7 +78,7 @@ public struct Delta: Hashable, Sendable {
 extension Entry {
     /// Why this row is not one any replica may hold (names, payload), or nil. What a delta from a
     /// peer and a line of an import file are both checked with.
-    public func problem() -> String? {
+    package func problem() -> String? {
         if let problem = Names.streamProblem(stream) { return problem }
         if let problem = Names.entryIDProblem(id) { return problem }
         if let problem = Delta.valueProblem(payload) { return "entry \(id): payload \(problem)" }
@@ -88,7 +88,7 @@ extension Entry {
 
 extension PreferenceWrite {
     /// Why this write is not one any replica may hold (key, value), or nil.
-    public func problem() -> String? {
+    package func problem() -> String? {
         if let problem = Names.keyProblem(key) { return problem }
         if let value, let problem = Delta.valueProblem(value) { return "preference \(key): \(problem)" }
         return nil
@@ -99,7 +99,7 @@ extension VersionVector {
     /// Advances the vector by a delta's coverage after its rows were merged. A range only counts
     /// when it starts at or below what we already cover: otherwise there is a gap (rows we never
     /// saw), the rows are still merged (always safe: merge is a join), and a later delta fills it.
-    public mutating func advance(by coverage: [Delta.Coverage]) {
+    package mutating func advance(by coverage: [Delta.Coverage]) {
         for range in coverage where self[range.replica] >= range.from {
             self[range.replica] = max(self[range.replica], range.through)
         }
@@ -107,31 +107,31 @@ extension VersionVector {
 }
 
 /// How a merge changed a replica.
-public struct MergeOutcome: Hashable, Sendable {
+package struct MergeOutcome: Hashable, Sendable {
     /// Entries new to this replica (or replacing a version that loses to them).
-    public var entriesAdded = 0
+    package var entriesAdded = 0
     /// Preferences whose winning write changed.
-    public var preferencesChanged = 0
+    package var preferencesChanged = 0
 
-    public init(entriesAdded: Int = 0, preferencesChanged: Int = 0) {
+    package init(entriesAdded: Int = 0, preferencesChanged: Int = 0) {
         self.entriesAdded = entriesAdded
         self.preferencesChanged = preferencesChanged
     }
 
-    public var changedAnything: Bool { entriesAdded > 0 || preferencesChanged > 0 }
+    package var changedAnything: Bool { entriesAdded > 0 || preferencesChanged > 0 }
 }
 
 /// The element-level merge rules, shared by the in-memory `ReplicaState` and the SQLite store so
 /// both follow exactly the same laws.
-public enum MergeRule {
+package enum MergeRule {
     /// Whether an incoming entry replaces the version held under its id (nil: none held).
-    @inlinable public static func entryReplaces(_ incoming: Entry, existing: Entry?) -> Bool {
+    @inlinable package static func entryReplaces(_ incoming: Entry, existing: Entry?) -> Bool {
         guard let existing else { return true }
         return Entry.precedes(incoming, existing)
     }
 
     /// Whether an incoming preference write replaces the one held under its key (nil: none held).
-    @inlinable public static func preferenceReplaces(_ incoming: PreferenceWrite, existing: PreferenceWrite?) -> Bool {
+    @inlinable package static func preferenceReplaces(_ incoming: PreferenceWrite, existing: PreferenceWrite?) -> Bool {
         guard let existing else { return true }
         return PreferenceWrite.loses(existing, to: incoming)
     }

@@ -16,7 +16,7 @@ public struct Entry: Hashable, Sendable {
     /// The payload as compact JSON text, byte for byte as written at its origin.
     public let payload: String
 
-    public init(
+    package init(
         id: String, stream: String, originDevice: DeviceID, dot: Dot, hlc: HybridTimestamp,
         wallMilliseconds: Int64, payload: String
     ) {
@@ -32,14 +32,14 @@ public struct Entry: Hashable, Sendable {
     /// The total order that picks one version among several sharing an id: the earliest write
     /// (HLC, then replica ID, then counter) wins, and the encoded bytes break any remaining tie.
     /// Keeping the least element is a join (commutative, associative, idempotent).
-    public static func precedes(_ a: Entry, _ b: Entry) -> Bool {
+    package static func precedes(_ a: Entry, _ b: Entry) -> Bool {
         if a.hlc != b.hlc { return a.hlc < b.hlc }
         if a.dot != b.dot { return a.dot < b.dot }
         return a.canonicalBytes.lexicographicallyPrecedes(b.canonicalBytes)
     }
 
     /// An unambiguous byte encoding of every field: what the state digest hashes.
-    public var canonicalBytes: [UInt8] {
+    package var canonicalBytes: [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(96 + id.utf8.count + stream.utf8.count + payload.utf8.count)
         appendCanonicalBytes(to: &out)
@@ -47,7 +47,7 @@ public struct Entry: Hashable, Sendable {
     }
 
     /// Appends `canonicalBytes` to `out`: a caller hashing many entries reuses one buffer.
-    public func appendCanonicalBytes(to out: inout [UInt8]) {
+    package func appendCanonicalBytes(to out: inout [UInt8]) {
         out.append(UInt8(ascii: "E"))
         out.appendField(id)
         out.appendField(stream)
@@ -72,7 +72,7 @@ public struct PreferenceWrite: Hashable, Sendable {
     public let hlc: HybridTimestamp
     public let wallMilliseconds: Int64
 
-    public init(
+    package init(
         key: String, value: String?, originDevice: DeviceID, dot: Dot, hlc: HybridTimestamp, wallMilliseconds: Int64
     ) {
         self.key = key
@@ -88,14 +88,14 @@ public struct PreferenceWrite: Hashable, Sendable {
     /// Last-writer-wins order: the greater HLC wins, the greater replica ID breaks a tie (then the
     /// counter and the encoded bytes, so the order is total even for malformed input). Keeping the
     /// greatest write is a join: commutative, associative, idempotent.
-    public static func loses(_ a: PreferenceWrite, to b: PreferenceWrite) -> Bool {
+    package static func loses(_ a: PreferenceWrite, to b: PreferenceWrite) -> Bool {
         if a.hlc != b.hlc { return a.hlc < b.hlc }
         if a.dot != b.dot { return a.dot < b.dot }
         return a.canonicalBytes.lexicographicallyPrecedes(b.canonicalBytes)
     }
 
     /// An unambiguous byte encoding of every field: what the state digest hashes.
-    public var canonicalBytes: [UInt8] {
+    package var canonicalBytes: [UInt8] {
         var out = [UInt8]()
         out.append(UInt8(ascii: "P"))
         out.appendField(key)

@@ -3,17 +3,17 @@
 /// The first 48 bits are the HLC's milliseconds and the next 12 its logical counter, so ids made
 /// on one replica sort in the order they were written and inserts append to the end of the
 /// B-tree instead of splitting pages at random; 62 random bits keep ids of different replicas apart.
-public enum EntryIDs {
+package enum EntryIDs {
     private static let digits = Array("0123456789abcdef".utf8)
 
-    public static func make(hlc: HybridTimestamp) -> String {
+    package static func make(hlc: HybridTimestamp) -> String {
         var random = SystemRandomNumberGenerator()
         return make(hlc: hlc, random: &random)
     }
 
     /// The same with a caller's generator: a batch seeds one `SplitMix64` from the system's
     /// generator instead of making a system call per id.
-    public static func make(hlc: HybridTimestamp, random: inout some RandomNumberGenerator) -> String {
+    package static func make(hlc: HybridTimestamp, random: inout some RandomNumberGenerator) -> String {
         let high = hlc.physicalMilliseconds << 16 | 0x7000 | UInt64(hlc.logical & 0x0FFF)
         let low = (random.next() as UInt64) & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
         // Built as bytes in one buffer: this runs once per append, on the hot path.
@@ -45,17 +45,17 @@ public enum EntryIDs {
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a small, fast generator whose 64-bit outputs are well
 /// spread. Seeded from the system's generator; used only where uniqueness, not secrecy, matters.
-public struct SplitMix64: RandomNumberGenerator {
+package struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
 
-    public init(seed: UInt64) { state = seed }
+    package init(seed: UInt64) { state = seed }
 
-    public init() {
+    package init() {
         var system = SystemRandomNumberGenerator()
         state = system.next()
     }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -66,7 +66,7 @@ public struct SplitMix64: RandomNumberGenerator {
 
 extension Delta {
     /// The greatest HLC reading among the delta's rows: what a receiver checks against its skew bound.
-    public var newestHLC: HybridTimestamp {
+    package var newestHLC: HybridTimestamp {
         max(entries.lazy.map(\.hlc).max() ?? .zero, preferences.lazy.map(\.hlc).max() ?? .zero)
     }
 }

@@ -6,17 +6,17 @@
 public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
     public let rawValue: UInt64
 
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    package init(rawValue: UInt64) { self.rawValue = rawValue }
 
-    public init(physicalMilliseconds: UInt64, logical: UInt16) {
+    package init(physicalMilliseconds: UInt64, logical: UInt16) {
         rawValue = physicalMilliseconds << 16 | UInt64(logical)
     }
 
-    public static let zero = HybridTimestamp(rawValue: 0)
+    package static let zero = HybridTimestamp(rawValue: 0)
 
     /// The largest millisecond count the 48-bit physical field holds (the year 10889). Wall-clock
     /// readings from peers are checked against it, so differences of two stay inside 64 bits.
-    public static let maxPhysicalMilliseconds: UInt64 = (1 << 48) - 1
+    package static let maxPhysicalMilliseconds: UInt64 = (1 << 48) - 1
 
     /// Milliseconds since the Unix epoch.
     public var physicalMilliseconds: UInt64 { rawValue >> 16 }
@@ -28,14 +28,14 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
 }
 
 /// A reading from a peer was too far ahead of our clock to be trusted.
-public struct ClockSkewError: Error, Equatable, CustomStringConvertible {
-    public let remote: HybridTimestamp
-    public let localMilliseconds: UInt64
-    public let boundMilliseconds: UInt64
+package struct ClockSkewError: Error, Equatable, CustomStringConvertible {
+    package let remote: HybridTimestamp
+    package let localMilliseconds: UInt64
+    package let boundMilliseconds: UInt64
 
-    public var aheadMilliseconds: UInt64 { remote.physicalMilliseconds &- localMilliseconds }
+    package var aheadMilliseconds: UInt64 { remote.physicalMilliseconds &- localMilliseconds }
 
-    public var description: String {
+    package var description: String {
         "clock skew: the peer's clock is \(aheadMilliseconds) ms ahead of ours (the bound is \(boundMilliseconds) ms); "
             + "fix the clock of the machine that is wrong (timedatectl, NTP)"
     }
@@ -47,14 +47,14 @@ public struct ClockSkewError: Error, Equatable, CustomStringConvertible {
 /// returned or observed before; an observed reading more than `maxSkew` ahead of the physical
 /// clock is refused, so a peer with a clock far in the future cannot push ours (and its
 /// last-writer-wins writes) ahead forever.
-public struct HybridLogicalClock: Sendable {
+package struct HybridLogicalClock: Sendable {
     /// The greatest reading issued or observed.
-    public private(set) var last: HybridTimestamp
+    package private(set) var last: HybridTimestamp
 
-    public init(last: HybridTimestamp = .zero) { self.last = last }
+    package init(last: HybridTimestamp = .zero) { self.last = last }
 
     /// A new reading for a local event at physical time `now` (ms since the epoch).
-    public mutating func tick(now: UInt64) -> HybridTimestamp {
+    package mutating func tick(now: UInt64) -> HybridTimestamp {
         if now > last.physicalMilliseconds {
             last = HybridTimestamp(physicalMilliseconds: now, logical: 0)
         } else if last.logical < UInt16.max {
@@ -67,13 +67,13 @@ public struct HybridLogicalClock: Sendable {
     }
 
     /// Takes in a reading from another replica, after checking it is not too far in the future.
-    public mutating func observe(_ remote: HybridTimestamp, now: UInt64, maxSkew: UInt64) throws(ClockSkewError) {
+    package mutating func observe(_ remote: HybridTimestamp, now: UInt64, maxSkew: UInt64) throws(ClockSkewError) {
         try Self.check(remote, now: now, maxSkew: maxSkew)
         if remote > last { last = remote }
     }
 
     /// Throws when `remote` is more than `maxSkew` milliseconds ahead of `now`.
-    public static func check(_ remote: HybridTimestamp, now: UInt64, maxSkew: UInt64) throws(ClockSkewError) {
+    package static func check(_ remote: HybridTimestamp, now: UInt64, maxSkew: UInt64) throws(ClockSkewError) {
         if remote.physicalMilliseconds > now &+ maxSkew {
             throw ClockSkewError(remote: remote, localMilliseconds: now, boundMilliseconds: maxSkew)
         }

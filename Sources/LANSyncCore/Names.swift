@@ -2,13 +2,13 @@
 ///
 /// Names travel to other devices and land in file names of exports, so they are kept to a
 /// portable, printable subset; each check returns a sentence saying what is wrong and what is allowed.
-public enum Names {
-    public static let maxStreamLength = 64
-    public static let maxKeyLength = 200
-    public static let maxEntryIDLength = 128
+package enum Names {
+    package static let maxStreamLength = 64
+    package static let maxKeyLength = 200
+    package static let maxEntryIDLength = 128
 
     /// A stream name: 1–64 of `a-z 0-9 _ - .`, starting with a letter or digit ("symbol_taps").
-    public static func streamProblem(_ name: String) -> String? {
+    package static func streamProblem(_ name: String) -> String? {
         if name.isEmpty { return "a stream name cannot be empty" }
         if name.utf8.count > maxStreamLength { return "a stream name has at most \(maxStreamLength) characters" }
         guard Self.allBytes(of: name, satisfy: isNameByte), let first = name.utf8.first, isAlphanumeric(first) else {
@@ -18,7 +18,7 @@ public enum Names {
     }
 
     /// A preference key: '/'-separated segments, each like a stream name ("controls/slider/sensitivity").
-    public static func keyProblem(_ key: String) -> String? {
+    package static func keyProblem(_ key: String) -> String? {
         if key.isEmpty { return "a preference key cannot be empty" }
         if key.utf8.count > maxKeyLength { return "a preference key has at most \(maxKeyLength) characters" }
         for segment in key.split(separator: "/", omittingEmptySubsequences: false) {
@@ -31,7 +31,7 @@ public enum Names {
     }
 
     /// An entry id given by the caller: 1–128 printable ASCII characters, no spaces.
-    public static func entryIDProblem(_ id: String) -> String? {
+    package static func entryIDProblem(_ id: String) -> String? {
         if id.isEmpty { return "an entry id cannot be empty" }
         if id.utf8.count > maxEntryIDLength { return "an entry id has at most \(maxEntryIDLength) characters" }
         guard Self.allBytes(of: id, satisfy: { $0 > 0x20 && $0 < 0x7F }) else {

@@ -5,17 +5,17 @@
 /// last-writer-wins registers and must therefore be the same on every machine.
 public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The first and last eight of the 16 bytes, big-endian, so that integer order is byte order.
-    public let high: UInt64
-    public let low: UInt64
+    package let high: UInt64
+    package let low: UInt64
 
-    public init(high: UInt64, low: UInt64) {
+    @usableFromInline package init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
     }
 
     /// Builds an ID from exactly 16 bytes; nil for any other length. Inlinable, so callers get a
     /// version specialized to their collection: every write transaction reads the replica table.
-    @inlinable public init?(bytes: some Collection<UInt8>) {
+    @inlinable package init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0
@@ -57,7 +57,7 @@ public struct Dot: Hashable, Comparable, Sendable, CustomStringConvertible {
     public let replica: ReplicaID
     public let counter: UInt64
 
-    public init(replica: ReplicaID, counter: UInt64) {
+    package init(replica: ReplicaID, counter: UInt64) {
         self.replica = replica
         self.counter = counter
     }
@@ -68,7 +68,7 @@ public struct Dot: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// peer sends (in a dot, a coverage range or a version vector) is checked against it where it
     /// is decoded, so sums of counters over thousands of replicas stay far below 2^64, and a
     /// counter always fits the store's 40-bit field (`DotKey`).
-    public static let maxCounter: UInt64 = (1 << 40) - 1
+    package static let maxCounter: UInt64 = (1 << 40) - 1
 
     public var description: String { "(\(replica), \(counter))" }
 }

@@ -9,17 +9,17 @@
 /// - associative: merge(merge(a, b), c) equals merge(a, merge(b, c));
 /// - idempotent: merge(a, a) equals a, and applying a delta twice changes nothing the second time;
 /// - any delivery order of any set of deltas, with repeats, reaches the same digest.
-public struct ReplicaState: Sendable {
-    public let replica: ReplicaID
-    public let device: DeviceID
-    public private(set) var clock = HybridLogicalClock()
-    public private(set) var versionVector = VersionVector()
-    public private(set) var entries: [String: Entry] = [:]
-    public private(set) var preferences: [String: PreferenceWrite] = [:]
-    public private(set) var digest = StateDigest()
+package struct ReplicaState: Sendable {
+    package let replica: ReplicaID
+    package let device: DeviceID
+    package private(set) var clock = HybridLogicalClock()
+    package private(set) var versionVector = VersionVector()
+    package private(set) var entries: [String: Entry] = [:]
+    package private(set) var preferences: [String: PreferenceWrite] = [:]
+    package private(set) var digest = StateDigest()
     private let hasher: ElementHasher
 
-    public init(replica: ReplicaID, device: DeviceID, hasher: ElementHasher) {
+    package init(replica: ReplicaID, device: DeviceID, hasher: ElementHasher) {
         self.replica = replica
         self.device = device
         self.hasher = hasher
@@ -33,7 +33,7 @@ public struct ReplicaState: Sendable {
 
     /// Appends an entry made here at physical time `now`; an existing id returns the entry held.
     @discardableResult
-    public mutating func append(id: String, stream: String, payload: String, now: UInt64) -> Entry {
+    package mutating func append(id: String, stream: String, payload: String, now: UInt64) -> Entry {
         if let existing = entries[id] { return existing }
         let hlc = clock.tick(now: now)
         let entry = Entry(
@@ -45,7 +45,7 @@ public struct ReplicaState: Sendable {
 
     /// Sets (or, with nil, unsets) a preference here at physical time `now`.
     @discardableResult
-    public mutating func set(key: String, value: String?, now: UInt64) -> PreferenceWrite {
+    package mutating func set(key: String, value: String?, now: UInt64) -> PreferenceWrite {
         let hlc = clock.tick(now: now)
         let write = PreferenceWrite(
             key: key, value: value, originDevice: device, dot: nextDot(), hlc: hlc, wallMilliseconds: Int64(now))
@@ -54,7 +54,7 @@ public struct ReplicaState: Sendable {
     }
 
     /// Everything this replica holds that a replica covering `known` lacks.
-    public func delta(since known: VersionVector) -> Delta {
+    package func delta(since known: VersionVector) -> Delta {
         var delta = Delta()
         for (replica, through) in versionVector.counters where through > known[replica] {
             delta.coverage.append(.init(replica: replica, from: known[replica], through: through))
@@ -67,7 +67,7 @@ public struct ReplicaState: Sendable {
 
     /// Merges a delta: a join of its rows into ours, then an advance of the version vector.
     @discardableResult
-    public mutating func merge(_ delta: Delta) -> MergeOutcome {
+    package mutating func merge(_ delta: Delta) -> MergeOutcome {
         var outcome = MergeOutcome()
         for entry in delta.entries where MergeRule.entryReplaces(entry, existing: entries[entry.id]) {
             insert(entry)
@@ -84,7 +84,7 @@ public struct ReplicaState: Sendable {
     }
 
     /// Merges another replica's whole state.
-    public mutating func merge(_ other: ReplicaState) {
+    package mutating func merge(_ other: ReplicaState) {
         merge(other.delta(since: VersionVector()))
     }
 

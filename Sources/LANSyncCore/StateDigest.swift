@@ -9,9 +9,9 @@
 /// free of C dependencies.
 public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
     /// Four 64-bit limbs, most significant first.
-    public private(set) var limbs: [UInt64] = [0, 0, 0, 0]
+    package private(set) var limbs: [UInt64] = [0, 0, 0, 0]
 
-    public init() {}
+    package init() {}
 
     /// Restores a digest from its 32 stored bytes; nil for any other length.
     public init?(bytes: [UInt8]) {
@@ -27,7 +27,7 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
         return out
     }
 
-    public mutating func insert(hash: [UInt8]) {
+    package mutating func insert(hash: [UInt8]) {
         precondition(hash.count == 32, "an element hash must be 32 bytes")
         var carry: UInt64 = 0
         for index in (0..<4).reversed() {
@@ -38,7 +38,7 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public mutating func remove(hash: [UInt8]) {
+    package mutating func remove(hash: [UInt8]) {
         precondition(hash.count == 32, "an element hash must be 32 bytes")
         var borrow: UInt64 = 0
         for index in (0..<4).reversed() {
@@ -71,18 +71,18 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The hash the digest sums over: BLAKE2b-256 in production (`ReplicaStore.elementHasher`).
-public struct ElementHasher: Sendable {
-    public let hash: @Sendable ([UInt8]) -> [UInt8]
+package struct ElementHasher: Sendable {
+    package let hash: @Sendable ([UInt8]) -> [UInt8]
 
-    public init(_ hash: @escaping @Sendable ([UInt8]) -> [UInt8]) { self.hash = hash }
+    package init(_ hash: @escaping @Sendable ([UInt8]) -> [UInt8]) { self.hash = hash }
 
-    public func hash(_ entry: Entry) -> [UInt8] { hash(entry.canonicalBytes) }
+    package func hash(_ entry: Entry) -> [UInt8] { hash(entry.canonicalBytes) }
     /// The same, with the canonical bytes built in `buffer` (cleared first): a caller hashing
     /// many entries reuses one buffer instead of allocating one per entry.
-    @inlinable public func hash(_ entry: Entry, reusing buffer: inout [UInt8]) -> [UInt8] {
+    @inlinable package func hash(_ entry: Entry, reusing buffer: inout [UInt8]) -> [UInt8] {
         buffer.removeAll(keepingCapacity: true)
         entry.appendCanonicalBytes(to: &buffer)
         return hash(buffer)
     }
-    public func hash(_ write: PreferenceWrite) -> [UInt8] { hash(write.canonicalBytes) }
+    package func hash(_ write: PreferenceWrite) -> [UInt8] { hash(write.canonicalBytes) }
 }

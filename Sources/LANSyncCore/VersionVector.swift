@@ -12,7 +12,7 @@
 public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     public private(set) var counters: [ReplicaID: UInt64]
 
-    public init(_ counters: [ReplicaID: UInt64] = [:]) {
+    package init(_ counters: [ReplicaID: UInt64] = [:]) {
         self.counters = counters.filter { $0.value > 0 }
     }
 
@@ -21,16 +21,16 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
         set { counters[replica] = newValue == 0 ? nil : newValue }
     }
 
-    public func covers(_ dot: Dot) -> Bool { self[dot.replica] >= dot.counter }
+    package func covers(_ dot: Dot) -> Bool { self[dot.replica] >= dot.counter }
 
     /// The pointwise maximum of two vectors.
-    public func merged(with other: VersionVector) -> VersionVector {
+    package func merged(with other: VersionVector) -> VersionVector {
         VersionVector(counters.merging(other.counters, uniquingKeysWith: max))
     }
 
     /// How many operations `self` holds that `other` does not, summed over replicas. Counts dots,
     /// so it is an upper bound on the rows a delta carries (superseded writes are not shipped).
-    public func operationsAhead(of other: VersionVector) -> UInt64 {
+    package func operationsAhead(of other: VersionVector) -> UInt64 {
         // Saturating: counters from peers are bounded (`Dot.maxCounter`), but a count for a
         // status line must never be able to trap.
         counters.reduce(0) { sum, item in
@@ -41,7 +41,7 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// True when `self` covers everything `other` covers.
-    public func dominates(_ other: VersionVector) -> Bool {
+    package func dominates(_ other: VersionVector) -> Bool {
         other.counters.allSatisfy { self[$0.key] >= $0.value }
     }
 

@@ -5,10 +5,10 @@ import CSodium
 /// The state digest hashes every row with it: here it is more than twice as fast as libsodium's
 /// SHA-256 (which does not use the CPU's SHA instructions), 0.46 µs against 1.07 µs for a
 /// 300-byte row, and a digest only needs every replica to use the same collision-resistant hash.
-public enum BLAKE2b {
-    public static let byteCount = 32
+package enum BLAKE2b {
+    package static let byteCount = 32
 
-    public static func hash(_ bytes: some ContiguousBytes) -> [UInt8] {
+    package static func hash(_ bytes: some ContiguousBytes) -> [UInt8] {
         Sodium.ensureReady()
         var out = [UInt8](repeating: 0, count: byteCount)
         bytes.withUnsafeBytes { input in

@@ -2,9 +2,9 @@ import CSodium
 
 /// ChaCha20-Poly1305, IETF variant (96-bit nonce), from `crypto_aead_chacha20poly1305_ietf_*`:
 /// Noise's `ChaChaPoly` cipher. The nonce is 4 zero bytes then the 64-bit counter, little-endian.
-public enum ChaChaPoly {
-    public static let keyByteCount = 32
-    public static let tagByteCount = 16
+package enum ChaChaPoly {
+    package static let keyByteCount = 32
+    package static let tagByteCount = 16
 
     static func nonce(_ counter: UInt64) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 12)
@@ -13,7 +13,7 @@ public enum ChaChaPoly {
     }
 
     /// Encrypts and authenticates `plaintext` and `ad`; the 16-byte tag follows the ciphertext.
-    public static func seal(key: SecureBytes, nonce counter: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
+    package static func seal(key: SecureBytes, nonce counter: UInt64, ad: [UInt8], plaintext: [UInt8]) -> [UInt8] {
         Sodium.ensureReady()
         precondition(key.count == keyByteCount, "a ChaChaPoly key is 32 bytes")
         var out = [UInt8](repeating: 0, count: plaintext.count + tagByteCount)
@@ -34,7 +34,7 @@ public enum ChaChaPoly {
     }
 
     /// Checks and decrypts; nil when the tag does not match (tampered, truncated, wrong key or nonce).
-    public static func open(key: SecureBytes, nonce counter: UInt64, ad: [UInt8], ciphertext: [UInt8]) -> [UInt8]? {
+    package static func open(key: SecureBytes, nonce counter: UInt64, ad: [UInt8], ciphertext: [UInt8]) -> [UInt8]? {
         Sodium.ensureReady()
         guard ciphertext.count >= tagByteCount, key.count == keyByteCount else { return nil }
         var out = [UInt8](repeating: 0, count: ciphertext.count - tagByteCount)
@@ -56,10 +56,10 @@ public enum ChaChaPoly {
 }
 
 /// X25519 Diffie-Hellman, from `crypto_scalarmult`.
-public enum X25519 {
-    /// The shared secret of our secret key and their public key; nil when their key is a
+package enum X25519 {
+    /// The shared secret of our secret key and their package key; nil when their key is a
     /// low-order point (libsodium refuses an all-zero result), which a handshake must reject.
-    public static func sharedSecret(secretKey: SecureBytes, publicKey: [UInt8]) -> SecureBytes? {
+    package static func sharedSecret(secretKey: SecureBytes, publicKey: [UInt8]) -> SecureBytes? {
         Sodium.ensureReady()
         guard publicKey.count == KeyPair.publicKeyByteCount, secretKey.count == KeyPair.secretKeyByteCount else {
             return nil
@@ -76,7 +76,7 @@ public enum X25519 {
 }
 
 /// Zeroes a byte array in place (`sodium_memzero`, which the compiler cannot optimise away).
-public func wipe(_ bytes: inout [UInt8]) {
+package func wipe(_ bytes: inout [UInt8]) {
     bytes.withUnsafeMutableBytes { buffer in
         if let base = buffer.baseAddress { sodium_memzero(base, buffer.count) }
     }

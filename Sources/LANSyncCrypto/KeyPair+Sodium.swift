@@ -3,23 +3,23 @@ import CSodium
 /// A device's long-term Curve25519 (X25519) key pair: its static key in the Noise handshake.
 ///
 /// The secret half lives in `SecureBytes`, wiped on release and redacted in `description`.
-public struct KeyPair: Sendable, CustomStringConvertible {
+package struct KeyPair: Sendable, CustomStringConvertible {
     /// Key sizes in bytes (`crypto_scalarmult_BYTES`, `crypto_scalarmult_SCALARBYTES`).
-    public static let publicKeyByteCount = 32
-    public static let secretKeyByteCount = 32
+    package static let publicKeyByteCount = 32
+    package static let secretKeyByteCount = 32
 
-    public let publicKey: [UInt8]
-    public let secretKey: SecureBytes
+    package let publicKey: [UInt8]
+    package let secretKey: SecureBytes
 
     /// A fresh key pair from libsodium's CSPRNG.
-    public static func generate() -> KeyPair {
+    package static func generate() -> KeyPair {
         Sodium.ensureReady()
         let secret = SecureBytes(randomCount: secretKeyByteCount)
         return try! KeyPair(secretKey: secret)  // A random 32-byte scalar is always valid for X25519.
     }
 
-    /// Rebuilds a key pair from its secret key, deriving the public key (`crypto_scalarmult_base`).
-    public init(secretKey: SecureBytes) throws(CryptoError) {
+    /// Rebuilds a key pair from its secret key, deriving the package key (`crypto_scalarmult_base`).
+    package init(secretKey: SecureBytes) throws(CryptoError) {
         guard secretKey.count == Self.secretKeyByteCount else {
             throw .invalidKeyLength(expected: Self.secretKeyByteCount, actual: secretKey.count)
         }
@@ -35,12 +35,12 @@ public struct KeyPair: Sendable, CustomStringConvertible {
         self.secretKey = secretKey
     }
 
-    public var description: String { "KeyPair(public: \(publicKey.hexString), secret: redacted)" }
+    package var description: String { "KeyPair(public: \(publicKey.hexString), secret: redacted)" }
 }
 
 extension Array where Element == UInt8 {
     /// Lowercase hexadecimal, two digits a byte.
-    public var hexString: String {
+    package var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(count * 2)
@@ -52,7 +52,7 @@ extension Array where Element == UInt8 {
     }
 
     /// Parses lowercase or uppercase hexadecimal; nil when the text is not whole bytes of hex.
-    public init?(hexString text: some StringProtocol) {
+    package init?(hexString text: some StringProtocol) {
         let chars = Array(text.utf8)
         guard chars.count % 2 == 0 else { return nil }
         func nibble(_ c: UInt8) -> UInt8? {

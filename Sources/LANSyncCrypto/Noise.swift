@@ -6,26 +6,26 @@
 /// the same code is checked against the published vectors, which exercise every token.
 
 /// A handshake pattern: the tokens of each message, alternating initiator → responder → ….
-public struct NoisePattern: Sendable, Equatable {
-    public enum Token: Sendable, Equatable { case e, s, ee, es, se, ss, psk }
+package struct NoisePattern: Sendable, Equatable {
+    package enum Token: Sendable, Equatable { case e, s, ee, es, se, ss, psk }
 
-    public let name: String
-    public let messages: [[Token]]
+    package let name: String
+    package let messages: [[Token]]
 
-    public var hasPSK: Bool { messages.contains { $0.contains(.psk) } }
-    public var protocolName: String { "Noise_\(name)_25519_ChaChaPoly_SHA256" }
+    package var hasPSK: Bool { messages.contains { $0.contains(.psk) } }
+    package var protocolName: String { "Noise_\(name)_25519_ChaChaPoly_SHA256" }
 
     /// `-> psk, e` · `<- e, ee, s, es` · `-> s, se`: LANSync's handshake. The group secret (the PSK)
     /// is mixed in before anything else, so a stranger fails at the first message, before any
     /// Diffie-Hellman, and never learns either side's static key.
-    public static let xxpsk0 = NoisePattern(name: "XXpsk0", messages: [[.psk, .e], [.e, .ee, .s, .es], [.s, .se]])
-    public static let xx = NoisePattern(name: "XX", messages: [[.e], [.e, .ee, .s, .es], [.s, .se]])
-    public static let xxpsk3 = NoisePattern(name: "XXpsk3", messages: [[.e], [.e, .ee, .s, .es], [.s, .se, .psk]])
-    public static let nnpsk0 = NoisePattern(name: "NNpsk0", messages: [[.psk, .e], [.e, .ee]])
+    package static let xxpsk0 = NoisePattern(name: "XXpsk0", messages: [[.psk, .e], [.e, .ee, .s, .es], [.s, .se]])
+    package static let xx = NoisePattern(name: "XX", messages: [[.e], [.e, .ee, .s, .es], [.s, .se]])
+    package static let xxpsk3 = NoisePattern(name: "XXpsk3", messages: [[.e], [.e, .ee, .s, .es], [.s, .se, .psk]])
+    package static let nnpsk0 = NoisePattern(name: "NNpsk0", messages: [[.psk, .e], [.e, .ee]])
 }
 
 /// Why a Noise operation failed. Any failure ends the handshake or the connection.
-public enum NoiseError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum NoiseError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A message failed authentication: wrong group secret, tampering, truncation, replay, reordering.
     case authenticationFailed
     /// A message was too short or too long for what the pattern expects.
@@ -37,11 +37,11 @@ public enum NoiseError: Error, Equatable, Sendable, CustomStringConvertible {
     /// 2^64 - 1 messages were sent with one key.
     case nonceExhausted
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .authenticationFailed: return "authentication failed (wrong group secret, or the message was altered)"
         case .malformedMessage(let reason): return "malformed handshake message: \(reason)"
-        case .invalidPublicKey: return "the peer sent an invalid public key"
+        case .invalidPublicKey: return "the peer sent an invalid package key"
         case .outOfTurn: return "handshake message out of turn"
         case .nonceExhausted: return "too many messages under one key"
         }
@@ -49,25 +49,25 @@ public enum NoiseError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 /// The largest Noise message, handshake or transport.
-public let noiseMaxMessageBytes = 65_535
+package let noiseMaxMessageBytes = 65_535
 
 /// A Noise CipherState: a key and a counter nonce that goes up by one per message.
-public struct NoiseCipherState: Sendable {
+package struct NoiseCipherState: Sendable {
     var key: SecureBytes?
-    public private(set) var nonce: UInt64 = 0
+    package private(set) var nonce: UInt64 = 0
 
     init(key: SecureBytes? = nil) { self.key = key }
 
-    public var hasKey: Bool { key != nil }
+    package var hasKey: Bool { key != nil }
 
-    public mutating func encrypt(ad: [UInt8] = [], plaintext: [UInt8]) throws(NoiseError) -> [UInt8] {
+    package mutating func encrypt(ad: [UInt8] = [], plaintext: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard let key else { return plaintext }
         guard nonce < UInt64.max else { throw .nonceExhausted }
         defer { nonce += 1 }
         return ChaChaPoly.seal(key: key, nonce: nonce, ad: ad, plaintext: plaintext)
     }
 
-    public mutating func decrypt(ad: [UInt8] = [], ciphertext: [UInt8]) throws(NoiseError) -> [UInt8] {
+    package mutating func decrypt(ad: [UInt8] = [], ciphertext: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard let key else { return ciphertext }
         guard nonce < UInt64.max else { throw .nonceExhausted }
         guard let plaintext = ChaChaPoly.open(key: key, nonce: nonce, ad: ad, ciphertext: ciphertext) else {
@@ -147,14 +147,14 @@ struct NoiseSymmetricState {
 /// pattern message and passes the turn; after the last message `isComplete` is true and `split()`
 /// gives the transport ciphers. Any error leaves the handshake unusable: the caller drops the
 /// connection.
-public struct NoiseHandshake: Sendable {
-    public let pattern: NoisePattern
-    public let isInitiator: Bool
+package struct NoiseHandshake: Sendable {
+    package let pattern: NoisePattern
+    package let isInitiator: Bool
     private var symmetric: NoiseSymmetricState
     private let staticKey: KeyPair?
     private var ephemeral: KeyPair?
     private let psk: SecureBytes?
-    public private(set) var remoteStaticKey: [UInt8]?
+    package private(set) var remoteStaticKey: [UInt8]?
     private var remoteEphemeral: [UInt8]?
     private var messageIndex = 0
     private var failed = false
@@ -164,7 +164,7 @@ public struct NoiseHandshake: Sendable {
     ///   - staticKey: this side's long-term key pair, for patterns with `s`.
     ///   - psk: the 32-byte pre-shared key, for `psk` patterns.
     ///   - ephemeral: a fixed ephemeral key, for known-answer tests only; fresh and random otherwise.
-    public init(
+    package init(
         pattern: NoisePattern, initiator: Bool, prologue: [UInt8], staticKey: KeyPair? = nil,
         psk: SecureBytes? = nil, ephemeral: KeyPair? = nil
     ) {
@@ -177,16 +177,16 @@ public struct NoiseHandshake: Sendable {
         symmetric.mixHash(prologue)
     }
 
-    public var isComplete: Bool { messageIndex == pattern.messages.count }
+    package var isComplete: Bool { messageIndex == pattern.messages.count }
 
     /// True when the next message is ours to write.
-    public var isOurTurn: Bool { !isComplete && (messageIndex % 2 == 0) == isInitiator }
+    package var isOurTurn: Bool { !isComplete && (messageIndex % 2 == 0) == isInitiator }
 
     /// The handshake hash: identical on both sides after a successful handshake (channel binding).
-    public var handshakeHash: [UInt8] { symmetric.hash }
+    package var handshakeHash: [UInt8] { symmetric.hash }
 
     /// Writes the next handshake message, carrying `payload` (encrypted once a key is established).
-    public mutating func writeMessage(payload: [UInt8] = []) throws(NoiseError) -> [UInt8] {
+    package mutating func writeMessage(payload: [UInt8] = []) throws(NoiseError) -> [UInt8] {
         guard !failed, isOurTurn else { throw .outOfTurn }
         var message = [UInt8]()
         do throws(NoiseError) {
@@ -223,7 +223,7 @@ public struct NoiseHandshake: Sendable {
 
     /// Reads the peer's next handshake message and returns its payload. Throws, and becomes
     /// unusable, on any malformed or unauthentic message.
-    public mutating func readMessage(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
+    package mutating func readMessage(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard !failed, !isComplete, !isOurTurn else { throw .outOfTurn }
         guard message.count <= noiseMaxMessageBytes else {
             failed = true
@@ -263,7 +263,7 @@ public struct NoiseHandshake: Sendable {
     }
 
     /// The transport ciphers `(send, receive)` once the handshake is complete.
-    public func split() throws(NoiseError) -> (send: NoiseCipherState, receive: NoiseCipherState) {
+    package func split() throws(NoiseError) -> (send: NoiseCipherState, receive: NoiseCipherState) {
         guard isComplete, !failed else { throw .outOfTurn }
         let (first, second) = symmetric.split()
         return isInitiator ? (first, second) : (second, first)

@@ -1,12 +1,12 @@
 import CSodium
 
 /// SHA-256, from libsodium's `crypto_hash_sha256`.
-public enum SHA256 {
+package enum SHA256 {
     /// The digest size in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The SHA-256 digest of `bytes`.
-    public static func hash(_ bytes: some ContiguousBytes) -> [UInt8] {
+    package static func hash(_ bytes: some ContiguousBytes) -> [UInt8] {
         Sodium.ensureReady()
         var out = [UInt8](repeating: 0, count: byteCount)
         bytes.withUnsafeBytes { input in
@@ -22,7 +22,7 @@ public enum SHA256 {
     }
 
     /// HMAC-SHA-256 of `message` under `key` (any length), from `crypto_auth_hmacsha256_*`.
-    public static func hmac(key: some ContiguousBytes, message: some ContiguousBytes) -> [UInt8] {
+    package static func hmac(key: some ContiguousBytes, message: some ContiguousBytes) -> [UInt8] {
         Sodium.ensureReady()
         var state = crypto_auth_hmacsha256_state()
         var out = [UInt8](repeating: 0, count: Int(crypto_auth_hmacsha256_BYTES))
@@ -43,12 +43,12 @@ public enum SHA256 {
 }
 
 /// Bytes laid out contiguously in memory, readable without a copy.
-public protocol ContiguousBytes {
+package protocol ContiguousBytes {
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
 }
 
 extension Array: ContiguousBytes where Element == UInt8 {}
 extension ArraySlice: ContiguousBytes where Element == UInt8 {}
 extension UnsafeRawBufferPointer: ContiguousBytes {
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try body(self) }
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try body(self) }
 }

@@ -4,11 +4,11 @@ import CSodium
 ///
 /// A final class (not a struct) so there is exactly one copy of the secret in memory and `deinit`
 /// can wipe it; `description` shows the length only, so a secret cannot leak into a log line.
-public final class SecureBytes: @unchecked Sendable, CustomStringConvertible {
+package final class SecureBytes: @unchecked Sendable, CustomStringConvertible {
     // Written only in init; @unchecked because a raw pointer is not Sendable by itself.
     private let base: UnsafeMutableRawPointer
     /// The number of secret bytes.
-    public let count: Int
+    package let count: Int
 
     private init(count: Int) {
         self.count = count
@@ -16,7 +16,7 @@ public final class SecureBytes: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Copies `bytes` into a fresh secret buffer. The caller should wipe its own copy.
-    public convenience init(copying bytes: some ContiguousBytes) {
+    package convenience init(copying bytes: some ContiguousBytes) {
         let count = bytes.withUnsafeBytes { $0.count }
         self.init(count: count)
         bytes.withUnsafeBytes { source in
@@ -25,7 +25,7 @@ public final class SecureBytes: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// A buffer of `count` bytes from libsodium's CSPRNG.
-    public convenience init(randomCount count: Int) {
+    package convenience init(randomCount count: Int) {
         Sodium.ensureReady()
         self.init(count: count)
         randombytes_buf(base, count)
@@ -37,22 +37,22 @@ public final class SecureBytes: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Lends the secret bytes for the duration of `body`; they must not escape it.
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
     /// Compares in constant time (`sodium_memcmp`), so timing reveals nothing about the secret.
-    public func constantTimeEquals(_ other: SecureBytes) -> Bool {
+    package func constantTimeEquals(_ other: SecureBytes) -> Bool {
         count == other.count && sodium_memcmp(base, other.base, count) == 0
     }
 
-    public var description: String { "SecureBytes(\(count) bytes, redacted)" }
+    package var description: String { "SecureBytes(\(count) bytes, redacted)" }
 }
 
 extension SecureBytes: ContiguousBytes {}
 
-/// Random bytes from libsodium's CSPRNG, for public values such as replica IDs.
-public func randomBytes(_ count: Int) -> [UInt8] {
+/// Random bytes from libsodium's CSPRNG, for package values such as replica IDs.
+package func randomBytes(_ count: Int) -> [UInt8] {
     Sodium.ensureReady()
     var out = [UInt8](repeating: 0, count: count)
     out.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, count) }

@@ -19,11 +19,11 @@ enum Sodium {
 }
 
 /// An error from a cryptographic operation.
-public enum CryptoError: Error, Equatable, CustomStringConvertible {
+package enum CryptoError: Error, Equatable, CustomStringConvertible {
     case operationFailed(String)
     case invalidKeyLength(expected: Int, actual: Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .operationFailed(let operation):
             return "libsodium's \(operation) failed"

@@ -1,13 +1,13 @@
 import Synchronization
 /// What this node advertises over mDNS.
-public struct ServiceAdvertisement: Sendable, Equatable {
+package struct ServiceAdvertisement: Sendable, Equatable {
     /// The DNS-SD instance name. On a collision Avahi's alternative ("Name #2") is used instead.
-    public var name: String
-    public var port: Int
+    package var name: String
+    package var port: Int
     /// TXT record. Keep it free of anything that identifies a person or a device.
-    public var txt: [String: String]
+    package var txt: [String: String]
 
-    public init(name: String, port: Int, txt: [String: String]) {
+    package init(name: String, port: Int, txt: [String: String]) {
         self.name = name
         self.port = port
         self.txt = txt
@@ -15,25 +15,25 @@ public struct ServiceAdvertisement: Sendable, Equatable {
 }
 
 /// One address at which a discovered service listens.
-public struct DiscoveredEndpoint: Hashable, Sendable, CustomStringConvertible {
+package struct DiscoveredEndpoint: Hashable, Sendable, CustomStringConvertible {
     /// Numeric IPv4 or IPv6 address, without scope.
-    public let host: String
-    public let port: Int
+    package let host: String
+    package let port: Int
     /// The interface it was found on: the scope of an IPv6 link-local address.
-    public let interface: Int32
-    public let isIPv6: Bool
+    package let interface: Int32
+    package let isIPv6: Bool
 
-    public init(host: String, port: Int, interface: Int32, isIPv6: Bool) {
+    package init(host: String, port: Int, interface: Int32, isIPv6: Bool) {
         self.host = host
         self.port = port
         self.interface = interface
         self.isIPv6 = isIPv6
     }
 
-    public var isLinkLocalIPv6: Bool { isIPv6 && host.lowercased().hasPrefix("fe80:") }
+    package var isLinkLocalIPv6: Bool { isIPv6 && host.lowercased().hasPrefix("fe80:") }
 
     /// `10.0.0.5:7741`, or `[fe80::1%eth0]:7741` for a link-local address (the interface by name when known).
-    public var description: String {
+    package var description: String {
         guard isIPv6 else { return "\(host):\(port)" }
         guard isLinkLocalIPv6 else { return "[\(host)]:\(port)" }
         return "[\(host)%\(InterfaceName.of(interface) ?? String(interface))]:\(port)"
@@ -41,17 +41,17 @@ public struct DiscoveredEndpoint: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A service instance seen on the LAN, merged over the interfaces and IP protocols it was found on.
-public struct DiscoveredService: Sendable, Equatable {
-    public let name: String
+package struct DiscoveredService: Sendable, Equatable {
+    package let name: String
     /// Every address it was resolved to, IPv4 first (they dial without a scope).
-    public let endpoints: [DiscoveredEndpoint]
-    public let txt: [String: String]
+    package let endpoints: [DiscoveredEndpoint]
+    package let txt: [String: String]
     /// Published by this machine's own daemon for this very process (or another on the same host).
-    public let isOurOwn: Bool
+    package let isOurOwn: Bool
 }
 
 /// Where discovery stands, for logs and `lansync status`.
-public enum DiscoveryStatus: Sendable, Equatable {
+package enum DiscoveryStatus: Sendable, Equatable {
     case starting
     /// Browsing; `advertisedAs` is the instance name once our advertisement is established.
     case running(advertisedAs: String?)
@@ -59,7 +59,7 @@ public enum DiscoveryStatus: Sendable, Equatable {
     case unavailable(reason: String)
 }
 
-public enum DiscoveryEvent: Sendable, Equatable {
+package enum DiscoveryEvent: Sendable, Equatable {
     case status(DiscoveryStatus)
     /// A service appeared, or its addresses or TXT record changed.
     case appeared(DiscoveredService)
@@ -68,14 +68,14 @@ public enum DiscoveryEvent: Sendable, Equatable {
 }
 
 /// mDNS / DNS-SD through the system's avahi-daemon.
-public enum MDNSDiscovery {
+package enum MDNSDiscovery {
     /// Advertises (when given an advertisement) and browses `serviceType`, as a stream of events.
     /// Survives the daemon being absent, stopping and restarting: it reports `unavailable` once,
     /// retries every `retryInterval`, then publishes and browses again. Ends when the consumer
     /// stops iterating (its task is cancelled); the advertisement is withdrawn then. Each element
     /// of `refreshes` replaces the browser with a new one, which queries the network at once: send
     /// one when a network interface comes up.
-    public static func events(
+    package static func events(
         serviceType: String, advertising advertisement: ServiceAdvertisement?, retryInterval: Duration = .seconds(2),
         refreshes: AsyncStream<Void>? = nil
     ) -> AsyncStream<DiscoveryEvent> {
@@ -273,7 +273,7 @@ struct ServiceTable {
 
 extension MDNSDiscovery {
     /// Whether avahi-daemon answers: nil when it runs, else why not (for `lansync doctor`).
-    public static func probe(timeout: Duration = .seconds(2)) async -> String? {
+    package static func probe(timeout: Duration = .seconds(2)) async -> String? {
         let (raw, continuation) = AsyncStream.makeStream(of: AvahiEvent.self)
         let connection: AvahiConnection
         do {

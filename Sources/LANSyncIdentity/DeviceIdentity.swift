@@ -1,6 +1,6 @@
 import Foundation
 public import LANSyncCore
-public import LANSyncCrypto
+package import LANSyncCrypto
 
 /// Where a device ID came from.
 public enum DeviceIDSource: String, Codable, Sendable {
@@ -15,9 +15,10 @@ public struct DeviceIdentity: Sendable {
     public let deviceID: DeviceID
     public let source: DeviceIDSource
     public let name: String
-    public let keyPair: KeyPair
+    /// The long-term key pair the handshake authenticates with (never leaves the package).
+    package let keyPair: KeyPair
 
-    public init(deviceID: DeviceID, source: DeviceIDSource, name: String, keyPair: KeyPair) {
+    package init(deviceID: DeviceID, source: DeviceIDSource, name: String, keyPair: KeyPair) {
         self.deviceID = deviceID
         self.source = source
         self.name = name
@@ -29,19 +30,19 @@ public struct DeviceIdentity: Sendable {
 /// `sd_id128_get_machine_app_specific`: HMAC-SHA256 keyed with the machine ID over an
 /// application ID, truncated to 16 bytes. The machine ID itself is never stored or shown, and
 /// other applications deriving their own IDs from it get unrelated values.
-public enum DeviceIDDerivation {
+package enum DeviceIDDerivation {
     /// LANSync's application ID (16 random bytes, fixed forever: changing it changes every device ID).
     static let applicationID: [UInt8] = [
         0x6c, 0x3e, 0x91, 0x0a, 0x5d, 0x24, 0x4b, 0xf7, 0x8e, 0x12, 0xc9, 0x55, 0x03, 0xa8, 0x7f, 0x61,
     ]
 
-    public enum MachineIDProblem: Error, Equatable, Sendable, CustomStringConvertible {
+    package enum MachineIDProblem: Error, Equatable, Sendable, CustomStringConvertible {
         case missing(path: String)
         case empty(path: String)
         case malformed(path: String)
         case unreadable(path: String, reason: String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .missing(let path): return "\(path) does not exist"
             case .empty(let path): return "\(path) is empty"
@@ -52,7 +53,7 @@ public enum DeviceIDDerivation {
     }
 
     /// The app-specific device ID for the machine ID in the file at `path`.
-    public static func deviceID(machineIDPath path: String) -> Result<DeviceID, MachineIDProblem> {
+    package static func deviceID(machineIDPath path: String) -> Result<DeviceID, MachineIDProblem> {
         let bytes: [UInt8]?
         do {
             bytes = try SecretFile.read(path)
@@ -68,18 +69,18 @@ public enum DeviceIDDerivation {
     }
 
     /// The app-specific device ID for 16 machine-ID bytes.
-    public static func deviceID(machineID: [UInt8]) -> DeviceID {
+    package static func deviceID(machineID: [UInt8]) -> DeviceID {
         let mac = SHA256.hmac(key: machineID, message: applicationID)
         return DeviceID(bytes: Array(mac[0..<16]))!
     }
 
     /// A random device ID, for machines without a machine ID.
-    public static func randomDeviceID() -> DeviceID {
+    package static func randomDeviceID() -> DeviceID {
         DeviceID(bytes: randomBytes(16))!
     }
 }
 
 extension DeviceIdentity {
-    /// The public key in hexadecimal, as shown to people and pinned by peers.
-    public var publicKeyHex: String { keyPair.publicKey.hexString }
+    /// The package key in hexadecimal, as shown to people and pinned by peers.
+    package var publicKeyHex: String { keyPair.publicKey.hexString }
 }

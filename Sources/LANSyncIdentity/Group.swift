@@ -1,35 +1,35 @@
 import Foundation
 import LANSyncCore
-public import LANSyncCrypto
+package import LANSyncCrypto
 
 /// Membership of a group: the 256-bit group secret every member holds, and what is derived from it.
 ///
 /// Only members can take part in sync: the secret, through `noisePSK`, is the pre-shared key of
-/// every handshake. Nothing derived for public use (`tag`) reveals it.
-public struct GroupSecret: Sendable {
-    public let secret: SecureBytes
+/// every handshake. Nothing derived for package use (`tag`) reveals it.
+package struct GroupSecret: Sendable {
+    package let secret: SecureBytes
 
-    public init(secret: SecureBytes) {
+    package init(secret: SecureBytes) {
         precondition(secret.count == 32, "a group secret is 32 bytes")
         self.secret = secret
     }
 
     /// A new random group.
-    public static func generate() -> GroupSecret { GroupSecret(secret: SecureBytes(randomCount: 32)) }
+    package static func generate() -> GroupSecret { GroupSecret(secret: SecureBytes(randomCount: 32)) }
 
     /// Domain-separated subkeys: HMAC-SHA256 keyed with the secret over a fixed label.
     func derive(_ label: String) -> [UInt8] { SHA256.hmac(key: secret, message: Array(label.utf8)) }
 
     /// The Noise pre-shared key for handshakes between members.
-    public var noisePSK: SecureBytes {
+    package var noisePSK: SecureBytes {
         var key = derive("lansync/v1/noise-psk")
         defer { wipe(&key) }
         return SecureBytes(copying: key)
     }
 
-    /// A public name for the group (16 hex digits): advertised over mDNS so members find each
+    /// A package name for the group (16 hex digits): advertised over mDNS so members find each
     /// other, and shown by `group show`. A keyed hash: the secret cannot be recovered from it.
-    public var tag: String { Array(derive("lansync/v1/group-tag").prefix(8)).hexString }
+    package var tag: String { Array(derive("lansync/v1/group-tag").prefix(8)).hexString }
 
     // MARK: Join codes
 
@@ -37,7 +37,7 @@ public struct GroupSecret: Sendable {
     /// `1f4k3mq-9x2vb7c-...` — eight groups of seven characters in Crockford's base32 (no I, L,
     /// O or U, case-insensitive), carrying a version byte, the secret and a 2-byte checksum, so a
     /// mistyped code is refused rather than joining nobody.
-    public var joinCode: String {
+    package var joinCode: String {
         var payload = [Self.codeVersion] + secret.withUnsafeBytes { [UInt8]($0) }
         payload += Self.checksum(payload)
         defer { wipe(&payload) }
@@ -50,7 +50,7 @@ public struct GroupSecret: Sendable {
     static let codeVersion: UInt8 = 1
 
     /// Why a join code is unusable, or the group it names.
-    public static func parse(joinCode code: String) -> Result<GroupSecret, JoinCodeProblem> {
+    package static func parse(joinCode code: String) -> Result<GroupSecret, JoinCodeProblem> {
         var digits = [UInt8]()
         for character in code.lowercased() where character != "-" && !character.isWhitespace {
             // Crockford's rule: read the letters people confuse with digits as those digits.
@@ -68,13 +68,13 @@ public struct GroupSecret: Sendable {
         return .success(GroupSecret(secret: SecureBytes(copying: Array(bytes[1..<33]))))
     }
 
-    public enum JoinCodeProblem: Error, Equatable, CustomStringConvertible {
+    package enum JoinCodeProblem: Error, Equatable, CustomStringConvertible {
         case badCharacter(Character)
         case wrongLength(Int)
         case unknownVersion
         case checksumMismatch
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .badCharacter(let character):
                 return "the join code has a character that cannot be in one: '\(character)'"
@@ -93,13 +93,13 @@ public struct GroupSecret: Sendable {
 }
 
 /// The group file, `group.json` in the data directory, mode 0600.
-public struct GroupFile: Sendable {
-    public let path: String
+package struct GroupFile: Sendable {
+    package let path: String
 
-    public init(path: String) { self.path = path }
+    package init(path: String) { self.path = path }
 
-    public struct Failure: Error, CustomStringConvertible {
-        public let description: String
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
     }
 
     private struct Contents: Codable {
@@ -109,7 +109,7 @@ public struct GroupFile: Sendable {
         var joined: String
     }
 
-    public func load() throws(Failure) -> GroupSecret? {
+    package func load() throws(Failure) -> GroupSecret? {
         let bytes: [UInt8]?
         do { bytes = try SecretFile.read(path) } catch { throw Failure(description: error.description) }
         guard let bytes else { return nil }
@@ -122,7 +122,7 @@ public struct GroupFile: Sendable {
         return GroupSecret(secret: SecureBytes(copying: secret))
     }
 
-    public func save(_ group: GroupSecret, joined: String) throws(Failure) {
+    package func save(_ group: GroupSecret, joined: String) throws(Failure) {
         var hex = group.secret.withUnsafeBytes { [UInt8]($0).hexString }
         let contents = Contents(secret: hex, joined: joined)
         hex = ""
@@ -137,7 +137,7 @@ public struct GroupFile: Sendable {
         }
     }
 
-    public func remove() throws(Failure) {
+    package func remove() throws(Failure) {
         guard unlink(path) == 0 || errno == ENOENT else {
             throw Failure(description: "cannot remove \(path): \(String(cString: strerror(errno)))")
         }

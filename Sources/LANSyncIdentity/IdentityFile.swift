@@ -5,17 +5,17 @@ import LANSyncCrypto
 /// The identity file, `identity.json` in the data directory, mode 0600: the device ID, its source,
 /// the device name and the long-term key pair. When present it wins over any derivation, so a
 /// device ID never changes under a running install.
-public struct IdentityFile: Sendable {
-    public let path: String
+package struct IdentityFile: Sendable {
+    package let path: String
 
-    public init(path: String) { self.path = path }
+    package init(path: String) { self.path = path }
 
     /// The identity file could not be used.
-    public struct Failure: Error, CustomStringConvertible {
-        public let path: String
-        public let reason: String
+    package struct Failure: Error, CustomStringConvertible {
+        package let path: String
+        package let reason: String
 
-        public var description: String { "identity file \(path): \(reason)" }
+        package var description: String { "identity file \(path): \(reason)" }
     }
 
     private struct Contents: Codable {
@@ -37,7 +37,7 @@ public struct IdentityFile: Sendable {
     }
 
     /// The stored identity, or nil when there is no identity file.
-    public func load() throws(Failure) -> DeviceIdentity? {
+    package func load() throws(Failure) -> DeviceIdentity? {
         let bytes: [UInt8]?
         do { bytes = try SecretFile.read(path) } catch { throw Failure(path: path, reason: error.description) }
         guard let bytes else { return nil }
@@ -66,7 +66,7 @@ public struct IdentityFile: Sendable {
     }
 
     /// Writes `identity` atomically with mode 0600.
-    public func save(_ identity: DeviceIdentity) throws(Failure) {
+    package func save(_ identity: DeviceIdentity) throws(Failure) {
         let secretHex = identity.keyPair.secretKey.withUnsafeBytes { [UInt8]($0).hexString }
         let contents = Contents(
             deviceID: identity.deviceID, deviceIDSource: identity.source, name: identity.name,
@@ -86,9 +86,9 @@ public struct IdentityFile: Sendable {
 }
 
 /// Makes a new identity: the device ID from the machine ID when there is one, random otherwise.
-public enum IdentityFactory {
+package enum IdentityFactory {
     /// A new identity and, when the machine ID could not be used, why (for `init` to say so).
-    public static func make(name: String, machineIDPath: String) -> (DeviceIdentity, DeviceIDDerivation.MachineIDProblem?) {
+    package static func make(name: String, machineIDPath: String) -> (DeviceIdentity, DeviceIDDerivation.MachineIDProblem?) {
         let keyPair = KeyPair.generate()
         switch DeviceIDDerivation.deviceID(machineIDPath: machineIDPath) {
         case .success(let deviceID):

@@ -10,19 +10,19 @@ import Darwin
 /// temporary file created with mode 0600, is fsynced, then renamed over the target and the
 /// directory fsynced. A crash leaves either the old file or the new one, never half of one, and
 /// no other user can ever read it.
-public enum SecretFile {
-    public struct Failure: Error, CustomStringConvertible {
-        public let path: String
-        public let operation: String
-        public let code: Int32
+package enum SecretFile {
+    package struct Failure: Error, CustomStringConvertible {
+        package let path: String
+        package let operation: String
+        package let code: Int32
 
-        public var description: String {
+        package var description: String {
             "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         }
     }
 
     /// Replaces the file at `path` with `bytes`, mode 0600.
-    public static func write(_ bytes: [UInt8], to path: String) throws(Failure) {
+    package static func write(_ bytes: [UInt8], to path: String) throws(Failure) {
         let temporary = path + ".tmp-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Failure(path: temporary, operation: "create", code: errno) }
@@ -56,7 +56,7 @@ public enum SecretFile {
     }
 
     /// The file's bytes, or nil when it does not exist.
-    public static func read(_ path: String) throws(Failure) -> [UInt8]? {
+    package static func read(_ path: String) throws(Failure) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
@@ -77,14 +77,14 @@ public enum SecretFile {
     }
 
     /// The permission bits of a file, or nil when it does not exist.
-    public static func permissions(of path: String) -> UInt32? {
+    package static func permissions(of path: String) -> UInt32? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return UInt32(info.st_mode) & 0o777
     }
 
     /// Makes `path` a directory readable by its owner only, creating it and its parents as needed.
-    public static func makePrivateDirectory(_ path: String) throws(Failure) {
+    package static func makePrivateDirectory(_ path: String) throws(Failure) {
         var partial = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             partial += "/" + component

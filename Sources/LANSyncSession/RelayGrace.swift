@@ -1,4 +1,4 @@
-public import LANSyncCore
+package import LANSyncCore
 
 /// Which rows from other origins to hold back from a peer for now, so that a dense group does not
 /// carry every new row several times.
@@ -15,18 +15,18 @@ public import LANSyncCore
 ///
 /// A value type with no clock of its own: the agent keeps one, shared by its sessions, and
 /// passes the time in.
-public struct RelayGrace: Sendable {
+package struct RelayGrace: Sendable {
     /// How long a merged row counts as fresh.
-    public let grace: Duration
+    package let grace: Duration
     /// Per replica, the merges of its rows still fresh: the counter we held before each merge,
     /// and when it happened.
     private var fresh: [ReplicaID: [(before: UInt64, at: ContinuousClock.Instant)]] = [:]
 
-    public init(grace: Duration) { self.grace = grace }
+    package init(grace: Duration) { self.grace = grace }
 
     /// Rows of other origins were merged at `now`; `coverage` says which (the rows a range
     /// covers below what we held already only wait with them, for at most `grace`).
-    public mutating func merged(_ coverage: [Delta.Coverage], at now: ContinuousClock.Instant) {
+    package mutating func merged(_ coverage: [Delta.Coverage], at now: ContinuousClock.Instant) {
         guard grace > .zero else { return }
         for range in coverage where range.through > range.from {
             fresh[range.replica, default: []].append((before: range.from, at: now))
@@ -35,7 +35,7 @@ public struct RelayGrace: Sendable {
 
     /// What to hold back at `now`: per replica with fresh rows, the highest counter that may go
     /// (the rows above it are fresh), and when the next of them settles.
-    public mutating func holdBack(at now: ContinuousClock.Instant) -> (cap: [ReplicaID: UInt64], settles: ContinuousClock.Instant?) {
+    package mutating func holdBack(at now: ContinuousClock.Instant) -> (cap: [ReplicaID: UInt64], settles: ContinuousClock.Instant?) {
         var cap: [ReplicaID: UInt64] = [:]
         var settles: ContinuousClock.Instant?
         for (replica, merges) in fresh {

@@ -1,5 +1,5 @@
-public import LANSyncCore
-public import LANSyncWire
+package import LANSyncCore
+package import LANSyncWire
 
 /// The sync protocol with one peer after the handshake (`docs/protocol.md` §6), as a pure state
 /// machine: each event is one mutating method that returns what to do; nothing here reads a
@@ -17,14 +17,14 @@ public import LANSyncWire
 /// What the machine remembers: `peerKnown`, our belief of what the peer holds — its last
 /// announced vector, advanced by every delta we send and every delta it sends us (the peer holds
 /// what it sends; never echo it back) — and the replies owed to it (pongs, our state after a merge).
-public struct SyncProtocol: Sendable {
-    public enum State: Equatable, Sendable {
+package struct SyncProtocol: Sendable {
+    package enum State: Equatable, Sendable {
         case syncing
         case ended(SessionEnd)
     }
 
     /// What to do after a message from the peer.
-    public enum Received: Equatable, Sendable {
+    package enum Received: Equatable, Sendable {
         /// Nothing (a pong, or the session has ended already).
         case nothing
         /// The peer's state changed (or a reply is owed): let the sending side run.
@@ -36,17 +36,17 @@ public struct SyncProtocol: Sendable {
     }
 
     /// What a keepalive tick asks for.
-    public enum Tick: Equatable, Sendable {
+    package enum Tick: Equatable, Sendable {
         case nothing
         case ping(UInt64)
         case end(SessionEnd)
     }
 
-    public private(set) var state: State = .syncing
+    package private(set) var state: State = .syncing
     /// What we believe the peer holds.
-    public private(set) var peerKnown = VersionVector()
+    package private(set) var peerKnown = VersionVector()
     /// The peer's last announced state (or implied by a digest-implied push).
-    public private(set) var peerAnnounced: PeerState?
+    package private(set) var peerAnnounced: PeerState?
     private var pongsOwed: [UInt64] = []
     /// Set after a merge: the peer should hear our new state even if we send no rows.
     private var stateOwed = false
@@ -63,16 +63,16 @@ public struct SyncProtocol: Sendable {
     private var pingsSent: UInt64 = 0
     private let hasher: ElementHasher
     /// How often to ping; three intervals of silence end the session.
-    public let keepalive: Duration
+    package let keepalive: Duration
     /// Our state changes from merges of other peers' rows reach this peer at most this often: in
     /// a burst a node merges from every peer, and a state after each merge to each peer would
     /// cost more than the rows. Owed states (after this peer's own rows, or after rows that did
     /// not imply our digest) go at once.
-    public let announceInterval: Duration
+    package let announceInterval: Duration
     /// When we last sent our state.
     private var lastAnnounced: ContinuousClock.Instant?
 
-    public init(
+    package init(
         hasher: ElementHasher, keepalive: Duration, announceInterval: Duration = .milliseconds(250),
         now: ContinuousClock.Instant
     ) {
@@ -83,12 +83,12 @@ public struct SyncProtocol: Sendable {
         lastSpoke = now
     }
 
-    public var isEnded: Bool { state != .syncing }
+    package var isEnded: Bool { state != .syncing }
 
     // MARK: Receiving
 
     /// A message arrived from the peer.
-    public mutating func received(_ message: WireMessage, now: ContinuousClock.Instant) -> Received {
+    package mutating func received(_ message: WireMessage, now: ContinuousClock.Instant) -> Received {
         guard state == .syncing else { return .nothing }
         lastHeard = now
         switch message {
@@ -136,26 +136,26 @@ public struct SyncProtocol: Sendable {
     }
 
     /// The peer's bytes could not be read as a message (or failed authentication).
-    public mutating func receiveFailed(_ reason: String) -> SessionEnd? {
+    package mutating func receiveFailed(_ reason: String) -> SessionEnd? {
         guard state == .syncing else { return nil }
         return end(.malformed(reason))
     }
 
     /// The peer closed the connection without a goodbye.
-    public mutating func peerClosed() -> SessionEnd? {
+    package mutating func peerClosed() -> SessionEnd? {
         guard state == .syncing else { return nil }
         return end(.peerClosed)
     }
 
     /// A merge finished: the peer should hear our new state.
-    public mutating func mergeFinished() -> Received {
+    package mutating func mergeFinished() -> Received {
         guard state == .syncing else { return .nothing }
         stateOwed = true
         return .wakeSender
     }
 
     /// A merge refused the peer's rows (rejected whole, nothing applied).
-    public mutating func mergeFailed(_ reason: String, clockSkew: Bool) -> SessionEnd? {
+    package mutating func mergeFailed(_ reason: String, clockSkew: Bool) -> SessionEnd? {
         guard state == .syncing else { return nil }
         return end(clockSkew ? .clockSkew(reason) : .malformed(reason))
     }
@@ -163,14 +163,14 @@ public struct SyncProtocol: Sendable {
     // MARK: Sending
 
     /// Our first message: our state.
-    public mutating func opening(_ ours: PeerState, now: ContinuousClock.Instant) -> WireMessage {
+    package mutating func opening(_ ours: PeerState, now: ContinuousClock.Instant) -> WireMessage {
         digestToldToPeer = ours.digest
         lastAnnounced = now
         return .state(ours)
     }
 
     /// Replies owed to the peer (pongs), in order; the sending side sends them first.
-    public mutating func takeReplies() -> [WireMessage] {
+    package mutating func takeReplies() -> [WireMessage] {
         guard state == .syncing else { return [] }
         defer { pongsOwed.removeAll() }
         return pongsOwed.map { .pong($0) }
@@ -179,7 +179,7 @@ public struct SyncProtocol: Sendable {
     /// The message that carries `batch` (rows the peer lacks, read for `peerKnown`): a compact
     /// push for exactly one new entry that follows what the peer holds, else a delta. `digest` is
     /// our current digest, asked for only when a push could imply it. Advances `peerKnown`.
-    public mutating func outgoing(_ batch: Delta, digest: () throws -> StateDigest) rethrows -> WireMessage {
+    package mutating func outgoing(_ batch: Delta, digest: () throws -> StateDigest) rethrows -> WireMessage {
         defer { peerKnown.advance(by: batch.coverage) }
         if batch.entries.count == 1, let entry = batch.entries.first, batch == EntryPush.delta(carrying: entry) {
             var implied = false
@@ -198,7 +198,7 @@ public struct SyncProtocol: Sendable {
     }
 
     /// What follows the batches.
-    public enum Closing: Equatable, Sendable {
+    package enum Closing: Equatable, Sendable {
         case nothing
         /// Send our state now.
         case send(WireMessage)
@@ -211,7 +211,7 @@ public struct SyncProtocol: Sendable {
     /// of this peer's rows, or rows went that did not imply our digest), else when it changed
     /// since the peer last heard it (other peers' rows merged), at most every announce interval.
     /// The peer's announcements are what let other nodes see it needs no relay (`RelayGrace`).
-    public mutating func closingState(now: ContinuousClock.Instant, _ ours: () throws -> PeerState) rethrows -> Closing {
+    package mutating func closingState(now: ContinuousClock.Instant, _ ours: () throws -> PeerState) rethrows -> Closing {
         guard state == .syncing else { return .nothing }
         let owed = stateOwed || !digestKnownToPeer
         let announced = try ours()
@@ -230,7 +230,7 @@ public struct SyncProtocol: Sendable {
 
     /// The keepalive timer fired (every `keepalive`): a ping when we have said nothing for an
     /// interval, the end of the session when the peer has said nothing for three.
-    public mutating func tick(now: ContinuousClock.Instant) -> Tick {
+    package mutating func tick(now: ContinuousClock.Instant) -> Tick {
         guard state == .syncing else { return .nothing }
         let silence = now - lastHeard
         if silence > keepalive * 3 { return .end(end(.keepaliveExpired(silence: silence))) }
@@ -243,19 +243,19 @@ public struct SyncProtocol: Sendable {
     }
 
     /// We sent the peer a message (any kind).
-    public mutating func sent(at now: ContinuousClock.Instant) { lastSpoke = now }
+    package mutating func sent(at now: ContinuousClock.Instant) { lastSpoke = now }
 
     /// When the peer was last heard from.
-    public var lastHeardFrom: ContinuousClock.Instant { lastHeard }
+    package var lastHeardFrom: ContinuousClock.Instant { lastHeard }
 
     /// This node is shutting down.
-    public mutating func shutdown() -> SessionEnd? {
+    package mutating func shutdown() -> SessionEnd? {
         guard state == .syncing else { return nil }
         return end(.shuttingDown)
     }
 
     /// A newer connection to the same peer replaces this one.
-    public mutating func replaced() -> SessionEnd? {
+    package mutating func replaced() -> SessionEnd? {
         guard state == .syncing else { return nil }
         return end(.replaced)
     }
@@ -267,7 +267,7 @@ public struct SyncProtocol: Sendable {
 }
 
 /// Why a sync session ended, and what we tell the peer.
-public enum SessionEnd: Error, Equatable, Sendable, CustomStringConvertible {
+package enum SessionEnd: Error, Equatable, Sendable, CustomStringConvertible {
     case peerSaidGoodbye(code: GoodbyeCode, reason: String)
     case peerClosed
     case malformed(String)
@@ -278,7 +278,7 @@ public enum SessionEnd: Error, Equatable, Sendable, CustomStringConvertible {
     case replaced
 
     /// The goodbye we send before closing, if any.
-    public var goodbye: WireMessage? {
+    package var goodbye: WireMessage? {
         switch self {
         case .peerSaidGoodbye, .peerClosed, .keepaliveExpired: return nil
         case .malformed(let reason): return .goodbye(code: .malformed, reason: reason)
@@ -288,7 +288,7 @@ public enum SessionEnd: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .peerSaidGoodbye(_, let reason): return "the peer closed the connection: \(reason)"
         case .peerClosed: return "connection closed by the peer"

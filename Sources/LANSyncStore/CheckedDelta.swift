@@ -1,10 +1,10 @@
-public import LANSyncCore
+package import LANSyncCore
 
 /// A delta from another replica that passed every check a merge makes before it touches the
 /// database, with each entry's element hash (what the state digest adds) computed. Only
 /// `ReplicaStore.check(_:)` makes one, so holding one is proof of both.
-public struct CheckedDelta: Sendable {
-    public let delta: Delta
+package struct CheckedDelta: Sendable {
+    package let delta: Delta
     /// `delta.entries[i]`'s hash at index `i`.
     let entryHashes: [[UInt8]]
 

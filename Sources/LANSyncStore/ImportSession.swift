@@ -1,27 +1,27 @@
 import GRDB
-public import LANSyncCore
+package import LANSyncCore
 
 /// Feeds rows into one write transaction during an import; nothing is visible until it commits.
-public struct ImportSession {
+package struct ImportSession {
     var context: WriteContext
-    public private(set) var outcome = MergeOutcome()
+    package private(set) var outcome = MergeOutcome()
     private var coverage: [Delta.Coverage] = []
     private var newest = HybridTimestamp.zero
 
     init(context: WriteContext) { self.context = context }
 
-    public mutating func merge(_ entry: Entry) throws {
+    package mutating func merge(_ entry: Entry) throws {
         if try context.mergeEntry(entry) { outcome.entriesAdded += 1 }
         newest = max(newest, entry.hlc)
     }
 
-    public mutating func merge(_ write: PreferenceWrite) throws {
+    package mutating func merge(_ write: PreferenceWrite) throws {
         if try context.mergePreference(write) { outcome.preferencesChanged += 1 }
         newest = max(newest, write.hlc)
     }
 
     /// Declares the exported replica's version vector: the import covers it from zero.
-    public mutating func cover(_ vector: VersionVector) {
+    package mutating func cover(_ vector: VersionVector) {
         coverage = vector.counters.map { Delta.Coverage(replica: $0.key, from: 0, through: $0.value) }
     }
 

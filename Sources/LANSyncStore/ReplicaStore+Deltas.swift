@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-public import LANSyncCore
+package import LANSyncCore
 
 /// What another replica lacks, in bounded batches: the rows sync sends.
 extension ReplicaStore {
@@ -11,7 +11,7 @@ extension ReplicaStore {
     /// inside the wire's message limit, whatever the payload sizes. With a `bound`, rows beyond it
     /// are left out (the agent holds rows from other origins back for a moment, and sends no more
     /// than it held when it started sending; see `RelayGrace`).
-    public func delta(
+    package func delta(
         since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int, maxBytes: Int = 1 << 20
     ) throws(StoreError) -> Delta {
         precondition(maxRows > 0, "a delta batch needs room for at least one row")

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-public import LANSyncCore
+package import LANSyncCore
 
 /// Local writes: appends and preference writes made on this replica, durable when they return.
 extension ReplicaStore {
@@ -10,14 +10,14 @@ extension ReplicaStore {
     /// Suspends, never blocks, until the transaction has committed: its own, or a merge
     /// transaction's that took it along (see `LocalWriteQueue`). Concurrent appends share a
     /// commit. `onCommit` is called once it is durable, in commit order across callers.
-    public func append(_ requests: [AppendRequest], now: UInt64, onCommit: (@Sendable ([Entry]) -> Void)? = nil)
+    package func append(_ requests: [AppendRequest], now: UInt64, onCommit: (@Sendable ([Entry]) -> Void)? = nil)
         async throws(StoreError) -> [Entry]
     {
         try await commit({ context in try Self.append(requests, now: now, context: &context) }, onCommit: onCommit)
     }
 
     /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
-    public func setPreferences(
+    package func setPreferences(
         _ writes: [PreferenceRequest], now: UInt64, onCommit: (@Sendable ([PreferenceWrite]) -> Void)? = nil
     ) async throws(StoreError) -> [PreferenceWrite] {
         try await commit({ context in try Self.set(writes, now: now, context: &context) }, onCommit: onCommit)

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-public import LANSyncCore
+package import LANSyncCore
 
 /// Merging rows from other replicas: checks, bounded transactions, imports.
 extension ReplicaStore {
@@ -10,12 +10,12 @@ extension ReplicaStore {
     /// app's own writes ride along instead of waiting (see `LocalWriteQueue`). A crash part-way
     /// leaves merged rows (merge is idempotent) and an unmoved version vector, so the rest is
     /// simply sent again.
-    public func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
+    package func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
         try await merge(Self.check(delta))
     }
 
     /// Merges a delta checked beforehand (see `check`).
-    public func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
+    package func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
         let (hasher, queue) = (hasher, localWrites)
         // Which rows changed the replica, by index: the writer copies no rows.
         var changed = (entries: [Int](), preferences: [Int]())
@@ -57,7 +57,7 @@ extension ReplicaStore {
     /// Checks a delta from another replica (see `Delta.problem()`) and hashes its entries: the
     /// part of a merge that needs no database, so a receiver can run it on any thread while the
     /// batch before is being written. Rejects the delta whole when anything is wrong.
-    public static func check(_ delta: Delta) throws(StoreError) -> CheckedDelta {
+    package static func check(_ delta: Delta) throws(StoreError) -> CheckedDelta {
         if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
         // One buffer for every entry's canonical bytes, and entries read in place by index.
         var hashes = [[UInt8]]()
@@ -122,7 +122,7 @@ extension ReplicaStore {
 
     /// Runs `body` inside one write transaction that merges whatever rows it feeds in; when
     /// `body` throws, everything is rolled back and nothing is written. For imports.
-    public func importing<T>(_ body: (inout ImportSession) throws -> T) throws -> (T, MergeOutcome) {
+    package func importing<T>(_ body: (inout ImportSession) throws -> T) throws -> (T, MergeOutcome) {
         let hasher = hasher
         return try writer.write { db in
             var session = ImportSession(context: try WriteContext(db, hasher: hasher))

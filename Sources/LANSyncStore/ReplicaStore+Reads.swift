@@ -1,11 +1,11 @@
 import Foundation
 import GRDB
-public import LANSyncCore
+package import LANSyncCore
 
 /// Reads for apps and for sync: entries, preferences, status, the sync summary.
 extension ReplicaStore {
 
-    public func versionVector() throws(StoreError) -> VersionVector {
+    package func versionVector() throws(StoreError) -> VersionVector {
         try Self.database { try writer.read(Self.readVersionVector) }
     }
 
@@ -18,7 +18,7 @@ extension ReplicaStore {
         return vector
     }
 
-    public func status() throws(StoreError) -> StoreStatus {
+    package func status() throws(StoreError) -> StoreStatus {
         try Self.database {
             try writer.read { db in
                 let meta = try Row.fetchOne(
@@ -37,7 +37,7 @@ extension ReplicaStore {
     }
 
     /// What a peer needs to know about this replica: version vector, digest, clock. Cheap (no counting).
-    public func syncSummary() throws(StoreError) -> (versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
+    package func syncSummary() throws(StoreError) -> (versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
         try Self.database {
             try writer.read { db in
                 let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
@@ -49,7 +49,7 @@ extension ReplicaStore {
 
     /// A value that changes whenever any process commits a change to this replica: what a
     /// running agent polls to notice writes made by the CLI.
-    public func changeMarker() throws(StoreError) -> [UInt8] {
+    package func changeMarker() throws(StoreError) -> [UInt8] {
         try Self.database {
             try writer.read { db in
                 let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
@@ -59,7 +59,7 @@ extension ReplicaStore {
     }
 
     /// Recomputes the digest from every row, ignoring the stored one: for integrity checks and tests.
-    public func recomputeDigest() throws(StoreError) -> StateDigest {
+    package func recomputeDigest() throws(StoreError) -> StateDigest {
         var digest = StateDigest()
         _ = try Self.database {
             try forEachRow(
@@ -69,7 +69,7 @@ extension ReplicaStore {
     }
 
     /// Calls `body` for each entry matching `query`, oldest first (wall-clock time, then id).
-    public func forEachEntry(_ query: EntryQuery, _ body: (Entry) throws -> Void) throws {
+    package func forEachEntry(_ query: EntryQuery, _ body: (Entry) throws -> Void) throws {
         var clauses = [String]()
         var arguments = StatementArguments()
         if let stream = query.stream {
@@ -97,13 +97,13 @@ extension ReplicaStore {
         }
     }
 
-    public func entries(_ query: EntryQuery) throws(StoreError) -> [Entry] {
+    package func entries(_ query: EntryQuery) throws(StoreError) -> [Entry] {
         var result = [Entry]()
         try Self.database { try forEachEntry(query) { result.append($0) } }
         return result
     }
 
-    public func entry(id: String) throws(StoreError) -> Entry? {
+    package func entry(id: String) throws(StoreError) -> Entry? {
         try Self.database { try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             return try Row.fetchOne(
@@ -114,7 +114,7 @@ extension ReplicaStore {
     }
 
     /// The winning write of a key (a tombstone when it was unset), or nil when never set.
-    public func preference(key: String) throws(StoreError) -> PreferenceWrite? {
+    package func preference(key: String) throws(StoreError) -> PreferenceWrite? {
         try Self.database { try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             return try Row.fetchOne(
@@ -125,7 +125,7 @@ extension ReplicaStore {
     }
 
     /// Every preference's winning write, tombstones included, ordered by key.
-    public func preferences() throws(StoreError) -> [PreferenceWrite] {
+    package func preferences() throws(StoreError) -> [PreferenceWrite] {
         try Self.database { try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             return try Row.fetchAll(
@@ -137,7 +137,7 @@ extension ReplicaStore {
     /// Calls the closures for every row in one consistent read, and returns the version vector of
     /// that same snapshot: what an export writes.
     @discardableResult
-    public func forEachRow(entry: (Entry) throws -> Void, preference: (PreferenceWrite) throws -> Void) throws
+    package func forEachRow(entry: (Entry) throws -> Void, preference: (PreferenceWrite) throws -> Void) throws
         -> VersionVector
     {
         try Self.databaseCallingBack { try writer.read { db in
@@ -153,7 +153,7 @@ extension ReplicaStore {
     }
 
     /// Runs SQLite's `PRAGMA integrity_check`; returns its complaints (empty when healthy).
-    public func integrityProblems() throws(StoreError) -> [String] {
+    package func integrityProblems() throws(StoreError) -> [String] {
         try Self.database {
             try writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check").filter { $0 != "ok" } }
         }

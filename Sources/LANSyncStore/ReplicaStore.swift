@@ -1,15 +1,15 @@
 import Foundation
 import GRDB
-public import LANSyncCore
+package import LANSyncCore
 import LANSyncCrypto
 
 /// One replica's SQLite database: a `Sendable` value around GRDB's `DatabaseWriter` whose write
 /// methods keep the CRDT invariants (every row change through `WriteContext`, one transaction per
 /// call, committed with `synchronous=FULL` in WAL mode before the call returns).
-public struct ReplicaStore: Sendable {
+package struct ReplicaStore: Sendable {
     let writer: any DatabaseWriter
-    public let replica: ReplicaID
-    public let device: DeviceID
+    package let replica: ReplicaID
+    package let device: DeviceID
     let hasher: ElementHasher
     /// Local writes waiting for the writer; merges take them along (see `LocalWriteQueue`).
     let localWrites = LocalWriteQueue()
@@ -19,7 +19,7 @@ public struct ReplicaStore: Sendable {
     let checkpointer: Checkpointer?
 
     /// BLAKE2b-256 of an element's canonical bytes: what the state digest sums, on every replica.
-    public static let elementHasher = ElementHasher { BLAKE2b.hash($0) }
+    package static let elementHasher = ElementHasher { BLAKE2b.hash($0) }
 
     private init(writer: any DatabaseWriter, path: String? = nil) throws(StoreError) {
         self.writer = writer
@@ -38,7 +38,7 @@ public struct ReplicaStore: Sendable {
     // MARK: Opening
 
     /// Opens the replica at `path`, which must exist and be a LANSync replica.
-    public static func open(path: String) throws(StoreError) -> ReplicaStore {
+    package static func open(path: String) throws(StoreError) -> ReplicaStore {
         guard FileManager.default.fileExists(atPath: path) else {
             throw StoreError(.notInitialized, "no replica at \(path); run `lansync init` first")
         }
@@ -50,7 +50,7 @@ public struct ReplicaStore: Sendable {
 
     /// Opens the replica at `path`, creating it for `device` with a fresh replica ID when there is
     /// none. Returns whether it was created.
-    public static func openOrCreate(path: String, device: DeviceID) throws(StoreError) -> (ReplicaStore, created: Bool) {
+    package static func openOrCreate(path: String, device: DeviceID) throws(StoreError) -> (ReplicaStore, created: Bool) {
         if FileManager.default.fileExists(atPath: path) { _ = try probe(path: path) }
         let pool = try pool(path: path)
         // Health data: only the owner may read the replica (its -wal and -shm inherit this mode).
@@ -60,7 +60,7 @@ public struct ReplicaStore: Sendable {
     }
 
     /// A replica in memory, for tests.
-    public static func inMemory(device: DeviceID) throws(StoreError) -> ReplicaStore {
+    package static func inMemory(device: DeviceID) throws(StoreError) -> ReplicaStore {
         let queue = try database { try DatabaseQueue() }
         try database { try Schema.migrator.migrate(queue) }
         _ = try initialize(queue, device: device)

@@ -13,9 +13,9 @@ internal import CSQLiteConfig
 /// connection of its own first, the call changes nothing and SQLite keeps its defaults. A program
 /// that opens SQLite databases itself before any replica (the benchmark's baseline does) calls
 /// `apply()` first, so that both run under the same settings.
-public enum SQLiteProcessSettings {
+package enum SQLiteProcessSettings {
     /// Applies the settings; only the first call in the process does anything.
-    public static func apply() { applied }
+    package static func apply() { applied }
 
     private static let applied: Void = { _ = lansync_sqlite3_disable_memory_statistics() }()
 }

@@ -1,6 +1,6 @@
 /// An error from the replica store, with a message that says what happened and what to do.
-public struct StoreError: Error, CustomStringConvertible, Sendable {
-    public enum Code: Sendable, Equatable {
+package struct StoreError: Error, CustomStringConvertible, Sendable {
+    package enum Code: Sendable, Equatable {
         /// No replica at the path (or an init that never finished).
         case notInitialized
         /// The file is not a LANSync replica: another SQLite database, or not SQLite at all.
@@ -13,13 +13,13 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         case database
     }
 
-    public let code: Code
-    public let message: String
+    package let code: Code
+    package let message: String
 
-    public init(_ code: Code, _ message: String) {
+    package init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { message }
+    package var description: String { message }
 }

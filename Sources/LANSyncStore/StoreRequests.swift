@@ -16,24 +16,24 @@ public struct AppendRequest: Sendable {
 }
 
 /// A preference to set locally: compact JSON text, or nil to unset it (a tombstone).
-public struct PreferenceRequest: Sendable {
-    public var key: String
-    public var value: String?
+package struct PreferenceRequest: Sendable {
+    package var key: String
+    package var value: String?
 
-    public init(key: String, value: String?) {
+    package init(key: String, value: String?) {
         self.key = key
         self.value = value
     }
 }
 
 /// The rows a merge added or changed, for change observers.
-public struct MergeResult: Sendable {
-    public var entries: [Entry] = []
-    public var preferences: [PreferenceWrite] = []
+package struct MergeResult: Sendable {
+    package var entries: [Entry] = []
+    package var preferences: [PreferenceWrite] = []
 
-    public init() {}
+    package init() {}
 
-    public var outcome: MergeOutcome {
+    package var outcome: MergeOutcome {
         MergeOutcome(entriesAdded: entries.count, preferencesChanged: preferences.count)
     }
 }

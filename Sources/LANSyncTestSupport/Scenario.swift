@@ -1,4 +1,4 @@
-public import LANSyncCore
+package import LANSyncCore
 import LANSyncStore
 
 /// Builds replica states from a list of small integers, each one an operation: what the property
@@ -8,18 +8,18 @@ import LANSyncStore
 /// shared pool (so different replicas write different versions of one id), append a fresh entry,
 /// set or unset a key from a small pool (so writes conflict), or pull a delta from another replica.
 /// Physical clocks jump around, backwards included, to exercise the hybrid logical clock.
-public struct Scenario {
-    public static let hasher = ReplicaStore.elementHasher  // the store's, so digests compare
-    public static let devices = (0..<3).map { DeviceID(bytes: [UInt8](repeating: UInt8($0 + 1), count: 16))! }
+package struct Scenario {
+    package static let hasher = ReplicaStore.elementHasher  // the store's, so digests compare
+    package static let devices = (0..<3).map { DeviceID(bytes: [UInt8](repeating: UInt8($0 + 1), count: 16))! }
 
-    public var replicas: [ReplicaState]
+    package var replicas: [ReplicaState]
     /// Every entry and preference write ever made, for soundness checks.
-    public var entriesMade: [Entry] = []
-    public var writesMade: [PreferenceWrite] = []
+    package var entriesMade: [Entry] = []
+    package var writesMade: [PreferenceWrite] = []
     /// Deltas pulled during the run, for delivery-order checks.
-    public var deltas: [Delta] = []
+    package var deltas: [Delta] = []
 
-    public init(operations: [Int]) {
+    package init(operations: [Int]) {
         replicas = (0..<3).map { index in
             ReplicaState(
                 replica: ReplicaID(high: UInt64(index + 1) << 56, low: UInt64(index)), device: Self.devices[index],
@@ -53,11 +53,11 @@ public struct Scenario {
         for replica in replicas { deltas.append(replica.delta(since: VersionVector())) }
     }
 
-    public static func fresh(_ index: Int = 9) -> ReplicaState {
+    package static func fresh(_ index: Int = 9) -> ReplicaState {
         ReplicaState(replica: ReplicaID(high: 0xFF, low: UInt64(index)), device: devices[0], hasher: hasher)
     }
 
-    public static func merged(_ states: ReplicaState...) -> ReplicaState {
+    package static func merged(_ states: ReplicaState...) -> ReplicaState {
         var result = fresh()
         for state in states { result.merge(state) }
         return result
@@ -65,7 +65,7 @@ public struct Scenario {
 
     /// `deltas` in the order `keys` sorts them (deltas beyond the keys keep their place): how
     /// property tests turn generated numbers into a delivery order.
-    public static func ordered(_ deltas: [Delta], by keys: [Int]) -> [Delta] {
+    package static func ordered(_ deltas: [Delta], by keys: [Int]) -> [Delta] {
         deltas.enumerated().map { index, delta in (key: index < keys.count ? keys[index] : index, delta: delta) }
             .sorted { $0.key < $1.key }.map(\.delta)
     }

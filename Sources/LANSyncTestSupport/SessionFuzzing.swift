@@ -1,6 +1,6 @@
 import Foundation
 import LANSyncCore
-public import LANSyncSession
+package import LANSyncSession
 import LANSyncStore
 import LANSyncWire
 
@@ -14,13 +14,13 @@ import LANSyncWire
 /// Byte-level fuzzing of the decoders alone missed three one-message crashes: values that
 /// decoded fine and trapped later, in the session's and the store's arithmetic. This is where
 /// such values meet that arithmetic.
-public enum SessionFuzzing {
+package enum SessionFuzzing {
     /// Runs one script. Invariants (a precondition fails otherwise): an ended session stays
     /// ended; after every merge the replica's running digest equals one recomputed from its rows;
     /// what the session believes the peer holds never exceeds the protocol's counter range.
     /// For libFuzzer's entry point, on the main thread: blocks until the script has run. (Never
     /// call it from a task: it would block a thread of Swift's small cooperative pool.)
-    public static func runBlocking(_ bytes: [UInt8]) {
+    package static func runBlocking(_ bytes: [UInt8]) {
         let done = DispatchSemaphore(value: 0)
         Task {
             _ = await run(bytes)
@@ -30,24 +30,24 @@ public enum SessionFuzzing {
     }
 
     /// Runs one script and says what it did.
-    public static func run(_ bytes: [UInt8]) async -> Report {
+    package static func run(_ bytes: [UInt8]) async -> Report {
         var script = Script(bytes)
         await script.run()
         return script.report
     }
 
     /// What a script did: so a test can tell that scripts reach merges and endings, not just decoders.
-    public struct Report: Sendable {
-        public var sessions = 1
-        public var merges = 0
-        public var rowsSent = 0
+    package struct Report: Sendable {
+        package var sessions = 1
+        package var merges = 0
+        package var rowsSent = 0
         /// How each session ended, in order.
-        public var endings: [SessionEnd] = []
+        package var endings: [SessionEnd] = []
     }
 
 
     /// Values fuzzers rarely find alone: the edges of every field the protocol defines.
-    public static let edgeValues: [UInt64] = [
+    package static let edgeValues: [UInt64] = [
         0, 1, 2, 3, 0x7F, 0x80, 0xFFFF, 1 << 32, Dot.maxCounter - 1, Dot.maxCounter, Dot.maxCounter + 1,
         HybridTimestamp.maxPhysicalMilliseconds, HybridTimestamp.maxPhysicalMilliseconds + 1, (1 << 63) - 1, 1 << 63,
         .max - 1, .max, 1_700_000_000_000, 1_700_000_000_000 << 16,

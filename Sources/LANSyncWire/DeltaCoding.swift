@@ -1,4 +1,4 @@
-public import LANSyncCore
+package import LANSyncCore
 
 /// The compact encoding of a delta.
 ///
@@ -20,8 +20,8 @@ public import LANSyncCore
 /// Differences keep the common case small: ids from `EntryIDs` take 16 bytes instead of 36, a
 /// counter 1–3 bytes, clock readings a byte or two. Decoding checks every count and index, so a
 /// hostile peer cannot make the receiver allocate beyond the message it actually sent.
-public enum DeltaCoding {
-    public static func encode(_ delta: Delta, into writer: inout ByteWriter) {
+package enum DeltaCoding {
+    package static func encode(_ delta: Delta, into writer: inout ByteWriter) {
         writer.varint(delta.coverage.count)
         for range in delta.coverage {
             writer.raw(range.replica.bytes)
@@ -82,7 +82,7 @@ public enum DeltaCoding {
         writer.raw(rows.bytes)
     }
 
-    public static func decode(from reader: inout ByteReader) throws(WireError) -> Delta {
+    package static func decode(from reader: inout ByteReader) throws(WireError) -> Delta {
         var delta = Delta()
         let coverageCount = try reader.count(atMost: WireProtocol.maxTableEntries, "coverage count")
         for _ in 0..<coverageCount {

@@ -1,4 +1,4 @@
-public import LANSyncCore
+package import LANSyncCore
 
 /// One new entry pushed live, in few bytes: a tap logged on one device reaches a connected peer
 /// as about 30 bytes plus its payload (protocol §5.1).
@@ -8,25 +8,25 @@ public import LANSyncCore
 /// clock readings travel as steps from the previous push. When `digestImplied` is set, the
 /// sender's state digest is exactly its last announced one plus this entry, so no state message
 /// follows: the receiver updates the sender's digest itself.
-public struct EntryPush: Equatable, Sendable {
-    public struct ReplicaDefinition: Equatable, Sendable {
-        public let replica: ReplicaID
-        public let device: DeviceID
+package struct EntryPush: Equatable, Sendable {
+    package struct ReplicaDefinition: Equatable, Sendable {
+        package let replica: ReplicaID
+        package let device: DeviceID
     }
 
-    public var replicaDefinition: ReplicaDefinition?
-    public var streamDefinition: String?
-    public var replicaSlot: Int
-    public var streamSlot: Int
+    package var replicaDefinition: ReplicaDefinition?
+    package var streamDefinition: String?
+    package var replicaSlot: Int
+    package var streamSlot: Int
     /// The entry's counter minus the previous push's counter for the same replica (or the counter).
-    public var counterStep: Int64
-    public var id: String
+    package var counterStep: Int64
+    package var id: String
     /// The entry's raw HLC reading minus the previous push's in this direction (or minus 0).
-    public var hlcStep: Int64
+    package var hlcStep: Int64
     /// Wall-clock milliseconds minus the HLC's milliseconds.
-    public var wallOffset: Int64
-    public var payload: String
-    public var digestImplied: Bool
+    package var wallOffset: Int64
+    package var payload: String
+    package var digestImplied: Bool
 
     enum Flag {
         static let replicaDefinition: UInt8 = 1
@@ -82,16 +82,16 @@ public struct EntryPush: Equatable, Sendable {
 }
 
 /// The sending side's tables for one connection: builds pushes, remembering what it defined.
-public struct EntryPushEncoder: Sendable {
+package struct EntryPushEncoder: Sendable {
     private var replicas: [ReplicaID: Int] = [:]
     private var streams: [String: Int] = [:]
     private var lastCounter: [Int: UInt64] = [:]
     private var lastHLC: UInt64 = 0
 
-    public init() {}
+    package init() {}
 
     /// The push for `entry`, updating the tables; nil when a table is full (send a delta instead).
-    public mutating func push(_ entry: Entry, digestImplied: Bool) -> EntryPush? {
+    package mutating func push(_ entry: Entry, digestImplied: Bool) -> EntryPush? {
         let newReplica = replicas[entry.dot.replica] == nil
         let newStream = streams[entry.stream] == nil
         if newReplica && replicas.count >= WireProtocol.maxTableEntries { return nil }
@@ -115,15 +115,15 @@ public struct EntryPushEncoder: Sendable {
 
 /// The receiving side's tables for one connection: turns pushes back into entries. A definition
 /// must take exactly the next slot, and a slot must be defined before use.
-public struct EntryPushDecoder: Sendable {
+package struct EntryPushDecoder: Sendable {
     private var replicas: [EntryPush.ReplicaDefinition] = []
     private var streams: [String] = []
     private var lastCounter: [Int: UInt64] = [:]
     private var lastHLC: UInt64 = 0
 
-    public init() {}
+    package init() {}
 
-    public mutating func entry(from push: EntryPush) throws(WireError) -> Entry {
+    package mutating func entry(from push: EntryPush) throws(WireError) -> Entry {
         if let definition = push.replicaDefinition {
             guard push.replicaSlot == replicas.count else { throw WireError("push defines replica slot out of order") }
             replicas.append(definition)
@@ -153,7 +153,7 @@ public struct EntryPushDecoder: Sendable {
 extension EntryPush {
     /// The delta a push stands for: its one entry, completing the entry's replica by one counter.
     /// Only a delta of exactly this shape may be sent as a push.
-    public static func delta(carrying entry: Entry) -> Delta {
+    package static func delta(carrying entry: Entry) -> Delta {
         Delta(
             entries: [entry],
             coverage: [.init(replica: entry.dot.replica, from: entry.dot.counter - 1, through: entry.dot.counter)])
@@ -162,7 +162,7 @@ extension EntryPush {
     /// The sender's digest after a digest-implied push: the one it last announced (or implied)
     /// plus the entry's element hash. Both sides compute it; the sender sets the flag only when
     /// its real digest is this.
-    public static func impliedDigest(after told: StateDigest, adding entry: Entry, hasher: ElementHasher) -> StateDigest {
+    package static func impliedDigest(after told: StateDigest, adding entry: Entry, hasher: ElementHasher) -> StateDigest {
         var digest = told
         digest.insert(hash: hasher.hash(entry))
         return digest

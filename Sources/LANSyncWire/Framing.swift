@@ -2,14 +2,14 @@
 ///
 /// After the handshake, a message longer than one frame is carried in several: each frame's
 /// plaintext starts with a flags byte whose bit 0 says "more frames of this message follow".
-public enum Framing {
+package enum Framing {
     /// The largest frame body: a whole Noise message.
-    public static let maxFrameBytes = 65_535
+    package static let maxFrameBytes = 65_535
     /// Plaintext per frame: a Noise transport message holds 65,535 bytes including its 16-byte tag.
-    public static let maxChunkBytes = maxFrameBytes - 16 - 1
+    package static let maxChunkBytes = maxFrameBytes - 16 - 1
 
     /// The frames' plaintexts for one message: flags byte + chunk each.
-    public static func chunks(of message: [UInt8]) -> [[UInt8]] {
+    package static func chunks(of message: [UInt8]) -> [[UInt8]] {
         guard !message.isEmpty else { return [[0]] }
         var out = [[UInt8]]()
         var start = 0
@@ -22,14 +22,14 @@ public enum Framing {
     }
 
     /// Puts chunked messages back together, refusing any that would exceed `maxMessageBytes`.
-    public struct Reassembler: Sendable {
+    package struct Reassembler: Sendable {
         private var pending: [UInt8] = []
-        public let maxMessageBytes: Int
+        package let maxMessageBytes: Int
 
-        public init(maxMessageBytes: Int = WireProtocol.maxMessageBytes) { self.maxMessageBytes = maxMessageBytes }
+        package init(maxMessageBytes: Int = WireProtocol.maxMessageBytes) { self.maxMessageBytes = maxMessageBytes }
 
         /// Takes one frame's plaintext; returns a complete message when this frame ends one.
-        public mutating func add(_ plaintext: [UInt8]) throws(WireError) -> [UInt8]? {
+        package mutating func add(_ plaintext: [UInt8]) throws(WireError) -> [UInt8]? {
             guard let flags = plaintext.first, flags <= 1 else { throw WireError("frame without a valid flags byte") }
             guard pending.count + plaintext.count - 1 <= maxMessageBytes else {
                 throw WireError("message exceeds \(maxMessageBytes) bytes")

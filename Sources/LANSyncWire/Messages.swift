@@ -1,33 +1,33 @@
-public import LANSyncCore
+package import LANSyncCore
 
 /// LANSync's wire protocol, version 1: the messages two members exchange after their Noise
 /// handshake. `docs/protocol.md` is the full specification; this file is its executable form.
-public enum WireProtocol {
+package enum WireProtocol {
     /// Protocol versions this build speaks.
-    public static let versions: ClosedRange<UInt16> = 1...1
+    package static let versions: ClosedRange<UInt16> = 1...1
     /// The Noise prologue: bound into the handshake hash, so a peer of another protocol fails.
-    public static let prologue = Array("LANSync wire protocol".utf8)
+    package static let prologue = Array("LANSync wire protocol".utf8)
     /// The most a reassembled message may hold.
-    public static let maxMessageBytes = 4 * 1024 * 1024
+    package static let maxMessageBytes = 4 * 1024 * 1024
     /// The most rows a delta message may carry.
-    public static let maxRowsPerDelta = 20_000
+    package static let maxRowsPerDelta = 20_000
     /// Replicas, devices and streams a delta may name; replicas a version vector may name.
-    public static let maxTableEntries = 4_096
+    package static let maxTableEntries = 4_096
     /// The longest `Hello.name` and goodbye reason, in UTF-8 bytes.
-    public static let maxNameBytes = 256
+    package static let maxNameBytes = 256
 }
 
 /// What each side says about itself inside the handshake (messages 2 and 3, encrypted).
-public struct Hello: Equatable, Sendable {
-    public var version: UInt16
-    public var device: DeviceID
-    public var name: String
-    public var replica: ReplicaID
+package struct Hello: Equatable, Sendable {
+    package var version: UInt16
+    package var device: DeviceID
+    package var name: String
+    package var replica: ReplicaID
     /// The sender's HLC reading and wall clock when it wrote this: the receiver's skew check.
-    public var hlc: HybridTimestamp
-    public var wallMilliseconds: UInt64
+    package var hlc: HybridTimestamp
+    package var wallMilliseconds: UInt64
 
-    public init(version: UInt16, device: DeviceID, name: String, replica: ReplicaID, hlc: HybridTimestamp, wallMilliseconds: UInt64) {
+    package init(version: UInt16, device: DeviceID, name: String, replica: ReplicaID, hlc: HybridTimestamp, wallMilliseconds: UInt64) {
         self.version = version
         self.device = device
         self.name = name
@@ -36,7 +36,7 @@ public struct Hello: Equatable, Sendable {
         self.wallMilliseconds = wallMilliseconds
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter()
         writer.fixed16(version)
         writer.raw(device.bytes)
@@ -47,7 +47,7 @@ public struct Hello: Equatable, Sendable {
         return writer.bytes
     }
 
-    public static func decode(_ bytes: [UInt8]) throws(WireError) -> Hello {
+    package static func decode(_ bytes: [UInt8]) throws(WireError) -> Hello {
         var reader = ByteReader(bytes)
         let version = try reader.fixed16()
         guard version != 0 else { throw WireError("hello's version is 0") }
@@ -71,12 +71,12 @@ public struct Hello: Equatable, Sendable {
 /// `0 (u16) · its lowest version (u16) · its highest version (u16)`. A `Hello`'s version is
 /// never 0, so the initiator tells the two apart by their first two bytes, and can say "no
 /// version in common" rather than fail as if the group secret were wrong.
-public struct VersionRefusal: Equatable, Sendable {
-    public var versions: ClosedRange<UInt16>
+package struct VersionRefusal: Equatable, Sendable {
+    package var versions: ClosedRange<UInt16>
 
-    public init(versions: ClosedRange<UInt16> = WireProtocol.versions) { self.versions = versions }
+    package init(versions: ClosedRange<UInt16> = WireProtocol.versions) { self.versions = versions }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter()
         writer.fixed16(0)
         writer.fixed16(versions.lowerBound)
@@ -85,7 +85,7 @@ public struct VersionRefusal: Equatable, Sendable {
     }
 
     /// The refusal, if `bytes` is one (starts with a zero version); nil for anything else.
-    public static func decode(_ bytes: [UInt8]) throws(WireError) -> VersionRefusal? {
+    package static func decode(_ bytes: [UInt8]) throws(WireError) -> VersionRefusal? {
         guard bytes.count >= 2, bytes[0] == 0, bytes[1] == 0 else { return nil }
         var reader = ByteReader(bytes)
         _ = try reader.fixed16()
@@ -98,12 +98,12 @@ public struct VersionRefusal: Equatable, Sendable {
 }
 
 /// The first handshake message's payload: which protocol versions the initiator speaks.
-public struct VersionOffer: Equatable, Sendable {
-    public var versions: ClosedRange<UInt16>
+package struct VersionOffer: Equatable, Sendable {
+    package var versions: ClosedRange<UInt16>
 
-    public init(versions: ClosedRange<UInt16> = WireProtocol.versions) { self.versions = versions }
+    package init(versions: ClosedRange<UInt16> = WireProtocol.versions) { self.versions = versions }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter()
         writer.raw(Array("LSYN".utf8))
         writer.fixed16(versions.lowerBound)
@@ -111,7 +111,7 @@ public struct VersionOffer: Equatable, Sendable {
         return writer.bytes
     }
 
-    public static func decode(_ bytes: [UInt8]) throws(WireError) -> VersionOffer {
+    package static func decode(_ bytes: [UInt8]) throws(WireError) -> VersionOffer {
         var reader = ByteReader(bytes)
         guard try reader.raw(4) == Array("LSYN".utf8) else { throw WireError("not a LANSync version offer") }
         let low = try reader.fixed16()
@@ -122,7 +122,7 @@ public struct VersionOffer: Equatable, Sendable {
     }
 
     /// The highest version both speak, or nil.
-    public func agreed(with ours: ClosedRange<UInt16> = WireProtocol.versions) -> UInt16? {
+    package func agreed(with ours: ClosedRange<UInt16> = WireProtocol.versions) -> UInt16? {
         let low = max(versions.lowerBound, ours.lowerBound)
         let high = min(versions.upperBound, ours.upperBound)
         return low <= high ? high : nil
@@ -130,7 +130,7 @@ public struct VersionOffer: Equatable, Sendable {
 }
 
 /// A message after the handshake.
-public enum WireMessage: Equatable, Sendable {
+package enum WireMessage: Equatable, Sendable {
     /// "This is what I hold": the sender's version vector, digest and clock. Sent on connect and
     /// after the sender's state changes; the receiver answers with the deltas the sender lacks.
     case state(PeerState)
@@ -152,10 +152,10 @@ public enum WireMessage: Equatable, Sendable {
     }
 
     /// Messages at least this long are sent compressed when that makes them smaller.
-    public static let compressionThreshold = 2_048
+    package static let compressionThreshold = 2_048
 
     /// The message's bytes on the wire: compressed when it is large and compression pays.
-    public func wireBytes() -> [UInt8] {
+    package func wireBytes() -> [UInt8] {
         let plain = encoded()
         guard plain.count >= Self.compressionThreshold, let packed = Zstd.compress(plain) else { return plain }
         var writer = ByteWriter(capacity: packed.count + 8)
@@ -165,7 +165,7 @@ public enum WireMessage: Equatable, Sendable {
         return writer.bytes.count < plain.count ? writer.bytes : plain
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter()
         switch self {
         case .state(let state):
@@ -191,7 +191,7 @@ public enum WireMessage: Equatable, Sendable {
         return writer.bytes
     }
 
-    public static func decode(_ bytes: [UInt8]) throws(WireError) -> WireMessage {
+    package static func decode(_ bytes: [UInt8]) throws(WireError) -> WireMessage {
         guard bytes.first == Kind.compressed.rawValue else { return try decodePlain(bytes) }
         var reader = ByteReader(bytes)
         _ = try reader.byte()
@@ -223,17 +223,17 @@ public enum WireMessage: Equatable, Sendable {
     }
 }
 
-public enum GoodbyeCode: UInt8, Sendable {
+package enum GoodbyeCode: UInt8, Sendable {
     case shuttingDown = 1, clockSkew = 2, malformed = 3, duplicateConnection = 4, versionMismatch = 5, other = 255
 }
 
 /// A replica's summary, as peers see it.
-public struct PeerState: Equatable, Sendable {
-    public var versionVector: VersionVector
-    public var digest: StateDigest
-    public var hlc: HybridTimestamp
+package struct PeerState: Equatable, Sendable {
+    package var versionVector: VersionVector
+    package var digest: StateDigest
+    package var hlc: HybridTimestamp
 
-    public init(versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
+    package init(versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
         self.versionVector = versionVector
         self.digest = digest
         self.hlc = hlc

@@ -1,8 +1,8 @@
 import LANSyncCore
 
 /// What the fuzzer (and the corpus replay in the tests) checks for one input.
-public enum WireFuzzing {
-    public static func check(_ bytes: [UInt8]) {
+package enum WireFuzzing {
+    package static func check(_ bytes: [UInt8]) {
         if let message = try? WireMessage.decode(bytes) {
             // Whatever decodes re-encodes to something that decodes to the same value.
             let again = try? WireMessage.decode(message.encoded())
@@ -33,7 +33,7 @@ public enum WireFuzzing {
 }
 
 /// Entry points for tests of the wire's internals.
-public enum WireTesting {
+package enum WireTesting {
     /// Compresses bytes as the wire does (zstd).
-    public static func compress(_ bytes: [UInt8]) -> [UInt8] { Zstd.compress(bytes) ?? [] }
+    package static func compress(_ bytes: [UInt8]) -> [UInt8] { Zstd.compress(bytes) ?? [] }
 }

@@ -9,7 +9,7 @@ struct Status: AsyncParsableCommand {
         discussion: """
             Two replicas with the same digest hold exactly the same entries and preference values.
 
-            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port, duplicate_device_id (null, or the problem and its fix), discovery (null when the agent is not running; else state — off, starting, running or unavailable — advertised_as, detail, same_group, other_groups).
+            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port, duplicate_device_id (null, or the problem and its fix), discovery (null when the agent is not running; else state — off, starting, running or unavailable — advertised_as, detail, same_group, other_groups), parts (null when the agent is not running; else one object per part of the agent — peer directory, sync listener, control socket, local changes, network watch, discovery, static peers — with name, state — starting, running, stopping, stopped or failed — and detail).
 
             Examples:
               lansync status
@@ -45,6 +45,7 @@ struct Status: AsyncParsableCommand {
                     ("port", agent.map { "\($0.port)" } ?? "null"),
                     ("discovery", agent?.discovery.map(Self.json) ?? "null"),
                     ("duplicate_device_id", agent?.duplicateDeviceID.map(ExportFile.quoted) ?? "null"),
+                    ("parts", agent.map { "[" + $0.parts.map(Self.json).joined(separator: ",") + "]" } ?? "null"),
                 ].jsonObject)
         } else {
             for line in aligned([
@@ -57,10 +58,26 @@ struct Status: AsyncParsableCommand {
                 ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
                 ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
                 ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
-            ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])) { out.line(line) }
+            ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])
+                + (agent.map { [["parts", Self.describe($0.parts)]] } ?? [])) { out.line(line) }
             if let agent { out.line(PeersView.verdict(agent)) }
             if let duplicate = agent?.duplicateDeviceID { note("lansync: warning: \(duplicate)") }
         }
+    }
+
+    static func json(_ part: AgentPartStatus) -> String {
+        [
+            ("name", ExportFile.quoted(part.name)), ("state", ExportFile.quoted(part.state.rawValue)),
+            ("detail", part.detail.map(ExportFile.quoted) ?? "null"),
+        ].jsonObject
+    }
+
+    /// "all 7 running", or each part that is not, with its state.
+    static func describe(_ parts: [AgentPartStatus]) -> String {
+        let notRunning = parts.filter { $0.state != .running }
+        if notRunning.isEmpty { return "all \(parts.count) running" }
+        return notRunning.map { "\($0.name) \($0.state.rawValue)" + ($0.detail.map { " (\($0))" } ?? "") }.joined(separator: ", ")
+            + "; \(parts.count - notRunning.count) of \(parts.count) running"
     }
 
     static func json(_ discovery: DiscoveryReport) -> String {

@@ -232,8 +232,13 @@ import Testing
             Set(status.keys) == [
                 "device_id", "replica_id", "name", "data_dir", "entries", "streams", "preferences", "unset_preferences",
                 "digest", "hlc", "version_vector", "group_tag", "agent_running", "peers_connected", "port", "discovery",
-                "duplicate_device_id",
+                "duplicate_device_id", "parts",
             ])
+        // Every part of the running agent says where it stands, in the order the parts start.
+        let parts = (status["parts"] as? [[String: Any]]) ?? []
+        #expect(parts.compactMap { $0["name"] as? String }.starts(with: ["peer directory", "sync listener", "control socket", "local changes", "network watch"]), "\(parts)")
+        #expect(parts.allSatisfy { $0["state"] as? String == "running" }, "\(parts)")
+        #expect(try cli.status("b")["parts"].map { "\($0)" }?.contains("static peers") == true)
         #expect(Set((status["discovery"] as? [String: Any])?.keys ?? [:].keys) == ["state", "advertised_as", "detail", "same_group", "other_groups"])
         let peer = try JSONSerialization.jsonObject(with: Data(try cli.ok(["peers", "--json"], node: "a").utf8)) as? [String: Any] ?? [:]
         #expect(
