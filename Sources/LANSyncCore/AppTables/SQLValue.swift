@@ -1,0 +1,65 @@
+/// One SQLite value, exactly as it must round-trip between devices: a REAL keeps its 64 bits
+/// (NaN payloads and -0.0 included), a BLOB its bytes, TEXT its UTF-8.
+package enum SQLValue: Hashable, Sendable, Comparable, CustomStringConvertible {
+    case null
+    case integer(Int64)
+    /// The IEEE 754 bit pattern: comparing and hashing bits, never floating-point values, keeps
+    /// `-0.0`, `0.0` and every NaN apart, so every replica picks the same winner.
+    case realBits(UInt64)
+    case text(String)
+    case blob([UInt8])
+
+    package static func real(_ value: Double) -> SQLValue { .realBits(value.bitPattern) }
+
+    /// SQLite's own type order (NULL < numbers < TEXT < BLOB), then the value: a total order used
+    /// only to break ties between two writes with the same clock and dot, which honest replicas
+    /// never produce, so that even then every replica keeps the same one.
+    package static func < (a: SQLValue, b: SQLValue) -> Bool {
+        switch (a, b) {
+        case (.integer(let x), .integer(let y)): return x < y
+        case (.realBits(let x), .realBits(let y)): return x < y
+        case (.text(let x), .text(let y)): return Array(x.utf8).lexicographicallyPrecedes(Array(y.utf8))
+        case (.blob(let x), .blob(let y)): return x.lexicographicallyPrecedes(y)
+        default: return a.rank < b.rank
+        }
+    }
+
+    private var rank: Int {
+        switch self {
+        case .null: return 0
+        case .integer: return 1
+        case .realBits: return 2
+        case .text: return 3
+        case .blob: return 4
+        }
+    }
+
+    package var description: String {
+        switch self {
+        case .null: return "NULL"
+        case .integer(let value): return "\(value)"
+        case .realBits(let bits): return "\(Double(bitPattern: bits))"
+        case .text(let value): return "'\(value)'"
+        case .blob(let bytes): return "x'" + bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined() + "'"
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
+
+/// A row of an app table, wherever it lives: the table's name and its primary key's values.
+package struct RowKey: Hashable, Sendable, CustomStringConvertible {
+    package let table: String
+    package let primaryKey: [SQLValue]
+
+    package init(table: String, primaryKey: [SQLValue]) {
+        self.table = table
+        self.primaryKey = primaryKey
+    }
+
+    package var description: String { "\(table):" + primaryKey.map(\.description).joined(separator: ",") }
+}

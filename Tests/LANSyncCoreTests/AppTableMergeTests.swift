@@ -1,0 +1,254 @@
+import LANSyncCore
+import PropertyBased
+import Testing
+
+/// The merge rules of app-table rows (DESIGN.md, "App tables"), checked against a reference model:
+/// replicas insert, edit random columns, delete, re-insert, increment a counter and sync with
+/// each other (relaying what they heard), then every change is delivered in a random order with
+/// duplicates. Every order must reach the state the rules define over the set of all changes.
+@Suite struct AppTableMergeTests {
+    static let device = DeviceID(bytes: [UInt8](repeating: 7, count: 16))!
+    static let keys = (0..<3).map { RowKey(table: "athletes", primaryKey: [.text("athlete-\($0)")]) }
+    static let columns = ["name", "weight", "notes"]
+
+    /// Replicas acting on their own view of the rows, as apps on several devices would.
+    struct Simulation {
+        struct Replica {
+            let id: ReplicaID
+            var counter: UInt64 = 0
+            var rows: [RowKey: RowState] = [:]
+            var heard: Set<RowChange> = []
+        }
+
+        var replicas: [Replica]
+        var clock: UInt64 = 1_000
+
+        init(replicaCount: Int) {
+            replicas = (0..<replicaCount).map { Replica(id: ReplicaID(high: UInt64($0 + 1), low: 0xA5)) }
+        }
+
+        var allChanges: Set<RowChange> { replicas.reduce(into: Set()) { $0.formUnion($1.heard) } }
+
+        /// One step, driven by a generated number: who acts, on which row, doing what.
+        mutating func step(_ choice: Int) {
+            let r = choice % replicas.count
+            let key = AppTableMergeTests.keys[(choice / 7) % AppTableMergeTests.keys.count]
+            // Clocks run a little apart, so concurrent writes land in either order.
+            clock += UInt64(1 + (choice / 13) % 5)
+            let row = replicas[r].rows[key] ?? RowState()
+            switch (choice / 31) % 6 {
+            case 0:
+                if row.exists { update(r, key, row, choice) } else { insert(r, key, row, choice) }
+            case 1, 2:
+                if row.exists { update(r, key, row, choice) }
+            case 3:
+                if row.exists { emit(r, key, .delete, life: row.causalLength + 1) }
+            case 4:
+                if row.exists {
+                    let own = row.counters["xp"]?[replicas[r].id].map { change -> Int64 in
+                        guard case .counter(_, let total) = change.kind else { return 0 }
+                        return total
+                    } ?? 0
+                    emit(r, key, .counter(column: "xp", total: own + Int64(choice % 9) - 2), life: row.causalLength)
+                }
+            default:
+                // Sync: replica r hears everything another replica has heard (relays included).
+                let other = (r + 1 + (choice / 211) % max(1, replicas.count - 1)) % replicas.count
+                for change in replicas[other].heard { hear(r, change) }
+            }
+        }
+
+        mutating func insert(_ r: Int, _ key: RowKey, _ row: RowState, _ choice: Int) {
+            let life = row.causalLength + 1
+            emit(r, key, .insert, life: life)
+            for (index, column) in AppTableMergeTests.columns.enumerated() where (choice >> index) & 1 == 1 {
+                emit(r, key, .set(column: column, value: Self.value(choice + index)), life: life)
+            }
+        }
+
+        mutating func update(_ r: Int, _ key: RowKey, _ row: RowState, _ choice: Int) {
+            let column = AppTableMergeTests.columns[(choice / 3) % AppTableMergeTests.columns.count]
+            emit(r, key, .set(column: column, value: Self.value(choice)), life: row.causalLength)
+        }
+
+        static func value(_ seed: Int) -> SQLValue {
+            switch seed % 5 {
+            case 0: return .null
+            case 1: return .integer(Int64(seed))
+            case 2: return .real(seed % 2 == 0 ? -0.0 : Double(seed) / 3)
+            case 3: return .text("v\(seed)")
+            default: return .blob([UInt8(seed & 0xFF), 0])
+            }
+        }
+
+        mutating func emit(_ r: Int, _ key: RowKey, _ kind: RowChange.Kind, life: UInt64) {
+            replicas[r].counter += 1
+            let change = RowChange(
+                key: key, kind: kind, causalLength: life, hlc: HybridTimestamp(physicalMilliseconds: clock, logical: 0),
+                dot: Dot(replica: replicas[r].id, counter: replicas[r].counter))
+            hear(r, change)
+        }
+
+        mutating func hear(_ r: Int, _ change: RowChange) {
+            replicas[r].heard.insert(change)
+            replicas[r].rows[change.key, default: RowState()].merge(change)
+        }
+    }
+
+    /// The rules, stated over the set of all changes rather than applied one by one.
+    struct ReferenceRow: Equatable {
+        var exists = false
+        var values: [String: SQLValue] = [:]
+        var xp: Int64 = 0
+
+        init(_ changes: [RowChange]) {
+            let life = changes.map(\.causalLength).max() ?? 0
+            exists = life % 2 == 1
+            let current = changes.filter { $0.causalLength == life }
+            for column in AppTableMergeTests.columns {
+                let writes = current.compactMap { change -> (RowChange, SQLValue)? in
+                    guard case .set(column, let value) = change.kind else { return nil }
+                    return (change, value)
+                }
+                // The latest write by (HLC, replica ID, counter), then the greater value.
+                if let winner = writes.max(by: { a, b in
+                    (a.0.hlc, a.0.dot.replica, a.0.dot.counter) < (b.0.hlc, b.0.dot.replica, b.0.dot.counter)
+                        || ((a.0.hlc, a.0.dot.replica, a.0.dot.counter) == (b.0.hlc, b.0.dot.replica, b.0.dot.counter) && a.1 < b.1)
+                }) {
+                    values[column] = winner.1
+                }
+            }
+            // Each replica's latest total (by its own counter), summed.
+            var totals: [ReplicaID: (UInt64, Int64)] = [:]
+            for change in current {
+                guard case .counter("xp", let total) = change.kind else { continue }
+                if let held = totals[change.dot.replica], held.0 >= change.dot.counter { continue }
+                totals[change.dot.replica] = (change.dot.counter, total)
+            }
+            xp = totals.values.reduce(0) { $0 &+ $1.1 }
+        }
+
+        init(_ state: RowState) {
+            exists = state.exists
+            for column in AppTableMergeTests.columns { if let value = state.value(of: column) { values[column] = value } }
+            xp = state.counter("xp")
+        }
+    }
+
+    static func reference(_ changes: Set<RowChange>) -> [RowKey: ReferenceRow] {
+        Dictionary(grouping: changes, by: \.key).mapValues { ReferenceRow($0) }
+    }
+
+    static func merged(_ changes: [RowChange]) -> [RowKey: ReferenceRow] {
+        var rows: [RowKey: RowState] = [:]
+        for change in changes { rows[change.key, default: RowState()].merge(change) }
+        return rows.mapValues { ReferenceRow($0) }
+    }
+
+    static let steps = Gen.int(in: 0...1_000_000).array(of: 0...80)
+    static let order = Gen.int(in: 0...1_000_000).array(of: 0...400)
+
+    /// Any delivery order, with every change delivered twice, equals the reference model.
+    @Test func anyOrderWithDuplicatesEqualsTheReference() async {
+        await propertyCheck(input: Gen.int(in: 3...5), Self.steps, Self.order) { replicaCount, steps, order in
+            var simulation = Simulation(replicaCount: replicaCount)
+            for step in steps { simulation.step(step) }
+            let all = simulation.allChanges
+            var deliveries = Array(all) + Array(all)
+            // A generated shuffle: each delivery is keyed by the next generated number.
+            let keyed = deliveries.indices.map { ($0, order.isEmpty ? $0 : order[$0 % order.count] &+ $0 * 7919) }
+            deliveries = keyed.sorted { $0.1 < $1.1 }.map { deliveries[$0.0] }
+            #expect(Self.merged(deliveries) == Self.reference(all))
+        }
+    }
+
+    /// Replicas that each merge every other replica's changes converge, whatever they held.
+    @Test func replicasThatHearEverythingConverge() async {
+        await propertyCheck(input: Gen.int(in: 3...5), Self.steps) { replicaCount, steps in
+            var simulation = Simulation(replicaCount: replicaCount)
+            for step in steps { simulation.step(step) }
+            let all = simulation.allChanges
+            let expected = Self.reference(all)
+            for replica in simulation.replicas {
+                var rows = replica.rows
+                for change in all.subtracting(replica.heard) { rows[change.key, default: RowState()].merge(change) }
+                #expect(rows.mapValues { ReferenceRow($0) } == expected)
+            }
+        }
+    }
+
+    static func change(
+        _ kind: RowChange.Kind, life: UInt64, at time: UInt64, by replica: UInt64, _ counter: UInt64, key: Int = 0
+    ) -> RowChange {
+        RowChange(
+            key: keys[key], kind: kind, causalLength: life, hlc: HybridTimestamp(physicalMilliseconds: time, logical: 0),
+            dot: Dot(replica: ReplicaID(high: replica, low: 0), counter: counter))
+    }
+
+    /// Two devices edit different columns of one athlete offline: both edits survive.
+    @Test func editsOfDifferentColumnsBothSurvive() {
+        var row = RowState()
+        row.merge(Self.change(.insert, life: 1, at: 10, by: 1, 1))
+        row.merge(Self.change(.set(column: "name", value: .text("Ana")), life: 1, at: 10, by: 1, 2))
+        row.merge(Self.change(.set(column: "weight", value: .real(61.5)), life: 1, at: 20, by: 2, 1))
+        row.merge(Self.change(.set(column: "name", value: .text("Ana B.")), life: 1, at: 15, by: 1, 3))
+        #expect(row.value(of: "name") == .text("Ana B."))
+        #expect(row.value(of: "weight") == .real(61.5))
+    }
+
+    /// A delete beats an edit made concurrently (even a later one by the clock); an insert after
+    /// the delete brings the row back with only the columns it wrote.
+    @Test func deleteBeatsConcurrentEditsAndReinsertRevives() {
+        var row = RowState()
+        row.merge(Self.change(.insert, life: 1, at: 10, by: 1, 1))
+        row.merge(Self.change(.set(column: "notes", value: .text("old")), life: 1, at: 10, by: 1, 2))
+        row.merge(Self.change(.delete, life: 2, at: 20, by: 2, 1))
+        row.merge(Self.change(.set(column: "notes", value: .text("concurrent")), life: 1, at: 99, by: 1, 3))
+        #expect(!row.exists)
+        row.merge(Self.change(.insert, life: 3, at: 30, by: 2, 2))
+        row.merge(Self.change(.set(column: "name", value: .text("back")), life: 3, at: 30, by: 2, 3))
+        #expect(row.exists)
+        #expect(row.value(of: "name") == .text("back"))
+        #expect(row.value(of: "notes") == nil)
+    }
+
+    /// XP added on three offline devices sums; each device's later total replaces its earlier one.
+    @Test func countersSumEveryReplicasIncrements() {
+        var row = RowState()
+        row.merge(Self.change(.insert, life: 1, at: 1, by: 1, 1))
+        row.merge(Self.change(.counter(column: "xp", total: 5), life: 1, at: 2, by: 1, 2))
+        row.merge(Self.change(.counter(column: "xp", total: 5), life: 1, at: 2, by: 2, 1))
+        row.merge(Self.change(.counter(column: "xp", total: 8), life: 1, at: 3, by: 3, 1))
+        row.merge(Self.change(.counter(column: "xp", total: 15), life: 1, at: 4, by: 3, 2))
+        row.merge(Self.change(.counter(column: "xp", total: 8), life: 1, at: 3, by: 3, 1))
+        #expect(row.counter("xp") == 25)
+    }
+
+    /// REAL values keep their bits: -0.0 and 0.0 are different values, and so are NaN payloads.
+    @Test func realsRoundTripBitForBit() {
+        #expect(SQLValue.real(-0.0) != SQLValue.real(0.0))
+        let nan = Double(nan: 0x1234, signaling: false)
+        #expect(SQLValue.real(nan) == .realBits(nan.bitPattern))
+        var row = RowState()
+        row.merge(Self.change(.set(column: "weight", value: .real(-0.0)), life: 1, at: 5, by: 1, 1))
+        guard case .realBits(let bits)? = row.value(of: "weight") else {
+            Issue.record("the value should be a REAL")
+            return
+        }
+        #expect(Double(bitPattern: bits).sign == .minus)
+    }
+
+    /// Two different rows appended under one key: every replica keeps the same one, the earliest.
+    @Test func appendOnlyRowsKeepTheEarliestUnderAKey() {
+        let early = Self.change(.append(["bpm": .integer(120)]), life: 1, at: 10, by: 2, 1)
+        let late = Self.change(.append(["bpm": .integer(90)]), life: 1, at: 11, by: 1, 1)
+        var a = RowState()
+        a.merge(early)
+        a.merge(late)
+        var b = RowState()
+        b.merge(late)
+        b.merge(early)
+        #expect(a.appended == early)
+        #expect(a == b)
+    }
+}
