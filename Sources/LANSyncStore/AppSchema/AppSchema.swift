@@ -1,0 +1,168 @@
+import Foundation
+
+/// What an app declared: its tables, each mutable (merged column by column) or append-only (a
+/// grow-only set of rows), their columns, counters and indexes. Built from schema text by
+/// `AppSchemaReader`; a newer declaration is compared with the held one by `AppSchema.changes`.
+package struct AppSchema: Hashable, Sendable {
+    package struct Column: Hashable, Sendable {
+        package let name: String
+        /// The declared type as written ("TEXT", "REAL", "" when none).
+        package let type: String
+        package let notNull: Bool
+        /// The default's SQL text, as SQLite reports it; nil when none.
+        package let defaultSQL: String?
+        /// Position in the primary key, from 1; 0 when not part of it.
+        package let primaryKeyPosition: Int
+    }
+
+    package struct Table: Hashable, Sendable {
+        package let name: String
+        package let columns: [Column]
+        package let appendOnly: Bool
+        /// INTEGER columns whose value is the sum of every device's increments.
+        package let counters: Set<String>
+        /// The `CREATE TABLE` statement as declared.
+        package let sql: String
+
+        package var primaryKey: [String] {
+            columns.filter { $0.primaryKeyPosition > 0 }.sorted { $0.primaryKeyPosition < $1.primaryKeyPosition }.map(\.name)
+        }
+
+        package func column(_ name: String) -> Column? { columns.first { $0.name.lowercased() == name.lowercased() } }
+    }
+
+    package struct Index: Hashable, Sendable {
+        package let name: String
+        package let table: String
+        package let sql: String
+    }
+
+    package var tables: [Table]
+    package var indexes: [Index]
+
+    package init(tables: [Table] = [], indexes: [Index] = []) {
+        self.tables = tables
+        self.indexes = indexes
+    }
+
+    package func table(_ name: String) -> Table? { tables.first { $0.name.lowercased() == name.lowercased() } }
+
+    /// What declaring `newer` over this schema adds. Throws, naming every problem, when `newer`
+    /// takes anything away or changes what devices with the older declaration still write:
+    /// a family's devices run different app versions, so a schema only grows.
+    package func changes(to newer: AppSchema) throws(AppSchemaError) -> [AppSchemaChange] {
+        var problems = [AppSchemaError.Problem]()
+        var changes = [AppSchemaChange]()
+        for old in tables {
+            guard let new = newer.table(old.name) else {
+                problems.append(.init(
+                    statement: old.sql,
+                    reason: "table \(old.name) was declared before and is missing now; dropping or renaming a table is "
+                        + "not supported, because devices running the older app version still write it",
+                    fix: "keep its CREATE TABLE in the schema (an app may stop using a table; LANSync keeps syncing it)"))
+                continue
+            }
+            if new.appendOnly != old.appendOnly {
+                problems.append(.init(
+                    statement: new.sql,
+                    reason: "table \(old.name) was declared \(old.appendOnly ? "append-only" : "mutable") and is now "
+                        + "\(new.appendOnly ? "append-only" : "mutable"); rows already written merge by the first rule",
+                    fix: "keep the table as it was, and declare a new table for the new kind of rows"))
+            }
+            if new.primaryKey.map({ $0.lowercased() }) != old.primaryKey.map({ $0.lowercased() }) {
+                problems.append(.init(
+                    statement: new.sql,
+                    reason: "the primary key of \(old.name) changed from (\(old.primaryKey.joined(separator: ", "))) to "
+                        + "(\(new.primaryKey.joined(separator: ", "))); rows are matched across devices by it",
+                    fix: "keep the primary key; declare a new table if the rows need another key"))
+            }
+            for column in old.columns {
+                guard let now = new.column(column.name) else {
+                    problems.append(.init(
+                        statement: new.sql,
+                        reason: "column \(old.name).\(column.name) was declared before and is missing now; dropping or "
+                            + "renaming a column is not supported, because older app versions still write it",
+                        fix: "keep the column (stop using it, or add a new one beside it)"))
+                    continue
+                }
+                if now.type.uppercased() != column.type.uppercased() {
+                    problems.append(.init(
+                        statement: new.sql,
+                        reason: "column \(old.name).\(column.name) changed type from \(column.type.isEmpty ? "none" : column.type) "
+                            + "to \(now.type.isEmpty ? "none" : now.type); devices with the older declaration still write the old type",
+                        fix: "keep its type, and add a new column for values of the new type"))
+                }
+                if old.counters.contains(column.name) != new.counters.contains(now.name) {
+                    problems.append(.init(
+                        statement: new.sql,
+                        reason: "column \(old.name).\(column.name) \(old.counters.contains(column.name) ? "was" : "was not") "
+                            + "a counter; changing that changes how values already written merge",
+                        fix: "keep the `-- lansync: counter` line as it was, and add a new column instead"))
+                }
+            }
+            for column in new.columns where old.column(column.name) == nil {
+                if column.notNull && column.defaultSQL == nil {
+                    problems.append(.init(
+                        statement: new.sql,
+                        reason: "new column \(new.name).\(column.name) is NOT NULL without a default; rows written by "
+                            + "devices that do not know it yet would have no value",
+                        fix: "give it a DEFAULT, or leave out NOT NULL"))
+                } else {
+                    changes.append(.addColumn(table: new.name, column: column))
+                }
+            }
+        }
+        for table in newer.tables where self.table(table.name) == nil { changes.append(.addTable(table)) }
+        for index in newer.indexes where !indexes.contains(where: { $0.name.lowercased() == index.name.lowercased() }) {
+            changes.append(.addIndex(index))
+        }
+        for index in indexes where !newer.indexes.contains(where: { $0.name.lowercased() == index.name.lowercased() }) {
+            problems.append(.init(
+                statement: index.sql,
+                reason: "index \(index.name) was declared before and is missing now; schemas only grow",
+                fix: "keep its CREATE INDEX in the schema"))
+        }
+        if !problems.isEmpty { throw AppSchemaError(problems: problems) }
+        return changes
+    }
+}
+
+/// One thing a newer declaration adds.
+package enum AppSchemaChange: Hashable, Sendable, CustomStringConvertible {
+    case addTable(AppSchema.Table)
+    case addColumn(table: String, column: AppSchema.Column)
+    case addIndex(AppSchema.Index)
+
+    package var description: String {
+        switch self {
+        case .addTable(let table):
+            return "add \(table.appendOnly ? "append-only" : "mutable") table \(table.name) (\(table.columns.count) columns)"
+        case .addColumn(let table, let column): return "add column \(table).\(column.name)"
+        case .addIndex(let index): return "add index \(index.name) on \(index.table)"
+        }
+    }
+}
+
+/// Why a schema was refused: every problem found, each with the statement, the reason in words a
+/// developer who knows SQLite understands, and what to do instead. Nothing was applied.
+package struct AppSchemaError: Error, Equatable, Sendable, CustomStringConvertible {
+    package struct Problem: Equatable, Sendable {
+        /// The statement or directive line at fault, as written.
+        package let statement: String
+        package let reason: String
+        package let fix: String
+    }
+
+    package let problems: [Problem]
+
+    package var description: String {
+        let count = problems.count == 1 ? "a problem" : "\(problems.count) problems"
+        return "the schema has \(count); nothing was applied:\n"
+            + problems.map { problem in
+                let statement = problem.statement.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+                    .joined(separator: " ")
+                let shown = statement.count > 120 ? String(statement.prefix(117)) + "..." : statement
+                return "- in `\(shown)`: \(problem.reason). Instead: \(problem.fix)."
+            }.joined(separator: "\n")
+    }
+}

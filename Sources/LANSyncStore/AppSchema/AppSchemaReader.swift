@@ -1,0 +1,229 @@
+import Foundation
+import GRDB
+
+/// Reads schema text — `CREATE TABLE` and `CREATE INDEX` statements plus directive lines
+/// (`-- lansync: append-only TABLE`, `-- lansync: counter TABLE.COLUMN`) — into an `AppSchema`,
+/// refusing what the app-table contract refuses (DESIGN.md, "App tables"), every problem at once.
+///
+/// SQLite itself parses: the statements run in a scratch in-memory database, and the tables are
+/// read back with `PRAGMA table_xinfo` and `index_list`, so whatever SQLite accepts is understood
+/// exactly as SQLite will store it. Only CHECK constraints are looked at in the text.
+package enum AppSchemaReader {
+    package static func read(_ text: String) throws(AppSchemaError) -> AppSchema {
+        var problems = [AppSchemaError.Problem]()
+        let directives = readDirectives(text, problems: &problems)
+        var tables = [AppSchema.Table]()
+        var indexes = [AppSchema.Index]()
+        do {
+            let scratch = try DatabaseQueue()
+            try scratch.inDatabase { db in
+                let statements = try db.allStatements(sql: text)
+                while let statement = try statements.next() {
+                    let sql = withoutLeadingComments(statement.sql)
+                    let words = sql.uppercased().split(whereSeparator: { $0.isWhitespace || $0 == "(" }).prefix(4).map(String.init)
+                    if words.first == "CREATE", words.dropFirst().first == "TEMP" || words.dropFirst().first == "TEMPORARY" {
+                        problems.append(.init(statement: sql, reason: "a temporary table is not stored, so it cannot sync", fix: "leave out TEMP"))
+                    } else if words.starts(with: ["CREATE", "TABLE"]) {
+                        let before = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
+                        try statement.execute()
+                        let created = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+                            .filter { !before.contains($0) }
+                        for name in created {
+                            if let table = try readTable(db, name: name, sql: sql, directives: directives, problems: &problems) {
+                                tables.append(table)
+                            }
+                        }
+                    } else if words.starts(with: ["CREATE", "INDEX"]) || words.starts(with: ["CREATE", "UNIQUE", "INDEX"]) {
+                        if words.contains("UNIQUE") {
+                            problems.append(.init(
+                                statement: sql,
+                                reason: "a UNIQUE index would reject rows written on another device, and merged rows cannot "
+                                    + "be refused after the fact",
+                                fix: "use a plain CREATE INDEX; only the primary key is unique across devices"))
+                            continue
+                        }
+                        let before = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index'"))
+                        try statement.execute()
+                        let created = try Row.fetchAll(db, sql: "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'")
+                            .filter { !before.contains($0[0] as String) }
+                        for row in created { indexes.append(.init(name: row[0], table: row[1], sql: sql)) }
+                    } else {
+                        problems.append(.init(
+                            statement: sql,
+                            reason: "a schema holds only CREATE TABLE and CREATE INDEX statements (and `-- lansync:` lines)",
+                            fix: "run data changes with `lansync exec`, and keep views and triggers in the app"))
+                    }
+                }
+            }
+        } catch let error as DatabaseError {
+            problems.append(.init(
+                statement: error.sql ?? "(the schema)", reason: "SQLite could not read it: \(error.message ?? "\(error)")",
+                fix: "fix the statement; `sqlite3 :memory: < FILE` shows the same error"))
+        } catch {
+            problems.append(.init(statement: "(the schema)", reason: "\(error)", fix: "check the file"))
+        }
+        for name in directives.appendOnly.keys where !tables.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+            problems.append(.init(
+                statement: directives.appendOnly[name]!, reason: "there is no table \(name) in the schema",
+                fix: "name a table the schema creates"))
+        }
+        for (column, line) in directives.counters {
+            let parts = column.split(separator: ".", maxSplits: 1).map(String.init)
+            if !tables.contains(where: { $0.name.lowercased() == parts[0].lowercased() }) {
+                problems.append(.init(statement: line, reason: "there is no table \(parts[0]) in the schema", fix: "name a table the schema creates"))
+            }
+        }
+        if !problems.isEmpty { throw AppSchemaError(problems: problems) }
+        return AppSchema(tables: tables, indexes: indexes)
+    }
+
+    /// The statement without the comment lines before it (directives sit there).
+    static func withoutLeadingComments(_ sql: String) -> String {
+        var lines = sql.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        while let first = lines.first, first.isEmpty || first.hasPrefix("--") { lines.removeFirst() }
+        return lines.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    struct Directives {
+        /// Table name → the directive line.
+        var appendOnly: [String: String] = [:]
+        /// "table.column" → the directive line.
+        var counters: [String: String] = [:]
+    }
+
+    static func readDirectives(_ text: String, problems: inout [AppSchemaError.Problem]) -> Directives {
+        var directives = Directives()
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            guard line.hasPrefix("--") else { continue }
+            let comment = line.dropFirst(2).trimmingCharacters(in: .whitespaces)
+            guard comment.lowercased().hasPrefix("lansync:") else { continue }
+            let words = comment.dropFirst("lansync:".count).split(separator: " ").map(String.init)
+            switch (words.first?.lowercased(), words.count) {
+            case ("append-only", 2):
+                directives.appendOnly[words[1]] = line
+            case ("counter", 2) where words[1].split(separator: ".").count == 2:
+                directives.counters[words[1].lowercased()] = line
+            default:
+                problems.append(.init(
+                    statement: line, reason: "this `-- lansync:` line is not one LANSync knows",
+                    fix: "write `-- lansync: append-only TABLE` or `-- lansync: counter TABLE.COLUMN`"))
+            }
+        }
+        return directives
+    }
+
+    private static func readTable(
+        _ db: Database, name: String, sql: String, directives: Directives, problems: inout [AppSchemaError.Problem]
+    ) throws -> AppSchema.Table? {
+        let lowered = name.lowercased()
+        if lowered.hasPrefix("lansync_") || lowered.hasPrefix("sqlite_") {
+            problems.append(.init(statement: sql, reason: "table names starting with lansync_ or sqlite_ are reserved", fix: "rename the table"))
+            return nil
+        }
+        var columns = [AppSchema.Column]()
+        for row in try Row.fetchAll(db, sql: "PRAGMA table_xinfo(\(name.quotedDatabaseIdentifier))") {
+            let hidden: Int = row["hidden"]
+            let column = AppSchema.Column(
+                name: row["name"], type: row["type"], notNull: row["notnull"], defaultSQL: row["dflt_value"], primaryKeyPosition: row["pk"])
+            if hidden == 2 || hidden == 3 {
+                problems.append(.init(
+                    statement: sql, reason: "column \(name).\(column.name) is generated: it is computed on each device, not stored and synced",
+                    fix: "compute it in a query or a view"))
+                continue
+            }
+            columns.append(column)
+        }
+        let primaryKey = columns.filter { $0.primaryKeyPosition > 0 }
+        if primaryKey.isEmpty {
+            problems.append(.init(
+                statement: sql, reason: "table \(name) has no primary key; rows are matched across devices by it",
+                fix: "add a key the app generates, e.g. `id TEXT PRIMARY KEY` holding a UUID"))
+        } else if primaryKey.count == 1, primaryKey[0].type.uppercased() == "INTEGER", !sql.uppercased().contains("WITHOUT ROWID") {
+            problems.append(.init(
+                statement: sql,
+                reason: "`\(primaryKey[0].name) INTEGER PRIMARY KEY` is SQLite's rowid, numbered on each device, so two devices "
+                    + "would give different rows the same id",
+                fix: "use a key the app generates: `\(primaryKey[0].name) TEXT PRIMARY KEY` holding a UUID"))
+        }
+        if sql.uppercased().contains("AUTOINCREMENT") {
+            problems.append(.init(
+                statement: sql, reason: "AUTOINCREMENT numbers rows on each device, so ids collide across devices",
+                fix: "use a UUID text key"))
+        }
+        for index in try Row.fetchAll(db, sql: "PRAGMA index_list(\(name.quotedDatabaseIdentifier))") where (index["origin"] as String) == "u" {
+            problems.append(.init(
+                statement: sql,
+                reason: "table \(name) has a UNIQUE constraint besides its primary key; a row merged from another device "
+                    + "cannot be refused after the fact",
+                fix: "drop the UNIQUE (check uniqueness in the app, or make that column the primary key)"))
+        }
+        for check in checkExpressions(sql) {
+            let used = Set(columns.map(\.name).filter { mentions(check, $0) })
+            if used.count > 1 {
+                problems.append(.init(
+                    statement: sql,
+                    reason: "CHECK (\(check)) spans columns \(used.sorted().joined(separator: ", ")), which two devices may "
+                        + "write separately; the merged row could break it",
+                    fix: "check each column on its own, or check the combination in the app"))
+            }
+        }
+        let appendOnly = directives.appendOnly.keys.contains { $0.lowercased() == lowered }
+        var counters = Set<String>()
+        for (qualified, line) in directives.counters where qualified.hasPrefix(lowered + ".") {
+            let columnName = String(qualified.dropFirst(lowered.count + 1))
+            guard let column = columns.first(where: { $0.name.lowercased() == columnName }) else {
+                problems.append(.init(statement: line, reason: "table \(name) has no column \(columnName)", fix: "name one of its columns"))
+                continue
+            }
+            if column.type.uppercased() != "INTEGER" {
+                problems.append(.init(statement: line, reason: "counter \(name).\(column.name) is \(column.type.isEmpty ? "untyped" : column.type)",
+                    fix: "declare it INTEGER (counters add whole numbers)"))
+            } else if column.primaryKeyPosition > 0 {
+                problems.append(.init(statement: line, reason: "\(name).\(column.name) is part of the primary key", fix: "count in another column"))
+            } else if appendOnly {
+                problems.append(.init(statement: line, reason: "\(name) is append-only: its rows are never updated, so nothing can be counted",
+                    fix: "make the table mutable, or append one row per increment"))
+            } else {
+                counters.insert(column.name)
+            }
+        }
+        return AppSchema.Table(name: name, columns: columns, appendOnly: appendOnly, counters: counters, sql: sql)
+    }
+
+    /// The expressions inside every CHECK ( … ) of a statement.
+    static func checkExpressions(_ sql: String) -> [String] {
+        var found = [String]()
+        let characters = Array(sql)
+        let upper = Array(sql.uppercased())
+        var index = 0
+        while index + 5 <= characters.count {
+            if String(upper[index..<index + 5]) == "CHECK", index == 0 || !(characters[index - 1].isLetter || characters[index - 1].isNumber || characters[index - 1] == "_") {
+                var cursor = index + 5
+                while cursor < characters.count, characters[cursor].isWhitespace { cursor += 1 }
+                if cursor < characters.count, characters[cursor] == "(" {
+                    var depth = 0
+                    let start = cursor + 1
+                    while cursor < characters.count {
+                        if characters[cursor] == "(" { depth += 1 }
+                        if characters[cursor] == ")" {
+                            depth -= 1
+                            if depth == 0 { break }
+                        }
+                        cursor += 1
+                    }
+                    found.append(String(characters[start..<min(cursor, characters.count)]))
+                    index = cursor
+                }
+            }
+            index += 1
+        }
+        return found
+    }
+
+    /// Whether `expression` names `column` as a whole identifier (quoted or not).
+    static func mentions(_ expression: String, _ column: String) -> Bool {
+        let identifiers = expression.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") })
+        return identifiers.contains { $0.lowercased() == column.lowercased() }
+    }
+}
