@@ -1,0 +1,213 @@
+import Foundation
+import LANSync
+import LANSyncCrypto
+import LANSyncDiscovery
+import LANSyncSession
+import LANSyncWire
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// Connections: accepting, the handshake, registration, the sync session until the end, and
+/// what is recorded when a connection ends.
+extension Agent {
+    func accept(_ channel: FramedChannel) async {
+        let address = channel.channel.remoteAddress.map(Self.describe) ?? "unknown"
+        guard connections < configuration.maxConnections else {
+            logger.warning("refused a connection: too many", metadata: ["peer.address": "\(address)"])
+            try? await channel.channel.close()
+            return
+        }
+        await run(channel, initiator: false, address: address, dialed: nil)
+    }
+
+    /// Handshake, checks, registration, then the sync session until the connection ends. Returns
+    /// why it ended.
+    @discardableResult
+    nonisolated func run(_ channel: FramedChannel, initiator: Bool, address: String, dialed: DialTarget?) async
+        -> (any Error)?
+    {
+        await countConnection(+1)
+        let timedOut = ManagedAtomicFlag()
+        let timeout = channel.channel.eventLoop.scheduleTask(in: TimeAmount(configuration.handshakeTimeout)) {
+            timedOut.set()
+            channel.channel.close(promise: nil)
+        }
+        var peerDevice: (id: String, name: String)?
+        var outcome: (any Error)? = nil
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                var iterator = inbound.makeAsyncIterator()
+                let identity = node.identity
+                let replica = node.replicaID
+                let clock = node.clock
+                let store = node.store
+                let handshaken: Handshaken
+                do {
+                    handshaken = try await HandshakeDriver.run(
+                        initiator: initiator, psk: psk, staticKey: identity.keyPair,
+                        hello: { version in
+                            Hello(
+                                version: version, device: identity.deviceID, name: identity.name, replica: replica,
+                                hlc: (try? store.syncSummary().hlc) ?? .zero, wallMilliseconds: clock.now())
+                        }, traffic: traffic, inbound: &iterator, outbound: outbound)
+                } catch {
+                    throw timedOut.isSet ? ConnectionError.handshakeTimeout : error
+                }
+                timeout.cancel()
+                peerDevice = (handshaken.peer.device.description, handshaken.peer.name)
+                try await self.established(
+                    channel: channel, handshaken: handshaken, inbound: iterator, outbound: outbound,
+                    initiator: initiator, address: address, dialed: dialed)
+            }
+        } catch {
+            timeout.cancel()
+            outcome = error
+            await ended(device: peerDevice, address: address, error: error)
+        }
+        await countConnection(-1)
+        return outcome
+    }
+
+    func countConnection(_ change: Int) { connections += change }
+
+    nonisolated func established(
+        channel: FramedChannel, handshaken: Handshaken,
+        inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+        initiator: Bool, address: String, dialed: DialTarget?
+    ) async throws {
+        let peer = handshaken.peer
+        let sender = SealedSender(cipher: handshaken.send, outbound: outbound, traffic: traffic)
+        if peer.replica == node.replicaID { throw ConnectionError.connectedToSelf }
+        let offset = Int64(bitPattern: peer.wallMilliseconds) - Int64(node.clock.now())
+        if offset.magnitude > configuration.maxClockSkewMilliseconds {
+            let error = ConnectionError.clockSkew(aheadMilliseconds: offset, bound: configuration.maxClockSkewMilliseconds)
+            try? await sender.send(.goodbye(code: .clockSkew, reason: error.description))
+            throw error
+        }
+        if let dialed { await remember(dialed, replica: peer.replica) }
+        let duplicateDevice = await isDuplicateDevice(peer)
+        let session = SyncSession(
+            peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, relayGrace: relayGrace,
+            ourStateCache: ourStateCache, logger: logger, initiatedByUs: initiator, close: { channel.channel.close(promise: nil) })
+        guard await register(session, replica: peer.replica, close: { channel.channel.close(promise: nil) }) else {
+            // The address led to a peer already connected: not a peer of its own in `lansync peers`.
+            await directory.forget(address: address)
+            try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
+            throw ConnectionError.duplicate
+        }
+        // Recorded as connected only once registered: the end of a connection this one replaces
+        // is reported after `register`, and then sees this one and records nothing.
+        let rekeyed = await directory.connected(
+            device: peer.device.description, name: peer.name, address: address,
+            publicKey: handshaken.peerStaticKey.hexString, clockOffset: offset, now: Int64(node.clock.now()))
+        // Set while a twin is seen, cleared by the next connection without one (a reinstalled
+        // device's old connection can still be open for a moment when the new one arrives).
+        await directory.update(device: peer.device.description) { $0.duplicateDevice = duplicateDevice ? true : nil }
+        if rekeyed && !duplicateDevice {
+            logger.notice(
+                "peer re-keyed: its device key changed (a reinstall); accepted through group membership",
+                metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"])
+        }
+        logger.info(
+            "peer connected",
+            metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
+        try await sender.send(try await session.opening())
+        var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound, traffic: traffic)
+        // Unregistered before this returns, so that when the connection's end is reported, a session
+        // still registered for the peer is a newer connection that replaced this one.
+        do {
+            try await serve(session, channel: channel, sender: sender, receiver: &receiver)
+        } catch {
+            await unregister(session, replica: peer.replica)
+            throw error
+        }
+        await unregister(session, replica: peer.replica)
+        if Task.isCancelled {
+            // Bounded: a peer that is not reading holds up shutting down for a second at most.
+            await session.shutDown()
+            await session.farewellSaid()
+        }
+        throw ConnectionError.session(await session.ending ?? .peerClosed)
+    }
+
+    /// The sync session's three loops: receive (never writes), push, keepalive. Returns once the
+    /// connection has closed; the session says why.
+    nonisolated func serve(
+        _ session: SyncSession, channel: FramedChannel, sender: SealedSender, receiver: inout SealedReceiver
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                // The only task that writes. If it fails, the connection must not live on half-dead.
+                do {
+                    for await _ in session.wakes { try await session.pushMissing() }
+                } catch {
+                    channel.channel.close(promise: nil)
+                }
+            }
+            tasks.addTask { [configuration] in
+                while !Task.isCancelled {
+                    try await Task.sleep(for: configuration.keepalive)
+                    // The receiving task never writes; a ping is sent from here, in turn with other messages.
+                    switch await session.tick() {
+                    case .ping(let counter): try await sender.send(.ping(counter))
+                    case .nothing: continue
+                    case .end: return
+                    }
+                }
+            }
+            defer { tasks.cancelAll() }
+            do {
+                while let message = try await receiver.next() { await session.handle(message) }
+                await session.peerClosed()
+            } catch let error as ConnectionError {
+                if case .malformed(let reason) = error { await session.receiveFailed(reason) }
+            } catch is CancellationError {
+                // Shutting down: `established` says goodbye.
+            }
+            await session.finishMerging()
+            await session.farewellSaid()
+        }
+    }
+
+    func ended(device: (id: String, name: String)?, address: String, error: any Error) async {
+        let reason = error is CancellationError ? "the agent stopped" : (error as? ConnectionError)?.description ?? "\(error)"
+        let refused: Bool
+        switch error as? ConnectionError {
+        case .handshake, .versionMismatch, .clockSkew, .handshakeTimeout: refused = true
+        case .session(.peerSaidGoodbye(.clockSkew, _)), .session(.clockSkew): refused = true
+        default: refused = false
+        }
+        if case .connectedToSelf = error as? ConnectionError {
+            // Our own advertisement (or our own address as a static peer): nothing to tell anyone.
+            await directory.forget(address: address)
+            logger.debug("dialed ourselves; not dialing that address again", metadata: ["peer.address": "\(address)"])
+            return
+        }
+        if let device {
+            switch error as? ConnectionError {
+            case .duplicate?, .session(.replaced)?,
+                .session(.peerSaidGoodbye(.duplicateConnection, _))?:
+                // Both sides dialed at once; the other connection is the one kept.
+                logger.debug("a duplicate connection closed", metadata: ["peer.device": "\(device.id)"])
+                return
+            default: break
+            }
+            if sessions.values.contains(where: { $0.session.peer.device.description == device.id }) {
+                // A newer connection to the same peer replaced this one: the peer is still connected.
+                logger.debug("a replaced connection closed", metadata: ["peer.device": "\(device.id)", "reason": "\(reason)"])
+                return
+            }
+            await directory.disconnected(device: device.id, name: device.name, address: address, error: reason, refused: refused)
+            logger.info(
+                refused ? "peer refused" : "peer disconnected",
+                metadata: ["peer.device": "\(device.id)", "peer.name": "\(device.name)", "reason": "\(reason)"])
+        } else {
+            await directory.address(address, state: refused ? .refused : .unreachable, error: reason)
+            logger.notice("connection refused", metadata: ["peer.address": "\(address)", "reason": "\(reason)"])
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import LANSync
+import LANSyncCrypto
+import LANSyncDiscovery
+import LANSyncSession
+import LANSyncWire
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// Local changes: every commit to the replica, by this process or another, wakes every session.
+extension Agent {
+    /// Pushes to every peer as soon as this replica changes: through the library (change feed),
+    /// or through another process (the CLI kicks the agent over the control socket after writing;
+    /// any other writer is noticed through the replica's files changing, `FileWatch`). Nothing here
+    /// wakes on a timer.
+    func watchChanges() async {
+        await withDiscardingTaskGroup { tasks in
+            tasks.addTask {
+                for await _ in self.node.changes() { await self.pushAll() }
+            }
+            tasks.addTask { await self.watchOtherWriters() }
+        }
+    }
+
+    /// Writes by other processes to this replica: each commit writes the WAL file, which inotify
+    /// reports; the store's change marker (digest and clock) then says whether the replica changed.
+    /// Where inotify is unavailable, the marker is read every second instead.
+    nonisolated func watchOtherWriters() async {
+        let (changes, changed) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let watch = FileWatch.directory(node.dataDirectory.path)
+        if let watch {
+            let replicaFile = URL(fileURLWithPath: node.dataDirectory.replicaPath).lastPathComponent
+            let thread = Thread {
+                while let names = watch.waitForChanges() {
+                    if names.contains(where: { $0.hasPrefix(replicaFile) }) { changed.yield() }
+                    // At most 20 looks a second while the replica is busy (a catch-up writes
+                    // constantly, and every one of our own commits shows here too); none while it
+                    // is idle. The CLI's writes are announced at once over the control socket.
+                    usleep(50_000)
+                }
+                changed.finish()
+            }
+            thread.name = "lansync-replica-watch"
+            thread.start()
+        } else {
+            logger.notice("inotify is unavailable; checking the replica for other writers every second")
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    changed.yield()
+                }
+            }
+        }
+        await withTaskCancellationHandler {
+            var marker = try? node.store.changeMarker()
+            for await _ in changes {
+                let current = try? node.store.changeMarker()
+                if current != marker {
+                    marker = current
+                    await pushAll()
+                }
+            }
+        } onCancel: {
+            watch?.stop()
+            changed.finish()
+        }
+    }
+
+    func pushAll() {
+        ourStateCache.changed()
+        for registered in sessions.values { registered.session.push() }
+    }
+
+    /// Pushes whatever each connected peer lacks (after a write by another process, say).
+    public func pushToAllPeers() { pushAll() }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import LANSync
+import LANSyncCrypto
+import LANSyncDiscovery
+import LANSyncSession
+import LANSyncWire
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// What `lansync status` and `lansync peers` show about a running agent.
+extension Agent {
+    /// What `lansync status` and `lansync peers` show about the running agent.
+    public func report() async -> AgentReport {
+        var connected = [String: String]()
+        for (_, registered) in sessions {
+            if let state = await registered.session.announced { connected[registered.session.peer.device.description] = state.digest.description }
+        }
+        // Who is connected is what is registered now; the directory's record of it can trail a
+        // connection that replaced another by a moment.
+        let registered = Set(sessions.values.map { $0.session.peer.device.description })
+        let peers = await directory.all.map { record in
+            var record = record
+            if let device = record.deviceID {
+                if registered.contains(device) {
+                    record.state = .connected
+                } else if record.state == .connected {
+                    record.state = .disconnected
+                }
+            }
+            return record
+        }
+        return AgentReport(
+            port: port ?? 0, groupTag: group.tag, peers: peers, connectedDigests: connected,
+            digest: (try? node.store.syncSummary().digest.description) ?? "", discovery: discoveryReport,
+            duplicateDeviceID: sharedDeviceID ? Self.clonedMachineAdvice(node.deviceID.description) : nil,
+            parts: partStates.all)
+    }
+
+    static func describe(_ address: SocketAddress) -> String {
+        switch address {
+        case .v4: return "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+        case .v6:
+            let ip = address.ipAddress ?? "?"
+            // A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: show them as IPv4.
+            if ip.hasPrefix("::ffff:"), ip.contains(".") { return "\(ip.dropFirst(7)):\(address.port ?? 0)" }
+            return "[\(ip)]:\(address.port ?? 0)"
+        case .unixDomainSocket: return "local"
+        }
+    }
+}
+
+/// The agent could not listen (the port is taken, the address is not this machine's, ...).
+public struct ListenError: Error, CustomStringConvertible, Sendable {
+    public let host: String
+    public let port: Int
+    public let cause: String
+
+    public var description: String {
+        "cannot listen on \(PeerAddress(host: host, port: port)): \(cause); is another agent (or program) using "
+            + "that port? Choose another with --listen HOST:PORT"
+    }
+}
+
+/// The running agent's view, for the control socket.
+public struct AgentReport: Codable, Sendable {
+    public let port: Int
+    public let groupTag: String
+    public let peers: [PeerRecord]
+    /// Connected peers' last announced digests, by device ID.
+    public let connectedDigests: [String: String]
+    public let digest: String
+    public let discovery: DiscoveryReport?
+    /// Set, with the fix, when another machine presented this device's own ID.
+    public let duplicateDeviceID: String?
+    /// The agent's parts and where each stands, in the order they start.
+    public let parts: [AgentPartStatus]
+
+    enum CodingKeys: String, CodingKey {
+        case port, groupTag = "group_tag", peers, connectedDigests = "connected_digests", digest, discovery
+        case duplicateDeviceID = "duplicate_device_id", parts
+    }
+}
