@@ -201,7 +201,8 @@ import Testing
     @Test(arguments: [
         ["init"], ["id"], ["log", "append"], ["log", "list"], ["pref", "set"], ["pref", "get"], ["pref", "list"],
         ["pref", "unset"], ["status"], ["export"], ["import"], ["group", "create"], ["group", "join"], ["group", "show"],
-        ["group", "leave"], ["run"], ["peers"], ["sync"], ["watch"], ["why"], ["doctor"],
+        ["group", "leave"], ["run"], ["peers"], ["sync"], ["watch"], ["why"], ["doctor"], ["report"], ["report", "usage"],
+        ["report", "sessions"], ["report", "regression"],
     ])
     func everyCommandHelpHasAnExample(command: [String]) throws {
         let cli = try CLI()
@@ -456,5 +457,38 @@ struct FullDiskTests {
         #expect(imported.status != 0)
         #expect(imported.stderr.contains("nothing of \(export) was imported"), "\(imported.stderr)")
         #expect(try cli.status("small-disk/node")["entries"] as? Int == printed)
+    }
+}
+
+/// `lansync report`: the usage document's regression test through the command line, with entries
+/// written eight days ago (a node clock set back) and today.
+@Suite struct ReportCLITests {
+    @Test func regressionFlagsASymbolThatFellOutOfUse() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.ok(["init", "--name", "tablet"])
+        let eightDaysAgo = ["LANSYNC_TEST_CLOCK_OFFSET_MS": "\(-8 * 86_400_000)"]
+        let helps = (1...15).map { _ in #"{"symbol_id":"help","session_id":"old"}"# }.joined(separator: "\n")
+        let written = try cli.run(["log", "append", "symbol_taps", "--lines"], stdin: helps, environment: eightDaysAgo)
+        #expect(written.status == 0, "\(written.stderr)")
+        for _ in 0..<3 { try cli.ok(["log", "append", "symbol_taps", #"{"symbol_id":"want","session_id":"today"}"#]) }
+
+        let flags = try cli.ok(["report", "regression", "symbol_taps", "--key", "symbol_id", "--json"])
+            .split(separator: "\n").map(String.init)
+        #expect(flags.count == 1, "\(flags)")
+        let help = try JSONSerialization.jsonObject(with: Data((flags.first ?? "{}").utf8)) as? [String: Any] ?? [:]
+        #expect(help["key"] as? String == "help")
+        #expect(help["previous_frequency"] as? Int == 15)
+        #expect((help["last_used"] as? String)?.hasSuffix("Z") == true)
+
+        let usage = try cli.ok(["report", "usage", "symbol_taps", "--by", "symbol_id", "--json"])
+        #expect(usage.contains(#""group":"help","count":15"#))
+        #expect(usage.contains(#""group":"want","count":3"#))
+        let sessions = try cli.ok(["report", "sessions", "symbol_taps", "--session-field", "session_id"])
+        #expect(sessions.contains("old") && sessions.contains("today"))
+
+        let bad = try cli.run(["report", "usage", "Bad Stream"])
+        #expect(bad.status != 0)
+        #expect(bad.stderr.contains("stream name"))
     }
 }
