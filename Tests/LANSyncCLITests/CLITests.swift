@@ -463,7 +463,7 @@ struct FullDiskTests {
 /// `lansync report`: the usage document's regression test through the command line, with entries
 /// written eight days ago (a node clock set back) and today.
 @Suite struct ReportCLITests {
-    @Test func regressionFlagsASymbolThatFellOutOfUse() throws {
+    @Test func regressionFlagsASymbolThatFellOutOfUseAndThirtyDaysExportAndReimport() throws {
         let cli = try CLI()
         defer { cli.remove() }
         try cli.ok(["init", "--name", "tablet"])
@@ -486,6 +486,30 @@ struct FullDiskTests {
         #expect(usage.contains(#""group":"want","count":3"#))
         let sessions = try cli.ok(["report", "sessions", "symbol_taps", "--session-field", "session_id"])
         #expect(sessions.contains("old") && sessions.contains("today"))
+
+        // TEST: data_export_complete — GIVEN 30 days of usage data exists WHEN caregiver exports as
+        // JSON THEN export contains all log entries with all fields AND timestamps are ISO 8601
+        // format AND file can be re-imported without data loss.
+        for day in 1...30 {
+            let written = try cli.run(
+                ["log", "append", "symbol_taps", #"{"symbol_id":"more","session_id":"day-\#(day)","grid_position":[2,3]}"#],
+                environment: ["LANSYNC_TEST_CLOCK_OFFSET_MS": "\(-day * 86_400_000)"])
+            #expect(written.status == 0, "\(written.stderr)")
+        }
+        let file = cli.root + "/usage.jsonl"
+        try cli.ok(["export", "--out", file])
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["type"] as? String == "entry" }
+        #expect(lines.count == 15 + 3 + 30)
+        let iso8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+        for line in lines {
+            #expect(Set(line.keys).isSuperset(of: ["id", "stream", "device_id", "replica_id", "counter", "hlc", "time", "wall_ms", "payload"]))
+            #expect((line["time"] as? String)?.wholeMatch(of: iso8601) != nil, "\(line)")
+        }
+        try cli.ok(["init", "--name", "therapist"], node: "b")
+        try cli.ok(["import", file], node: "b")
+        #expect(try cli.digest("b") == cli.digest("a"))
 
         let bad = try cli.run(["report", "usage", "Bad Stream"])
         #expect(bad.status != 0)
