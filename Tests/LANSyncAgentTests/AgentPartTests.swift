@@ -23,8 +23,11 @@ import Testing
         }
     }
 
+    /// Polls until `condition` holds. The deadline is long on purpose: the whole suite runs in one
+    /// process, and while the CLI tests block the cooperative pool a part can take tens of seconds
+    /// to be scheduled (it returns as soon as the condition holds).
     static func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(180)
         while !condition() {
             guard ContinuousClock.now < deadline else { return }
             try await Task.sleep(for: .milliseconds(10))
