@@ -65,8 +65,9 @@ package enum UsageReports {
         }
         return bySession.map { id, entries in
             let times = entries.map(\.wallMilliseconds)
-            let symbols = Set(entries.compactMap { fieldText($0, "symbol_id") })
-            let phrases = entries.compactMap { fieldText($0, "final_phrase_length").flatMap { Int($0) } }
+            let payloads = entries.map(Payload.init)
+            let symbols = Set(payloads.compactMap { $0.text("symbol_id") })
+            let phrases = payloads.compactMap { $0.text("final_phrase_length").flatMap { Int($0) } }
             return Session(
                 id: id, start: times.min()!, end: times.max()!, entries: entries.count, distinctSymbols: symbols.count,
                 longestPhrase: phrases.max())
@@ -127,24 +128,36 @@ package enum UsageReports {
     }
 
     /// A top-level payload field's value as text; nil when the payload is not an object, lacks
-    /// the field or holds null there. Decoded strictly (JSONDecoder never reads 1 as true).
-    static func fieldText(_ entry: Entry, _ name: String) -> String? {
-        guard let object = try? JSONDecoder().decode([String: FieldValue].self, from: Data(entry.payload.utf8)),
-            let value = object[name]
-        else { return nil }
-        switch value {
-        case .null: return nil
-        case .text(let text): return text
-        case .integer(let number): return "\(number)"
-        case .real(let number): return "\(number)"
-        case .bool(let flag): return flag ? "true" : "false"
-        case .nested:
-            // An array or object: its compact JSON text, as written.
-            guard let whole = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any],
-                let nested = whole[name],
-                let data = try? JSONSerialization.data(withJSONObject: nested, options: [.sortedKeys])
-            else { return nil }
-            return String(decoding: data, as: UTF8.self)
+    /// the field or holds null there.
+    static func fieldText(_ entry: Entry, _ name: String) -> String? { Payload(entry).text(name) }
+
+    /// An entry's payload, decoded once for every field asked of it. Decoded strictly
+    /// (JSONDecoder never reads 1 as true).
+    struct Payload {
+        let entry: Entry
+        private let fields: [String: FieldValue]?
+
+        init(_ entry: Entry) {
+            self.entry = entry
+            fields = try? JSONDecoder().decode([String: FieldValue].self, from: Data(entry.payload.utf8))
+        }
+
+        func text(_ name: String) -> String? {
+            guard let value = fields?[name] else { return nil }
+            switch value {
+            case .null: return nil
+            case .text(let text): return text
+            case .integer(let number): return "\(number)"
+            case .real(let number): return "\(number)"
+            case .bool(let flag): return flag ? "true" : "false"
+            case .nested:
+                // An array or object: its compact JSON text, keys sorted.
+                guard let whole = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any],
+                    let nested = whole[name],
+                    let data = try? JSONSerialization.data(withJSONObject: nested, options: [.sortedKeys])
+                else { return nil }
+                return String(decoding: data, as: UTF8.self)
+            }
         }
     }
 

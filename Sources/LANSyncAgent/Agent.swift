@@ -102,7 +102,7 @@ public actor Agent: Service {
             AgentPart(name: "peer directory", states: states) { ready in
                 ready()
                 // Nothing to do until the end: then, with every session ended, write peers.json.
-                try? await Task.sleep(for: .seconds(365 * 86_400))
+                try? await gracefulShutdown()
                 // In a task of its own: this one is cancelled, and the write must not be.
                 await Task { await self.directory.persist() }.value
             },

@@ -10,7 +10,7 @@ import Synchronization
 final class SharedRelayGrace: Sendable {
     private struct State {
         var grace: RelayGrace
-        var connectedOrigins: [ReplicaID: Int] = [:]
+        var connectedOrigins: Set<ReplicaID> = []
     }
 
     private let state: Mutex<State>
@@ -22,18 +22,17 @@ final class SharedRelayGrace: Sendable {
         state.withLock { $0.grace.merged(coverage, at: .now) }
     }
 
-    /// A session with `replica` started (or ended: `false`).
+    /// A session with `replica` started (or ended: `false`); the agent registers one per replica.
     func connected(_ replica: ReplicaID, _ isConnected: Bool) {
         state.withLock { state in
-            let count = state.connectedOrigins[replica, default: 0] + (isConnected ? 1 : -1)
-            state.connectedOrigins[replica] = count > 0 ? count : nil
+            if isConnected { state.connectedOrigins.insert(replica) } else { state.connectedOrigins.remove(replica) }
         }
     }
 
     func holdBack() -> (cap: [ReplicaID: UInt64], settles: ContinuousClock.Instant?) {
         state.withLock { state in
             let (cap, settles) = state.grace.holdBack(at: .now)
-            let held = cap.filter { state.connectedOrigins[$0.key] != nil }
+            let held = cap.filter { state.connectedOrigins.contains($0.key) }
             return (held, held.isEmpty ? nil : settles)
         }
     }

@@ -104,24 +104,24 @@ extension ReplicaStore {
     }
 
     package func entry(id: String) throws(StoreError) -> Entry? {
-        try Self.database { try writer.read { db in
-            let replicas = try Self.replicaNumbers(db)
-            return try Row.fetchOne(
-                db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE id = ?",
-                arguments: [id]
-            ).map { try RowDecoding.entry($0, replicas: replicas) }
-        } }
+        try row("SELECT \(RowDecoding.entryColumns) FROM entries WHERE id = ?", id, RowDecoding.entry)
     }
 
     /// The winning write of a key (a tombstone when it was unset), or nil when never set.
     package func preference(key: String) throws(StoreError) -> PreferenceWrite? {
-        try Self.database { try writer.read { db in
-            let replicas = try Self.replicaNumbers(db)
-            return try Row.fetchOne(
-                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key = ?",
-                arguments: [key]
-            ).map { try RowDecoding.preference($0, replicas: replicas) }
-        } }
+        try row("SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key = ?", key, RowDecoding.preference)
+    }
+
+    /// The one row `sql` selects by `key`, decoded; nil when there is none.
+    private func row<T>(
+        _ sql: String, _ key: String, _ decode: (Row, [Int64: ReplicaID]) throws -> T
+    ) throws(StoreError) -> T? {
+        try Self.database {
+            try writer.read { db in
+                let replicas = try Self.replicaNumbers(db)
+                return try Row.fetchOne(db, sql: sql, arguments: [key]).map { try decode($0, replicas) }
+            }
+        }
     }
 
     /// Every preference's winning write, tombstones included, ordered by key.

@@ -18,7 +18,7 @@ import Testing
     static func part(_ name: String, _ states: AgentPartStates, order: StopOrder) -> AgentPart {
         AgentPart(name: name, states: states) { ready in
             ready()
-            try? await Task.sleep(for: .seconds(3_600))
+            try? await gracefulShutdown()
             order.stopped(name)
         }
     }
