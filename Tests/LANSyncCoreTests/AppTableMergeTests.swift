@@ -7,9 +7,8 @@ import Testing
 /// each other (relaying what they heard), then every change is delivered in a random order with
 /// duplicates. Every order must reach the state the rules define over the set of all changes.
 @Suite struct AppTableMergeTests {
-    static let device = DeviceID(bytes: [UInt8](repeating: 7, count: 16))!
     static let keys = (0..<3).map { RowKey(table: "athletes", primaryKey: [.text("athlete-\($0)")]) }
-    static let columns = ["name", "weight", "notes"]
+    static let columns = ["name", "notes", "weight"]
 
     /// Replicas acting on their own view of the rows, as apps on several devices would.
     struct Simulation {
@@ -45,30 +44,36 @@ import Testing
                 if row.exists { emit(r, key, .delete, life: row.causalLength + 1) }
             case 4:
                 if row.exists {
-                    let own = row.counters["xp"]?[replicas[r].id].map { change -> Int64 in
-                        guard case .counter(_, let total) = change.kind else { return 0 }
-                        return total
-                    } ?? 0
-                    emit(r, key, .counter(column: "xp", total: own + Int64(choice % 9) - 2), life: row.causalLength)
+                    let own = row.total(of: "xp", by: replicas[r].id)
+                    emit(r, key, .update, life: row.causalLength, totals: [.init(column: "xp", total: own + Int64(choice % 9) - 2)])
                 }
             default:
-                // Sync: replica r hears everything another replica has heard (relays included).
+                // Sync: replica r hears everything another replica holds (relays included), as
+                // the store ships it: only the live part of each write.
                 let other = (r + 1 + (choice / 211) % max(1, replicas.count - 1)) % replicas.count
-                for change in replicas[other].heard { hear(r, change) }
+                for (key, state) in replicas[other].rows {
+                    for change in state.changes(key: key) { replicas[r].rows[key, default: RowState()].merge(change) }
+                }
+                for change in replicas[other].heard { replicas[r].heard.insert(change) }
             }
         }
 
         mutating func insert(_ r: Int, _ key: RowKey, _ row: RowState, _ choice: Int) {
-            let life = row.causalLength + 1
-            emit(r, key, .insert, life: life)
-            for (index, column) in AppTableMergeTests.columns.enumerated() where (choice >> index) & 1 == 1 {
-                emit(r, key, .set(column: column, value: Self.value(choice + index)), life: life)
+            let values = AppTableMergeTests.columns.enumerated().filter { (choice >> $0.offset) & 1 == 1 }.map {
+                RowChange.Value(column: $0.element, value: Self.value(choice + $0.offset))
             }
+            emit(r, key, .insert, life: row.causalLength + 1, values: values, totals: [.init(column: "xp", total: Int64(choice % 4))])
         }
 
         mutating func update(_ r: Int, _ key: RowKey, _ row: RowState, _ choice: Int) {
-            let column = AppTableMergeTests.columns[(choice / 3) % AppTableMergeTests.columns.count]
-            emit(r, key, .set(column: column, value: Self.value(choice)), life: row.causalLength)
+            let first = (choice / 3) % AppTableMergeTests.columns.count
+            let count = 1 + (choice / 5) % 2
+            let values = (0..<count).map { offset in
+                RowChange.Value(
+                    column: AppTableMergeTests.columns[(first + offset) % AppTableMergeTests.columns.count],
+                    value: Self.value(choice + offset))
+            }
+            emit(r, key, .update, life: row.causalLength, values: values)
         }
 
         static func value(_ seed: Int) -> SQLValue {
@@ -81,17 +86,17 @@ import Testing
             }
         }
 
-        mutating func emit(_ r: Int, _ key: RowKey, _ kind: RowChange.Kind, life: UInt64) {
+        mutating func emit(
+            _ r: Int, _ key: RowKey, _ kind: RowChange.Kind, life: UInt64, values: [RowChange.Value] = [],
+            totals: [RowChange.Total] = []
+        ) {
             replicas[r].counter += 1
             let change = RowChange(
                 key: key, kind: kind, causalLength: life, hlc: HybridTimestamp(physicalMilliseconds: clock, logical: 0),
-                dot: Dot(replica: replicas[r].id, counter: replicas[r].counter))
-            hear(r, change)
-        }
-
-        mutating func hear(_ r: Int, _ change: RowChange) {
+                dot: Dot(replica: replicas[r].id, counter: replicas[r].counter), values: values, totals: totals)
+            #expect(change.problem() == nil)
             replicas[r].heard.insert(change)
-            replicas[r].rows[change.key, default: RowState()].merge(change)
+            replicas[r].rows[key, default: RowState()].merge(change)
         }
     }
 
@@ -106,9 +111,8 @@ import Testing
             exists = life % 2 == 1
             let current = changes.filter { $0.causalLength == life }
             for column in AppTableMergeTests.columns {
-                let writes = current.compactMap { change -> (RowChange, SQLValue)? in
-                    guard case .set(column, let value) = change.kind else { return nil }
-                    return (change, value)
+                let writes = current.flatMap { change in
+                    change.values.filter { $0.column == column }.map { (change, $0.value) }
                 }
                 // The latest write by (HLC, replica ID, counter), then the greater value.
                 if let winner = writes.max(by: { a, b in
@@ -121,9 +125,10 @@ import Testing
             // Each replica's latest total (by its own counter), summed.
             var totals: [ReplicaID: (UInt64, Int64)] = [:]
             for change in current {
-                guard case .counter("xp", let total) = change.kind else { continue }
-                if let held = totals[change.dot.replica], held.0 >= change.dot.counter { continue }
-                totals[change.dot.replica] = (change.dot.counter, total)
+                for total in change.totals where total.column == "xp" {
+                    if let held = totals[change.dot.replica], held.0 >= change.dot.counter { continue }
+                    totals[change.dot.replica] = (change.dot.counter, total.total)
+                }
             }
             xp = totals.values.reduce(0) { $0 &+ $1.1 }
         }
@@ -139,10 +144,10 @@ import Testing
         Dictionary(grouping: changes, by: \.key).mapValues { ReferenceRow($0) }
     }
 
-    static func merged(_ changes: [RowChange]) -> [RowKey: ReferenceRow] {
+    static func merged(_ changes: [RowChange]) -> [RowKey: RowState] {
         var rows: [RowKey: RowState] = [:]
         for change in changes { rows[change.key, default: RowState()].merge(change) }
-        return rows.mapValues { ReferenceRow($0) }
+        return rows
     }
 
     static let steps = Gen.int(in: 0...1_000_000).array(of: 0...80)
@@ -158,55 +163,88 @@ import Testing
             // A generated shuffle: each delivery is keyed by the next generated number.
             let keyed = deliveries.indices.map { ($0, order.isEmpty ? $0 : order[$0 % order.count] &+ $0 * 7919) }
             deliveries = keyed.sorted { $0.1 < $1.1 }.map { deliveries[$0.0] }
-            #expect(Self.merged(deliveries) == Self.reference(all))
+            let rows = Self.merged(deliveries)
+            #expect(rows.mapValues { ReferenceRow($0) } == Self.reference(all))
+            // One delivery order against another: not only equal by the rules, equal states.
+            #expect(rows == Self.merged(Array(all)))
         }
     }
 
-    /// Replicas that each merge every other replica's changes converge, whatever they held.
+    /// Replicas that each merge what every other replica holds converge to the reference, and
+    /// their states (what the digest hashes) are equal byte for byte.
     @Test func replicasThatHearEverythingConverge() async {
         await propertyCheck(input: Gen.int(in: 3...5), Self.steps) { replicaCount, steps in
             var simulation = Simulation(replicaCount: replicaCount)
             for step in steps { simulation.step(step) }
-            let all = simulation.allChanges
-            let expected = Self.reference(all)
+            let expected = Self.reference(simulation.allChanges)
+            var states = [[RowKey: RowState]]()
             for replica in simulation.replicas {
                 var rows = replica.rows
-                for change in all.subtracting(replica.heard) { rows[change.key, default: RowState()].merge(change) }
+                for other in simulation.replicas {
+                    for (key, state) in other.rows {
+                        for change in state.changes(key: key) { rows[key, default: RowState()].merge(change) }
+                    }
+                }
                 #expect(rows.mapValues { ReferenceRow($0) } == expected)
+                states.append(rows)
+            }
+            for rows in states.dropFirst() {
+                #expect(rows.mapValues(\.canonicalBytes) == states[0].mapValues(\.canonicalBytes))
+            }
+        }
+    }
+
+    /// A state's live changes rebuild it exactly, and its canonical bytes decode to it.
+    @Test func liveChangesAndBytesRebuildTheState() async {
+        await propertyCheck(input: Gen.int(in: 3...5), Self.steps) { replicaCount, steps in
+            var simulation = Simulation(replicaCount: replicaCount)
+            for step in steps { simulation.step(step) }
+            for replica in simulation.replicas {
+                for (key, state) in replica.rows {
+                    var rebuilt = RowState()
+                    for change in state.changes(key: key) {
+                        rebuilt.merge(change)
+                        #expect(state.change(key: key, dot: change.dot) == change)
+                    }
+                    #expect(rebuilt == state)
+                    #expect(Set(state.changes(key: key).map(\.dot)) == state.liveDots)
+                    #expect((try? RowState(canonicalBytes: state.canonicalBytes)) == state)
+                }
             }
         }
     }
 
     static func change(
-        _ kind: RowChange.Kind, life: UInt64, at time: UInt64, by replica: UInt64, _ counter: UInt64, key: Int = 0
+        _ kind: RowChange.Kind, life: UInt64, at time: UInt64, by replica: UInt64, _ counter: UInt64,
+        _ values: [String: SQLValue] = [:], totals: [String: Int64] = [:]
     ) -> RowChange {
         RowChange(
-            key: keys[key], kind: kind, causalLength: life, hlc: HybridTimestamp(physicalMilliseconds: time, logical: 0),
-            dot: Dot(replica: ReplicaID(high: replica, low: 0), counter: counter))
+            key: keys[0], kind: kind, causalLength: life, hlc: HybridTimestamp(physicalMilliseconds: time, logical: 0),
+            dot: Dot(replica: ReplicaID(high: replica, low: 0), counter: counter),
+            values: values.map { .init(column: $0.key, value: $0.value) }, totals: totals.map { .init(column: $0.key, total: $0.value) })
     }
 
     /// Two devices edit different columns of one athlete offline: both edits survive.
     @Test func editsOfDifferentColumnsBothSurvive() {
         var row = RowState()
-        row.merge(Self.change(.insert, life: 1, at: 10, by: 1, 1))
-        row.merge(Self.change(.set(column: "name", value: .text("Ana")), life: 1, at: 10, by: 1, 2))
-        row.merge(Self.change(.set(column: "weight", value: .real(61.5)), life: 1, at: 20, by: 2, 1))
-        row.merge(Self.change(.set(column: "name", value: .text("Ana B.")), life: 1, at: 15, by: 1, 3))
+        row.merge(Self.change(.insert, life: 1, at: 10, by: 1, 1, ["name": .text("Ana"), "weight": .real(60)]))
+        row.merge(Self.change(.update, life: 1, at: 20, by: 2, 1, ["weight": .real(61.5)]))
+        row.merge(Self.change(.update, life: 1, at: 15, by: 1, 3, ["name": .text("Ana B.")]))
         #expect(row.value(of: "name") == .text("Ana B."))
         #expect(row.value(of: "weight") == .real(61.5))
+        // The insert still wins its marker, so it is still live; nothing of it is shipped twice.
+        #expect(row.liveDots.count == 3)
     }
 
     /// A delete beats an edit made concurrently (even a later one by the clock); an insert after
     /// the delete brings the row back with only the columns it wrote.
     @Test func deleteBeatsConcurrentEditsAndReinsertRevives() {
         var row = RowState()
-        row.merge(Self.change(.insert, life: 1, at: 10, by: 1, 1))
-        row.merge(Self.change(.set(column: "notes", value: .text("old")), life: 1, at: 10, by: 1, 2))
+        row.merge(Self.change(.insert, life: 1, at: 10, by: 1, 1, ["notes": .text("old")]))
         row.merge(Self.change(.delete, life: 2, at: 20, by: 2, 1))
-        row.merge(Self.change(.set(column: "notes", value: .text("concurrent")), life: 1, at: 99, by: 1, 3))
+        row.merge(Self.change(.update, life: 1, at: 99, by: 1, 3, ["notes": .text("concurrent")]))
         #expect(!row.exists)
-        row.merge(Self.change(.insert, life: 3, at: 30, by: 2, 2))
-        row.merge(Self.change(.set(column: "name", value: .text("back")), life: 3, at: 30, by: 2, 3))
+        row.merge(Self.change(.insert, life: 3, at: 30, by: 2, 2, ["name": .text("back")]))
         #expect(row.exists)
         #expect(row.value(of: "name") == .text("back"))
         #expect(row.value(of: "notes") == nil)
@@ -216,40 +254,61 @@ import Testing
     @Test func countersSumEveryReplicasIncrements() {
         var row = RowState()
         row.merge(Self.change(.insert, life: 1, at: 1, by: 1, 1))
-        row.merge(Self.change(.counter(column: "xp", total: 5), life: 1, at: 2, by: 1, 2))
-        row.merge(Self.change(.counter(column: "xp", total: 5), life: 1, at: 2, by: 2, 1))
-        row.merge(Self.change(.counter(column: "xp", total: 8), life: 1, at: 3, by: 3, 1))
-        row.merge(Self.change(.counter(column: "xp", total: 15), life: 1, at: 4, by: 3, 2))
-        row.merge(Self.change(.counter(column: "xp", total: 8), life: 1, at: 3, by: 3, 1))
+        row.merge(Self.change(.update, life: 1, at: 2, by: 1, 2, totals: ["xp": 5]))
+        row.merge(Self.change(.update, life: 1, at: 2, by: 2, 1, totals: ["xp": 5]))
+        row.merge(Self.change(.update, life: 1, at: 3, by: 3, 1, totals: ["xp": 8]))
+        row.merge(Self.change(.update, life: 1, at: 4, by: 3, 2, totals: ["xp": 15]))
+        row.merge(Self.change(.update, life: 1, at: 3, by: 3, 1, totals: ["xp": 8]))
         #expect(row.counter("xp") == 25)
+        #expect(row.value(of: "xp") == .integer(25))
     }
 
     /// REAL values keep their bits: -0.0 and 0.0 are different values, and so are NaN payloads.
-    @Test func realsRoundTripBitForBit() {
+    @Test func realsRoundTripBitForBit() throws {
         #expect(SQLValue.real(-0.0) != SQLValue.real(0.0))
         let nan = Double(nan: 0x1234, signaling: false)
         #expect(SQLValue.real(nan) == .realBits(nan.bitPattern))
         var row = RowState()
-        row.merge(Self.change(.set(column: "weight", value: .real(-0.0)), life: 1, at: 5, by: 1, 1))
-        guard case .realBits(let bits)? = row.value(of: "weight") else {
-            Issue.record("the value should be a REAL")
-            return
-        }
-        #expect(Double(bitPattern: bits).sign == .minus)
+        row.merge(Self.change(.insert, life: 1, at: 5, by: 1, 1, ["weight": .real(-0.0), "nan": .real(nan)]))
+        let decoded = try RowState(canonicalBytes: row.canonicalBytes)
+        #expect(decoded.value(of: "weight") == .realBits((-0.0).bitPattern))
+        #expect(decoded.value(of: "nan") == .realBits(nan.bitPattern))
     }
 
     /// Two different rows appended under one key: every replica keeps the same one, the earliest.
     @Test func appendOnlyRowsKeepTheEarliestUnderAKey() {
-        let early = Self.change(.append(["bpm": .integer(120)]), life: 1, at: 10, by: 2, 1)
-        let late = Self.change(.append(["bpm": .integer(90)]), life: 1, at: 11, by: 1, 1)
+        let early = Self.change(.append, life: 1, at: 10, by: 2, 1, ["bpm": .integer(120)])
+        let late = Self.change(.append, life: 1, at: 11, by: 1, 1, ["bpm": .integer(90)])
         var a = RowState()
         a.merge(early)
         a.merge(late)
         var b = RowState()
         b.merge(late)
         b.merge(early)
-        #expect(a.appended == early)
+        #expect(a.value(of: "bpm") == .integer(120))
         #expect(a == b)
+        #expect(a.changes(key: Self.keys[0]) == [early])
+    }
+
+    /// Changes no replica may hold are named, not merged.
+    @Test func malformedChangesAreRefused() {
+        #expect(Self.change(.insert, life: 2, at: 1, by: 1, 1).problem()?.contains("deleted life") == true)
+        #expect(Self.change(.delete, life: 3, at: 1, by: 1, 1).problem()?.contains("even life") == true)
+        #expect(Self.change(.append, life: 1, at: 1, by: 1, 1, totals: ["xp": 1]).problem() != nil)
+        #expect(Self.change(.update, life: 1, at: 1, by: 1, 1, ["Name": .null]).problem()?.contains("lowercase") == true)
+        #expect(Self.change(.update, life: 1, at: 1, by: 1, 1, ["name": .null]).problem() == nil)
+    }
+
+    /// Bytes that are not a row state are refused with a reason.
+    @Test func malformedStateBytesAreRefused() {
+        var row = RowState()
+        row.merge(Self.change(.insert, life: 1, at: 5, by: 1, 1, ["name": .text("x")]))
+        let bytes = row.canonicalBytes
+        #expect(throws: SQLValueDecodingError.self) { try RowState(canonicalBytes: bytes + [0]) }
+        #expect(throws: SQLValueDecodingError.self) { try RowState(canonicalBytes: Array(bytes.dropLast())) }
+        var badKind = bytes
+        badKind[8] = 9
+        #expect(throws: SQLValueDecodingError.self) { try RowState(canonicalBytes: badKind) }
     }
 }
 

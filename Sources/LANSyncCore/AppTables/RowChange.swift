@@ -1,26 +1,44 @@
-/// One change to one row of an app table, as it travels between replicas: it keeps its origin
-/// (the dot of the write that made it) and its clock, like entries and preference writes do.
+/// One write to one row of an app table, as it travels between replicas: the columns one SQL
+/// statement set on that row, under one dot and one clock reading. It keeps its origin (the dot)
+/// like entries and preference writes do, and its life of the row.
 ///
 /// Every change belongs to one *life* of its row, numbered by the row's causal length (as in
 /// cr-sqlite): 1 for the first insert, 2 once deleted, 3 once inserted again, and so on — odd
-/// means the row exists, even that it is deleted. A replica only makes a change for the life it
-/// holds, or opens the next life (a delete of a live row, an insert of an absent or deleted one),
-/// so "causally after" needs no vector clock: a later life always wins over an earlier one, and
+/// means the row exists, even that it is deleted. A replica only writes the life it holds, or
+/// opens the next one (a delete of a live row, an insert of an absent or deleted one), so
+/// "causally after" needs no vector clock: a later life always wins over an earlier one, and
 /// within one life each column is a last-writer-wins register.
 package struct RowChange: Hashable, Sendable {
-    package enum Kind: Hashable, Sendable {
-        /// The row exists in this life (written by every insert, so a row without other columns
-        /// exists too).
-        case insert
-        /// The row is deleted: the life this change opens is even.
-        case delete
-        /// A column's value in this life, last writer wins.
-        case set(column: String, value: SQLValue)
-        /// A counter column: the writing replica's own running total of increments in this life.
-        /// The column's value is the sum of every replica's latest total.
-        case counter(column: String, total: Int64)
-        /// A whole row of an append-only table (column → value): a grow-only set by key.
-        case append([String: SQLValue])
+    package enum Kind: UInt8, Hashable, Sendable {
+        /// Opens an odd life: the row exists, with the columns it sets.
+        case insert = 1
+        /// Sets columns of the row in the life it is in.
+        case update = 2
+        /// Opens an even life: the row is deleted.
+        case delete = 3
+        /// A whole row of an append-only table: a grow-only set by key, the earliest write wins.
+        case append = 4
+    }
+
+    /// A column this change sets. Names are lowercase (SQL names are case-insensitive).
+    package struct Value: Hashable, Sendable {
+        package let column: String
+        package let value: SQLValue
+        package init(column: String, value: SQLValue) {
+            self.column = column
+            self.value = value
+        }
+    }
+
+    /// A counter column: the writing replica's own running total of increments in this life. The
+    /// column's value is the sum of every replica's latest total.
+    package struct Total: Hashable, Sendable {
+        package let column: String
+        package let total: Int64
+        package init(column: String, total: Int64) {
+            self.column = column
+            self.total = total
+        }
     }
 
     package let key: RowKey
@@ -29,105 +47,286 @@ package struct RowChange: Hashable, Sendable {
     package let causalLength: UInt64
     package let hlc: HybridTimestamp
     package let dot: Dot
+    /// Columns set, sorted by name, each once.
+    package let values: [Value]
+    /// Counter totals, sorted by column, each once.
+    package let totals: [Total]
 
-    package init(key: RowKey, kind: Kind, causalLength: UInt64, hlc: HybridTimestamp, dot: Dot) {
+    package init(
+        key: RowKey, kind: Kind, causalLength: UInt64, hlc: HybridTimestamp, dot: Dot, values: [Value] = [],
+        totals: [Total] = []
+    ) {
         self.key = key
         self.kind = kind
         self.causalLength = causalLength
         self.hlc = hlc
         self.dot = dot
+        self.values = values.sorted { $0.column < $1.column }
+        self.totals = totals.sorted { $0.column < $1.column }
     }
 
-    /// Last-writer-wins order inside one life: the later clock wins, then the greater replica ID,
-    /// then the greater counter; `tieBreak` settles the impossible rest (two writes with one dot).
-    package static func isNewer(_ a: RowChange, than b: RowChange, tieBreak: (RowChange, RowChange) -> Bool) -> Bool {
-        if a.hlc != b.hlc { return a.hlc > b.hlc }
-        if a.dot.replica != b.dot.replica { return a.dot.replica > b.dot.replica }
-        if a.dot.counter != b.dot.counter { return a.dot.counter > b.dot.counter }
-        return tieBreak(a, b)
+    package var stamp: RowState.Stamp { .init(hlc: hlc, dot: dot) }
+
+    /// Why no replica may hold this change, or nil: a life that does not match the kind, column
+    /// names twice or empty, a key out of range.
+    package func problem() -> String? {
+        guard causalLength >= 1 else { return "change \(dot) of \(key) has causal length 0" }
+        switch kind {
+        case .insert, .update:
+            guard causalLength % 2 == 1 else { return "change \(dot) of \(key) writes a deleted life (\(causalLength))" }
+        case .delete:
+            guard causalLength % 2 == 0, values.isEmpty, totals.isEmpty else {
+                return "delete \(dot) of \(key) must open an even life and set no columns"
+            }
+        case .append:
+            guard causalLength == 1, totals.isEmpty else { return "append \(dot) of \(key) must be life 1 without counters" }
+        }
+        if let problem = key.problem() { return problem }
+        for (index, value) in values.enumerated() {
+            if let problem = Self.columnProblem(value.column) { return "change \(dot) of \(key): \(problem)" }
+            if index > 0, values[index - 1].column >= value.column { return "change \(dot) of \(key) sets a column twice" }
+        }
+        for (index, total) in totals.enumerated() {
+            if let problem = Self.columnProblem(total.column) { return "change \(dot) of \(key): \(problem)" }
+            if index > 0, totals[index - 1].column >= total.column { return "change \(dot) of \(key) counts a column twice" }
+        }
+        return nil
+    }
+
+    /// The longest table or column name a replica accepts.
+    package static let maxNameLength = 128
+    /// At most this many columns in one change.
+    package static let maxColumns = 2000
+
+    static func columnProblem(_ name: String) -> String? {
+        guard !name.isEmpty, name.utf8.count <= maxNameLength, name == name.lowercased() else {
+            return "column name \"\(name)\" must be 1-\(maxNameLength) bytes, lowercase"
+        }
+        return nil
+    }
+}
+
+extension RowKey {
+    /// Why no replica may hold a row under this key, or nil.
+    package func problem() -> String? {
+        guard !table.isEmpty, table.utf8.count <= RowChange.maxNameLength, table == table.lowercased() else {
+            return "table name \"\(table)\" must be 1-\(RowChange.maxNameLength) bytes, lowercase"
+        }
+        guard (1...SQLValue.maxKeyColumns).contains(primaryKey.count) else {
+            return "a key of \(table) has \(primaryKey.count) columns (1-\(SQLValue.maxKeyColumns))"
+        }
+        return nil
     }
 }
 
 /// What a replica holds of one row: the merge of every change it has seen, in any order, any
 /// number of times (a join: commutative, associative, idempotent).
 ///
-/// Only the changes of the latest life count; an older life's writes are dropped when a newer
-/// life arrives (so a delete beats concurrent edits, and a re-insert brings the row back with
-/// the columns it wrote, the others at their defaults).
+/// Only the latest life counts; an older life's writes are dropped when a newer life arrives (so
+/// a delete beats concurrent edits, and a re-insert brings the row back with the columns it
+/// wrote, the others at their defaults). Within a life each column keeps its latest write, each
+/// counter column each replica's latest total, and the life's insert or delete its latest one.
 package struct RowState: Hashable, Sendable {
+    /// When a write happened, in last-writer-wins order: the clock, then the replica ID, then the
+    /// counter. Two writes of honest replicas never share a stamp.
+    package struct Stamp: Hashable, Sendable, Comparable {
+        package let hlc: HybridTimestamp
+        package let dot: Dot
+
+        package init(hlc: HybridTimestamp, dot: Dot) {
+            self.hlc = hlc
+            self.dot = dot
+        }
+
+        package static func < (a: Stamp, b: Stamp) -> Bool {
+            if a.hlc != b.hlc { return a.hlc < b.hlc }
+            if a.dot.replica != b.dot.replica { return a.dot.replica < b.dot.replica }
+            return a.dot.counter < b.dot.counter
+        }
+    }
+
+    package struct Cell: Hashable, Sendable {
+        package let stamp: Stamp
+        package let value: SQLValue
+    }
+
+    package struct CounterCell: Hashable, Sendable {
+        package let stamp: Stamp
+        package let total: Int64
+    }
+
     /// The latest life seen; 0 when nothing is known of the row.
     package private(set) var causalLength: UInt64 = 0
-    /// Per column, the winning `.set` change of the latest life.
-    package private(set) var columns: [String: RowChange] = [:]
-    /// Per counter column and replica, that replica's latest `.counter` change of the latest life.
-    package private(set) var counters: [String: [ReplicaID: RowChange]] = [:]
-    /// For an append-only row: the winning `.append` change (the earliest write, as for entries).
-    package private(set) var appended: RowChange?
+    /// The latest insert or delete of this life (or the winning append), and its kind.
+    package private(set) var marker: (kind: RowChange.Kind, stamp: Stamp)? {
+        get { markerKind.map { ($0, markerStamp!) } }
+        set {
+            markerKind = newValue?.kind
+            markerStamp = newValue?.stamp
+        }
+    }
+    private var markerKind: RowChange.Kind?
+    private var markerStamp: Stamp?
+    /// Per column (lowercase), the winning write of this life.
+    package private(set) var columns: [String: Cell] = [:]
+    /// Per counter column and replica, that replica's latest total in this life.
+    package private(set) var counters: [String: [ReplicaID: CounterCell]] = [:]
 
     package init() {}
 
+    /// A state restored from its parts (the store's encoding).
+    package init(
+        causalLength: UInt64, marker: (kind: RowChange.Kind, stamp: Stamp)?, columns: [String: Cell],
+        counters: [String: [ReplicaID: CounterCell]]
+    ) {
+        self.causalLength = causalLength
+        self.marker = marker
+        self.columns = columns
+        self.counters = counters
+    }
+
     /// Whether the row exists (its latest life is odd).
     package var exists: Bool { causalLength % 2 == 1 }
+    /// Whether the row is a row of an append-only table.
+    package var isAppended: Bool { markerKind == .append }
 
-    /// Merges one change; returns whether the state changed.
+    /// Merges one change (checked with `RowChange.problem()`); returns whether the state changed.
     @discardableResult
     package mutating func merge(_ change: RowChange) -> Bool {
-        if change.causalLength < causalLength { return false }
+        let stamp = change.stamp
+        if change.kind == .append {
+            // The earliest write wins, whole: every replica keeps the same row under a key.
+            if let held = markerStamp, markerKind == .append,
+                !(stamp < held || (stamp == held && Self.precedes(change.values, columnsInOrder)))
+            {
+                return false
+            }
+            causalLength = 1
+            marker = (.append, stamp)
+            columns = Dictionary(uniqueKeysWithValues: change.values.map { ($0.column, Cell(stamp: stamp, value: $0.value)) })
+            counters = [:]
+            return true
+        }
+        if change.causalLength < causalLength || markerKind == .append { return false }
         var changed = false
         if change.causalLength > causalLength {
             causalLength = change.causalLength
+            marker = nil
             columns.removeAll()
             counters.removeAll()
             changed = true
         }
-        switch change.kind {
-        case .insert, .delete:
-            break
-        case .set(let column, _):
-            if let held = columns[column], !RowChange.isNewer(change, than: held, tieBreak: Self.byValue) { break }
-            columns[column] = change
+        if change.kind == .insert || change.kind == .delete, markerStamp.map({ $0 < stamp }) ?? true {
+            marker = (change.kind, stamp)
             changed = true
-        case .counter(let column, _):
-            if let held = counters[column]?[change.dot.replica],
-                !(change.dot.counter > held.dot.counter || (change.dot.counter == held.dot.counter && Self.byValue(change, held)))
-            {
-                break
+        }
+        for value in change.values {
+            if let held = columns[value.column], !(held.stamp < stamp || (held.stamp == stamp && held.value < value.value)) {
+                continue
             }
-            counters[column, default: [:]][change.dot.replica] = change
+            columns[value.column] = Cell(stamp: stamp, value: value.value)
             changed = true
-        case .append:
-            // The earliest write wins, whatever life it claims (append-only rows have one life).
-            if let held = appended, !RowChange.isNewer(held, than: change, tieBreak: Self.byValue) { break }
-            appended = change
+        }
+        for total in change.totals {
+            if let held = counters[total.column]?[change.dot.replica],
+                !(held.stamp.dot.counter < change.dot.counter
+                    || (held.stamp.dot.counter == change.dot.counter && held.total < total.total))
+            {
+                continue
+            }
+            counters[total.column, default: [:]][change.dot.replica] = CounterCell(stamp: stamp, total: total.total)
             changed = true
         }
         return changed
     }
 
-    /// The value of a column in the latest life; nil when no change of that life wrote it (the
-    /// column then takes its default).
+    /// The value of a column in the latest life; nil when no write of that life set it (the
+    /// column then takes its default). A counter column's value is its sum.
     package func value(of column: String) -> SQLValue? {
-        guard case .set(_, let value)? = columns[column]?.kind else { return nil }
-        return value
+        if let cells = counters[column] { return .integer(Self.sum(cells)) }
+        return columns[column]?.value
     }
 
-    /// A counter column's value: the sum of every replica's latest total in the latest life
-    /// (wrapping, as SQLite's integers do not: the store refuses a total that would overflow).
-    package func counter(_ column: String) -> Int64 {
-        (counters[column] ?? [:]).values.reduce(0) { sum, change in
-            guard case .counter(_, let total) = change.kind else { return sum }
-            return sum &+ total
-        }
+    /// A counter column's value: the sum of every replica's latest total in the latest life.
+    package func counter(_ column: String) -> Int64 { Self.sum(counters[column] ?? [:]) }
+
+    /// This replica's own total of a counter column in the latest life (what its next increment adds to).
+    package func total(of column: String, by replica: ReplicaID) -> Int64 { counters[column]?[replica]?.total ?? 0 }
+
+    /// Every column with a value in this life (counters summed), by lowercase name.
+    package var values: [String: SQLValue] {
+        var values = columns.mapValues(\.value)
+        for (column, cells) in counters { values[column] = .integer(Self.sum(cells)) }
+        return values
     }
 
-    /// Breaks a tie between two changes with one clock and one dot by their values.
-    private static func byValue(_ a: RowChange, _ b: RowChange) -> Bool {
-        switch (a.kind, b.kind) {
-        case (.set(_, let x), .set(_, let y)): return y < x
-        case (.counter(_, let x), .counter(_, let y)): return x > y
-        case (.append(let x), .append(let y)):
-            return x.sorted { $0.key < $1.key }.map(\.value).lexicographicallyPrecedes(y.sorted { $0.key < $1.key }.map(\.value))
-        default: return false
+    /// Sums wrap, as totals are bounded by what the store accepts (a total that would overflow is refused).
+    private static func sum(_ cells: [ReplicaID: CounterCell]) -> Int64 { cells.values.reduce(0) { $0 &+ $1.total } }
+
+    /// The dots this state still needs: every write that wins somewhere in it.
+    package var liveDots: Set<Dot> {
+        var dots = Set(columns.values.map(\.stamp.dot))
+        for cells in counters.values { dots.formUnion(cells.values.map(\.stamp.dot)) }
+        if let markerStamp { dots.insert(markerStamp.dot) }
+        return dots
+    }
+
+    /// The changes that rebuild this state from nothing: one per live write, carrying only what
+    /// still wins of it. What a replica ships for this row; a replica that merges them all holds
+    /// an equal state.
+    package func changes(key: RowKey) -> [RowChange] {
+        var byStamp: [Stamp: (values: [RowChange.Value], totals: [RowChange.Total])] = [:]
+        if let markerStamp { byStamp[markerStamp] = ([], []) }
+        for (column, cell) in columns { byStamp[cell.stamp, default: ([], [])].values.append(.init(column: column, value: cell.value)) }
+        for (column, cells) in counters {
+            for cell in cells.values { byStamp[cell.stamp, default: ([], [])].totals.append(.init(column: column, total: cell.total)) }
         }
+        return byStamp.map { stamp, parts in
+            let kind = stamp == markerStamp ? markerKind! : .update
+            return RowChange(
+                key: key, kind: kind, causalLength: causalLength, hlc: stamp.hlc, dot: stamp.dot, values: parts.values,
+                totals: parts.totals)
+        }.sorted { $0.dot < $1.dot }
+    }
+
+    /// The change this state holds under `dot`, as `changes(key:)` would ship it; nil when none.
+    package func change(key: RowKey, dot: Dot) -> RowChange? {
+        var values = [RowChange.Value]()
+        var totals = [RowChange.Total]()
+        var stamp: Stamp?
+        if let markerStamp, markerStamp.dot == dot { stamp = markerStamp }
+        for (column, cell) in columns where cell.stamp.dot == dot {
+            values.append(.init(column: column, value: cell.value))
+            stamp = cell.stamp
+        }
+        for (column, cells) in counters {
+            if let cell = cells[dot.replica], cell.stamp.dot == dot {
+                totals.append(.init(column: column, total: cell.total))
+                stamp = cell.stamp
+            }
+        }
+        guard let stamp else { return nil }
+        let kind = stamp == markerStamp ? markerKind! : .update
+        return RowChange(key: key, kind: kind, causalLength: causalLength, hlc: stamp.hlc, dot: dot, values: values, totals: totals)
+    }
+
+    private var columnsInOrder: [RowChange.Value] {
+        columns.map { RowChange.Value(column: $0.key, value: $0.value.value) }.sorted { $0.column < $1.column }
+    }
+
+    /// Orders two rows written under one stamp (never by honest replicas) by their values.
+    private static func precedes(_ a: [RowChange.Value], _ b: [RowChange.Value]) -> Bool {
+        a.lexicographicallyPrecedes(b) { x, y in x.column != y.column ? x.column < y.column : x.value < y.value }
+    }
+
+    package static func == (a: RowState, b: RowState) -> Bool {
+        a.causalLength == b.causalLength && a.markerKind == b.markerKind && a.markerStamp == b.markerStamp
+            && a.columns == b.columns && a.counters == b.counters
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(causalLength)
+        hasher.combine(markerStamp)
+        hasher.combine(columns)
     }
 }

@@ -45,7 +45,7 @@ extension SQLValue {
     /// Reads the values `keyBytes` wrote; throws on anything else (a wrong tag, a length past the
     /// end or over the limit, TEXT that is not UTF-8, trailing bytes, a count out of range).
     package static func key(from bytes: [UInt8]) throws(SQLValueDecodingError) -> [SQLValue] {
-        var reader = Reader(bytes: bytes)
+        var reader = CanonicalReader(bytes: bytes)
         let count = Int(try reader.byte())
         guard (1...maxKeyColumns).contains(count) else {
             throw SQLValueDecodingError("a primary key has 1 to \(maxKeyColumns) columns, not \(count)")
@@ -56,53 +56,61 @@ extension SQLValue {
         guard reader.isAtEnd else { throw SQLValueDecodingError("\(bytes.count - reader.offset) bytes after the key's last value") }
         return values
     }
-
-    private struct Reader {
-        let bytes: [UInt8]
-        var offset = 0
-
-        var isAtEnd: Bool { offset == bytes.count }
-
-        mutating func byte() throws(SQLValueDecodingError) -> UInt8 {
-            guard offset < bytes.count else { throw SQLValueDecodingError("the bytes end inside a value") }
-            defer { offset += 1 }
-            return bytes[offset]
-        }
-
-        mutating func take(_ count: Int) throws(SQLValueDecodingError) -> ArraySlice<UInt8> {
-            guard count <= bytes.count - offset else { throw SQLValueDecodingError("the bytes end inside a value") }
-            defer { offset += count }
-            return bytes[offset..<offset + count]
-        }
-
-        mutating func uint64() throws(SQLValueDecodingError) -> UInt64 {
-            try take(8).reduce(0) { $0 << 8 | UInt64($1) }
-        }
-
-        mutating func length() throws(SQLValueDecodingError) -> Int {
-            let length = Int(try take(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-            guard length <= SQLValue.maxLength else { throw SQLValueDecodingError("a value of \(length) bytes is over the limit") }
-            return length
-        }
-
-        mutating func value() throws(SQLValueDecodingError) -> SQLValue {
-            switch try byte() {
-            case 0: return .null
-            case 1: return .integer(Int64(bitPattern: try uint64()))
-            case 2: return .realBits(try uint64())
-            case 3:
-                let utf8 = try take(try length())
-                guard let text = String(validating: utf8, as: UTF8.self) else { throw SQLValueDecodingError("TEXT that is not UTF-8") }
-                return .text(text)
-            case 4: return .blob(Array(try take(try length())))
-            case let tag: throw SQLValueDecodingError("unknown value tag \(tag) (0-4 are defined)")
-            }
-        }
-    }
 }
 
 /// Bytes that are not the canonical encoding of SQL values.
 package struct SQLValueDecodingError: Error, Equatable, Sendable, CustomStringConvertible {
     package let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Reads canonical bytes, refusing anything else with a reason.
+struct CanonicalReader {
+    let bytes: [UInt8]
+    var offset = 0
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    mutating func byte() throws(SQLValueDecodingError) -> UInt8 {
+        guard offset < bytes.count else { throw SQLValueDecodingError("the bytes end inside a value") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func take(_ count: Int) throws(SQLValueDecodingError) -> ArraySlice<UInt8> {
+        guard count <= bytes.count - offset else { throw SQLValueDecodingError("the bytes end inside a value") }
+        defer { offset += count }
+        return bytes[offset..<offset + count]
+    }
+
+    mutating func uint64() throws(SQLValueDecodingError) -> UInt64 {
+        try take(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    mutating func text() throws(SQLValueDecodingError) -> String {
+        let utf8 = try take(try length())
+        guard let text = String(validating: utf8, as: UTF8.self) else { throw SQLValueDecodingError("TEXT that is not UTF-8") }
+        return text
+    }
+
+    mutating func uint32() throws(SQLValueDecodingError) -> UInt32 {
+        try take(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+
+    mutating func length() throws(SQLValueDecodingError) -> Int {
+        let length = Int(try take(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard length <= SQLValue.maxLength else { throw SQLValueDecodingError("a value of \(length) bytes is over the limit") }
+        return length
+    }
+
+    mutating func value() throws(SQLValueDecodingError) -> SQLValue {
+        switch try byte() {
+        case 0: return .null
+        case 1: return .integer(Int64(bitPattern: try uint64()))
+        case 2: return .realBits(try uint64())
+        case 3: return .text(try text())
+        case 4: return .blob(Array(try take(try length())))
+        case let tag: throw SQLValueDecodingError("unknown value tag \(tag) (0-4 are defined)")
+        }
+    }
 }
