@@ -8,6 +8,8 @@ public enum ReplicaChange: Sendable, Equatable {
     case entries([Entry], local: Bool)
     /// Preferences whose winning write changed (a nil value is an unset).
     case preferences([PreferenceWrite], local: Bool)
+    /// Rows of app tables changed: written here (`tables` then empty) or merged (the tables, lowercase).
+    case rows(tables: Set<String>, local: Bool)
 }
 
 /// Hands every committed change to each current observer, in commit order.

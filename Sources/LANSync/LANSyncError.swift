@@ -11,6 +11,10 @@ public struct LANSyncError: Error, CustomStringConvertible, Sendable {
         case clockSkew
         /// The database or the file system failed.
         case storage
+        /// An app schema was refused; nothing of it was applied.
+        case schema
+        /// An SQL write or query on app tables failed; nothing of that write was applied.
+        case sql
     }
 
     public let code: Code

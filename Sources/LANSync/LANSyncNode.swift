@@ -14,7 +14,7 @@ public final class LANSyncNode: Sendable {
     /// The replica: what sync and the CLI's inspection read and merge, not part of an app's API.
     package let store: ReplicaStore
     package let clock: NodeClock
-    private let feed = ChangeFeed()
+    let feed = ChangeFeed()
 
     public var deviceID: DeviceID { identity.deviceID }
     package var replicaID: ReplicaID { store.replica }
@@ -206,6 +206,7 @@ public final class LANSyncNode: Sendable {
             let result = try await store.merge(checked)
             if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
             if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
+            if !result.rows.isEmpty { feed.publish(.rows(tables: Set(result.rows.map(\.key.table)), local: false)) }
             return result.outcome
         } catch {
             throw Self.translate(error)
@@ -249,6 +250,8 @@ public final class LANSyncNode: Sendable {
             case .notAReplica, .newerSchema: return LANSyncError(.unusableData, error.message)
             case .invalidDelta: return LANSyncError(.invalidInput, error.message)
             case .database: return LANSyncError(.storage, error.message)
+            case .schema: return LANSyncError(.schema, error.message)
+            case .sql: return LANSyncError(.sql, error.message)
             }
         }
         return LANSyncError(.storage, "\(error)")

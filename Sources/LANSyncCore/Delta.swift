@@ -21,15 +21,18 @@ package struct Delta: Hashable, Sendable {
 
     package var entries: [Entry]
     package var preferences: [PreferenceWrite]
+    /// Writes to app-table rows (each carrying only what still wins of it at the sender).
+    package var rows: [RowChange]
     package var coverage: [Coverage]
 
-    package init(entries: [Entry] = [], preferences: [PreferenceWrite] = [], coverage: [Coverage] = []) {
+    package init(entries: [Entry] = [], preferences: [PreferenceWrite] = [], rows: [RowChange] = [], coverage: [Coverage] = []) {
         self.entries = entries
         self.preferences = preferences
+        self.rows = rows
         self.coverage = coverage
     }
 
-    package var isEmpty: Bool { entries.isEmpty && preferences.isEmpty && coverage.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty && preferences.isEmpty && rows.isEmpty && coverage.isEmpty }
 
     /// The largest payload or preference value, in bytes, that any replica accepts.
     package static let maxValueBytes = 64 * 1024
@@ -64,6 +67,10 @@ package struct Delta: Hashable, Sendable {
                 return "preference \(write.key) has dot \(write.dot) outside the delta's coverage"
             }
             if let problem = write.problem() { return problem }
+        }
+        for change in rows {
+            guard inRange(change.dot) else { return "row change of \(change.key) has dot \(change.dot) outside the delta's coverage" }
+            if let problem = change.problem() { return problem }
         }
         return nil
     }
@@ -112,13 +119,16 @@ package struct MergeOutcome: Hashable, Sendable {
     package var entriesAdded = 0
     /// Preferences whose winning write changed.
     package var preferencesChanged = 0
+    /// App-table rows whose state changed.
+    package var rowsChanged = 0
 
-    package init(entriesAdded: Int = 0, preferencesChanged: Int = 0) {
+    package init(entriesAdded: Int = 0, preferencesChanged: Int = 0, rowsChanged: Int = 0) {
         self.entriesAdded = entriesAdded
         self.preferencesChanged = preferencesChanged
+        self.rowsChanged = rowsChanged
     }
 
-    package var changedAnything: Bool { entriesAdded > 0 || preferencesChanged > 0 }
+    package var changedAnything: Bool { entriesAdded > 0 || preferencesChanged > 0 || rowsChanged > 0 }
 }
 
 /// The element-level merge rules, shared by the in-memory `ReplicaState` and the SQLite store so

@@ -1,5 +1,6 @@
 import GRDB
 import GRDBSQLite
+import LANSyncCore
 
 /// A prepared statement run through SQLite's C API, for the few statements on hot paths: the
 /// merge's INSERT and the delta's SELECTs.
@@ -15,7 +16,7 @@ import GRDBSQLite
 /// GRDB's statement cache keeps the statement alive as long as the connection, which outlives
 /// any one access.
 ///
-/// The only file of LANSyncStore that calls SQLite directly.
+/// With `AppWriteCapture+SQLite.swift`, the only files of LANSyncStore that call SQLite directly.
 struct BoundStatement {
     private let handle: SQLiteStatement
     private let connection: SQLiteConnection?
@@ -47,6 +48,17 @@ struct BoundStatement {
     func bind(_ index: Int32, _ blob: [UInt8]) {
         blob.withUnsafeBytes { bytes in
             _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+        }
+    }
+
+    /// Binds an app-table value exactly: TEXT with its length (embedded NULs kept), REAL by its bits.
+    func bind(_ index: Int32, _ value: SQLValue) {
+        switch value {
+        case .null: sqlite3_bind_null(handle, index)
+        case .integer(let value): sqlite3_bind_int64(handle, index, value)
+        case .realBits(let bits): sqlite3_bind_double(handle, index, Double(bitPattern: bits))
+        case .text(let text): bind(index, text)
+        case .blob(let bytes): bind(index, bytes)
         }
     }
 

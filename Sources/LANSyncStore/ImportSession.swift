@@ -20,6 +20,11 @@ package struct ImportSession {
         newest = max(newest, write.hlc)
     }
 
+    package mutating func merge(_ change: RowChange) throws {
+        if try context.mergeRow(change, materialize: true) { outcome.rowsChanged += 1 }
+        newest = max(newest, change.hlc)
+    }
+
     /// Declares the exported replica's version vector: the import covers it from zero.
     package mutating func cover(_ vector: VersionVector) {
         coverage = vector.counters.map { Delta.Coverage(replica: $0.key, from: 0, through: $0.value) }

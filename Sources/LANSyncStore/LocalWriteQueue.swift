@@ -68,8 +68,19 @@ struct TakenWrites {
         let taken = queue.takeAll()
         guard !taken.isEmpty else { return }
         if firstTaken == nil { firstTaken = .now }
-        writes += taken
-        for write in taken { reports.append(try write.apply(&context)) }
+        for (index, write) in taken.enumerated() {
+            do {
+                reports.append(try write.apply(&context))
+                writes.append(write)
+            } catch let failure as IsolatedWriteFailure {
+                // Undone alone (an app's SQL that failed): the others go on.
+                write.fail(failure.error)
+            } catch {
+                // The transaction is lost: the caller fails or puts back every write it took.
+                writes += taken[index...]
+                throw error
+            }
+        }
     }
 
     /// True once a write has waited long enough: the transaction should commit now.

@@ -28,18 +28,20 @@ struct MergePacer {
     /// A first guess (10 µs a row) until a transaction has been measured.
     static let initialNanosecondsPerRow = 10_000
 
-    /// One transaction's share of a delta: index ranges of its entries and preferences, and
-    /// whether it reaches the delta's end (then, merged whole, it carries the delta's coverage).
+    /// One transaction's share of a delta: index ranges of its entries, preferences and app-table
+    /// changes, and whether it reaches the delta's end (then, merged whole, it carries the delta's coverage).
     struct Share: Equatable {
         var entries: Range<Int>
         var preferences: Range<Int>
+        var changes: Range<Int> = 0..<0
         var isLast: Bool
-        var rows: Int { entries.count + preferences.count }
+        var rows: Int { entries.count + preferences.count + changes.count }
     }
 
     let cost: MergeCost
     private var entryIndex = 0
     private var preferenceIndex = 0
+    private var changeIndex = 0
     private var done = false
 
     init(cost: MergeCost) { self.cost = cost }
@@ -60,17 +62,20 @@ struct MergePacer {
         let rows = rows
         let entries = entryIndex..<min(entryIndex + rows, delta.entries.count)
         let preferences = preferenceIndex..<min(preferenceIndex + rows - entries.count, delta.preferences.count)
+        let changes = changeIndex..<min(changeIndex + rows - entries.count - preferences.count, delta.rows.count)
         return Share(
-            entries: entries, preferences: preferences,
-            isLast: entries.upperBound == delta.entries.count && preferences.upperBound == delta.preferences.count)
+            entries: entries, preferences: preferences, changes: changes,
+            isLast: entries.upperBound == delta.entries.count && preferences.upperBound == delta.preferences.count
+                && changes.upperBound == delta.rows.count)
     }
 
     /// Notes how much of `share` a transaction merged (all of it, or a prefix when it committed
     /// early) and how long it took from BEGIN to the end of COMMIT.
-    mutating func record(_ share: Share, merged: (entries: Int, preferences: Int), elapsed: Duration) {
+    mutating func record(_ share: Share, merged: (entries: Int, preferences: Int, changes: Int), elapsed: Duration) {
         entryIndex = share.entries.lowerBound + merged.entries
         preferenceIndex = share.preferences.lowerBound + merged.preferences
-        let rows = merged.entries + merged.preferences
+        changeIndex = share.changes.lowerBound + merged.changes
+        let rows = merged.entries + merged.preferences + merged.changes
         if share.isLast && rows == share.rows { done = true }
         // Small transactions say little (their commit dominates) and are left out.
         guard rows >= Self.rowRange.lowerBound else { return }

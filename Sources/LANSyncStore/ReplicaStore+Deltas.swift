@@ -18,6 +18,7 @@ extension ReplicaStore {
         return try Self.database {
             try writer.read { db in
                 let replicas = try Self.replicaNumbers(db)
+                var rowReader = AppRowReader(db: db, replicas: replicas)
                 var delta = Delta()
                 var devices = RowDecoding.DeviceCache()
                 var rowsLeft = maxRows
@@ -46,10 +47,11 @@ extension ReplicaStore {
                             sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
                         arguments: [lower, upper, rowsLeft]
                     ).map { try RowDecoding.preference($0, replicas: replicas) }
+                    let changes = try rowReader.changes(lower: lower, upper: upper, limit: rowsLeft)
                     // Entries alone (a catch-up of logs) and all within the byte budget: taken whole,
                     // without the merge walk below.
                     let entryBytes = entries.reduce(0) { $0 + $1.payload.utf8.count + $1.id.utf8.count + 64 }
-                    if preferences.isEmpty, entryBytes <= bytesLeft {
+                    if preferences.isEmpty, changes.isEmpty, entryBytes <= bytesLeft {
                         let cut = entries.count == rowsLeft
                         let reached = cut ? entries.last?.dot.counter ?? from : through
                         rowsLeft -= entries.count
@@ -62,22 +64,29 @@ extension ReplicaStore {
                     }
                     // Both lists hold their smallest counters, so walking their union in counter order
                     // takes exactly the next rows; stop at either budget.
-                    var rows = entries.indices.map { (counter: entries[$0].dot.counter, entry: $0, preference: -1) }
-                        + preferences.indices.map { (counter: preferences[$0].dot.counter, entry: -1, preference: $0) }
+                    var rows = entries.indices.map { (counter: entries[$0].dot.counter, list: 0, index: $0) }
+                        + preferences.indices.map { (counter: preferences[$0].dot.counter, list: 1, index: $0) }
+                        + changes.indices.map { (counter: changes[$0].dot.counter, list: 2, index: $0) }
                     rows.sort { $0.counter < $1.counter }
                     var last: UInt64?
-                    var cut = entries.count == rowsLeft || preferences.count == rowsLeft
+                    var cut = entries.count == rowsLeft || preferences.count == rowsLeft || rowReader.wasCut
                     for row in rows {
-                        let size = row.entry >= 0
-                            ? entries[row.entry].payload.utf8.count + entries[row.entry].id.utf8.count + 64
-                            : (preferences[row.preference].value?.utf8.count ?? 0) + preferences[row.preference].key.utf8.count + 64
-                        let nothingYet = delta.entries.isEmpty && delta.preferences.isEmpty
+                        let size: Int
+                        switch row.list {
+                        case 0: size = entries[row.index].payload.utf8.count + entries[row.index].id.utf8.count + 64
+                        case 1: size = (preferences[row.index].value?.utf8.count ?? 0) + preferences[row.index].key.utf8.count + 64
+                        default: size = changes[row.index].byteEstimate
+                        }
+                        let nothingYet = delta.entries.isEmpty && delta.preferences.isEmpty && delta.rows.isEmpty
                         guard rowsLeft > 0, size <= bytesLeft || nothingYet else {
                             cut = true
                             break
                         }
-                        if row.entry >= 0 { delta.entries.append(entries[row.entry]) }
-                        else { delta.preferences.append(preferences[row.preference]) }
+                        switch row.list {
+                        case 0: delta.entries.append(entries[row.index])
+                        case 1: delta.preferences.append(preferences[row.index])
+                        default: delta.rows.append(changes[row.index])
+                        }
                         rowsLeft -= 1
                         bytesLeft -= size
                         last = row.counter
@@ -89,5 +98,68 @@ extension ReplicaStore {
                 return delta
             }
         }
+    }
+}
+
+/// Reads the app-table changes a delta ships: the live writes in a dot range, each rebuilt from
+/// its row's state (only what still wins of it).
+struct AppRowReader {
+    let db: Database
+    let replicas: [Int64: ReplicaID]
+    private var tableNames: [Int64: String]?
+    /// Whether the last range read stopped at its limit.
+    private(set) var wasCut = false
+
+    init(db: Database, replicas: [Int64: ReplicaID]) {
+        self.db = db
+        self.replicas = replicas
+    }
+
+    mutating func changes(lower: Int64, upper: Int64, limit: Int) throws -> [RowChange] {
+        let ops = try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT dot, tbl, key FROM app_ops WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
+            arguments: [lower, upper, limit])
+        wasCut = ops.count == limit
+        guard !ops.isEmpty else { return [] }
+        if tableNames == nil {
+            tableNames = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0], $0[1]) })
+        }
+        var states: [Data: RowState] = [:]
+        var changes = [RowChange]()
+        changes.reserveCapacity(ops.count)
+        let select = try db.cachedStatement(sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
+        for op in ops {
+            let dot = try RowDecoding.dot(op[0], replicas: replicas)
+            let table: Int64 = op[1]
+            let key: Data = op[2]
+            guard let name = tableNames?[table] else {
+                throw StoreError(.database, "a write names app table \(table), which is not registered; the database is damaged")
+            }
+            let stateKey = withUnsafeBytes(of: table.bigEndian) { Data($0) } + key
+            let state: RowState
+            if let cached = states[stateKey] {
+                state = cached
+            } else {
+                guard let blob = try Data.fetchOne(select, arguments: [table, key]) else {
+                    throw StoreError(.database, "a write of app table \(name) has no row; the database is damaged")
+                }
+                state = try RowState(canonicalBytes: [UInt8](blob))
+                states[stateKey] = state
+            }
+            let rowKey = RowKey(table: name, primaryKey: try SQLValue.key(from: [UInt8](key)))
+            guard let change = state.change(key: rowKey, dot: dot) else {
+                throw StoreError(.database, "write \(dot) of \(rowKey) is indexed but not in the row; the database is damaged")
+            }
+            changes.append(change)
+        }
+        return changes
+    }
+}
+
+extension RowChange {
+    /// About what the change costs on the wire: what sizes a delta's batches.
+    var byteEstimate: Int {
+        64 + key.table.utf8.count + key.primaryKey.reduce(0) { $0 + $1.byteCount }
+            + values.reduce(0) { $0 + $1.column.utf8.count + $1.value.byteCount + 2 } + totals.reduce(0) { $0 + $1.column.utf8.count + 10 }
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+package import GRDB
 package import LANSyncCore
 
 /// Local writes: appends and preference writes made on this replica, durable when they return.
@@ -23,11 +23,50 @@ extension ReplicaStore {
         try await commit({ context in try Self.set(writes, now: now, context: &context) }, onCommit: onCommit)
     }
 
+    /// Runs an app's SQL on its tables in one durable transaction (shared with other local writes
+    /// waiting then, each in its own savepoint): every row it inserts, updates or deletes becomes a
+    /// change made here at `now`. When `body` or one of its statements fails, nothing of it is
+    /// written; the error is a `StoreError` of code `.sql` (with the app's own error as `underlying`).
+    package func write<T: Sendable>(
+        now: UInt64, onCommit: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws(StoreError) -> T {
+        var report: (@Sendable (T) -> Void)?
+        if let onCommit { report = { @Sendable _ in onCommit() } }
+        return try await commit({ context in try Self.writeAppTables(now: now, body, context: &context) }, onCommit: report)
+    }
+
+    private static func writeAppTables<T>(now: UInt64, _ body: (Database) throws -> T, context: inout WriteContext) throws -> T {
+        do {
+            return try context.writeAppTables(now: now, body)
+        } catch let isolated as IsolatedWriteFailure {
+            throw IsolatedWriteFailure(error: storeError(isolated.error))
+        }
+    }
+
+    /// An app write's failure as its caller sees it.
+    private static func storeError(_ error: any Error) -> StoreError {
+        switch error {
+        case let error as StoreError: return error
+        case let error as DatabaseError: return StoreError(.sql, sqlMessage(error))
+        default:
+            var wrapped = StoreError(.sql, "the write failed: \(error)")
+            wrapped.underlying = error
+            return wrapped
+        }
+    }
+
+    /// SQLite's complaint about an app's statement, with the statement.
+    static func sqlMessage(_ error: DatabaseError) -> String {
+        let message = error.message ?? "\(error.resultCode)"
+        guard let sql = error.sql, !sql.isEmpty else { return message }
+        return "\(message) (in `\(sql.trimmingCharacters(in: .whitespacesAndNewlines))`)"
+    }
+
     /// Runs a local write in the next transaction and returns its result once committed.
     private func commit<T: Sendable>(
         _ write: @escaping @Sendable (inout WriteContext) throws -> T, onCommit: (@Sendable (T) -> Void)?
     ) async throws(StoreError) -> T {
-        let (writer, hasher, queue, checkpointer) = (writer, hasher, localWrites, checkpointer)
+        let (writer, hasher, queue, checkpointer, apps) = (writer, hasher, localWrites, checkpointer, apps)
         return try await Self.database {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 queue.add(
@@ -41,7 +80,7 @@ extension ReplicaStore {
                         },
                         fail: { continuation.resume(throwing: $0) }))
                 writer.asyncWriteWithoutTransaction { db in
-                    if Self.commitWaiting(queue, db: db, hasher: hasher) { checkpointer?.committed() }
+                    if Self.commitWaiting(queue, db: db, hasher: hasher, apps: apps) { checkpointer?.committed() }
                 }
             }
         }
@@ -49,12 +88,12 @@ extension ReplicaStore {
 
     /// Commits every waiting local write in one transaction (none, when a merge took them).
     /// Returns whether it committed anything.
-    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher) -> Bool {
+    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher, apps: AppTableAccess) -> Bool {
         guard queue.hasWaiting else { return false }
         var taken = TakenWrites()
         do {
             try db.inTransaction {
-                var context = try WriteContext(db, hasher: hasher)
+                var context = try WriteContext(db, hasher: hasher, apps: apps)
                 try taken.take(from: queue, into: &context)
                 if !taken.writes.isEmpty { try context.save() }
                 return .commit

@@ -16,9 +16,9 @@ extension ReplicaStore {
 
     /// Merges a delta checked beforehand (see `check`).
     package func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
-        let (hasher, queue) = (hasher, localWrites)
+        let (hasher, queue, apps) = (hasher, localWrites, apps)
         // Which rows changed the replica, by index: the writer copies no rows.
-        var changed = (entries: [Int](), preferences: [Int]())
+        var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
         var pacer = MergePacer(cost: mergeCost)
         while let share = pacer.next(of: checked.delta) {
             let (part, elapsed) = try await Self.database {
@@ -28,9 +28,12 @@ extension ReplicaStore {
                     var part = MergedShare()
                     var taken = TakenWrites()
                     do {
-                        try db.inTransaction {
-                            part = try Self.merge(share, of: checked, db: db, hasher: hasher, localWrites: queue, taken: &taken)
-                            return .commit
+                        try apps.capture.with(.merging) {
+                            try db.inTransaction {
+                                part = try Self.merge(
+                                    share, of: checked, db: db, hasher: hasher, apps: apps, localWrites: queue, taken: &taken)
+                                return .commit
+                            }
                         }
                     } catch {
                         // The writes it took get their own transaction: a peer's bad delta fails no app write.
@@ -41,16 +44,18 @@ extension ReplicaStore {
                     return (part, ContinuousClock.now - begin)
                 }
             }
-            pacer.record(share, merged: (part.entriesMerged, part.preferencesMerged), elapsed: elapsed)
+            pacer.record(share, merged: (part.entriesMerged, part.preferencesMerged, part.changesMerged), elapsed: elapsed)
             checkpointer?.committed()
             await checkpointer?.checkpointBeforeRewind()
             changed.entries += part.changedEntries
             changed.preferences += part.changedPreferences
+            changed.rows += part.changedRows
         }
         var result = MergeResult()
         let delta = checked.delta
         result.entries = changed.entries.count == delta.entries.count ? delta.entries : changed.entries.map { delta.entries[$0] }
         result.preferences = changed.preferences.map { delta.preferences[$0] }
+        result.rows = changed.rows.map { delta.rows[$0] }
         return result
     }
 
@@ -73,17 +78,19 @@ extension ReplicaStore {
     struct MergedShare {
         var entriesMerged = 0
         var preferencesMerged = 0
+        var changesMerged = 0
         var changedEntries: [Int] = []
         var changedPreferences: [Int] = []
+        var changedRows: [Int] = []
     }
 
     /// Merges one transaction's share of a delta, taking waiting local writes along.
     private static func merge(
-        _ share: MergePacer.Share, of checked: CheckedDelta, db: Database, hasher: ElementHasher,
+        _ share: MergePacer.Share, of checked: CheckedDelta, db: Database, hasher: ElementHasher, apps: AppTableAccess,
         localWrites: LocalWriteQueue, taken: inout TakenWrites
     ) throws -> MergedShare {
         let delta = checked.delta
-        var context = try WriteContext(db, hasher: hasher)
+        var context = try WriteContext(db, hasher: hasher, apps: apps)
         var merged = MergedShare()
         merged.changedEntries.reserveCapacity(share.entries.count)
         /// Every few rows: take waiting local writes; true when the transaction should commit now.
@@ -111,9 +118,18 @@ extension ReplicaStore {
                 if try lookAtLocalWrites(merged.preferencesMerged, &context) { break }
             }
         }
+        if merged.entriesMerged == share.entries.count && merged.preferencesMerged == share.preferences.count {
+            for index in share.changes {
+                let change = delta.rows[index]
+                context.observe(change.hlc)
+                if try context.mergeRow(change, materialize: true) { merged.changedRows.append(index) }
+                merged.changesMerged += 1
+                if try lookAtLocalWrites(merged.changesMerged, &context) { break }
+            }
+        }
         // Writes that came meanwhile go out with this commit too.
         try taken.take(from: localWrites, into: &context)
-        if share.isLast && merged.entriesMerged + merged.preferencesMerged == share.rows {
+        if share.isLast && merged.entriesMerged + merged.preferencesMerged + merged.changesMerged == share.rows {
             try context.advance(by: delta.coverage)
         }
         try context.save()
@@ -123,12 +139,14 @@ extension ReplicaStore {
     /// Runs `body` inside one write transaction that merges whatever rows it feeds in; when
     /// `body` throws, everything is rolled back and nothing is written. For imports.
     package func importing<T>(_ body: (inout ImportSession) throws -> T) throws -> (T, MergeOutcome) {
-        let hasher = hasher
+        let (hasher, apps) = (hasher, apps)
         return try writer.write { db in
-            var session = ImportSession(context: try WriteContext(db, hasher: hasher))
-            let result = try body(&session)
-            try session.finish()
-            return (result, session.outcome)
+            try apps.capture.with(.merging) {
+                var session = ImportSession(context: try WriteContext(db, hasher: hasher, apps: apps))
+                let result = try body(&session)
+                try session.finish()
+                return (result, session.outcome)
+            }
         }
     }
 }

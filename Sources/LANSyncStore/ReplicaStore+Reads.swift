@@ -31,7 +31,7 @@ extension ReplicaStore {
                     replica: replica, device: device, entries: meta[1], preferences: preferences - tombstones,
                     tombstones: tombstones, streams: streams,
                     digest: StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(), versionVector: vector,
-                    hlc: HybridTimestamp(rawValue: UInt64(meta[3] as Int64)))
+                    hlc: HybridTimestamp(rawValue: UInt64(meta[3] as Int64)), tables: try Self.appTableCounts(db))
             }
         }
     }
@@ -64,6 +64,7 @@ extension ReplicaStore {
         _ = try Self.database {
             try forEachRow(
                 entry: { digest.insert(hash: hasher.hash($0)) }, preference: { digest.insert(hash: hasher.hash($0)) })
+            try forEachAppRow { key, state in digest.insert(hash: hasher.hash(key.canonicalBytes + state.canonicalBytes)) }
         }
         return digest
     }

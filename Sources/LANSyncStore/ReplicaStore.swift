@@ -17,12 +17,15 @@ package struct ReplicaStore: Sendable {
     let mergeCost = MergeCost()
     /// Runs WAL checkpoints in the background (nil for in-memory replicas).
     let checkpointer: Checkpointer?
+    /// App tables: the functions their triggers call, and the catalog.
+    let apps: AppTableAccess
 
     /// BLAKE2b-256 of an element's canonical bytes: what the state digest sums, on every replica.
     package static let elementHasher = ElementHasher { BLAKE2b.hash($0) }
 
-    private init(writer: any DatabaseWriter, path: String? = nil) throws(StoreError) {
+    private init(writer: any DatabaseWriter, apps: AppTableAccess, path: String? = nil) throws(StoreError) {
         self.writer = writer
+        self.apps = apps
         hasher = Self.elementHasher
         checkpointer = path.map(Checkpointer.init(path:))
         let ids = try Self.database {
@@ -45,26 +48,29 @@ package struct ReplicaStore: Sendable {
         guard try probe(path: path) else {
             throw StoreError(.notInitialized, "the replica at \(path) is empty; run `lansync init`")
         }
-        return try ReplicaStore(writer: pool(path: path), path: path)
+        let apps = AppTableAccess()
+        return try ReplicaStore(writer: pool(path: path, apps: apps), apps: apps, path: path)
     }
 
     /// Opens the replica at `path`, creating it for `device` with a fresh replica ID when there is
     /// none. Returns whether it was created.
     package static func openOrCreate(path: String, device: DeviceID) throws(StoreError) -> (ReplicaStore, created: Bool) {
         if FileManager.default.fileExists(atPath: path) { _ = try probe(path: path) }
-        let pool = try pool(path: path)
+        let apps = AppTableAccess()
+        let pool = try pool(path: path, apps: apps)
         // Health data: only the owner may read the replica (its -wal and -shm inherit this mode).
         chmod(path, 0o600)
         let created = try initialize(pool, device: device)
-        return (try ReplicaStore(writer: pool, path: path), created)
+        return (try ReplicaStore(writer: pool, apps: apps, path: path), created)
     }
 
     /// A replica in memory, for tests.
     package static func inMemory(device: DeviceID) throws(StoreError) -> ReplicaStore {
-        let queue = try database { try DatabaseQueue() }
+        let apps = AppTableAccess()
+        let queue = try database { try DatabaseQueue(configuration: configuration(apps: apps)) }
         try database { try Schema.migrator.migrate(queue) }
         _ = try initialize(queue, device: device)
-        return try ReplicaStore(writer: queue)
+        return try ReplicaStore(writer: queue, apps: apps)
     }
 
     /// Checks, without writing anything, that the file is a LANSync replica this build can open.
@@ -104,16 +110,26 @@ package struct ReplicaStore: Sendable {
         return true
     }
 
-    static func pool(path: String) throws(StoreError) -> DatabasePool {
-        SQLiteProcessSettings.apply()
+    /// How every connection to a replica is set up.
+    static func configuration(apps: AppTableAccess) -> Configuration {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
+        // App tables' REFERENCES are not enforced (a child may arrive before its parent); their
+        // ON DELETE rules run as LANSync's triggers on the app's own deletes (see `AppTriggers`).
+        configuration.foreignKeysEnabled = false
         configuration.prepareDatabase { db in
             // Durable at commit: an acknowledged write survives power loss, not only a crash.
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // Checkpoints run in the background (see `Checkpointer`), not inside a commit.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            apps.capture.register(on: db)
         }
+        return configuration
+    }
+
+    static func pool(path: String, apps: AppTableAccess) throws(StoreError) -> DatabasePool {
+        SQLiteProcessSettings.apply()
+        let configuration = configuration(apps: apps)
         return try database {
             try retryingWhileBusy {
                 let pool = try DatabasePool(path: path, configuration: configuration)

@@ -10,6 +10,11 @@ import LANSyncCore
 /// - `entries`: the grow-only set, one row per entry id (the winning version).
 /// - `preferences`: one row per key, the winning last-writer-wins write (value NULL = tombstone).
 ///
+/// - `app_tables` (v2): every app table heard of, numbered, whether this replica's app declared
+///   it, and its live row count. `app_schema`: the schema text the app last applied.
+/// - `app_rows`: per app-table row, its CRDT state (`RowState`'s canonical bytes); the app's own
+///   table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan.
+///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
 /// the end of their replica's range, and no separate dot index is kept up to date.
@@ -17,7 +22,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 1
+    static let version: Int32 = 2
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -58,7 +63,36 @@ enum Schema {
                         wall_ms INTEGER NOT NULL
                     );
                     PRAGMA application_id = \(applicationID);
-                    PRAGMA user_version = \(version);
+                    PRAGMA user_version = 1;
+                    """)
+        }
+        migrator.registerMigration("v2 app tables") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE meta ADD COLUMN row_count INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE app_schema (
+                        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                        source TEXT NOT NULL,
+                        applied_ms INTEGER NOT NULL
+                    );
+                    CREATE TABLE app_tables (
+                        num INTEGER PRIMARY KEY,
+                        name TEXT NOT NULL UNIQUE,
+                        declared INTEGER NOT NULL DEFAULT 0,
+                        row_count INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE TABLE app_rows (
+                        tbl INTEGER NOT NULL,
+                        key BLOB NOT NULL,
+                        state BLOB NOT NULL,
+                        PRIMARY KEY (tbl, key)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE app_ops (
+                        dot INTEGER PRIMARY KEY,
+                        tbl INTEGER NOT NULL,
+                        key BLOB NOT NULL
+                    );
+                    PRAGMA user_version = 2;
                     """)
         }
         return migrator

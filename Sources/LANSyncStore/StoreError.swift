@@ -11,10 +11,17 @@ package struct StoreError: Error, CustomStringConvertible, Sendable {
         case invalidDelta
         /// SQLite reported an error (disk full, I/O error, corruption, a lock held too long).
         case database
+        /// An app's schema was refused; nothing of it was applied.
+        case schema
+        /// An app's SQL write or query failed (SQLite's error, or a rule of app tables); nothing
+        /// of that write was applied.
+        case sql
     }
 
     package let code: Code
     package let message: String
+    /// The app's own error, when the app's code in a write threw it (code `.sql`).
+    package var underlying: (any Error)?
 
     package init(_ code: Code, _ message: String) {
         self.code = code

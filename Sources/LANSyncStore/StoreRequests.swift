@@ -30,11 +30,13 @@ package struct PreferenceRequest: Sendable {
 package struct MergeResult: Sendable {
     package var entries: [Entry] = []
     package var preferences: [PreferenceWrite] = []
+    /// App-table changes that changed a row.
+    package var rows: [RowChange] = []
 
     package init() {}
 
     package var outcome: MergeOutcome {
-        MergeOutcome(entriesAdded: entries.count, preferencesChanged: preferences.count)
+        MergeOutcome(entriesAdded: entries.count, preferencesChanged: preferences.count, rowsChanged: rows.count)
     }
 }
 
@@ -51,6 +53,8 @@ public struct StoreStatus: Sendable, Equatable {
     public let digest: StateDigest
     public let versionVector: VersionVector
     public let hlc: HybridTimestamp
+    /// App tables and their row counts.
+    public let tables: [AppTableCount]
 }
 
 /// Which entries to list.

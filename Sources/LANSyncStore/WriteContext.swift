@@ -14,7 +14,7 @@ struct WriteContext {
     let replica: ReplicaID
     let device: DeviceID
     private(set) var clock: HybridLogicalClock
-    private(set) var digest: StateDigest
+    var digest: StateDigest
     private(set) var entryCount: Int
     private(set) var preferenceCount: Int
     private(set) var numbers: [ReplicaID: Int64]
@@ -28,13 +28,20 @@ struct WriteContext {
     let hasher: ElementHasher
     /// One buffer for the canonical bytes of every entry this transaction hashes (local appends).
     private var canonicalBytes: [UInt8] = []
+    /// App tables: the capture functions and the catalog (loaded on first use in the transaction).
+    let apps: AppTableAccess
+    var appCatalog: AppCatalog?
+    /// Live app-table rows gained (or lost) per table number in this transaction.
+    var rowCountChanges: [Int64: Int] = [:]
+    var rowCount: Int
 
-    init(_ db: Database, hasher: ElementHasher) throws {
+    init(_ db: Database, hasher: ElementHasher, apps: AppTableAccess) throws {
         self.db = db
         self.hasher = hasher
+        self.apps = apps
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count FROM meta"))
+                db.cachedStatement(sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count, row_count FROM meta"))
         else { throw StoreError(.notInitialized, "this replica has no metadata; run `lansync init`") }
         replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
         device = DeviceID(bytes: [UInt8](row[1] as Data))!
@@ -43,6 +50,7 @@ struct WriteContext {
         digest = StateDigest(bytes: [UInt8](row[3] as Data)) ?? StateDigest()
         entryCount = row[4]
         preferenceCount = row[5]
+        rowCount = row[6]
         var numbers: [ReplicaID: Int64] = [:]
         var counters: [ReplicaID: UInt64] = [:]
         for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, replica_id, counter FROM replicas")) {
@@ -208,6 +216,7 @@ struct WriteContext {
 
     /// Writes the bookkeeping back: version vector entries that moved, clock, digest, counts.
     mutating func save() throws {
+        try saveRowCounts()
         let counter = try db.cachedStatement(sql: "UPDATE replicas SET counter = ? WHERE replica_id = ?")
         for id in changedCounters {
             _ = try number(of: id)
@@ -215,9 +224,9 @@ struct WriteContext {
         }
         changedCounters.removeAll()
         let meta = try db.cachedStatement(
-            sql: "UPDATE meta SET hlc = ?, digest = ?, entry_count = ?, preference_count = ?")
+            sql: "UPDATE meta SET hlc = ?, digest = ?, entry_count = ?, preference_count = ?, row_count = ?")
         try meta.execute(arguments: [
-            Int64(clock.last.rawValue), Data(digest.bytes), entryCount, preferenceCount,
+            Int64(clock.last.rawValue), Data(digest.bytes), entryCount, preferenceCount, rowCount,
         ])
     }
 }

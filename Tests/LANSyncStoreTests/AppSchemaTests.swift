@@ -24,7 +24,7 @@ import Testing
             CREATE TABLE profiles (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', xp INTEGER NOT NULL DEFAULT 0);
             -- lansync: counter profiles.xp
             -- lansync: append-only taps
-            CREATE TABLE taps (id TEXT PRIMARY KEY, profile_id TEXT REFERENCES profiles(id) ON DELETE CASCADE, at INTEGER);
+            CREATE TABLE taps (id TEXT PRIMARY KEY, profile_id TEXT REFERENCES profiles(id), at INTEGER);
             CREATE INDEX taps_by_profile ON taps(profile_id, at);
             """)
         #expect(schema.tables.map(\.name) == ["profiles", "taps"])
@@ -58,6 +58,8 @@ import Testing
         ("CREATE TEMP TABLE t (id TEXT PRIMARY KEY);", "temporary"),
         ("CREATE TABLE lansync_t (id TEXT PRIMARY KEY);", "reserved"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT GENERATED ALWAYS AS (id || 'x'));", "generated"),
+        ("-- lansync: append-only t\nCREATE TABLE p (id TEXT PRIMARY KEY);\nCREATE TABLE t (id TEXT PRIMARY KEY, p TEXT REFERENCES p(id) ON DELETE CASCADE);", "cannot apply"),
+        ("CREATE TABLE t (id TEXT PRIMARY KEY, " + (1...60).map { "c\($0) TEXT" }.joined(separator: ", ") + ");", "at most 60 columns"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY, xp REAL);\n-- lansync: counter t.xp", "declare it INTEGER"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY);\n-- lansync: counter t.xp", "no column xp"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);\n-- lansync: append-only t\n-- lansync: counter t.n", "append-only"),

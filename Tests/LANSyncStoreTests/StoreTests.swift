@@ -155,7 +155,7 @@ func fileHash(_ path: String) throws -> [UInt8] {
                 Delta(
                     entries: Array(delta.entries[share.entries]), preferences: Array(delta.preferences[share.preferences]),
                     coverage: share.isLast ? delta.coverage : []))
-            pacer.record(share, merged: (share.entries.count, share.preferences.count), elapsed: .milliseconds(100))
+            pacer.record(share, merged: (share.entries.count, share.preferences.count, 0), elapsed: .milliseconds(100))
         }
         #expect(chunks.count > 3)
         #expect(chunks[0].entries.count == MergePacer(cost: MergeCost()).rows)  // the target at the first guess
@@ -173,11 +173,11 @@ func fileHash(_ path: String) throws -> [UInt8] {
         var partial = MergePacer(cost: cost)
         guard let first = partial.next(of: small) else { Issue.record("no first share"); return }
         #expect(first.isLast)  // 300 rows fit in one transaction at the first guess
-        partial.record(first, merged: (100, 0), elapsed: .microseconds(500))
+        partial.record(first, merged: (100, 0, 0), elapsed: .microseconds(500))
         guard let second = partial.next(of: small) else { Issue.record("no second share"); return }
         #expect(second.entries.lowerBound == 100)
         #expect(second.isLast)
-        partial.record(second, merged: (second.entries.count, second.preferences.count), elapsed: .milliseconds(5))
+        partial.record(second, merged: (second.entries.count, second.preferences.count, 0), elapsed: .milliseconds(5))
         #expect(partial.next(of: small) == nil)
         // What a row cost is remembered for the next merge.
         #expect(MergePacer(cost: cost).rows != MergePacer(cost: MergeCost()).rows)

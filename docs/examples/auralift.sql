@@ -106,7 +106,7 @@ CREATE INDEX workout_sets_by_session ON workout_sets(workout_session_id, set_num
 -- lansync: append-only ranking_records
 CREATE TABLE ranking_records (
     id TEXT PRIMARY KEY,
-    user_profile_id TEXT REFERENCES user_profiles(id) ON DELETE CASCADE,
+    user_profile_id TEXT REFERENCES user_profiles(id),
     record_date INTEGER NOT NULL,
     tier TEXT,
     lp_at_record INTEGER,

@@ -45,7 +45,7 @@ CREATE INDEX rowing_sessions_by_athlete ON rowing_sessions(athlete_id, start_tim
 -- lansync: append-only performance_metrics
 CREATE TABLE performance_metrics (
     id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL REFERENCES rowing_sessions(id) ON DELETE CASCADE,
+    session_id TEXT NOT NULL REFERENCES rowing_sessions(id),
     timestamp INTEGER NOT NULL,
     distance_m REAL NOT NULL,
     pace_s REAL NOT NULL,

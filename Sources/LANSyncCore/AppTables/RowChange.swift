@@ -82,6 +82,9 @@ package struct RowChange: Hashable, Sendable {
             guard causalLength == 1, totals.isEmpty else { return "append \(dot) of \(key) must be life 1 without counters" }
         }
         if let problem = key.problem() { return problem }
+        guard values.count <= Self.maxColumns, totals.count <= Self.maxColumns else { return "change \(dot) of \(key) sets too many columns" }
+        let size = values.reduce(0) { $0 + $1.value.byteCount }
+        guard size <= Self.maxValueBytes else { return "change \(dot) of \(key) holds \(size) bytes of values (at most \(Self.maxValueBytes))" }
         for (index, value) in values.enumerated() {
             if let problem = Self.columnProblem(value.column) { return "change \(dot) of \(key): \(problem)" }
             if index > 0, values[index - 1].column >= value.column { return "change \(dot) of \(key) sets a column twice" }
@@ -92,6 +95,10 @@ package struct RowChange: Hashable, Sendable {
         }
         return nil
     }
+
+    /// The most bytes of values one change carries (TEXT and BLOB lengths, 8 per number), so
+    /// that a change always fits in one wire message.
+    package static let maxValueBytes = 1 << 20
 
     /// The longest table or column name a replica accepts.
     package static let maxNameLength = 128

@@ -24,6 +24,16 @@ package enum SQLValue: Hashable, Sendable, Comparable, CustomStringConvertible {
         }
     }
 
+    /// What the value costs in a change: TEXT and BLOB their length, numbers 8 bytes.
+    package var byteCount: Int {
+        switch self {
+        case .null: return 1
+        case .integer, .realBits: return 8
+        case .text(let text): return text.utf8.count
+        case .blob(let bytes): return bytes.count
+        }
+    }
+
     private var rank: Int {
         switch self {
         case .null: return 0

@@ -15,12 +15,25 @@ package struct AppSchema: Hashable, Sendable {
         package let primaryKeyPosition: Int
     }
 
+    /// A `REFERENCES` clause. Not enforced during merge (a child may arrive before its parent);
+    /// a local delete of the parent applies `ON DELETE CASCADE` / `SET NULL` to the children
+    /// this replica holds, and those writes sync like any other.
+    package struct ForeignKey: Hashable, Sendable {
+        package enum OnDelete: Hashable, Sendable { case nothing, cascade, setNull }
+        package let columns: [String]
+        package let parent: String
+        /// The parent's columns; empty when the clause names none (the parent's primary key).
+        package let parentColumns: [String]
+        package let onDelete: OnDelete
+    }
+
     package struct Table: Hashable, Sendable {
         package let name: String
         package let columns: [Column]
         package let appendOnly: Bool
         /// INTEGER columns whose value is the sum of every device's increments.
         package let counters: Set<String>
+        package var foreignKeys: [ForeignKey] = []
         /// The `CREATE TABLE` statement as declared.
         package let sql: String
 
@@ -39,6 +52,8 @@ package struct AppSchema: Hashable, Sendable {
 
     package var tables: [Table]
     package var indexes: [Index]
+    /// The most columns an app table may have (see `AppTriggers`: an update passes up to two values a column).
+    package static let maxColumns = 60
 
     package init(tables: [Table] = [], indexes: [Index] = []) {
         self.tables = tables

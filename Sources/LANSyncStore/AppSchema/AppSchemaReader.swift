@@ -134,6 +134,13 @@ package enum AppSchemaReader {
             }
             columns.append(column)
         }
+        if columns.count > AppSchema.maxColumns {
+            problems.append(.init(
+                statement: sql,
+                reason: "table \(name) has \(columns.count) columns; LANSync syncs tables of at most \(AppSchema.maxColumns) columns "
+                    + "(its triggers pass a row's values to SQLite functions, which take at most 127 arguments)",
+                fix: "split the table in two, sharing the primary key"))
+        }
         let primaryKey = columns.filter { $0.primaryKeyPosition > 0 }
         if primaryKey.isEmpty {
             problems.append(.init(
@@ -188,7 +195,40 @@ package enum AppSchemaReader {
                 counters.insert(column.name)
             }
         }
-        return AppSchema.Table(name: name, columns: columns, appendOnly: appendOnly, counters: counters, sql: sql)
+        var foreignKeys = [Int: (columns: [String], parent: String, parentColumns: [String], onDelete: String)]()
+        for row in try Row.fetchAll(db, sql: "PRAGMA foreign_key_list(\(name.quotedDatabaseIdentifier))") {
+            let id: Int = row["id"]
+            var key = foreignKeys[id] ?? ([], row["table"], [], row["on_delete"])
+            key.columns.append(row["from"])
+            if let to = row["to"] as String? { key.parentColumns.append(to) }
+            foreignKeys[id] = key
+        }
+        var references = [AppSchema.ForeignKey]()
+        for (_, key) in foreignKeys.sorted(by: { $0.key < $1.key }) {
+            let onDelete: AppSchema.ForeignKey.OnDelete
+            switch key.onDelete.uppercased() {
+            case "CASCADE": onDelete = .cascade
+            case "SET NULL": onDelete = .setNull
+            case "NO ACTION", "RESTRICT", "": onDelete = .nothing
+            default:
+                problems.append(.init(
+                    statement: sql, reason: "ON DELETE \(key.onDelete) of \(name) is not supported",
+                    fix: "use ON DELETE CASCADE or SET NULL, or leave it out"))
+                continue
+            }
+            if appendOnly && onDelete != .nothing {
+                problems.append(.init(
+                    statement: sql,
+                    reason: "\(name) is append-only, so its rows are never deleted or changed, and ON DELETE \(key.onDelete) "
+                        + "from \(key.parent) cannot apply; its rows stay when the parent goes (LANSync lists such orphans)",
+                    fix: "keep `REFERENCES \(key.parent)` and leave out the ON DELETE clause"))
+                continue
+            }
+            references.append(.init(columns: key.columns, parent: key.parent, parentColumns: key.parentColumns, onDelete: onDelete))
+        }
+        var table = AppSchema.Table(name: name, columns: columns, appendOnly: appendOnly, counters: counters, sql: sql)
+        table.foreignKeys = references
+        return table
     }
 
     /// The expressions inside every CHECK ( … ) of a statement.

@@ -1,0 +1,62 @@
+import Foundation
+public import GRDB
+import LANSyncCore
+import LANSyncStore
+
+/// App tables (DESIGN.md, "App tables"): the app declares SQL tables once, then reads and writes
+/// them with plain SQL through GRDB, and LANSync syncs them column by column.
+extension LANSyncNode {
+    /// Declares the app's tables: `CREATE TABLE` and `CREATE INDEX` statements, plus the lines
+    /// `-- lansync: append-only TABLE` and `-- lansync: counter TABLE.COLUMN`. Applying the same
+    /// schema again changes nothing; a newer one may add tables, columns (nullable or with a
+    /// default) and indexes. A refused schema changes nothing, and the error names each
+    /// statement at fault, why, and what to do instead. Returns what was added, one line each.
+    @discardableResult
+    public func applySchema(_ sql: String) throws(LANSyncError) -> [String] {
+        do { return try store.applySchema(sql).map(\.description) } catch { throw Self.translate(error) }
+    }
+
+    /// The schema the app last applied, as written; nil before the first.
+    public func appliedSchema() throws(LANSyncError) -> String? {
+        do { return try store.appliedSchema()?.source } catch { throw Self.translate(error) }
+    }
+
+    /// Writes app tables with plain SQL in one transaction, durable when this returns:
+    ///
+    ///     try await node.write { db in
+    ///         try db.execute(sql: "UPDATE athletes SET weight_kg = ? WHERE id = ?", arguments: [61.5, id])
+    ///     }
+    ///
+    /// Every row the SQL inserts, updates or deletes syncs: each changed column is a
+    /// last-writer-wins register, a delete beats concurrent edits, counters add up. Concurrent
+    /// writes share a commit. When `body` throws, or SQLite or an app-table rule refuses a
+    /// statement, nothing of this write is kept: the app's own error is rethrown as is; others
+    /// are a `LANSyncError` of code `.sql`.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let feed = feed
+        do {
+            return try await store.write(now: clock.now(), onCommit: { feed.publish(.rows(tables: [], local: true)) }, body)
+        } catch {
+            if let underlying = error.underlying { throw underlying }
+            throw Self.translate(error)
+        }
+    }
+
+    /// Reads with plain SQL (joins, aggregates, GRDB records) on a consistent snapshot. SQLite's
+    /// errors are a `LANSyncError` of code `.sql`; the app's own errors pass through.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try store.read(body)
+        } catch let error as StoreError {
+            throw Self.translate(error)
+        }
+    }
+
+    /// The database to observe app tables on, with GRDB's `ValueObservation`:
+    ///
+    ///     ValueObservation.tracking { db in try Row.fetchAll(db, sql: "SELECT * FROM athletes") }
+    ///         .values(in: node.database)
+    ///
+    /// Writing through it fails: app tables are written with `write`.
+    public var database: any DatabaseReader { store.reader }
+}

@@ -1,0 +1,173 @@
+import Foundation
+package import GRDB
+package import LANSyncCore
+
+/// App tables: declaring them, reading them, and what the replica holds of each.
+extension ReplicaStore {
+
+    /// Applies an app's schema (DESIGN.md, "App tables"): creates the tables, columns and
+    /// indexes it adds to the one applied before, with LANSync's triggers, and shows rows already
+    /// received from peers for tables and columns this app now declares. Applying the same schema
+    /// again changes nothing. Refused whole, naming every problem, when the schema breaks a rule
+    /// or takes anything away. Returns what it added.
+    package func applySchema(_ text: String) throws(StoreError) -> [AppSchemaChange] {
+        let newer: AppSchema
+        do {
+            newer = try AppSchemaReader.read(text)
+        } catch {
+            throw StoreError(.schema, error.description)
+        }
+        let (hasher, apps) = (hasher, apps)
+        return try Self.database {
+            try writer.write { db in
+                let held = try apps.catalogCache.catalog(db)
+                let changes: [AppSchemaChange]
+                do {
+                    changes = try held.schema.changes(to: newer)
+                } catch let error as AppSchemaError {
+                    throw StoreError(.schema, error.description)
+                }
+                guard !changes.isEmpty else { return [] }
+                try Self.refuseTakenNames(changes, db: db)
+                try apps.capture.with(.merging) {
+                    var touched = Set<String>()
+                    for change in changes {
+                        switch change {
+                        case .addTable(let table):
+                            try db.execute(sql: table.sql)
+                            let name = table.name.lowercased()
+                            try db.execute(sql: "INSERT OR IGNORE INTO app_tables (name) VALUES (?)", arguments: [name])
+                            touched.insert(name)
+                        case .addColumn(let table, let column):
+                            try db.execute(sql: "ALTER TABLE \(table.quotedDatabaseIdentifier) ADD COLUMN \(Self.definition(of: column))")
+                            touched.insert(table.lowercased())
+                        case .addIndex(let index):
+                            try db.execute(sql: index.sql)
+                        }
+                    }
+                    try db.execute(
+                        sql: "INSERT OR REPLACE INTO app_schema (singleton, source, applied_ms) VALUES (1, ?, ?)",
+                        arguments: [text, Int64(Date().timeIntervalSince1970 * 1000)])
+                    try db.execute(sql: "UPDATE app_tables SET declared = 1 WHERE name IN (\(touched.map { _ in "?" }.joined(separator: ",")))",
+                        arguments: StatementArguments(Array(touched)))
+                    let catalog = try AppCatalog.load(db)
+                    for name in touched {
+                        guard let table = catalog.table(named: name) else { continue }
+                        for statement in AppTriggers.statements(for: table) { try db.execute(sql: statement) }
+                    }
+                    for statement in AppTriggers.cascadeStatements(for: catalog.schema) { try db.execute(sql: statement) }
+                    // Rows heard of before this app declared their table or column now show.
+                    var context = try WriteContext(db, hasher: hasher, apps: apps)
+                    context.appCatalog = catalog
+                    for name in touched {
+                        guard let table = catalog.table(named: name), let declared = table.declared else { continue }
+                        let rows = try Row.fetchCursor(db, sql: "SELECT key, state FROM app_rows WHERE tbl = ?", arguments: [table.number])
+                        while let row = try rows.next() {
+                            let key = try SQLValue.key(from: [UInt8](row[0] as Data))
+                            try context.materialize(try RowState(canonicalBytes: [UInt8](row[1] as Data)), key: key, in: declared)
+                        }
+                    }
+                }
+                return changes
+            }
+        }
+    }
+
+    /// Refuses a new table whose name another table of the database has (LANSync's own).
+    private static func refuseTakenNames(_ changes: [AppSchemaChange], db: Database) throws {
+        for case .addTable(let table) in changes {
+            let taken = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM sqlite_master WHERE lower(name) = ?", arguments: [table.name.lowercased()]) ?? 0
+            if taken > 0 {
+                throw StoreError(.schema, "table \(table.name) cannot be created: LANSync uses that name for its own data; "
+                    + "rename the table (LANSync's names: meta, replicas, entries, preferences and those starting with app_)")
+            }
+        }
+    }
+
+    /// A column's definition for `ALTER TABLE … ADD COLUMN`.
+    static func definition(of column: AppSchema.Column) -> String {
+        var definition = column.name.quotedDatabaseIdentifier
+        if !column.type.isEmpty { definition += " \(column.type)" }
+        if column.notNull { definition += " NOT NULL" }
+        if let value = column.defaultSQL { definition += " DEFAULT \(value)" }
+        return definition
+    }
+
+    /// The schema the app last applied, as written, and what it declares; nil before the first.
+    package func appliedSchema() throws(StoreError) -> (source: String, schema: AppSchema)? {
+        let apps = apps
+        return try Self.database {
+            try writer.read { db in
+                guard let source = try String.fetchOne(db, sql: "SELECT source FROM app_schema") else { return nil }
+                return (source, try apps.catalogCache.catalog(db).schema)
+            }
+        }
+    }
+
+    /// Every app table the replica holds rows of or declares, with its live row count.
+    package func appTableCounts() throws(StoreError) -> [AppTableCount] {
+        try Self.database { try writer.read(Self.appTableCounts) }
+    }
+
+    static func appTableCounts(_ db: Database) throws -> [AppTableCount] {
+        try Row.fetchAll(db, sql: "SELECT name, declared, row_count FROM app_tables ORDER BY name").map {
+            AppTableCount(name: $0[0], declared: $0[1], rows: $0[2])
+        }
+    }
+
+    /// Runs `body` on a consistent snapshot of the replica: plain SQL on the app's tables. The
+    /// app's own errors pass through; SQLite's become a `StoreError` of code `.sql`.
+    package func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try writer.read(body)
+        } catch let error as DatabaseError {
+            throw StoreError(.sql, Self.sqlMessage(error))
+        }
+    }
+
+    /// The reader to observe app tables with (GRDB's `ValueObservation`): a pool's readers never write.
+    package var reader: any DatabaseReader { writer }
+
+    /// Calls `body` with every app-table row held (deleted ones too: their delete syncs), of one
+    /// table (lowercase) or all, by table then key bytes.
+    package func forEachAppRow(table: String? = nil, _ body: (RowKey, RowState) throws -> Void) throws {
+        try Self.databaseCallingBack {
+            try writer.read { db in
+                var sql = "SELECT t.name, r.key, r.state FROM app_rows r JOIN app_tables t ON t.num = r.tbl"
+                var arguments = StatementArguments()
+                if let table {
+                    sql += " WHERE t.name = ?"
+                    arguments += [table]
+                }
+                let rows = try Row.fetchCursor(db, sql: sql + " ORDER BY t.name, r.key", arguments: arguments)
+                while let row = try rows.next() {
+                    let key = RowKey(table: row[0], primaryKey: try SQLValue.key(from: [UInt8](row[1] as Data)))
+                    try body(key, try RowState(canonicalBytes: [UInt8](row[2] as Data)))
+                }
+            }
+        }
+    }
+
+    /// What the replica holds of one app-table row: its state, live or deleted; nil when never heard of.
+    package func row(_ key: RowKey) throws(StoreError) -> RowState? {
+        try Self.database {
+            try writer.read { db in
+                guard let number = try Int64.fetchOne(db, sql: "SELECT num FROM app_tables WHERE name = ?", arguments: [key.table]),
+                    let blob = try Data.fetchOne(
+                        db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?",
+                        arguments: [number, Data(SQLValue.keyBytes(key.primaryKey))])
+                else { return nil }
+                return try RowState(canonicalBytes: [UInt8](blob))
+            }
+        }
+    }
+}
+
+/// One app table in `status`: its name (lowercase), whether this replica's app declared it, and
+/// how many rows it holds (deleted rows not counted).
+public struct AppTableCount: Sendable, Equatable {
+    public let name: String
+    public let declared: Bool
+    public let rows: Int
+}

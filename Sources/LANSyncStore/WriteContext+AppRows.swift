@@ -1,0 +1,333 @@
+import Foundation
+import GRDB
+import LANSyncCore
+import Synchronization
+
+/// App tables inside one write transaction: turning what the app's SQL did into changes (local
+/// writes), merging changes from peers, and keeping the app's tables, the dot index, the digest
+/// and the row counts in step with each row's CRDT state.
+extension WriteContext {
+    /// A row's held state and its stored bytes (nil when the row was never heard of).
+    struct HeldRow {
+        let state: RowState
+        let bytes: [UInt8]
+    }
+
+    mutating func catalog() throws -> AppCatalog {
+        if let appCatalog { return appCatalog }
+        let catalog = try apps.catalogCache.catalog(db)
+        appCatalog = catalog
+        return catalog
+    }
+
+    /// The table's catalog entry, registering a table first heard of from a peer.
+    mutating func appTable(named name: String) throws -> AppCatalog.Table {
+        var catalog = try catalog()
+        if let table = catalog.table(named: name) { return table }
+        if let number = try Int64.fetchOne(db.cachedStatement(sql: "SELECT num FROM app_tables WHERE name = ?"), arguments: [name]) {
+            catalog.add(number: number, name: name)
+        } else {
+            try db.execute(sql: "INSERT INTO app_tables (name) VALUES (?)", arguments: [name])
+            catalog.add(number: db.lastInsertedRowID, name: name)
+        }
+        appCatalog = catalog
+        return catalog.table(named: name)!
+    }
+
+    func heldRow(table: Int64, key: Data) throws -> HeldRow? {
+        let statement = try db.cachedStatement(sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
+        guard let blob = try Data.fetchOne(statement, arguments: [table, key]) else { return nil }
+        let bytes = [UInt8](blob)
+        do {
+            return HeldRow(state: try RowState(canonicalBytes: bytes), bytes: bytes)
+        } catch {
+            throw StoreError(.database, "a stored app-table row does not read (\(error)); the database is damaged")
+        }
+    }
+
+    /// Merges one change into its row: the CRDT state, the dot index, the digest, the counts,
+    /// and (when `materialize`, for changes from peers) the app's table. Returns whether the row changed.
+    mutating func mergeRow(_ change: RowChange, materialize: Bool) throws -> Bool {
+        let table = try appTable(named: change.key.table)
+        let key = Data(SQLValue.keyBytes(change.key.primaryKey))
+        let held = try heldRow(table: table.number, key: key)
+        var state = held?.state ?? RowState()
+        guard state.merge(change) else { return false }
+        try store(state, of: change.key, in: table, key: key, replacing: held)
+        if materialize, let declared = table.declared { try self.materialize(state, key: change.key.primaryKey, in: declared) }
+        return true
+    }
+
+    /// Writes a row's new state and everything kept in step with it.
+    private mutating func store(_ state: RowState, of rowKey: RowKey, in table: AppCatalog.Table, key: Data, replacing held: HeldRow?) throws {
+        let before = held?.state.liveDots ?? []
+        let after = state.liveDots
+        let deleteOp = try db.cachedStatement(sql: "DELETE FROM app_ops WHERE dot = ?")
+        for dot in before.subtracting(after) { try deleteOp.execute(arguments: [try dotKey(dot)]) }
+        let insertOp = try db.cachedStatement(sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
+        for dot in after.subtracting(before) {
+            try insertOp.execute(arguments: [try dotKey(dot), table.number, key])
+            guard db.changesCount == 1 else { throw dotReused(dot) }
+        }
+        let bytes = state.canonicalBytes
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO app_rows (tbl, key, state) VALUES (?, ?, ?)")
+            .execute(arguments: [table.number, key, Data(bytes)])
+        let identity = rowKeyBytes(rowKey)
+        if let held { digest.remove(hash: hasher.hash(identity + held.bytes)) }
+        digest.insert(hash: hasher.hash(identity + bytes))
+        let existed = held?.state.exists ?? false
+        if existed != state.exists {
+            let change = state.exists ? 1 : -1
+            rowCountChanges[table.number, default: 0] += change
+            rowCount += change
+        }
+    }
+
+    private func rowKeyBytes(_ key: RowKey) -> [UInt8] { key.canonicalBytes }
+
+    /// Makes the app's table show a row's state: the row with the values of its latest life
+    /// (columns it has no value for take their defaults), or no row once deleted. A state the
+    /// table cannot hold yet (a NOT NULL column whose value has not arrived, a CHECK of this
+    /// app's version that a newer app's value breaks) leaves the row out of the table until
+    /// the changes that complete it arrive; the state itself is kept and synced.
+    mutating func materialize(_ state: RowState, key: [SQLValue], in table: AppSchema.Table) throws {
+        let quoted = table.name.quotedDatabaseIdentifier
+        let keyColumns = table.primaryKey
+        let match = keyColumns.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
+        func deleteRow() throws {
+            let delete = try BoundStatement(db, sql: "DELETE FROM \(quoted) WHERE \(match)")
+            for (index, value) in key.enumerated() { delete.bind(Int32(index + 1), value) }
+            try delete.run()
+        }
+        guard state.exists else { return try deleteRow() }
+        let values = state.values
+        var names = keyColumns
+        var arguments = key
+        for column in table.columns where column.primaryKeyPosition == 0 {
+            guard let value = values[column.name.lowercased()] else { continue }
+            names.append(column.name)
+            arguments.append(value)
+        }
+        let insert = try BoundStatement(
+            db,
+            sql: "INSERT OR REPLACE INTO \(quoted) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))")
+        for (index, value) in arguments.enumerated() { insert.bind(Int32(index + 1), value) }
+        do {
+            try insert.run()
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            try deleteRow()
+        }
+    }
+
+    /// Writes the per-table live row counts that moved.
+    mutating func saveRowCounts() throws {
+        let statement = try db.cachedStatement(sql: "UPDATE app_tables SET row_count = row_count + ? WHERE num = ?")
+        for (table, change) in rowCountChanges where change != 0 { try statement.execute(arguments: [change, table]) }
+        rowCountChanges.removeAll()
+    }
+
+    // MARK: Local writes
+
+    /// Runs an app's SQL in a savepoint and turns every row it touched into changes made here
+    /// at `now`: each with the next dot and clock reading, merged like a peer's change (the
+    /// app's table already shows it). When the app's code or a rule fails, the savepoint is
+    /// rolled back: nothing of this write stays, and other writes sharing the transaction do.
+    mutating func writeAppTables<T>(now: UInt64, _ body: (Database) throws -> T) throws -> T {
+        let recorder = apps.capture
+        let before = self
+        _ = recorder.takeEvents()
+        var result: T?
+        var failure: (any Error)?
+        try db.inSavepoint {
+            do {
+                result = try recorder.with(.local) { try body(db) }
+                for event in recorder.takeEvents() { try apply(event, now: now) }
+                return .commit
+            } catch {
+                _ = recorder.takeEvents()
+                failure = error
+                return .rollback
+            }
+        }
+        if let failure {
+            // The savepoint undid the rows; this undoes the bookkeeping (dots, clock, digest, counts).
+            self = before
+            throw IsolatedWriteFailure(error: failure)
+        }
+        return result!
+    }
+
+    /// Turns one captured row operation into changes (see `AppTriggers` for the arguments).
+    private mutating func apply(_ event: AppWriteCapture.Event, now: UInt64) throws {
+        guard let table = try catalog().tables[event.table], let declared = table.declared else {
+            throw StoreError(.sql, "a trigger names app table \(event.table), which is not declared; apply the schema again")
+        }
+        let arguments = event.arguments
+        switch event.operation {
+        case .insert:
+            guard arguments.count == table.columns.count else { throw staleTriggers(declared) }
+            try insert(arguments, into: table, now: now)
+        case .update:
+            let keyCount = table.keyColumns.count
+            let counterCount = table.counterColumns.count
+            guard arguments.count == table.maskCount + keyCount + counterCount + table.columns.count else {
+                throw staleTriggers(declared)
+            }
+            let masks = arguments[0..<table.maskCount].map { value -> Int64 in
+                if case .integer(let mask) = value { return mask }
+                return 0
+            }
+            let oldKey = Array(arguments[table.maskCount..<table.maskCount + keyCount])
+            let oldCounters = Array(arguments[(table.maskCount + keyCount)..<(table.maskCount + keyCount + counterCount)])
+            let new = Array(arguments[(table.maskCount + keyCount + counterCount)...])
+            let newKey = table.keyColumns.map { new[$0] }
+            if newKey != oldKey {
+                // A key that changes is another row: the old one is deleted, the new one inserted.
+                try delete(key: oldKey, from: table, now: now)
+                try insert(new, into: table, now: now)
+                return
+            }
+            let changed = table.columns.indices.filter { (masks[$0 / 62] >> ($0 % 62)) & 1 == 1 }
+            try update(key: newKey, table: table, changed: changed, new: new, oldCounters: oldCounters, now: now)
+        case .delete:
+            guard arguments.count == table.keyColumns.count else { throw staleTriggers(declared) }
+            try delete(key: arguments, from: table, now: now)
+        }
+    }
+
+    private func staleTriggers(_ table: AppSchema.Table) -> StoreError {
+        StoreError(.sql, "the triggers of \(table.name) do not match its declaration; run `lansync schema apply` again")
+    }
+
+    private mutating func insert(_ values: [SQLValue], into table: AppCatalog.Table, now: UInt64) throws {
+        let key = try checkedKey(table.keyColumns.map { values[$0] }, table)
+        let rowKey = RowKey(table: table.name, primaryKey: key)
+        let held = try heldRow(table: table.number, key: Data(SQLValue.keyBytes(key)))?.state ?? RowState()
+        let counters = Set(table.counterColumns)
+        let plain = table.columns.indices.filter { !table.keyColumns.contains($0) && !counters.contains($0) }
+            .map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
+        let kind: RowChange.Kind
+        let life: UInt64
+        var totals = [RowChange.Total]()
+        if table.appendOnly {
+            guard !held.isAppended else {
+                throw StoreError(.sql, "\(table.declared!.name) is append-only and already holds a row with key "
+                    + "\(rowKey.primaryKey.map(\.description).joined(separator: ", ")); append a row with a new key")
+            }
+            (kind, life) = (.append, 1)
+        } else if held.exists {
+            // INSERT OR REPLACE over a live row: every column is written, in the row's life.
+            (kind, life) = (.update, held.causalLength)
+            for index in table.counterColumns {
+                totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))))
+            }
+        } else {
+            (kind, life) = (.insert, held.causalLength + 1)
+            for index in table.counterColumns {
+                totals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
+            }
+        }
+        let append = table.appendOnly
+            ? plain + table.counterColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) } : plain
+        try makeChange(rowKey, kind: kind, life: life, values: append, totals: totals, now: now)
+    }
+
+    private mutating func update(
+        key: [SQLValue], table: AppCatalog.Table, changed: [Int], new: [SQLValue], oldCounters: [SQLValue], now: UInt64
+    ) throws {
+        let key = try checkedKey(key, table)
+        let rowKey = RowKey(table: table.name, primaryKey: key)
+        guard let held = try heldRow(table: table.number, key: Data(SQLValue.keyBytes(key)))?.state, held.exists else {
+            throw StoreError(.database, "row \(rowKey) is in its table but not in LANSync's state; the database is damaged")
+        }
+        var values = [RowChange.Value]()
+        var totals = [RowChange.Total]()
+        for index in changed where !table.keyColumns.contains(index) {
+            if let position = table.counterColumns.firstIndex(of: index) {
+                totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: new[index], old: oldCounters[position])))
+            } else {
+                values.append(.init(column: table.columns[index], value: new[index]))
+            }
+        }
+        guard !values.isEmpty || !totals.isEmpty else { return }
+        try makeChange(rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, now: now)
+    }
+
+    private mutating func delete(key: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
+        let key = try checkedKey(key, table)
+        let rowKey = RowKey(table: table.name, primaryKey: key)
+        guard let held = try heldRow(table: table.number, key: Data(SQLValue.keyBytes(key)))?.state, held.exists else { return }
+        try makeChange(rowKey, kind: .delete, life: held.causalLength + 1, values: [], totals: [], now: now)
+    }
+
+    /// This replica's new total of a counter column: its old total plus what the app added
+    /// (the new value minus the old one: `SET xp = xp + 5` adds 5; `SET xp = 100` adds the difference).
+    private func own(_ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue) throws -> Int64 {
+        let column = table.columns[index]
+        guard case .integer(let newValue) = new else {
+            throw StoreError(.sql, "\(table.declared!.name).\(column) is a counter and takes whole numbers, not \(new)")
+        }
+        let oldValue: Int64
+        if case .integer(let value) = old { oldValue = value } else { oldValue = 0 }
+        let (added, overflow1) = newValue.subtractingReportingOverflow(oldValue)
+        let (total, overflow2) = held.total(of: column, by: replica).addingReportingOverflow(added)
+        guard !overflow1, !overflow2 else {
+            throw StoreError(.sql, "\(table.declared!.name).\(column) would leave the range of a 64-bit integer")
+        }
+        return total
+    }
+
+    private func checkedKey(_ key: [SQLValue], _ table: AppCatalog.Table) throws -> [SQLValue] {
+        if key.contains(.null) {
+            throw StoreError(.sql, "the primary key of \(table.declared!.name) must not be NULL: rows are matched across devices by it")
+        }
+        return key
+    }
+
+    private mutating func makeChange(
+        _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], now: UInt64
+    ) throws {
+        let size = values.reduce(0) { $0 + $1.value.byteCount }
+        guard size <= RowChange.maxValueBytes else {
+            throw StoreError(.sql, "a write to \(key) holds \(size) bytes of values; LANSync syncs rows of up to "
+                + "\(RowChange.maxValueBytes) bytes (keep large files outside the database and store their names)")
+        }
+        let change = RowChange(key: key, kind: kind, causalLength: life, hlc: tick(now: now), dot: nextDot(), values: values, totals: totals)
+        _ = try mergeRow(change, materialize: false)
+    }
+}
+
+/// A local write that failed alone: its savepoint was rolled back and the transaction it shares
+/// with other writes is intact, so only its caller hears of the failure.
+struct IsolatedWriteFailure: Error {
+    let error: any Error
+}
+
+/// What every app-table write and merge needs from the store: the capture functions and the catalog.
+final class AppTableAccess: Sendable {
+    let capture = AppWriteCapture()
+    let catalogCache = AppCatalogCache()
+}
+
+extension SQLValue {
+    init(_ value: DatabaseValue) {
+        switch value.storage {
+        case .null: self = .null
+        case .int64(let value): self = .integer(value)
+        case .double(let value): self = .real(value)
+        case .string(let value): self = .text(value)
+        case .blob(let data): self = .blob([UInt8](data))
+        }
+    }
+
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: return .null
+        case .integer(let value): return value.databaseValue
+        case .realBits(let bits): return Double(bitPattern: bits).databaseValue
+        case .text(let value): return value.databaseValue
+        case .blob(let bytes): return Data(bytes).databaseValue
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import GRDB
+import LANSyncCore
+@testable import LANSyncStore
+import PropertyBased
+import Testing
+
+/// App tables in the store: declared with SQL, written with plain SQL, synced by deltas, merged
+/// column by column, and shown in the app's own tables.
+@Suite struct AppTableStoreTests {
+    static let schema = """
+        CREATE TABLE athletes (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL DEFAULT '',
+            weight_kg REAL,
+            photo BLOB,
+            xp INTEGER NOT NULL DEFAULT 0
+        );
+        -- lansync: counter athletes.xp
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            athlete_id TEXT REFERENCES athletes(id) ON DELETE CASCADE,
+            notes TEXT
+        );
+        -- lansync: append-only metrics
+        CREATE TABLE metrics (id TEXT PRIMARY KEY, session_id TEXT REFERENCES sessions(id), watts REAL NOT NULL);
+        """
+
+    static func store(_ number: UInt8 = 1) throws -> ReplicaStore {
+        let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
+        _ = try store.applySchema(schema)
+        return store
+    }
+
+    /// Ships everything `to` lacks from `from`, in small batches as sync does.
+    static func sync(_ from: ReplicaStore, to: ReplicaStore, maxRows: Int = 3) async throws {
+        while true {
+            let delta = try from.delta(since: try to.versionVector(), maxRows: maxRows)
+            if delta.isEmpty { return }
+            _ = try await to.merge(delta)
+        }
+    }
+
+    static func rows(_ store: ReplicaStore, _ sql: String) throws -> [[String: DatabaseValue]] {
+        try store.read { db in
+            try Row.fetchAll(db, sql: sql).map { row in
+                Dictionary(uniqueKeysWithValues: row.columnNames.map { ($0, row[$0] as DatabaseValue) })
+            }
+        }
+    }
+
+    @Test func applyingTheSameSchemaTwiceChangesNothing() throws {
+        let store = try Self.store()
+        #expect(try store.applySchema(Self.schema).isEmpty)
+        let added = try store.applySchema(Self.schema + "\nCREATE INDEX athletes_by_name ON athletes(name);")
+        #expect(added.map(\.description) == ["add index athletes_by_name on athletes"])
+        #expect(try store.appliedSchema()?.schema.tables.count == 3)
+    }
+
+    @Test func aRefusedSchemaChangesNothing() throws {
+        let store = try Self.store()
+        let before = try Self.rows(store, "SELECT name FROM sqlite_master ORDER BY name")
+        #expect(throws: StoreError.self) {
+            try store.applySchema(Self.schema + "\nCREATE TABLE later (id TEXT PRIMARY KEY);\nCREATE TABLE bad (n INTEGER PRIMARY KEY);")
+        }
+        #expect(try Self.rows(store, "SELECT name FROM sqlite_master ORDER BY name") == before)
+        #expect(throws: StoreError.self) { try store.applySchema("CREATE TABLE entries (id TEXT PRIMARY KEY);") }
+    }
+
+    @Test func twoDevicesEditDifferentColumnsOfOneRowAndBothEditsSurvive() async throws {
+        let (a, b) = (try Self.store(1), try Self.store(2))
+        _ = try await a.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)")
+        }
+        try await Self.sync(a, to: b)
+        _ = try await a.write(now: 2_000) { db in try db.execute(sql: "UPDATE athletes SET name = 'Ana B.' WHERE id = 'ana'") }
+        _ = try await b.write(now: 2_001) { db in try db.execute(sql: "UPDATE athletes SET weight_kg = 61.5 WHERE id = 'ana'") }
+        try await Self.sync(a, to: b)
+        try await Self.sync(b, to: a)
+        for store in [a, b] {
+            let row = try Self.rows(store, "SELECT name, weight_kg FROM athletes")
+            #expect(row == [["name": "Ana B.".databaseValue, "weight_kg": 61.5.databaseValue]])
+        }
+        #expect(try a.status().digest == b.status().digest)
+        #expect(try a.recomputeDigest() == a.status().digest)
+        #expect(try b.recomputeDigest() == b.status().digest)
+    }
+
+    @Test func aDeleteBeatsAConcurrentEditAndCascadesToChildrenHeldLocally() async throws {
+        let (a, b) = (try Self.store(1), try Self.store(2))
+        _ = try await a.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('ana', 'Ana')")
+            try db.execute(sql: "INSERT INTO sessions (id, athlete_id) VALUES ('s1', 'ana')")
+        }
+        try await Self.sync(a, to: b)
+        _ = try await a.write(now: 2_000) { db in try db.execute(sql: "DELETE FROM athletes WHERE id = 'ana'") }
+        #expect(try Self.rows(a, "SELECT id FROM sessions").isEmpty)
+        // Concurrently, b edits the session (later by the clock) and adds one.
+        _ = try await b.write(now: 3_000) { db in
+            try db.execute(sql: "UPDATE sessions SET notes = 'edited' WHERE id = 's1'")
+            try db.execute(sql: "INSERT INTO sessions (id, athlete_id) VALUES ('s2', 'ana')")
+        }
+        try await Self.sync(a, to: b)
+        try await Self.sync(b, to: a)
+        for store in [a, b] {
+            #expect(try Self.rows(store, "SELECT id FROM athletes").isEmpty)
+            // s1's delete beat the edit; s2, inserted concurrently elsewhere, survives as an orphan.
+            #expect(try Self.rows(store, "SELECT id FROM sessions") == [["id": "s2".databaseValue]])
+        }
+        #expect(try a.status().digest == b.status().digest)
+        #expect(try a.status().tables.first { $0.name == "sessions" }?.rows == 1)
+    }
+
+    @Test func aReinsertAfterADeleteRevivesTheRowWithItsColumns() async throws {
+        let (a, b) = (try Self.store(1), try Self.store(2))
+        _ = try await a.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)")
+        }
+        _ = try await a.write(now: 2_000) { db in try db.execute(sql: "DELETE FROM athletes WHERE id = 'ana'") }
+        _ = try await a.write(now: 3_000) { db in try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('ana', 'Back')") }
+        try await Self.sync(a, to: b)
+        #expect(try Self.rows(b, "SELECT name, weight_kg FROM athletes") == [["name": "Back".databaseValue, "weight_kg": .null]])
+        #expect(try b.row(RowKey(table: "athletes", primaryKey: [.text("ana")]))?.causalLength == 3)
+    }
+
+    @Test func countersAddEveryDevicesIncrements() async throws {
+        let stores = try (1...3).map { try Self.store(UInt8($0)) }
+        _ = try await stores[0].write(now: 1_000) { db in try db.execute(sql: "INSERT INTO athletes (id) VALUES ('ana')") }
+        for store in stores.dropFirst() { try await Self.sync(stores[0], to: store) }
+        for (index, store) in stores.enumerated() {
+            _ = try await store.write(now: 2_000 + UInt64(index)) { db in
+                try db.execute(sql: "UPDATE athletes SET xp = xp + 5 WHERE id = 'ana'")
+            }
+        }
+        for from in stores { for to in stores where to.replica != from.replica { try await Self.sync(from, to: to) } }
+        for store in stores { #expect(try Self.rows(store, "SELECT xp FROM athletes") == [["xp": 15.databaseValue]]) }
+    }
+
+    @Test func appendOnlyTablesRefuseUpdatesAndDeletes() async throws {
+        let store = try Self.store()
+        _ = try await store.write(now: 1_000) { db in try db.execute(sql: "INSERT INTO metrics VALUES ('m1', 's1', 250.5)") }
+        for sql in ["UPDATE metrics SET watts = 1", "DELETE FROM metrics"] {
+            await #expect {
+                try await store.write(now: 2_000) { db in try db.execute(sql: sql) }
+            } throws: { error in
+                (error as? StoreError)?.message.contains("append-only") == true
+            }
+        }
+        #expect(try Self.rows(store, "SELECT watts FROM metrics") == [["watts": 250.5.databaseValue]])
+    }
+
+    @Test func aFailedWriteLeavesNothingAndOthersInTheSameCommitStay() async throws {
+        let store = try Self.store()
+        async let good: Void = store.write(now: 1_000) { db in try db.execute(sql: "INSERT INTO athletes (id) VALUES ('a')") }
+        async let bad: Result<Void, StoreError> = {
+            do {
+                return .success(try await store.write(now: 1_000) { db in
+                    try db.execute(sql: "INSERT INTO athletes (id) VALUES ('b')")
+                    try db.execute(sql: "INSERT INTO nowhere VALUES (1)")
+                })
+            } catch {
+                return .failure(error as! StoreError)
+            }
+        }()
+        try await good
+        let failed = await bad
+        #expect(throws: StoreError.self) { try failed.get() }
+        #expect(try Self.rows(store, "SELECT id FROM athletes") == [["id": "a".databaseValue]])
+        #expect(try store.status().tables.first { $0.name == "athletes" }?.rows == 1)
+        #expect(try store.recomputeDigest() == store.status().digest)
+    }
+
+    @Test func writesOutsideLANSyncFail() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+        _ = try store.applySchema(Self.schema)
+        // Another program opening the file: no capture function, so the write fails.
+        let other = try DatabaseQueue(path: path)
+        #expect(throws: DatabaseError.self) { try other.write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") } }
+        // LANSync's own connection, outside a write: refused too.
+        #expect(throws: (any Error).self) {
+            try (store.reader as! any DatabaseWriter).write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") }
+        }
+        #expect(try Self.rows(store, "SELECT id FROM athletes").isEmpty)
+    }
+
+    @Test func valuesRoundTripExactly() async throws {
+        let (a, b) = (try Self.store(1), try Self.store(2))
+        let blob = Data((0...255).map { UInt8($0) })
+        _ = try await a.write(now: 1_000) { db in
+            // GRDB binds text up to a NUL; SQL can still write one.
+            try db.execute(
+                sql: "INSERT INTO athletes (id, name, weight_kg, photo) VALUES (?, 'x' || char(0) || 'y', ?, ?)",
+                arguments: ["é𝄞", 0.1 + 0.2, blob])
+        }
+        try await Self.sync(a, to: b)
+        let row = try Self.rows(b, "SELECT id, CAST(name AS BLOB) AS name, weight_kg, photo FROM athletes")[0]
+        #expect(row["id"] == "é𝄞".databaseValue)
+        #expect(row["name"] == Data([0x78, 0, 0x79]).databaseValue)
+        #expect(Double.fromDatabaseValue(row["weight_kg"]!)?.bitPattern == (0.1 + 0.2).bitPattern)
+        #expect(row["photo"] == blob.databaseValue)
+    }
+
+    /// A replica whose app does not declare a table or column keeps and relays their changes,
+    /// and shows them once its app declares them.
+    @Test func unknownTablesAndColumnsAreKeptRelayedAndShownOnceDeclared() async throws {
+        let newer = try Self.store(1)
+        _ = try newer.applySchema(Self.schema.replacingOccurrences(of: "photo BLOB,", with: "photo BLOB,\n    nickname TEXT,"))
+        let older = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
+        _ = try older.applySchema("CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL, photo BLOB, xp INTEGER NOT NULL DEFAULT 0);\n-- lansync: counter athletes.xp")
+        let third = try Self.store(3)
+        _ = try await newer.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name, nickname) VALUES ('ana', 'Ana', 'Nana')")
+            try db.execute(sql: "INSERT INTO sessions (id, notes) VALUES ('s1', 'first')")
+        }
+        try await Self.sync(newer, to: older)
+        #expect(try Self.rows(older, "SELECT name FROM athletes") == [["name": "Ana".databaseValue]])
+        // older relays to third what it cannot show.
+        try await Self.sync(older, to: third)
+        #expect(try Self.rows(third, "SELECT notes FROM sessions") == [["notes": "first".databaseValue]])
+        #expect(try older.status().digest == newer.status().digest)
+        // older's app is updated: the table and the column appear with their rows.
+        _ = try older.applySchema(Self.schema.replacingOccurrences(of: "photo BLOB,", with: "photo BLOB,\n    nickname TEXT,"))
+        #expect(try Self.rows(older, "SELECT nickname FROM athletes") == [["nickname": "Nana".databaseValue]])
+        #expect(try Self.rows(older, "SELECT notes FROM sessions") == [["notes": "first".databaseValue]])
+    }
+}
