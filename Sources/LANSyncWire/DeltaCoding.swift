@@ -3,9 +3,8 @@ package import LANSyncCore
 /// The compact encoding of a delta.
 ///
 /// ```
-/// coverage:    varint n, n × (replica[16], from varint, through varint)
-/// replicas:    varint n, n × replica[16]          rows name replicas, devices and streams by
-/// devices:     varint n, n × device[16]           their index in these tables
+/// replicas:    varint n, n × replica[16]          coverage and rows name replicas, devices and
+/// devices:     varint n, n × device[16]           streams by their index in these tables
 /// streams:     varint n, n × string
 /// entries:     varint n, n × entry
 ///   flags u8 (bit 0: id is a lowercase UUID sent as 16 bytes; otherwise a string)
@@ -15,6 +14,17 @@ package import LANSyncCore
 /// preferences: varint n, n × preference
 ///   key (string), flags u8 (bit 0: tombstone), value (string, absent for a tombstone),
 ///   device index, replica index, counter, hlc (zigzag difference), wall clock (zigzag)
+/// tables:      varint n, n × string                app-table and column names, by index
+/// columns:     varint n, n × string
+/// entries, preferences (as above)
+/// coverage:    varint n, n × (replica index, from varint, through varint)
+/// rows:        varint n, n × row change
+///   table index, kind u8 (1 insert, 2 update, 3 delete, 4 append), causal length (varint),
+///   replica index, counter, hlc (zigzag difference, same sequence),
+///   key (u8 count 1…32, then values), values (varint n, n × (column index, value)),
+///   totals (varint n, n × (column index, zigzag total))
+///   value: u8 tag (0 NULL; 1 INTEGER zigzag varint; 2 REAL 8 bytes, its bits big-endian;
+///          3 TEXT string; 4 BLOB varint length · bytes; 5 TEXT that is a lowercase UUID, 16 bytes)
 /// ```
 ///
 /// Differences keep the common case small: ids from `EntryIDs` take 16 bytes instead of 36, a
@@ -22,15 +32,16 @@ package import LANSyncCore
 /// hostile peer cannot make the receiver allocate beyond the message it actually sent.
 package enum DeltaCoding {
     package static func encode(_ delta: Delta, into writer: inout ByteWriter) {
-        writer.varint(delta.coverage.count)
-        for range in delta.coverage {
-            writer.raw(range.replica.bytes)
-            writer.varint(range.from)
-            writer.varint(range.through)
-        }
         // One pass: rows are written to their own buffer while the tables fill, then the tables
         // and the rows go out in the order above.
         var replicas = Table<ReplicaID>()
+        var coverage = ByteWriter(capacity: 1 + delta.coverage.count * 8)
+        coverage.varint(delta.coverage.count)
+        for range in delta.coverage {
+            coverage.varint(replicas.index(of: range.replica))
+            coverage.varint(range.from)
+            coverage.varint(range.through)
+        }
         var devices = Table<DeviceID>()
         var streams = Table<String>()
         var previousHLC: UInt64 = 0
@@ -73,25 +84,87 @@ package enum DeltaCoding {
             previousHLC = write.hlc.rawValue
             rows.signed(write.wallMilliseconds &- Int64(bitPattern: write.hlc.physicalMilliseconds))
         }
+        var tables = Table<String>()
+        var columns = Table<String>()
+        var changes = ByteWriter(capacity: delta.rows.isEmpty ? 1 : delta.rows.count * 64)
+        changes.varint(delta.rows.count)
+        for change in delta.rows {
+            changes.varint(tables.index(of: change.key.table))
+            changes.byte(change.kind.rawValue)
+            changes.varint(change.causalLength)
+            changes.varint(replicas.index(of: change.dot.replica))
+            changes.varint(change.dot.counter)
+            changes.signed(Int64(bitPattern: change.hlc.rawValue &- previousHLC))
+            previousHLC = change.hlc.rawValue
+            changes.byte(UInt8(change.key.primaryKey.count))
+            for value in change.key.primaryKey { write(value, into: &changes) }
+            changes.varint(change.values.count)
+            for value in change.values {
+                changes.varint(columns.index(of: value.column))
+                write(value.value, into: &changes)
+            }
+            changes.varint(change.totals.count)
+            for total in change.totals {
+                changes.varint(columns.index(of: total.column))
+                changes.signed(total.total)
+            }
+        }
         writer.varint(replicas.items.count)
         for replica in replicas.items { writer.raw(replica.bytes) }
         writer.varint(devices.items.count)
         for device in devices.items { writer.raw(device.bytes) }
         writer.varint(streams.items.count)
         for stream in streams.items { writer.string(stream) }
+        writer.varint(tables.items.count)
+        for table in tables.items { writer.string(table) }
+        writer.varint(columns.items.count)
+        for column in columns.items { writer.string(column) }
         writer.raw(rows.bytes)
+        writer.raw(coverage.bytes)
+        writer.raw(changes.bytes)
+    }
+
+    static func write(_ value: SQLValue, into writer: inout ByteWriter) {
+        switch value {
+        case .null:
+            writer.byte(0)
+        case .integer(let number):
+            writer.byte(1)
+            writer.signed(number)
+        case .realBits(let bits):
+            writer.byte(2)
+            writer.fixed64(bits)
+        case .text(let text):
+            if let uuid = UUIDText.halves(text) {
+                writer.byte(5)
+                UUIDText.write(uuid, into: &writer)
+            } else {
+                writer.byte(3)
+                writer.string(text)
+            }
+        case .blob(let bytes):
+            writer.byte(4)
+            writer.varint(bytes.count)
+            writer.raw(bytes)
+        }
+    }
+
+    static func readValue(from reader: inout ByteReader) throws(WireError) -> SQLValue {
+        switch try reader.byte() {
+        case 0: return .null
+        case 1: return .integer(try reader.signed())
+        case 2: return .realBits(try reader.fixed64())
+        case 3: return .text(try reader.string(atMost: RowChange.maxValueBytes, "TEXT value"))
+        case 4:
+            let count = try reader.count(atMost: RowChange.maxValueBytes, "BLOB length")
+            return .blob(try reader.raw(count))
+        case 5: return .text(try UUIDText.text(from: &reader))
+        case let tag: throw WireError("unknown value tag \(tag) (0-5 are defined)")
+        }
     }
 
     package static func decode(from reader: inout ByteReader) throws(WireError) -> Delta {
         var delta = Delta()
-        let coverageCount = try reader.count(atMost: WireProtocol.maxTableEntries, "coverage count")
-        for _ in 0..<coverageCount {
-            let replica = ReplicaID(bytes: try reader.raw(16))!
-            let from = try reader.counter(atLeast: 0, "coverage start")
-            let through = try reader.counter(atLeast: 1, "coverage end")
-            guard from < through else { throw WireError("coverage of replica \(replica) is empty (\(from)...\(through))") }
-            delta.coverage.append(.init(replica: replica, from: from, through: through))
-        }
         let replicas = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "replica table")).map {
             _ throws(WireError) in ReplicaID(bytes: try reader.raw(16))!
         }
@@ -100,6 +173,12 @@ package enum DeltaCoding {
         }
         let streams = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "stream table")).map {
             _ throws(WireError) in try reader.string(atMost: Names.maxStreamLength, "stream name")
+        }
+        let tables = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "app table names")).map {
+            _ throws(WireError) in try reader.string(atMost: RowChange.maxNameLength, "app table name")
+        }
+        let columns = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "column names")).map {
+            _ throws(WireError) in try reader.string(atMost: RowChange.maxNameLength, "column name")
         }
         func pick<T>(_ table: [T], _ what: String) throws(WireError) -> T {
             let index = try reader.varint()
@@ -145,6 +224,43 @@ package enum DeltaCoding {
                 PreferenceWrite(
                     key: key, value: value, originDevice: device, dot: Dot(replica: replica, counter: counter),
                     hlc: reading, wallMilliseconds: try wall(reading)))
+        }
+        let coverageCount = try reader.count(atMost: WireProtocol.maxTableEntries, "coverage count")
+        for _ in 0..<coverageCount {
+            let replica = try pick(replicas, "replica")
+            let from = try reader.counter(atLeast: 0, "coverage start")
+            let through = try reader.counter(atLeast: 1, "coverage end")
+            guard from < through else { throw WireError("coverage of replica \(replica) is empty (\(from)...\(through))") }
+            delta.coverage.append(.init(replica: replica, from: from, through: through))
+        }
+        let changeCount = try reader.count(
+            atMost: WireProtocol.maxRowsPerDelta - delta.entries.count - delta.preferences.count, "row change count")
+        for _ in 0..<changeCount {
+            let table = try pick(tables, "app table")
+            let kindByte = try reader.byte()
+            guard let kind = RowChange.Kind(rawValue: kindByte) else { throw WireError("unknown row change kind \(kindByte) (1-4)") }
+            let causalLength = try reader.counter(atLeast: 1, "causal length")
+            let replica = try pick(replicas, "replica")
+            let counter = try reader.counter(atLeast: 1, "row change counter")
+            let reading = try hlc()
+            let keyCount = Int(try reader.byte())
+            guard (1...SQLValue.maxKeyColumns).contains(keyCount) else {
+                throw WireError("a key has 1-\(SQLValue.maxKeyColumns) values, not \(keyCount)")
+            }
+            var key = [SQLValue]()
+            for _ in 0..<keyCount { key.append(try readValue(from: &reader)) }
+            var values = [RowChange.Value]()
+            for _ in 0..<(try reader.count(atMost: RowChange.maxColumns, "column count")) {
+                values.append(.init(column: try pick(columns, "column"), value: try readValue(from: &reader)))
+            }
+            var totals = [RowChange.Total]()
+            for _ in 0..<(try reader.count(atMost: RowChange.maxColumns, "counter count")) {
+                totals.append(.init(column: try pick(columns, "column"), total: try reader.signed()))
+            }
+            delta.rows.append(
+                RowChange(
+                    key: RowKey(table: table, primaryKey: key), kind: kind, causalLength: causalLength, hlc: reading,
+                    dot: Dot(replica: replica, counter: counter), values: values, totals: totals))
         }
         return delta
     }

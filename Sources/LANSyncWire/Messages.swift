@@ -1,10 +1,11 @@
 package import LANSyncCore
 
-/// LANSync's wire protocol, version 1: the messages two members exchange after their Noise
+/// LANSync's wire protocol, version 2: the messages two members exchange after their Noise
 /// handshake. `docs/protocol.md` is the full specification; this file is its executable form.
 package enum WireProtocol {
     /// Protocol versions this build speaks.
-    package static let versions: ClosedRange<UInt16> = 1...1
+    /// Version 2 added app-table rows to deltas (and to the digest); version 1 is no longer spoken.
+    package static let versions: ClosedRange<UInt16> = 2...2
     /// The Noise prologue: bound into the handshake hash, so a peer of another protocol fails.
     package static let prologue = Array("LANSync wire protocol".utf8)
     /// The most a reassembled message may hold.

@@ -101,9 +101,9 @@ import Testing
     @Test func unknownFlagBitsAreMalformed() throws {
         let coverage = [Delta.Coverage(replica: Self.replicaA, from: 0, through: 1)]
         let entry = WireMessage.delta(Delta(entries: [Self.entry(counter: 1)], coverage: coverage)).encoded()
-        // Layout: type, coverage (1 + 16 + 1 + 1), replicas (1 + 16), devices (1 + 16), streams
-        // (1 + 1 + 11), entry count, then the entry's flags byte.
-        let flagsAt = 1 + 19 + 17 + 17 + 13 + 1
+        // Layout: type, replicas (1 + 16), devices (1 + 16), streams (1 + 1 + 11), no app tables,
+        // no columns, entry count, then the entry's flags byte.
+        let flagsAt = 1 + 17 + 17 + 13 + 1 + 1 + 1
         #expect(entry[flagsAt] == 0)
         for bit: UInt8 in [2, 4, 0x80] {
             var bytes = entry
@@ -114,11 +114,52 @@ import Testing
             key: "caregiver/active", value: nil, originDevice: Self.device, dot: Dot(replica: Self.replicaA, counter: 1),
             hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0), wallMilliseconds: 1_700_000_000_000)
         var preference = WireMessage.delta(Delta(preferences: [write], coverage: coverage)).encoded()
-        // Layout: type, coverage, replicas, devices, no streams, no entries, count, key (1 + 16), flags.
-        let preferenceFlagsAt = 1 + 19 + 17 + 17 + 1 + 1 + 1 + 17
+        // Layout: type, replicas, devices, no streams, tables or columns, no entries, count,
+        // key (1 + 16), flags.
+        let preferenceFlagsAt = 1 + 17 + 17 + 1 + 1 + 1 + 1 + 1 + 17
         #expect(preference[preferenceFlagsAt] == 1)
         preference[preferenceFlagsAt] |= 2
         Self.refused(preference, saying: "preference flags")
+    }
+
+    /// Row changes: kinds, key counts and value tags outside their ranges are malformed, and so
+    /// is a change whose life does not match its kind (caught by the delta's check).
+    @Test func rowChangesOutsideTheirRangesAreRefused() throws {
+        let change = RowChange(
+            key: RowKey(table: "t", primaryKey: [.integer(1)]), kind: .update, causalLength: 1,
+            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0), dot: Dot(replica: Self.replicaA, counter: 1),
+            values: [.init(column: "c", value: .null)])
+        let coverage = [Delta.Coverage(replica: Self.replicaA, from: 0, through: 1)]
+        let bytes = WireMessage.delta(Delta(rows: [change], coverage: coverage)).encoded()
+        // Layout: type, replicas (17), no devices, no streams, tables (1 + 1 + 1), columns (1 + 1 + 1),
+        // no entries, no preferences, coverage (1 + 3), row count, table index, then the kind.
+        let kindAt = 1 + 17 + 1 + 1 + 3 + 3 + 1 + 1 + 4 + 1 + 1
+        #expect(bytes[kindAt] == 2)
+        for (kind, reason) in [(UInt8(0), "row change kind"), (5, "row change kind")] {
+            var bad = bytes
+            bad[kindAt] = kind
+            Self.refused(bad, saying: reason)
+        }
+        // Causal length (1), replica index, counter, HLC (zigzag, several bytes), then the key count.
+        var zeroLife = bytes
+        zeroLife[kindAt + 1] = 0
+        Self.refused(zeroLife, saying: "causal length")
+        // From the end: totals count, the value (NULL tag), its column index, the values count, the
+        // key value (tag 1, zigzag 2), then the key count.
+        let keyCountAt = bytes.indices.last! - 6
+        #expect(bytes[keyCountAt] == 1)
+        for count: UInt8 in [0, 33] {
+            var bad = bytes
+            bad[keyCountAt] = count
+            Self.refused(bad, saying: "a key has")
+        }
+        var badTag = bytes
+        badTag[keyCountAt + 1] = 9
+        Self.refused(badTag, saying: "value tag")
+        // A delete that sets columns decodes but is refused by the delta's check.
+        let delete = RowChange(
+            key: change.key, kind: .delete, causalLength: 2, hlc: change.hlc, dot: change.dot, values: change.values)
+        #expect(Delta(rows: [delete], coverage: coverage).problem()?.contains("even life") == true)
     }
 
     /// A push's counter step wraps modulo 2^64, and the counter it lands on must be 1…2^40 − 1.
