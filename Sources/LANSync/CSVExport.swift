@@ -54,7 +54,7 @@ package enum CSVExport {
     }
 
     /// One CSV cell: quoted when it holds a comma, quote or line break; formula-like text defused.
-    static func cell(_ text: String) -> String {
+    package static func cell(_ text: String) -> String {
         var value = text
         if let first = value.first, "=+-@".contains(first), Double(value) == nil { value = "'" + value }
         if value.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) {

@@ -9,8 +9,14 @@ import LANSyncStore
 /// {"type":"header","format":"lansync-export","version":1,"exported_at":…,"device_id":…,"replica_id":…}
 /// {"type":"entry","id":…,"stream":…,"device_id":…,"replica_id":…,"counter":…,"hlc":"ms.logical","time":…,"wall_ms":…,"payload":{…}}
 /// {"type":"preference","key":…,"device_id":…,"replica_id":…,"counter":…,"hlc":…,"time":…,"wall_ms":…,"value":…}
-/// {"type":"end","entries":N,"preferences":M,"digest":…,"version_vector":{"<replica>":counter,…}}
+/// {"type":"row","table":…,"key":[…],"key_bytes":"<base64>","exists":true,"values":{…},"state":"<base64>"}
+/// {"type":"end","entries":N,"preferences":M,"rows":R,"digest":…,"version_vector":{"<replica>":counter,…}}
 /// ```
+///
+/// A `row` is an app-table row as this replica holds it, deleted ones included (their delete
+/// must reach everyone): `state` is its CRDT state in canonical bytes (docs/protocol.md §6),
+/// and `key_bytes` its key's canonical bytes: what an import merges; `key` and `values` are there
+/// to read (BLOBs in base64).
 ///
 /// `payload` and `value` are always the last member of their line and are copied byte for byte,
 /// so an export imported elsewhere has the same digest. An unset preference has `"unset":true`
@@ -23,7 +29,7 @@ package enum ExportFile {
     /// Writes the whole replica, in one consistent read, to `sink`. Returns the counts written.
     package static func write(
         _ node: LANSyncNode, to sink: (String) throws -> Void, progress: (Int) -> Void = { _ in }
-    ) throws -> (entries: Int, preferences: Int) {
+    ) throws -> (entries: Int, preferences: Int, rows: Int) {
         let status = try node.status()
         try sink(
             line([
@@ -33,6 +39,7 @@ package enum ExportFile {
             ]))
         var entries = 0
         var preferences = 0
+        var rows = 0
         let vector = try node.store.forEachRow(
             entry: { entry in
                 try sink(line(fields(of: entry)))
@@ -42,13 +49,40 @@ package enum ExportFile {
             preference: { write in
                 try sink(line(fields(of: write)))
                 preferences += 1
+            },
+            row: { key, state in
+                try sink(line(fields(of: key, state)))
+                rows += 1
             })
         try sink(
             line([
-                ("type", quoted("end")), ("entries", "\(entries)"), ("preferences", "\(preferences)"),
+                ("type", quoted("end")), ("entries", "\(entries)"), ("preferences", "\(preferences)"), ("rows", "\(rows)"),
                 ("digest", quoted(status.digest.description)), ("version_vector", json(vector)),
             ]))
-        return (entries, preferences)
+        return (entries, preferences, rows)
+    }
+
+    package static func fields(of key: RowKey, _ state: RowState) -> [(String, String)] {
+        [
+            ("type", quoted("row")), ("table", quoted(key.table)), ("key", "[" + key.primaryKey.map(json).joined(separator: ",") + "]"),
+            ("key_bytes", quoted(Data(SQLValue.keyBytes(key.primaryKey)).base64EncodedString())),
+            ("exists", "\(state.exists)"),
+            ("values", object(state.values.sorted { $0.key < $1.key }.map { ($0.key, json($0.value)) })),
+            ("state", quoted(Data(state.canonicalBytes).base64EncodedString())),
+        ]
+    }
+
+    /// An SQL value as JSON, to read: numbers, strings, null; BLOBs as base64 strings.
+    package static func json(_ value: SQLValue) -> String {
+        switch value {
+        case .null: return "null"
+        case .integer(let number): return "\(number)"
+        case .realBits(let bits):
+            let number = Double(bitPattern: bits)
+            return number.isFinite ? "\(number)" : "null"
+        case .text(let text): return quoted(text)
+        case .blob(let bytes): return quoted(Data(bytes).base64EncodedString())
+        }
     }
 
     package static func fields(of entry: Entry) -> [(String, String)] {

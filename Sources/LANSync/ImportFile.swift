@@ -7,6 +7,7 @@ package enum ImportFile {
     package struct Report: Sendable {
         package let entriesRead: Int
         package let preferencesRead: Int
+        package let rowsRead: Int
         package let outcome: MergeOutcome
     }
 
@@ -32,6 +33,7 @@ package enum ImportFile {
         let lines = LineReader(handle: handle)
         var entries = 0
         var preferences = 0
+        var rows = 0
         do {
             let (_, outcome) = try node.store.importing { session in
                 var lineNumber = 0
@@ -69,8 +71,13 @@ package enum ImportFile {
                     case "preference":
                         try session.merge(try Self.preference(object, line: line, fail: fail))
                         preferences += 1
+                    case "row":
+                        for change in try Self.rowChanges(object, fail: fail) { try session.merge(change) }
+                        rows += 1
                     case "end":
-                        guard object["entries"] as? Int == entries, object["preferences"] as? Int == preferences else {
+                        guard object["entries"] as? Int == entries, object["preferences"] as? Int == preferences,
+                            (object["rows"] as? Int ?? 0) == rows
+                        else {
                             throw fail("the end line counts \(object["entries"] ?? "?") entries and "
                                 + "\(object["preferences"] ?? "?") preferences, the file holds \(entries) and \(preferences)")
                         }
@@ -100,7 +107,7 @@ package enum ImportFile {
                             + "export it again. Nothing was imported")
                 }
             }
-            return Report(entriesRead: entries, preferencesRead: preferences, outcome: outcome)
+            return Report(entriesRead: entries, preferencesRead: preferences, rowsRead: rows, outcome: outcome)
         } catch let error as LANSyncError {
             throw error
         } catch let error as StoreError {
@@ -145,6 +152,27 @@ package enum ImportFile {
         // The same rules as for rows from a peer: names, compact JSON, size.
         if let problem = entry.problem() { throw fail(problem) }
         return entry
+    }
+
+    /// An app-table row's state, as the changes that rebuild it, each checked as a peer's would be.
+    static func rowChanges(_ object: [String: Any], fail: (String) -> LANSyncError) throws -> [RowChange] {
+        guard let table = object["table"] as? String, !table.isEmpty else { throw fail("row without a table") }
+        guard let text = object["state"] as? String, let bytes = Data(base64Encoded: text) else {
+            throw fail("row of \(table) without a state (base64)")
+        }
+        guard let keyText = object["key_bytes"] as? String, let keyBytes = Data(base64Encoded: keyText),
+            let values = try? SQLValue.key(from: [UInt8](keyBytes))
+        else { throw fail("row of \(table) without a readable key_bytes") }
+        let state: RowState
+        do {
+            state = try RowState(canonicalBytes: [UInt8](bytes))
+        } catch {
+            throw fail("row of \(table): the state does not read (\(error))")
+        }
+        let key = RowKey(table: table, primaryKey: values)
+        let changes = state.changes(key: key)
+        for change in changes { if let problem = change.problem() { throw fail(problem) } }
+        return changes
     }
 
     static func preference(_ object: [String: Any], line: String, fail: (String) -> LANSyncError) throws

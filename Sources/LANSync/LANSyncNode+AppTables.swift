@@ -21,6 +21,11 @@ extension LANSyncNode {
         do { return try store.appliedSchema()?.source } catch { throw Self.translate(error) }
     }
 
+    /// The names of the tables the applied schema declares, as declared.
+    public func appliedSchemaTables() throws(LANSyncError) -> [String] {
+        do { return try store.appliedSchema()?.schema.tables.map(\.name) ?? [] } catch { throw Self.translate(error) }
+    }
+
     /// Writes app tables with plain SQL in one transaction, durable when this returns:
     ///
     ///     try await node.write { db in

@@ -138,9 +138,10 @@ extension ReplicaStore {
     /// Calls the closures for every row in one consistent read, and returns the version vector of
     /// that same snapshot: what an export writes.
     @discardableResult
-    package func forEachRow(entry: (Entry) throws -> Void, preference: (PreferenceWrite) throws -> Void) throws
-        -> VersionVector
-    {
+    package func forEachRow(
+        entry: (Entry) throws -> Void, preference: (PreferenceWrite) throws -> Void,
+        row: (RowKey, RowState) throws -> Void = { _, _ in }
+    ) throws -> VersionVector {
         try Self.databaseCallingBack { try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
             let entries = try Row.fetchCursor(
@@ -149,6 +150,12 @@ extension ReplicaStore {
             let preferences = try Row.fetchCursor(
                 db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key")
             while let row = try preferences.next() { try preference(try RowDecoding.preference(row, replicas: replicas)) }
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT t.name, r.key, r.state FROM app_rows r JOIN app_tables t ON t.num = r.tbl ORDER BY t.name, r.key")
+            while let held = try rows.next() {
+                let key = RowKey(table: held[0], primaryKey: try SQLValue.key(from: [UInt8](held[1] as Data)))
+                try row(key, try RowState(canonicalBytes: [UInt8](held[2] as Data)))
+            }
             return try Self.readVersionVector(db)
         } }
     }

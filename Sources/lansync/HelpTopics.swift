@@ -1,6 +1,6 @@
 /// `lansync help TOPIC`: the concepts a newcomer needs, beside each command's own --help.
 enum HelpTopic: String, CaseIterable {
-    case groups, streams, preferences, reinstall, discovery, config
+    case groups, streams, preferences, tables, reinstall, discovery, config
 
     /// The topic asked for by `lansync help TOPIC` (singular forms too), or nil for anything else,
     /// which goes on to the command parser (`lansync help log` is the log command's help).
@@ -50,6 +50,28 @@ enum HelpTopic: String, CaseIterable {
                   lansync pref unset caregiver/active      (a tombstone: the unset wins like a write)
 
                 A device whose clock is far ahead cannot win forever: peers more than --max-clock-skew (120 s by default) off are refused.
+                """
+        case .tables:
+            return """
+                TABLES
+
+                An app declares SQL tables once and then uses plain SQL on them; LANSync syncs them. Declare with a schema file of CREATE TABLE and CREATE INDEX statements:
+
+                  -- lansync: counter athletes.xp
+                  CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL, xp INTEGER NOT NULL DEFAULT 0);
+                  -- lansync: append-only strokes
+                  CREATE TABLE strokes (id TEXT PRIMARY KEY, athlete_id TEXT REFERENCES athletes(id), watts REAL);
+
+                  lansync schema apply app.sql
+                  lansync exec "INSERT INTO athletes (id, name) VALUES ('a1', 'Ana')"
+                  lansync exec "UPDATE athletes SET weight_kg = 61.5 WHERE id = 'a1'"
+                  lansync query "SELECT * FROM athletes"
+
+                How rows merge: each column of a row is a last-writer-wins value, so two devices that edit different columns of one row while apart both keep their edit. A delete wins over edits made at the same time elsewhere; inserting the same key later brings the row back with the columns that insert wrote. A counter column adds up every device's increments (`SET xp = xp + 5` on three devices adds 15). Append-only tables only grow: UPDATE and DELETE on them fail.
+
+                Keys: rows are matched across devices by their primary key, so use keys the app makes up (a UUID in a TEXT column); INTEGER PRIMARY KEY and AUTOINCREMENT are refused, as are UNIQUE columns besides the key and CHECKs over several columns. A newer schema may add tables, columns (nullable or with a DEFAULT) and indexes; nothing may be dropped or renamed. REFERENCES are not enforced when rows arrive (a child may come before its parent); ON DELETE CASCADE and SET NULL apply to the rows this device holds when its app deletes the parent.
+
+                Another program that writes the replica file directly fails (no such function: lansync_capture): every write goes through LANSync so that it syncs. Reading with sqlite3 works.
                 """
         case .reinstall:
             return """

@@ -7,7 +7,7 @@ import LANSync
 struct Lansync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lansync",
-        abstract: "Keep logs and preferences in sync between the machines of a group, with no server.",
+        abstract: "Keep logs, preferences and SQL tables in sync between the machines of a group, with no server.",
         discussion: """
             Each machine keeps its own replica (SQLite) of every stream and preference. Writes are local, durable and instant, even offline.
 
@@ -16,18 +16,20 @@ struct Lansync: AsyncParsableCommand {
               lansync log append symbol_taps '{"symbol":"more","grid":[2,3]}'
               lansync log list symbol_taps
               lansync pref set controls/slider/sensitivity 0.7
+              lansync schema apply app.sql && lansync exec "INSERT INTO athletes (id, name) VALUES ('a1', 'Ana')"
+              lansync query "SELECT * FROM athletes"
               lansync status
 
             Every command takes --data-dir DIR (before or after the command's name); without it the data directory is $LANSYNC_DATA_DIR, else data-dir in the config file, else $XDG_DATA_HOME/lansync, else ~/.local/share/lansync. Each command's --help has examples.
 
             --config FILE names a configuration file (default: $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf, when present). Flags override it.
 
-            Concepts: lansync help groups | streams | preferences | reinstall | discovery | config
+            Concepts: lansync help groups | streams | preferences | tables | reinstall | discovery | config
             """,
         version: "0.1.0",
         subcommands: [
             Init.self, ID.self, Group.self, Run.self, Peers.self, Sync.self, Log.self, Pref.self, Status.self, Export.self,
-            Import.self, Watch.self, Why.self, Report.self, Doctor.self,
+            Import.self, Watch.self, Why.self, Report.self, SchemaCommand.self, Exec.self, Query.self, Doctor.self,
         ]
     )
 

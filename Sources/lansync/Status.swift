@@ -7,9 +7,9 @@ struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show this node: device, replica, counts and the state digest.",
         discussion: """
-            Two replicas with the same digest hold exactly the same entries and preference values.
+            Two replicas with the same digest hold exactly the same entries, preference values and app-table rows.
 
-            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, digest, hlc, version_vector, group_tag, agent_running, peers_connected, port, duplicate_device_id (null, or the problem and its fix), discovery (null when the agent is not running; else state — off, starting, running or unavailable — advertised_as, detail, same_group, other_groups), parts (null when the agent is not running; else one object per part of the agent — peer directory, sync listener, control socket, local changes, network watch, discovery, static peers — with name, state — starting, running, stopping, stopped or failed — and detail).
+            --json prints one object: device_id, replica_id, name, data_dir, entries, streams, preferences, unset_preferences, tables (name, declared, rows of each app table), digest, hlc, version_vector, group_tag, agent_running, peers_connected, port, duplicate_device_id (null, or the problem and its fix), discovery (null when the agent is not running; else state — off, starting, running or unavailable — advertised_as, detail, same_group, other_groups), parts (null when the agent is not running; else one object per part of the agent — peer directory, sync listener, control socket, local changes, network watch, discovery, static peers — with name, state — starting, running, stopping, stopped or failed — and detail).
 
             Examples:
               lansync status
@@ -38,6 +38,7 @@ struct Status: AsyncParsableCommand {
                     ("data_dir", ExportFile.quoted(node.dataDirectory.path)),
                     ("entries", "\(status.entries)"), ("streams", "\(status.streams)"),
                     ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
+                    ("tables", "[" + status.tables.map(StatusTables.json).joined(separator: ",") + "]"),
                     ("digest", ExportFile.quoted(status.digest.description)),
                     ("hlc", ExportFile.quoted(status.hlc.description)), ("version_vector", ExportFile.json(status.versionVector)),
                     ("group_tag", group.map(ExportFile.quoted) ?? "null"),
@@ -54,6 +55,7 @@ struct Status: AsyncParsableCommand {
                 ["data", node.dataDirectory.path],
                 ["entries", "\(status.entries) in \(counted(status.streams, "stream"))"],
                 ["preferences", "\(status.preferences) set, \(status.tombstones) unset"],
+                ["tables", StatusTables.summary(status.tables)],
                 ["digest", status.digest.description],
                 ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
                 ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],

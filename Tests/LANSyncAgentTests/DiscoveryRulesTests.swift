@@ -6,15 +6,16 @@ import Testing
 @Suite struct DiscoveryRulesTests {
     @Test func theTXTRecordHoldsTheVersionAndTheGroupTagOnly() {
         let txt = Agent.txtRecord(groupTag: "0bf7c311d61516c8")
-        #expect(txt == ["v": "1", "g": "0bf7c311d61516c8"])
+        #expect(txt == ["v": "2", "g": "0bf7c311d61516c8"])
     }
 
     @Test func onlyNodesOfOurGroupWithACommonVersionAreDialed() {
         let tag = "0bf7c311d61516c8"
-        #expect(Agent.isCompatibleMember(["v": "1", "g": tag], groupTag: tag))
-        #expect(Agent.isCompatibleMember(["v": "1-3", "g": tag], groupTag: tag), "a newer node that still speaks 1")
-        #expect(!Agent.isCompatibleMember(["v": "2-3", "g": tag], groupTag: tag), "no version in common")
-        #expect(!Agent.isCompatibleMember(["v": "1", "g": "ffffffffffffffff"], groupTag: tag), "another group")
+        #expect(Agent.isCompatibleMember(["v": "2", "g": tag], groupTag: tag))
+        #expect(Agent.isCompatibleMember(["v": "1-3", "g": tag], groupTag: tag), "a newer node that still speaks 2")
+        #expect(!Agent.isCompatibleMember(["v": "3-4", "g": tag], groupTag: tag), "no version in common")
+        #expect(!Agent.isCompatibleMember(["v": "1", "g": tag], groupTag: tag), "an older node (no app tables)")
+        #expect(!Agent.isCompatibleMember(["v": "2", "g": "ffffffffffffffff"], groupTag: tag), "another group")
         #expect(!Agent.isCompatibleMember(["g": tag], groupTag: tag), "no version")
         for garbage in ["", "x", "1-", "-1", "3-1", "1-2-3", "99999999"] {
             #expect(!Agent.isCompatibleMember(["v": garbage, "g": tag], groupTag: tag), "v=\(garbage)")
