@@ -155,7 +155,7 @@ actor SyncSession {
     /// it fails.
     private func checked(_ delta: Delta) async -> CheckedDelta? {
         do {
-            if delta.entries.count + delta.preferences.count < Self.rowsCheckedInline {
+            if delta.entries.count + delta.preferences.count + delta.rows.count < Self.rowsCheckedInline {
                 return try ReplicaStore.check(delta)
             }
             return try await BulkWork.run { try ReplicaStore.check(delta) }
@@ -199,12 +199,12 @@ actor SyncSession {
         }
         ourStateCache.changed()
         if case .wakeSender = machine.mergeFinished() { push() }
-        mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged
+        mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged
         if outcome.changedAnything {
             logger.debug(
                 "merged a delta",
                 metadata: ["peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
-                    "sync.preferences": "\(outcome.preferencesChanged)"])
+                    "sync.preferences": "\(outcome.preferencesChanged)", "sync.rows": "\(outcome.rowsChanged)"])
         }
         let now = Int64(node.clock.now())
         await directory.update(device: peer.device.description) { $0.lastSync = now }
@@ -231,7 +231,7 @@ actor SyncSession {
         while !delta.isEmpty, !machine.isEnded {
             // A large batch means a catch-up: the next batch is read while this one is encoded
             // and sent, both on bulk-work threads. A live push (one new entry) goes out right here.
-            let bulk = delta.entries.count + delta.preferences.count >= Self.rowsCheckedInline
+            let bulk = delta.entries.count + delta.preferences.count + delta.rows.count >= Self.rowsCheckedInline
             var readAhead: Task<Delta, any Error>?
             if bulk {
                 var known = machine.peerKnown
@@ -240,7 +240,7 @@ actor SyncSession {
             }
             let message = try machine.outgoing(delta) { try ourState().digest }
             try await send(message, inBackground: bulk)
-            sent += delta.entries.count + delta.preferences.count
+            sent += delta.entries.count + delta.preferences.count + delta.rows.count
             delta = try await readAhead?.value ?? nextBatch(since: machine.peerKnown, upTo: cap)
         }
         switch machine.closingState(now: .now, { sent > 0 ? (try? ourState()) ?? ours : ours }) {
