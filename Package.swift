@@ -210,7 +210,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore"], swiftSettings: strict),
+            name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict),
         // Runs the built `lansync` executable the way a user would.
         .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync"], swiftSettings: strict),
     ],

@@ -59,7 +59,7 @@ extension LANSyncNode {
 
     /// The database to observe app tables on, with GRDB's `ValueObservation`:
     ///
-    ///     ValueObservation.tracking { db in try Row.fetchAll(db, sql: "SELECT * FROM athletes") }
+    ///     ValueObservation.tracking { db in try Row.fetchAll(db, sql: "SELECT * FROM athletes") }.removeDuplicates()
     ///         .values(in: node.database)
     ///
     /// Writing through it fails: app tables are written with `write`.

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import LANSync
 import Testing
 
@@ -212,5 +213,62 @@ final class TemporaryNode {
         #expect(Timestamps.milliseconds(iso8601: "2026-11-21T05:36:19.889Z") == 1_795_239_379_889)
         #expect(Timestamps.milliseconds(iso8601: "2026-11-21") == 1_795_219_200_000)
         #expect(Timestamps.milliseconds(iso8601: "yesterday") == nil)
+    }
+}
+
+/// App tables through the library, as an app uses them: declare, write with GRDB, read, observe.
+@Suite struct NodeAppTableTests {
+    struct Athlete: Codable, FetchableRecord, PersistableRecord, Equatable {
+        static let databaseTableName = "athletes"
+        var id: String
+        var name: String
+        var weightKg: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case id, name
+            case weightKg = "weight_kg"
+        }
+    }
+
+    @Test func recordsWriteReadAndObservationSeesCommits() async throws {
+        let temporary = try TemporaryNode()
+        let node = temporary.node
+        let added = try node.applySchema(
+            "CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);")
+        #expect(added == ["add mutable table athletes (3 columns)"])
+        let changes = node.changes()
+        var seen = ValueObservation.tracking { db in try Athlete.fetchAll(db) }.removeDuplicates().values(in: node.database).makeAsyncIterator()
+        #expect(try await seen.next() == [])
+        try await node.write { db in try Athlete(id: "a1", name: "Ana", weightKg: 60).insert(db) }
+        let afterInsert = try await seen.next()
+        #expect(afterInsert == [Athlete(id: "a1", name: "Ana", weightKg: 60)], "\(String(describing: afterInsert))")
+        var iterator = changes.makeAsyncIterator()
+        if case .rows(_, let local) = await iterator.next() { #expect(local) } else { Issue.record("no change event") }
+        try await node.write { db in
+            var athlete = try Athlete.fetchOne(db, key: "a1")!
+            athlete.weightKg = 61.5
+            try athlete.update(db)
+        }
+        #expect(try node.read { db in try Athlete.fetchOne(db, key: "a1")?.weightKg } == 61.5)
+        #expect(try node.status().tables.map(\.rows) == [1])
+        // The app's own error comes back as is, and nothing of that write stays.
+        struct Cancelled: Error {}
+        await #expect(throws: Cancelled.self) {
+            try await node.write { db in
+                try Athlete(id: "b2", name: "Ben").insert(db)
+                throw Cancelled()
+            }
+        }
+        // SQLite's errors are LANSyncErrors of code .sql.
+        await #expect {
+            try await node.write { db in try db.execute(sql: "INSERT INTO nowhere VALUES (1)") }
+        } throws: { error in
+            (error as? LANSyncError)?.code == .sql
+        }
+        #expect(try node.read { db in try Athlete.fetchCount(db) } == 1)
+        // Writing through the observation database is refused: every write goes through `write`.
+        #expect(throws: (any Error).self) {
+            try (node.database as! any DatabaseWriter).write { db in try Athlete(id: "c3", name: "C").insert(db) }
+        }
     }
 }
