@@ -11,6 +11,7 @@ import Synchronization
 ///                                            [--append-every MS]  # the app's write interval (10)
 ///     swift run -c release lansync-bench --stages           # each catch-up step's cost per row
 ///     swift run -c release lansync-bench --idle 60          # an idle agent's CPU and wakeups
+///     swift run -c release lansync-bench --tables [--quick] # app tables only
 @main
 struct Benchmark {
     static func main() async throws {
@@ -21,6 +22,10 @@ struct Benchmark {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         if CommandLine.arguments.contains("--stages") { return try await StageBenchmark.run(root: root) }
+        if CommandLine.arguments.contains("--tables") {
+            var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
+            return try await tables.run()
+        }
         // `--idle S`: only the idle agents' cost, over S seconds.
         if let seconds = integer(after: "--idle") { return try IdleBenchmark(root: root).run(seconds: seconds) }
         // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
@@ -30,6 +35,8 @@ struct Benchmark {
             return
         }
         let baseline = try await singleNode(quick: quick, root: root)
+        var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
+        try await tables.run()
         // Nothing of the single-node stages outlives them: their nodes closed and their deltas were
         // released when `singleNode` returned, and their files go now. Kept open and in memory
         // (removed files stay on disk while open), they made the 1M catch-up 6.2 s instead of 4.9.

@@ -1,0 +1,208 @@
+import Foundation
+import GRDB
+import LANSync
+import LANSyncCore
+import LANSyncStore
+import LANSyncWire
+
+/// `--tables`: app tables' speed goals (issue 13), each beside a baseline of the same SQL writes
+/// into the same table with no sync, measured in the same run. The machine is noisy, so the
+/// measured code and its baseline alternate (A B A B …), each round into fresh files, and the
+/// figures are medians with their ranges.
+///
+/// The table has ten columns — a UUID key, text, reals and integers — as a workout set or a
+/// rowing session has; the baseline is a plain GRDB `DatabasePool` with the replica's durability
+/// (WAL, synchronous=FULL) and the same `INSERT`/upsert statements through GRDB, as an app would
+/// write them.
+struct AppTableBenchmark {
+    let root: String
+    let rows: Int
+    let rounds = 3
+    private var files = 0
+
+    static let table = """
+        CREATE TABLE sets (
+            id TEXT PRIMARY KEY, session_id TEXT NOT NULL DEFAULT '', exercise TEXT NOT NULL DEFAULT '',
+            set_number INTEGER NOT NULL DEFAULT 0, reps INTEGER NOT NULL DEFAULT 0, weight_kg REAL, rpe REAL,
+            rest_s INTEGER, notes TEXT, created_at INTEGER NOT NULL DEFAULT 0
+        );
+        """
+    static let insert = "INSERT INTO sets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    static let upsert = """
+        INSERT INTO sets (id, reps, weight_kg, notes) VALUES (?, ?, ?, ?)
+        ON CONFLICT(id) DO UPDATE SET reps = excluded.reps, weight_kg = excluded.weight_kg, notes = excluded.notes
+        """
+
+    init(root: String, rows: Int) {
+        self.root = root
+        self.rows = rows
+    }
+
+    static func uuid(_ index: Int) -> String {
+        let hex = String(format: "%012x", index)
+        return "7b0c1d2e-3f40-4a5b-8c6d-\(hex)"
+    }
+
+    static func arguments(_ index: Int) -> StatementArguments {
+        [
+            uuid(index), uuid(index / 12), ["squat", "bench press", "deadlift", "row"][index % 4], index % 12, 5 + index % 8,
+            60.0 + Double(index % 40) * 2.5, 6.5 + Double(index % 7) / 2, 90 + index % 60, index % 5 == 0 ? "felt strong" : nil,
+            1_763_800_000_000 + index * 1_000,
+        ]
+    }
+
+    mutating func freshNode() throws -> LANSyncNode {
+        files += 1
+        let directory = DataDirectory(path: root + "/tables-node-\(files)")
+        _ = try LANSyncNode.initialize(at: directory, name: "bench-\(files)", machineIDPath: "/nonexistent")
+        let node = try LANSyncNode.open(at: directory)
+        try node.applySchema(Self.table)
+        return node
+    }
+
+    mutating func freshBaseline() throws -> DatabasePool {
+        files += 1
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        let pool = try DatabasePool(path: root + "/tables-baseline-\(files).sqlite", configuration: configuration)
+        try pool.write { db in try db.execute(sql: Self.table) }
+        return pool
+    }
+
+    mutating func run() async throws {
+        print("App tables: a 10-column mutable table, \(rows) rows; baseline = the same SQL through GRDB, no sync;")
+        print("A and baseline alternate, \(rounds) rounds each, medians [ranges]")
+        print("")
+        let clock = ContinuousClock()
+        let batch = 1_000
+
+        // Bulk insert, 1,000 rows per transaction.
+        var ours = [Double]()
+        var theirs = [Double]()
+        var source: LANSyncNode?
+        for _ in 0..<rounds {
+            let node = try freshNode()
+            var start = clock.now
+            for first in stride(from: 0, to: rows, by: batch) {
+                let range = first..<min(first + batch, rows)
+                try await node.write { db in
+                    let statement = try db.cachedStatement(sql: Self.insert)
+                    for index in range { try statement.execute(arguments: Self.arguments(index)) }
+                }
+            }
+            ours.append(Double(rows) / (clock.now - start).seconds)
+            source = node
+            let pool = try freshBaseline()
+            start = clock.now
+            for first in stride(from: 0, to: rows, by: batch) {
+                let range = first..<min(first + batch, rows)
+                try await pool.write { db in
+                    let statement = try db.cachedStatement(sql: Self.insert)
+                    for index in range { try statement.execute(arguments: Self.arguments(index)) }
+                }
+            }
+            theirs.append(Double(rows) / (clock.now - start).seconds)
+        }
+        Self.compare("bulk insert, 1,000 rows/transaction", ours, theirs, unit: "rows/s", goal: 0.5)
+
+        // One upsert per durable write, idle node.
+        var upserts = Latencies()
+        var plainUpserts = Latencies()
+        let node = try freshNode()
+        let pool = try freshBaseline()
+        let samples = rows >= 100_000 ? 2_000 : 400
+        for block in 0..<10 {
+            for index in 0..<(samples / 10) {
+                let key = block * 100 + index % 50
+                var begin = clock.now
+                try await node.write { db in
+                    try db.execute(sql: Self.upsert, arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
+                }
+                upserts.add(clock.now - begin)
+                begin = clock.now
+                try await pool.write { db in
+                    try db.execute(sql: Self.upsert, arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
+                }
+                plainUpserts.add(clock.now - begin)
+            }
+        }
+        print("single-row upsert, one durable write each, idle (\(samples) each, interleaved)")
+        print(String(format: "    LANSync   p50 %.3f ms   p99 %.3f ms   (goal p99 <= 1 ms: %@)",
+            upserts.percentile(0.5), upserts.percentile(0.99), upserts.percentile(0.99) <= 1 ? "met" : "MISSED"))
+        print(String(format: "    baseline  p50 %.3f ms   p99 %.3f ms", plainUpserts.percentile(0.5), plainUpserts.percentile(0.99)))
+
+        // What a one-column update puts on the wire.
+        let store = node.store
+        let before = try store.versionVector()
+        let note = "strong finish, +2.5"
+        try await node.write { db in try db.execute(sql: "UPDATE sets SET notes = ? WHERE id = ?", arguments: [note, Self.uuid(7)]) }
+        let update = try store.delta(since: before, maxRows: 10)
+        let message = WireMessage.delta(update).wireBytes().count
+        print(String(format: "one-column update on the wire: %d bytes for a %d-byte value (+ 19 bytes of frame and AEAD tag); "
+            + "goal <= value + 64 = %d: %@", message, note.utf8.count, note.utf8.count + 64,
+            message <= note.utf8.count + 64 ? "met" : "MISSED"))
+
+        // Catch-up of every row into an empty peer, and the merge alone against the baseline.
+        guard let source else { return }
+        var batches = [Delta]()
+        var known = VersionVector()
+        while true {
+            let next = try source.store.delta(since: known, maxRows: 2_000)
+            if next.isEmpty { break }
+            known.advance(by: next.coverage)
+            batches.append(next)
+        }
+        var catchUps = [Double]()
+        var merges = [Double]()
+        var plain = [Double]()
+        for _ in 0..<rounds {
+            let target = try freshNode()
+            var start = clock.now
+            var known = VersionVector()
+            while true {
+                let next = try source.store.delta(since: known, maxRows: 2_000)
+                if next.isEmpty { break }
+                known.advance(by: next.coverage)
+                guard case .delta(let received) = try WireMessage.decode(WireMessage.delta(next).wireBytes()) else { fatalError() }
+                try await target.merge(received, maxSkewMilliseconds: 60_000)
+            }
+            catchUps.append((clock.now - start).seconds)
+            let merged = try freshNode()
+            start = clock.now
+            for batch in batches { try await merged.merge(batch, maxSkewMilliseconds: 60_000) }
+            merges.append(Double(rows) / (clock.now - start).seconds)
+            let (mergedDigest, sourceDigest) = (try merged.status().digest, try source.status().digest)
+            precondition(mergedDigest == sourceDigest, "the merged replica differs from its source")
+            let pool = try freshBaseline()
+            start = clock.now
+            for first in stride(from: 0, to: rows, by: 2_000) {
+                let range = first..<min(first + 2_000, rows)
+                try await pool.write { db in
+                    let statement = try db.cachedStatement(sql: Self.insert)
+                    for index in range { try statement.execute(arguments: Self.arguments(index)) }
+                }
+            }
+            plain.append(Double(rows) / (clock.now - start).seconds)
+        }
+        let sorted = catchUps.sorted()
+        print(String(format: "catch-up of %d rows into an empty peer (read, encode, decode, check, merge; one thread): "
+            + "median %.2f s [%.2f-%.2f]; goal <= 2 s: %@", rows, sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1],
+            sorted[sorted.count / 2] <= 2 ? "met" : "MISSED"))
+        Self.compare("merge of a peer's deltas, 2,000 rows each", merges, plain, unit: "rows/s", goal: 0.5)
+        print("")
+    }
+
+    /// Prints our median and range beside the baseline's, and the ratio of medians against the goal.
+    static func compare(_ label: String, _ ours: [Double], _ theirs: [Double], unit: String, goal: Double) {
+        func describe(_ values: [Double]) -> String {
+            let sorted = values.sorted()
+            return String(format: "%.0f [%.0f-%.0f] %@", sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1], unit)
+        }
+        let ratio = ours.sorted()[ours.count / 2] / theirs.sorted()[theirs.count / 2]
+        print(label)
+        print("    LANSync   " + describe(ours))
+        print("    baseline  " + describe(theirs))
+        print(String(format: "    ratio of medians %.2f x baseline (goal >= %.1f: %@)", ratio, goal, ratio >= goal ? "met" : "MISSED"))
+        fflush(nil)
+    }
+}
