@@ -75,17 +75,17 @@ public struct Dot: Hashable, Comparable, Sendable, CustomStringConvertible {
 
 extension Array where Element == UInt8 {
     // One append of the value's bytes, not one per byte: these run for every field of every row hashed.
-    @inlinable mutating func appendBigEndian(_ value: UInt64) {
+    @inlinable package mutating func appendBigEndian(_ value: UInt64) {
         Swift.withUnsafeBytes(of: value.bigEndian) { append(contentsOf: $0) }
     }
 
-    @inlinable mutating func appendBigEndian(_ value: UInt32) {
+    @inlinable package mutating func appendBigEndian(_ value: UInt32) {
         Swift.withUnsafeBytes(of: value.bigEndian) { append(contentsOf: $0) }
     }
 
     /// Appends a field as a 4-byte big-endian length then its UTF-8 bytes, so that concatenated
     /// fields can never be confused with each other ("ab"+"c" differs from "a"+"bc").
-    @inlinable mutating func appendField(_ text: String) {
+    @inlinable package mutating func appendField(_ text: String) {
         let utf8 = text.utf8
         appendBigEndian(UInt32(utf8.count))
         append(contentsOf: utf8)

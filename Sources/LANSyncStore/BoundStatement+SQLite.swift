@@ -51,6 +51,10 @@ struct BoundStatement {
         }
     }
 
+    func bind(_ index: Int32, _ bytes: UnsafeRawBufferPointer) {
+        _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+    }
+
     /// Binds an app-table value exactly: TEXT with its length (embedded NULs kept), REAL by its bits.
     func bind(_ index: Int32, _ value: SQLValue) {
         switch value {

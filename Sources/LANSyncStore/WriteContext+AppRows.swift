@@ -34,10 +34,21 @@ extension WriteContext {
         return catalog.table(named: name)!
     }
 
-    func heldRow(table: Int64, key: Data) throws -> HeldRow? {
-        let statement = try db.cachedStatement(sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
-        guard let blob = try Data.fetchOne(statement, arguments: [table, key]) else { return nil }
-        let bytes = [UInt8](blob)
+    /// The statements every app-table row uses, prepared once per transaction.
+    mutating func rowStatements() throws -> AppRowStatements {
+        if let appStatements { return appStatements }
+        let statements = try AppRowStatements(db)
+        appStatements = statements
+        return statements
+    }
+
+    mutating func heldRow(table: Int64, key: [UInt8]) throws -> HeldRow? {
+        let select = try rowStatements().selectState
+        select.bind(1, table)
+        select.bind(2, key)
+        var bytes: [UInt8]?
+        try select.forEachRow { columns in bytes = columns.withBlob(0) { Array($0) } }
+        guard let bytes else { return nil }
         do {
             return HeldRow(state: try RowState(canonicalBytes: bytes), bytes: bytes)
         } catch {
@@ -49,32 +60,51 @@ extension WriteContext {
     /// and (when `materialize`, for changes from peers) the app's table. Returns whether the row changed.
     mutating func mergeRow(_ change: RowChange, materialize: Bool) throws -> Bool {
         let table = try appTable(named: change.key.table)
-        let key = Data(SQLValue.keyBytes(change.key.primaryKey))
-        let held = try heldRow(table: table.number, key: key)
+        let key = SQLValue.keyBytes(change.key.primaryKey)
+        return try mergeRow(change, table: table, key: key, held: try heldRow(table: table.number, key: key), materialize: materialize)
+    }
+
+    /// The same, for a row already looked up.
+    mutating func mergeRow(_ change: RowChange, table: AppCatalog.Table, key: [UInt8], held: HeldRow?, materialize: Bool) throws -> Bool {
         var state = held?.state ?? RowState()
         guard state.merge(change) else { return false }
         try store(state, of: change.key, in: table, key: key, replacing: held)
-        if materialize, let declared = table.declared { try self.materialize(state, key: change.key.primaryKey, in: declared) }
+        if materialize, let declared = table.declared { try self.materialize(state, key: change.key.primaryKey, in: declared, table: table) }
         return true
     }
 
     /// Writes a row's new state and everything kept in step with it.
-    private mutating func store(_ state: RowState, of rowKey: RowKey, in table: AppCatalog.Table, key: Data, replacing held: HeldRow?) throws {
-        let before = held?.state.liveDots ?? []
-        let after = state.liveDots
-        let deleteOp = try db.cachedStatement(sql: "DELETE FROM app_ops WHERE dot = ?")
-        for dot in before.subtracting(after) { try deleteOp.execute(arguments: [try dotKey(dot)]) }
-        let insertOp = try db.cachedStatement(sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
-        for dot in after.subtracting(before) {
-            try insertOp.execute(arguments: [try dotKey(dot), table.number, key])
-            guard db.changesCount == 1 else { throw dotReused(dot) }
+    private mutating func store(_ state: RowState, of rowKey: RowKey, in table: AppCatalog.Table, key: [UInt8], replacing held: HeldRow?) throws {
+        let statements = try rowStatements()
+        let before = held?.state.liveDotList ?? []
+        let after = state.liveDotList
+        for dot in before where !after.contains(dot) {
+            statements.deleteOp.bind(1, try dotKey(dot))
+            try statements.deleteOp.run()
         }
-        let bytes = state.canonicalBytes
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO app_rows (tbl, key, state) VALUES (?, ?, ?)")
-            .execute(arguments: [table.number, key, Data(bytes)])
-        let identity = rowKeyBytes(rowKey)
-        if let held { digest.remove(hash: hasher.hash(identity + held.bytes)) }
-        digest.insert(hash: hasher.hash(identity + bytes))
+        for dot in after where !before.contains(dot) {
+            statements.insertOp.bind(1, try dotKey(dot))
+            statements.insertOp.bind(2, table.number)
+            statements.insertOp.bind(3, key)
+            guard try statements.insertOp.run() == 1 else { throw dotReused(dot) }
+        }
+        // The digest hashes the row's identity (table, key) followed by its state.
+        var identity = [UInt8]()
+        identity.reserveCapacity(key.count + rowKey.table.utf8.count + 4 + 256)
+        identity.appendField(rowKey.table)
+        identity.append(contentsOf: key)
+        let prefix = identity.count
+        var row = identity
+        state.append(to: &row)
+        statements.upsertState.bind(1, table.number)
+        statements.upsertState.bind(2, key)
+        row.withUnsafeBytes { all in statements.upsertState.bind(3, UnsafeRawBufferPointer(rebasing: all[prefix...])) }
+        try statements.upsertState.run()
+        digest.insert(hash: hasher.hash(row))
+        if let held {
+            identity.append(contentsOf: held.bytes)
+            digest.remove(hash: hasher.hash(identity))
+        }
         let existed = held?.state.exists ?? false
         if existed != state.exists {
             let change = state.exists ? 1 : -1
@@ -83,41 +113,46 @@ extension WriteContext {
         }
     }
 
-    private func rowKeyBytes(_ key: RowKey) -> [UInt8] { key.canonicalBytes }
-
     /// Makes the app's table show a row's state: the row with the values of its latest life
     /// (columns it has no value for take their defaults), or no row once deleted. A state the
     /// table cannot hold yet (a NOT NULL column whose value has not arrived, a CHECK of this
     /// app's version that a newer app's value breaks) leaves the row out of the table until
     /// the changes that complete it arrive; the state itself is kept and synced.
-    mutating func materialize(_ state: RowState, key: [SQLValue], in table: AppSchema.Table) throws {
-        let quoted = table.name.quotedDatabaseIdentifier
-        let keyColumns = table.primaryKey
-        let match = keyColumns.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
+    mutating func materialize(_ state: RowState, key: [SQLValue], in declared: AppSchema.Table, table: AppCatalog.Table) throws {
+        let statements = try rowStatements()
         func deleteRow() throws {
-            let delete = try BoundStatement(db, sql: "DELETE FROM \(quoted) WHERE \(match)")
+            let delete = try statements.delete(from: table, db)
             for (index, value) in key.enumerated() { delete.bind(Int32(index + 1), value) }
             try delete.run()
         }
         guard state.exists else { return try deleteRow() }
-        let values = state.values
-        var names = keyColumns
-        var arguments = key
-        for column in table.columns where column.primaryKeyPosition == 0 {
-            guard let value = values[column.name.lowercased()] else { continue }
-            names.append(column.name)
-            arguments.append(value)
+        // The columns this state has values for, as a mask over the declaration's columns.
+        var present = [Int]()
+        present.reserveCapacity(table.columns.count)
+        for index in table.columns.indices where !table.keyColumns.contains(index) {
+            if state.hasValue(table.columns[index]) { present.append(index) }
         }
-        let insert = try BoundStatement(
-            db,
-            sql: "INSERT OR REPLACE INTO \(quoted) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
-                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))")
-        for (index, value) in arguments.enumerated() { insert.bind(Int32(index + 1), value) }
+        let insert = try statements.replace(into: table, columns: present, db)
+        var position: Int32 = 1
+        for value in key {
+            insert.bind(position, value)
+            position += 1
+        }
+        for index in present {
+            insert.bind(position, state.value(of: table.columns[index]) ?? .null)
+            position += 1
+        }
         do {
             try insert.run()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             try deleteRow()
         }
+    }
+
+    /// Materializes by table name (schema apply), looking the table up in the catalog.
+    mutating func materialize(_ state: RowState, key: [SQLValue], in declared: AppSchema.Table) throws {
+        let table = try appTable(named: declared.name.lowercased())
+        try materialize(state, key: key, in: declared, table: table)
     }
 
     /// Writes the per-table live row counts that moved.
@@ -203,10 +238,10 @@ extension WriteContext {
     private mutating func insert(_ values: [SQLValue], into table: AppCatalog.Table, now: UInt64) throws {
         let key = try checkedKey(table.keyColumns.map { values[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
-        let held = try heldRow(table: table.number, key: Data(SQLValue.keyBytes(key)))?.state ?? RowState()
-        let counters = Set(table.counterColumns)
-        let plain = table.columns.indices.filter { !table.keyColumns.contains($0) && !counters.contains($0) }
-            .map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
+        let keyBytes = SQLValue.keyBytes(key)
+        let heldRow = try heldRow(table: table.number, key: keyBytes)
+        let held = heldRow?.state ?? RowState()
+        let plain = table.plainColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
         let kind: RowChange.Kind
         let life: UInt64
         var totals = [RowChange.Total]()
@@ -228,9 +263,7 @@ extension WriteContext {
                 totals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
             }
         }
-        let append = table.appendOnly
-            ? plain + table.counterColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) } : plain
-        try makeChange(rowKey, kind: kind, life: life, values: append, totals: totals, now: now)
+        try makeChange(rowKey, kind: kind, life: life, values: plain, totals: totals, now: now, table: table, key: keyBytes, held: heldRow)
     }
 
     private mutating func update(
@@ -238,9 +271,11 @@ extension WriteContext {
     ) throws {
         let key = try checkedKey(key, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
-        guard let held = try heldRow(table: table.number, key: Data(SQLValue.keyBytes(key)))?.state, held.exists else {
+        let keyBytes = SQLValue.keyBytes(key)
+        guard let heldRow = try heldRow(table: table.number, key: keyBytes), heldRow.state.exists else {
             throw StoreError(.database, "row \(rowKey) is in its table but not in LANSync's state; the database is damaged")
         }
+        let held = heldRow.state
         var values = [RowChange.Value]()
         var totals = [RowChange.Total]()
         for index in changed where !table.keyColumns.contains(index) {
@@ -251,14 +286,19 @@ extension WriteContext {
             }
         }
         guard !values.isEmpty || !totals.isEmpty else { return }
-        try makeChange(rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, now: now)
+        try makeChange(
+            rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, now: now, table: table, key: keyBytes,
+            held: heldRow)
     }
 
     private mutating func delete(key: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
         let key = try checkedKey(key, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
-        guard let held = try heldRow(table: table.number, key: Data(SQLValue.keyBytes(key)))?.state, held.exists else { return }
-        try makeChange(rowKey, kind: .delete, life: held.causalLength + 1, values: [], totals: [], now: now)
+        let keyBytes = SQLValue.keyBytes(key)
+        guard let heldRow = try heldRow(table: table.number, key: keyBytes), heldRow.state.exists else { return }
+        try makeChange(
+            rowKey, kind: .delete, life: heldRow.state.causalLength + 1, values: [], totals: [], now: now, table: table, key: keyBytes,
+            held: heldRow)
     }
 
     /// This replica's new total of a counter column: its old total plus what the app added
@@ -286,7 +326,8 @@ extension WriteContext {
     }
 
     private mutating func makeChange(
-        _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], now: UInt64
+        _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], now: UInt64,
+        table: AppCatalog.Table, key keyBytes: [UInt8], held: HeldRow?
     ) throws {
         let size = values.reduce(0) { $0 + $1.value.byteCount }
         guard size <= RowChange.maxValueBytes else {
@@ -294,7 +335,7 @@ extension WriteContext {
                 + "\(RowChange.maxValueBytes) bytes (keep large files outside the database and store their names)")
         }
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: tick(now: now), dot: nextDot(), values: values, totals: totals)
-        _ = try mergeRow(change, materialize: false)
+        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: false)
     }
 }
 
@@ -302,6 +343,51 @@ extension WriteContext {
 /// with other writes is intact, so only its caller hears of the failure.
 struct IsolatedWriteFailure: Error {
     let error: any Error
+}
+
+/// The statements every app-table row uses in a transaction: prepared once, bound through the C
+/// API (see `BoundStatement`), and, for the app's own tables, one per column set written.
+final class AppRowStatements {
+    let selectState: BoundStatement
+    let upsertState: BoundStatement
+    let insertOp: BoundStatement
+    let deleteOp: BoundStatement
+    private var replaces: [[Int]: BoundStatement] = [:]
+    private var replaceTable: Int64 = -1
+    private var deletes: [Int64: BoundStatement] = [:]
+
+    init(_ db: Database) throws {
+        selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
+        upsertState = try BoundStatement(db, sql: "INSERT OR REPLACE INTO app_rows (tbl, key, state) VALUES (?, ?, ?)")
+        insertOp = try BoundStatement(db, sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
+        deleteOp = try BoundStatement(db, sql: "DELETE FROM app_ops WHERE dot = ?")
+    }
+
+    /// `INSERT OR REPLACE` of a row's key and `columns` (indexes into the table's columns).
+    func replace(into table: AppCatalog.Table, columns: [Int], _ db: Database) throws -> BoundStatement {
+        if replaceTable != table.number {
+            replaces.removeAll()
+            replaceTable = table.number
+        }
+        if let statement = replaces[columns] { return statement }
+        let declared = table.declared!
+        let names = declared.primaryKey + columns.map { declared.columns[$0].name }
+        let statement = try BoundStatement(
+            db,
+            sql: "INSERT OR REPLACE INTO \(declared.name.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))")
+        replaces[columns] = statement
+        return statement
+    }
+
+    func delete(from table: AppCatalog.Table, _ db: Database) throws -> BoundStatement {
+        if let statement = deletes[table.number] { return statement }
+        let declared = table.declared!
+        let match = declared.primaryKey.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
+        let statement = try BoundStatement(db, sql: "DELETE FROM \(declared.name.quotedDatabaseIdentifier) WHERE \(match)")
+        deletes[table.number] = statement
+        return statement
+    }
 }
 
 /// What every app-table write and merge needs from the store: the capture functions and the catalog.

@@ -31,6 +31,7 @@ struct WriteContext {
     /// App tables: the capture functions and the catalog (loaded on first use in the transaction).
     let apps: AppTableAccess
     var appCatalog: AppCatalog?
+    var appStatements: AppRowStatements?
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
     var rowCount: Int

@@ -100,13 +100,24 @@ package struct RowChange: Hashable, Sendable {
     /// that a change always fits in one wire message.
     package static let maxValueBytes = 1 << 20
 
+    /// Whether `name` equals its lowercase form; checked for every column of every change a peer
+    /// sends, so ASCII names (nearly all) are checked byte by byte instead of by building a string.
+    static func isLowercase(_ name: String) -> Bool {
+        var ascii = true
+        for byte in name.utf8 {
+            if byte >= 0x80 { ascii = false; break }
+            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { return false }
+        }
+        return ascii || name == name.lowercased()
+    }
+
     /// The longest table or column name a replica accepts.
     package static let maxNameLength = 128
     /// At most this many columns in one change.
     package static let maxColumns = 2000
 
     static func columnProblem(_ name: String) -> String? {
-        guard !name.isEmpty, name.utf8.count <= maxNameLength, name == name.lowercased() else {
+        guard !name.isEmpty, name.utf8.count <= maxNameLength, isLowercase(name) else {
             return "column name \"\(name)\" must be 1-\(maxNameLength) bytes, lowercase"
         }
         return nil
@@ -116,7 +127,7 @@ package struct RowChange: Hashable, Sendable {
 extension RowKey {
     /// Why no replica may hold a row under this key, or nil.
     package func problem() -> String? {
-        guard !table.isEmpty, table.utf8.count <= RowChange.maxNameLength, table == table.lowercased() else {
+        guard !table.isEmpty, table.utf8.count <= RowChange.maxNameLength, RowChange.isLowercase(table) else {
             return "table name \"\(table)\" must be 1-\(RowChange.maxNameLength) bytes, lowercase"
         }
         guard (1...SQLValue.maxKeyColumns).contains(primaryKey.count) else {
@@ -269,6 +280,20 @@ package struct RowState: Hashable, Sendable {
 
     /// Sums wrap, as totals are bounded by what the store accepts (a total that would overflow is refused).
     private static func sum(_ cells: [ReplicaID: CounterCell]) -> Int64 { cells.values.reduce(0) { $0 &+ $1.total } }
+
+    /// Whether this life has a value for `column` (written, or counted).
+    package func hasValue(_ column: String) -> Bool { columns[column] != nil || counters[column] != nil }
+
+    /// `liveDots` as a small array, each dot once: what the store compares on every write.
+    package var liveDotList: [Dot] {
+        var dots = [Dot]()
+        if let markerStamp { dots.append(markerStamp.dot) }
+        for cell in columns.values where !dots.contains(cell.stamp.dot) { dots.append(cell.stamp.dot) }
+        for cells in counters.values {
+            for cell in cells.values where !dots.contains(cell.stamp.dot) { dots.append(cell.stamp.dot) }
+        }
+        return dots
+    }
 
     /// The dots this state still needs: every write that wins somewhere in it.
     package var liveDots: Set<Dot> {

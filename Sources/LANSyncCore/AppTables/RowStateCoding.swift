@@ -20,25 +20,29 @@ extension RowState {
     }
 
     package func append(to out: inout [UInt8]) {
-        var stamps = Set(columns.values.map(\.stamp))
-        for cells in counters.values { stamps.formUnion(cells.values.map(\.stamp)) }
-        if let marker { stamps.insert(marker.stamp) }
-        let sorted = stamps.sorted()
-        let index = Dictionary(uniqueKeysWithValues: sorted.enumerated().map { ($1, UInt32($0)) })
+        // A handful of stamps per row: an array, sorted, beats a set and a dictionary here.
+        var stamps = [Stamp]()
+        stamps.reserveCapacity(4)
+        func note(_ stamp: Stamp) { if !stamps.contains(stamp) { stamps.append(stamp) } }
+        if let marker { note(marker.stamp) }
+        for cell in columns.values { note(cell.stamp) }
+        for cells in counters.values { for cell in cells.values { note(cell.stamp) } }
+        stamps.sort()
+        func index(_ stamp: Stamp) -> UInt32 { UInt32(stamps.firstIndex(of: stamp)!) }
         out.appendBigEndian(causalLength)
         out.append(marker?.kind.rawValue ?? 0)
-        out.appendBigEndian(UInt32(sorted.count))
-        for stamp in sorted {
+        out.appendBigEndian(UInt32(stamps.count))
+        for stamp in stamps {
             out.appendBigEndian(stamp.hlc.rawValue)
             out.appendBigEndian(stamp.dot.replica.high)
             out.appendBigEndian(stamp.dot.replica.low)
             out.appendBigEndian(stamp.dot.counter)
         }
-        if let marker { out.appendBigEndian(index[marker.stamp]!) }
+        if let marker { out.appendBigEndian(index(marker.stamp)) }
         out.appendBigEndian(UInt32(columns.count))
         for (name, cell) in columns.sorted(by: { $0.key < $1.key }) {
             out.appendField(name)
-            out.appendBigEndian(index[cell.stamp]!)
+            out.appendBigEndian(index(cell.stamp))
             cell.value.append(to: &out)
         }
         out.appendBigEndian(UInt32(counters.count))
@@ -46,7 +50,7 @@ extension RowState {
             out.appendField(name)
             out.appendBigEndian(UInt32(cells.count))
             for (_, cell) in cells.sorted(by: { $0.key < $1.key }) {
-                out.appendBigEndian(index[cell.stamp]!)
+                out.appendBigEndian(index(cell.stamp))
                 out.appendBigEndian(UInt64(bitPattern: cell.total))
             }
         }

@@ -18,6 +18,9 @@ struct AppCatalog: Sendable {
         let keyColumns: [Int]
         /// Indexes into `columns` of counter columns, in declaration order.
         let counterColumns: [Int]
+        /// Indexes into `columns` of the columns that are neither key nor counter, by name: the
+        /// order a change lists its values in.
+        let plainColumns: [Int]
 
         init(number: Int64, name: String, declared: AppSchema.Table?) {
             self.number = number
@@ -30,6 +33,8 @@ struct AppCatalog: Sendable {
             } ?? []
             let counters = Set(declared?.counters.map { $0.lowercased() } ?? [])
             counterColumns = names.indices.filter { counters.contains(names[$0]) }
+            let key = Set(keyColumns)
+            plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted { names[$0] < names[$1] }
         }
 
         var appendOnly: Bool { declared?.appendOnly ?? false }
