@@ -144,6 +144,10 @@ extension RowKey {
 /// a delete beats concurrent edits, and a re-insert brings the row back with the columns it
 /// wrote, the others at their defaults). Within a life each column keeps its latest write, each
 /// counter column each replica's latest total, and the life's insert or delete its latest one.
+///
+/// Columns and counters are arrays sorted by name (and counter cells by replica), not
+/// dictionaries: a row has a handful of columns, every write decodes, merges and re-encodes its
+/// row, and the canonical bytes list them in this order anyway.
 package struct RowState: Hashable, Sendable {
     /// When a write happened, in last-writer-wins order: the clock, then the replica ID, then the
     /// counter. Two writes of honest replicas never share a stamp.
@@ -163,50 +167,73 @@ package struct RowState: Hashable, Sendable {
         }
     }
 
+    /// A column's winning write.
     package struct Cell: Hashable, Sendable {
+        package let name: String
         package let stamp: Stamp
         package let value: SQLValue
     }
 
+    /// One replica's latest total of a counter column.
     package struct CounterCell: Hashable, Sendable {
         package let stamp: Stamp
         package let total: Int64
     }
 
+    /// A counter column: each replica's latest total, sorted by replica.
+    package struct Counter: Hashable, Sendable {
+        package let name: String
+        package var cells: [CounterCell]
+    }
+
     /// The latest life seen; 0 when nothing is known of the row.
     package private(set) var causalLength: UInt64 = 0
-    /// The latest insert or delete of this life (or the winning append), and its kind.
-    package private(set) var marker: (kind: RowChange.Kind, stamp: Stamp)? {
-        get { markerKind.map { ($0, markerStamp!) } }
-        set {
-            markerKind = newValue?.kind
-            markerStamp = newValue?.stamp
-        }
-    }
     private var markerKind: RowChange.Kind?
     private var markerStamp: Stamp?
-    /// Per column (lowercase), the winning write of this life.
-    package private(set) var columns: [String: Cell] = [:]
-    /// Per counter column and replica, that replica's latest total in this life.
-    package private(set) var counters: [String: [ReplicaID: CounterCell]] = [:]
+    /// The winning write of each column written in this life, sorted by name.
+    package private(set) var columns: [Cell] = []
+    /// Each counter column's totals in this life, sorted by name.
+    package private(set) var counters: [Counter] = []
 
     package init() {}
 
-    /// A state restored from its parts (the store's encoding).
-    package init(
-        causalLength: UInt64, marker: (kind: RowChange.Kind, stamp: Stamp)?, columns: [String: Cell],
-        counters: [String: [ReplicaID: CounterCell]]
-    ) {
+    /// A state restored from its parts (the store's encoding): columns and counters sorted by
+    /// name, each once, counter cells sorted by replica.
+    package init(causalLength: UInt64, marker: (kind: RowChange.Kind, stamp: Stamp)?, columns: [Cell], counters: [Counter]) {
         self.causalLength = causalLength
-        self.marker = marker
+        markerKind = marker?.kind
+        markerStamp = marker?.stamp
         self.columns = columns
         self.counters = counters
     }
+
+    /// The latest insert or delete of this life (or the winning append), and its kind.
+    package var marker: (kind: RowChange.Kind, stamp: Stamp)? { markerKind.map { ($0, markerStamp!) } }
 
     /// Whether the row exists (its latest life is odd).
     package var exists: Bool { causalLength % 2 == 1 }
     /// Whether the row is a row of an append-only table.
     package var isAppended: Bool { markerKind == .append }
+
+    private func columnIndex(_ name: String) -> (found: Bool, index: Int) {
+        var low = 0
+        var high = columns.count
+        while low < high {
+            let middle = (low + high) / 2
+            if columns[middle].name < name { low = middle + 1 } else { high = middle }
+        }
+        return (low < columns.count && columns[low].name == name, low)
+    }
+
+    private func counterIndex(_ name: String) -> (found: Bool, index: Int) {
+        var low = 0
+        var high = counters.count
+        while low < high {
+            let middle = (low + high) / 2
+            if counters[middle].name < name { low = middle + 1 } else { high = middle }
+        }
+        return (low < counters.count && counters[low].name == name, low)
+    }
 
     /// Merges one change (checked with `RowChange.problem()`); returns whether the state changed.
     @discardableResult
@@ -215,44 +242,70 @@ package struct RowState: Hashable, Sendable {
         if change.kind == .append {
             // The earliest write wins, whole: every replica keeps the same row under a key.
             if let held = markerStamp, markerKind == .append,
-                !(stamp < held || (stamp == held && Self.precedes(change.values, columnsInOrder)))
+                !(stamp < held || (stamp == held && Self.precedes(change.values, columns)))
             {
                 return false
             }
             causalLength = 1
-            marker = (.append, stamp)
-            columns = Dictionary(uniqueKeysWithValues: change.values.map { ($0.column, Cell(stamp: stamp, value: $0.value)) })
-            counters = [:]
+            markerKind = .append
+            markerStamp = stamp
+            columns = change.values.map { Cell(name: $0.column, stamp: stamp, value: $0.value) }
+            counters = []
             return true
         }
         if change.causalLength < causalLength || markerKind == .append { return false }
         var changed = false
         if change.causalLength > causalLength {
             causalLength = change.causalLength
-            marker = nil
-            columns.removeAll()
+            markerKind = nil
+            markerStamp = nil
+            columns.removeAll(keepingCapacity: true)
             counters.removeAll()
             changed = true
         }
         if change.kind == .insert || change.kind == .delete, markerStamp.map({ $0 < stamp }) ?? true {
-            marker = (change.kind, stamp)
+            markerKind = change.kind
+            markerStamp = stamp
             changed = true
         }
-        for value in change.values {
-            if let held = columns[value.column], !(held.stamp < stamp || (held.stamp == stamp && held.value < value.value)) {
-                continue
+        if columns.isEmpty {
+            // A first write of this life: its values, already sorted by name, are the columns.
+            columns.reserveCapacity(change.values.count)
+            for value in change.values { columns.append(Cell(name: value.column, stamp: stamp, value: value.value)) }
+            changed = changed || !change.values.isEmpty
+        } else {
+            for value in change.values {
+                let (found, index) = columnIndex(value.column)
+                if !found {
+                    columns.insert(Cell(name: value.column, stamp: stamp, value: value.value), at: index)
+                    changed = true
+                    continue
+                }
+                let held = columns[index]
+                guard held.stamp < stamp || (held.stamp == stamp && held.value < value.value) else { continue }
+                columns[index] = Cell(name: value.column, stamp: stamp, value: value.value)
+                changed = true
             }
-            columns[value.column] = Cell(stamp: stamp, value: value.value)
-            changed = true
         }
         for total in change.totals {
-            if let held = counters[total.column]?[change.dot.replica],
-                !(held.stamp.dot.counter < change.dot.counter
-                    || (held.stamp.dot.counter == change.dot.counter && held.total < total.total))
-            {
+            let cell = CounterCell(stamp: stamp, total: total.total)
+            let (found, index) = counterIndex(total.column)
+            guard found else {
+                counters.insert(Counter(name: total.column, cells: [cell]), at: index)
+                changed = true
                 continue
             }
-            counters[total.column, default: [:]][change.dot.replica] = CounterCell(stamp: stamp, total: total.total)
+            let replica = change.dot.replica
+            if let position = counters[index].cells.firstIndex(where: { $0.stamp.dot.replica == replica }) {
+                let held = counters[index].cells[position]
+                guard held.stamp.dot.counter < change.dot.counter
+                    || (held.stamp.dot.counter == change.dot.counter && held.total < total.total)
+                else { continue }
+                counters[index].cells[position] = cell
+            } else {
+                let position = counters[index].cells.firstIndex { replica < $0.stamp.dot.replica } ?? counters[index].cells.count
+                counters[index].cells.insert(cell, at: position)
+            }
             changed = true
         }
         return changed
@@ -261,104 +314,83 @@ package struct RowState: Hashable, Sendable {
     /// The value of a column in the latest life; nil when no write of that life set it (the
     /// column then takes its default). A counter column's value is its sum.
     package func value(of column: String) -> SQLValue? {
-        if let cells = counters[column] { return .integer(Self.sum(cells)) }
-        return columns[column]?.value
+        let counter = counterIndex(column)
+        if counter.found { return .integer(Self.sum(counters[counter.index].cells)) }
+        let cell = columnIndex(column)
+        return cell.found ? columns[cell.index].value : nil
     }
 
     /// A counter column's value: the sum of every replica's latest total in the latest life.
-    package func counter(_ column: String) -> Int64 { Self.sum(counters[column] ?? [:]) }
+    package func counter(_ column: String) -> Int64 {
+        let counter = counterIndex(column)
+        return counter.found ? Self.sum(counters[counter.index].cells) : 0
+    }
 
     /// This replica's own total of a counter column in the latest life (what its next increment adds to).
-    package func total(of column: String, by replica: ReplicaID) -> Int64 { counters[column]?[replica]?.total ?? 0 }
+    package func total(of column: String, by replica: ReplicaID) -> Int64 {
+        let counter = counterIndex(column)
+        guard counter.found else { return 0 }
+        return counters[counter.index].cells.first { $0.stamp.dot.replica == replica }?.total ?? 0
+    }
+
+    /// Whether this life has a value for `column` (written, or counted).
+    package func hasValue(_ column: String) -> Bool { columnIndex(column).found || counterIndex(column).found }
 
     /// Every column with a value in this life (counters summed), by lowercase name.
     package var values: [String: SQLValue] {
-        var values = columns.mapValues(\.value)
-        for (column, cells) in counters { values[column] = .integer(Self.sum(cells)) }
+        var values = [String: SQLValue](minimumCapacity: columns.count + counters.count)
+        for cell in columns { values[cell.name] = cell.value }
+        for counter in counters { values[counter.name] = .integer(Self.sum(counter.cells)) }
         return values
     }
 
     /// Sums wrap, as totals are bounded by what the store accepts (a total that would overflow is refused).
-    private static func sum(_ cells: [ReplicaID: CounterCell]) -> Int64 { cells.values.reduce(0) { $0 &+ $1.total } }
+    private static func sum(_ cells: [CounterCell]) -> Int64 { cells.reduce(0) { $0 &+ $1.total } }
 
-    /// Whether this life has a value for `column` (written, or counted).
-    package func hasValue(_ column: String) -> Bool { columns[column] != nil || counters[column] != nil }
+    /// Every stamp that wins somewhere in this state, each once, ascending.
+    package var stamps: [Stamp] {
+        var stamps = [Stamp]()
+        stamps.reserveCapacity(4)
+        if let markerStamp { stamps.append(markerStamp) }
+        for cell in columns where !stamps.contains(cell.stamp) { stamps.append(cell.stamp) }
+        for counter in counters { for cell in counter.cells where !stamps.contains(cell.stamp) { stamps.append(cell.stamp) } }
+        stamps.sort()
+        return stamps
+    }
 
     /// `liveDots` as a small array, each dot once: what the store compares on every write.
-    package var liveDotList: [Dot] {
-        var dots = [Dot]()
-        if let markerStamp { dots.append(markerStamp.dot) }
-        for cell in columns.values where !dots.contains(cell.stamp.dot) { dots.append(cell.stamp.dot) }
-        for cells in counters.values {
-            for cell in cells.values where !dots.contains(cell.stamp.dot) { dots.append(cell.stamp.dot) }
-        }
-        return dots
-    }
+    package var liveDotList: [Dot] { stamps.map(\.dot) }
 
     /// The dots this state still needs: every write that wins somewhere in it.
-    package var liveDots: Set<Dot> {
-        var dots = Set(columns.values.map(\.stamp.dot))
-        for cells in counters.values { dots.formUnion(cells.values.map(\.stamp.dot)) }
-        if let markerStamp { dots.insert(markerStamp.dot) }
-        return dots
-    }
+    package var liveDots: Set<Dot> { Set(liveDotList) }
 
     /// The changes that rebuild this state from nothing: one per live write, carrying only what
     /// still wins of it. What a replica ships for this row; a replica that merges them all holds
     /// an equal state.
     package func changes(key: RowKey) -> [RowChange] {
-        var byStamp: [Stamp: (values: [RowChange.Value], totals: [RowChange.Total])] = [:]
-        if let markerStamp { byStamp[markerStamp] = ([], []) }
-        for (column, cell) in columns { byStamp[cell.stamp, default: ([], [])].values.append(.init(column: column, value: cell.value)) }
-        for (column, cells) in counters {
-            for cell in cells.values { byStamp[cell.stamp, default: ([], [])].totals.append(.init(column: column, total: cell.total)) }
-        }
-        return byStamp.map { stamp, parts in
-            let kind = stamp == markerStamp ? markerKind! : .update
-            return RowChange(
-                key: key, kind: kind, causalLength: causalLength, hlc: stamp.hlc, dot: stamp.dot, values: parts.values,
-                totals: parts.totals)
-        }.sorted { $0.dot < $1.dot }
+        stamps.map { change(key: key, stamp: $0) }.sorted { $0.dot < $1.dot }
     }
 
     /// The change this state holds under `dot`, as `changes(key:)` would ship it; nil when none.
     package func change(key: RowKey, dot: Dot) -> RowChange? {
-        var values = [RowChange.Value]()
-        var totals = [RowChange.Total]()
-        var stamp: Stamp?
-        if let markerStamp, markerStamp.dot == dot { stamp = markerStamp }
-        for (column, cell) in columns where cell.stamp.dot == dot {
-            values.append(.init(column: column, value: cell.value))
-            stamp = cell.stamp
-        }
-        for (column, cells) in counters {
-            if let cell = cells[dot.replica], cell.stamp.dot == dot {
-                totals.append(.init(column: column, total: cell.total))
-                stamp = cell.stamp
-            }
-        }
-        guard let stamp else { return nil }
-        let kind = stamp == markerStamp ? markerKind! : .update
-        return RowChange(key: key, kind: kind, causalLength: causalLength, hlc: stamp.hlc, dot: dot, values: values, totals: totals)
+        guard let stamp = stamps.first(where: { $0.dot == dot }) else { return nil }
+        return change(key: key, stamp: stamp)
     }
 
-    private var columnsInOrder: [RowChange.Value] {
-        columns.map { RowChange.Value(column: $0.key, value: $0.value.value) }.sorted { $0.column < $1.column }
+    private func change(key: RowKey, stamp: Stamp) -> RowChange {
+        let values = columns.filter { $0.stamp == stamp }.map { RowChange.Value(column: $0.name, value: $0.value) }
+        var totals = [RowChange.Total]()
+        for counter in counters {
+            if let cell = counter.cells.first(where: { $0.stamp == stamp }) { totals.append(.init(column: counter.name, total: cell.total)) }
+        }
+        let kind = stamp == markerStamp ? markerKind! : .update
+        return RowChange(key: key, kind: kind, causalLength: causalLength, hlc: stamp.hlc, dot: stamp.dot, values: values, totals: totals)
     }
 
     /// Orders two rows written under one stamp (never by honest replicas) by their values.
-    private static func precedes(_ a: [RowChange.Value], _ b: [RowChange.Value]) -> Bool {
-        a.lexicographicallyPrecedes(b) { x, y in x.column != y.column ? x.column < y.column : x.value < y.value }
-    }
-
-    package static func == (a: RowState, b: RowState) -> Bool {
-        a.causalLength == b.causalLength && a.markerKind == b.markerKind && a.markerStamp == b.markerStamp
-            && a.columns == b.columns && a.counters == b.counters
-    }
-
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(causalLength)
-        hasher.combine(markerStamp)
-        hasher.combine(columns)
+    private static func precedes(_ a: [RowChange.Value], _ b: [Cell]) -> Bool {
+        a.map { ($0.column, $0.value) }.lexicographicallyPrecedes(b.map { ($0.name, $0.value) }) { x, y in
+            x.0 != y.0 ? x.0 < y.0 : x.1 < y.1
+        }
     }
 }

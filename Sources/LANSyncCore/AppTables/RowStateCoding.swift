@@ -20,14 +20,7 @@ extension RowState {
     }
 
     package func append(to out: inout [UInt8]) {
-        // A handful of stamps per row: an array, sorted, beats a set and a dictionary here.
-        var stamps = [Stamp]()
-        stamps.reserveCapacity(4)
-        func note(_ stamp: Stamp) { if !stamps.contains(stamp) { stamps.append(stamp) } }
-        if let marker { note(marker.stamp) }
-        for cell in columns.values { note(cell.stamp) }
-        for cells in counters.values { for cell in cells.values { note(cell.stamp) } }
-        stamps.sort()
+        let stamps = stamps
         func index(_ stamp: Stamp) -> UInt32 { UInt32(stamps.firstIndex(of: stamp)!) }
         out.appendBigEndian(causalLength)
         out.append(marker?.kind.rawValue ?? 0)
@@ -40,23 +33,24 @@ extension RowState {
         }
         if let marker { out.appendBigEndian(index(marker.stamp)) }
         out.appendBigEndian(UInt32(columns.count))
-        for (name, cell) in columns.sorted(by: { $0.key < $1.key }) {
-            out.appendField(name)
+        for cell in columns {
+            out.appendField(cell.name)
             out.appendBigEndian(index(cell.stamp))
             cell.value.append(to: &out)
         }
         out.appendBigEndian(UInt32(counters.count))
-        for (name, cells) in counters.sorted(by: { $0.key < $1.key }) {
-            out.appendField(name)
-            out.appendBigEndian(UInt32(cells.count))
-            for (_, cell) in cells.sorted(by: { $0.key < $1.key }) {
+        for counter in counters {
+            out.appendField(counter.name)
+            out.appendBigEndian(UInt32(counter.cells.count))
+            for cell in counter.cells {
                 out.appendBigEndian(index(cell.stamp))
                 out.appendBigEndian(UInt64(bitPattern: cell.total))
             }
         }
     }
 
-    /// Reads what `canonicalBytes` wrote; throws on anything else.
+    /// Reads what `canonicalBytes` wrote; throws on anything else (including names out of order
+    /// or repeated: one state has one encoding).
     package init(canonicalBytes bytes: [UInt8]) throws(SQLValueDecodingError) {
         var reader = CanonicalReader(bytes: bytes)
         let causalLength = try reader.uint64()
@@ -85,26 +79,30 @@ extension RowState {
             return stamps[index]
         }
         let marker = try kind.map { kind throws(SQLValueDecodingError) in (kind, try stamp()) }
-        var columns: [String: Cell] = [:]
-        for _ in 0..<Int(try reader.uint32()) {
+        let columnCount = Int(try reader.uint32())
+        guard columnCount <= bytes.count / 9 else { throw SQLValueDecodingError("\(columnCount) columns cannot fit") }
+        var columns = [Cell]()
+        columns.reserveCapacity(columnCount)
+        for _ in 0..<columnCount {
             let name = try reader.text()
+            if let last = columns.last, !(last.name < name) { throw SQLValueDecodingError("columns out of order") }
             let cellStamp = try stamp()
-            guard columns.updateValue(Cell(stamp: cellStamp, value: try reader.value()), forKey: name) == nil else {
-                throw SQLValueDecodingError("column \(name) twice")
-            }
+            columns.append(Cell(name: name, stamp: cellStamp, value: try reader.value()))
         }
-        var counters: [String: [ReplicaID: CounterCell]] = [:]
+        var counters = [Counter]()
         for _ in 0..<Int(try reader.uint32()) {
             let name = try reader.text()
-            var cells: [ReplicaID: CounterCell] = [:]
+            if let last = counters.last, !(last.name < name) { throw SQLValueDecodingError("counters out of order") }
+            var cells = [CounterCell]()
             for _ in 0..<Int(try reader.uint32()) {
                 let cellStamp = try stamp()
                 let total = Int64(bitPattern: try reader.uint64())
-                guard cells.updateValue(CounterCell(stamp: cellStamp, total: total), forKey: cellStamp.dot.replica) == nil else {
-                    throw SQLValueDecodingError("counter \(name) has two totals of one replica")
+                if let last = cells.last, !(last.stamp.dot.replica < cellStamp.dot.replica) {
+                    throw SQLValueDecodingError("counter \(name) has totals out of order or two of one replica")
                 }
+                cells.append(CounterCell(stamp: cellStamp, total: total))
             }
-            counters[name] = cells
+            counters.append(Counter(name: name, cells: cells))
         }
         guard reader.isAtEnd else { throw SQLValueDecodingError("bytes after the row state") }
         self.init(causalLength: causalLength, marker: marker, columns: columns, counters: counters)
