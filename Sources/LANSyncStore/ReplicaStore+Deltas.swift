@@ -116,42 +116,40 @@ struct AppRowReader {
     }
 
     mutating func changes(lower: Int64, upper: Int64, limit: Int) throws -> [RowChange] {
-        let ops = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT dot, tbl, key FROM app_ops WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
-            arguments: [lower, upper, limit])
-        wasCut = ops.count == limit
-        guard !ops.isEmpty else { return [] }
+        // One statement for the writes and their rows' states (read through the C API).
+        let select = try BoundStatement(
+            db,
+            sql: """
+                SELECT o.dot, o.tbl, o.key, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
+                WHERE o.dot > ? AND o.dot <= ? ORDER BY o.dot LIMIT ?
+                """)
+        select.bind(1, lower)
+        select.bind(2, upper)
+        select.bind(3, Int64(limit))
         if tableNames == nil {
             tableNames = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0], $0[1]) })
         }
-        var states: [Data: RowState] = [:]
+        let names = tableNames ?? [:]
         var changes = [RowChange]()
-        changes.reserveCapacity(ops.count)
-        let select = try db.cachedStatement(sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
-        for op in ops {
-            let dot = try RowDecoding.dot(op[0], replicas: replicas)
-            let table: Int64 = op[1]
-            let key: Data = op[2]
-            guard let name = tableNames?[table] else {
-                throw StoreError(.database, "a write names app table \(table), which is not registered; the database is damaged")
-            }
-            let stateKey = withUnsafeBytes(of: table.bigEndian) { Data($0) } + key
-            let state: RowState
-            if let cached = states[stateKey] {
-                state = cached
-            } else {
-                guard let blob = try Data.fetchOne(select, arguments: [table, key]) else {
-                    throw StoreError(.database, "a write of app table \(name) has no row; the database is damaged")
+        // Consecutive writes of one row (an insert, then its updates) share one decoded state.
+        var last: (table: Int64, key: [UInt8], rowKey: RowKey, state: RowState)?
+        try select.forEachRow { columns in
+            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
+            let table = columns.int64(1)
+            let key = columns.withBlob(2) { Array($0) }
+            if last == nil || last!.table != table || last!.key != key {
+                guard let name = names[table] else {
+                    throw StoreError(.database, "a write names app table \(table), which is not registered; the database is damaged")
                 }
-                state = try RowState(canonicalBytes: [UInt8](blob))
-                states[stateKey] = state
+                let state = try RowState(canonicalBytes: columns.withBlob(3) { Array($0) })
+                last = (table, key, RowKey(table: name, primaryKey: try SQLValue.key(from: key)), state)
             }
-            let rowKey = RowKey(table: name, primaryKey: try SQLValue.key(from: [UInt8](key)))
-            guard let change = state.change(key: rowKey, dot: dot) else {
-                throw StoreError(.database, "write \(dot) of \(rowKey) is indexed but not in the row; the database is damaged")
+            guard let change = last!.state.change(key: last!.rowKey, dot: dot) else {
+                throw StoreError(.database, "write \(dot) of \(last!.rowKey) is indexed but not in the row; the database is damaged")
             }
             changes.append(change)
         }
+        wasCut = changes.count == limit
         return changes
     }
 }

@@ -69,12 +69,31 @@ struct AppTableBenchmark {
         return pool
     }
 
+    /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile`).
+    mutating func profileInsert() async throws {
+        let rowArguments = (0..<rows).map(Self.arguments)
+        for _ in 0..<3 {
+            let node = try freshNode()
+            let start = ContinuousClock.now
+            for first in stride(from: 0, to: rows, by: 1_000) {
+                let range = first..<min(first + 1_000, rows)
+                try await node.write { db in
+                    let statement = try db.cachedStatement(sql: Self.insert)
+                    for index in range { try statement.execute(arguments: rowArguments[index]) }
+                }
+            }
+            print(String(format: "%.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
+        }
+    }
+
     mutating func run() async throws {
         print("App tables: a 10-column mutable table, \(rows) rows; baseline = the same SQL through GRDB, no sync;")
         print("A and baseline alternate, \(rounds) rounds each, medians [ranges]")
         print("")
         let clock = ContinuousClock()
         let batch = 1_000
+        // The same rows for both, made before any timing.
+        let rowArguments = (0..<rows).map(Self.arguments)
 
         // Bulk insert, 1,000 rows per transaction.
         var ours = [Double]()
@@ -87,7 +106,7 @@ struct AppTableBenchmark {
                 let range = first..<min(first + batch, rows)
                 try await node.write { db in
                     let statement = try db.cachedStatement(sql: Self.insert)
-                    for index in range { try statement.execute(arguments: Self.arguments(index)) }
+                    for index in range { try statement.execute(arguments: rowArguments[index]) }
                 }
             }
             ours.append(Double(rows) / (clock.now - start).seconds)
@@ -98,7 +117,7 @@ struct AppTableBenchmark {
                 let range = first..<min(first + batch, rows)
                 try await pool.write { db in
                     let statement = try db.cachedStatement(sql: Self.insert)
-                    for index in range { try statement.execute(arguments: Self.arguments(index)) }
+                    for index in range { try statement.execute(arguments: rowArguments[index]) }
                 }
             }
             theirs.append(Double(rows) / (clock.now - start).seconds)
@@ -179,7 +198,7 @@ struct AppTableBenchmark {
                 let range = first..<min(first + 2_000, rows)
                 try await pool.write { db in
                     let statement = try db.cachedStatement(sql: Self.insert)
-                    for index in range { try statement.execute(arguments: Self.arguments(index)) }
+                    for index in range { try statement.execute(arguments: rowArguments[index]) }
                 }
             }
             plain.append(Double(rows) / (clock.now - start).seconds)

@@ -22,6 +22,10 @@ struct Benchmark {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         if CommandLine.arguments.contains("--stages") { return try await StageBenchmark.run(root: root) }
+        if CommandLine.arguments.contains("--tables-profile") {
+            var tables = AppTableBenchmark(root: root, rows: 100_000)
+            return try await tables.profileInsert()
+        }
         if CommandLine.arguments.contains("--tables") {
             var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
             return try await tables.run()
