@@ -61,8 +61,18 @@ package struct RowChange: Hashable, Sendable {
         self.causalLength = causalLength
         self.hlc = hlc
         self.dot = dot
-        self.values = values.sorted { $0.column < $1.column }
-        self.totals = totals.sorted { $0.column < $1.column }
+        // Most callers pass them sorted already (the store, the wire); checking is cheaper than sorting.
+        self.values = Self.isSorted(values.lazy.map(\.column)) ? values : values.sorted { $0.column < $1.column }
+        self.totals = Self.isSorted(totals.lazy.map(\.column)) ? totals : totals.sorted { $0.column < $1.column }
+    }
+
+    private static func isSorted(_ names: some Collection<String>) -> Bool {
+        var previous: String?
+        for name in names {
+            if let previous, !(previous < name) { return false }
+            previous = name
+        }
+        return true
     }
 
     package var stamp: RowState.Stamp { .init(hlc: hlc, dot: dot) }

@@ -24,8 +24,19 @@ extension AppWriteCapture {
             connection, "lansync_capture", -1, SQLITE_UTF8, context,
             { call, count, arguments in
                 let capture = Unmanaged<AppWriteCapture>.fromOpaque(sqlite3_user_data(call)!).takeUnretainedValue()
-                let values = (0..<Int(count)).map { AppWriteCapture.value(arguments![$0]) }
-                if let problem = capture.record(values) { sqlite3_result_error(call, problem, -1) } else { sqlite3_result_null(call) }
+                guard count >= 2, let arguments, sqlite3_value_type(arguments[0]) == SQLITE_INTEGER,
+                    sqlite3_value_type(arguments[1]) == SQLITE_INTEGER
+                else { return sqlite3_result_error(call, "lansync_capture: malformed call; apply the schema again", -1) }
+                let table = sqlite3_value_int64(arguments[0])
+                let operation = sqlite3_value_int64(arguments[1])
+                var values = [SQLValue]()
+                values.reserveCapacity(Int(count) - 2)
+                for index in 2..<Int(count) { values.append(AppWriteCapture.value(arguments[index])) }
+                if let problem = capture.record(table: table, operation: operation, values) {
+                    sqlite3_result_error(call, problem, -1)
+                } else {
+                    sqlite3_result_null(call)
+                }
             }, nil, nil, nil)
     }
 

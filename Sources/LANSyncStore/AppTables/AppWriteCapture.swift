@@ -28,16 +28,16 @@ final class AppWriteCapture: Sendable {
     var mode: Mode { state.withLock { $0.mode } }
 
     /// Records one trigger call; returns why it is refused (outside a write, malformed), or nil.
-    func record(_ arguments: [SQLValue]) -> String? {
+    func record(table: Int64, operation code: Int64, _ arguments: [SQLValue]) -> String? {
         state.withLock { state in
             switch state.mode {
             case .merging: return nil
             case .idle: return Self.outsideWrite
             case .local:
-                guard arguments.count >= 2, case .integer(let table) = arguments[0], case .integer(let code) = arguments[1],
-                    let operation = Event.Operation(rawValue: code)
-                else { return "lansync_capture: malformed call; apply the schema again" }
-                state.events.append(Event(table: table, operation: operation, arguments: Array(arguments.dropFirst(2))))
+                guard let operation = Event.Operation(rawValue: code) else {
+                    return "lansync_capture: malformed call; apply the schema again"
+                }
+                state.events.append(Event(table: table, operation: operation, arguments: arguments))
                 return nil
             }
         }
