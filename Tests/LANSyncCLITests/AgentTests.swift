@@ -231,7 +231,7 @@ import Testing
         #expect(
             Set(status.keys) == [
                 "device_id", "replica_id", "name", "data_dir", "entries", "streams", "preferences", "unset_preferences",
-                "digest", "hlc", "version_vector", "group_tag", "agent_running", "peers_connected", "port", "discovery",
+                "tables", "digest", "hlc", "version_vector", "group_tag", "agent_running", "peers_connected", "port", "discovery",
                 "duplicate_device_id", "parts",
             ])
         // Every part of the running agent says where it stands, in the order the parts start.
