@@ -82,7 +82,20 @@ struct AppTableBenchmark {
                     for index in range { try statement.execute(arguments: rowArguments[index]) }
                 }
             }
-            print(String(format: "%.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
+            print(String(format: "insert %.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
+            guard CommandLine.arguments.contains("merge") else { continue }
+            var batches = [Delta]()
+            var known = VersionVector()
+            while true {
+                let next = try node.store.delta(since: known, maxRows: 2_000)
+                if next.isEmpty { break }
+                known.advance(by: next.coverage)
+                batches.append(next)
+            }
+            let target = try freshNode()
+            let mergeStart = ContinuousClock.now
+            for batch in batches { try await target.merge(batch, maxSkewMilliseconds: 60_000) }
+            print(String(format: "merge %.0f rows/s", Double(rows) / (ContinuousClock.now - mergeStart).seconds))
         }
     }
 
@@ -135,12 +148,12 @@ struct AppTableBenchmark {
                 let key = block * 100 + index % 50
                 var begin = clock.now
                 try await node.write { db in
-                    try db.execute(sql: Self.upsert, arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
+                    try db.cachedStatement(sql: Self.upsert).execute(arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
                 }
                 upserts.add(clock.now - begin)
                 begin = clock.now
                 try await pool.write { db in
-                    try db.execute(sql: Self.upsert, arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
+                    try db.cachedStatement(sql: Self.upsert).execute(arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
                 }
                 plainUpserts.add(clock.now - begin)
             }
