@@ -1,3 +1,5 @@
+import Foundation
+import LANSyncIdentity
 import LANSyncDiscovery
 import LANSyncWire
 import Logging
@@ -121,22 +123,29 @@ extension Agent {
     /// The DNS-SD service type every LANSync node advertises and browses.
     package static let serviceType = "_lansync._tcp"
 
-    /// TXT record: the protocol versions spoken and the group tag, nothing else. The tag is a
-    /// keyed hash of the group secret: it tells members apart from strangers without revealing the
-    /// secret, and holds no device ID or name.
+    /// TXT record: the protocol versions spoken and the group's tag for the current period,
+    /// nothing else. The tag is a keyed hash of the group secret and the period: it tells members
+    /// apart from strangers without revealing the secret, holds no device ID or name, and changes
+    /// every period so the group cannot be followed from one network to another.
     static func txtRecord(groupTag: String) -> [String: String] {
         let versions = WireProtocol.versions
         let v = versions.lowerBound == versions.upperBound ? "\(versions.lowerBound)" : "\(versions.lowerBound)-\(versions.upperBound)"
         return ["v": v, "g": groupTag]
     }
 
-    /// Whether a TXT record announces a node we can talk to: our group, a protocol version in common.
-    static func isCompatibleMember(_ txt: [String: String], groupTag: String) -> Bool {
-        guard txt["g"] == groupTag, let v = txt["v"] else { return false }
+    /// Whether a TXT record announces a node we can talk to: one of our group's tags (this period
+    /// or a neighbouring one), a protocol version in common.
+    static func isCompatibleMember(_ txt: [String: String], groupTags: Set<String>) -> Bool {
+        guard let tag = txt["g"], groupTags.contains(tag), let v = txt["v"] else { return false }
         let parts = v.split(separator: "-", omittingEmptySubsequences: false).map { UInt16($0) }
         guard let low = parts.first ?? nil, let high = parts.count == 2 ? parts[1] : low, low <= high, parts.count <= 2
         else { return false }
         return (low...high).overlaps(WireProtocol.versions)
+    }
+
+    /// The tag period a moment falls in (now by default), for periods of `length` seconds.
+    static func tagPeriod(_ length: Int64, at seconds: Double = Date().timeIntervalSince1970) -> Int64 {
+        GroupSecret.tagPeriod(atSeconds: Int64(seconds.rounded(.down)), length: length)
     }
 
     /// A neutral instance name: says it is LANSync, nothing about whose device it is; the random
@@ -150,11 +159,26 @@ extension Agent {
         let name = configuration.mdnsName ?? Self.neutralInstanceName()
         discovery.requestedName = name
         discovery.status = .starting
-        let advertisement = ServiceAdvertisement(name: name, port: port, txt: Self.txtRecord(groupTag: group.tag))
+        let period = configuration.mdnsTagPeriodSeconds
+        let advertisement = ServiceAdvertisement(
+            name: name, port: port, txt: Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(period))))
         let (refreshes, refresh) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
+        let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let group = group
+        // At each period boundary the advertised tag moves on.
+        let rotation = Task {
+            while !Task.isCancelled {
+                let now = Date().timeIntervalSince1970
+                let next = Double((Self.tagPeriod(period, at: now) + 1) * period)
+                try? await Task.sleep(for: .milliseconds(Int64(max(0, next - now) * 1000) + 1))
+                if Task.isCancelled { break }
+                updateTXT.yield(Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(period))))
+            }
+        }
+        defer { rotation.cancel() }
         for await event in MDNSDiscovery.events(
-            serviceType: Self.serviceType, advertising: advertisement, refreshes: refreshes)
+            serviceType: Self.serviceType, advertising: advertisement, refreshes: refreshes, txtUpdates: txtUpdates)
         {
             handle(event)
         }
@@ -199,7 +223,8 @@ extension Agent {
 
     private func appeared(_ service: DiscoveredService) {
         let name = service.name
-        guard Self.isCompatibleMember(service.txt, groupTag: group.tag) else {
+        let tags = group.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds)
+        guard Self.isCompatibleMember(service.txt, groupTags: tags) else {
             if discovery.otherGroups.insert(name).inserted {
                 logger.debug("ignoring a LANSync node of another group", metadata: ["mdns.name": "\(name)"])
             }

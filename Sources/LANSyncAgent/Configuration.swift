@@ -1,3 +1,5 @@
+import Foundation
+import LANSyncIdentity
 
 /// How an agent runs. Every field has a default that suits a home or therapy-room machine.
 public struct AgentConfiguration: Sendable {
@@ -15,6 +17,14 @@ public struct AgentConfiguration: Sendable {
     public var discovery = true
     /// The mDNS instance name; nil picks a neutral one ("LANSync" and a random suffix).
     public var mdnsName: String?
+    /// How long one mDNS group tag is advertised before the next (a day, changing at midnight UTC).
+    /// `LANSYNC_MDNS_TAG_PERIOD_SECONDS` shortens it, so a test can watch the tag rotate.
+    public var mdnsTagPeriodSeconds: Int64 = {
+        guard let text = ProcessInfo.processInfo.environment["LANSYNC_MDNS_TAG_PERIOD_SECONDS"], let seconds = Int64(text),
+            (1...GroupSecret.tagPeriodSeconds).contains(seconds)
+        else { return GroupSecret.tagPeriodSeconds }
+        return seconds
+    }()
     /// A peer whose clock differs from ours by more than this is refused.
     public var maxClockSkewMilliseconds: UInt64 = 2 * 60 * 1000
     /// Connections at once, in and out; more are refused so memory stays bounded.

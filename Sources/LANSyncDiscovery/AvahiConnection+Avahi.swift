@@ -76,6 +76,9 @@ final class AvahiConnection: @unchecked Sendable {
     private let poll: OpaquePointer
     private var client: OpaquePointer?
     private var group: OpaquePointer?
+    /// The name and type of the service last published (for TXT updates).
+    private var publishedName: String?
+    private var publishedType: String?
     private var browser: OpaquePointer?
     private var resolvers: [AvahiServiceKey: OpaquePointer] = [:]
     private let events: AsyncStream<AvahiEvent>.Continuation
@@ -133,6 +136,22 @@ final class AvahiConnection: @unchecked Sendable {
             guard added >= 0 else { throw AvahiFailure(code: added) }
             let committed = avahi_entry_group_commit(group)
             guard committed >= 0 else { throw AvahiFailure(code: committed) }
+            publishedName = name
+            publishedType = type
+        }
+    }
+
+    /// Replaces the TXT record of the published service in place (no withdrawal: peers see the
+    /// same service with a new record). Does nothing before the first `publish`.
+    func updateTXT(_ txt: [String]) throws(AvahiFailure) {
+        try locked { () throws(AvahiFailure) in
+            guard let group, let name = publishedName, let type = publishedType else { return }
+            var list: UnsafeMutablePointer<AvahiStringList>? = nil
+            for item in txt { list = avahi_string_list_add(list, item) }
+            defer { avahi_string_list_free(list) }
+            let updated = avahi_entry_group_update_service_txt_strlst(
+                group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0), name, type, nil, list)
+            guard updated >= 0 else { throw AvahiFailure(code: updated) }
         }
     }
 

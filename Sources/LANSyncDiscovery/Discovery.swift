@@ -75,31 +75,39 @@ package enum MDNSDiscovery {
     /// stops iterating (its task is cancelled); the advertisement is withdrawn then. Each element
     /// of `refreshes` replaces the browser with a new one, which queries the network at once: send
     /// one when a network interface comes up.
+    /// `txtUpdates`: new TXT records for the advertisement, applied in place (and used from then
+    /// on when the daemon connection is re-established).
     package static func events(
         serviceType: String, advertising advertisement: ServiceAdvertisement?, retryInterval: Duration = .seconds(2),
-        refreshes: AsyncStream<Void>? = nil
+        refreshes: AsyncStream<Void>? = nil, txtUpdates: AsyncStream<[String: String]>? = nil
     ) -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
         let current = CurrentConnection()
+        current.advertisement.withLock { $0 = advertisement }
         let producer = Task {
-            await run(
-                serviceType: serviceType, advertisement: advertisement, retry: retryInterval, out: continuation,
-                current: current)
+            await run(serviceType: serviceType, retry: retryInterval, out: continuation, current: current)
         }
         let refresher = Task {
             guard let refreshes else { return }
             for await _ in refreshes { try? current.connection.withLock { $0 }?.browseAfresh(type: serviceType) }
         }
+        let updater = Task {
+            guard let txtUpdates else { return }
+            for await txt in txtUpdates {
+                current.advertisement.withLock { $0?.txt = txt }
+                try? current.connection.withLock { $0 }?.updateTXT(txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
+            }
+        }
         continuation.onTermination = { _ in
             producer.cancel()
             refresher.cancel()
+            updater.cancel()
         }
         return stream
     }
 
     private static func run(
-        serviceType: String, advertisement: ServiceAdvertisement?, retry: Duration,
-        out: AsyncStream<DiscoveryEvent>.Continuation, current: CurrentConnection
+        serviceType: String, retry: Duration, out: AsyncStream<DiscoveryEvent>.Continuation, current: CurrentConnection
     ) async {
         var last: DiscoveryStatus?
         func report(_ status: DiscoveryStatus) {
@@ -119,7 +127,7 @@ package enum MDNSDiscovery {
                 continue
             }
             current.connection.withLock { $0 = connection }
-            var session = DiscoverySession(serviceType: serviceType, advertisement: advertisement)
+            var session = DiscoverySession(serviceType: serviceType, advertisement: current.advertisement.withLock { $0 })
             for await event in raw {
                 let outcome = session.handle(event)
                 for action in outcome.actions {
@@ -149,9 +157,11 @@ package enum MDNSDiscovery {
     }
 }
 
-/// The daemon connection in use, for the task that refreshes its browser.
+/// The daemon connection in use, for the tasks that refresh its browser and update the TXT
+/// record, and the advertisement as it stands (what a new connection publishes).
 final class CurrentConnection: Sendable {
     let connection = Mutex<AvahiConnection?>(nil)
+    let advertisement = Mutex<ServiceAdvertisement?>(nil)
 }
 
 /// The decisions of one connection to the daemon, kept free of Avahi calls so they can be tested:

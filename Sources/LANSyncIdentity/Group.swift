@@ -27,9 +27,32 @@ package struct GroupSecret: Sendable {
         return SecureBytes(copying: key)
     }
 
-    /// A package name for the group (16 hex digits): advertised over mDNS so members find each
-    /// other, and shown by `group show`. A keyed hash: the secret cannot be recovered from it.
+    /// A name for the group (16 hex digits) shown to its members by `group show` and `status`.
+    /// A keyed hash: the secret cannot be recovered from it. It is never advertised: mDNS carries
+    /// `advertisedTag(period:)`, which changes every period.
     package var tag: String { Array(derive("lansync/v1/group-tag").prefix(8)).hexString }
+
+    /// The tag advertised over mDNS during one period (16 hex digits): a keyed hash of the period
+    /// number, so members recognise each other while an observer, who cannot compute it, sees an
+    /// unrelated value each period and cannot follow a family's devices from home to the clinic.
+    package func advertisedTag(period: Int64) -> String {
+        Array(derive("lansync/v2/mdns-tag/\(period)").prefix(8)).hexString
+    }
+
+    /// The period a moment falls in: whole periods of `length` seconds since the Unix epoch (UTC days by default).
+    package static func tagPeriod(atSeconds seconds: Int64, length: Int64 = tagPeriodSeconds) -> Int64 {
+        seconds >= 0 ? seconds / length : (seconds - length + 1) / length
+    }
+
+    /// A day: the tag changes at midnight UTC.
+    package static let tagPeriodSeconds: Int64 = 86_400
+
+    /// The tags a member accepts at a moment: the current period's and both neighbours', so
+    /// nodes stay together across midnight and with clocks a period apart at most.
+    package func acceptedTags(atSeconds seconds: Int64, length: Int64 = tagPeriodSeconds) -> Set<String> {
+        let period = Self.tagPeriod(atSeconds: seconds, length: length)
+        return [advertisedTag(period: period - 1), advertisedTag(period: period), advertisedTag(period: period + 1)]
+    }
 
     // MARK: Join codes
 

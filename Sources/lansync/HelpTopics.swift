@@ -24,7 +24,7 @@ enum HelpTopic: String, CaseIterable {
 
                 The join code carries the group's 256-bit secret: whoever has it can read and write everything the group holds, so treat it like a house key. Codes are 8 blocks of 7 characters; typos are caught by a checksum, and O/I/L are read as 0/1/1.
 
-                Devices prove membership in every connection's handshake (Noise, with the secret as a pre-shared key): a device without the secret is refused at the first message and learns nothing, and shows in `lansync peers` as refused. mDNS advertises only the group's public tag, from which the secret cannot be recovered.
+                Devices prove membership in every connection's handshake (Noise, with the secret as a pre-shared key): a device without the secret is refused at the first message and learns nothing, and shows in `lansync peers` as refused. mDNS advertises only the group's tag of the day, from which the secret cannot be recovered and which changes at midnight UTC.
 
                 To remove a device, create a new group and join it from the remaining devices (there is no revocation of a single device yet).
                 """
@@ -87,7 +87,7 @@ enum HelpTopic: String, CaseIterable {
             return """
                 DISCOVERY
 
-                `lansync run` advertises the node over mDNS (through the system's avahi-daemon) as _lansync._tcp and dials every node of its group it finds; joining the group is the only setup. The advertisement holds a neutral name and two TXT keys: v (protocol version) and g (the group's public tag) — no device ID, no names.
+                `lansync run` advertises the node over mDNS (through the system's avahi-daemon) as _lansync._tcp and dials every node of its group it finds; joining the group is the only setup. The advertisement holds a neutral name and two TXT keys: v (protocol version) and g (the group's tag of the day: it changes at midnight UTC, so the group cannot be followed from network to network) — no device ID, no names.
 
                   avahi-browse -rt _lansync._tcp     (every node on the LAN)
                   lansync status                     (the discovery line)

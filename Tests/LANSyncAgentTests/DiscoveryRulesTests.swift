@@ -1,4 +1,5 @@
 import LANSyncDiscovery
+import LANSyncIdentity
 import Testing
 
 @testable import LANSyncAgent
@@ -11,15 +12,35 @@ import Testing
 
     @Test func onlyNodesOfOurGroupWithACommonVersionAreDialed() {
         let tag = "0bf7c311d61516c8"
-        #expect(Agent.isCompatibleMember(["v": "2", "g": tag], groupTag: tag))
-        #expect(Agent.isCompatibleMember(["v": "1-3", "g": tag], groupTag: tag), "a newer node that still speaks 2")
-        #expect(!Agent.isCompatibleMember(["v": "3-4", "g": tag], groupTag: tag), "no version in common")
-        #expect(!Agent.isCompatibleMember(["v": "1", "g": tag], groupTag: tag), "an older node (no app tables)")
-        #expect(!Agent.isCompatibleMember(["v": "2", "g": "ffffffffffffffff"], groupTag: tag), "another group")
-        #expect(!Agent.isCompatibleMember(["g": tag], groupTag: tag), "no version")
+        let tags: Set = [tag, "1111111111111111"]
+        #expect(Agent.isCompatibleMember(["v": "2", "g": tag], groupTags: tags))
+        #expect(Agent.isCompatibleMember(["v": "1-3", "g": tag], groupTags: tags), "a newer node that still speaks 2")
+        #expect(!Agent.isCompatibleMember(["v": "3-4", "g": tag], groupTags: tags), "no version in common")
+        #expect(!Agent.isCompatibleMember(["v": "1", "g": tag], groupTags: tags), "an older node (no app tables)")
+        #expect(!Agent.isCompatibleMember(["v": "2", "g": "ffffffffffffffff"], groupTags: tags), "another group")
+        #expect(!Agent.isCompatibleMember(["g": tag], groupTags: tags), "no version")
         for garbage in ["", "x", "1-", "-1", "3-1", "1-2-3", "99999999"] {
-            #expect(!Agent.isCompatibleMember(["v": garbage, "g": tag], groupTag: tag), "v=\(garbage)")
+            #expect(!Agent.isCompatibleMember(["v": garbage, "g": tag], groupTags: tags), "v=\(garbage)")
         }
+    }
+
+    /// The advertised tag changes every period, differs from the stable tag members are shown, and
+    /// is recognised one period either side (midnight, clocks a little apart).
+    @Test func theAdvertisedTagRotatesAndNeighbouringPeriodsAreAccepted() {
+        let group = GroupSecret.generate()
+        let day = GroupSecret.tagPeriod(atSeconds: 1_763_856_000)  // 2025-11-23T00:00:00Z
+        #expect(GroupSecret.tagPeriod(atSeconds: 1_763_856_000 - 1) == day - 1)
+        #expect(GroupSecret.tagPeriod(atSeconds: -1) == -1)
+        #expect(GroupSecret.tagPeriod(atSeconds: 10, length: 4) == 2)
+        let tags = (day - 2...day + 2).map { group.advertisedTag(period: $0) }
+        #expect(Set(tags).count == 5)
+        #expect(!tags.contains(group.tag))
+        #expect(tags.allSatisfy { $0.count == 16 && $0.allSatisfy(\.isHexDigit) })
+        #expect(group.advertisedTag(period: day) == group.advertisedTag(period: day), "stable within a period")
+        let accepted = group.acceptedTags(atSeconds: 1_763_856_000 + 3_600)
+        #expect(accepted == Set(tags[1...3]))
+        #expect(!accepted.contains(tags[0]) && !accepted.contains(tags[4]))
+        #expect(GroupSecret.generate().advertisedTag(period: day) != tags[2], "another group's tag differs")
     }
 
     @Test func instanceNamesAreNeutralAndVary() {

@@ -137,6 +137,45 @@ struct Cluster {
 
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct ClusterTests {
+    /// The group tag in mDNS rotates (here every 4 s instead of every day): an observer sees a new
+    /// tag each period, while the members keep recognising each other across the change — their
+    /// connections stay up and a write after two rotations still reaches everyone.
+    @Test func theAdvertisedGroupTagRotatesAndMembersStayTogether() throws {
+        let cluster = Cluster(prefix: "lsr3")
+        defer { cluster.down() }
+        try cluster.ok("up", "3")
+        for node in 1...3 { try cluster.lansync(node, "init", "--name", "node\(node)") }
+        try cluster.lansync(1, "group", "create")
+        let code = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        for node in 2...3 { try cluster.lansync(node, "group", "join", code) }
+        let shown = try JSONSerialization.jsonObject(with: Data(try cluster.lansync(1, "group", "show", "--json").utf8)) as? [String: Any]
+        let stableTag = try #require(shown?["tag"] as? String)
+        for node in 1...3 {
+            let started = try cluster.run(["start", "\(node)"], environment: ["LANSYNC_MDNS_TAG_PERIOD_SECONDS": "4"])
+            #expect(started.status == 0, "\(started.output)")
+        }
+        try cluster.lansync(1, "log", "append", "notes", #"{"before":"rotation"}"#)
+        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
+        func advertisedTags() throws -> Set<String> {
+            Set(try cluster.browse(from: 3).compactMap { record in
+                record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+                    .first { $0.hasPrefix("g=") }.map { String($0.dropFirst(2)) }
+            })
+        }
+        var seen = Set<String>()
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .seconds(10) {
+            seen.formUnion(try advertisedTags())
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        #expect(seen.count >= 2, "the advertised tag changed over 10 s of 4 s periods: \(seen)")
+        #expect(!seen.contains(stableTag), "the stable group tag is never advertised")
+        for node in 1...3 { #expect(try cluster.status(node)["peers_connected"] as? Int == 2, "node \(node) kept its peers") }
+        try cluster.lansync(2, "log", "append", "notes", #"{"after":"rotations"}"#)
+        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
+        for node in 1...3 { #expect(try cluster.status(node)["entries"] as? Int == 2) }
+    }
+
     /// Three nodes of one group find each other through their own avahi-daemons, with no static
     /// peers, and converge; a fourth node of another group on the same bridge sees them in mDNS
     /// but never contacts them and gets none of their data. Along the way: three nodes asking for
