@@ -81,6 +81,8 @@ let package = Package(
         ),
         // The sync protocol with one peer as a pure state machine: events in, actions out, no I/O.
         .target(name: "LANSyncSession", dependencies: ["LANSyncCore", "LANSyncWire"], swiftSettings: strict),
+        // Pairing by short code: CPace runs as pure state machines, and the window's attempt count.
+        .target(name: "LANSyncPairing", dependencies: ["LANSyncCore", "LANSyncCrypto", "LANSyncWire"], swiftSettings: strict),
         // mDNS advertising and browsing through avahi-daemon, as a Swift stream of events. The C
         // interop lives in one file (AvahiConnection+Avahi.swift).
         .target(name: "LANSyncDiscovery", dependencies: ["CAvahi"], swiftSettings: strict),
@@ -146,7 +148,8 @@ let package = Package(
             path: "Examples/TapLogger", swiftSettings: strict),
         // Shared by the test targets: generated histories of replicas for property tests.
         .target(
-            name: "LANSyncTestSupport", dependencies: ["LANSyncCore", "LANSyncStore", "LANSyncSession", "LANSyncWire"],
+            name: "LANSyncTestSupport",
+            dependencies: ["LANSyncCore", "LANSyncStore", "LANSyncSession", "LANSyncWire", "LANSyncPairing", "LANSyncCrypto"],
             swiftSettings: strict),
         // libFuzzer target for every decoder of network bytes: only the entry point lives here.
         .executableTarget(
@@ -162,6 +165,10 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "LANSyncPairingTests",
+            dependencies: ["LANSyncPairing", "LANSyncCrypto", "LANSyncWire", "LANSyncCore", "LANSyncTestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "LANSyncCryptoTests",
             dependencies: ["LANSyncCrypto"],

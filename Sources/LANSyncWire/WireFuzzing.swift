@@ -20,6 +20,9 @@ package enum WireFuzzing {
             precondition((try? Hello.decode(hello.encoded())) == hello, "hello did not survive a round trip")
         }
         _ = try? VersionOffer.decode(bytes)
+        if let pairing = try? PairingMessage.decode(bytes) {
+            precondition((try? PairingMessage.decode(pairing.encoded())) == pairing, "pairing message did not survive a round trip")
+        }
         // Frames: the first byte of each 7-byte slice plays the flags byte.
         var reassembler = Framing.Reassembler(maxMessageBytes: 64 * 1024)
         var start = 0

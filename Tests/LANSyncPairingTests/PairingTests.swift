@@ -1,0 +1,119 @@
+import LANSyncCore
+import LANSyncCrypto
+import LANSyncPairing
+import LANSyncWire
+import LANSyncTestSupport
+import Testing
+
+/// Pairing by short code: both machines, message by message, as the agent and the CLI run them
+/// over TCP — what a right code, a wrong code, a meddler and a broken message each do.
+@Suite struct PairingTests {
+    static let inviterDevice = DeviceID(bytes: [UInt8](repeating: 1, count: 16))!
+    static let joinerDevice = DeviceID(bytes: [UInt8](repeating: 2, count: 16))!
+    static let secret = SecureBytes(copying: (0..<32).map { UInt8($0) })
+
+    /// Runs a whole exchange, every message through its bytes; returns both outcomes.
+    static func run(inviterCode: String, joinerCode: String) throws -> (inviter: PairingOutcome?, joiner: PairingOutcome?) {
+        var inviter = PairingInviter(code: inviterCode, secret: secret, device: inviterDevice, name: "home-desktop")
+        var joiner = try PairingJoiner(code: joinerCode, device: joinerDevice, name: "therapy-room")
+        var toInviter: PairingMessage? = joiner.hello
+        var outcomes: (inviter: PairingOutcome?, joiner: PairingOutcome?) = (nil, nil)
+        while let message = toInviter {
+            toInviter = nil
+            let step = inviter.receive(try PairingMessage.decode(message.encoded()))
+            if let outcome = step.outcome { outcomes.inviter = outcome }
+            guard let reply = step.send else { break }
+            let back = joiner.receive(try PairingMessage.decode(reply.encoded()))
+            if let outcome = back.outcome { outcomes.joiner = outcome }
+            toInviter = back.send
+        }
+        return outcomes
+    }
+
+    @Test func theRightCodeHandsOverTheSecretAndBothSidesSeeEachOther() throws {
+        let (inviter, joiner) = try Self.run(inviterCode: "48213907", joinerCode: "48213907")
+        #expect(inviter == .invited(PairedDevice(device: Self.joinerDevice, name: "therapy-room")))
+        #expect(joiner == .joined(secret: (0..<32).map { UInt8($0) }, inviter: PairedDevice(device: Self.inviterDevice, name: "home-desktop")))
+    }
+
+    @Test func aWrongCodeFailsOnBothSidesAndMovesNoSecret() throws {
+        let (inviter, joiner) = try Self.run(inviterCode: "48213907", joinerCode: "48213908")
+        guard case .failed(_, let joinerWrong)? = joiner, case .failed(_, let inviterWrong)? = inviter else {
+            Issue.record("both sides must fail: \(String(describing: inviter)), \(String(describing: joiner))")
+            return
+        }
+        #expect(joinerWrong && inviterWrong)
+    }
+
+    /// Someone who answers a joiner in the inviter's place, without the code, cannot confirm, and
+    /// a joiner that skips a step or replays one is refused.
+    @Test func messagesOutOfTurnOrForgedAreRefused() throws {
+        var joiner = try PairingJoiner(code: "48213907", device: Self.joinerDevice, name: "t")
+        let mallory = try CPaceParty(role: .responder, code: Array("00000000".utf8), channel: [], session: [1], associatedData: [])
+        let forged = joiner.receive(
+            .reply(element: mallory.element, device: Self.inviterDevice, name: "mallory", confirmation: [UInt8](repeating: 7, count: 32)))
+        #expect(forged.outcome.map { if case .failed(_, true) = $0 { true } else { false } } == true)
+        var inviter = PairingInviter(code: "48213907", secret: Self.secret, device: Self.inviterDevice, name: "h")
+        let early = inviter.receive(.confirm(confirmation: [UInt8](repeating: 0, count: 32)))
+        #expect(early.send == .refused(reason: "the joining device sent a message out of turn"))
+        // After the end, nothing more happens.
+        #expect(inviter.receive(joiner.hello).send == nil)
+    }
+
+    @Test func aWindowClosesAfterThreeFailedRunsOrWhenItExpiresOrOnceSomeoneJoined() {
+        var window = PairingWindow(code: "4821-3907", openedAt: 1_000, minutes: 5)
+        #expect(window.closedReason(now: 1_000) == nil)
+        for _ in 0..<2 { window.record(.failed(reason: "the code did not match", wrongCode: true)) }
+        #expect(window.closedReason(now: 2_000) == nil)
+        window.record(nil)  // a dropped connection counts too
+        #expect(window.closedReason(now: 2_000)?.contains("3 runs failed") == true)
+        let expiring = PairingWindow(code: "1", openedAt: 1_000, minutes: 5)
+        #expect(expiring.closedReason(now: 1_000 + 5 * 60_000)?.contains("expired") == true)
+        var used = PairingWindow(code: "1", openedAt: 0, minutes: 5)
+        used.record(.invited(PairedDevice(device: Self.joinerDevice, name: "therapy-room")))
+        #expect(used.closedReason(now: 1)?.contains("therapy-room joined") == true)
+    }
+
+    @Test func shortCodesAreEightDigitsWithAnyDashesOrSpaces() {
+        let code = PairingCode.generate()
+        #expect(code.count == 9 && code.contains("-"))
+        #expect(PairingCode.parse(code)?.count == 8)
+        #expect(PairingCode.parse("4821 3907") == "48213907")
+        #expect(PairingCode.parse("4821-390") == nil)
+        #expect(PairingCode.parse("1f4k3mq-9x2vb7c") == nil, "a full join code is not a short code")
+    }
+
+    /// Every message survives its encoding; malformed bytes are refused with a reason.
+    @Test func messagesRoundTripAndMalformedOnesAreRefused() throws {
+        let messages: [PairingMessage] = [
+            .hello(session: [UInt8](repeating: 1, count: 16), element: [UInt8](repeating: 2, count: 32), device: Self.joinerDevice, name: "é"),
+            .reply(element: [UInt8](repeating: 3, count: 32), device: Self.inviterDevice, name: "home", confirmation: [UInt8](repeating: 4, count: 32)),
+            .confirm(confirmation: [UInt8](repeating: 5, count: 32)),
+            .welcome(sealed: [UInt8](repeating: 6, count: 48)),
+            .refused(reason: "the code did not match"),
+        ]
+        for message in messages {
+            #expect(try PairingMessage.decode(message.encoded()) == message)
+            #expect(throws: WireError.self) { try PairingMessage.decode(message.encoded() + [0]) }
+            #expect(throws: WireError.self) { try PairingMessage.decode(Array(message.encoded().dropLast())) }
+        }
+        #expect(throws: WireError.self) { try PairingMessage.decode([9]) }
+        #expect(throws: WireError.self) { try PairingMessage.decode([UInt8](repeating: 1, count: 2_000)) }
+    }
+}
+
+/// The pairing fuzz check on generated inputs, so it runs in every test run (scripts/fuzz runs it
+/// under libFuzzer for longer).
+@Suite struct PairingFuzzingTests {
+    @Test func randomMessagesNeverPairAndNeverCrash() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let bytes = (0..<Int.random(in: 0...400, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            PairingFuzzing.check(bytes)
+        }
+        // Well-formed messages too: a hello, a reply and a confirm with random contents.
+        for kind: UInt8 in 1...5 {
+            PairingFuzzing.check([64 | 0, kind] + [UInt8](repeating: 0x42, count: 63))
+        }
+    }
+}
