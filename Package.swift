@@ -98,6 +98,7 @@ let package = Package(
                 "LANSyncWire",
                 "LANSyncSession",
                 "LANSyncDiscovery",
+                "LANSyncPairing",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),

@@ -52,6 +52,8 @@ public actor Agent: Service {
     /// Set when a peer presents our own device ID: two machines with one machine-id.
     var sharedDeviceID = false
     var listening: [CheckedContinuation<Int, any Error>] = []
+    /// The pairing window `lansync group invite` opened, if any (see `Pairing.swift`).
+    var pairingWindow: OpenPairingWindow?
     /// Why the agent could not listen, once that happened.
     var bindFailure: ListenError?
     /// The TCP port once listening (useful with port 0).

@@ -61,6 +61,18 @@ enum ControlSocket {
             return Array("{\"ok\":true}".utf8)
         case "report":
             return (try? [UInt8](JSONEncoder().encode(await agent.report()))) ?? Array("{}".utf8)
+        case "invite":
+            let minutes = Int(object?["minutes"] as? String ?? "") ?? 5
+            do {
+                let window = try await agent.openPairingWindow(minutes: minutes)
+                let answer = ["code": window.code, "port": "\(window.port)", "closes_at": "\(window.closesAt)"]
+                return (try? [UInt8](JSONSerialization.data(withJSONObject: answer))) ?? Array("{}".utf8)
+            } catch {
+                let answer = ["error": "could not open a pairing window: \(error)"]
+                return (try? [UInt8](JSONSerialization.data(withJSONObject: answer))) ?? Array("{}".utf8)
+            }
+        case "invite-status":
+            return (try? [UInt8](JSONSerialization.data(withJSONObject: await agent.pairingStatus()))) ?? Array("{}".utf8)
         case "kick":
             // The CLI wrote to the replica: push to peers now rather than at the next poll.
             await agent.pushToAllPeers()
@@ -105,6 +117,18 @@ package enum ControlClient {
     /// at once. Does nothing when no agent runs (the write is there for when one starts).
     package static func kick(_ directory: DataDirectory) async {
         _ = try? await request(["command": "kick"], directory: directory)
+    }
+
+    /// Asks the running agent to open a pairing window; nil when no agent runs.
+    package static func invite(_ directory: DataDirectory, minutes: Int) async -> [String: String]? {
+        guard let data = try? await request(["command": "invite", "minutes": "\(minutes)"], directory: directory) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: String]
+    }
+
+    /// Where the agent's pairing window stands; nil when no agent runs.
+    package static func inviteStatus(_ directory: DataDirectory) async -> [String: String]? {
+        guard let data = try? await request(["command": "invite-status"], directory: directory) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: String]
     }
 
     /// What the agent recorded about peers when it last ran.

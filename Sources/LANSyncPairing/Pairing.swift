@@ -78,6 +78,11 @@ package struct PairedDevice: Equatable, Sendable {
 package struct PairingStep: Sendable {
     package var send: PairingMessage?
     package var outcome: PairingOutcome?
+
+    package init(send: PairingMessage? = nil, outcome: PairingOutcome? = nil) {
+        self.send = send
+        self.outcome = outcome
+    }
 }
 
 package enum PairingOutcome: Equatable, Sendable {
@@ -218,38 +223,48 @@ extension PairingCode {
 
 extension PairingCode.Keys: Sendable {}
 
-/// The inviting device's pairing window: how many runs may still fail before it closes, and
-/// until when it is open. A pure value: the agent asks it before each run and tells it how each ended.
+/// The inviting device's pairing window: how many runs may still start, and until when it is
+/// open. Each run takes an attempt when it starts (so a guesser cannot start many runs at once
+/// before the first failure is counted); the window closes after `maxAttempts` runs, when its
+/// time is up, or once someone joined. A pure value: the agent asks it before each run and tells
+/// it how each ended.
 package struct PairingWindow: Sendable {
     package let code: String
     package let closesAt: UInt64
-    package private(set) var failuresLeft: Int
+    package private(set) var attemptsLeft: Int
+    package private(set) var failures: [String] = []
     package private(set) var joined: PairedDevice?
 
-    /// Runs that may fail before the window closes.
-    package static let maxFailures = 3
+    /// Runs a window allows: one guess each.
+    package static let maxAttempts = 3
 
     package init(code: String, openedAt now: UInt64, minutes: Int) {
         self.code = code
         closesAt = now + UInt64(minutes) * 60_000
-        failuresLeft = Self.maxFailures
+        attemptsLeft = Self.maxAttempts
     }
 
     /// Why the window takes no more runs, or nil while it is open.
     package func closedReason(now: UInt64) -> String? {
         if let joined { return "\(joined.name) joined with this code" }
-        if failuresLeft <= 0 { return "\(Self.maxFailures) runs failed; open a new window with `lansync group invite`" }
+        if attemptsLeft <= 0 { return "\(Self.maxAttempts) attempts were used; open a new window with `lansync group invite`" }
         if now >= closesAt { return "the code expired; open a new window with `lansync group invite`" }
         return nil
     }
 
-    /// Records how a run ended. A run that ended without a confirmed joiner (a wrong code, a
-    /// dropped connection) costs one attempt.
-    package mutating func record(_ outcome: PairingOutcome?) {
-        if case .invited(let device)? = outcome {
-            joined = device
-        } else {
-            failuresLeft -= 1
+    /// Takes an attempt for a run about to start; false when the window is closed.
+    package mutating func startRun(now: UInt64) -> Bool {
+        guard closedReason(now: now) == nil else { return false }
+        attemptsLeft -= 1
+        return true
+    }
+
+    /// Records how a run ended (nil: the connection ended before an outcome).
+    package mutating func finishRun(_ outcome: PairingOutcome?) {
+        switch outcome {
+        case .invited(let device)?: joined = device
+        case .failed(let reason, _)?: failures.append(reason)
+        default: failures.append("the connection ended before the run did")
         }
     }
 }

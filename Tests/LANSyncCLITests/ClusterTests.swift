@@ -137,6 +137,30 @@ struct Cluster {
 
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct ClusterTests {
+    /// A newcomer joins with a short code read off a member, finding it over mDNS alone; a wrong
+    /// code is refused on both sides and counted.
+    @Test func aNewcomerJoinsWithAShortCodeFoundOverMDNS() throws {
+        let cluster = Cluster(prefix: "lsp3")
+        defer { cluster.down() }
+        try cluster.ok("up", "3")
+        for node in 1...3 { try cluster.lansync(node, "init", "--name", "node\(node)") }
+        try cluster.lansync(1, "group", "create")
+        try cluster.lansync(1, "log", "append", "notes", #"{"from":"node1"}"#)
+        try cluster.ok("start", "1")
+        let invite = try cluster.lansync(1, "group", "invite", "--no-wait")
+        let code = String(invite.split(separator: "\n")[0].split(separator: " ")[2])
+        let wrong = try cluster.run(["lansync", "3", "group", "join", "9999-9999"])
+        #expect(wrong.status != 0 && wrong.output.contains("did not match"), "\(wrong.output)")
+        let start = ContinuousClock.now
+        let joined = try cluster.lansync(2, "group", "join", code)
+        print("scenario: pairing by short code over mDNS took \(ContinuousClock.now - start)")
+        #expect(joined.contains("paired with node1"), "\(joined)")
+        try cluster.ok("start", "2")
+        try cluster.ok("wait-sync", "1", "2", "--timeout", "60")
+        #expect(try cluster.status(2)["entries"] as? Int == 1)
+        #expect(cluster.agentLog(1).contains("attempts_left=2"), "the wrong code took one attempt")
+    }
+
     /// The group tag in mDNS rotates (here every 4 s instead of every day): an observer sees a new
     /// tag each period, while the members keep recognising each other across the change — their
     /// connections stay up and a write after two rotations still reaches everyone.

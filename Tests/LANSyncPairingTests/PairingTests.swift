@@ -60,18 +60,31 @@ import Testing
         #expect(inviter.receive(joiner.hello).send == nil)
     }
 
-    @Test func aWindowClosesAfterThreeFailedRunsOrWhenItExpiresOrOnceSomeoneJoined() {
+    @Test func aWindowClosesAfterThreeRunsOrWhenItExpiresOrOnceSomeoneJoined() {
         var window = PairingWindow(code: "4821-3907", openedAt: 1_000, minutes: 5)
         #expect(window.closedReason(now: 1_000) == nil)
-        for _ in 0..<2 { window.record(.failed(reason: "the code did not match", wrongCode: true)) }
-        #expect(window.closedReason(now: 2_000) == nil)
-        window.record(nil)  // a dropped connection counts too
-        #expect(window.closedReason(now: 2_000)?.contains("3 runs failed") == true)
-        let expiring = PairingWindow(code: "1", openedAt: 1_000, minutes: 5)
+        // Runs take their attempt when they start: three at once use up the window.
+        for _ in 0..<3 {
+            let started = window.startRun(now: 2_000)
+            #expect(started)
+        }
+        let fourth = window.startRun(now: 2_000)
+        #expect(!fourth)
+        #expect(window.closedReason(now: 2_000)?.contains("3 attempts") == true)
+        window.finishRun(.failed(reason: "the code did not match", wrongCode: true))
+        window.finishRun(nil)
+        #expect(window.failures == ["the code did not match", "the connection ended before the run did"])
+        var expiring = PairingWindow(code: "1", openedAt: 1_000, minutes: 5)
         #expect(expiring.closedReason(now: 1_000 + 5 * 60_000)?.contains("expired") == true)
+        let started = expiring.startRun(now: 1_000 + 5 * 60_000)
+        #expect(!started)
         var used = PairingWindow(code: "1", openedAt: 0, minutes: 5)
-        used.record(.invited(PairedDevice(device: Self.joinerDevice, name: "therapy-room")))
+        let first = used.startRun(now: 1)
+        #expect(first)
+        used.finishRun(.invited(PairedDevice(device: Self.joinerDevice, name: "therapy-room")))
         #expect(used.closedReason(now: 1)?.contains("therapy-room joined") == true)
+        let again = used.startRun(now: 2)
+        #expect(!again)
     }
 
     @Test func shortCodesAreEightDigitsWithAnyDashesOrSpaces() {
