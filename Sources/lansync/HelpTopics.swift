@@ -22,6 +22,8 @@ enum HelpTopic: String, CaseIterable {
                   lansync group join CODE           (on each other device)
                   lansync group show [--code]       (the group's public tag; --code prints the code again)
 
+                On the same network, a short code is easier: on a member whose agent runs, `lansync group invite` prints an 8-digit code (e.g. 4821-3907) and keeps a pairing window open for a few minutes; on the new device, `lansync group join 4821-3907` finds it over mDNS and proves it knows the code with CPace, a password-authenticated key exchange: a wrong guess teaches nothing, each attempt is one guess, and the window closes after 3 attempts. Both devices show the other's name and device ID.
+
                 The join code carries the group's 256-bit secret: whoever has it can read and write everything the group holds, so treat it like a house key. Codes are 8 blocks of 7 characters; typos are caught by a checksum, and O/I/L are read as 0/1/1.
 
                 Devices prove membership in every connection's handshake (Noise, with the secret as a pre-shared key): a device without the secret is refused at the first message and learns nothing, and shows in `lansync peers` as refused. mDNS advertises only the group's tag of the day, from which the secret cannot be recovered and which changes at midnight UTC.
