@@ -19,7 +19,7 @@ public struct AgentConfiguration: Sendable {
     public var mdnsName: String?
     /// How long one mDNS group tag is advertised before the next (a day, changing at midnight UTC).
     /// `LANSYNC_MDNS_TAG_PERIOD_SECONDS` shortens it, so a test can watch the tag rotate.
-    public var mdnsTagPeriodSeconds: Int64 = {
+    package var mdnsTagPeriodSeconds: Int64 = {
         guard let text = ProcessInfo.processInfo.environment["LANSYNC_MDNS_TAG_PERIOD_SECONDS"], let seconds = Int64(text),
             (1...GroupSecret.tagPeriodSeconds).contains(seconds)
         else { return GroupSecret.tagPeriodSeconds }
