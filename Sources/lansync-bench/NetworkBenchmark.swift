@@ -120,6 +120,44 @@ struct NetworkBenchmark {
         try await catchUp(size: quick ? 20_000 : 100_000, appendEvery: .milliseconds(1))
     }
 
+    /// An empty peer catches up `rows` rows of the 10-column app table (`AppTableBenchmark`)
+    /// from another agent on loopback: the catch-up goal of app tables, sender and receiver
+    /// working at once as two machines would. Returns the seconds it took.
+    mutating func tableCatchUp(rows: Int) async throws -> Double {
+        let source = try node(name: "table-source")
+        try source.applySchema(AppTableBenchmark.table)
+        let group = try source.createGroup()
+        let arguments = (0..<rows).map(AppTableBenchmark.arguments)
+        for first in stride(from: 0, to: rows, by: 1_000) {
+            let range = first..<min(first + 1_000, rows)
+            let slice = Array(arguments[range])
+            try await source.write { db in
+                let statement = try db.cachedStatement(sql: AppTableBenchmark.insert)
+                for row in slice { try statement.execute(arguments: row) }
+            }
+        }
+        let (sourceAgent, sourceTask) = try await start(source)
+        let port = try await sourceAgent.listeningPort()
+        let target = try node(name: "table-target")
+        try target.applySchema(AppTableBenchmark.table)
+        try target.joinGroup(code: group.joinCode)
+        let sourceCounter = try source.store.versionVector()[source.replicaID]
+        let begin = clock.now
+        let (_, targetTask) = try await start(target, peers: [PeerAddress(host: "127.0.0.1", port: port)])
+        while try target.store.versionVector()[source.replicaID] < sourceCounter {
+            guard clock.now - begin < .seconds(300) else { throw BenchmarkError.timeout }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        let seconds = (clock.now - begin).seconds
+        try await waitForEqualDigests(source, target)
+        sourceTask.cancel()
+        targetTask.cancel()
+        _ = try? await sourceTask.value
+        _ = try? await targetTask.value
+        removeNodes()
+        return seconds
+    }
+
     /// An empty peer catches up `size` entries; meanwhile its app appends an entry every
     /// `appendEvery` (after the previous append returned).
     mutating func catchUp(size: Int, appendEvery: Duration) async throws {
