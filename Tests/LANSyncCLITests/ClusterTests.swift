@@ -147,6 +147,8 @@ struct ClusterTests {
         try cluster.lansync(1, "group", "create")
         try cluster.lansync(1, "log", "append", "notes", #"{"from":"node1"}"#)
         try cluster.ok("start", "1")
+        // `start` returns once the agent process runs; invite needs its control socket.
+        #expect(try eventually { try cluster.status(1)["agent_running"] as? Bool == true })
         let invite = try cluster.lansync(1, "group", "invite", "--no-wait")
         let code = String(invite.split(separator: "\n")[0].split(separator: " ")[2])
         let wrong = try cluster.run(["lansync", "3", "group", "join", "9999-9999"])
