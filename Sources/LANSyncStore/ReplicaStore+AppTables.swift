@@ -60,11 +60,11 @@ extension ReplicaStore {
                     var context = try WriteContext(db, hasher: hasher, apps: apps)
                     context.appCatalog = catalog
                     for name in touched {
-                        guard let table = catalog.table(named: name), let declared = table.declared else { continue }
+                        guard let table = catalog.table(named: name), table.declared != nil else { continue }
                         let rows = try Row.fetchCursor(db, sql: "SELECT key, state FROM app_rows WHERE tbl = ?", arguments: [table.number])
                         while let row = try rows.next() {
                             let key = try SQLValue.key(from: [UInt8](row[0] as Data))
-                            try context.materialize(try RowState(canonicalBytes: [UInt8](row[1] as Data)), key: key, in: declared)
+                            try context.materialize(try RowState(canonicalBytes: [UInt8](row[1] as Data)), key: key, in: table)
                         }
                     }
                 }

@@ -69,7 +69,7 @@ extension WriteContext {
         var state = held?.state ?? RowState()
         guard state.merge(change) else { return false }
         try store(state, of: change.key, in: table, key: key, replacing: held)
-        if materialize, let declared = table.declared { try self.materialize(state, key: change.key.primaryKey, in: declared, table: table) }
+        if materialize, table.declared != nil { try self.materialize(state, key: change.key.primaryKey, in: table) }
         return true
     }
 
@@ -118,7 +118,8 @@ extension WriteContext {
     /// table cannot hold yet (a NOT NULL column whose value has not arrived, a CHECK of this
     /// app's version that a newer app's value breaks) leaves the row out of the table until
     /// the changes that complete it arrive; the state itself is kept and synced.
-    mutating func materialize(_ state: RowState, key: [SQLValue], in declared: AppSchema.Table, table: AppCatalog.Table) throws {
+    /// `table` must be declared by this replica's app.
+    mutating func materialize(_ state: RowState, key: [SQLValue], in table: AppCatalog.Table) throws {
         let statements = try rowStatements()
         func deleteRow() throws {
             let delete = try statements.delete(from: table, db)
@@ -147,12 +148,6 @@ extension WriteContext {
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             try deleteRow()
         }
-    }
-
-    /// Materializes by table name (schema apply), looking the table up in the catalog.
-    mutating func materialize(_ state: RowState, key: [SQLValue], in declared: AppSchema.Table) throws {
-        let table = try appTable(named: declared.name.lowercased())
-        try materialize(state, key: key, in: declared, table: table)
     }
 
     /// Writes the per-table live row counts that moved.

@@ -69,19 +69,27 @@ struct AppTableBenchmark {
         return pool
     }
 
+    /// Inserts `rows` with `insert`, `batch` rows per transaction, through `write` (a node's or the
+    /// baseline's): the same statements for both sides of a comparison.
+    static func insert(
+        _ rows: [StatementArguments], batch: Int, through write: (@escaping @Sendable (Database) throws -> Void) async throws -> Void
+    ) async throws {
+        for first in stride(from: 0, to: rows.count, by: batch) {
+            let range = first..<min(first + batch, rows.count)
+            try await write { db in
+                let statement = try db.cachedStatement(sql: insert)
+                for index in range { try statement.execute(arguments: rows[index]) }
+            }
+        }
+    }
+
     /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile`).
     mutating func profileInsert() async throws {
         let rowArguments = (0..<rows).map(Self.arguments)
         for _ in 0..<3 {
             let node = try freshNode()
             let start = ContinuousClock.now
-            for first in stride(from: 0, to: rows, by: 1_000) {
-                let range = first..<min(first + 1_000, rows)
-                try await node.write { db in
-                    let statement = try db.cachedStatement(sql: Self.insert)
-                    for index in range { try statement.execute(arguments: rowArguments[index]) }
-                }
-            }
+            try await Self.insert(rowArguments, batch: 1_000) { try await node.write($0) }
             print(String(format: "insert %.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
             guard CommandLine.arguments.contains("merge") else { continue }
             var batches = [Delta]()
@@ -115,24 +123,12 @@ struct AppTableBenchmark {
         for _ in 0..<rounds {
             let node = try freshNode()
             var start = clock.now
-            for first in stride(from: 0, to: rows, by: batch) {
-                let range = first..<min(first + batch, rows)
-                try await node.write { db in
-                    let statement = try db.cachedStatement(sql: Self.insert)
-                    for index in range { try statement.execute(arguments: rowArguments[index]) }
-                }
-            }
+            try await Self.insert(rowArguments, batch: batch) { try await node.write($0) }
             ours.append(Double(rows) / (clock.now - start).seconds)
             source = node
             let pool = try freshBaseline()
             start = clock.now
-            for first in stride(from: 0, to: rows, by: batch) {
-                let range = first..<min(first + batch, rows)
-                try await pool.write { db in
-                    let statement = try db.cachedStatement(sql: Self.insert)
-                    for index in range { try statement.execute(arguments: rowArguments[index]) }
-                }
-            }
+            try await Self.insert(rowArguments, batch: batch) { try await pool.write($0) }
             theirs.append(Double(rows) / (clock.now - start).seconds)
         }
         Self.compare("bulk insert, 1,000 rows/transaction", ours, theirs, unit: "rows/s", goal: 0.5)
@@ -207,13 +203,7 @@ struct AppTableBenchmark {
             precondition(mergedDigest == sourceDigest, "the merged replica differs from its source")
             let pool = try freshBaseline()
             start = clock.now
-            for first in stride(from: 0, to: rows, by: 2_000) {
-                let range = first..<min(first + 2_000, rows)
-                try await pool.write { db in
-                    let statement = try db.cachedStatement(sql: Self.insert)
-                    for index in range { try statement.execute(arguments: rowArguments[index]) }
-                }
-            }
+            try await Self.insert(rowArguments, batch: 2_000) { try await pool.write($0) }
             plain.append(Double(rows) / (clock.now - start).seconds)
         }
         let sorted = catchUps.sorted()

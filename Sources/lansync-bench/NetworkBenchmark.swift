@@ -128,14 +128,7 @@ struct NetworkBenchmark {
         try source.applySchema(AppTableBenchmark.table)
         let group = try source.createGroup()
         let arguments = (0..<rows).map(AppTableBenchmark.arguments)
-        for first in stride(from: 0, to: rows, by: 1_000) {
-            let range = first..<min(first + 1_000, rows)
-            let slice = Array(arguments[range])
-            try await source.write { db in
-                let statement = try db.cachedStatement(sql: AppTableBenchmark.insert)
-                for row in slice { try statement.execute(arguments: row) }
-            }
-        }
+        try await AppTableBenchmark.insert(arguments, batch: 1_000) { try await source.write($0) }
         let (sourceAgent, sourceTask) = try await start(source)
         let port = try await sourceAgent.listeningPort()
         let target = try node(name: "table-target")

@@ -170,10 +170,7 @@ struct ClusterTests {
         let cluster = Cluster(prefix: "lsr3")
         defer { cluster.down() }
         try cluster.ok("up", "3")
-        for node in 1...3 { try cluster.lansync(node, "init", "--name", "node\(node)") }
-        try cluster.lansync(1, "group", "create")
-        let code = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
-        for node in 2...3 { try cluster.lansync(node, "group", "join", code) }
+        try cluster.group(1...3)
         let shown = try JSONSerialization.jsonObject(with: Data(try cluster.lansync(1, "group", "show", "--json").utf8)) as? [String: Any]
         let stableTag = try #require(shown?["tag"] as? String)
         for node in 1...3 {

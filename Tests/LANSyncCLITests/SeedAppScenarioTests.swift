@@ -39,10 +39,7 @@ struct SeedAppScenarioTests {
         let cluster = Cluster(prefix: "lss3")
         defer { cluster.down() }
         try cluster.ok("up", "3")
-        for node in 1...3 { try cluster.lansync(node, "init", "--name", "node\(node)") }
-        try cluster.lansync(1, "group", "create")
-        let code = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
-        for node in 2...3 { try cluster.lansync(node, "group", "join", code) }
+        try cluster.group(1...3)
         // Every app's schema, applied together on each machine.
         let combined = try Self.apps.map(Self.schema).joined(separator: "\n")
         for node in 1...3 { _ = try cluster.ok(["lansync", "\(node)", "schema", "apply", "-"], stdin: combined) }
@@ -196,10 +193,7 @@ struct SeedAppScenarioTests {
         let cluster = Cluster(prefix: "lsl3")
         defer { cluster.down() }
         try cluster.ok("up", "3", "--line")
-        for node in 1...3 { try cluster.lansync(node, "init", "--name", "node\(node)") }
-        try cluster.lansync(1, "group", "create")
-        let code = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
-        for node in 2...3 { try cluster.lansync(node, "group", "join", code) }
+        try cluster.group(1...3)
         let older = try Self.schema("rowing")
         let newer = older.replacingOccurrences(of: "    notes TEXT,\n", with: "    notes TEXT,\n    coach_comment TEXT,\n")
         #expect(newer != older)

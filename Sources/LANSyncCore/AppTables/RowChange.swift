@@ -225,24 +225,18 @@ package struct RowState: Hashable, Sendable {
     /// Whether the row is a row of an append-only table.
     package var isAppended: Bool { markerKind == .append }
 
-    private func columnIndex(_ name: String) -> (found: Bool, index: Int) {
-        var low = 0
-        var high = columns.count
-        while low < high {
-            let middle = (low + high) / 2
-            if columns[middle].name < name { low = middle + 1 } else { high = middle }
-        }
-        return (low < columns.count && columns[low].name == name, low)
-    }
+    private func columnIndex(_ name: String) -> (found: Bool, index: Int) { Self.search(columns, for: name, by: \.name) }
+    private func counterIndex(_ name: String) -> (found: Bool, index: Int) { Self.search(counters, for: name, by: \.name) }
 
-    private func counterIndex(_ name: String) -> (found: Bool, index: Int) {
+    /// Where `name` is, or would go, in `items` sorted by name.
+    private static func search<Item>(_ items: [Item], for name: String, by itemName: (Item) -> String) -> (found: Bool, index: Int) {
         var low = 0
-        var high = counters.count
+        var high = items.count
         while low < high {
             let middle = (low + high) / 2
-            if counters[middle].name < name { low = middle + 1 } else { high = middle }
+            if itemName(items[middle]) < name { low = middle + 1 } else { high = middle }
         }
-        return (low < counters.count && counters[low].name == name, low)
+        return (low < items.count && itemName(items[low]) == name, low)
     }
 
     /// Merges one change (checked with `RowChange.problem()`); returns whether the state changed.

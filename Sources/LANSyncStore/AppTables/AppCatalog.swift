@@ -83,12 +83,6 @@ final class AppCatalogCache: Sendable {
         cached.withLock { $0 = (version, catalog) }
         return catalog
     }
-
-    /// Keeps a catalog a transaction extended (tables first heard of), unless the schema moved on.
-    func update(_ catalog: AppCatalog, _ db: Database) throws {
-        let version = try Int64.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
-        cached.withLock { $0 = (version, catalog) }
-    }
 }
 
 /// The triggers LANSync puts on each declared app table (see `AppWriteCapture`): they pass each
