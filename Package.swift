@@ -33,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // The local HTTP API's server. Without its default traits: no swift-configuration, no full Foundation.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
     ],
     targets: [
         // libsodium, as the system library Debian's libsodium-dev provides.
@@ -107,10 +109,25 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The local HTTP API (Hummingbird): what the CLI can do, for apps in any language and the dashboard.
+        .target(
+            name: "LANSyncLocalAPI",
+            dependencies: [
+                "LANSync",
+                "LANSyncCore",
+                "LANSyncStore",
+                "LANSyncAgent",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "lansync",
             dependencies: [
                 "LANSyncAgent",
+                "LANSyncLocalAPI",
                 "LANSyncDiscovery",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // LANSync re-exports Core and Store; naming them keeps incremental builds honest

@@ -106,7 +106,7 @@ extension Export {
             var count = 0
             let rows = try Row.fetchCursor(statement)
             while let row = try rows.next() {
-                output.write(row.databaseValues.map { CSVExport.cell($0.isNull ? "" : SQLText.plain($0)) }.joined(separator: ",") + "\r\n")
+                output.write(row.databaseValues.map { CSVExport.cell($0.isNull ? "" : AppSQL.plain($0)) }.joined(separator: ",") + "\r\n")
                 count += 1
             }
             return count

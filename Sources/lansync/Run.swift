@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LANSync
 import LANSyncAgent
+import LANSyncLocalAPI
 import Logging
 import ServiceLifecycle
 
@@ -43,6 +44,15 @@ struct Run: AsyncParsableCommand {
         name: .customLong("max-connections"),
         help: ArgumentHelp("Connections at once, in and out (default 64).", valueName: "count"))
     var maxConnections: Int?
+    @Option(
+        name: .customLong("api"),
+        help: ArgumentHelp(
+            "Where the local HTTP API listens, HOST:PORT, on loopback.",
+            discussion: "Default: 127.0.0.1:7742; port 0 picks a free one. Requests need the token in the data directory's api-token file. Also served on api.sock in the data directory. See `lansync help api`.",
+            valueName: "host:port"))
+    var api: String?
+    @Flag(name: .customLong("no-api"), help: "Do not serve the local HTTP API.")
+    var noAPI = false
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
     var logLevel: String?
 
@@ -54,6 +64,11 @@ struct Run: AsyncParsableCommand {
         if let mdnsName, mdnsName.isEmpty || mdnsName.utf8.count > 63 {
             throw ValidationError("--mdns-name must be 1 to 63 bytes long (a DNS label)")
         }
+        if let api {
+            guard let address = PeerAddress(api) else { throw ValidationError("--api '\(api)' is not HOST:PORT (e.g. 127.0.0.1:7742)") }
+            if let problem = LocalAPIConfiguration.hostProblem(address.host) { throw ValidationError("--api: \(problem)") }
+        }
+        if api != nil && noAPI { throw ValidationError("give --api or --no-api, not both") }
         if let maxClockSkew, maxClockSkew < 1 { throw ValidationError("--max-clock-skew must be at least 1 second") }
         if let maxConnections, !(1...4_096).contains(maxConnections) {
             throw ValidationError("--max-connections must be from 1 to 4096")
@@ -96,10 +111,27 @@ struct Run: AsyncParsableCommand {
                 out.flush()
             }
         }
-        let services = ServiceGroup(
-            services: [agent], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var services: [any Service] = [agent]
+        if !noAPI {
+            var apiConfiguration = LocalAPIConfiguration()
+            if let address = api.flatMap({ PeerAddress($0) }) {
+                apiConfiguration.host = address.host
+                apiConfiguration.port = address.port
+            }
+            let localAPI = await LocalAPI(agent: agent, configuration: apiConfiguration, logger: logger)
+            services.append(localAPI)
+            let apiHost = apiConfiguration.host
+            Task {
+                let port = await localAPI.port()
+                let out = Output()
+                out.line("local API on http://\(PeerAddress(host: apiHost, port: port))")
+                out.flush()
+            }
+        }
+        let group = ServiceGroup(
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         do {
-            try await services.run()
+            try await group.run()
         } catch let error as LANSyncError {
             note("lansync: error: \(error.message)")
             throw ExitCode(1)

@@ -130,7 +130,7 @@ struct Exec: AsyncParsableCommand {
             }
             text = String(decoding: data, as: UTF8.self)
         }
-        if let problem = Self.schemaStatementProblem(text) {
+        if let problem = AppSQL.writeProblem(text) {
             note("lansync: error: \(problem); nothing was applied")
             throw ExitCode(1)
         }
@@ -149,20 +149,6 @@ struct Exec: AsyncParsableCommand {
         }
         Output().line("ok: \(counted(changed, "row")) changed")
         await ControlClient.kick(global.dataDirectory)
-    }
-
-    /// Schema statements belong in `schema apply`, where they are checked and synced.
-    static func schemaStatementProblem(_ sql: String) -> String? {
-        let words = ["CREATE", "DROP", "ALTER", "ATTACH", "DETACH", "PRAGMA", "VACUUM", "BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"]
-        for statement in sql.split(separator: ";") {
-            let first = statement.split(whereSeparator: { $0.isWhitespace || $0 == "(" }).first.map { $0.uppercased() } ?? ""
-            if words.contains(first) {
-                return first == "CREATE" || first == "DROP" || first == "ALTER"
-                    ? "\(first) changes the schema; declare tables and indexes with `lansync schema apply FILE`"
-                    : "\(first) cannot run here: exec runs your statements in one transaction of its own"
-            }
-        }
-        return nil
     }
 }
 
@@ -200,36 +186,13 @@ struct Query: AsyncParsableCommand {
         }
         let out = Output()
         if json {
-            for row in rows { out.line(zip(columns, row).map { ($0, SQLText.json($1)) }.jsonObject) }
+            for row in rows { out.line(zip(columns, row).map { ($0, AppSQL.json($1)) }.jsonObject) }
         } else if csv {
             out.write(columns.map(CSVExport.cell).joined(separator: ",") + "\r\n")
-            for row in rows { out.write(row.map { CSVExport.cell($0.isNull ? "" : SQLText.plain($0)) }.joined(separator: ",") + "\r\n") }
+            for row in rows { out.write(row.map { CSVExport.cell($0.isNull ? "" : AppSQL.plain($0)) }.joined(separator: ",") + "\r\n") }
         } else {
-            for line in aligned([columns] + rows.map { $0.map(SQLText.plain) }) { out.line(line) }
+            for line in aligned([columns] + rows.map { $0.map(AppSQL.plain) }) { out.line(line) }
             note(counted(rows.count, "row"))
-        }
-    }
-}
-
-/// SQL values as the CLI prints them.
-enum SQLText {
-    static func plain(_ value: DatabaseValue) -> String {
-        switch value.storage {
-        case .null: return "NULL"
-        case .int64(let number): return "\(number)"
-        case .double(let number): return "\(number)"
-        case .string(let text): return text
-        case .blob(let data): return data.base64EncodedString()
-        }
-    }
-
-    static func json(_ value: DatabaseValue) -> String {
-        switch value.storage {
-        case .null: return "null"
-        case .int64(let number): return "\(number)"
-        case .double(let number): return number.isFinite ? "\(number)" : "null"
-        case .string(let text): return ExportFile.quoted(text)
-        case .blob(let data): return ExportFile.quoted(data.base64EncodedString())
         }
     }
 }

@@ -1,0 +1,43 @@
+import Foundation
+package import Hummingbird
+package import LANSync
+
+/// An error as the API answers it: an HTTP status and a JSON body
+/// `{"error": {"code": "…", "message": "…"}}` whose message says what to do.
+package struct APIError: HTTPResponseError, Sendable {
+    package let status: HTTPResponse.Status
+    /// A stable, machine-readable name (documented in docs/openapi.json).
+    package let code: String
+    package let message: String
+
+    package init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    /// A node's error: bad input is the client's to fix (400), a schema or SQL problem too (422),
+    /// anything else is this node's (500, or 409 for a peer's clock).
+    package init(_ error: LANSyncError) {
+        switch error.code {
+        case .invalidInput: self.init(.badRequest, "invalid_input", error.message)
+        case .schema: self.init(.unprocessableContent, "schema", error.message)
+        case .sql: self.init(.unprocessableContent, "sql", error.message)
+        case .notInitialized: self.init(.conflict, "not_initialized", error.message)
+        case .clockSkew: self.init(.conflict, "clock_skew", error.message)
+        case .unusableData: self.init(.internalServerError, "unusable_data", error.message)
+        case .storage: self.init(.internalServerError, "storage", error.message)
+        }
+    }
+
+    package var json: String {
+        "{\"error\":" + ExportFile.object([("code", ExportFile.quoted(code)), ("message", ExportFile.quoted(message))]) + "}"
+    }
+
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer realm=\"lansync\"" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json + "\n")))
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+import GRDB
+import Hummingbird
+import LANSync
+import LANSyncAgent
+import LANSyncCore
+import LANSyncStore
+
+/// The API's routes: each one what a CLI command does, as JSON over HTTP (see docs/openapi.json,
+/// which a test checks against `LocalAPIRoutes.all`).
+struct LocalAPIRoutes: Sendable {
+    let agent: Agent
+    let node: LANSyncNode
+
+    /// Every route as "METHOD /path", with `{name}` for path parameters: what docs/openapi.json documents.
+    static let all = [
+        "GET /v1/status", "GET /v1/peers",
+        "POST /v1/streams/{stream}/entries", "POST /v1/streams/{stream}/entries/batch", "GET /v1/streams/{stream}/entries",
+        "GET /v1/preferences", "GET /v1/preferences/{key}", "PUT /v1/preferences/{key}", "DELETE /v1/preferences/{key}",
+        "POST /v1/query", "POST /v1/exec", "GET /v1/changes",
+    ]
+
+    /// Request bodies larger than this are refused (413): a batch of a thousand large taps fits.
+    static let maxBody = 8 << 20
+
+    func register(on router: Router<BasicRequestContext>) {
+        let v1 = router.group("v1")
+        v1.get("status") { _, _ in try await status() }
+        v1.get("peers") { _, _ in await peers() }
+        v1.post("streams/:stream/entries") { request, context in try await append(request, context) }
+        v1.post("streams/:stream/entries/batch") { request, context in try await appendBatch(request, context) }
+        v1.get("streams/:stream/entries") { request, context in try entries(request, context) }
+        v1.get("preferences") { _, _ in try preferences() }
+        v1.get("preferences/:key") { _, context in try preference(context) }
+        v1.put("preferences/:key") { request, context in try await setPreference(request, context) }
+        v1.delete("preferences/:key") { _, context in try await unsetPreference(context) }
+        v1.post("query") { request, _ in try await query(request) }
+        v1.post("exec") { request, _ in try await exec(request) }
+        v1.get("changes") { request, _ in try changes(request) }
+    }
+
+    // MARK: Status
+
+    func status() async throws -> Response {
+        let status = try node.status()
+        let report = await agent.report()
+        let connected = report.peers.filter { $0.state == .connected }.count
+        return Self.json(
+            ExportFile.object([
+                ("device_id", ExportFile.quoted(node.deviceID.description)),
+                ("replica_id", ExportFile.quoted(status.replica.description)),
+                ("name", ExportFile.quoted(node.identity.name)),
+                ("entries", "\(status.entries)"), ("streams", "\(status.streams)"),
+                ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
+                ("tables", "[" + status.tables.map { table in
+                    ExportFile.object([("name", ExportFile.quoted(table.name)), ("declared", "\(table.declared)"), ("rows", "\(table.rows)")])
+                }.joined(separator: ",") + "]"),
+                ("digest", ExportFile.quoted(status.digest.description)), ("hlc", ExportFile.quoted(status.hlc.description)),
+                ("version_vector", ExportFile.json(status.versionVector)),
+                ("cursor", ExportFile.quoted(FeedCursor(status.versionVector).text)),
+                ("port", "\(report.port)"), ("peers_connected", "\(connected)"),
+                ("in_sync_with", "\(report.connectedDigests.values.filter { $0 == status.digest.description }.count)"),
+            ]))
+    }
+
+    func peers() async -> Response {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.sortedKeys]
+        let report = await agent.report()
+        let peers = report.peers.map { peer in
+            String(decoding: (try? encoder.encode(peer)) ?? Data("{}".utf8), as: UTF8.self)
+        }
+        return Self.json("{\"peers\":[" + peers.joined(separator: ",") + "]}")
+    }
+
+    // MARK: Streams
+
+    func append(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let stream = try context.parameters.require("stream")
+        let payload = try await Self.text(request)
+        let id = request.uri.queryParameters.get("id")
+        let entry = try await Self.node { () async throws(LANSyncError) in try await node.append(to: stream, payload: payload, id: id) }
+        return Self.json(ExportFile.object(ExportFile.fields(of: entry)), status: .created)
+    }
+
+    /// One payload per line (NDJSON), all or none.
+    func appendBatch(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let stream = try context.parameters.require("stream")
+        let lines = try await Self.text(request).split(whereSeparator: \.isNewline).filter { !$0.allSatisfy(\.isWhitespace) }
+        guard !lines.isEmpty else {
+            throw APIError(.badRequest, "invalid_input", "the body holds no payloads; send one JSON value per line")
+        }
+        let requests = lines.map { AppendRequest(id: nil, stream: stream, payload: String($0)) }
+        let appended = try await Self.node { () async throws(LANSyncError) in try await node.append(requests) }
+        return Self.json(
+            "{\"entries\":[" + appended.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}", status: .created)
+    }
+
+    func entries(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let stream = try context.parameters.require("stream")
+        let parameters = request.uri.queryParameters
+        func number(_ name: String, _ range: ClosedRange<Int64>) throws -> Int64? {
+            guard let text = parameters.get(name) else { return nil }
+            guard let value = Int64(text), range.contains(value) else {
+                throw APIError(.badRequest, "invalid_input", "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+            }
+            return value
+        }
+        let query = EntryQuery(
+            stream: stream, since: try number("since", 0...Int64.max), until: try number("until", 0...Int64.max),
+            limit: try number("limit", 1...100_000).map(Int.init) ?? 1_000)
+        let found = try Self.node { () throws(LANSyncError) in try node.entries(query) }
+        return Self.json("{\"entries\":[" + found.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}")
+    }
+
+    // MARK: Preferences
+
+    func preferences() throws -> Response {
+        let all = try Self.node { () throws(LANSyncError) in try node.preferences() }
+        return Self.json("{\"preferences\":[" + all.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}")
+    }
+
+    func preference(_ context: BasicRequestContext) throws -> Response {
+        let key = try context.parameters.require("key")
+        guard let value = try Self.node({ () throws(LANSyncError) in try node.preference(key) }) else {
+            throw APIError(.notFound, "not_set", "preference '\(key)' is not set; set it with PUT /v1/preferences/\(key)")
+        }
+        return Self.json(ExportFile.object([("key", ExportFile.quoted(key)), ("value", value)]))
+    }
+
+    func setPreference(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let key = try context.parameters.require("key")
+        let value = try await Self.text(request)
+        let write = try await Self.node { () async throws(LANSyncError) in try await node.set(key, to: value) }
+        return Self.json(ExportFile.object(ExportFile.fields(of: write)))
+    }
+
+    func unsetPreference(_ context: BasicRequestContext) async throws -> Response {
+        let key = try context.parameters.require("key")
+        let write = try await Self.node { () async throws(LANSyncError) in try await node.unset(key) }
+        return Self.json(ExportFile.object(ExportFile.fields(of: write)))
+    }
+
+    // MARK: App tables
+
+    /// `{"sql": "…", "arguments": [values]}`, the body of `query` and `exec`.
+    struct SQLRequest: Decodable {
+        let sql: String
+        let arguments: [SQLArgument]?
+    }
+
+    func query(_ request: Request) async throws -> Response {
+        let body = try await Self.decode(SQLRequest.self, request)
+        let arguments = StatementArguments((body.arguments ?? []).map(\.databaseValue))
+        let (columns, rows) = try Self.node { () throws(LANSyncError) in
+            do {
+                return try node.read { db -> ([String], [[DatabaseValue]]) in
+                    let statement = try db.makeStatement(sql: body.sql)
+                    guard statement.isReadonly else {
+                        throw LANSyncError(.invalidInput, "query only reads; write with POST /v1/exec")
+                    }
+                    let rows = try Row.fetchAll(statement, arguments: arguments)
+                    return (statement.columnNames, rows.map { Array($0.databaseValues) })
+                }
+            } catch let error as LANSyncError {
+                throw error
+            } catch {
+                throw LANSyncError(.sql, "\(error)")
+            }
+        }
+        let columnList = columns.map(ExportFile.quoted).joined(separator: ",")
+        let rowList = rows.map { "[" + $0.map(AppSQL.json).joined(separator: ",") + "]" }.joined(separator: ",")
+        return Self.json("{\"columns\":[\(columnList)],\"rows\":[\(rowList)]}")
+    }
+
+    func exec(_ request: Request) async throws -> Response {
+        let body = try await Self.decode(SQLRequest.self, request)
+        if let problem = AppSQL.writeProblem(body.sql) { throw APIError(.badRequest, "invalid_input", problem + "; nothing was applied") }
+        let sql = body.sql
+        let arguments = StatementArguments((body.arguments ?? []).map(\.databaseValue))
+        let changed = try await Self.node { () async throws(LANSyncError) in
+            do {
+                return try await node.write { db -> Int in
+                    let before = db.totalChangesCount
+                    try db.execute(sql: sql, arguments: arguments)
+                    return db.totalChangesCount - before
+                }
+            } catch let error as LANSyncError {
+                throw LANSyncError(error.code, error.message + "; nothing was applied")
+            } catch {
+                throw LANSyncError(.sql, "\(error); nothing was applied")
+            }
+        }
+        return Self.json("{\"changed\":\(changed)}")
+    }
+
+    // MARK: Change feed
+
+    func changes(_ request: Request) throws -> Response {
+        let given: String? = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters.get("cursor").map { String($0) }
+        let cursor: FeedCursor
+        switch given {
+        case nil, "": cursor = FeedCursor()
+        case "now": cursor = FeedCursor(try Self.node { () throws(LANSyncError) in try node.status() }.versionVector)
+        case let text?:
+            guard let read = FeedCursor(text: text) else {
+                throw APIError(.badRequest, "invalid_cursor", "'\(text.prefix(80))' is not a cursor of this API; resume with the id of the last event you received, or omit it to start from the beginning")
+            }
+            cursor = read
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-store"
+        return Response(status: .ok, headers: headers, body: ChangeFeedStream(node: node, cursor: cursor).body())
+    }
+
+    // MARK: Helpers
+
+    static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text + "\n")))
+    }
+
+    static func text(_ request: Request) async throws -> String {
+        var request = request
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: maxBody)
+        } catch {
+            throw APIError(.contentTooLarge, "too_large", "the body is over \(maxBody >> 20) MiB; send fewer entries per request")
+        }
+        return String(buffer: buffer)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
+        let text = try await text(request)
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(text.utf8))
+        } catch {
+            throw APIError(.badRequest, "invalid_input", "the body is not the JSON object this route takes (\(error)); see docs/openapi.json")
+        }
+    }
+
+    /// Runs a node call, answering its error as the API does.
+    static func node<T>(_ body: () throws(LANSyncError) -> T) throws(APIError) -> T {
+        do { return try body() } catch { throw APIError(error) }
+    }
+
+    static func node<T>(_ body: () async throws(LANSyncError) -> T) async throws(APIError) -> T {
+        do { return try await body() } catch { throw APIError(error) }
+    }
+}
+
+/// A JSON value given as an SQL argument: null, a number, a string or a boolean (as 1 or 0).
+struct SQLArgument: Decodable {
+    let databaseValue: DatabaseValue
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            databaseValue = .null
+        } else if let bool = try? container.decode(Bool.self) {
+            databaseValue = (bool ? 1 : 0).databaseValue
+        } else if let integer = try? container.decode(Int64.self) {
+            databaseValue = integer.databaseValue
+        } else if let real = try? container.decode(Double.self) {
+            databaseValue = real.databaseValue
+        } else {
+            databaseValue = try container.decode(String.self).databaseValue
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import Hummingbird
+import LANSync
+import LANSyncCore
+
+/// The change feed as Server-Sent Events: everything the replica holds that the cursor does not
+/// cover, in batches, then each new commit as it happens.
+///
+/// Each batch is one event, `event: changes`, whose `id` is the cursor after it and whose data is
+/// `{"cursor", "entries", "preferences", "rows"}` (entries and preferences as `lansync export`
+/// writes them). A client that reconnects with the last id it received (`Last-Event-ID`, as
+/// browsers' EventSource does, or `?cursor=`) gets exactly what came after: a batch is applied
+/// whole or not at all, so nothing is missed or repeated. For preferences and rows, a change
+/// superseded before the client read it is not sent; its successor is. A comment line every 15 s
+/// keeps idle connections open through proxies and tells the client the agent is alive.
+struct ChangeFeedStream: Sendable {
+    let node: LANSyncNode
+    let cursor: FeedCursor
+    var batchRows = 500
+    var heartbeat = Duration.seconds(15)
+
+    private enum Wake: Sendable { case change, heartbeat }
+
+    func body() -> ResponseBody {
+        let (node, start, batchRows, heartbeat) = (node, cursor, batchRows, heartbeat)
+        return ResponseBody { writer in
+            try await Self.run(node: node, start: start, batchRows: batchRows, heartbeat: heartbeat, writer: &writer)
+        }
+    }
+
+    private static func run(
+        node: LANSyncNode, start: FeedCursor, batchRows: Int, heartbeat: Duration, writer: inout any ResponseBodyWriter
+    ) async throws {
+            // Listen before the first read: a commit between the read and the first wait still wakes us.
+            let changes = node.changes()
+            let (wakes, wake) = AsyncStream<Wake>.makeStream(bufferingPolicy: .bufferingNewest(1))
+            let forward = Task {
+                for await _ in changes { wake.yield(.change) }
+                wake.finish()
+            }
+            let beat = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: heartbeat)
+                    wake.yield(.heartbeat)
+                }
+            }
+            defer {
+                forward.cancel()
+                beat.cancel()
+            }
+            var cursor = start
+            try await writer.write(ByteBuffer(string: ": lansync change feed\nretry: 1000\n\n"))
+            var iterator = wakes.makeAsyncIterator()
+            while !Task.isCancelled {
+                let delta: Delta
+                do {
+                    delta = try node.store.delta(since: cursor.vector, maxRows: batchRows)
+                } catch {
+                    try await writer.write(ByteBuffer(string: "event: error\ndata: \(APIError(.internalServerError, "storage", error.message).json)\n\n"))
+                    break
+                }
+                if !delta.isEmpty {
+                    cursor.vector.advance(by: delta.coverage)
+                    if !delta.entries.isEmpty || !delta.preferences.isEmpty || !delta.rows.isEmpty {
+                        try await writer.write(ByteBuffer(string: Self.event(delta, cursor: cursor)))
+                    }
+                    continue
+                }
+                guard let reason = await iterator.next() else { break }
+                if reason == .heartbeat { try await writer.write(ByteBuffer(string: ": alive\n\n")) }
+            }
+            try await writer.finish(nil)
+    }
+
+    static func event(_ delta: Delta, cursor: FeedCursor) -> String {
+        let text = cursor.text
+        let entries = delta.entries.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",")
+        let preferences = delta.preferences.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",")
+        let rows = delta.rows.map(Self.json).joined(separator: ",")
+        let data = "{\"cursor\":\(ExportFile.quoted(text)),\"entries\":[\(entries)],\"preferences\":[\(preferences)],\"rows\":[\(rows)]}"
+        return "id: \(text)\nevent: changes\ndata: \(data)\n\n"
+    }
+
+    /// A row change: its table and key, what it did, and the columns it wrote.
+    static func json(_ change: RowChange) -> String {
+        ExportFile.object([
+            ("type", ExportFile.quoted("row")), ("table", ExportFile.quoted(change.key.table)),
+            ("key", "[" + change.key.primaryKey.map(ExportFile.json).joined(separator: ",") + "]"),
+            ("kind", ExportFile.quoted("\(change.kind)")), ("replica_id", ExportFile.quoted(change.dot.replica.description)),
+            ("counter", "\(change.dot.counter)"), ("hlc", ExportFile.quoted(change.hlc.description)),
+            ("values", ExportFile.object(change.values.map { ($0.column, ExportFile.json($0.value)) })),
+            ("totals", ExportFile.object(change.totals.map { ($0.column, "\($0.total)") })),
+        ])
+    }
+}
