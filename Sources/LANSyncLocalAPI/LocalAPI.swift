@@ -60,6 +60,15 @@ public final class LocalAPI: Service, Sendable {
     }
 
     public func run() async throws {
+        // Serve only once the agent holds its control socket: an agent that fails to start
+        // (another one already runs for this data directory) must not touch that one's API files.
+        while true {
+            guard !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
+            let parts = await agent.report().parts
+            if parts.contains(where: { $0.state == .failed }) { return }
+            if parts.first(where: { $0.name == "control socket" })?.state == .running { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
         let token = try APIToken.loadOrCreate(in: dataDirectory)
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: APIGuard(token: token))
