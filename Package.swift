@@ -238,7 +238,16 @@ let package = Package(
             name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict),
         // Runs the built `lansync` executable the way a user would.
-        .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync"], swiftSettings: strict),
+        .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync"], exclude: ["python"], swiftSettings: strict),
+        .testTarget(
+            name: "LANSyncLocalAPITests",
+            dependencies: [
+                "LANSyncLocalAPI", "LANSync", "LANSyncAgent", "LANSyncCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -7,18 +7,11 @@ import LANSyncCore
 import LANSyncStore
 
 /// The API's routes: each one what a CLI command does, as JSON over HTTP (see docs/openapi.json,
-/// which a test checks against `LocalAPIRoutes.all`).
+/// which a test checks against the router's routes).
 struct LocalAPIRoutes: Sendable {
     let agent: Agent
     let node: LANSyncNode
-
-    /// Every route as "METHOD /path", with `{name}` for path parameters: what docs/openapi.json documents.
-    static let all = [
-        "GET /v1/status", "GET /v1/peers",
-        "POST /v1/streams/{stream}/entries", "POST /v1/streams/{stream}/entries/batch", "GET /v1/streams/{stream}/entries",
-        "GET /v1/preferences", "GET /v1/preferences/{key}", "PUT /v1/preferences/{key}", "DELETE /v1/preferences/{key}",
-        "POST /v1/query", "POST /v1/exec", "GET /v1/changes",
-    ]
+    let feeds: OpenFeeds
 
     /// Request bodies larger than this are refused (413): a batch of a thousand large taps fits.
     static let maxBody = 8 << 20
@@ -212,7 +205,7 @@ struct LocalAPIRoutes: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
-        return Response(status: .ok, headers: headers, body: ChangeFeedStream(node: node, cursor: cursor).body())
+        return Response(status: .ok, headers: headers, body: ChangeFeedStream(node: node, cursor: cursor, open: feeds).body())
     }
 
     // MARK: Helpers

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LANSync
 import LANSyncCore
+import Synchronization
 
 /// The change feed as Server-Sent Events: everything the replica holds that the cursor does not
 /// cover, in batches, then each new commit as it happens.
@@ -16,20 +17,22 @@ import LANSyncCore
 struct ChangeFeedStream: Sendable {
     let node: LANSyncNode
     let cursor: FeedCursor
+    let open: OpenFeeds
     var batchRows = 500
     var heartbeat = Duration.seconds(15)
 
     private enum Wake: Sendable { case change, heartbeat }
 
     func body() -> ResponseBody {
-        let (node, start, batchRows, heartbeat) = (node, cursor, batchRows, heartbeat)
+        let (node, start, batchRows, heartbeat, open) = (node, cursor, batchRows, heartbeat, open)
         return ResponseBody { writer in
-            try await Self.run(node: node, start: start, batchRows: batchRows, heartbeat: heartbeat, writer: &writer)
+            try await Self.run(node: node, start: start, batchRows: batchRows, heartbeat: heartbeat, open: open, writer: &writer)
         }
     }
 
     private static func run(
-        node: LANSyncNode, start: FeedCursor, batchRows: Int, heartbeat: Duration, writer: inout any ResponseBodyWriter
+        node: LANSyncNode, start: FeedCursor, batchRows: Int, heartbeat: Duration, open: OpenFeeds,
+        writer: inout any ResponseBodyWriter
     ) async throws {
             // Listen before the first read: a commit between the read and the first wait still wakes us.
             let changes = node.changes()
@@ -44,7 +47,10 @@ struct ChangeFeedStream: Sendable {
                     wake.yield(.heartbeat)
                 }
             }
+            // When the agent stops, the feed ends (the client reconnects to the next agent with its cursor).
+            let registration = open.add { wake.finish() }
             defer {
+                open.remove(registration)
                 forward.cancel()
                 beat.cancel()
             }
@@ -91,5 +97,35 @@ struct ChangeFeedStream: Sendable {
             ("values", ExportFile.object(change.values.map { ($0.column, ExportFile.json($0.value)) })),
             ("totals", ExportFile.object(change.totals.map { ($0.column, "\($0.total)") })),
         ])
+    }
+}
+
+/// The change feeds being served, so that stopping the agent ends them: an open event stream
+/// would otherwise hold the server's graceful shutdown until the client hangs up.
+package final class OpenFeeds: Sendable {
+    private let state = Mutex<(next: Int, closers: [Int: @Sendable () -> Void], closed: Bool)>((0, [:], false))
+
+    package init() {}
+
+    /// Registers a feed's closer (run at once when already closed); returns its registration.
+    package func add(_ close: @escaping @Sendable () -> Void) -> Int {
+        let (id, closed) = state.withLock { state in
+            state.next += 1
+            if !state.closed { state.closers[state.next] = close }
+            return (state.next, state.closed)
+        }
+        if closed { close() }
+        return id
+    }
+
+    package func remove(_ id: Int) { _ = state.withLock { $0.closers.removeValue(forKey: id) } }
+
+    package func closeAll() {
+        let closers = state.withLock { state in
+            state.closed = true
+            defer { state.closers.removeAll() }
+            return Array(state.closers.values)
+        }
+        for close in closers { close() }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
-public import Hummingbird
+package import Hummingbird
 public import LANSyncAgent
-import LANSync
+package import LANSync
 public import Logging
 public import ServiceLifecycle
 import Synchronization
@@ -70,10 +70,8 @@ public final class LocalAPI: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         let token = try APIToken.loadOrCreate(in: dataDirectory)
-        let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: APIGuard(token: token))
-        LocalAPIRoutes(agent: agent, node: node).register(on: router)
-        let responder = router.buildResponder()
+        let feeds = OpenFeeds()
+        let responder = Self.router(agent: agent, node: node, token: token, feeds: feeds).buildResponder()
         let host = configuration.host
         var servers: [any Service] = [
             Application(
@@ -98,13 +96,25 @@ public final class LocalAPI: Service, Sendable {
             if configuration.unixSocket { unlink(socketPath) }
         }
         do {
-            try await ServiceGroup(services: servers, logger: logger).run()
+            try await withGracefulShutdownHandler {
+                try await ServiceGroup(services: servers, logger: logger).run()
+            } onGracefulShutdown: {
+                feeds.closeAll()
+            }
         } catch {
             // Sync goes on without the API (the port may be another program's): say so and stay up.
             logger.error(
                 "local API stopped: \(error); apps cannot reach it until the agent restarts (choose another port with --api HOST:PORT)")
             try? await gracefulShutdown()
         }
+    }
+
+    /// Every route behind the guard (the OpenAPI test lists them from here).
+    package static func router(agent: Agent, node: LANSyncNode, token: APIToken, feeds: OpenFeeds = OpenFeeds()) -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: APIGuard(token: token))
+        LocalAPIRoutes(agent: agent, node: node, feeds: feeds).register(on: router)
+        return router
     }
 
     private func listening(on port: Int, host: String) {

@@ -21,8 +21,11 @@ final class AgentProcess {
         _ = FileManager.default.createFile(atPath: output, contents: nil)
         _ = FileManager.default.createFile(atPath: output + ".log", contents: nil)
         process.executableURL = URL(fileURLWithPath: CLI.executable)
+        // The local API on a free port unless a test chooses: agents of one test machine must not
+        // contend for the default port.
+        let api = arguments.contains { $0 == "--api" || $0 == "--no-api" } ? [] : ["--api", "127.0.0.1:0"]
         process.arguments = ["run", "--data-dir", cli.dataDir(node), "--listen", listen, "--log-level", "debug"]
-            + (discovery ? [] : ["--no-mdns"]) + arguments
+            + (discovery ? [] : ["--no-mdns"]) + api + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+
+/// The local API of a running agent, over real HTTP from Python's standard library (another
+/// language, as the apps it serves): its rules and errors, and the change feed followed across
+/// an agent restart.
+@Suite(.serialized) struct LocalAPICLITests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let tapsScript = root.appendingPathComponent("Examples/python/taps.py").path
+    static let checksScript = root.appendingPathComponent("Tests/LANSyncCLITests/python/api_checks.py").path
+
+    /// Runs python3 with `arguments` to the end; returns its status and output.
+    static func python(_ arguments: [String], dataDir: String) throws -> (status: Int32, output: String, errors: String) {
+        let process = try start(arguments, dataDir: dataDir)
+        let output = process.output.fileHandleForReading.readDataToEndOfFile()
+        let errors = process.errors.fileHandleForReading.readDataToEndOfFile()
+        process.process.waitUntilExit()
+        return (process.process.terminationStatus, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
+    }
+
+    static func start(_ arguments: [String], dataDir: String) throws -> (process: Process, output: Pipe, errors: Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3"] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["LANSYNC_DATA_DIR"] = dataDir
+        process.environment = environment
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        return (process, output, errors)
+    }
+
+    @Test func theAPIAnswersAsDocumentedAndRefusesWhatItMust() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        try cli.ok(["group", "create"], node: "a")
+        try cli.ok(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);")
+        let agent = try AgentProcess(cli, node: "a")
+        defer { agent.stop() }
+        #expect(eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
+        let run = try Self.python([Self.checksScript, cli.dataDir("a")], dataDir: cli.dataDir("a"))
+        #expect(run.status == 0, "\(run.errors)")
+        let results = try #require(
+            try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: [String: Any]], "\(run.output) \(run.errors)")
+        #expect(results.count >= 23)
+        for (name, result) in results.sorted(by: { $0.key < $1.key }) {
+            #expect(result["ok"] as? Bool == true, "\(name): \(result["detail"] ?? "")")
+        }
+        // The writes through the API are the node's: the CLI sees them.
+        #expect(try cli.ok(["query", "SELECT body FROM notes ORDER BY id", "--csv"], node: "a") == "body\r\nfirst\r\nsecond\r\n")
+        // Stopping the agent removes the API's address and socket; the token stays.
+        agent.stop()
+        for file in ["api-address", "api.sock"] { #expect(!FileManager.default.fileExists(atPath: cli.dataDir("a") + "/" + file)) }
+        #expect(FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-token"))
+    }
+
+    @Test func theChangeFeedLosesAndRepeatsNothingAcrossAnAgentRestart() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.device("a")
+        try cli.ok(["group", "create"], node: "a")
+        let dataDir = cli.dataDir("a")
+        var agent = try AgentProcess(cli, node: "a")
+        defer { agent.stop() }
+        #expect(eventually { FileManager.default.fileExists(atPath: dataDir + "/api-address") })
+        // The follower keeps its cursor in a file, as an app would, and stops after 100 taps.
+        let follower = try Self.start(
+            [Self.tapsScript, "follow", "--stream", "taps", "--cursor-file", cli.root + "/cursor", "--count", "100", "--give-up-after", "120"],
+            dataDir: dataDir)
+        defer { if follower.process.isRunning { follower.process.terminate() } }
+        let first = try Self.python([Self.tapsScript, "append", "--count", "40", "--stream", "taps"], dataDir: dataDir)
+        #expect(first.status == 0, "\(first.errors)")
+        // The agent goes away; taps are logged meanwhile (offline, straight into the replica); it comes back.
+        #expect(agent.stop() == 0)
+        for index in 0..<20 { try cli.ok(["log", "append", "taps", "{\"offline\":\(index)}"], node: "a") }
+        agent = try AgentProcess(cli, node: "a")
+        let second = try Self.python([Self.tapsScript, "append", "--count", "40", "--stream", "taps"], dataDir: dataDir)
+        #expect(second.status == 0, "\(second.errors)")
+        // Also a tap of another stream, which this follower skips.
+        try cli.ok(["log", "append", "other", "{}"], node: "a")
+        let deadline = Date().addingTimeInterval(120)
+        while follower.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(!follower.process.isRunning, "the follower did not see 100 taps in 120 s")
+        if follower.process.isRunning { follower.process.terminate() }
+        let received = String(decoding: follower.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").map(String.init)
+        let held = try cli.ok(["log", "list", "taps", "--json"], node: "a").split(separator: "\n").map { line in
+            (try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? String ?? ""
+        }
+        #expect(held.count == 100)
+        #expect(received.count == 100, "received \(received.count)")
+        #expect(Set(received).count == received.count, "a tap was received twice")
+        #expect(Set(received) == Set(held), "missing: \(Set(held).subtracting(received).count)")
+    }
+}
