@@ -1,6 +1,6 @@
 /// `lansync help TOPIC`: the concepts a newcomer needs, beside each command's own --help.
 enum HelpTopic: String, CaseIterable {
-    case groups, streams, preferences, tables, reinstall, discovery, config
+    case groups, streams, preferences, tables, api, reinstall, discovery, config
 
     /// The topic asked for by `lansync help TOPIC` (singular forms too), or nil for anything else,
     /// which goes on to the command parser (`lansync help log` is the log command's help).
@@ -52,6 +52,22 @@ enum HelpTopic: String, CaseIterable {
                   lansync pref unset caregiver/active      (a tombstone: the unset wins like a write)
 
                 A device whose clock is far ahead cannot win forever: peers more than --max-clock-skew (120 s by default) off are refused.
+                """
+        case .api:
+            return """
+                API
+
+                While `lansync run` runs, apps in any language use LANSync over HTTP on this machine: append taps, read them, set preferences, query and write app tables, status, peers, and a change feed. It listens on 127.0.0.1:7742 (choose with --api HOST:PORT, loopback only; --no-api turns it off) and on the Unix socket api.sock in the data directory. The address in use is in the data directory's api-address file.
+
+                Every request carries the token from the data directory's api-token file (readable by its owner only), as `Authorization: Bearer TOKEN` or `X-API-Key: TOKEN`. Requests addressed to another host name (DNS rebinding) or sent by pages of other sites (an Origin header) are refused.
+
+                  TOKEN=$(cat ~/.local/share/lansync/api-token)
+                  curl -H "Authorization: Bearer $TOKEN" --data '{"symbol":"more"}' http://127.0.0.1:7742/v1/streams/symbol_taps/entries
+                  curl -H "Authorization: Bearer $TOKEN" -N http://127.0.0.1:7742/v1/changes      (Server-Sent Events)
+
+                An append is durable before the answer (about a millisecond on loopback); many at once go in one commit with POST /v1/streams/NAME/entries/batch (one JSON payload per line). The change feed sends every change after a cursor, then each new one as it commits, here or on a peer; reconnect with the last event's id (Last-Event-ID, as EventSource does) and nothing is missed or repeated, across agent restarts too. Errors are JSON, {"error": {"code", "message"}}, and the message says what to do.
+
+                Every route, with its fields and errors: docs/openapi.json. A Python client in the standard library only: Examples/python/lansync_api.py (and taps.py, which logs and follows taps).
                 """
         case .tables:
             return """
