@@ -146,6 +146,8 @@ let package = Package(
             dependencies: [
                 "LANSync",
                 "LANSyncAgent",
+                "LANSyncLocalAPI",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 "LANSyncCore",
                 "LANSyncStore",

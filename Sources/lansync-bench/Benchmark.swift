@@ -12,6 +12,7 @@ import Synchronization
 ///     swift run -c release lansync-bench --stages           # each catch-up step's cost per row
 ///     swift run -c release lansync-bench --idle 60          # an idle agent's CPU and wakeups
 ///     swift run -c release lansync-bench --tables [--quick] # app tables only
+///     swift run -c release lansync-bench --api [--quick]    # the local API only
 @main
 struct Benchmark {
     static func main() async throws {
@@ -30,6 +31,8 @@ struct Benchmark {
             var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
             return try await tables.run()
         }
+        let api = APIBenchmark(root: root, appends: quick ? 200 : 2_000, batched: quick ? 5_000 : 40_000)
+        if CommandLine.arguments.contains("--api") { return try await api.run() }
         // `--idle S`: only the idle agents' cost, over S seconds.
         if let seconds = integer(after: "--idle") { return try IdleBenchmark(root: root).run(seconds: seconds) }
         // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
@@ -41,6 +44,8 @@ struct Benchmark {
         let baseline = try await singleNode(quick: quick, root: root)
         var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
         try await tables.run()
+        print("")
+        try await api.run()
         // Nothing of the single-node stages outlives them: their nodes closed and their deltas were
         // released when `singleNode` returned, and their files go now. Kept open and in memory
         // (removed files stay on disk while open), they made the 1M catch-up 6.2 s instead of 4.9.
