@@ -21,6 +21,9 @@ struct APIGuard<Context: RequestContext>: RouterMiddleware {
         if let origin = request.headers[.origin], !Self.isLoopback(origin: origin) {
             throw APIError(.forbidden, "origin_not_allowed", "requests from pages of '\(origin)' are refused; the API serves local programs")
         }
+        // Dashboard pages carry a browser session instead (`SessionGuard`); the login link its one-time code.
+        let path = request.uri.path
+        if path == "/login" || path == "/dashboard" || path.hasPrefix("/dashboard/") { return try await next(request, context) }
         let given: Substring? =
             if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
                 authorization.dropFirst(7)

@@ -30,6 +30,9 @@ struct LocalAPIRoutes: Sendable {
         v1.post("query") { request, _ in try await query(request) }
         v1.post("exec") { request, _ in try await exec(request) }
         v1.get("changes") { request, _ in try changes(request) }
+        v1.get("streams/:stream/reports/usage") { request, context in try usage(request, context) }
+        v1.get("streams/:stream/reports/sessions") { request, context in try sessions(request, context) }
+        v1.get("streams/:stream/reports/regression") { request, context in try regression(request, context) }
     }
 
     // MARK: Status
@@ -93,16 +96,9 @@ struct LocalAPIRoutes: Sendable {
     func entries(_ request: Request, _ context: BasicRequestContext) throws -> Response {
         let stream = try context.parameters.require("stream")
         let parameters = request.uri.queryParameters
-        func number(_ name: String, _ range: ClosedRange<Int64>) throws -> Int64? {
-            guard let text = parameters.get(name) else { return nil }
-            guard let value = Int64(text), range.contains(value) else {
-                throw APIError(.badRequest, "invalid_input", "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-            }
-            return value
-        }
         let query = EntryQuery(
-            stream: stream, since: try number("since", 0...Int64.max), until: try number("until", 0...Int64.max),
-            limit: try number("limit", 1...100_000).map(Int.init) ?? 1_000)
+            stream: stream, since: try Self.number(parameters, "since", 0...Int.max).map(Int64.init),
+            until: try Self.number(parameters, "until", 0...Int.max).map(Int64.init), limit: try Self.number(parameters, "limit", 1...100_000) ?? 1_000)
         let found = try Self.node { () throws(LANSyncError) in try node.entries(query) }
         return Self.json("{\"entries\":[" + found.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}")
     }
@@ -186,6 +182,61 @@ struct LocalAPIRoutes: Sendable {
             }
         }
         return Self.json("{\"changed\":\(changed)}")
+    }
+
+    // MARK: Reports (the same implementation as `lansync report` and the dashboard)
+
+    func usage(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let stream = try context.parameters.require("stream")
+        let parameters = request.uri.queryParameters
+        let by = parameters.get("by").map { String($0) } ?? "device"
+        let days = try Self.number(parameters, "days", 1...3_660) ?? 30
+        let counts = try Reports(node: node).usage(stream: stream, by: by, days: days)
+        let list = counts.map { ExportFile.object([("day", ExportFile.quoted($0.day)), ("group", ExportFile.quoted($0.group)), ("count", "\($0.count)")]) }
+        return Self.json("{\"by\":\(ExportFile.quoted(by)),\"days\":\(days),\"counts\":[\(list.joined(separator: ","))]}")
+    }
+
+    func sessions(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let stream = try context.parameters.require("stream")
+        guard let field = request.uri.queryParameters.get("session_field").map { String($0) }, !field.isEmpty else {
+            throw APIError(.badRequest, "invalid_input", "give the payload field that names a session, e.g. ?session_field=session_id")
+        }
+        let list = try Reports(node: node).sessions(stream: stream, field: field).map { session in
+            ExportFile.object([
+                ("session", ExportFile.quoted(session.id)), ("start", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.start))),
+                ("end", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.end))), ("duration_ms", "\(session.durationMilliseconds)"),
+                ("entries", "\(session.entries)"), ("distinct_symbols", "\(session.distinctSymbols)"),
+                ("longest_phrase", session.longestPhrase.map { "\($0)" } ?? "null"),
+            ])
+        }
+        return Self.json("{\"sessions\":[\(list.joined(separator: ","))]}")
+    }
+
+    func regression(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let stream = try context.parameters.require("stream")
+        let parameters = request.uri.queryParameters
+        guard let key = parameters.get("key").map { String($0) }, !key.isEmpty else {
+            throw APIError(.badRequest, "invalid_input", "give the payload field to watch, e.g. ?key=symbol_id")
+        }
+        let flags = try Reports(node: node).regressions(
+            stream: stream, key: key, baselineDays: try Self.number(parameters, "baseline_days", 1...3_660) ?? 14,
+            recentDays: try Self.number(parameters, "recent_days", 1...3_660) ?? 5, minUses: try Self.number(parameters, "min_uses", 1...1_000_000) ?? 5)
+        let list = flags.map { flag in
+            ExportFile.object([
+                ("key", ExportFile.quoted(flag.key)), ("last_used", ExportFile.quoted(Timestamps.iso8601(milliseconds: flag.lastUsed))),
+                ("previous_frequency", "\(flag.previousFrequency)"), ("per_day", String(format: "%.2f", flag.previousUsesPerDay)),
+            ])
+        }
+        return Self.json("{\"flags\":[\(list.joined(separator: ","))]}")
+    }
+
+    /// A whole-number query parameter within `range`, or nil when absent.
+    static func number(_ parameters: some Collection<(key: Substring, value: Substring)>, _ name: String, _ range: ClosedRange<Int>) throws -> Int? {
+        guard let text = parameters.first(where: { $0.key == name })?.value else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw APIError(.badRequest, "invalid_input", "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+        }
+        return value
     }
 
     // MARK: Change feed

@@ -110,10 +110,12 @@ public final class LocalAPI: Service, Sendable {
     }
 
     /// Every route behind the guard (the OpenAPI test lists them from here).
-    package static func router(agent: Agent, node: LANSyncNode, token: APIToken, feeds: OpenFeeds = OpenFeeds()) -> Router<BasicRequestContext> {
+    package static func router(agent: Agent, node: LANSyncNode, token: APIToken, feeds: OpenFeeds = OpenFeeds(), sessions: DashboardSessions = DashboardSessions()
+    ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: APIGuard(token: token))
         LocalAPIRoutes(agent: agent, node: node, feeds: feeds).register(on: router)
+        DashboardRoutes(agent: agent, node: node, sessions: sessions).register(on: router)
         return router
     }
 

@@ -175,3 +175,24 @@ extension ReplicaStore {
         return map
     }
 }
+
+/// One stream at a glance: how many entries, and when the newest was written.
+package struct StreamSummary: Sendable, Equatable {
+    package let name: String
+    package let entries: Int
+    /// Wall-clock milliseconds of its newest entry.
+    package let newest: Int64
+}
+
+extension ReplicaStore {
+    /// Every stream with its entry count and newest entry, by name.
+    package func streamSummaries() throws(StoreError) -> [StreamSummary] {
+        try Self.database {
+            try writer.read { db in
+                try Row.fetchAll(db, sql: "SELECT stream, count(*), max(wall_ms) FROM entries GROUP BY stream ORDER BY stream").map {
+                    StreamSummary(name: $0[0], entries: $0[1], newest: $0[2])
+                }
+            }
+        }
+    }
+}

@@ -29,7 +29,7 @@ struct Lansync: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             Init.self, ID.self, Group.self, Run.self, Peers.self, Sync.self, Log.self, Pref.self, Status.self, Export.self,
-            Import.self, Watch.self, Why.self, Report.self, SchemaCommand.self, Exec.self, Query.self, Doctor.self,
+            Import.self, Watch.self, Why.self, Report.self, SchemaCommand.self, Exec.self, Query.self, Dashboard.self, Doctor.self,
         ]
     )
 

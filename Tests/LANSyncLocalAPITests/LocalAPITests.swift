@@ -105,7 +105,7 @@ import Testing
             .appendingPathComponent("docs/openapi.json").path
     }
 
-    @Test func theOpenAPIDocumentListsExactlyTheServersRoutes() throws {
+    @Test func theOpenAPIDocumentListsExactlyTheServersAPIRoutes() throws {
         let directory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.path) }
         _ = try LANSyncNode.initialize(at: directory, name: "api", machineIDPath: "/nonexistent")
@@ -115,11 +115,12 @@ import Testing
         configuration.discovery = false
         let agent = try Agent(node: node, configuration: configuration, logger: Logger(label: "test"))
         let router = LocalAPI.router(agent: agent, node: node, token: APIToken(value: String(repeating: "a", count: 64)))
+        // The API's routes; the dashboard's pages (/dashboard/…, /login) are HTML for people.
         let served = Set(router.routes.map { route in
             "\(route.method) " + route.path.description.split(separator: "/").map { part in
                 part.hasPrefix(":") ? "{\(part.dropFirst())}" : String(part)
             }.joined(separator: "/").replacingOccurrences(of: "^", with: "/", options: .regularExpression)
-        })
+        }.filter { $0.contains(" /v1/") })
         let document = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.openAPIPath))) as? [String: Any])
         let paths = try #require(document["paths"] as? [String: [String: Any]])

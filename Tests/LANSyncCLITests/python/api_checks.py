@@ -119,6 +119,19 @@ try:
 except LANSyncAPIError as error:
     check("exec_is_all_or_nothing", error.status == 422 and len(node.query("SELECT id FROM notes")) == 2, error)
 
+node.append_batch("reports", [{"symbol_id": i % 3, "session_id": "s1" if i < 4 else "s2"} for i in range(6)])
+usage = node.request("GET", "/v1/streams/reports/reports/usage?by=symbol_id&days=2")
+check("report_usage", usage["by"] == "symbol_id" and sorted((c["group"], c["count"]) for c in usage["counts"]) == [("0", 2), ("1", 2), ("2", 2)], usage)
+sessions = node.request("GET", "/v1/streams/reports/reports/sessions?session_field=session_id")["sessions"]
+check("report_sessions", [(x["session"], x["entries"], x["distinct_symbols"]) for x in sessions] == [("s1", 4, 3), ("s2", 2, 2)], sessions)
+flags = node.request("GET", "/v1/streams/reports/reports/regression?key=symbol_id&min_uses=1")["flags"]
+check("report_regression_none_recent", flags == [], flags)
+try:
+    node.request("GET", "/v1/streams/reports/reports/regression")
+    check("report_regression_needs_key", False, "accepted")
+except LANSyncAPIError as error:
+    check("report_regression_needs_key", error.status == 400 and "key" in error.message, error)
+
 
 class UnixConnection(http.client.HTTPConnection):
     def __init__(self, path):
@@ -134,7 +147,7 @@ connection = UnixConnection(os.path.join(data_dir, "api.sock"))
 connection.request("GET", "/v1/status", headers=auth)
 response = connection.getresponse()
 answer = json.loads(response.read())
-check("unix_socket", response.status == 200 and answer["entries"] == before + 12, answer)
+check("unix_socket", response.status == 200 and answer["entries"] == before + 18, answer)
 mode = os.stat(os.path.join(data_dir, "api.sock")).st_mode & 0o777
 check("unix_socket_owner_only", mode == 0o600, oct(mode))
 

@@ -1,0 +1,60 @@
+import Foundation
+import Synchronization
+
+/// Who may see the dashboard: one-time login codes (what `lansync dashboard` prints, in a link)
+/// and the browser sessions they open. A code works once, for five minutes; a session lasts
+/// twelve hours and lives only in the agent's memory (a restart asks for a new link).
+package final class DashboardSessions: Sendable {
+    package static let codeLifetime: Int64 = 5 * 60 * 1000
+    package static let sessionLifetime: Int64 = 12 * 3600 * 1000
+    package static let cookieName = "lansync_session"
+
+    private let state = Mutex<(codes: [String: Int64], sessions: [String: Int64])>(([:], [:]))
+    private let now: @Sendable () -> Int64
+
+    package init(now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }) {
+        self.now = now
+    }
+
+    /// A new one-time code and when it expires.
+    package func newCode() -> (code: String, expires: Int64) {
+        let code = Self.random()
+        let expires = now() + Self.codeLifetime
+        state.withLock { state in
+            let current = now()
+            state.codes = state.codes.filter { $0.value > current }
+            state.codes[code] = expires
+        }
+        return (code, expires)
+    }
+
+    /// Spends `code`: a new session's ID, or nil when the code is unknown, used or expired.
+    package func redeem(_ code: String) -> String? {
+        state.withLock { state in
+            guard let expires = state.codes.removeValue(forKey: code), expires > now() else { return nil }
+            let session = Self.random()
+            state.sessions = state.sessions.filter { $0.value > now() }
+            state.sessions[session] = now() + Self.sessionLifetime
+            return session
+        }
+    }
+
+    package func isValid(session: String) -> Bool {
+        state.withLock { state in (state.sessions[session] ?? 0) > now() }
+    }
+
+    /// The session named by a request's `Cookie` header, when valid.
+    package func session(inCookies header: String?) -> String? {
+        guard let header else { return nil }
+        for part in header.split(separator: ";") {
+            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            if pair.count == 2, pair[0] == Self.cookieName, isValid(session: pair[1]) { return pair[1] }
+        }
+        return nil
+    }
+
+    private static func random() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+}

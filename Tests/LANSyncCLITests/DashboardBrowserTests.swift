@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+/// The dashboard in a real browser (headless Chromium, from Debian, installed by scripts/setup):
+/// the one-time link opens a session, the group page shows a running two-node group's peer in
+/// sync, and a chart's bars are the entries, counted per day by device and by a payload field.
+@Suite(.serialized) struct DashboardBrowserTests {
+    static let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    /// The page as the browser built it (`--dump-dom`), in a profile that keeps cookies between calls.
+    static func dom(_ url: String, profile: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: chromium!)
+        process.arguments = [
+            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)", "--dump-dom", url,
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Every bar segment of the chart titled `title`: (day, group) → count.
+    static func bars(in dom: String, chart title: String) -> [String: Int] {
+        guard let start = dom.range(of: "data-title=\"\(title)\"") else { return [:] }
+        let chart = dom[start.upperBound...].prefix { _ in true }
+        let end = chart.range(of: "</figure>")?.lowerBound ?? chart.endIndex
+        var bars: [String: Int] = [:]
+        let pattern = try! NSRegularExpression(pattern: "data-day=\"([^\"]+)\" data-group=\"([^\"]+)\" data-count=\"([0-9]+)\"")
+        let text = String(chart[..<end])
+        for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+            let part = { (index: Int) in String(text[Range(match.range(at: index), in: text)!]) }
+            bars[part(1) + " " + part(2), default: 0] += Int(part(3))!
+        }
+        return bars
+    }
+
+    @Test(.enabled(if: chromium != nil, "no chromium: run scripts/setup, which installs it"))
+    func theDashboardShowsTheGroupAndChartsTheEntries() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.group(of: "home", "therapy")
+        for caregiver in ["mum", "mum", "mum"] { try cli.ok(["log", "append", "taps", "{\"symbol\":\"more\",\"caregiver\":\"\(caregiver)\"}"], node: "home") }
+        for caregiver in ["dad", "dad"] { try cli.ok(["log", "append", "taps", "{\"symbol\":\"help\",\"caregiver\":\"\(caregiver)\"}"], node: "therapy") }
+        let home = try AgentProcess(cli, node: "home")
+        defer { home.stop() }
+        let therapy = try AgentProcess(cli, node: "therapy", arguments: ["--peer", home.address])
+        defer { therapy.stop() }
+        #expect(eventually(within: 60) { (try? cli.entries("home")) == 5 && (try? cli.digest("home")) == (try? cli.digest("therapy")) })
+        let profile = cli.root + "/browser"
+        let link = try cli.ok(["dashboard"], node: "home").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(link.hasPrefix("http://127.0.0.1:") && link.contains("/login?code="))
+
+        // The link signs the browser in and lands on the group page: the peer, connected and in sync.
+        var group = try Self.dom(link, profile: profile)
+        if !group.contains("In sync with all 1 connected peer") {
+            // The peers' digests are announced every few seconds: the page refreshes; so do we.
+            _ = eventually(within: 30) {
+                group = (try? Self.dom(link.components(separatedBy: "/login")[0] + "/dashboard/", profile: profile)) ?? ""
+                return group.contains("In sync with all 1 connected peer")
+            }
+        }
+        #expect(group.contains("<title>Group · LANSync</title>"), "\(group.prefix(400))")
+        #expect(group.contains(">therapy<"), "the peer's name")
+        #expect(group.contains("<span class=\"ok\">connected</span>"))
+        #expect(group.contains("In sync with all 1 connected peer"))
+
+        // The stream's charts: per day by device, and by caregiver, exactly the entries.
+        let base = link.components(separatedBy: "/login")[0]
+        let stream = try Self.dom(base + "/dashboard/streams/taps?field=caregiver&days=7", profile: profile)
+        let today = ISO8601DateFormatter().string(from: Date()).prefix(10)
+        let byDevice = Self.bars(in: stream, chart: "Entries per day by device")
+        #expect(byDevice.count == 2, "\(byDevice)")
+        #expect(byDevice.filter { $0.key.hasPrefix("\(today) home (") }.values.first == 3, "\(byDevice)")
+        #expect(byDevice.filter { $0.key.hasPrefix("\(today) therapy (") }.values.first == 2, "\(byDevice)")
+        #expect(Self.bars(in: stream, chart: "Entries per day by caregiver") == ["\(today) mum": 3, "\(today) dad": 2])
+        #expect(stream.contains("{\"symbol\":\"help\",\"caregiver\":\"dad\"}"), "the newest entries, with the peer's")
+
+        // The link worked once; a browser without the session is asked to get one.
+        #expect(try Self.dom(link, profile: cli.root + "/other-browser").contains("This link has expired"))
+        #expect(try Self.dom(base + "/dashboard/", profile: cli.root + "/other-browser").contains("lansync dashboard"))
+    }
+}
