@@ -22,6 +22,8 @@ let package = Package(
         .library(name: "LANSync", targets: ["LANSync"]),
         // Sync inside an app's own process: `Agent`, the service `lansync run` runs.
         .library(name: "LANSyncAgent", targets: ["LANSyncAgent"]),
+        // The local HTTP API and dashboard beside an in-process `Agent`: `LocalAPI`.
+        .library(name: "LANSyncLocalAPI", targets: ["LANSyncLocalAPI"]),
         .executable(name: "lansync", targets: ["lansync"]),
         .executable(name: "lansync-bench", targets: ["lansync-bench"]),
     ],
@@ -162,7 +164,7 @@ let package = Package(
         .executableTarget(
             name: "lansync-example-taps",
             dependencies: [
-                "LANSync", "LANSyncAgent", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "LANSync", "LANSyncAgent", "LANSyncLocalAPI", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/TapLogger", swiftSettings: strict),

@@ -1,6 +1,7 @@
 import Foundation
 import LANSync
 import LANSyncAgent
+import LANSyncLocalAPI
 import Logging
 import ServiceLifecycle
 
@@ -27,7 +28,12 @@ struct TapLogger {
         if arguments.count > 2, let peer = PeerAddress(arguments[2]) { configuration.staticPeers = [peer] }
         let logger = Logger(label: "tap-logger")
         let sync = try Agent(node: node, configuration: configuration, logger: logger)
-        let services = ServiceGroup(services: [sync], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // The local HTTP API and dashboard too, for the app's other parts and its caregivers
+        // (`lansync dashboard` prints a link); port 0 picks a free one (the default is 7742).
+        var apiConfiguration = LocalAPIConfiguration()
+        apiConfiguration.port = 0
+        let api = await LocalAPI(agent: sync, configuration: apiConfiguration, logger: logger)
+        let services = ServiceGroup(services: [sync, api], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await services.run() }
