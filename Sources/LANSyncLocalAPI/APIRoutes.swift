@@ -198,7 +198,7 @@ struct LocalAPIRoutes: Sendable {
 
     func sessions(_ request: Request, _ context: BasicRequestContext) throws -> Response {
         let stream = try context.parameters.require("stream")
-        guard let field = request.uri.queryParameters.get("session_field").map { String($0) }, !field.isEmpty else {
+        guard let field = request.uri.queryParameters.get("session_field").map({ String($0) }), !field.isEmpty else {
             throw APIError(.badRequest, "invalid_input", "give the payload field that names a session, e.g. ?session_field=session_id")
         }
         let list = try Reports(node: node).sessions(stream: stream, field: field).map { session in
@@ -215,7 +215,7 @@ struct LocalAPIRoutes: Sendable {
     func regression(_ request: Request, _ context: BasicRequestContext) throws -> Response {
         let stream = try context.parameters.require("stream")
         let parameters = request.uri.queryParameters
-        guard let key = parameters.get("key").map { String($0) }, !key.isEmpty else {
+        guard let key = parameters.get("key").map({ String($0) }), !key.isEmpty else {
             throw APIError(.badRequest, "invalid_input", "give the payload field to watch, e.g. ?key=symbol_id")
         }
         let flags = try Reports(node: node).regressions(
