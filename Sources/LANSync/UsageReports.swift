@@ -51,13 +51,18 @@ package enum UsageReports {
         package let distinctSymbols: Int
         /// The greatest `final_phrase_length` among its payloads, when any has one.
         package let longestPhrase: Int?
+        /// The devices its entries were written on, by ID.
+        package var devices: [String] = []
+        /// Distinct values, in order, of the payload fields asked for (where it happened, who was
+        /// present: `location`, `caregiver`); a field no entry has is left out.
+        package var details: [String: [String]] = [:]
 
         package var durationMilliseconds: Int64 { end - start }
     }
 
     /// The entries grouped by a payload field naming their session, oldest session first;
     /// entries without the field are left out.
-    package static func sessions(_ entries: [Entry], sessionField: String) -> [Session] {
+    package static func sessions(_ entries: [Entry], sessionField: String, details fields: [String] = []) -> [Session] {
         var bySession: [String: [Entry]] = [:]
         for entry in entries {
             guard let id = fieldText(entry, sessionField) else { continue }
@@ -68,9 +73,15 @@ package enum UsageReports {
             let payloads = entries.map(Payload.init)
             let symbols = Set(payloads.compactMap { $0.text("symbol_id") })
             let phrases = payloads.compactMap { $0.text("final_phrase_length").flatMap { Int($0) } }
-            return Session(
+            var session = Session(
                 id: id, start: times.min()!, end: times.max()!, entries: entries.count, distinctSymbols: symbols.count,
                 longestPhrase: phrases.max())
+            session.devices = Set(entries.map(\.originDevice.description)).sorted()
+            for field in fields {
+                let values = Set(payloads.compactMap { $0.text(field) }).sorted()
+                if !values.isEmpty { session.details[field] = values }
+            }
+            return session
         }.sorted { ($0.start, $0.id) < ($1.start, $1.id) }
     }
 

@@ -207,6 +207,7 @@ struct LocalAPIRoutes: Sendable {
                 ("end", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.end))), ("duration_ms", "\(session.durationMilliseconds)"),
                 ("entries", "\(session.entries)"), ("distinct_symbols", "\(session.distinctSymbols)"),
                 ("longest_phrase", session.longestPhrase.map { "\($0)" } ?? "null"),
+                ("devices", "[" + session.devices.map(ExportFile.quoted).joined(separator: ",") + "]"),
             ])
         }
         return Self.json("{\"sessions\":[\(list.joined(separator: ","))]}")

@@ -19,8 +19,8 @@ struct Reports {
         UsageReports.usage(try entries(stream), by: by == "device" ? .device : .field(by), days: days, now: Self.now)
     }
 
-    func sessions(stream: String, field: String) throws(APIError) -> [UsageReports.Session] {
-        UsageReports.sessions(try entries(stream), sessionField: field)
+    func sessions(stream: String, field: String, details: [String] = []) throws(APIError) -> [UsageReports.Session] {
+        UsageReports.sessions(try entries(stream), sessionField: field, details: details)
     }
 
     func regressions(stream: String, key: String, baselineDays: Int, recentDays: Int, minUses: Int) throws(APIError) -> [UsageReports.RegressionFlag] {

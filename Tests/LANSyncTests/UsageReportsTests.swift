@@ -80,15 +80,21 @@ import Testing
             Self.tap("help", at: Self.at(day: 1, minute: 0), session: "morning"),
             Self.tap("want", at: Self.at(day: 1, minute: 5), session: "morning"),
             Self.tap("want", at: Self.at(day: 1, minute: 25), session: "morning", extra: #","final_phrase_length":3"#),
-            Self.tap("more", at: Self.at(day: 2), session: "evening"),
+            Self.tap("more", at: Self.at(day: 2), session: "evening", extra: #","location":"clinic","caregiver":"dad""#),
+            Self.tap("help", at: Self.at(day: 2, minute: 3), device: Self.therapy, session: "evening", extra: #","location":"clinic","caregiver":"therapist""#),
         ]
-        let sessions = UsageReports.sessions(entries, sessionField: "session_id")
+        let sessions = UsageReports.sessions(entries, sessionField: "session_id", details: ["location", "caregiver", "mood"])
         #expect(sessions.map(\.id) == ["morning", "evening"])
         #expect(sessions[0].entries == 3)
         #expect(sessions[0].distinctSymbols == 2)
         #expect(sessions[0].durationMilliseconds == 25 * 60_000)
         #expect(sessions[0].longestPhrase == 3)
         #expect(sessions[1].longestPhrase == nil)
+        // Where and with whom each session happened, for the caregiver's view.
+        #expect(sessions[0].devices == [Self.home.description])
+        #expect(sessions[0].details.isEmpty)
+        #expect(Set(sessions[1].devices) == [Self.home.description, Self.therapy.description])
+        #expect(sessions[1].details == ["location": ["clinic"], "caregiver": ["dad", "therapist"]])
     }
 
     @Test func fieldValuesAreReadStrictly() {

@@ -211,13 +211,18 @@ struct DashboardRoutes: Sendable {
                     : HTML.table([key, "last used (UTC)", "uses in baseline", "per day"], rows, id: "flags")) + "</section>"
         }
         if !sessionField.isEmpty {
-            let sessions = try reports.sessions(stream: stream, field: sessionField).suffix(50).reversed()
+            // Where each session happened and who was there, when the payloads say so.
+            let detailFields = ["location", "caregiver"].filter { fields.contains($0) }
+            let names = await names()
+            let sessions = try reports.sessions(stream: stream, field: sessionField, details: detailFields).suffix(50).reversed()
             let rows = sessions.map { session in
                 [HTML.escape(session.id), HTML.escape(Timestamps.iso8601(milliseconds: session.start)),
                     String(format: "%.1f min", Double(session.durationMilliseconds) / 60_000), "\(session.entries)", "\(session.distinctSymbols)",
-                    session.longestPhrase.map { "\($0)" } ?? "—"]
+                    session.longestPhrase.map { "\($0)" } ?? "—", HTML.escape(session.devices.map { names[$0] ?? $0 }.joined(separator: ", "))]
+                    + detailFields.map { HTML.escape(session.details[$0]?.joined(separator: ", ") ?? "—") }
             }
-            body += "<section><h2>Sessions</h2>" + HTML.table(["session", "start (UTC)", "duration", "entries", "distinct symbols", "longest phrase"], rows, id: "sessions")
+            body += "<section><h2>Sessions</h2>"
+                + HTML.table(["session", "start (UTC)", "duration", "entries", "distinct symbols", "longest phrase", "device"] + detailFields, rows, id: "sessions")
                 + "</section>"
         }
         return Self.html(HTML.page(title: "Report: \(stream)", device: node.identity.name, current: "streams", body: body))
