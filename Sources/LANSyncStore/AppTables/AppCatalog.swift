@@ -109,7 +109,7 @@ enum AppTriggers {
         var statements = names.map { "DROP TRIGGER IF EXISTS \($0)" }
         let new = columns.map { "NEW.\($0)" }.joined(separator: ", ")
         statements.append(
-            "CREATE TRIGGER \(names[0]) AFTER INSERT ON \(quoted) BEGIN SELECT lansync_capture(\(table.number), 1, \(new)); END")
+            "CREATE TRIGGER \(names[0]) AFTER INSERT ON \(quoted) WHEN lansync_local() BEGIN SELECT lansync_capture(\(table.number), 1, \(new)); END")
         if declared.appendOnly {
             for (index, operation) in [(3, "UPDATE"), (4, "DELETE")] {
                 statements.append(
@@ -127,9 +127,9 @@ enum AppTriggers {
         let oldCounters = table.counterColumns.map { "OLD.\(columns[$0])" }
         let updateArguments = ([String(table.number), "2"] + masks + oldKey + oldCounters + [new]).joined(separator: ", ")
         statements.append(
-            "CREATE TRIGGER \(names[1]) AFTER UPDATE ON \(quoted) BEGIN SELECT lansync_capture(\(updateArguments)); END")
+            "CREATE TRIGGER \(names[1]) AFTER UPDATE ON \(quoted) WHEN lansync_local() BEGIN SELECT lansync_capture(\(updateArguments)); END")
         statements.append(
-            "CREATE TRIGGER \(names[2]) AFTER DELETE ON \(quoted) BEGIN SELECT lansync_capture(\(table.number), 3, "
+            "CREATE TRIGGER \(names[2]) AFTER DELETE ON \(quoted) WHEN lansync_local() BEGIN SELECT lansync_capture(\(table.number), 3, "
                 + "\(oldKey.joined(separator: ", "))); END")
         return statements
     }
