@@ -21,12 +21,15 @@ public struct ConfigFile: Sendable, Equatable {
     public var maxConnections: Int?
     public var mdns: Bool?
     public var mdnsName: String?
+    /// Where the local HTTP API listens (loopback HOST:PORT), or nil; `apiOff` when `api = off`.
+    public var api: PeerAddress?
+    public var apiOff = false
 
     public init() {}
 
     /// The keys, in the order the documentation lists them.
     package static let keys = [
-        "data-dir", "listen", "peer", "log-level", "max-clock-skew", "max-connections", "mdns", "mdns-name",
+        "data-dir", "listen", "peer", "log-level", "max-clock-skew", "max-connections", "mdns", "mdns-name", "api",
     ]
     package static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
@@ -87,6 +90,15 @@ public struct ConfigFile: Sendable, Equatable {
                 case "on", "yes", "true": config.mdns = true
                 case "off", "no", "false": config.mdns = false
                 default: throw problem("mdns: '\(value)' is not on or off")
+                }
+            case "api":
+                if ["off", "no", "false"].contains(value) {
+                    config.apiOff = true
+                } else {
+                    guard let address = PeerAddress(value), ["127.0.0.1", "::1", "localhost"].contains(address.host.lowercased()) else {
+                        throw problem("api: '\(value)' is not a loopback HOST:PORT (e.g. 127.0.0.1:7742) or off")
+                    }
+                    config.api = address
                 }
             default:  // mdns-name
                 guard value.utf8.count <= 63 else { throw problem("mdns-name: longer than 63 bytes (a DNS label)") }

@@ -130,6 +130,7 @@ enum HelpTopic: String, CaseIterable {
                   max-connections = 64             (1-4096)
                   mdns = on                        (on or off)
                   mdns-name = LANSync therapy room
+                  api = 127.0.0.1:7742             (the local HTTP API and dashboard, loopback only; or off)
 
                 An unknown key or a bad value stops every command with the file, the line and the reason.
                 """

@@ -112,9 +112,9 @@ struct Run: AsyncParsableCommand {
             }
         }
         var services: [any Service] = [agent]
-        if !noAPI {
+        if !noAPI && (api != nil || !file.apiOff) {
             var apiConfiguration = LocalAPIConfiguration()
-            if let address = api.flatMap({ PeerAddress($0) }) {
+            if let address = api.flatMap({ PeerAddress($0) }) ?? file.api {
                 apiConfiguration.host = address.host
                 apiConfiguration.port = address.port
             }

@@ -15,9 +15,12 @@ import Testing
             max-connections = 16
             mdns = off
             mdns-name = LANSync therapy room
+            api = 127.0.0.1:7800
 
             """
         let file = try ConfigFile.parse(text, path: "lansync.conf")
+        #expect(file.api == PeerAddress(host: "127.0.0.1", port: 7800) && !file.apiOff)
+        #expect(try ConfigFile.parse("api = off", path: "c").apiOff)
         #expect(file.dataDir == "/var/lib/lansync")
         #expect(file.peers == [PeerAddress(host: "192.168.1.20", port: 7741), PeerAddress(host: "laptop.local", port: 7741)])
         #expect(file.logLevel == "debug")
@@ -55,6 +58,8 @@ import Testing
             ("log-level =", 1, "has no value"),
             ("mdns = on\nmdns = off", 2, "'mdns' is set twice"),
             ("mdns-name = " + String(repeating: "x", count: 64), 1, "63 bytes"),
+            ("api = 0.0.0.0:7742", 1, "api: '0.0.0.0:7742' is not a loopback HOST:PORT"),
+            ("api = loud", 1, "is not a loopback HOST:PORT"),
         ]
         for (text, line, reason) in cases {
             do {
