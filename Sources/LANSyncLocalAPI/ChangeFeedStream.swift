@@ -34,48 +34,48 @@ struct ChangeFeedStream: Sendable {
         node: LANSyncNode, start: FeedCursor, batchRows: Int, heartbeat: Duration, open: OpenFeeds,
         writer: inout any ResponseBodyWriter
     ) async throws {
-            // Listen before the first read: a commit between the read and the first wait still wakes us.
-            let changes = node.changes()
-            let (wakes, wake) = AsyncStream<Wake>.makeStream(bufferingPolicy: .bufferingNewest(1))
-            let forward = Task {
-                for await _ in changes { wake.yield(.change) }
-                wake.finish()
-            }
-            let beat = Task {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: heartbeat)
-                    wake.yield(.heartbeat)
-                }
-            }
-            // When the agent stops, the feed ends (the client reconnects to the next agent with its cursor).
-            let registration = open.add { wake.finish() }
-            defer {
-                open.remove(registration)
-                forward.cancel()
-                beat.cancel()
-            }
-            var cursor = start
-            try await writer.write(ByteBuffer(string: ": lansync change feed\nretry: 1000\n\n"))
-            var iterator = wakes.makeAsyncIterator()
+        // Listen before the first read: a commit between the read and the first wait still wakes us.
+        let changes = node.changes()
+        let (wakes, wake) = AsyncStream<Wake>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let forward = Task {
+            for await _ in changes { wake.yield(.change) }
+            wake.finish()
+        }
+        let beat = Task {
             while !Task.isCancelled {
-                let delta: Delta
-                do {
-                    delta = try node.store.delta(since: cursor.vector, maxRows: batchRows)
-                } catch {
-                    try await writer.write(ByteBuffer(string: "event: error\ndata: \(APIError(.internalServerError, "storage", error.message).json)\n\n"))
-                    break
-                }
-                if !delta.isEmpty {
-                    cursor.vector.advance(by: delta.coverage)
-                    if !delta.entries.isEmpty || !delta.preferences.isEmpty || !delta.rows.isEmpty {
-                        try await writer.write(ByteBuffer(string: Self.event(delta, cursor: cursor)))
-                    }
-                    continue
-                }
-                guard let reason = await iterator.next() else { break }
-                if reason == .heartbeat { try await writer.write(ByteBuffer(string: ": alive\n\n")) }
+                try? await Task.sleep(for: heartbeat)
+                wake.yield(.heartbeat)
             }
-            try await writer.finish(nil)
+        }
+        // When the agent stops, the feed ends (the client reconnects to the next agent with its cursor).
+        let registration = open.add { wake.finish() }
+        defer {
+            open.remove(registration)
+            forward.cancel()
+            beat.cancel()
+        }
+        var cursor = start
+        try await writer.write(ByteBuffer(string: ": lansync change feed\nretry: 1000\n\n"))
+        var iterator = wakes.makeAsyncIterator()
+        while !Task.isCancelled {
+            let delta: Delta
+            do {
+                delta = try node.store.delta(since: cursor.vector, maxRows: batchRows)
+            } catch {
+                try await writer.write(ByteBuffer(string: "event: error\ndata: \(APIError(.internalServerError, "storage", error.message).json)\n\n"))
+                break
+            }
+            if !delta.isEmpty {
+                cursor.vector.advance(by: delta.coverage)
+                if !delta.entries.isEmpty || !delta.preferences.isEmpty || !delta.rows.isEmpty {
+                    try await writer.write(ByteBuffer(string: Self.event(delta, cursor: cursor)))
+                }
+                continue
+            }
+            guard let reason = await iterator.next() else { break }
+            if reason == .heartbeat { try await writer.write(ByteBuffer(string: ": alive\n\n")) }
+        }
+        try await writer.finish(nil)
     }
 
     static func event(_ delta: Delta, cursor: FeedCursor) -> String {
