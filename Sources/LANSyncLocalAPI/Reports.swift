@@ -8,22 +8,31 @@ import LANSyncStore
 struct Reports {
     let node: LANSyncNode
 
-    func entries(_ stream: String) throws(APIError) -> [Entry] {
+    /// The stream's entries, oldest first; only those written at or after `since` (wall-clock
+    /// milliseconds) when given, so a report over weeks does not read a year of taps.
+    func entries(_ stream: String, since: Int64? = nil) throws(APIError) -> [Entry] {
         if let problem = Names.streamProblem(stream) { throw APIError(.badRequest, "invalid_input", problem) }
-        do { return try node.entries(EntryQuery(stream: stream)) } catch { throw APIError(error) }
+        do { return try node.entries(EntryQuery(stream: stream, since: since)) } catch { throw APIError(error) }
     }
 
     static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static let day: Int64 = 86_400_000
+
+    /// The start of the UTC day `days − 1` days before today: the first day a `days`-day report counts.
+    static func start(ofLast days: Int) -> Int64 { now - now % day - Int64(days - 1) * day }
 
     func usage(stream: String, by: String, days: Int) throws(APIError) -> [UsageReports.DayCount] {
-        UsageReports.usage(try entries(stream), by: by == "device" ? .device : .field(by), days: days, now: Self.now)
+        UsageReports.usage(try entries(stream, since: Self.start(ofLast: days)), by: by == "device" ? .device : .field(by), days: days, now: Self.now)
     }
 
-    func sessions(stream: String, field: String, details: [String] = []) throws(APIError) -> [UsageReports.Session] {
-        UsageReports.sessions(try entries(stream), sessionField: field, details: details)
+    func sessions(stream: String, field: String, details: [String] = [], since: Int64? = nil) throws(APIError) -> [UsageReports.Session] {
+        UsageReports.sessions(try entries(stream, since: since), sessionField: field, details: details)
     }
 
     func regressions(stream: String, key: String, baselineDays: Int, recentDays: Int, minUses: Int) throws(APIError) -> [UsageReports.RegressionFlag] {
-        UsageReports.regressions(try entries(stream), key: key, baselineDays: baselineDays, recentDays: recentDays, minUses: minUses, now: Self.now)
+        // Entries before the baseline window cannot flag anything: a flagged key was last used in it.
+        UsageReports.regressions(
+            try entries(stream, since: Self.start(ofLast: baselineDays + recentDays)), key: key, baselineDays: baselineDays,
+            recentDays: recentDays, minUses: minUses, now: Self.now)
     }
 }

@@ -143,7 +143,8 @@ struct DashboardRoutes: Sendable {
         let parameters = request.uri.queryParameters
         let days = try LocalAPIRoutes.number(parameters, "days", 1...366) ?? 30
         let reports = Reports(node: node)
-        let entries = try reports.entries(stream)
+        // Only the days shown: a year of taps is not read to draw a week.
+        let entries = try reports.entries(stream, since: Reports.start(ofLast: days))
         let fields = Self.fields(entries.suffix(500))
         let field = parameters.get("field").map { String($0) } ?? ["caregiver", "location", "label", "symbol"].first { fields.contains($0) } ?? ""
         let now = Reports.now
@@ -178,14 +179,17 @@ struct DashboardRoutes: Sendable {
             export <a href="/dashboard/streams/\(link)/export.csv">CSV</a> · <a href="/dashboard/streams/\(link)/export.json">JSON</a></p>
             \(HTML.table(["time (UTC)", "device", "payload"], newest, id: "newest"))</section>
             """
-        return Self.html(HTML.page(title: "Stream \(stream): \(entries.count) entries", device: node.identity.name, current: "streams", body: body))
+        return Self.html(
+            HTML.page(
+                title: "Stream \(stream): \(entries.count) entries in \(days) day\(days == 1 ? "" : "s")", device: node.identity.name,
+                current: "streams", body: body))
     }
 
     func reportPage(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let stream = try context.parameters.require("stream")
         let parameters = request.uri.queryParameters
         let reports = Reports(node: node)
-        let fields = Self.fields(try reports.entries(stream).suffix(500))
+        let fields = Self.fields(try reports.entries(stream, since: Reports.start(ofLast: 30)).suffix(500))
         let key = parameters.get("key").map { String($0) } ?? (fields.contains("symbol_id") ? "symbol_id" : fields.first ?? "")
         let sessionField = parameters.get("session_field").map { String($0) } ?? (fields.contains("session_id") ? "session_id" : "")
         let baselineDays = try LocalAPIRoutes.number(parameters, "baseline_days", 1...3_660) ?? 14
@@ -214,14 +218,15 @@ struct DashboardRoutes: Sendable {
             // Where each session happened and who was there, when the payloads say so.
             let detailFields = ["location", "caregiver"].filter { fields.contains($0) }
             let names = await names()
-            let sessions = try reports.sessions(stream: stream, field: sessionField, details: detailFields).suffix(50).reversed()
+            let sessions = try reports.sessions(stream: stream, field: sessionField, details: detailFields, since: Reports.start(ofLast: 30))
+                .suffix(50).reversed()
             let rows = sessions.map { session in
                 [HTML.escape(session.id), HTML.escape(Timestamps.iso8601(milliseconds: session.start)),
                     String(format: "%.1f min", Double(session.durationMilliseconds) / 60_000), "\(session.entries)", "\(session.distinctSymbols)",
                     session.longestPhrase.map { "\($0)" } ?? "—", HTML.escape(session.devices.map { names[$0] ?? $0 }.joined(separator: ", "))]
                     + detailFields.map { HTML.escape(session.details[$0]?.joined(separator: ", ") ?? "—") }
             }
-            body += "<section><h2>Sessions</h2>"
+            body += "<section><h2>Sessions</h2><p>The newest 50 of the last 30 days.</p>"
                 + HTML.table(["session", "start (UTC)", "duration", "entries", "distinct symbols", "longest phrase", "device"] + detailFields, rows, id: "sessions")
                 + "</section>"
         }
