@@ -1,8 +1,8 @@
 import Foundation
 package import GRDB
 
-/// Rules and renderings of the SQL that apps send through `lansync exec`/`query` and the local
-/// API: one place, so the shell and the API refuse and print alike.
+/// Running and rendering the SQL that apps send through `lansync exec`/`query`, the local API
+/// and the dashboard: one place, so they refuse and print alike.
 package enum AppSQL {
     /// Why `sql` cannot run as an app's write, or nil. Schema statements belong in `schema apply`,
     /// where they are checked and synced; transaction control in LANSync's own transaction.
@@ -17,6 +17,43 @@ package enum AppSQL {
             }
         }
         return nil
+    }
+
+    /// Runs `sql` as an app's write: one durable transaction that syncs, all of it or nothing.
+    /// Returns how many rows it changed. Schema statements and transaction control are refused
+    /// before anything runs; every refusal says that nothing was applied.
+    package static func execute(_ sql: String, arguments: StatementArguments = [], on node: LANSyncNode) async throws(LANSyncError) -> Int {
+        if let problem = writeProblem(sql) { throw LANSyncError(.invalidInput, problem + "; nothing was applied") }
+        do {
+            return try await node.write { db -> Int in
+                let before = db.totalChangesCount
+                try db.execute(sql: sql, arguments: arguments)
+                return db.totalChangesCount - before
+            }
+        } catch let error as LANSyncError {
+            throw LANSyncError(error.code, error.message + "; nothing was applied")
+        } catch {
+            throw LANSyncError(.sql, "\(error); nothing was applied")
+        }
+    }
+
+    /// Runs a read-only query: its column names and rows. A statement that would write is
+    /// refused, pointing to `writeInstead` (how the caller writes: `lansync exec`, POST /v1/exec).
+    package static func query(
+        _ sql: String, arguments: StatementArguments = [], on node: LANSyncNode, writeInstead: String
+    ) throws(LANSyncError) -> (columns: [String], rows: [[DatabaseValue]]) {
+        do {
+            return try node.read { db in
+                let statement = try db.makeStatement(sql: sql)
+                guard statement.isReadonly else { throw LANSyncError(.invalidInput, "query only reads; write with \(writeInstead)") }
+                let rows = try Row.fetchAll(statement, arguments: arguments)
+                return (statement.columnNames, rows.map { Array($0.databaseValues) })
+            }
+        } catch let error as LANSyncError {
+            throw error
+        } catch {
+            throw LANSyncError(.sql, "\(error)")
+        }
     }
 
     /// A value as text: NULL, numbers, text as is, BLOBs as base64.

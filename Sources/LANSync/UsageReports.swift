@@ -25,7 +25,7 @@ package enum UsageReports {
     /// Counts per UTC day and group, over the `days` days ending with the day of `now`
     /// (today included), oldest first; days without entries are left out.
     package static func usage(_ entries: [Entry], by grouping: Grouping, days: Int, now: Int64) -> [DayCount] {
-        let first = dayStart(now) - Int64(days - 1) * dayMilliseconds
+        let first = firstDay(ofLast: days, now: now)
         var counts: [String: [String: Int]] = [:]
         for entry in entries where entry.wallMilliseconds >= first && entry.wallMilliseconds < dayStart(now) + dayMilliseconds {
             let group: String
@@ -105,8 +105,8 @@ package enum UsageReports {
     package static func regressions(
         _ entries: [Entry], key field: String, baselineDays: Int = 14, recentDays: Int = 5, minUses: Int = 5, now: Int64
     ) -> [RegressionFlag] {
-        let recentStart = dayStart(now) - Int64(recentDays - 1) * dayMilliseconds
-        let baselineStart = recentStart - Int64(baselineDays) * dayMilliseconds
+        let recentStart = firstDay(ofLast: recentDays, now: now)
+        let baselineStart = firstDay(ofLast: baselineDays + recentDays, now: now)
         var baseline: [String: Int] = [:]
         var recent: Set<String> = []
         var lastUsed: [String: Int64] = [:]
@@ -129,6 +129,10 @@ package enum UsageReports {
     static let dayMilliseconds: Int64 = 86_400_000
 
     /// The start of the UTC day holding `milliseconds`.
+    /// The start of the first of the `days` UTC days ending with the day of `now`: the oldest
+    /// entry a `days`-day report reads (`regressions` reads `baselineDays + recentDays`).
+    package static func firstDay(ofLast days: Int, now: Int64) -> Int64 { dayStart(now) - Int64(days - 1) * dayMilliseconds }
+
     static func dayStart(_ milliseconds: Int64) -> Int64 {
         milliseconds - ((milliseconds % dayMilliseconds) + dayMilliseconds) % dayMilliseconds
     }

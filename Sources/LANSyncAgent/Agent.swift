@@ -36,6 +36,8 @@ public actor Agent: Service {
     let ourStateCache = OurStateCache()
     /// Where each of the agent's parts stands (`AgentPart`).
     let partStates = AgentPartStates()
+    /// Where each part stands, without the rest of `report()` (peers, the digest read from disk).
+    package nonisolated var partStatuses: [AgentPartStatus] { partStates.all }
     let eventLoops = MultiThreadedEventLoopGroup.singleton
 
     struct Registered {

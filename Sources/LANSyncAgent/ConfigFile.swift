@@ -95,7 +95,7 @@ public struct ConfigFile: Sendable, Equatable {
                 if ["off", "no", "false"].contains(value) {
                     config.apiOff = true
                 } else {
-                    guard let address = PeerAddress(value), ["127.0.0.1", "::1", "localhost"].contains(address.host.lowercased()) else {
+                    guard let address = PeerAddress(value), PeerAddress.isLoopback(host: address.host) else {
                         throw problem("api: '\(value)' is not a loopback HOST:PORT (e.g. 127.0.0.1:7742) or off")
                     }
                     config.api = address

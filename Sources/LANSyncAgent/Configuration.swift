@@ -67,6 +67,10 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     public let host: String
     public let port: Int
 
+    /// The names of this machine's loopback, where the local API may listen and which a request
+    /// to it may name: localhost, 127.0.0.1 and ::1 (any case).
+    package static func isLoopback(host: String) -> Bool { ["localhost", "127.0.0.1", "::1"].contains(host.lowercased()) }
+
     public init(host: String, port: Int) {
         self.host = host
         self.port = port

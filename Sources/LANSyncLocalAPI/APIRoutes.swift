@@ -16,8 +16,8 @@ struct LocalAPIRoutes: Sendable {
     /// Request bodies larger than this are refused (413): a batch of a thousand large taps fits.
     static let maxBody = 8 << 20
 
-    func register(on router: Router<BasicRequestContext>) {
-        let v1 = router.group("v1")
+    /// Registers the routes on `v1`, the `/v1` group behind the token.
+    func register(on v1: RouterGroup<BasicRequestContext>) {
         v1.get("status") { _, _ in try await status() }
         v1.get("peers") { _, _ in await peers() }
         v1.post("streams/:stream/entries") { request, context in try await append(request, context) }
@@ -143,20 +143,7 @@ struct LocalAPIRoutes: Sendable {
         let body = try await Self.decode(SQLRequest.self, request)
         let arguments = StatementArguments((body.arguments ?? []).map(\.databaseValue))
         let (columns, rows) = try Self.node { () throws(LANSyncError) in
-            do {
-                return try node.read { db -> ([String], [[DatabaseValue]]) in
-                    let statement = try db.makeStatement(sql: body.sql)
-                    guard statement.isReadonly else {
-                        throw LANSyncError(.invalidInput, "query only reads; write with POST /v1/exec")
-                    }
-                    let rows = try Row.fetchAll(statement, arguments: arguments)
-                    return (statement.columnNames, rows.map { Array($0.databaseValues) })
-                }
-            } catch let error as LANSyncError {
-                throw error
-            } catch {
-                throw LANSyncError(.sql, "\(error)")
-            }
+            try AppSQL.query(body.sql, arguments: arguments, on: node, writeInstead: "POST /v1/exec")
         }
         let columnList = columns.map(ExportFile.quoted).joined(separator: ",")
         let rowList = rows.map { "[" + $0.map(AppSQL.json).joined(separator: ",") + "]" }.joined(separator: ",")
@@ -165,22 +152,8 @@ struct LocalAPIRoutes: Sendable {
 
     func exec(_ request: Request) async throws -> Response {
         let body = try await Self.decode(SQLRequest.self, request)
-        if let problem = AppSQL.writeProblem(body.sql) { throw APIError(.badRequest, "invalid_input", problem + "; nothing was applied") }
-        let sql = body.sql
         let arguments = StatementArguments((body.arguments ?? []).map(\.databaseValue))
-        let changed = try await Self.node { () async throws(LANSyncError) in
-            do {
-                return try await node.write { db -> Int in
-                    let before = db.totalChangesCount
-                    try db.execute(sql: sql, arguments: arguments)
-                    return db.totalChangesCount - before
-                }
-            } catch let error as LANSyncError {
-                throw LANSyncError(error.code, error.message + "; nothing was applied")
-            } catch {
-                throw LANSyncError(.sql, "\(error); nothing was applied")
-            }
-        }
+        let changed = try await Self.node { () async throws(LANSyncError) in try await AppSQL.execute(body.sql, arguments: arguments, on: node) }
         return Self.json("{\"changed\":\(changed)}")
     }
 

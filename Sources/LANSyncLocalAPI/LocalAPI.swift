@@ -21,7 +21,7 @@ public struct LocalAPIConfiguration: Sendable {
 
     /// Why `host` cannot be the API's, or nil.
     public static func hostProblem(_ host: String) -> String? {
-        ["127.0.0.1", "::1", "localhost"].contains(host.lowercased())
+        PeerAddress.isLoopback(host: host)
             ? nil : "the local API listens on loopback only (127.0.0.1, ::1 or localhost), not '\(host)'"
     }
 }
@@ -64,7 +64,7 @@ public final class LocalAPI: Service, Sendable {
         // (another one already runs for this data directory) must not touch that one's API files.
         while true {
             guard !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
-            let parts = await agent.report().parts
+            let parts = agent.partStatuses
             if parts.contains(where: { $0.state == .failed }) { return }
             if parts.first(where: { $0.name == "control socket" })?.state == .running { break }
             try? await Task.sleep(for: .milliseconds(20))
@@ -113,9 +113,12 @@ public final class LocalAPI: Service, Sendable {
     package static func router(agent: Agent, node: LANSyncNode, token: APIToken, feeds: OpenFeeds = OpenFeeds(), sessions: DashboardSessions = DashboardSessions()
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: APIGuard(token: token))
-        LocalAPIRoutes(agent: agent, node: node, feeds: feeds).register(on: router)
-        DashboardRoutes(agent: agent, node: node, sessions: sessions).register(on: router)
+        // Every request: addressed to loopback, from no other site. The API's routes: the token.
+        // The dashboard's pages: a browser session (`SessionGuard`); its login link: the one-time code.
+        router.add(middleware: LoopbackGuard())
+        let api = router.group("v1").add(middleware: TokenGuard(token: token))
+        LocalAPIRoutes(agent: agent, node: node, feeds: feeds).register(on: api)
+        DashboardRoutes(agent: agent, node: node, sessions: sessions).register(on: router, api: api)
         return router
     }
 

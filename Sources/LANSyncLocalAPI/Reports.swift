@@ -16,10 +16,7 @@ struct Reports {
     }
 
     static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
-    static let day: Int64 = 86_400_000
-
-    /// The start of the UTC day `days − 1` days before today: the first day a `days`-day report counts.
-    static func start(ofLast days: Int) -> Int64 { now - now % day - Int64(days - 1) * day }
+    static func start(ofLast days: Int) -> Int64 { UsageReports.firstDay(ofLast: days, now: now) }
 
     func usage(stream: String, by: String, days: Int) throws(APIError) -> [UsageReports.DayCount] {
         UsageReports.usage(try entries(stream, since: Self.start(ofLast: days)), by: by == "device" ? .device : .field(by), days: days, now: Self.now)

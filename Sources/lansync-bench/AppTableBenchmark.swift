@@ -83,6 +83,18 @@ struct AppTableBenchmark {
         }
     }
 
+    /// Everything `node` holds, as the deltas of 2,000 rows a peer catching up from nothing receives.
+    static func deltas(of node: LANSyncNode) throws -> [Delta] {
+        var batches = [Delta]()
+        var known = VersionVector()
+        while true {
+            let next = try node.store.delta(since: known, maxRows: 2_000)
+            if next.isEmpty { return batches }
+            known.advance(by: next.coverage)
+            batches.append(next)
+        }
+    }
+
     /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile`).
     mutating func profileInsert() async throws {
         let rowArguments = (0..<rows).map(Self.arguments)
@@ -92,14 +104,7 @@ struct AppTableBenchmark {
             try await Self.insert(rowArguments, batch: 1_000) { try await node.write($0) }
             print(String(format: "insert %.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
             guard CommandLine.arguments.contains("merge") else { continue }
-            var batches = [Delta]()
-            var known = VersionVector()
-            while true {
-                let next = try node.store.delta(since: known, maxRows: 2_000)
-                if next.isEmpty { break }
-                known.advance(by: next.coverage)
-                batches.append(next)
-            }
+            let batches = try Self.deltas(of: node)
             let target = try freshNode()
             let mergeStart = ContinuousClock.now
             for batch in batches { try await target.merge(batch, maxSkewMilliseconds: 60_000) }
@@ -172,14 +177,7 @@ struct AppTableBenchmark {
 
         // Catch-up of every row into an empty peer, and the merge alone against the baseline.
         guard let source else { return }
-        var batches = [Delta]()
-        var known = VersionVector()
-        while true {
-            let next = try source.store.delta(since: known, maxRows: 2_000)
-            if next.isEmpty { break }
-            known.advance(by: next.coverage)
-            batches.append(next)
-        }
+        let batches = try Self.deltas(of: source)
         var catchUps = [Double]()
         var merges = [Double]()
         var plain = [Double]()

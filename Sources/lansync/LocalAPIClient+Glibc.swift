@@ -45,19 +45,8 @@ enum LocalAPIClient {
         guard let statusLine = text.split(separator: "\r\n").first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? ""),
             let bodyStart = text.range(of: "\r\n\r\n")
         else { throw Failure(message: "the agent's local API gave an answer that is not HTTP") }
-        var body = String(text[bodyStart.upperBound...])
-        // Chunked answers: keep the chunks' data only.
-        if text[..<bodyStart.lowerBound].lowercased().contains("transfer-encoding: chunked") {
-            var decoded = ""
-            var rest = Substring(body)
-            while let lineEnd = rest.range(of: "\r\n"), let size = Int(rest[..<lineEnd.lowerBound], radix: 16), size > 0 {
-                let start = lineEnd.upperBound
-                let end = rest.utf8.index(start, offsetBy: size, limitedBy: rest.utf8.endIndex) ?? rest.endIndex
-                decoded += rest[start..<end]
-                rest = rest[end...].dropFirst(2)
-            }
-            body = decoded
-        }
+        // The agent answers with a Content-Length and closes (`Connection: close`): the rest is the body.
+        let body = String(text[bodyStart.upperBound...])
         return (status, body)
     }
 }

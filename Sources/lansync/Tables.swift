@@ -130,23 +130,8 @@ struct Exec: AsyncParsableCommand {
             }
             text = String(decoding: data, as: UTF8.self)
         }
-        if let problem = AppSQL.writeProblem(text) {
-            note("lansync: error: \(problem); nothing was applied")
-            throw ExitCode(1)
-        }
         let statement = text
-        let changed = try await reportingErrors {
-            let node = try global.openNode()
-            do {
-                return try await node.write { db -> Int in
-                    let before = db.totalChangesCount
-                    try db.execute(sql: statement)
-                    return db.totalChangesCount - before
-                }
-            } catch let error as LANSyncError {
-                throw LANSyncError(error.code, error.message + "; nothing was applied")
-            }
-        }
+        let changed = try await reportingErrors { try await AppSQL.execute(statement, on: try global.openNode()) }
         Output().line("ok: \(counted(changed, "row")) changed")
         await ControlClient.kick(global.dataDirectory)
     }
@@ -174,15 +159,7 @@ struct Query: AsyncParsableCommand {
 
     func run() async throws {
         let (columns, rows) = try await reportingErrors {
-            let node = try global.openNode()
-            return try node.read { db -> ([String], [[DatabaseValue]]) in
-                let statement = try db.makeStatement(sql: sql)
-                guard statement.isReadonly else {
-                    throw LANSyncError(.invalidInput, "query only reads; write with `lansync exec`")
-                }
-                let rows = try Row.fetchAll(statement)
-                return (statement.columnNames, rows.map { row in row.databaseValues.map { $0 } })
-            }
+            try AppSQL.query(sql, on: try global.openNode(), writeInstead: "`lansync exec`")
         }
         let out = Output()
         if json {

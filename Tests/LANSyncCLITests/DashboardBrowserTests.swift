@@ -26,7 +26,7 @@ import Testing
     /// Every bar segment of the chart titled `title`: (day, group) → count.
     static func bars(in dom: String, chart title: String) -> [String: Int] {
         guard let start = dom.range(of: "data-title=\"\(title)\"") else { return [:] }
-        let chart = dom[start.upperBound...].prefix { _ in true }
+        let chart = dom[start.upperBound...]
         let end = chart.range(of: "</figure>")?.lowerBound ?? chart.endIndex
         var bars: [String: Int] = [:]
         let pattern = try! NSRegularExpression(pattern: "data-day=\"([^\"]+)\" data-group=\"([^\"]+)\" data-count=\"([0-9]+)\"")

@@ -16,9 +16,10 @@ struct DashboardRoutes: Sendable {
     let node: LANSyncNode
     let sessions: DashboardSessions
 
-    func register(on router: Router<BasicRequestContext>) {
+    /// The pages on `router`; the route that makes login links on `api`, the `/v1` group behind the token.
+    func register(on router: Router<BasicRequestContext>, api: RouterGroup<BasicRequestContext>) {
         router.get("login") { request, _ in login(request) }
-        router.post("v1/dashboard/links") { _, _ in newLink() }
+        api.post("dashboard/links") { _, _ in newLink() }
         let pages = router.group("dashboard").add(middleware: SessionGuard(sessions: sessions))
         pages.get("") { _, _ in try await groupPage() }
         pages.get("streams") { _, _ in try streamsPage() }
@@ -123,9 +124,7 @@ struct DashboardRoutes: Sendable {
 
     func streamsPage() throws -> Response {
         let streams = try LocalAPIRoutes.node { () throws(LANSyncError) in
-            do { return try node.store.streamSummaries() } catch let error as StoreError { throw LANSyncError(.storage, error.message) } catch {
-                throw LANSyncError(.storage, "\(error)")
-            }
+            do throws(StoreError) { return try node.store.streamSummaries() } catch { throw LANSyncError(.storage, error.message) }
         }
         let rows = streams.map { stream in
             [
@@ -271,15 +270,12 @@ struct DashboardRoutes: Sendable {
             throw APIError(.notFound, "no_such_table", "this device's app declares no table '\(name)'")
         }
         let page = try LocalAPIRoutes.number(request.uri.queryParameters, "page", 0...1_000_000) ?? 0
-        let (columns, rows) = try LocalAPIRoutes.node { () throws(LANSyncError) in
-            do {
-                return try node.read { db -> ([String], [[String]]) in
-                    let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name.quotedDatabaseIdentifier) LIMIT 100 OFFSET ?")
-                    let rows = try Row.fetchAll(statement, arguments: [page * 100])
-                    return (statement.columnNames, rows.map { row in row.databaseValues.map { HTML.escape(AppSQL.plain($0)) } })
-                }
-            } catch let error as LANSyncError { throw error } catch { throw LANSyncError(.sql, "\(error)") }
+        let (columns, values) = try LocalAPIRoutes.node { () throws(LANSyncError) in
+            try AppSQL.query(
+                "SELECT * FROM \(table.name.quotedDatabaseIdentifier) LIMIT 100 OFFSET ?", arguments: [page * 100], on: node,
+                writeInstead: "POST /v1/exec")
         }
+        let rows = values.map { row in row.map { HTML.escape(AppSQL.plain($0)) } }
         let link = "/dashboard/tables/\(HTML.component(table.name))?page="
         let navigation = (page > 0 ? "<a href=\"\(link)\(page - 1)\">previous 100</a> " : "")
             + (rows.count == 100 ? "<a href=\"\(link)\(page + 1)\">next 100</a>" : "")

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Server-rendered pages: text escaped once, here, and one layout for every page. No script:
 /// the pages work in any browser, charts are SVG drawn on the server (`StackedBarChart`).
 enum HTML {
@@ -66,4 +68,3 @@ enum HTML {
     }
 }
 
-import Foundation

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A stacked bar chart as SVG, drawn on the server: one bar per day, one colour per group
 /// (device or payload value). Each bar segment carries its day, group and count as data
 /// attributes and a tooltip, so people read it by hovering and tests read it from the DOM.
@@ -9,15 +11,12 @@ struct StackedBarChart {
 
     static let palette = ["#3b6ea5", "#e07b39", "#4f9d69", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
 
+    /// Groups by their total, largest first: the stacking order and the colours (past the
+    /// palette, the last colour repeats).
     var groups: [String] {
         var totals: [String: Int] = [:]
         for count in counts { totals[count.group, default: 0] += count.count }
         return totals.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map(\.key)
-    }
-
-    func color(_ group: String) -> String {
-        let index = groups.firstIndex(of: group) ?? 0
-        return index < Self.palette.count ? Self.palette[index] : Self.palette[Self.palette.count - 1]
     }
 
     var svg: String {
@@ -34,10 +33,12 @@ struct StackedBarChart {
         parts.append("<text x=\"\(left - 6)\" y=\"\(height - bottom)\" text-anchor=\"end\" font-size=\"12\">0</text>")
         parts.append("<line x1=\"\(left)\" y1=\"\(height - bottom)\" x2=\"\(width)\" y2=\"\(height - bottom)\" stroke=\"#9aa3ad\"/>")
         let order = groups
+        let rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
+        func color(_ group: String) -> String { Self.palette[min(rank[group] ?? 0, Self.palette.count - 1)] }
         for (index, day) in days.enumerated() {
             let x = left + Double(index) * step + (step - barWidth) / 2
             var y = height - bottom
-            for (group, count) in byDay[day, default: []].sorted(by: { (order.firstIndex(of: $0.group) ?? 0) < (order.firstIndex(of: $1.group) ?? 0) }) {
+            for (group, count) in byDay[day, default: []].sorted(by: { rank[$0.group] ?? 0 < rank[$1.group] ?? 0 }) {
                 let barHeight = Double(count) * scale
                 y -= barHeight
                 parts.append(
@@ -58,7 +59,6 @@ struct StackedBarChart {
             """
     }
 
-    private func fmt(_ value: Double) -> String { String(Int((value * 10).rounded())) == "" ? "0" : String(format: "%.1f", value) }
+    private func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
 }
 
-import Foundation
