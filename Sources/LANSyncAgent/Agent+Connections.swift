@@ -18,7 +18,8 @@ extension Agent {
         let address = channel.channel.remoteAddress.map(Self.describe) ?? "unknown"
         guard connections < configuration.maxConnections else {
             logger.warning("refused a connection: too many", metadata: ["peer.address": "\(address)"])
-            try? await channel.channel.close()
+            // Closed through its async wrapper: released unfinished, NIO would trap.
+            try? await channel.executeThenClose { _, _ in }
             return
         }
         await run(channel, initiator: false, address: address, dialed: nil)

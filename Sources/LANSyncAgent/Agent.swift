@@ -176,13 +176,7 @@ public actor Agent: Service {
             metadata: [
                 "listen.address": "\(server.channel.localAddress.map(Self.describe) ?? "\(boundPort)")", "group.tag": "\(group.tag)",
             ])
-        try await server.executeThenClose { inbound in
-            try await withThrowingDiscardingTaskGroup { children in
-                for try await child in inbound {
-                    children.addTask { await self.accept(child) }
-                }
-            }
-        }
+        try await serveUntilCancelled(server) { child in await self.accept(child) }
     }
 
     private func listen(on host: String) async throws -> NIOAsyncChannel<FramedChannel, Never> {

@@ -38,17 +38,11 @@ enum ControlSocket {
 
     /// Answers requests until cancelled.
     static func serve(_ server: NIOAsyncChannel<LineChannel, Never>, agent: Agent) async throws {
-        try await server.executeThenClose { inbound in
-            try await withThrowingDiscardingTaskGroup { tasks in
-                for try await client in inbound {
-                    tasks.addTask {
-                        try? await client.executeThenClose { requests, responses in
-                            for try await line in requests {
-                                let answer = await respond(to: Array(line.readableBytesView), agent: agent)
-                                try await responses.write(ByteBuffer(bytes: answer + [0x0A]))
-                            }
-                        }
-                    }
+        try await serveUntilCancelled(server) { client in
+            try? await client.executeThenClose { requests, responses in
+                for try await line in requests {
+                    let answer = await respond(to: Array(line.readableBytesView), agent: agent)
+                    try await responses.write(ByteBuffer(bytes: answer + [0x0A]))
                 }
             }
         }
