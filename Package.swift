@@ -154,6 +154,7 @@ let package = Package(
                 "LANSyncCore",
                 "LANSyncStore",
                 "LANSyncWire",
+                "LANSyncSession",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The baseline binds through SQLite's C API (Baseline.swift).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

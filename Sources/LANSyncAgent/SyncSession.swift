@@ -48,7 +48,8 @@ actor SyncSession {
         closeConnection = close
         machine = SyncProtocol(
             hasher: ReplicaStore.elementHasher, keepalive: configuration.keepalive,
-            announceInterval: configuration.announceInterval, now: .now)
+            announceInterval: configuration.announceInterval,
+            rowPushes: peer.version >= WireProtocol.rowPushVersion, now: .now)
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -82,7 +83,10 @@ actor SyncSession {
             if case .state = message { await recordProgress() }
             push()
         case .merge(let delta):
-            if case .push = message { await recordProgress() }
+            switch message {
+            case .push, .rowPush: await recordProgress()
+            default: break
+            }
             await startMerge(delta)
         case .end(let why): finish(why)
         }
@@ -198,7 +202,7 @@ actor SyncSession {
             return
         }
         ourStateCache.changed()
-        if case .wakeSender = machine.mergeFinished() { push() }
+        if case .wakeSender = machine.mergeFinished(ourDigest: { try? ourState().digest }) { push() }
         mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged
         if outcome.changedAnything {
             logger.debug(

@@ -56,6 +56,18 @@ package struct SyncProtocol: Sendable {
     private var digestKnownToPeer = true
     private var pushEncoder = EntryPushEncoder()
     private var pushDecoder = EntryPushDecoder()
+    /// Whether the peer speaks row pushes (protocol version 3 and later).
+    private let rowPushes: Bool
+    private var rowPushEncoder = RowPushEncoder()
+    private var rowPushDecoder = RowPushDecoder()
+    /// One item per merge asked for and not yet finished, in order: the digest check the row push
+    /// being merged carried, if any.
+    private var mergesAwaiting: [DigestCheck?] = []
+    /// How many `state` messages the peer has sent: a check only counts when none came after it.
+    private var statesReceived = 0
+    /// Set when we sent a row push whose digest check stands for our state: `statesReceived` then.
+    /// The peer's next state either shows it holds our digest, or we owe it our state.
+    private var checkSentAfterStates: Int?
     private var lastHeard: ContinuousClock.Instant
     /// When we last sent the peer anything (`sent(at:)`): a side that spoke within the last
     /// interval has nothing to prove, so it does not ping.
@@ -74,9 +86,10 @@ package struct SyncProtocol: Sendable {
 
     package init(
         hasher: ElementHasher, keepalive: Duration, announceInterval: Duration = .milliseconds(250),
-        now: ContinuousClock.Instant
+        rowPushes: Bool = true, now: ContinuousClock.Instant
     ) {
         self.hasher = hasher
+        self.rowPushes = rowPushes
         self.keepalive = keepalive
         self.announceInterval = announceInterval
         lastHeard = now
@@ -93,11 +106,13 @@ package struct SyncProtocol: Sendable {
         lastHeard = now
         switch message {
         case .state(let announced):
+            statesReceived += 1
             peerAnnounced = announced
             peerKnown = peerKnown.merged(with: announced.versionVector)
             return .wakeSender
         case .delta(let delta):
             noteHeld(delta)
+            mergesAwaiting.append(nil)
             return .merge(delta)
         case .push(let push):
             let entry: Entry
@@ -117,6 +132,20 @@ package struct SyncProtocol: Sendable {
                 announced.hlc = max(announced.hlc, entry.hlc)
                 peerAnnounced = announced
             }
+            mergesAwaiting.append(nil)
+            return .merge(delta)
+        case .rowPush(let push):
+            let change: RowChange
+            do {
+                change = try rowPushDecoder.change(from: push)
+            } catch {
+                return .end(end(.malformed(error.reason)))
+            }
+            let delta = RowPush.delta(carrying: change)
+            noteHeld(delta)
+            mergesAwaiting.append(push.digestCheck.map {
+                DigestCheck(check: $0, dot: change.dot, hlc: change.hlc, afterStates: statesReceived)
+            })
             return .merge(delta)
         case .ping(let value):
             pongsOwed.append(value)
@@ -147,10 +176,32 @@ package struct SyncProtocol: Sendable {
         return end(.peerClosed)
     }
 
-    /// A merge finished: the peer should hear our new state.
-    package mutating func mergeFinished() -> Received {
+    /// What a row push's digest check says, kept until its merge finishes.
+    private struct DigestCheck: Sendable {
+        let check: UInt64
+        let dot: Dot
+        let hlc: HybridTimestamp
+        let afterStates: Int
+    }
+
+    /// A merge finished: the peer should hear our new state. `ourDigest` is read only when the
+    /// merged rows came in a row push with a digest check (nil: unknown, the check is skipped): when our digest now starts with it, we
+    /// hold exactly the peer's state (unless the peer announced a state since), so we know its
+    /// digest without its `state` message.
+    package mutating func mergeFinished(ourDigest: () -> StateDigest?) -> Received {
         guard state == .syncing else { return .nothing }
         stateOwed = true
+        let pending = mergesAwaiting.isEmpty ? nil : mergesAwaiting.removeFirst()
+        if let pending, pending.afterStates == statesReceived, var announced = peerAnnounced, let ours = ourDigest() {
+            if RowPush.check(of: ours) == pending.check {
+                announced.digest = ours
+                if announced.versionVector[pending.dot.replica] == pending.dot.counter - 1 {
+                    announced.versionVector[pending.dot.replica] = pending.dot.counter
+                }
+                announced.hlc = max(announced.hlc, pending.hlc)
+                peerAnnounced = announced
+            }
+        }
         return .wakeSender
     }
 
@@ -193,6 +244,18 @@ package struct SyncProtocol: Sendable {
                 return .push(push)
             }
         }
+        if rowPushes, batch.rows.count == 1, batch.entries.isEmpty, batch.preferences.isEmpty, let change = batch.rows.first,
+            batch == RowPush.delta(carrying: change)
+        {
+            let current = try digest()
+            if let push = rowPushEncoder.push(change, digestCheck: RowPush.check(of: current)) {
+                // The peer learns our digest from the check when it held our last one; its next
+                // state tells us whether it did (`closingState`).
+                if digestToldToPeer != nil, checkSentAfterStates == nil { checkSentAfterStates = statesReceived }
+                digestToldToPeer = current
+                return .rowPush(push)
+            }
+        }
         digestKnownToPeer = false
         return .delta(batch)
     }
@@ -213,14 +276,20 @@ package struct SyncProtocol: Sendable {
     /// The peer's announcements are what let other nodes see it needs no relay (`RelayGrace`).
     package mutating func closingState(now: ContinuousClock.Instant, _ ours: () throws -> PeerState) rethrows -> Closing {
         guard state == .syncing else { return .nothing }
-        let owed = stateOwed || !digestKnownToPeer
+        var owed = stateOwed || !digestKnownToPeer
         let announced = try ours()
+        if let sentAfter = checkSentAfterStates, statesReceived > sentAfter {
+            // The peer spoke since our row push: it either holds our digest, or must hear it.
+            checkSentAfterStates = nil
+            if peerAnnounced?.digest != announced.digest { owed = true }
+        }
         if !owed {
             guard announced.digest != digestToldToPeer else { return .nothing }
             if let last = lastAnnounced, now - last < announceInterval { return .later(last + announceInterval) }
         }
         stateOwed = false
         digestKnownToPeer = true
+        checkSentAfterStates = nil
         digestToldToPeer = announced.digest
         lastAnnounced = now
         return .send(.state(announced))

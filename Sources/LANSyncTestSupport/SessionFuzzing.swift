@@ -62,6 +62,7 @@ package enum SessionFuzzing {
         let replicas: [ReplicaID]
         let device = DeviceID(bytes: [UInt8](repeating: 0xD1, count: 16))!
         var pushEncoder = EntryPushEncoder()
+        var rowPushEncoder = RowPushEncoder()
         var report = Report()
 
         init(_ bytes: [UInt8]) {
@@ -125,7 +126,7 @@ package enum SessionFuzzing {
         }
 
         mutating func message() -> WireMessage {
-            switch byte() % 7 {
+            switch byte() % 8 {
             case 0:
                 var counters: [ReplicaID: UInt64] = [:]
                 for _ in 0..<(byte() % 4) { counters[replica()] = value() }
@@ -144,6 +145,18 @@ package enum SessionFuzzing {
             case 3: return .ping(value())
             case 4: return .pong(value())
             case 5: return .goodbye(code: GoodbyeCode(rawValue: byte()) ?? .other, reason: "fuzz")
+            case 6:
+                let kind = pick([RowChange.Kind.insert, .insert, .update, .delete, .append])
+                let change = RowChange(
+                    key: RowKey(table: pick(["bad table", "sets", "sessions"]), primaryKey: [pick([.null, .text("a"), .integer(Int64(bitPattern: value()))])]),
+                    kind: kind, causalLength: value(), hlc: HybridTimestamp(rawValue: value()), dot: dot(in: nil),
+                    values: byte() % 2 == 0 ? [] : [.init(column: pick(["", "reps", "notes"]), value: .integer(Int64(bitPattern: value())))],
+                    totals: byte() % 4 == 0 ? [.init(column: "xp", total: Int64(bitPattern: value()))] : [])
+                let check = byte() % 2 == 0 ? value() : nil
+                guard var push = rowPushEncoder.push(change, digestCheck: check) else { return .ping(1) }
+                if byte() % 4 == 0 { push.counterStep = Int64(bitPattern: value()) }
+                if byte() % 8 == 0 { push.replica = .slot(Int(byte())) }
+                return .rowPush(push)
             default: return .state(PeerState(versionVector: VersionVector(), digest: StateDigest(), hlc: .zero))
             }
         }
@@ -154,6 +167,7 @@ package enum SessionFuzzing {
                     // The peer reconnects: a fresh session (and push tables) over the same replica.
                     machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), now: now)
                     pushEncoder = EntryPushEncoder()
+                    rowPushEncoder = RowPushEncoder()
                     report.sessions += 1
                 }
                 switch byte() % 4 {
@@ -203,7 +217,8 @@ package enum SessionFuzzing {
                 _ = machine.mergeFailed(error.message, clockSkew: false)
                 return
             }
-            _ = machine.mergeFinished()
+            let store = store
+            _ = machine.mergeFinished(ourDigest: { try? store.syncSummary().digest })
             report.merges += 1
             let summary = try! store.syncSummary()
             precondition(summary.digest == (try! store.recomputeDigest()), "the running digest drifted from the rows")

@@ -1,11 +1,14 @@
 package import LANSyncCore
 
-/// LANSync's wire protocol, version 2: the messages two members exchange after their Noise
+/// LANSync's wire protocol, versions 2 and 3: the messages two members exchange after their Noise
 /// handshake. `docs/protocol.md` is the full specification; this file is its executable form.
 package enum WireProtocol {
     /// Protocol versions this build speaks.
     /// Version 2 added app-table rows to deltas (and to the digest); version 1 is no longer spoken.
-    package static let versions: ClosedRange<UInt16> = 2...2
+    /// Version 3 adds the row push (message type 8); a session of version 2 never sends one.
+    package static let versions: ClosedRange<UInt16> = 2...3
+    /// The first version with row pushes.
+    package static let rowPushVersion: UInt16 = 3
     /// The Noise prologue: bound into the handshake hash, so a peer of another protocol fails.
     package static let prologue = Array("LANSync wire protocol".utf8)
     /// The most a reassembled message may hold.
@@ -144,12 +147,15 @@ package enum WireMessage: Equatable, Sendable {
     case goodbye(code: GoodbyeCode, reason: String)
     /// One new entry, compactly (see `EntryPush`).
     case push(EntryPush)
+    /// One new app-table row change, compactly (see `RowPush`; protocol version 3 and later).
+    case rowPush(RowPush)
 
     enum Kind: UInt8 {
         case state = 1, delta = 2, ping = 3, pong = 4, goodbye = 5
         /// Another message, compressed: varint length · one Zstandard frame. Never nested.
         case compressed = 6
         case push = 7
+        case rowPush = 8
     }
 
     /// Messages at least this long are sent compressed when that makes them smaller.
@@ -188,6 +194,9 @@ package enum WireMessage: Equatable, Sendable {
         case .push(let push):
             writer.byte(Kind.push.rawValue)
             push.encode(into: &writer)
+        case .rowPush(let push):
+            writer.byte(Kind.rowPush.rawValue)
+            push.encode(into: &writer)
         }
         return writer.bytes
     }
@@ -216,6 +225,7 @@ package enum WireMessage: Equatable, Sendable {
             let code = GoodbyeCode(rawValue: try reader.byte()) ?? .other
             message = .goodbye(code: code, reason: try reader.string(atMost: WireProtocol.maxNameBytes, "reason"))
         case .push: message = .push(try EntryPush.decode(from: &reader))
+        case .rowPush: message = .rowPush(try RowPush.decode(from: &reader))
         case .compressed: throw WireError("nested compression")
         case nil: throw WireError("unknown message type \(kind)")
         }

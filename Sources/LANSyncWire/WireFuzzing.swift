@@ -15,6 +15,10 @@ package enum WireFuzzing {
                 var decoder = EntryPushDecoder()
                 if let entry = try? decoder.entry(from: push) { _ = Delta(entries: [entry]).problem() }
             }
+            if case .rowPush(let push) = message {
+                var decoder = RowPushDecoder()
+                if let change = try? decoder.change(from: push) { _ = RowPush.delta(carrying: change).problem() }
+            }
         }
         if let hello = try? Hello.decode(bytes) {
             precondition((try? Hello.decode(hello.encoded())) == hello, "hello did not survive a round trip")

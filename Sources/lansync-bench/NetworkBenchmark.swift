@@ -123,6 +123,39 @@ struct NetworkBenchmark {
     /// An empty peer catches up `rows` rows of the 10-column app table (`AppTableBenchmark`)
     /// from another agent on loopback: the catch-up goal of app tables, sender and receiver
     /// working at once as two machines would. Returns the seconds it took.
+    /// Everything agent A sends for each of `count` one-column updates of rows agent B already
+    /// holds (framing and AEAD tags included; B's answers are not A's bytes): the live cost of an
+    /// edit. Each update waits until B holds it.
+    mutating func tableUpdateBytes(count: Int, value: (Int) -> String) async throws -> [Int] {
+        let a = try node(name: "update-a")
+        let b = try node(name: "update-b")
+        for replica in [a, b] { try replica.applySchema(AppTableBenchmark.table) }
+        let group = try a.createGroup()
+        try b.joinGroup(code: group.joinCode)
+        try await AppTableBenchmark.insert((0..<10).map(AppTableBenchmark.arguments), batch: 10) { try await a.write($0) }
+        let (agentA, taskA) = try await start(a)
+        let (_, taskB) = try await start(b, peers: [PeerAddress(host: "127.0.0.1", port: try await agentA.listeningPort())])
+        try await waitForEqualDigests(a, b)
+        var bytes = [Int]()
+        for index in 0..<count {
+            let sentBefore = agentA.traffic.sent
+            let text = value(index)
+            try await a.write { db in
+                try db.execute(sql: "UPDATE sets SET notes = ? WHERE id = ?", arguments: [text, AppTableBenchmark.uuid(index % 10)])
+            }
+            try await waitForEqualDigests(a, b)
+            // Let B's answer go by (A owes nothing for it), then count what A sent.
+            try await Task.sleep(for: .milliseconds(5))
+            bytes.append(agentA.traffic.sent - sentBefore)
+        }
+        taskA.cancel()
+        taskB.cancel()
+        _ = try? await taskA.value
+        _ = try? await taskB.value
+        removeNodes()
+        return bytes
+    }
+
     mutating func tableCatchUp(rows: Int) async throws -> Double {
         let source = try node(name: "table-source")
         try source.applySchema(AppTableBenchmark.table)

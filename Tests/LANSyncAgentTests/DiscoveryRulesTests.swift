@@ -7,7 +7,7 @@ import Testing
 @Suite struct DiscoveryRulesTests {
     @Test func theTXTRecordHoldsTheVersionAndTheGroupTagOnly() {
         let txt = Agent.txtRecord(groupTag: "0bf7c311d61516c8")
-        #expect(txt == ["v": "2", "g": "0bf7c311d61516c8"])
+        #expect(txt == ["v": "2-3", "g": "0bf7c311d61516c8"])
     }
 
     @Test func onlyNodesOfOurGroupWithACommonVersionAreDialed() {
@@ -15,7 +15,8 @@ import Testing
         let tags: Set = [tag, "1111111111111111"]
         #expect(Agent.isCompatibleMember(["v": "2", "g": tag], groupTags: tags))
         #expect(Agent.isCompatibleMember(["v": "1-3", "g": tag], groupTags: tags), "a newer node that still speaks 2")
-        #expect(!Agent.isCompatibleMember(["v": "3-4", "g": tag], groupTags: tags), "no version in common")
+        #expect(Agent.isCompatibleMember(["v": "3-4", "g": tag], groupTags: tags), "a newer node that still speaks 3")
+        #expect(!Agent.isCompatibleMember(["v": "4-5", "g": tag], groupTags: tags), "no version in common")
         #expect(!Agent.isCompatibleMember(["v": "1", "g": tag], groupTags: tags), "an older node (no app tables)")
         #expect(!Agent.isCompatibleMember(["v": "2", "g": "ffffffffffffffff"], groupTags: tags), "another group")
         #expect(!Agent.isCompatibleMember(["g": tag], groupTags: tags), "no version")

@@ -44,7 +44,7 @@ import Testing
         #expect(machine.received(.delta(delta), now: Self.start) == .merge(delta))
         #expect(machine.peerKnown[Self.theirs] == 1)
         // After the merge our state is owed, even with no rows to send.
-        #expect(machine.mergeFinished() == .wakeSender)
+        #expect(machine.mergeFinished(ourDigest: { nil }) == .wakeSender)
         let state = Self.state([Self.theirs: 1])
         #expect(machine.closingState(now: Self.start, { state }) == .send(.state(state)))
         #expect(machine.closingState(now: Self.start, { state }) == .nothing)
@@ -118,7 +118,7 @@ import Testing
         _ = machine.opening(Self.state([:]), now: Self.start)
         let delta = Delta(entries: [Self.entry(Self.theirs, 1)], coverage: [.init(replica: Self.theirs, from: 0, through: 1)])
         _ = machine.received(.delta(delta), now: Self.start)
-        _ = machine.mergeFinished()
+        _ = machine.mergeFinished(ourDigest: { nil })
         let state = Self.state([Self.theirs: 1])
         #expect(machine.closingState(now: Self.start + .milliseconds(1), { state }) == .send(.state(state)))
     }
@@ -209,11 +209,109 @@ import Testing
         #expect(machine.received(.ping(1), now: Self.start) == .nothing)
         #expect(machine.received(.state(Self.state([Self.theirs: 1])), now: Self.start) == .nothing)
         #expect(machine.takeReplies() == [])
-        #expect(machine.mergeFinished() == .nothing)
+        #expect(machine.mergeFinished(ourDigest: { nil }) == .nothing)
         #expect(machine.tick(now: Self.start + .seconds(60)) == .nothing)
         #expect(machine.shutdown() == nil)
         #expect(machine.replaced() == nil)
         #expect(machine.peerClosed() == nil)
         #expect(machine.state == .ended(.malformed("bad")))
+    }
+}
+
+/// Row pushes in a session (protocol §5.2): when they go, and what their digest check does.
+@Suite struct RowPushSessionTests {
+    typealias T = SyncProtocolTests
+
+    static func change(_ replica: ReplicaID, _ counter: UInt64) -> RowChange {
+        RowChange(
+            key: RowKey(table: "athletes", primaryKey: [.text("3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10")]), kind: .update,
+            causalLength: 1, hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000 + counter, logical: 0),
+            dot: Dot(replica: replica, counter: counter), values: [.init(column: "weight_kg", value: .real(71.5))])
+    }
+
+    static func digest(_ seed: UInt8) -> StateDigest { StateDigest(bytes: [UInt8](repeating: seed, count: 32))! }
+
+    @Test func oneRowChangeGoesAsARowPushOnlyToAVersion3Peer() throws {
+        let batch = RowPush.delta(carrying: Self.change(T.ours, 1))
+        var current = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), rowPushes: true, now: T.start)
+        _ = current.opening(T.state([:], digest: Self.digest(1)), now: T.start)
+        guard case .rowPush(let push) = current.outgoing(batch, digest: { Self.digest(2) }) else {
+            Issue.record("one row change should go as a row push")
+            return
+        }
+        #expect(push.digestCheck == RowPush.check(of: Self.digest(2)))
+        #expect(current.peerKnown[T.ours] == 1)
+        var older = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), rowPushes: false, now: T.start)
+        _ = older.opening(T.state([:]), now: T.start)
+        #expect(older.outgoing(batch, digest: { Self.digest(2) }) == .delta(batch))
+        // Two changes go as a delta to anyone.
+        let two = Delta(
+            rows: [Self.change(T.ours, 2), Self.change(T.ours, 3)], coverage: [.init(replica: T.ours, from: 1, through: 3)])
+        #expect(current.outgoing(two, digest: { Self.digest(3) }) == .delta(two))
+    }
+
+    /// A receiver that held the sender's state learns the sender's new digest from the check; one
+    /// whose digest differs after the merge does not (and the sender's state then follows).
+    @Test func aMatchingDigestCheckUpdatesThePeersAnnouncedState() throws {
+        var sender = T.machine()
+        _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
+        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1)), digest: { Self.digest(2) })
+
+        var receiver = T.machine()
+        _ = receiver.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
+        #expect(receiver.received(message, now: T.start) == .merge(RowPush.delta(carrying: Self.change(T.theirs, 1))))
+        #expect(receiver.mergeFinished(ourDigest: { Self.digest(2) }) == .wakeSender)
+        #expect(receiver.peerAnnounced?.digest == Self.digest(2))
+        #expect(receiver.peerAnnounced?.versionVector[T.theirs] == 1)
+
+        var diverged = T.machine()
+        _ = diverged.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
+        _ = diverged.received(message, now: T.start)
+        _ = diverged.mergeFinished(ourDigest: { Self.digest(9) })
+        #expect(diverged.peerAnnounced?.digest == Self.digest(1))
+    }
+
+    /// A state the sender announced after its push is newer than the check: the check is ignored.
+    @Test func aStateAfterThePushOutranksItsCheck() throws {
+        var sender = T.machine()
+        _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
+        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1)), digest: { Self.digest(2) })
+        var receiver = T.machine()
+        _ = receiver.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
+        _ = receiver.received(message, now: T.start)
+        _ = receiver.received(.state(T.state([T.theirs: 2], digest: Self.digest(3))), now: T.start)
+        _ = receiver.mergeFinished(ourDigest: { Self.digest(2) })
+        #expect(receiver.peerAnnounced?.digest == Self.digest(3))
+    }
+
+    /// After a row push the sender owes no state; the peer's next state settles it: the same
+    /// digest as ours needs nothing, another one gets our state.
+    @Test func theSendersStateFollowsOnlyWhenThePeerMissedTheCheck() throws {
+        for peerMatched in [true, false] {
+            var sender = T.machine()
+            _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
+            _ = sender.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
+            _ = sender.outgoing(RowPush.delta(carrying: Self.change(T.ours, 1)), digest: { Self.digest(2) })
+            let ours = T.state([T.ours: 1], digest: Self.digest(2))
+            #expect(sender.closingState(now: T.start, { ours }) == .nothing)
+            // The peer's answer after its merge.
+            let reply = T.state([T.ours: 1], digest: peerMatched ? Self.digest(2) : Self.digest(7))
+            _ = sender.received(.state(reply), now: T.start)
+            let closing = sender.closingState(now: T.start, { ours })
+            #expect(closing == (peerMatched ? .nothing : .send(.state(ours))), "peer matched: \(peerMatched)")
+        }
+    }
+
+    @Test func aRowPushNamingAnUndefinedSlotEndsTheSession() throws {
+        var encoder = RowPushEncoder()
+        _ = encoder.push(Self.change(T.theirs, 1), digestCheck: nil)
+        let secondMade = encoder.push(Self.change(T.theirs, 2), digestCheck: nil)
+        let second = try #require(secondMade)
+        var machine = T.machine()
+        guard case .end(let why) = machine.received(.rowPush(second), now: T.start) else {
+            Issue.record("a push naming an undefined slot must end the session")
+            return
+        }
+        #expect(why.goodbye.map { if case .goodbye(.malformed, _) = $0 { true } else { false } } == true)
     }
 }

@@ -77,10 +77,12 @@ import Testing
             version: 1, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, name: "therapy-room",
             replica: ReplicaID(high: 5, low: 6), hlc: HybridTimestamp(rawValue: 99), wallMilliseconds: 1_700_000_000_000)
         #expect(try Hello.decode(hello.encoded()) == hello)
-        #expect(try VersionOffer.decode(VersionOffer().encoded()).agreed() == 2)
-        #expect(VersionOffer(versions: 2...5).agreed() == 2)
+        // This build speaks 2–3: the highest in common wins; a version-2 peer still gets version 2.
+        #expect(try VersionOffer.decode(VersionOffer().encoded()).agreed() == 3)
+        #expect(VersionOffer(versions: 2...5).agreed() == 3)
+        #expect(VersionOffer(versions: 2...2).agreed() == 2)
         #expect(VersionOffer(versions: 1...1).agreed() == nil)
-        #expect(VersionOffer(versions: 3...5).agreed() == nil)
+        #expect(VersionOffer(versions: 4...5).agreed() == nil)
     }
 
     /// Generated ids travel as 16 bytes; other ids as text; both come back exactly.
@@ -229,6 +231,12 @@ import Testing
             "json": Array("{\"symbol_id\":12,\"grid\":[2,3],\"label\":\"more\"}".utf8),
             "compressed": WireMessage.delta(s.deltas.last!).wireBytes(),
             "delta-rows": WireMessage.delta(DeltaCodingTests.rowDelta(Array(0..<24).map { $0 * 37 })).encoded(),
+            "row-push": {
+                var encoder = RowPushEncoder()
+                let change = RowPushTests.update(
+                    RowPushTests.a, 3, key: "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10", column: "notes", value: .text("ok"), ms: 1 << 40)
+                return WireMessage.rowPush(encoder.push(change, digestCheck: 7)!).encoded()
+            }(),
         ]
     }
 
@@ -306,5 +314,112 @@ import Testing
         for length in 0..<bytes.count {
             #expect(throws: WireError.self) { try WireMessage.decode(Array(bytes.prefix(length))) }
         }
+    }
+}
+
+@Suite struct RowPushTests {
+    static let a = ReplicaID(high: 1, low: 1)
+    static let b = ReplicaID(high: 2, low: 2)
+
+    static func update(_ replica: ReplicaID, _ counter: UInt64, key: String, column: String, value: SQLValue, ms: UInt64) -> RowChange {
+        RowChange(
+            key: RowKey(table: "rowing_sessions", primaryKey: [.text(key)]), kind: .update, causalLength: 1,
+            hlc: HybridTimestamp(physicalMilliseconds: ms, logical: 0), dot: Dot(replica: replica, counter: counter),
+            values: [.init(column: column, value: value)])
+    }
+
+    /// Any sequence of row changes (every kind, value type and key shape) comes back exactly
+    /// through a connection's encoder and decoder, each push through the wire's bytes.
+    @Test func rowChangesRoundTripThroughTheirTables() async {
+        await propertyCheck(input: Gen.int(in: 0...100_000).array(of: 1...30)) { seeds in
+            var encoder = RowPushEncoder()
+            var decoder = RowPushDecoder()
+            for (index, change) in DeltaCodingTests.rowDelta(seeds).rows.enumerated() {
+                let push = encoder.push(change, digestCheck: index % 2 == 0 ? UInt64(index) << 40 : nil)
+                guard let push, case .rowPush(let decoded) = try? WireMessage.decode(WireMessage.rowPush(push).wireBytes()) else {
+                    Issue.record("change \(index) did not travel as a row push")
+                    return
+                }
+                #expect(decoded == push)
+                #expect((try? decoder.change(from: decoded)) == change)
+                #expect(RowPush.delta(carrying: change).problem() == nil)
+            }
+        }
+    }
+
+    /// The issue's goal: a one-column update of a UUID-keyed row on the wire, frame (3 bytes) and
+    /// AEAD tag (16) included, within the value + 64 bytes once the session's slots are defined.
+    @Test func aOneColumnUpdateFitsItsGoal() throws {
+        var encoder = RowPushEncoder()
+        let note = SQLValue.text("strong finish, +2.5")
+        var sizes = [Int]()
+        for (index, key) in ["3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10", "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d11"].enumerated() {
+            let change = Self.update(Self.a, UInt64(5_000 + index), key: key, column: "notes", value: note, ms: 1_795_248_555_566 + UInt64(index) * 1_000)
+            let pushMade = encoder.push(change, digestCheck: 0x0123_4567_89AB_CDEF)
+            let push = try #require(pushMade)
+            sizes.append(WireMessage.rowPush(push).wireBytes().count + 19)
+        }
+        #expect(sizes[1] <= 19 + 64, "steady-state row push: \(sizes)")
+        #expect(sizes[0] > sizes[1], "the first push defines the slots: \(sizes)")
+    }
+
+    @Test func slotsMustBeDefinedInOrderBeforeUse() throws {
+        var encoder = RowPushEncoder()
+        let key = "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10"
+        let firstMade = encoder.push(Self.update(Self.a, 1, key: key, column: "notes", value: .null, ms: 1_000), digestCheck: nil)
+        let secondMade = encoder.push(Self.update(Self.a, 2, key: key, column: "notes", value: .null, ms: 1_001), digestCheck: nil)
+        let first = try #require(firstMade)
+        let second = try #require(secondMade)
+        #expect(first.replica == .define(0, Self.a) && second.replica == .slot(0))
+        var fresh = RowPushDecoder()
+        #expect(throws: WireError.self) { try fresh.change(from: second) }  // names slot 0 before it is defined
+        var skipping = first
+        skipping.table = .define(3, "rowing_sessions")
+        var other = RowPushDecoder()
+        #expect(throws: WireError.self) { try other.change(from: skipping) }  // defines slot 3 first
+        var zero = first
+        zero.counterStep = 0
+        var third = RowPushDecoder()
+        #expect(throws: WireError.self) { try third.change(from: zero) }  // counter 0 is no dot
+        var wrapping = second
+        wrapping.counterStep = Int64(Dot.maxCounter)  // 1 + (2^40 − 1) is past the counter range
+        var fourth = RowPushDecoder()
+        _ = try fourth.change(from: first)
+        #expect(throws: WireError.self) { try fourth.change(from: wrapping) }
+    }
+
+    @Test func slotsBeyondTheLimitAndUnknownFlagsAreMalformed() throws {
+        var encoder = RowPushEncoder()
+        let pushMade = encoder.push(Self.update(Self.a, 1, key: "k", column: "notes", value: .integer(1), ms: 1_000), digestCheck: nil)
+        let push = try #require(pushMade)
+        var beyond = push
+        beyond.replica = .slot(WireProtocol.maxTableEntries)
+        #expect(throws: WireError.self) { try WireMessage.decode(WireMessage.rowPush(beyond).encoded()) }
+        var flagged = WireMessage.rowPush(push).encoded()
+        flagged[1] |= 0x80
+        #expect(throws: WireError.self) { try WireMessage.decode(flagged) }
+    }
+
+    @Test func everyTruncationOfARowPushIsRefused() throws {
+        var encoder = RowPushEncoder()
+        let pushMade = encoder.push(
+            Self.update(Self.b, 9, key: "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10", column: "stroke_rate", value: .real(31.5), ms: 1_000),
+            digestCheck: 42)
+        let bytes = WireMessage.rowPush(try #require(pushMade)).encoded()
+        for length in 0..<bytes.count {
+            #expect(throws: WireError.self) { try WireMessage.decode(Array(bytes.prefix(length))) }
+        }
+    }
+
+    /// A table full of slots makes the encoder say "send a delta" and leaves its tables unchanged.
+    @Test func aFullTableFallsBackToADelta() throws {
+        var encoder = RowPushEncoder()
+        for counter in 1...UInt64(WireProtocol.maxTableEntries) {
+            let made = encoder.push(Self.update(Self.a, counter, key: "k", column: "c\(counter)", value: .null, ms: 1_000), digestCheck: nil)
+            #expect(made != nil)
+        }
+        #expect(encoder.push(Self.update(Self.a, 5_000, key: "k", column: "one_too_many", value: .null, ms: 1_000), digestCheck: nil) == nil)
+        // Known columns still go as pushes.
+        #expect(encoder.push(Self.update(Self.a, 5_001, key: "k", column: "c7", value: .null, ms: 1_000), digestCheck: nil) != nil)
     }
 }
