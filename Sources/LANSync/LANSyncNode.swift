@@ -159,15 +159,22 @@ public final class LANSyncNode: Sendable {
     /// Sets a preference to a JSON value (last writer wins across devices).
     @discardableResult
     public func set(_ key: String, to jsonValue: String) async throws(LANSyncError) -> PreferenceWrite {
-        if let problem = Names.keyProblem(key) { throw LANSyncError(.invalidInput, problem) }
+        if let problem = Names.keyProblem(key) ?? Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         return try await write(PreferenceRequest(key: key, value: try JSONText.compact(jsonValue)))
     }
 
     /// Unsets a preference: a tombstone that wins over older writes on every device.
     @discardableResult
     public func unset(_ key: String) async throws(LANSyncError) -> PreferenceWrite {
-        if let problem = Names.keyProblem(key) { throw LANSyncError(.invalidInput, problem) }
+        if let problem = Names.keyProblem(key) ?? Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         return try await write(PreferenceRequest(key: key, value: nil))
+    }
+
+    /// Keys under `lansync/` hold the group's membership records, written by LANSync itself.
+    static func reservedKeyProblem(_ key: String) -> String? {
+        guard key.hasPrefix(MemberKeys.prefix) else { return nil }
+        return "preference keys under \(MemberKeys.prefix) are LANSync's own (the group's member records; "
+            + "`lansync group members` shows them); use another first part, e.g. app/\(key.dropFirst(MemberKeys.prefix.count))"
     }
 
     private func write(_ request: PreferenceRequest) async throws(LANSyncError) -> PreferenceWrite {

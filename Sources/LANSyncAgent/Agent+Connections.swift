@@ -22,15 +22,18 @@ extension Agent {
             try? await channel.executeThenClose { _, _ in }
             return
         }
-        await run(channel, initiator: false, address: address, dialed: nil)
+        await run(channel, keys: nil, address: address, dialed: nil)
     }
 
     /// Handshake, checks, registration, then the sync session until the connection ends. Returns
-    /// why it ended.
+    /// why it ended. `keys`: the group key to dial with (we initiate), or nil when the peer dialed
+    /// us (any epoch's key we hold is accepted, then checked against the member records).
     @discardableResult
-    nonisolated func run(_ channel: FramedChannel, initiator: Bool, address: String, dialed: DialTarget?) async
-        -> (any Error)?
-    {
+    nonisolated func run(
+        _ channel: FramedChannel, keys: [(epoch: UInt64, key: SecureBytes)]?, address: String, dialed: DialTarget?
+    ) async -> (any Error)? {
+        let initiator = keys != nil
+        let psks = keys ?? groupState.psks
         await countConnection(+1)
         let timedOut = ManagedAtomicFlag()
         let timeout = channel.channel.eventLoop.scheduleTask(in: TimeAmount(configuration.handshakeTimeout)) {
@@ -49,7 +52,7 @@ extension Agent {
                 let handshaken: Handshaken
                 do {
                     handshaken = try await HandshakeDriver.run(
-                        initiator: initiator, psk: psk, staticKey: identity.keyPair,
+                        initiator: initiator, psks: psks, staticKey: identity.keyPair,
                         hello: { version in
                             Hello(
                                 version: version, device: identity.deviceID, name: identity.name, replica: replica,
@@ -91,6 +94,15 @@ extension Agent {
         }
         if let dialed { await remember(dialed, replica: peer.replica) }
         let duplicateDevice = await isDuplicateDevice(peer)
+        switch await admission(peer, key: handshaken.peerStaticKey, epoch: handshaken.epoch) {
+        case .admit: break
+        case .handOver:
+            try await handOver(to: peer, sender: sender)
+            throw ConnectionError.handedOver(epoch: groupState.epoch)
+        case .refuse(let reason):
+            try? await sender.send(.goodbye(code: .notAMember, reason: reason))
+            throw ConnectionError.notAMember(reason)
+        }
         let session = SyncSession(
             peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, relayGrace: relayGrace,
             ourStateCache: ourStateCache, logger: logger, initiatedByUs: initiator, close: { channel.channel.close(promise: nil) })
@@ -116,11 +128,13 @@ extension Agent {
         logger.info(
             "peer connected",
             metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
-        try await sender.send(try await session.opening())
         var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound, traffic: traffic)
         // Unregistered before this returns, so that when the connection's end is reported, a session
-        // still registered for the peer is a newer connection that replaced this one.
+        // still registered for the peer is a newer connection that replaced this one. (Also when the
+        // opening state cannot be sent: a peer that refuses us closes right after the handshake,
+        // and a registration left behind kept the dial loop waiting for good.)
         do {
+            try await sender.send(try await session.opening())
             try await serve(session, channel: channel, sender: sender, receiver: &receiver)
         } catch {
             await unregister(session, replica: peer.replica)
@@ -178,8 +192,8 @@ extension Agent {
         let reason = error is CancellationError ? "the agent stopped" : (error as? ConnectionError)?.description ?? "\(error)"
         let refused: Bool
         switch error as? ConnectionError {
-        case .handshake, .versionMismatch, .clockSkew, .handshakeTimeout: refused = true
-        case .session(.peerSaidGoodbye(.clockSkew, _)), .session(.clockSkew): refused = true
+        case .handshake, .versionMismatch, .clockSkew, .handshakeTimeout, .notAMember: refused = true
+        case .session(.peerSaidGoodbye(.clockSkew, _)), .session(.clockSkew), .session(.peerSaidGoodbye(.notAMember, _)): refused = true
         default: refused = false
         }
         if case .connectedToSelf = error as? ConnectionError {

@@ -36,7 +36,7 @@ extension Agent {
                         channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
                     }
                     dialing(target, connected: true)
-                    outcome = await run(channel, initiator: true, address: endpoint.description, dialed: target)
+                    outcome = await run(channel, keys: dialKeys(target), address: endpoint.description, dialed: target)
                     dialing(target, connected: false)
                     if ContinuousClock.now - started > .seconds(10) { backoff = configuration.minBackoff }
                     break
@@ -44,6 +44,15 @@ extension Agent {
                     outcome = error
                     await directory.address(endpoint.description, state: .unreachable, error: "\(error)")
                     logger.debug("peer unreachable", metadata: ["peer.address": "\(endpoint)", "error": "\(error)"])
+                }
+            }
+            if case .discovered(let name) = target {
+                switch outcome as? ConnectionError {
+                case .handedOver?, .session(.peerSaidGoodbye(.notAMember, _))?:
+                    // Dialed with an earlier epoch's key the tag still showed; the next dial uses
+                    // the current one (a removed device is refused either way).
+                    discovery.dialWithCurrentEpoch.insert(name)
+                default: break
                 }
             }
             if case .connectedToSelf = outcome as? ConnectionError, case .discovered(let name) = target {
@@ -104,6 +113,12 @@ extension Agent {
 
     func resumeDisconnectWaiters(_ replica: ReplicaID) {
         for waiter in disconnectWaiters.removeValue(forKey: replica) ?? [] { waiter.resume() }
+    }
+
+    /// Wakes every dial loop waiting out its backoff, so it dials now.
+    func wakeDialers() {
+        for waiter in networkWaiters.values { waiter.resume(returning: true) }
+        networkWaiters.removeAll()
     }
 
     /// A network interface came up: close connections silent for longer than a ping interval

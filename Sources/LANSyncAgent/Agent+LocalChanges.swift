@@ -20,7 +20,12 @@ extension Agent {
     func watchChanges() async {
         await withDiscardingTaskGroup { tasks in
             tasks.addTask {
-                for await _ in self.node.changes() { await self.pushAll() }
+                for await change in self.node.changes() {
+                    // Records of a new epoch (merged from a member that handed them over) may
+                    // seal its key to this device.
+                    if case .preferences(let writes, _) = change, Self.touchEpochs(writes) { await self.reloadGroup() }
+                    await self.pushAll()
+                }
             }
             tasks.addTask { await self.watchOtherWriters() }
         }

@@ -26,8 +26,10 @@ import Synchronization
 public actor Agent: Service {
     public let node: LANSyncNode
     public let configuration: AgentConfiguration
-    let group: GroupSecret
-    let psk: SecureBytes
+    /// The group's epochs: moved forward by a removal while the agent runs (`GroupState`).
+    let groupState: GroupState
+    /// The current epoch's secret.
+    nonisolated var group: GroupSecret { groupState.current }
     let logger: Logger
     let directory: PeerDirectory
     /// Rows merged from one peer, held back from the others for a moment (`RelayGrace`).
@@ -64,7 +66,7 @@ public actor Agent: Service {
     package nonisolated let traffic = TrafficCounter()
 
     public init(node: LANSyncNode, configuration: AgentConfiguration, logger: Logger) throws(LANSyncError) {
-        guard let group = try node.group() else {
+        guard let epochs = try node.groupEpochs() else {
             throw LANSyncError(
                 .invalidInput,
                 "this device is in no group, so it cannot sync with anyone; run `lansync group create` on the first "
@@ -72,8 +74,7 @@ public actor Agent: Service {
         }
         self.node = node
         self.configuration = configuration
-        self.group = group
-        psk = group.noisePSK
+        groupState = GroupState(epochs)
         self.logger = logger
         directory = PeerDirectory(path: node.dataDirectory.path + "/peers.json")
         relayGrace = SharedRelayGrace(grace: configuration.relayGrace)
@@ -117,6 +118,10 @@ public actor Agent: Service {
                 try await ControlSocket.serve(control, agent: self)
             },
             AgentPart(name: "local changes", states: states) { ready in
+                // This device's own member record, and an epoch a member handed over while the
+                // agent was stopped (merged by `lansync import`, say).
+                await self.recordSelf()
+                await self.reloadGroup()
                 ready()
                 await self.watchChanges()
             },

@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncCrypto
 import LANSyncIdentity
 import LANSyncDiscovery
 import LANSyncWire
@@ -87,6 +88,12 @@ struct DiscoveryState {
 
     /// Asks discovery to browse afresh (a new browser queries the network at once).
     var refresh: AsyncStream<Void>.Continuation?
+    /// Services whose earlier-epoch tag turned out stale (the node there already holds our
+    /// current epoch, and handed us over when we dialed with the old key): dialed with the
+    /// current key until their record changes.
+    var dialWithCurrentEpoch: Set<String> = []
+    /// Replaces the advertised TXT record (a new tag period, or a new group epoch).
+    var updateTXT: AsyncStream<[String: String]>.Continuation?
 
     /// How long a service that left is still dialed; a link coming up extends that by `redialFor`.
     static let rememberLeft: Duration = .seconds(600)
@@ -165,7 +172,8 @@ extension Agent {
         let (refreshes, refresh) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let group = group
+        discovery.updateTXT = updateTXT
+        let groupState = groupState
         // At each period boundary the advertised tag moves on.
         let rotation = Task {
             while !Task.isCancelled {
@@ -173,7 +181,7 @@ extension Agent {
                 let next = Double((Self.tagPeriod(period, at: now) + 1) * period)
                 try? await Task.sleep(for: .milliseconds(Int64(max(0, next - now) * 1000) + 1))
                 if Task.isCancelled { break }
-                updateTXT.yield(Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(period))))
+                updateTXT.yield(Self.txtRecord(groupTag: groupState.current.advertisedTag(period: Self.tagPeriod(period))))
             }
         }
         defer { rotation.cancel() }
@@ -223,7 +231,7 @@ extension Agent {
 
     private func appeared(_ service: DiscoveredService) {
         let name = service.name
-        let tags = group.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds)
+        let tags = Set(groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds).keys)
         guard Self.isCompatibleMember(service.txt, groupTags: tags) else {
             if discovery.otherGroups.insert(name).inserted {
                 logger.debug("ignoring a LANSync node of another group", metadata: ["mdns.name": "\(name)"])
@@ -238,6 +246,7 @@ extension Agent {
         guard !discovery.ownServices.contains(name) else { return }
         let previous = discovery.peers[name]
         discovery.peers[name] = service
+        if previous?.txt["g"] != service.txt["g"] { discovery.dialWithCurrentEpoch.remove(name) }
         let wasAway = discovery.lastKnown.removeValue(forKey: name) != nil
         discovery.revivedUntil.removeValue(forKey: name)
         if wasAway, closeConnection(to: .discovered(serviceName: name)) {
@@ -307,6 +316,22 @@ extension Agent {
             else { return nil }
             return known.service.endpoints.compactMap(DialEndpoint.init)
         }
+    }
+
+    /// The handshake keys to dial a target with: for a node found advertising an earlier epoch's
+    /// tag (a member that was away during a removal), that epoch's key; else the current one.
+    func dialKeys(_ target: DialTarget) -> [(epoch: UInt64, key: SecureBytes)] {
+        let current = groupState.psks
+        guard case .discovered(let name) = target, !discovery.dialWithCurrentEpoch.contains(name),
+            let tag = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt["g"],
+            let epoch = groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds)[tag]
+        else { return Array(current.prefix(1)) }
+        return Array(groupState.psk(epoch: epoch).prefix(1))
+    }
+
+    /// The group moved to another epoch: advertise its tag.
+    func advertiseCurrentEpoch() {
+        discovery.updateTXT?.yield(Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(configuration.mdnsTagPeriodSeconds))))
     }
 
     func dialing(_ target: DialTarget, connected: Bool) {

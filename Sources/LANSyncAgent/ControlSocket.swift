@@ -67,6 +67,11 @@ enum ControlSocket {
             }
         case "invite-status":
             return (try? [UInt8](JSONSerialization.data(withJSONObject: await agent.pairingStatus()))) ?? Array("{}".utf8)
+        case "group-changed":
+            // `lansync group remove` moved the group to a new epoch: use its key from now on.
+            await agent.reloadGroup()
+            await agent.pushToAllPeers()
+            return Array("{\"ok\":true}".utf8)
         case "kick":
             // The CLI wrote to the replica: push to peers now rather than at the next poll.
             await agent.pushToAllPeers()
@@ -111,6 +116,12 @@ package enum ControlClient {
     /// at once. Does nothing when no agent runs (the write is there for when one starts).
     package static func kick(_ directory: DataDirectory) async {
         _ = try? await request(["command": "kick"], directory: directory)
+    }
+
+    /// Tells a running agent that the group file changed (a removal started a new epoch).
+    /// Returns false when no agent runs.
+    package static func groupChanged(_ directory: DataDirectory) async -> Bool {
+        (try? await request(["command": "group-changed"], directory: directory)) != nil
     }
 
     /// Asks the running agent to open a pairing window; nil when no agent runs.

@@ -75,6 +75,7 @@ extension Agent {
         let secret = group.secret
         let me = (node.deviceID, node.identity.name)
         let logger = logger
+        let node = node
         Task {
             try? await listener.executeThenClose { inbound in
                 try await withThrowingDiscardingTaskGroup { runs in
@@ -93,6 +94,13 @@ extension Agent {
                             switch outcome {
                             case .invited(let device)?:
                                 logger.notice("pairing: a device joined", metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"])
+                                // This member vouches for it: the group pins the key it presents
+                                // first (a reinstalled or removed device is let back in this way).
+                                try? await node.record(
+                                    GroupMember(
+                                        deviceID: device.device.description, name: device.name, key: nil,
+                                        addedBy: me.0.description, addedAt: Timestamps.iso8601(milliseconds: Int64(now)),
+                                        via: "short code"))
                             case .failed(let reason, _)?:
                                 logger.warning("pairing: a run failed: \(reason)", metadata: [
                                     "pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"])

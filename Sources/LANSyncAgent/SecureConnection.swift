@@ -36,6 +36,11 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
     case clockSkew(aheadMilliseconds: Int64, bound: UInt64)
     case connectedToSelf
     case duplicate
+    /// We refused the peer: the group's member records do not let it in (removed, or a new key
+    /// nobody vouched for), and why.
+    case notAMember(String)
+    /// The peer was away during a removal: we handed it the group's new epoch and closed.
+    case handedOver(epoch: UInt64)
     /// The sync session ended (after the handshake), and why.
     case session(SessionEnd)
 
@@ -56,6 +61,8 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
                 + "(bound \(bound / 1000) s); fix the wrong clock (timedatectl, NTP)"
         case .connectedToSelf: return "connected to itself"
         case .duplicate: return "a connection to this peer exists already"
+        case .notAMember(let reason): return "refused: \(reason)"
+        case .handedOver(let epoch): return "handed the peer the group's epoch \(epoch) (it was away during a removal); it reconnects with its key"
         case .session(let why): return why.description
         }
     }
@@ -64,6 +71,8 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
 /// What the handshake established: who the peer is, and the keys for this connection.
 struct Handshaken {
     let peer: Hello
+    /// The group epoch whose key the handshake used (an earlier one: the peer was away during a removal).
+    let epoch: UInt64
     let peerStaticKey: [UInt8]
     let send: NoiseCipherState
     let receive: NoiseCipherState
@@ -73,17 +82,42 @@ struct Handshaken {
 /// carries the initiator's protocol versions, the second and third each side's `Hello`.
 enum HandshakeDriver {
     static func run(
-        initiator: Bool, psk: SecureBytes, staticKey: KeyPair, hello: @Sendable (UInt16) -> Hello, traffic: TrafficCounter,
+        initiator: Bool, psks: [(epoch: UInt64, key: SecureBytes)], staticKey: KeyPair, hello: @Sendable (UInt16) -> Hello,
+        traffic: TrafficCounter,
         inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
         outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     ) async throws -> Handshaken {
-        var noise = NoiseHandshake(
-            pattern: .xxpsk0, initiator: initiator, prologue: WireProtocol.prologue, staticKey: staticKey, psk: psk)
+        precondition(!psks.isEmpty, "a handshake needs a group key")
+        func handshake(_ psk: SecureBytes) -> NoiseHandshake {
+            NoiseHandshake(pattern: .xxpsk0, initiator: initiator, prologue: WireProtocol.prologue, staticKey: staticKey, psk: psk)
+        }
+        // An initiator uses the epoch it chose; a responder tries each epoch it holds on message 1
+        // (its payload decrypts only under the key the initiator used), newest first.
+        var noise = handshake(psks[0].key)
+        var epoch = psks[0].epoch
+        var firstRead = !initiator
         func receive() async throws -> [UInt8] {
             guard let frame = try await inbound.next() else { throw ConnectionError.closedByPeer }
             traffic.add(received: frame.readableBytes + 2)
+            let bytes = Array(frame.readableBytesView)
+            if firstRead {
+                firstRead = false
+                var firstError: (any Error)?
+                for candidate in psks {
+                    var attempt = handshake(candidate.key)
+                    do {
+                        let payload = try attempt.readMessage(bytes)
+                        noise = attempt
+                        epoch = candidate.epoch
+                        return payload
+                    } catch {
+                        firstError = firstError ?? error
+                    }
+                }
+                throw ConnectionError.handshake(firstError as? NoiseError ?? .authenticationFailed)
+            }
             do {
-                return try noise.readMessage(Array(frame.readableBytesView))
+                return try noise.readMessage(bytes)
             } catch {
                 throw ConnectionError.handshake(error)
             }
@@ -132,7 +166,7 @@ enum HandshakeDriver {
         }
         guard let key = noise.remoteStaticKey else { throw ConnectionError.handshake(.outOfTurn) }
         let (send, receive) = try noise.split()
-        return Handshaken(peer: peer, peerStaticKey: key, send: send, receive: receive)
+        return Handshaken(peer: peer, epoch: epoch, peerStaticKey: key, send: send, receive: receive)
     }
 }
 

@@ -115,6 +115,36 @@ package struct GroupSecret: Sendable {
     static func checksum(_ bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(bytes).prefix(2)) }
 }
 
+/// A group's secrets over its epochs. Removing a member starts a new epoch with a fresh secret
+/// (see `docs/protocol.md` §11); a member keeps the secrets of a few earlier epochs so that it can
+/// still recognise, and hand the new secret to, a member that was away during the removal.
+package struct GroupEpochs: Sendable {
+    /// The current epoch's secret: what this member's handshakes use and its mDNS tag derives from.
+    package var current: GroupSecret
+    /// 0 for a new group; one more with each removal.
+    package var epoch: UInt64
+    /// Earlier epochs, newest first, at most `keptEpochs`.
+    package var previous: [(epoch: UInt64, group: GroupSecret)]
+
+    /// Earlier epochs kept: a member away for this many removals in a row still gets back in.
+    package static let keptEpochs = 4
+
+    package init(current: GroupSecret, epoch: UInt64 = 0, previous: [(epoch: UInt64, group: GroupSecret)] = []) {
+        self.current = current
+        self.epoch = epoch
+        self.previous = previous
+    }
+
+    /// The next epoch with `secret`: the current one becomes the newest earlier one.
+    package func advanced(to epoch: UInt64, secret: GroupSecret) -> GroupEpochs {
+        precondition(epoch > self.epoch, "epochs only move forward")
+        return GroupEpochs(current: secret, epoch: epoch, previous: Array(([(self.epoch, current)] + previous).prefix(Self.keptEpochs)))
+    }
+
+    /// Every epoch held, the current one first.
+    package var all: [(epoch: UInt64, group: GroupSecret)] { [(epoch, current)] + previous }
+}
+
 /// The group file, `group.json` in the data directory, mode 0600.
 package struct GroupFile: Sendable {
     package let path: String
@@ -125,30 +155,54 @@ package struct GroupFile: Sendable {
         package let description: String
     }
 
+    /// Version 2 adds the epoch and the earlier epochs' secrets; a version-1 file is epoch 0.
     private struct Contents: Codable {
+        struct Earlier: Codable {
+            var epoch: UInt64
+            var secret: String
+        }
         var format = "lansync-group"
-        var version = 1
+        var version = 2
         var secret: String
+        var epoch: UInt64?
+        var previous: [Earlier]?
         var joined: String
     }
 
-    package func load() throws(Failure) -> GroupSecret? {
+    private var damaged: Failure {
+        Failure(description: "\(path) is damaged; run `lansync group join CODE` again with a member's code")
+    }
+
+    private func secret(_ hex: String) throws(Failure) -> GroupSecret {
+        guard var bytes = [UInt8](hexString: hex), bytes.count == 32 else { throw damaged }
+        defer { wipe(&bytes) }
+        return GroupSecret(secret: SecureBytes(copying: bytes))
+    }
+
+    /// The current epoch's secret, or nil when this device is in no group.
+    package func load() throws(Failure) -> GroupSecret? { try loadEpochs()?.current }
+
+    package func loadEpochs() throws(Failure) -> GroupEpochs? {
         let bytes: [UInt8]?
         do { bytes = try SecretFile.read(path) } catch { throw Failure(description: error.description) }
         guard let bytes else { return nil }
-        guard let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes)),
-            contents.format == "lansync-group", var secret = [UInt8](hexString: contents.secret), secret.count == 32
-        else {
-            throw Failure(description: "\(path) is damaged; run `lansync group join CODE` again with a member's code")
-        }
-        defer { wipe(&secret) }
-        return GroupSecret(secret: SecureBytes(copying: secret))
+        guard let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes)), contents.format == "lansync-group",
+            (1...2).contains(contents.version)
+        else { throw damaged }
+        var previous = [(epoch: UInt64, group: GroupSecret)]()
+        for earlier in contents.previous ?? [] { previous.append((earlier.epoch, try secret(earlier.secret))) }
+        return GroupEpochs(current: try secret(contents.secret), epoch: contents.epoch ?? 0, previous: previous)
     }
 
     package func save(_ group: GroupSecret, joined: String) throws(Failure) {
-        var hex = group.secret.withUnsafeBytes { [UInt8]($0).hexString }
-        let contents = Contents(secret: hex, joined: joined)
-        hex = ""
+        try save(GroupEpochs(current: group), joined: joined)
+    }
+
+    package func save(_ epochs: GroupEpochs, joined: String) throws(Failure) {
+        func hex(_ group: GroupSecret) -> String { group.secret.withUnsafeBytes { [UInt8]($0).hexString } }
+        let contents = Contents(
+            secret: hex(epochs.current), epoch: epochs.epoch,
+            previous: epochs.previous.map { Contents.Earlier(epoch: $0.epoch, secret: hex($0.group)) }, joined: joined)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         do {
@@ -158,6 +212,14 @@ package struct GroupFile: Sendable {
         } catch {
             throw Failure(description: "cannot encode the group file: \(error)")
         }
+    }
+
+    /// When this device joined (or created) the group, as the file says.
+    package func joined() -> String? {
+        guard let bytes = try? SecretFile.read(path), let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes)) else {
+            return nil
+        }
+        return contents.joined
     }
 
     package func remove() throws(Failure) {

@@ -235,7 +235,11 @@ package enum WireMessage: Equatable, Sendable {
 }
 
 package enum GoodbyeCode: UInt8, Sendable {
-    case shuttingDown = 1, clockSkew = 2, malformed = 3, duplicateConnection = 4, versionMismatch = 5, other = 255
+    case shuttingDown = 1, clockSkew = 2, malformed = 3, duplicateConnection = 4, versionMismatch = 5
+    /// The group's member records do not let the receiver in (version 3): removed, or a new key
+    /// no member vouched for; or, after a hand-over of a new epoch, "reconnect with its key".
+    case notAMember = 6
+    case other = 255
 }
 
 /// A replica's summary, as peers see it.

@@ -16,8 +16,127 @@ struct Group: AsyncParsableCommand {
             Or, on the same network, with a short code a member shows (its agent running):
               lansync group invite                      (on a member: prints e.g. 4821-3907)
               lansync group join 4821-3907              (on the new device)
+
+            See who is in the group, and remove a lost or given-away device:
+              lansync group members
+              lansync group remove 5GQ2M7K-...          (a new group key for everyone else)
             """,
-        subcommands: [Create.self, Join.self, Invite.self, Show.self, Leave.self])
+        subcommands: [Create.self, Join.self, Invite.self, Members.self, Remove.self, Show.self, Leave.self])
+
+    struct Members: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the group's member devices: name, device ID, key fingerprint, who added them and when, last seen.",
+            discussion: """
+                The group pins each member's device key when it first sees it: a device that comes back with another key (reinstalled, or a cloned machine) is refused until a member vouches for it with `lansync group invite`. Removed devices are listed with who removed them; they are refused whatever key they present.
+
+                The list is synced between members like other data, so it shows devices this one never met. LAST SEEN is when this device last had a connection to it.
+
+                --json prints one object per member, one per line: device_id, name, key_fingerprint, added_by, added_at, via, removed_by, removed_at, removed_in_epoch, last_seen (ISO 8601 or null), this_device.
+
+                Example:
+                  lansync group members
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Flag(help: "Print one JSON object per member.") var json = false
+
+        func run() async throws {
+            let node = try await reportingErrors { try global.openNode() }
+            let (epochs, members) = try await reportingErrors { (try node.groupEpochs(), try node.members()) }
+            guard let epochs else {
+                note("lansync: this device is in no group; start one with `lansync group create` or join one with `lansync group join CODE`")
+                throw ExitCode(1)
+            }
+            let peers = await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
+            let seen = Dictionary(peers.compactMap { peer in peer.deviceID.map { ($0, peer) } }, uniquingKeysWith: { first, _ in first })
+            let names = Dictionary(members.map { ($0.deviceID, $0.name) }, uniquingKeysWith: { first, _ in first })
+            let me = node.deviceID.description
+            func lastSeen(_ member: GroupMember) -> Int64? {
+                member.deviceID == me ? nil : (seen[member.deviceID]?.state == .connected ? Int64(Timestamps.nowMilliseconds()) : seen[member.deviceID]?.lastSeen)
+            }
+            let out = Output()
+            if json {
+                for member in members {
+                    func text(_ value: String?) -> String { value.map(ExportFile.quoted) ?? "null" }
+                    out.line([
+                        ("device_id", text(member.deviceID)), ("name", text(member.name)),
+                        ("key_fingerprint", text(member.key.map(GroupMember.fingerprint))), ("added_by", text(member.addedBy)),
+                        ("added_at", text(member.addedAt)), ("via", text(member.via)), ("removed_by", text(member.removedBy)),
+                        ("removed_at", text(member.removedAt)), ("removed_in_epoch", member.removedInEpoch.map(String.init) ?? "null"),
+                        ("last_seen", text(lastSeen(member).map(Timestamps.iso8601))), ("this_device", member.deviceID == me ? "true" : "false"),
+                    ].jsonObject)
+                }
+                return
+            }
+            guard !members.isEmpty else {
+                out.line("no member records yet: they are written when the agent runs (`lansync run`)")
+                return
+            }
+            let now = Int64(Timestamps.nowMilliseconds())
+            var rows = [["NAME", "DEVICE", "KEY", "ADDED BY", "ADDED", "LAST SEEN", "NOTE"]]
+            for member in members {
+                var notes = [String]()
+                if member.deviceID == me { notes.append("this device") }
+                if member.key == nil { notes.append("vouched for; key pinned when it first connects") }
+                if member.isRemoved {
+                    notes.append("REMOVED by \(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?") at \(member.removedAt ?? "?")")
+                }
+                rows.append([
+                    member.name, String(member.deviceID.prefix(15)), member.key.map(GroupMember.fingerprint) ?? "-",
+                    member.addedBy.flatMap { names[$0] } ?? (member.via == "created the group" ? "(created it)" : "-"),
+                    member.addedAt.map { String($0.prefix(10)) } ?? "-",
+                    member.deviceID == me ? "-" : lastSeen(member).map { ago(now - $0) } ?? "never",
+                    ([member.via] + notes).joined(separator: "; "),
+                ])
+            }
+            for line in aligned(rows) { out.line(line) }
+            out.line("group \(epochs.current.tag), epoch \(epochs.epoch); \(members.filter { !$0.isRemoved }.count) members")
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a lost or given-away device from the group: a new group key for everyone else.",
+            discussion: """
+                Records the removal, starts a new epoch with a fresh secret, seals that secret to each remaining member's pinned key, and switches this device to it (a running agent picks it up at once). Members online get it over their connection; members that are away get it from any member they meet later. From then on every member that knows the new epoch refuses the removed device, also after it is reinstalled with a new key, and it learns nothing written after the removal.
+
+                A member whose key the group never pinned (it never connected to anyone since member records exist) cannot open the new key: the command names them; add them again with `lansync group invite`.
+
+                DEVICE is a device ID from `lansync group members` (its first 7 characters are enough when unambiguous) or a member's name.
+
+                Example:
+                  lansync group remove old-tablet
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The device to remove: its device ID (or a unique prefix) or its name.") var device: String
+
+        func run() async throws {
+            let node = try await reportingErrors { try global.openNode() }
+            let members = try await reportingErrors { try node.members() }
+            let wanted = device.uppercased()
+            let matches = members.filter {
+                !$0.isRemoved && ($0.name == device || $0.deviceID == wanted || $0.deviceID.replacingOccurrences(of: "-", with: "").hasPrefix(wanted.replacingOccurrences(of: "-", with: "")))
+            }
+            guard matches.count == 1, let target = DeviceID(matches[0].deviceID) else {
+                note(matches.isEmpty
+                    ? "lansync: error: no member matches '\(device)'; `lansync group members` lists them"
+                    : "lansync: error: '\(device)' matches \(matches.count) members (\(matches.map(\.name).joined(separator: ", "))); give more of the device ID")
+                throw ExitCode(1)
+            }
+            let removal = try await reportingErrors { try await node.removeMember(target) }
+            let agentRunning = await ControlClient.groupChanged(node.dataDirectory)
+            let out = Output()
+            out.line("removed \(removal.removed.name) (\(removal.removed.deviceID)); the group is now in epoch \(removal.epoch)")
+            out.line("the new key is sealed to \(removal.sealedFor.count) member\(removal.sealedFor.count == 1 ? "" : "s"): "
+                + (removal.sealedFor.map(\.name).joined(separator: ", ").isEmpty ? "none" : removal.sealedFor.map(\.name).joined(separator: ", ")))
+            if !removal.withoutKey.isEmpty {
+                out.line("no pinned key, cannot open it (add them again with `lansync group invite`): "
+                    + removal.withoutKey.map(\.name).joined(separator: ", "))
+            }
+            out.line(agentRunning
+                ? "the agent switched to the new key; members get it when they next connect"
+                : "no agent is running here: the new key is used when `lansync run` starts")
+        }
+    }
 
     struct Invite: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -91,7 +210,9 @@ struct Group: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let group = try await reportingErrors { try global.openNode().createGroup() }
+            let node = try await reportingErrors { try global.openNode() }
+            let group = try await reportingErrors { try node.createGroup() }
+            try await reportingErrors { try await node.recordCreator() }
             let out = Output()
             out.line("created group \(group.tag)")
             out.line("join code: \(group.joinCode)")
@@ -150,7 +271,7 @@ struct Group: AsyncParsableCommand {
             discussion: """
                 The tag is a keyed hash of the secret: safe to show, and what devices advertise to find each other. --code prints the join code, to add another device.
 
-                --json prints one object: tag, data_dir.
+                --json prints one object: tag, epoch (0 until a member is removed), data_dir.
 
                 Examples:
                   lansync group show
@@ -173,9 +294,11 @@ struct Group: AsyncParsableCommand {
             if code {
                 out.line(group.joinCode)
             } else if json {
-                out.line([("tag", ExportFile.quoted(group.tag)), ("data_dir", ExportFile.quoted(node.dataDirectory.path))].jsonObject)
+                let epoch = (try? node.groupEpochs())??.epoch ?? 0
+                out.line([("tag", ExportFile.quoted(group.tag)), ("epoch", String(epoch)), ("data_dir", ExportFile.quoted(node.dataDirectory.path))].jsonObject)
             } else {
-                out.line("group \(group.tag)")
+                let epoch = (try? node.groupEpochs())??.epoch ?? 0
+                out.line(epoch == 0 ? "group \(group.tag)" : "group \(group.tag), epoch \(epoch)")
             }
         }
     }

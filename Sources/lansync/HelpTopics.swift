@@ -95,11 +95,13 @@ enum HelpTopic: String, CaseIterable {
             return """
                 REINSTALL
 
-                The device ID comes from /etc/machine-id through a keyed hash, so it survives a reinstall or a wiped data directory: run `lansync init` again and the same device ID returns, with a new key pair and a new replica ID. Then `lansync group join CODE` and start the agent: the node refills from its peers. Its new writes use the new replica ID, so they never collide with the old install's.
+                The device ID comes from /etc/machine-id through a keyed hash, so it survives a reinstall or a wiped data directory: run `lansync init` again and the same device ID returns, with a new key pair and a new replica ID. Its new writes use the new replica ID, so they never collide with the old install's.
 
-                Peers accept the new key through group membership and show the device as "re-keyed" in `lansync peers`.
+                The group pinned the old key, so a member must vouch for the new one: on a member run `lansync group invite`, and on the reinstalled device `lansync group join CODE` with that short code; start the agent and the node refills from its peers, which show it as "re-keyed" in `lansync peers`. (The old join code alone gets it refused, with this advice: someone who copied the code cannot take over a member's device ID.)
 
-                Two machines cloned from one system image share a machine-id and so a device ID; LANSync reports it (`lansync status`, `lansync peers`) with the fix. Data stays correct either way.
+                A device that was removed (`lansync group remove`) stays refused after a reinstall, until a member invites it again.
+
+                Two machines cloned from one system image share a machine-id and so a device ID; LANSync reports it (`lansync status`, `lansync peers`) with the fix. The group lets one of them in and refuses the other until it is fixed and invited. Data stays correct either way.
                 """
         case .discovery:
             return """

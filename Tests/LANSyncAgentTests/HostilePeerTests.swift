@@ -194,8 +194,10 @@ final class RunningAgent: @unchecked Sendable {
 struct RawPeer {
     static let device = DeviceID(bytes: [UInt8](repeating: 0x5A, count: 16))!
 
+    /// A device of its own: the group pins each device's key, so two identities are two devices.
     struct Identity {
         let key = KeyPair.generate()
+        let device = DeviceID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255) })!
         let replica = ReplicaID(high: .random(in: 1...UInt64.max), low: .random(in: 0...UInt64.max))
     }
 
@@ -221,11 +223,11 @@ struct RawPeer {
             var frames = inbound.makeAsyncIterator()
             let hello: @Sendable (UInt16) -> Hello = { version in
                 Hello(
-                    version: version, device: device, name: "raw-peer", replica: identity.replica, hlc: .zero,
+                    version: version, device: identity.device, name: "raw-peer", replica: identity.replica, hlc: .zero,
                     wallMilliseconds: wallMilliseconds)
             }
             let handshaken = try await HandshakeDriver.run(
-                initiator: true, psk: group.noisePSK, staticKey: identity.key, hello: hello, traffic: TrafficCounter(),
+                initiator: true, psks: [(0, group.noisePSK)], staticKey: identity.key, hello: hello, traffic: TrafficCounter(),
                 inbound: &frames, outbound: outbound)
             var peer = RawPeer(
                 sender: SealedSender(cipher: handshaken.send, outbound: outbound, traffic: TrafficCounter()),
@@ -239,10 +241,24 @@ struct RawPeer {
 
     enum RawPeerError: Error { case noOpeningState, timedOut }
 
-    /// The next message other than the agent's keepalive pings (nil once it closed the connection).
+    /// Set once the agent's opening state arrived.
+    var openingSeen = false
+
+    /// The next message other than the agent's keepalive pings and its group bookkeeping: the
+    /// member records it writes when a device connects (a delta of `lansync/` preferences, then its
+    /// new state). nil once it closed the connection.
     mutating func next() async throws -> WireMessage? {
         while let message = try await receiver.next() {
-            if case .ping = message { continue }
+            switch message {
+            case .ping: continue
+            case .state where openingSeen: continue
+            case .delta(let delta)
+            where delta.entries.isEmpty && delta.rows.isEmpty && !delta.preferences.isEmpty
+                && delta.preferences.allSatisfy({ $0.key.hasPrefix("lansync/") }):
+                continue
+            case .state: openingSeen = true
+            default: break
+            }
             return message
         }
         return nil

@@ -163,6 +163,55 @@ struct ClusterTests {
         #expect(cluster.agentLog(1).contains("attempts_left=2"), "the wrong code took one attempt")
     }
 
+    /// A lost tablet is removed on one member while another is away, over mDNS alone: the member
+    /// online moves to the new epoch at once; the removed tablet is refused and gets nothing
+    /// written after the removal, also after a reinstall with the old join code; the member that
+    /// was away is found advertising the old epoch's tag, handed the new key, and catches up.
+    @Test func aRemovedDeviceIsRefusedAndAMemberThatWasAwayGetsTheNewKey() throws {
+        let cluster = Cluster(prefix: "lsm4")
+        defer { cluster.down() }
+        try cluster.ok("up", "4")
+        try cluster.group(1...4)
+        let oldCode = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        try cluster.startAll(1...4)
+        try cluster.lansync(1, "log", "append", "notes", #"{"before":"removal"}"#)
+        try cluster.ok("wait-sync", "1", "2", "3", "4", "--timeout", "60")
+        func members(_ node: Int) throws -> Int { try cluster.lansync(node, "group", "members", "--json").split(separator: "\n").count }
+        func epoch(_ node: Int) throws -> Int { (try cluster.lansync(node, "group", "show", "--json")).contains("\"epoch\":1") ? 1 : 0 }
+        #expect(try eventually(within: 30) { try members(1) == 4 && members(4) == 4 }, "every key pinned and known")
+        try cluster.ok("stop", "4")
+
+        let start = ContinuousClock.now
+        let removed = try cluster.lansync(1, "group", "remove", "node3")
+        #expect(removed.contains("removed node3") && removed.contains("epoch 1"), "\(removed)")
+        #expect(try eventually(within: 30) { try epoch(2) == 1 }, "node 2 gets the new key; \(cluster.logTails([1, 2]))")
+        print("scenario: removal → the member online holds the new key: \(ContinuousClock.now - start)")
+        try cluster.lansync(1, "log", "append", "notes", #"{"after":"removal"}"#)
+        try cluster.ok("wait-sync", "1", "2", "--timeout", "60")
+        #expect(try eventually(within: 30) { try cluster.lansync(3, "peers").contains("was removed from the group") })
+        #expect(try cluster.status(3)["entries"] as? Int == 1, "nothing written after the removal")
+
+        // Node 4 was away: the others find it by its old tag and hand it the new key.
+        let back = ContinuousClock.now
+        try cluster.ok("start", "4")
+        #expect(try eventually(within: 60) { try epoch(4) == 1 }, "\(cluster.logTails([1, 2, 4]))")
+        let synced = try cluster.run(["wait-sync", "1", "2", "4", "--timeout", "60"])
+        #expect(synced.status == 0, "\(synced.output)\n\(cluster.logTails([1, 2, 4]))")
+        print("scenario: member away during the removal → in the new epoch and in sync: \(ContinuousClock.now - back)")
+        #expect(try cluster.status(4)["entries"] as? Int == 2)
+
+        // Reinstalled on the same machine with the old join code: still refused, still nothing new.
+        try cluster.ok("stop", "3")
+        try FileManager.default.removeItem(atPath: "\(cluster.directory)/node-3/data")
+        try cluster.lansync(3, "init", "--name", "node3")
+        try cluster.lansync(3, "group", "join", oldCode)
+        try cluster.ok("start", "3")
+        #expect(try eventually(within: 30) { try cluster.lansync(3, "peers").contains("was removed from the group") })
+        #expect(try cluster.status(3)["entries"] as? Int == 0)
+        try cluster.lansync(2, "log", "append", "notes", #"{"still":"syncing"}"#)
+        try cluster.ok("wait-sync", "1", "2", "4", "--timeout", "60")
+    }
+
     /// The group tag in mDNS rotates (here every 4 s instead of every day): an observer sees a new
     /// tag each period, while the members keep recognising each other across the change — their
     /// connections stay up and a write after two rotations still reaches everyone.

@@ -115,11 +115,12 @@ extension Cluster {
             .joined(separator: "\n")
     }
 
+    /// The app's preferences (not the group's member records under `lansync/`).
     func preferences(_ node: Int) throws -> [String: String] {
         var values = [String: String]()
         for line in try lansync(node, "pref", "list", "--json").split(separator: "\n") {
             guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                let key = object["key"] as? String
+                let key = object["key"] as? String, !key.hasPrefix("lansync/")
             else { continue }
             values[key] = "\(object["value"] ?? "nil") @\(object["hlc"] ?? "?")/\(object["replica_id"] ?? "?")"
         }
@@ -292,7 +293,8 @@ struct FaultScenarioTests {
     }
 
     /// 5. Wipe a node's data directory entirely and init again on the same machine: same device ID,
-    /// new replica ID, refilled from peers, no collisions, peers see the re-key.
+    /// new replica ID and key. The group refuses the new key until a member vouches for it (an
+    /// invite); then it is refilled from peers, with no collisions, and peers see the re-key.
     @Test func reinstall() throws {
         let cluster = Cluster(prefix: "lsf5")
         defer { cluster.down() }
@@ -312,17 +314,27 @@ struct FaultScenarioTests {
         #expect(after["device_id"] as? String == before["device_id"] as? String, "same device ID from the same machine-id")
         #expect(after["replica_id"] as? String != before["replica_id"] as? String, "a new replica ID")
         try cluster.ok("start", "3")
+        #expect(
+            try eventually(within: 30) { try cluster.lansync(3, "peers").contains("presented a new device key") },
+            "the old join code alone does not let a new key in; \(cluster.logTails([1, 3]))")
+        #expect(try cluster.status(3)["entries"] as? Int == 0)
+        try cluster.ok("stop", "3")
+        let invite = try cluster.lansync(1, "group", "invite", "--no-wait")
+        let short = String(invite.split(separator: "\n")[0].split(separator: " ")[2])
+        #expect(try cluster.lansync(3, "group", "join", short, "--replace").contains("paired with node1"))
+        try cluster.ok("start", "3")
         report.convergeSeconds = cluster.secondsToEqualDigests([1, 2, 3], timeout: 60)
         #expect(report.convergeSeconds != nil, "refilled from its peers; \(cluster.logTails([1, 3]))")
         acknowledged += try cluster.tap(3, count: 30, session: "new-install")
         #expect(cluster.secondsToEqualDigests([1, 2, 3]) != nil, "the new install's writes spread; \(cluster.logTails([1, 3]))")
         #expect(try cluster.entries(1).ids.count == 90, "new entries never collide with old ones")
         #expect(try eventually { try cluster.lansync(1, "peers").contains("re-keyed") }, "peers show the re-key")
-        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "data dir wiped; same device ID, new replica ID; 60 entries refilled, 30 new ones distinct; peers show re-keyed")
+        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "data dir wiped; same device ID, new replica ID; refused until vouched for by an invite; 60 entries refilled, 30 new ones distinct; peers show re-keyed")
     }
 
-    /// 6. Two machines with one machine-id: the duplicate device ID is reported with the fix, and
-    /// data stays correct because replicas are the actors.
+    /// 6. Two machines with one machine-id: the duplicate device ID is reported with the fix. The
+    /// group pins one key per device ID, so it lets one of the clones in and refuses the other,
+    /// telling it why, until it is fixed and vouched for; data stays correct (replicas are the actors).
     @Test func clonedMachine() throws {
         let cluster = Cluster(prefix: "lsf6")
         defer { cluster.down() }
@@ -337,18 +349,28 @@ struct FaultScenarioTests {
         try cluster.group(1...3)
         #expect(try cluster.status(1)["device_id"] as? String == cluster.status(2)["device_id"] as? String)
         try cluster.startAll(1...3)
-        var acknowledged = [String]()
-        for node in 1...3 { acknowledged += try cluster.tap(node, count: 20, session: "node\(node)") }
-        report.convergeSeconds = cluster.secondsToEqualDigests([1, 2, 3], timeout: 60)
-        #expect(report.convergeSeconds != nil)
+        var taps = [Int: [String]]()
+        for node in 1...3 { taps[node] = try cluster.tap(node, count: 20, session: "node\(node)") }
         #expect(
             try eventually {
-                let status = try cluster.status(1)
-                return (status["duplicate_device_id"] as? String)?.contains("systemd-machine-id-setup") == true
+                let statuses = [try cluster.status(1), try cluster.status(2)]
+                return statuses.contains { ($0["duplicate_device_id"] as? String)?.contains("systemd-machine-id-setup") == true }
             }, "status on a clone names the problem and the fix")
-        #expect(try eventually { try cluster.lansync(3, "peers").contains("DUPLICATE device ID") }, "a third node flags it")
-        #expect(try cluster.entries(3).ids.count == 60, "both clones' writes kept apart")
-        try cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "nodes 1 and 2 share a machine-id: duplicate reported by status (with the fix) and by a third node's peers")
+        // Node 3 syncs with exactly one of the clones; the other is refused with the reason.
+        var converged: Int?
+        let deadline = Date().addingTimeInterval(60)
+        while converged == nil, Date() < deadline {
+            converged = [1, 2].first { (try? cluster.entries(3).ids.count) == 40 && cluster.secondsToEqualDigests([$0, 3], timeout: 0.2) != nil }
+        }
+        let accepted = try #require(converged, "node 3 converges with one clone; \(cluster.logTails([1, 2, 3]))")
+        let refused = 3 - accepted
+        #expect(
+            try eventually(within: 30) {
+                let peers = try cluster.lansync(refused, "peers")
+                return peers.contains("presented a new device key") || peers.contains("cloned from one system image")
+            }, "the refused clone is told why; \(cluster.logTails([refused]))")
+        report.convergeSeconds = 0
+        try cluster.conclude(&report, acknowledged: (taps[accepted] ?? []) + (taps[3] ?? []), nodes: [accepted, 3], note: "nodes 1 and 2 share a machine-id: status names the duplicate and the fix; the group pinned node \(accepted)'s key and refuses node \(refused), saying why")
     }
 
     /// 7. A line A–B–C on two bridges: A's writes reach C through B, though A never sees C.

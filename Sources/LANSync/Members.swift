@@ -1,0 +1,296 @@
+import Foundation
+import LANSyncCore
+package import LANSyncCrypto
+package import LANSyncIdentity
+import LANSyncStore
+
+/// A member device as the group's records say (`lansync group members`).
+///
+/// The records are preferences under `lansync/`, so they sync, relay and survive like any other
+/// data, and apps cannot write them (see `LANSyncNode.set`):
+/// - `lansync/member/DEVICE`: what a person did about a device: created the group on it, vouched
+///   for it (`group invite`), removed it. Written by that device or that person's device.
+/// - `lansync/seen/DEVICE/BY`: the key device BY saw DEVICE present in a handshake. Each member
+///   writes only its own observations, so two members meeting a newcomer at once never overwrite
+///   each other, nor a member record.
+/// - `lansync/epoch/N`: one removal (`EpochRecord`).
+/// A device's pinned key is its member record's, or else the first observation (made after the
+/// record, when a vouch reset the key).
+package struct GroupMember: Codable, Sendable, Equatable {
+    package var deviceID: String
+    package var name: String
+    /// The device's static key (hex) as the group pinned it: a handshake with another key is
+    /// refused until a member vouches for the device again. nil: vouched for, key not seen yet
+    /// (the first member it connects to pins the key it presents).
+    package var key: String?
+    package var addedBy: String?
+    package var addedAt: String?
+    /// How it came in: "created the group", "short code" (vouched for by `addedBy`), "join code".
+    package var via: String
+    package var removedBy: String?
+    package var removedAt: String?
+    /// The epoch its removal started.
+    package var removedInEpoch: UInt64?
+
+    package var isRemoved: Bool { removedBy != nil }
+
+    package init(deviceID: String, name: String, key: String?, addedBy: String?, addedAt: String?, via: String) {
+        self.deviceID = deviceID
+        self.name = name
+        self.key = key
+        self.addedBy = addedBy
+        self.addedAt = addedAt
+        self.via = via
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id", name, key, addedBy = "added_by", addedAt = "added_at", via
+        case removedBy = "removed_by", removedAt = "removed_at", removedInEpoch = "removed_in_epoch"
+    }
+
+    /// The 16-hex-digit fingerprint shown for a key: the start of its SHA-256.
+    package static func fingerprint(_ keyHex: String) -> String {
+        guard let key = [UInt8](hexString: keyHex) else { return "?" }
+        return Array(SHA256.hash(key).prefix(8)).hexString
+    }
+}
+
+/// One removal: the epoch it starts, who was removed, and the new secret sealed to each member
+/// that stays (`SealedBox` to its pinned key), so any of them can hand it on.
+package struct EpochRecord: Codable, Sendable, Equatable {
+    package var epoch: UInt64
+    package var removed: [String]
+    package var by: String
+    package var at: String
+    /// The new secret's group tag (a keyed hash, `GroupSecret.tag`): a device that joined with
+    /// that secret learns from it which epoch it is in.
+    package var tag: String
+    /// Device ID → the epoch's secret sealed to that device's pinned key, base64.
+    package var sealed: [String: String]
+}
+
+/// One member's observation of another's key.
+package struct KeyObservation: Codable, Sendable, Equatable {
+    package var name: String
+    package var key: String
+    package var at: String
+
+    package init(name: String, key: String, at: String) {
+        self.name = name
+        self.key = key
+        self.at = at
+    }
+}
+
+/// The keys the records live under.
+package enum MemberKeys {
+    package static let prefix = "lansync/"
+    package static let seenPrefix = "lansync/seen/"
+    package static func seen(_ device: String, by observer: String) -> String {
+        seenPrefix + device.lowercased() + "/" + observer.lowercased()
+    }
+    package static let memberPrefix = "lansync/member/"
+    package static let epochPrefix = "lansync/epoch/"
+
+    package static func member(_ device: String) -> String { memberPrefix + device.lowercased() }
+    package static func epoch(_ number: UInt64) -> String { epochPrefix + String(number) }
+}
+
+extension LANSyncNode {
+    /// The group's epochs as this device's group file holds them, or nil outside a group.
+    package func groupEpochs() throws(LANSyncError) -> GroupEpochs? {
+        do { return try groupFile.loadEpochs() } catch { throw LANSyncError(.unusableData, error.description) }
+    }
+
+    /// Every member device, from the member records and the key observations; removed members
+    /// included. `key` is the pinned key.
+    package func members() throws(LANSyncError) -> [GroupMember] {
+        var records: [String: GroupMember] = [:]
+        var seen: [String: [(by: String, observation: KeyObservation)]] = [:]
+        let decoder = JSONDecoder()
+        for write in try preferences() {
+            guard let value = write.value else { continue }
+            if write.key.hasPrefix(MemberKeys.memberPrefix),
+                let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8))
+            {
+                records[record.deviceID] = record
+            } else if write.key.hasPrefix(MemberKeys.seenPrefix),
+                let observation = try? decoder.decode(KeyObservation.self, from: Data(value.utf8))
+            {
+                let parts = write.key.dropFirst(MemberKeys.seenPrefix.count).split(separator: "/")
+                guard parts.count == 2 else { continue }
+                seen[parts[0].uppercased(), default: []].append((parts[1].uppercased(), observation))
+            }
+        }
+        var members = [GroupMember]()
+        for device in Set(records.keys).union(seen.keys) {
+            let observations = (seen[device] ?? []).sorted { ($0.observation.at, $0.by) < ($1.observation.at, $1.by) }
+            if var record = records[device] {
+                if record.key == nil {
+                    // Vouched for: the first key seen since.
+                    record.key = observations.first { $0.observation.at >= (record.addedAt ?? "") }?.observation.key
+                }
+                members.append(record)
+            } else if let first = observations.first {
+                members.append(
+                    GroupMember(
+                        deviceID: device, name: observations.last!.observation.name, key: first.observation.key,
+                        addedBy: first.by == device ? nil : first.by,
+                        addedAt: first.observation.at, via: "group secret"))
+            }
+        }
+        return members.sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }
+    }
+
+    package func member(_ device: DeviceID) throws(LANSyncError) -> GroupMember? {
+        try members().first { $0.deviceID == device.description }
+    }
+
+    /// Records the key this device saw `device` present (once per key).
+    package func observe(_ device: DeviceID, name: String, key: String) async throws(LANSyncError) {
+        let entry = MemberKeys.seen(device.description, by: deviceID.description)
+        if let value = try preference(entry), let held = try? JSONDecoder().decode(KeyObservation.self, from: Data(value.utf8)),
+            held.key == key
+        {
+            return
+        }
+        try await writeRecords([(entry, Self.json(KeyObservation(name: name, key: key, at: nowText)))])
+    }
+
+    /// Every removal record, oldest epoch first.
+    package func epochRecords() throws(LANSyncError) -> [EpochRecord] {
+        try preferences().compactMap { write in
+            guard write.key.hasPrefix(MemberKeys.epochPrefix), let value = write.value else { return nil }
+            return try? JSONDecoder().decode(EpochRecord.self, from: Data(value.utf8))
+        }.sorted { $0.epoch < $1.epoch }
+    }
+
+    /// Writes a member record (the records' own writer; apps cannot write under `lansync/`).
+    package func record(_ member: GroupMember) async throws(LANSyncError) {
+        try await writeRecords([(MemberKeys.member(member.deviceID), Self.json(member))])
+    }
+
+    /// Records this device as the group's creator.
+    package func recordCreator() async throws(LANSyncError) {
+        try await record(
+            GroupMember(
+                deviceID: deviceID.description, name: identity.name, key: identity.publicKeyHex, addedBy: nil, addedAt: nowText,
+                via: "created the group"))
+    }
+
+    /// Writes records in one commit.
+    func writeRecords(_ records: [(key: String, json: String)]) async throws(LANSyncError) {
+        do {
+            let feed = feed
+            _ = try await store.setPreferences(records.map { PreferenceRequest(key: $0.key, value: $0.json) }, now: clock.now()) {
+                feed.publish(.preferences($0, local: true))
+            }
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    static func json(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(value)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+
+    var nowText: String { Timestamps.iso8601(milliseconds: Int64(clock.now())) }
+
+    /// What a removal did, for the CLI to say.
+    package struct Removal: Sendable {
+        package let removed: GroupMember
+        package let epoch: UInt64
+        /// Members that stay and got the new secret sealed to their key.
+        package let sealedFor: [GroupMember]
+        /// Members that stay but have no pinned key yet: they cannot open the new secret and need
+        /// `lansync group invite` again.
+        package let withoutKey: [GroupMember]
+    }
+
+    /// Removes a member device: records the removal, starts a new epoch with a fresh secret sealed
+    /// to every remaining member's pinned key, and switches this device to it. A running agent
+    /// picks the new epoch up (the CLI tells it); members that were away get it from any member
+    /// they meet.
+    package func removeMember(_ device: DeviceID) async throws(LANSyncError) -> Removal {
+        guard let epochs = try groupEpochs() else {
+            throw LANSyncError(.invalidInput, "this device is in no group; there is nobody to remove")
+        }
+        guard device != deviceID else {
+            throw LANSyncError(.invalidInput, "this is this device; to take it out of the group run `lansync group leave` here")
+        }
+        let all = try members()
+        guard var removed = all.first(where: { $0.deviceID == device.description }) else {
+            throw LANSyncError(
+                .invalidInput,
+                "no member has device ID \(device); `lansync group members` lists them (a device this group never saw needs no removal)")
+        }
+        guard !removed.isRemoved else {
+            throw LANSyncError(.invalidInput, "\(removed.name) (\(device)) was removed already, by \(removed.removedBy ?? "?") at \(removed.removedAt ?? "?")")
+        }
+        let staying = all.filter { !$0.isRemoved && $0.deviceID != device.description }
+        // A device that joined with a code does not know its epoch's number: the records do.
+        let next = max(epochs.epoch, try epochRecords().last?.epoch ?? 0) + 1
+        let secret = GroupSecret.generate()
+        var sealed: [String: String] = [:]
+        var sealedFor = [GroupMember]()
+        var withoutKey = [GroupMember]()
+        for member in staying {
+            guard let keyHex = member.key, let key = [UInt8](hexString: keyHex), key.count == KeyPair.publicKeyByteCount else {
+                withoutKey.append(member)
+                continue
+            }
+            do {
+                sealed[member.deviceID] = Data(try SealedBox.seal(secret.secret, to: key)).base64EncodedString()
+            } catch {
+                throw LANSyncError(.storage, "cannot seal the new secret for \(member.name): \(error)")
+            }
+            sealedFor.append(member)
+        }
+        let now = nowText
+        removed.removedBy = deviceID.description
+        removed.removedAt = now
+        removed.removedInEpoch = next
+        let record = EpochRecord(
+            epoch: next, removed: [device.description], by: deviceID.description, at: now, tag: secret.tag, sealed: sealed)
+        // The group file first: if writing the records then failed, this device would be in an
+        // epoch nobody else can learn, and running the command again starts another one. The
+        // records first would leave the removed device still able to connect here.
+        do {
+            try groupFile.save(epochs.advanced(to: next, secret: secret), joined: groupFile.joined() ?? now)
+        } catch {
+            throw LANSyncError(.storage, error.description)
+        }
+        try await writeRecords([(MemberKeys.member(removed.deviceID), Self.json(removed)), (MemberKeys.epoch(next), Self.json(record))])
+        return Removal(removed: removed, epoch: next, sealedFor: sealedFor, withoutKey: withoutKey)
+    }
+
+    /// Takes the newest epoch an epoch record seals to this device (`keyPair` is its static key),
+    /// when it is newer than the group file's, or learns its epoch's number from the records:
+    /// returns the epoch now in the group file, or nil when nothing changed.
+    package func adoptNewerEpoch(keyPair: KeyPair) throws(LANSyncError) -> UInt64? {
+        guard var epochs = try groupEpochs() else { return nil }
+        let records = try epochRecords()
+        var relabelled = false
+        if let own = records.last(where: { $0.tag == epochs.current.tag }), own.epoch > epochs.epoch {
+            // Joined with a code of a later epoch: the records say which.
+            epochs.epoch = own.epoch
+            relabelled = true
+        }
+        var current = epochs
+        for record in records where record.epoch > current.epoch {
+            guard let box = record.sealed[deviceID.description].flatMap({ Data(base64Encoded: $0) }),
+                let secret = SealedBox.open([UInt8](box), with: keyPair), secret.count == 32
+            else { continue }
+            current = current.advanced(to: record.epoch, secret: GroupSecret(secret: secret))
+        }
+        guard current.epoch > epochs.epoch || relabelled else { return nil }
+        do {
+            try groupFile.save(current, joined: groupFile.joined() ?? nowText)
+        } catch {
+            throw LANSyncError(.storage, error.description)
+        }
+        return current.epoch
+    }
+}

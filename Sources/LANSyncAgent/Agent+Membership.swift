@@ -1,0 +1,112 @@
+import Foundation
+import LANSync
+import LANSyncCore
+import LANSyncCrypto
+import LANSyncIdentity
+import LANSyncWire
+
+/// Who may sync: every handshake proves the peer holds one of the group's epoch keys; the
+/// group's member records (`GroupMember`, synced like preferences) then decide, as
+/// `docs/protocol.md` §11 says. A removed device is refused whatever key it presents; a device
+/// whose key differs from the one the group pinned must be vouched for again (`group invite`);
+/// a member that was away during a removal, known by its pinned key, is handed the new epoch.
+extension Agent {
+    enum Admission: Equatable {
+        case admit
+        /// The peer used an earlier epoch's key and is a member we know by its key.
+        case handOver
+        case refuse(String)
+    }
+
+    /// Decides about a peer after its handshake (and records a device seen for the first time).
+    func admission(_ peer: Hello, key: [UInt8], epoch: UInt64) async -> Admission {
+        let keyHex = key.hexString
+        let record: GroupMember?
+        do { record = try node.member(peer.device) } catch { return .refuse("this node cannot read its member records: \(error)") }
+        if let record, record.isRemoved {
+            let remover = record.removedBy.flatMap { id in (try? node.members())?.first { $0.deviceID == id }?.name } ?? record.removedBy ?? "a member"
+            return .refuse(
+                "device \(peer.device) (\(peer.name)) was removed from the group by \(remover) at \(record.removedAt ?? "?"); "
+                    + "a member can add it again with `lansync group invite`")
+        }
+        if epoch < groupState.epoch {
+            // Away during a removal: only a member the group knows by its key gets the new secret.
+            guard let record, record.key == keyHex else {
+                return .refuse(
+                    "the group moved to a new epoch (a device was removed) and \(peer.name) is not a member known by its key; "
+                        + "a member can add it again with `lansync group invite`")
+            }
+            return .handOver
+        }
+        if let record {
+            guard let pinned = record.key else {
+                // Vouched for by a member (`group invite`), key not seen yet: pin the one it presents.
+                observe(peer, key: keyHex)
+                return .admit
+            }
+            guard pinned == keyHex else {
+                if peer.device == node.deviceID { return .refuse(Self.clonedMachineAdvice(peer.device.description)) }
+                return .refuse(
+                    "device \(peer.device) (\(peer.name)) presented a new device key (reinstalled, or cloned from another "
+                        + "machine); a member must vouch for it: run `lansync group invite` on a member, then "
+                        + "`lansync group join CODE` with that short code on \(peer.name)")
+            }
+            observe(peer, key: keyHex)
+            return .admit
+        }
+        // A device the group has no record of, holding the current key: in through the group's
+        // secret; its key is pinned from now on.
+        observe(peer, key: keyHex)
+        return .admit
+    }
+
+    /// Records the key a peer presented, off the connection's path (a durable write must not
+    /// delay the session's start).
+    private func observe(_ peer: Hello, key: String) {
+        let node = node
+        Task { try? await node.observe(peer.device, name: peer.name, key: key) }
+    }
+
+    /// Records this device's own key as it sees it, so `group members` lists it from the start.
+    /// (It pins nothing the group does not already know: a key seen earlier by others comes first.)
+    func recordSelf() async {
+        try? await node.observe(node.deviceID, name: node.identity.name, key: node.identity.publicKeyHex)
+    }
+
+    /// Hands a member that was away during a removal the group's member and epoch records, each
+    /// as a delta of one preference write (a delta never claims rows it does not carry), so it
+    /// can open its sealed copy of the new secret and reconnect.
+    func handOver(to peer: Hello, sender: SealedSender) async throws {
+        let records = ((try? node.preferences(includingUnset: true)) ?? []).filter { $0.key.hasPrefix(MemberKeys.prefix) }
+        for write in records {
+            try await sender.send(
+                .delta(Delta(preferences: [write], coverage: [.init(replica: write.dot.replica, from: write.dot.counter - 1, through: write.dot.counter)])))
+        }
+        try? await sender.send(
+            .goodbye(code: .notAMember, reason: "the group moved to epoch \(groupState.epoch) after a removal; this node handed you its records: reconnect with the new key"))
+        logger.notice(
+            "handed a member that was away the group's new epoch",
+            metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "group.epoch": "\(groupState.epoch)"])
+    }
+
+    /// Reads the group file again (after `lansync group remove` here, or a hand-over merged from
+    /// a member) and, when the epoch moved, advertises its tag and reconnects every peer with its key.
+    func reloadGroup() async {
+        // Records merged from a member may seal a newer epoch to this device.
+        if let moved = try? node.adoptNewerEpoch(keyPair: node.identity.keyPair) {
+            logger.notice("the group moved to a new epoch: a member handed this device its key", metadata: ["group.epoch": "\(moved)"])
+        }
+        guard let epochs = try? node.groupEpochs(), groupState.replace(with: epochs) else { return }
+        logger.notice("now in group epoch \(epochs.epoch)", metadata: ["group.tag": "\(epochs.current.tag)"])
+        advertiseCurrentEpoch()
+        // Sessions of the earlier epoch end: peers that hold the new key reconnect with it, a
+        // removed device does not get back in.
+        for registered in sessions.values { registered.close() }
+        wakeDialers()
+    }
+
+    /// Whether merged or written preferences touch the records of an epoch.
+    nonisolated static func touchEpochs(_ writes: [PreferenceWrite]) -> Bool {
+        writes.contains { $0.key.hasPrefix(MemberKeys.epochPrefix) }
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import LANSync
+import LANSyncCore
+import LANSyncCrypto
+import LANSyncIdentity
+import LANSyncStore
+import Testing
+
+/// Member records, removal and epochs in the library (docs/protocol.md §11); the agent's side
+/// (who is let in, the hand-over) runs in the cluster test.
+@Suite struct MembershipTests {
+    /// Everything `node` holds, as one delta.
+    static func everything(_ node: LANSyncNode) throws -> Delta {
+        try node.store.delta(since: VersionVector(), maxRows: 100_000)
+    }
+
+    /// Three devices of one group, each with its member record as the agent writes it.
+    static func group() async throws -> [TemporaryNode] {
+        let nodes = [try TemporaryNode(name: "home"), try TemporaryNode(name: "laptop"), try TemporaryNode(name: "old-tablet")]
+        let secret = try nodes[0].node.createGroup()
+        try await nodes[0].node.recordCreator()
+        for other in nodes.dropFirst() { try other.node.joinGroup(code: secret.joinCode) }
+        for (index, other) in nodes.enumerated().dropFirst() {
+            try await nodes[0].node.record(
+                GroupMember(
+                    deviceID: other.node.deviceID.description, name: ["home", "laptop", "old-tablet"][index],
+                    key: other.node.identity.publicKeyHex, addedBy: nodes[0].node.deviceID.description, addedAt: nil,
+                    via: "group secret"))
+        }
+        for other in nodes.dropFirst() { try await other.node.merge(try everything(nodes[0].node), maxSkewMilliseconds: 60_000) }
+        return nodes
+    }
+
+    @Test func sealedBoxesOpenOnlyWithTheirKey() throws {
+        let alice = KeyPair.generate()
+        let mallory = KeyPair.generate()
+        let secret = SecureBytes(randomCount: 32)
+        let box = try SealedBox.seal(secret, to: alice.publicKey)
+        #expect(box.count == 32 + SealedBox.overhead)
+        #expect(SealedBox.open(box, with: alice)?.constantTimeEquals(secret) == true)
+        #expect(SealedBox.open(box, with: mallory) == nil)
+        var altered = box
+        altered[40] ^= 1
+        #expect(SealedBox.open(altered, with: alice) == nil)
+    }
+
+    @Test func aVersion1GroupFileIsEpochZeroAndEpochsRoundTrip() throws {
+        let path = NSTemporaryDirectory() + "group-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let first = GroupSecret.generate()
+        let hex = first.secret.withUnsafeBytes { [UInt8]($0).hexString }
+        try Data(#"{"format":"lansync-group","version":1,"secret":"\#(hex)","joined":"2026-01-01T00:00:00.000Z"}"#.utf8)
+            .write(to: URL(fileURLWithPath: path))
+        let file = GroupFile(path: path)
+        let loaded = try #require(try file.loadEpochs())
+        #expect(loaded.epoch == 0 && loaded.previous.isEmpty && loaded.current.tag == first.tag)
+        var epochs = loaded
+        for epoch in 1...6 { epochs = epochs.advanced(to: UInt64(epoch), secret: .generate()) }
+        try file.save(epochs, joined: "2026-01-01T00:00:00.000Z")
+        let again = try #require(try file.loadEpochs())
+        #expect(again.epoch == 6)
+        #expect(again.previous.map(\.epoch) == [5, 4, 3, 2], "the last \(GroupEpochs.keptEpochs) earlier epochs are kept")
+        #expect(again.all.map(\.group.tag) == epochs.all.map(\.group.tag))
+        #expect(file.joined() == "2026-01-01T00:00:00.000Z")
+    }
+
+    @Test func appsCannotWriteTheRecords() async throws {
+        let node = try TemporaryNode().node
+        await #expect(throws: LANSyncError.self) { try await node.set("lansync/member/x", to: "{}") }
+        await #expect(throws: LANSyncError.self) { try await node.unset("lansync/epoch/1") }
+        #expect(try node.status().preferences == 0)
+    }
+
+    /// A removal: the records say who and when, the new secret is sealed to every member that
+    /// stays, and each of them (not the removed device) moves to the new epoch once it merges the
+    /// records; a member that joined with the new epoch's code learns its number from them.
+    @Test func aRemovalMovesEveryoneButTheRemovedDevice() async throws {
+        let nodes = try await Self.group()
+        let (home, laptop, tablet) = (nodes[0].node, nodes[1].node, nodes[2].node)
+        #expect(try home.members().count == 3)
+        let removal = try await home.removeMember(tablet.deviceID)
+        #expect(removal.epoch == 1)
+        #expect(Set(removal.sealedFor.map(\.deviceID)) == [home.deviceID.description, laptop.deviceID.description])
+        #expect(removal.withoutKey.isEmpty)
+        let record = try #require(try home.member(tablet.deviceID))
+        #expect(record.isRemoved && record.removedBy == home.deviceID.description && record.removedInEpoch == 1)
+        let homeEpochs = try #require(try home.groupEpochs())
+        #expect(homeEpochs.epoch == 1 && homeEpochs.previous.map(\.epoch) == [0])
+
+        // The records reach the other two (a hand-over, or a delta); only the laptop can open its copy.
+        for node in [laptop, tablet] { try await node.merge(try Self.everything(home), maxSkewMilliseconds: 60_000) }
+        #expect(try laptop.adoptNewerEpoch(keyPair: laptop.identity.keyPair) == 1)
+        #expect(try laptop.groupEpochs()?.current.tag == homeEpochs.current.tag)
+        #expect(try tablet.adoptNewerEpoch(keyPair: tablet.identity.keyPair) == nil)
+        #expect(try tablet.groupEpochs()?.epoch == 0)
+        #expect(try laptop.adoptNewerEpoch(keyPair: laptop.identity.keyPair) == nil, "nothing newer the second time")
+
+        // A second removal numbers the next epoch after the records, and cannot repeat the first.
+        await #expect(throws: LANSyncError.self) { _ = try await laptop.removeMember(tablet.deviceID) }
+        await #expect(throws: LANSyncError.self) { _ = try await laptop.removeMember(laptop.deviceID) }
+
+        // A device that joins with the new epoch's join code learns which epoch it is in.
+        let newcomer = try TemporaryNode(name: "new-tablet")
+        try newcomer.node.joinGroup(code: homeEpochs.current.joinCode)
+        #expect(try newcomer.node.groupEpochs()?.epoch == 0)
+        try await newcomer.node.merge(try Self.everything(home), maxSkewMilliseconds: 60_000)
+        #expect(try newcomer.node.adoptNewerEpoch(keyPair: newcomer.node.identity.keyPair) == 1)
+        #expect(try newcomer.node.groupEpochs()?.current.tag == homeEpochs.current.tag)
+    }
+
+    @Test func aMemberWithoutAPinnedKeyIsNamed() async throws {
+        let nodes = try await Self.group()
+        let home = nodes[0].node
+        var laptop = try #require(try home.member(nodes[1].node.deviceID))
+        laptop.key = nil
+        try await home.record(laptop)
+        let removal = try await home.removeMember(nodes[2].node.deviceID)
+        #expect(removal.withoutKey.map(\.deviceID) == [nodes[1].node.deviceID.description])
+        #expect(try home.epochRecords().last?.sealed[nodes[1].node.deviceID.description] == nil)
+    }
+}
