@@ -232,13 +232,16 @@ public final class LANSyncNode: Sendable {
         do { return try store.preference(key: key)?.value } catch { throw Self.translate(error) }
     }
 
-    /// Every preference's winning write; tombstones (unset keys) only when asked for.
+    /// Every preference's winning write; tombstones (unset keys) only when asked for. The group's
+    /// member records (keys under `lansync/`) are not the app's and are left out: `group members`
+    /// shows them.
     public func preferences(includingUnset: Bool = false) throws(LANSyncError) -> [PreferenceWrite] {
-        do {
-            return try store.preferences().filter { includingUnset || !$0.isTombstone }
-        } catch {
-            throw Self.translate(error)
-        }
+        try allPreferences().filter { (includingUnset || !$0.isTombstone) && !$0.key.hasPrefix(MemberKeys.prefix) }
+    }
+
+    /// Every preference's winning write, tombstones and member records included.
+    package func allPreferences() throws(LANSyncError) -> [PreferenceWrite] {
+        do { return try store.preferences() } catch { throw Self.translate(error) }
     }
 
     /// The replica's counts, digest and version vector.

@@ -23,6 +23,8 @@ package struct GroupMember: Codable, Sendable, Equatable {
     /// refused until a member vouches for the device again. nil: vouched for, key not seen yet
     /// (the first member it connects to pins the key it presents).
     package var key: String?
+    /// The device's Ed25519 signing key (hex), seen with `key`: what its records are checked with.
+    package var signingKey: String?
     package var addedBy: String?
     package var addedAt: String?
     /// How it came in: "created the group", "short code" (vouched for by `addedBy`), "join code".
@@ -34,17 +36,20 @@ package struct GroupMember: Codable, Sendable, Equatable {
 
     package var isRemoved: Bool { removedBy != nil }
 
-    package init(deviceID: String, name: String, key: String?, addedBy: String?, addedAt: String?, via: String) {
+    package init(
+        deviceID: String, name: String, key: String?, signingKey: String? = nil, addedBy: String?, addedAt: String?, via: String
+    ) {
         self.deviceID = deviceID
         self.name = name
         self.key = key
+        self.signingKey = signingKey
         self.addedBy = addedBy
         self.addedAt = addedAt
         self.via = via
     }
 
     enum CodingKeys: String, CodingKey {
-        case deviceID = "device_id", name, key, addedBy = "added_by", addedAt = "added_at", via
+        case deviceID = "device_id", name, key, signingKey = "signing_key", addedBy = "added_by", addedAt = "added_at", via
         case removedBy = "removed_by", removedAt = "removed_at", removedInEpoch = "removed_in_epoch"
     }
 
@@ -67,17 +72,40 @@ package struct EpochRecord: Codable, Sendable, Equatable {
     package var tag: String
     /// Device ID → the epoch's secret sealed to that device's pinned key, base64.
     package var sealed: [String: String]
+    /// The remover's Ed25519 signature of `signedText`, base64: a member relaying the record can
+    /// neither forge one in another member's name nor alter it.
+    package var signature: String?
+
+    /// What the remover signs: every field but the signature, one per line, lists sorted.
+    package var signedText: [UInt8] {
+        let lines = ["lansync epoch record v1", String(epoch), removed.sorted().joined(separator: ","), by, at, tag]
+            + sealed.keys.sorted().map { "\($0)=\(sealed[$0]!)" }
+        return Array(lines.joined(separator: "\n").utf8)
+    }
+
+    /// Whether the record carries a valid signature by `signingKeyHex`.
+    package func isSigned(by signingKeyHex: String?) -> Bool {
+        guard let signingKeyHex, let key = [UInt8](hexString: signingKeyHex), let signature,
+            let bytes = Data(base64Encoded: signature)
+        else { return false }
+        return SigningKey.verify([UInt8](bytes), of: signedText, by: key)
+    }
 }
 
 /// One member's observation of another's key.
 package struct KeyObservation: Codable, Sendable, Equatable {
     package var name: String
     package var key: String
+    /// The signing key its `Hello` carried with that key (absent before protocol version 3).
+    package var signingKey: String?
     package var at: String
 
-    package init(name: String, key: String, at: String) {
+    enum CodingKeys: String, CodingKey { case name, key, signingKey = "signing_key", at }
+
+    package init(name: String, key: String, signingKey: String?, at: String) {
         self.name = name
         self.key = key
+        self.signingKey = signingKey
         self.at = at
     }
 }
@@ -104,11 +132,15 @@ extension LANSyncNode {
 
     /// Every member device, from the member records and the key observations; removed members
     /// included. `key` is the pinned key.
-    package func members() throws(LANSyncError) -> [GroupMember] {
+    package func members() throws(LANSyncError) -> [GroupMember] { try membership().members }
+
+    /// The member devices, and the epoch records that count: signed by their remover's pinned
+    /// signing key, by a remover not removed by an earlier one, oldest first.
+    func membership() throws(LANSyncError) -> (members: [GroupMember], epochs: [EpochRecord]) {
         var records: [String: GroupMember] = [:]
         var seen: [String: [(by: String, observation: KeyObservation)]] = [:]
         let decoder = JSONDecoder()
-        for write in try preferences() {
+        for write in try allPreferences() {
             guard let value = write.value else { continue }
             if write.key.hasPrefix(MemberKeys.memberPrefix),
                 let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8))
@@ -122,44 +154,69 @@ extension LANSyncNode {
                 seen[parts[0].uppercased(), default: []].append((parts[1].uppercased(), observation))
             }
         }
-        var members = [GroupMember]()
+        var members: [String: GroupMember] = [:]
         for device in Set(records.keys).union(seen.keys) {
             let observations = (seen[device] ?? []).sorted { ($0.observation.at, $0.by) < ($1.observation.at, $1.by) }
-            if var record = records[device] {
-                if record.key == nil {
+            var member: GroupMember
+            if let record = records[device] {
+                member = record
+                // The record's own removal fields are not trusted: only signed epoch records remove.
+                (member.removedBy, member.removedAt, member.removedInEpoch) = (nil, nil, nil)
+                if member.key == nil {
                     // Vouched for: the first key seen since.
-                    record.key = observations.first { $0.observation.at >= (record.addedAt ?? "") }?.observation.key
+                    let first = observations.first { $0.observation.at >= (record.addedAt ?? "") }?.observation
+                    (member.key, member.signingKey) = (first?.key, first?.signingKey)
                 }
-                members.append(record)
             } else if let first = observations.first {
-                members.append(
-                    GroupMember(
-                        deviceID: device, name: observations.last!.observation.name, key: first.observation.key,
-                        addedBy: first.by == device ? nil : first.by,
-                        addedAt: first.observation.at, via: "group secret"))
+                member = GroupMember(
+                    deviceID: device, name: observations.last!.observation.name, key: first.observation.key,
+                    addedBy: first.by == device ? nil : first.by, addedAt: first.observation.at, via: "group secret")
+            } else {
+                continue
+            }
+            if member.signingKey == nil, let key = member.key {
+                member.signingKey = observations.first { $0.observation.key == key && $0.observation.signingKey != nil }?.observation.signingKey
+            }
+            members[device] = member
+        }
+        // Removals: epoch records signed by a member's pinned signing key, unless a member vouched
+        // for the device again afterwards (`group invite` writes a newer member record).
+        var valid = [EpochRecord]()
+        for record in try epochRecords() where members[record.by]?.isRemoved == false && record.isSigned(by: members[record.by]?.signingKey) {
+            valid.append(record)
+            for device in record.removed {
+                guard var member = members[device], member.addedAt.map({ $0 <= record.at }) ?? true else { continue }
+                (member.removedBy, member.removedAt, member.removedInEpoch) = (record.by, record.at, record.epoch)
+                members[device] = member
             }
         }
-        return members.sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }
+        return (members.values.sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }, valid)
     }
 
     package func member(_ device: DeviceID) throws(LANSyncError) -> GroupMember? {
         try members().first { $0.deviceID == device.description }
     }
 
-    /// Records the key this device saw `device` present (once per key).
-    package func observe(_ device: DeviceID, name: String, key: String) async throws(LANSyncError) {
+    /// Records the keys this device saw `device` present (once per pair of keys).
+    package func observe(_ device: DeviceID, name: String, key: String, signingKey: String?) async throws(LANSyncError) {
         let entry = MemberKeys.seen(device.description, by: deviceID.description)
         if let value = try preference(entry), let held = try? JSONDecoder().decode(KeyObservation.self, from: Data(value.utf8)),
-            held.key == key
+            held.key == key, held.signingKey == signingKey
         {
             return
         }
-        try await writeRecords([(entry, Self.json(KeyObservation(name: name, key: key, at: nowText)))])
+        try await writeRecords([(entry, Self.json(KeyObservation(name: name, key: key, signingKey: signingKey, at: nowText)))])
+    }
+
+    /// This device's observation of itself: its own keys, as the others will see them.
+    var selfObservation: (key: String, json: String) {
+        (MemberKeys.seen(deviceID.description, by: deviceID.description),
+         Self.json(KeyObservation(name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString, at: nowText)))
     }
 
     /// Every removal record, oldest epoch first.
     package func epochRecords() throws(LANSyncError) -> [EpochRecord] {
-        try preferences().compactMap { write in
+        try allPreferences().compactMap { write in
             guard write.key.hasPrefix(MemberKeys.epochPrefix), let value = write.value else { return nil }
             return try? JSONDecoder().decode(EpochRecord.self, from: Data(value.utf8))
         }.sorted { $0.epoch < $1.epoch }
@@ -174,8 +231,8 @@ extension LANSyncNode {
     package func recordCreator() async throws(LANSyncError) {
         try await record(
             GroupMember(
-                deviceID: deviceID.description, name: identity.name, key: identity.publicKeyHex, addedBy: nil, addedAt: nowText,
-                via: "created the group"))
+                deviceID: deviceID.description, name: identity.name, key: identity.publicKeyHex,
+                signingKey: identity.signingKey.publicKey.hexString, addedBy: nil, addedAt: nowText, via: "created the group"))
     }
 
     /// Writes records in one commit.
@@ -252,8 +309,9 @@ extension LANSyncNode {
         removed.removedBy = deviceID.description
         removed.removedAt = now
         removed.removedInEpoch = next
-        let record = EpochRecord(
+        var record = EpochRecord(
             epoch: next, removed: [device.description], by: deviceID.description, at: now, tag: secret.tag, sealed: sealed)
+        record.signature = Data(identity.signingKey.sign(record.signedText)).base64EncodedString()
         // The group file first: if writing the records then failed, this device would be in an
         // epoch nobody else can learn, and running the command again starts another one. The
         // records first would leave the removed device still able to connect here.
@@ -262,7 +320,8 @@ extension LANSyncNode {
         } catch {
             throw LANSyncError(.storage, error.description)
         }
-        try await writeRecords([(MemberKeys.member(removed.deviceID), Self.json(removed)), (MemberKeys.epoch(next), Self.json(record))])
+        // With this device's own keys, so every member can check the record's signature.
+        try await writeRecords([selfObservation, (MemberKeys.epoch(next), Self.json(record))])
         return Removal(removed: removed, epoch: next, sealedFor: sealedFor, withoutKey: withoutKey)
     }
 
@@ -271,7 +330,7 @@ extension LANSyncNode {
     /// returns the epoch now in the group file, or nil when nothing changed.
     package func adoptNewerEpoch(keyPair: KeyPair) throws(LANSyncError) -> UInt64? {
         guard var epochs = try groupEpochs() else { return nil }
-        let records = try epochRecords()
+        let records = try membership().epochs
         var relabelled = false
         if let own = records.last(where: { $0.tag == epochs.current.tag }), own.epoch > epochs.epoch {
             // Joined with a code of a later epoch: the records say which.

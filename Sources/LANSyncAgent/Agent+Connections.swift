@@ -49,6 +49,7 @@ extension Agent {
                 let replica = node.replicaID
                 let clock = node.clock
                 let store = node.store
+                let signingKey = identity.signingKey.publicKey
                 let handshaken: Handshaken
                 do {
                     handshaken = try await HandshakeDriver.run(
@@ -56,7 +57,7 @@ extension Agent {
                         hello: { version in
                             Hello(
                                 version: version, device: identity.deviceID, name: identity.name, replica: replica,
-                                hlc: (try? store.syncSummary().hlc) ?? .zero, wallMilliseconds: clock.now())
+                                hlc: (try? store.syncSummary().hlc) ?? .zero, wallMilliseconds: clock.now(), signingKey: signingKey)
                         }, traffic: traffic, inbound: &iterator, outbound: outbound)
                 } catch {
                     throw timedOut.isSet ? ConnectionError.handshakeTimeout : error

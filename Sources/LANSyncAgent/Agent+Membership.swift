@@ -64,20 +64,22 @@ extension Agent {
     /// delay the session's start).
     private func observe(_ peer: Hello, key: String) {
         let node = node
-        Task { try? await node.observe(peer.device, name: peer.name, key: key) }
+        Task { try? await node.observe(peer.device, name: peer.name, key: key, signingKey: peer.signingKey?.hexString) }
     }
 
     /// Records this device's own key as it sees it, so `group members` lists it from the start.
     /// (It pins nothing the group does not already know: a key seen earlier by others comes first.)
     func recordSelf() async {
-        try? await node.observe(node.deviceID, name: node.identity.name, key: node.identity.publicKeyHex)
+        try? await node.observe(
+            node.deviceID, name: node.identity.name, key: node.identity.publicKeyHex,
+            signingKey: node.identity.signingKey.publicKey.hexString)
     }
 
     /// Hands a member that was away during a removal the group's member and epoch records, each
     /// as a delta of one preference write (a delta never claims rows it does not carry), so it
     /// can open its sealed copy of the new secret and reconnect.
     func handOver(to peer: Hello, sender: SealedSender) async throws {
-        let records = ((try? node.preferences(includingUnset: true)) ?? []).filter { $0.key.hasPrefix(MemberKeys.prefix) }
+        let records = ((try? node.allPreferences()) ?? []).filter { $0.key.hasPrefix(MemberKeys.prefix) }
         for write in records {
             try await sender.send(
                 .delta(Delta(preferences: [write], coverage: [.init(replica: write.dot.replica, from: write.dot.counter - 1, through: write.dot.counter)])))

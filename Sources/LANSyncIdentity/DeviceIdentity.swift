@@ -83,4 +83,7 @@ package enum DeviceIDDerivation {
 extension DeviceIdentity {
     /// The package key in hexadecimal, as shown to people and pinned by peers.
     package var publicKeyHex: String { keyPair.publicKey.hexString }
+
+    /// The device's signing key, derived from its key pair (see `SigningKey`).
+    package var signingKey: SigningKey { SigningKey(derivedFrom: keyPair) }
 }

@@ -30,15 +30,26 @@ package struct Hello: Equatable, Sendable {
     /// The sender's HLC reading and wall clock when it wrote this: the receiver's skew check.
     package var hlc: HybridTimestamp
     package var wallMilliseconds: UInt64
+    /// The device's Ed25519 signing key (version 3 and later): the handshake authenticates the
+    /// Hello with the static key, which binds the two (protocol §11).
+    package var signingKey: [UInt8]?
 
-    package init(version: UInt16, device: DeviceID, name: String, replica: ReplicaID, hlc: HybridTimestamp, wallMilliseconds: UInt64) {
+    package init(
+        version: UInt16, device: DeviceID, name: String, replica: ReplicaID, hlc: HybridTimestamp, wallMilliseconds: UInt64,
+        signingKey: [UInt8]? = nil
+    ) {
         self.version = version
         self.device = device
         self.name = name
         self.replica = replica
         self.hlc = hlc
         self.wallMilliseconds = wallMilliseconds
+        // Version 3 always carries 32 bytes (zeros when the sender has none to give).
+        self.signingKey = version >= Self.signingKeyVersion ? signingKey ?? [UInt8](repeating: 0, count: 32) : nil
     }
+
+    /// Version 3 added the signing key to the Hello.
+    static let signingKeyVersion: UInt16 = 3
 
     package func encoded() -> [UInt8] {
         var writer = ByteWriter()
@@ -48,6 +59,7 @@ package struct Hello: Equatable, Sendable {
         writer.raw(replica.bytes)
         writer.fixed64(hlc.rawValue)
         writer.fixed64(wallMilliseconds)
+        if version >= Self.signingKeyVersion, let signingKey { writer.raw(signingKey) }
         return writer.bytes
     }
 
@@ -66,8 +78,9 @@ package struct Hello: Equatable, Sendable {
         guard wall <= HybridTimestamp.maxPhysicalMilliseconds else {
             throw WireError("hello's wall clock \(wall) ms is beyond \(HybridTimestamp.maxPhysicalMilliseconds)")
         }
+        let signingKey = version >= signingKeyVersion ? try reader.raw(32) : nil
         try reader.expectEnd("hello")
-        return Hello(version: version, device: device, name: name, replica: replica, hlc: hlc, wallMilliseconds: wall)
+        return Hello(version: version, device: device, name: name, replica: replica, hlc: hlc, wallMilliseconds: wall, signingKey: signingKey)
     }
 }
 

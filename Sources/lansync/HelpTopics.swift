@@ -28,7 +28,9 @@ enum HelpTopic: String, CaseIterable {
 
                 Devices prove membership in every connection's handshake (Noise, with the secret as a pre-shared key): a device without the secret is refused at the first message and learns nothing, and shows in `lansync peers` as refused. mDNS advertises only the group's tag of the day, from which the secret cannot be recovered and which changes at midnight UTC.
 
-                To remove a device, create a new group and join it from the remaining devices (there is no revocation of a single device yet).
+                `lansync group members` lists the member devices: name, device ID, the fingerprint of the key the group pinned for it, who added it and when, when this device last saw it. The group pins each device's key the first time a member sees it; a device that comes back with another key (reinstalled, or a cloned machine) is refused, with this advice, until a member vouches for it with `lansync group invite`.
+
+                To remove a lost or given-away device, run `lansync group remove NAME` on any member. The group moves to a new epoch: a fresh secret, sealed to every other member's pinned key. Members online switch at once; one that was away is handed the new key by the first member it meets; the removed device is refused from then on, also after a reinstall, and gets nothing written after the removal (members that have not heard of the removal yet still sync with it until they do). The old join code is useless after a removal: `lansync group show --code` prints the new one.
                 """
         case .streams:
             return """

@@ -67,6 +67,8 @@ import Testing
         #expect(group.contains(">therapy<"), "the peer's name")
         #expect(group.contains("<span class=\"ok\">connected</span>"))
         #expect(group.contains("In sync with all 1 connected peer"))
+        // The group's members, for a caregiver who has no terminal: both devices, who created the group.
+        #expect(group.contains("<h2>Members</h2>") && group.contains("created the group") && group.contains("Group epoch 0"), "\(group)")
 
         // The stream's charts: per day by device, and by caregiver, exactly the entries.
         let base = link.components(separatedBy: "/login")[0]

@@ -44,6 +44,53 @@ import Testing
         #expect(SealedBox.open(altered, with: alice) == nil)
     }
 
+    @Test func signingKeysComeFromTheDeviceKeyAndSignaturesBindTheirMessage() throws {
+        let device = KeyPair.generate()
+        let signing = SigningKey(derivedFrom: device)
+        #expect(SigningKey(derivedFrom: device).publicKey == signing.publicKey, "the same device key, the same signing key")
+        #expect(SigningKey(derivedFrom: KeyPair.generate()).publicKey != signing.publicKey)
+        let message = Array("lansync epoch record v1".utf8)
+        let signature = signing.sign(message)
+        #expect(SigningKey.verify(signature, of: message, by: signing.publicKey))
+        #expect(!SigningKey.verify(signature, of: message + [0], by: signing.publicKey))
+        var altered = signature
+        altered[0] ^= 1
+        #expect(!SigningKey.verify(altered, of: message, by: signing.publicKey))
+        #expect(!SigningKey.verify(signature, of: message, by: SigningKey(derivedFrom: KeyPair.generate()).publicKey))
+    }
+
+    /// Only an epoch record signed by the member it names as remover counts: one a member writes
+    /// in another's name, or alters, removes nobody and moves nobody.
+    @Test func aForgedOrAlteredEpochRecordRemovesNobody() async throws {
+        let nodes = try await Self.group()
+        let (home, laptop, tablet) = (nodes[0].node, nodes[1].node, nodes[2].node)
+        let removal = try await home.removeMember(tablet.deviceID)
+        let genuine = try #require(try home.epochRecords().last)
+        #expect(genuine.isSigned(by: home.identity.signingKey.publicKey.hexString))
+
+        // The tablet (removed, but still holding the old secret and its records) forges the next
+        // epoch in home's name, removing the laptop, and an altered copy of the genuine one.
+        try await tablet.merge(try Self.everything(home), maxSkewMilliseconds: 60_000)
+        var forged = genuine
+        forged.epoch = removal.epoch + 1
+        forged.removed = [laptop.deviceID.description]
+        forged.signature = Data(tablet.identity.signingKey.sign(forged.signedText)).base64EncodedString()
+        var altered = genuine
+        altered.epoch = removal.epoch + 2
+        altered.removed = [laptop.deviceID.description]
+        for record in [forged, altered] {
+            _ = try await tablet.store.setPreferences(
+                [PreferenceRequest(key: "lansync/epoch/\(record.epoch)", value: String(decoding: try JSONEncoder().encode(record), as: UTF8.self))],
+                now: tablet.clock.now())
+        }
+        // The laptop merges all of it: the genuine removal counts, the forgeries do not.
+        try await laptop.merge(try Self.everything(tablet), maxSkewMilliseconds: 60_000)
+        #expect(try laptop.member(tablet.deviceID)?.isRemoved == true)
+        #expect(try laptop.member(laptop.deviceID)?.isRemoved == false)
+        #expect(try laptop.adoptNewerEpoch(keyPair: laptop.identity.keyPair) == removal.epoch, "the genuine epoch, not a forged later one")
+        #expect(try laptop.groupEpochs()?.current.tag == home.groupEpochs()?.current.tag)
+    }
+
     @Test func aVersion1GroupFileIsEpochZeroAndEpochsRoundTrip() throws {
         let path = NSTemporaryDirectory() + "group-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: path) }

@@ -116,8 +116,43 @@ struct DashboardRoutes: Sendable {
             \(HTML.table(["name", "device ID", "address", "state", "sync", "last seen", "last problem"], rows, id: "peers"))
             <p>Refreshes every 5 seconds. A refused peer presented no valid group secret (or was removed); its last problem says why.</p>
             </section>
+            \(membersSection(report: report))
             """
         return Self.html(HTML.page(title: "Group", device: node.identity.name, current: "group", refresh: 5, body: body))
+    }
+
+    /// The group's member devices, as `lansync group members` lists them.
+    func membersSection(report: AgentReport) -> String {
+        guard let members = try? node.members(), !members.isEmpty else { return "" }
+        let names = Dictionary(members.map { ($0.deviceID, $0.name) }, uniquingKeysWith: { first, _ in first })
+        let seen = Dictionary(report.peers.compactMap { peer in peer.deviceID.map { ($0, peer) } }, uniquingKeysWith: { first, _ in first })
+        let me = node.deviceID.description
+        let rows = members.map { member -> [String] in
+            let status: String
+            if member.isRemoved {
+                status = "<span class=\"bad\">removed by \(HTML.escape(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?"))"
+                    + " \(HTML.escape(String((member.removedAt ?? "").prefix(10))))</span>"
+            } else if member.deviceID == me {
+                status = "this device"
+            } else if seen[member.deviceID]?.state == .connected {
+                status = "<span class=\"ok\">connected</span>"
+            } else {
+                status = seen[member.deviceID]?.lastSeen.map { "last seen " + HTML.escape(Self.ago($0)) } ?? "not seen by this device"
+            }
+            let addedBy = member.addedBy.flatMap { names[$0] } ?? (member.via == "created the group" ? "created the group" : "—")
+            return [
+                HTML.escape(member.name), "<code>\(HTML.escape(member.deviceID))</code>",
+                member.key.map { "<code>\(HTML.escape(GroupMember.fingerprint($0)))</code>" } ?? "not seen yet",
+                HTML.escape(addedBy), HTML.escape(String((member.addedAt ?? "").prefix(10))), status,
+            ]
+        }
+        let epoch = (try? node.groupEpochs())??.epoch ?? 0
+        return """
+            <section><h2>Members</h2>
+            \(HTML.table(["name", "device ID", "key", "added by", "added", "status"], rows, id: "members"))
+            <p>Group epoch \(epoch). A device is removed with <code>lansync group remove NAME</code> on any member; it is then refused, also after a reinstall.</p>
+            </section>
+            """
     }
 
     // MARK: Streams
