@@ -18,44 +18,36 @@ extension Agent {
         case refuse(String)
     }
 
-    /// Decides about a peer after its handshake (and records a device seen for the first time).
+    /// Decides about a peer after its handshake, and records the keys it presented.
     func admission(_ peer: Hello, key: [UInt8], epoch: UInt64) async -> Admission {
         let keyHex = key.hexString
-        let record: GroupMember?
-        do { record = try node.member(peer.device) } catch { return .refuse("this node cannot read its member records: \(error)") }
-        if let record, record.isRemoved {
-            let remover = record.removedBy.flatMap { id in (try? node.members())?.first { $0.deviceID == id }?.name } ?? record.removedBy ?? "a member"
+        let members: [GroupMember]
+        do { members = try node.members() } catch { return .refuse("this node cannot read its member records: \(error)") }
+        let member = members.first { $0.deviceID == peer.device.description }
+        if let member, member.isRemoved {
+            let remover = members.first { $0.deviceID == member.removedBy }?.name ?? member.removedBy ?? "a member"
             return .refuse(
-                "device \(peer.device) (\(peer.name)) was removed from the group by \(remover) at \(record.removedAt ?? "?"); "
+                "device \(peer.device) (\(peer.name)) was removed from the group by \(remover) at \(member.removedAt ?? "?"); "
                     + "a member can add it again with `lansync group invite`")
         }
         if epoch < groupState.epoch {
             // Away during a removal: only a member the group knows by its key gets the new secret.
-            guard let record, record.key == keyHex else {
+            guard let member, member.key == keyHex else {
                 return .refuse(
                     "the group moved to a new epoch (a device was removed) and \(peer.name) is not a member known by its key; "
                         + "a member can add it again with `lansync group invite`")
             }
             return .handOver
         }
-        if let record {
-            guard let pinned = record.key else {
-                // Vouched for by a member (`group invite`), key not seen yet: pin the one it presents.
-                observe(peer, key: keyHex)
-                return .admit
-            }
-            guard pinned == keyHex else {
-                if peer.device == node.deviceID { return .refuse(Self.clonedMachineAdvice(peer.device.description)) }
-                return .refuse(
-                    "device \(peer.device) (\(peer.name)) presented a new device key (reinstalled, or cloned from another "
-                        + "machine); a member must vouch for it: run `lansync group invite` on a member, then "
-                        + "`lansync group join CODE` with that short code on \(peer.name)")
-            }
-            observe(peer, key: keyHex)
-            return .admit
+        if let pinned = member?.key, pinned != keyHex {
+            if peer.device == node.deviceID { return .refuse(Self.clonedMachineAdvice(peer.device.description)) }
+            return .refuse(
+                "device \(peer.device) (\(peer.name)) presented a new device key (reinstalled, or cloned from another "
+                    + "machine); a member must vouch for it: run `lansync group invite` on a member, then "
+                    + "`lansync group join CODE` with that short code on \(peer.name)")
         }
-        // A device the group has no record of, holding the current key: in through the group's
-        // secret; its key is pinned from now on.
+        // Its pinned key; or a device vouched for whose key nobody saw yet, or one the group has
+        // no record of, in through the group's secret: the key it presented is pinned from now on.
         observe(peer, key: keyHex)
         return .admit
     }

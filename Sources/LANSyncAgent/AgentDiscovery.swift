@@ -321,12 +321,14 @@ extension Agent {
     /// The handshake keys to dial a target with: for a node found advertising an earlier epoch's
     /// tag (a member that was away during a removal), that epoch's key; else the current one.
     func dialKeys(_ target: DialTarget) -> [(epoch: UInt64, key: SecureBytes)] {
-        let current = groupState.psks
+        // One read of the epochs: the current key is always there.
+        let current = Array(groupState.psks.prefix(1))
         guard case .discovered(let name) = target, !discovery.dialWithCurrentEpoch.contains(name),
             let tag = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt["g"],
-            let epoch = groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds)[tag]
-        else { return Array(current.prefix(1)) }
-        return Array(groupState.psk(epoch: epoch).prefix(1))
+            let epoch = groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds)[tag],
+            let key = groupState.psk(epoch: epoch)
+        else { return current }
+        return [key]
     }
 
     /// The group moved to another epoch: advertise its tag.

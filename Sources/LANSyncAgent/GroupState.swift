@@ -26,10 +26,9 @@ final class GroupState: Sendable {
     /// earlier ones a responder also accepts from a member that was away.
     var psks: [(epoch: UInt64, key: SecureBytes)] { epochs.all.map { ($0.epoch, $0.group.noisePSK) } }
 
-    /// The key of one epoch, for dialing a node found advertising that epoch's tag.
-    func psk(epoch: UInt64) -> [(epoch: UInt64, key: SecureBytes)] {
-        let all = psks
-        return all.filter { $0.epoch == epoch }.isEmpty ? all : all.filter { $0.epoch == epoch }
+    /// The key of one epoch held, for dialing a node found advertising that epoch's tag.
+    func psk(epoch: UInt64) -> (epoch: UInt64, key: SecureBytes)? {
+        epochs.all.first { $0.epoch == epoch }.map { ($0.epoch, $0.group.noisePSK) }
     }
 
     /// Every tag a member accepts at a moment, with the epoch it belongs to.

@@ -175,13 +175,19 @@ private struct Slots<Value: Hashable & Sendable>: Sendable {
     }
 }
 
+/// What each side remembers of one direction of a connection: the interned values and the last
+/// counter and clock reading, which the steps are taken from.
+private struct RowPushTables: Sendable {
+    var replicas = Slots<ReplicaID>()
+    var tables = Slots<String>()
+    var columns = Slots<String>()
+    var lastCounter: [Int: UInt64] = [:]
+    var lastHLC: UInt64 = 0
+}
+
 /// The sending side's tables for one connection: builds row pushes, remembering what it defined.
 package struct RowPushEncoder: Sendable {
-    private var replicas = Slots<ReplicaID>()
-    private var tables = Slots<String>()
-    private var columns = Slots<String>()
-    private var lastCounter: [Int: UInt64] = [:]
-    private var lastHLC: UInt64 = 0
+    private var state = RowPushTables()
 
     package init() {}
 
@@ -189,27 +195,27 @@ package struct RowPushEncoder: Sendable {
     /// instead; the tables are then unchanged).
     package mutating func push(_ change: RowChange, digestCheck: UInt64?) -> RowPush? {
         var newColumns = Set<String>()
-        for item in change.values where !columns.contains(item.column) { newColumns.insert(item.column) }
-        for item in change.totals where !columns.contains(item.column) { newColumns.insert(item.column) }
-        guard replicas.hasRoom(for: change.dot.replica), tables.hasRoom(for: change.key.table),
-            columns.items.count + newColumns.count <= WireProtocol.maxTableEntries,
-            let replica = replicas.reference(for: change.dot.replica), let table = tables.reference(for: change.key.table)
+        for item in change.values where !state.columns.contains(item.column) { newColumns.insert(item.column) }
+        for item in change.totals where !state.columns.contains(item.column) { newColumns.insert(item.column) }
+        guard state.replicas.hasRoom(for: change.dot.replica), state.tables.hasRoom(for: change.key.table),
+            state.columns.items.count + newColumns.count <= WireProtocol.maxTableEntries,
+            let replica = state.replicas.reference(for: change.dot.replica), let table = state.tables.reference(for: change.key.table)
         else { return nil }
         var values = [RowPush.ColumnValue]()
         values.reserveCapacity(change.values.count)
         for item in change.values {
-            guard let column = columns.reference(for: item.column) else { return nil }
+            guard let column = state.columns.reference(for: item.column) else { return nil }
             values.append(.init(column: column, value: item.value))
         }
         var totals = [RowPush.ColumnTotal]()
         for item in change.totals {
-            guard let column = columns.reference(for: item.column) else { return nil }
+            guard let column = state.columns.reference(for: item.column) else { return nil }
             totals.append(.init(column: column, total: item.total))
         }
-        let counterStep = Int64(bitPattern: change.dot.counter &- (lastCounter[replica.slot] ?? 0))
-        lastCounter[replica.slot] = change.dot.counter
-        let hlcStep = Int64(bitPattern: change.hlc.rawValue &- lastHLC)
-        lastHLC = change.hlc.rawValue
+        let counterStep = Int64(bitPattern: change.dot.counter &- (state.lastCounter[replica.slot] ?? 0))
+        state.lastCounter[replica.slot] = change.dot.counter
+        let hlcStep = Int64(bitPattern: change.hlc.rawValue &- state.lastHLC)
+        state.lastHLC = change.hlc.rawValue
         return RowPush(
             replica: replica, table: table, counterStep: counterStep, hlcStep: hlcStep, kind: change.kind,
             causalLength: change.causalLength, primaryKey: change.key.primaryKey, values: values, totals: totals,
@@ -219,32 +225,28 @@ package struct RowPushEncoder: Sendable {
 
 /// The receiving side's tables for one connection: turns row pushes back into row changes.
 package struct RowPushDecoder: Sendable {
-    private var replicas = Slots<ReplicaID>()
-    private var tables = Slots<String>()
-    private var columns = Slots<String>()
-    private var lastCounter: [Int: UInt64] = [:]
-    private var lastHLC: UInt64 = 0
+    private var state = RowPushTables()
 
     package init() {}
 
     package mutating func change(from push: RowPush) throws(WireError) -> RowChange {
-        let replica = try replicas.value(of: push.replica, "replica")
-        let table = try tables.value(of: push.table, "app table")
+        let replica = try state.replicas.value(of: push.replica, "replica")
+        let table = try state.tables.value(of: push.table, "app table")
         var values = [RowChange.Value]()
         values.reserveCapacity(push.values.count)
-        for item in push.values { values.append(.init(column: try columns.value(of: item.column, "column"), value: item.value)) }
+        for item in push.values { values.append(.init(column: try state.columns.value(of: item.column, "column"), value: item.value)) }
         var totals = [RowChange.Total]()
-        for item in push.totals { totals.append(.init(column: try columns.value(of: item.column, "column"), total: item.total)) }
+        for item in push.totals { totals.append(.init(column: try state.columns.value(of: item.column, "column"), total: item.total)) }
         // Steps wrap modulo 2^64; the counter they land on must be a valid one.
-        let counter = (lastCounter[push.replica.slot] ?? 0) &+ UInt64(bitPattern: push.counterStep)
+        let counter = (state.lastCounter[push.replica.slot] ?? 0) &+ UInt64(bitPattern: push.counterStep)
         guard counter > 0, counter <= Dot.maxCounter else {
             throw WireError("row push counter \(counter) is outside 1...\(Dot.maxCounter)")
         }
-        lastCounter[push.replica.slot] = counter
-        lastHLC = lastHLC &+ UInt64(bitPattern: push.hlcStep)
+        state.lastCounter[push.replica.slot] = counter
+        state.lastHLC = state.lastHLC &+ UInt64(bitPattern: push.hlcStep)
         return RowChange(
             key: RowKey(table: table, primaryKey: push.primaryKey), kind: push.kind, causalLength: push.causalLength,
-            hlc: HybridTimestamp(rawValue: lastHLC), dot: Dot(replica: replica, counter: counter), values: values, totals: totals)
+            hlc: HybridTimestamp(rawValue: state.lastHLC), dot: Dot(replica: replica, counter: counter), values: values, totals: totals)
     }
 }
 
