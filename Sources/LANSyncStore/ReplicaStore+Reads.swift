@@ -24,11 +24,14 @@ extension ReplicaStore {
                 let meta = try Row.fetchOne(
                     db, sql: "SELECT digest, entry_count, preference_count, hlc FROM meta")!
                 let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM preferences WHERE value IS NULL") ?? 0
+                // Keys under `lansync/` hold the group's member records, not the app's preferences.
+                let records = try Int.fetchOne(
+                    db, sql: "SELECT count(*) FROM preferences WHERE key >= 'lansync/' AND key < 'lansync0' AND value IS NOT NULL") ?? 0
                 let streams = try Int.fetchOne(db, sql: "SELECT count(DISTINCT stream) FROM entries") ?? 0
                 let vector = try Self.readVersionVector(db)
                 let preferences: Int = meta[2]
                 return StoreStatus(
-                    replica: replica, device: device, entries: meta[1], preferences: preferences - tombstones,
+                    replica: replica, device: device, entries: meta[1], preferences: preferences - tombstones - records,
                     tombstones: tombstones, streams: streams,
                     digest: StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(), versionVector: vector,
                     hlc: HybridTimestamp(rawValue: UInt64(meta[3] as Int64)), tables: try Self.appTableCounts(db))
