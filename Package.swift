@@ -240,7 +240,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore", "LANSyncCrypto", "LANSyncIdentity", .product(name: "GRDB", package: "GRDB.swift")],
+            name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore", "LANSyncCrypto", "LANSyncIdentity", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: strict),
         // Runs the built `lansync` executable the way a user would.
         .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync"], exclude: ["python"], swiftSettings: strict),

@@ -76,6 +76,16 @@ package struct EpochRecord: Codable, Sendable, Equatable {
     /// neither forge one in another member's name nor alter it.
     package var signature: String?
 
+    package init(epoch: UInt64, removed: [String], by: String, at: String, tag: String, sealed: [String: String], signature: String? = nil) {
+        self.epoch = epoch
+        self.removed = removed
+        self.by = by
+        self.at = at
+        self.tag = tag
+        self.sealed = sealed
+        self.signature = signature
+    }
+
     /// What the remover signs: every field but the signature, one per line, lists sorted.
     package var signedText: [UInt8] {
         let lines = ["lansync epoch record v1", String(epoch), removed.sorted().joined(separator: ","), by, at, tag]
@@ -137,60 +147,16 @@ extension LANSyncNode {
     /// The member devices, and the epoch records that count: signed by their remover's pinned
     /// signing key, by a remover not removed by an earlier one, oldest first.
     func membership() throws(LANSyncError) -> (members: [GroupMember], epochs: [EpochRecord]) {
-        var records: [String: GroupMember] = [:]
-        var seen: [String: [(by: String, observation: KeyObservation)]] = [:]
-        let decoder = JSONDecoder()
-        for write in try allPreferences() {
-            guard let value = write.value else { continue }
-            if write.key.hasPrefix(MemberKeys.memberPrefix),
-                let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8))
-            {
-                records[record.deviceID] = record
-            } else if write.key.hasPrefix(MemberKeys.seenPrefix),
-                let observation = try? decoder.decode(KeyObservation.self, from: Data(value.utf8))
-            {
-                let parts = write.key.dropFirst(MemberKeys.seenPrefix.count).split(separator: "/")
-                guard parts.count == 2 else { continue }
-                seen[parts[0].uppercased(), default: []].append((parts[1].uppercased(), observation))
-            }
-        }
-        var members: [String: GroupMember] = [:]
-        for device in Set(records.keys).union(seen.keys) {
-            let observations = (seen[device] ?? []).sorted { ($0.observation.at, $0.by) < ($1.observation.at, $1.by) }
-            var member: GroupMember
-            if let record = records[device] {
-                member = record
-                // The record's own removal fields are not trusted: only signed epoch records remove.
-                (member.removedBy, member.removedAt, member.removedInEpoch) = (nil, nil, nil)
-                if member.key == nil {
-                    // Vouched for: the first key seen since.
-                    let first = observations.first { $0.observation.at >= (record.addedAt ?? "") }?.observation
-                    (member.key, member.signingKey) = (first?.key, first?.signingKey)
-                }
-            } else if let first = observations.first {
-                member = GroupMember(
-                    deviceID: device, name: observations.last!.observation.name, key: first.observation.key,
-                    addedBy: first.by == device ? nil : first.by, addedAt: first.observation.at, via: "group secret")
-            } else {
-                continue
-            }
-            if member.signingKey == nil, let key = member.key {
-                member.signingKey = observations.first { $0.observation.key == key && $0.observation.signingKey != nil }?.observation.signingKey
-            }
-            members[device] = member
-        }
-        // Removals: epoch records signed by a member's pinned signing key, unless a member vouched
-        // for the device again afterwards (`group invite` writes a newer member record).
-        var valid = [EpochRecord]()
-        for record in try epochRecords() where members[record.by]?.isRemoved == false && record.isSigned(by: members[record.by]?.signingKey) {
-            valid.append(record)
-            for device in record.removed {
-                guard var member = members[device], member.addedAt.map({ $0 <= record.at }) ?? true else { continue }
-                (member.removedBy, member.removedAt, member.removedInEpoch) = (record.by, record.at, record.epoch)
-                members[device] = member
-            }
-        }
-        return (members.values.sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }, valid)
+        GroupMembership.derive(from: try allPreferences().compactMap { write in
+            write.key.hasPrefix(MemberKeys.prefix) ? write.value.map { (write.key, $0) } : nil
+        })
+    }
+
+    /// Every removal record, oldest epoch first (signed or not).
+    package func epochRecords() throws(LANSyncError) -> [EpochRecord] {
+        GroupMembership.epochRecords(in: try allPreferences().compactMap { write in
+            write.key.hasPrefix(MemberKeys.epochPrefix) ? write.value.map { (write.key, $0) } : nil
+        })
     }
 
     package func member(_ device: DeviceID) throws(LANSyncError) -> GroupMember? {
@@ -212,14 +178,6 @@ extension LANSyncNode {
     var selfObservation: (key: String, json: String) {
         (MemberKeys.seen(deviceID.description, by: deviceID.description),
          Self.json(KeyObservation(name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString, at: nowText)))
-    }
-
-    /// Every removal record, oldest epoch first.
-    package func epochRecords() throws(LANSyncError) -> [EpochRecord] {
-        try allPreferences().compactMap { write in
-            guard write.key.hasPrefix(MemberKeys.epochPrefix), let value = write.value else { return nil }
-            return try? JSONDecoder().decode(EpochRecord.self, from: Data(value.utf8))
-        }.sorted { $0.epoch < $1.epoch }
     }
 
     /// Writes a member record (the records' own writer; apps cannot write under `lansync/`).
@@ -351,5 +309,81 @@ extension LANSyncNode {
             throw LANSyncError(.storage, error.description)
         }
         return current.epoch
+    }
+}
+
+/// The group's membership as its records say (protocol §11), derived from the records alone: a
+/// pure function, so every rule is tested without a replica, and every member holding the same
+/// records derives the same members.
+package enum GroupMembership {
+    /// The member devices (removed ones included; `key` and `signingKey` are the pinned keys), and
+    /// the epoch records that count, oldest first, from the `lansync/` preferences (key, value).
+    package static func derive(from records: [(key: String, value: String)]) -> (members: [GroupMember], epochs: [EpochRecord]) {
+        var memberRecords: [String: GroupMember] = [:]
+        var seen: [String: [(by: String, observation: KeyObservation)]] = [:]
+        let decoder = JSONDecoder()
+        for (key, value) in records {
+            if key.hasPrefix(MemberKeys.memberPrefix), let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8)),
+                MemberKeys.member(record.deviceID) == key
+            {
+                memberRecords[record.deviceID] = record
+            } else if key.hasPrefix(MemberKeys.seenPrefix),
+                let observation = try? decoder.decode(KeyObservation.self, from: Data(value.utf8))
+            {
+                let parts = key.dropFirst(MemberKeys.seenPrefix.count).split(separator: "/")
+                guard parts.count == 2 else { continue }
+                seen[parts[0].uppercased(), default: []].append((parts[1].uppercased(), observation))
+            }
+        }
+        var members: [String: GroupMember] = [:]
+        for device in Set(memberRecords.keys).union(seen.keys) {
+            let observations = (seen[device] ?? []).sorted { ($0.observation.at, $0.by) < ($1.observation.at, $1.by) }
+            var member: GroupMember
+            if let record = memberRecords[device] {
+                member = record
+                // The record's own removal fields are not trusted: only signed epoch records remove.
+                (member.removedBy, member.removedAt, member.removedInEpoch) = (nil, nil, nil)
+                if member.key == nil {
+                    // Vouched for: the first key seen since.
+                    let first = observations.first { $0.observation.at >= (record.addedAt ?? "") }?.observation
+                    (member.key, member.signingKey) = (first?.key, first?.signingKey)
+                }
+            } else if let first = observations.first {
+                member = GroupMember(
+                    deviceID: device, name: observations.last!.observation.name, key: first.observation.key,
+                    addedBy: first.by == device ? nil : first.by, addedAt: first.observation.at, via: "group secret")
+            } else {
+                continue
+            }
+            if member.signingKey == nil, let key = member.key {
+                member.signingKey = observations.first { $0.observation.key == key && $0.observation.signingKey != nil }?.observation.signingKey
+            }
+            members[device] = member
+        }
+        // Removals: epoch records signed by a member's pinned signing key, by a remover not
+        // removed before, unless a member vouched for the device again afterwards (`group invite`
+        // writes a newer member record; an observation is no vouch).
+        var valid = [EpochRecord]()
+        for record in epochRecords(in: records)
+        where members[record.by]?.isRemoved == false && record.isSigned(by: members[record.by]?.signingKey) {
+            valid.append(record)
+            for device in record.removed {
+                guard var member = members[device] else { continue }
+                if let vouched = memberRecords[device]?.addedAt, vouched > record.at { continue }
+                (member.removedBy, member.removedAt, member.removedInEpoch) = (record.by, record.at, record.epoch)
+                members[device] = member
+            }
+        }
+        return (members.values.sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }, valid)
+    }
+
+    /// Every removal record, oldest epoch first (signed or not).
+    package static func epochRecords(in records: [(key: String, value: String)]) -> [EpochRecord] {
+        records.compactMap { key, value in
+            guard key.hasPrefix(MemberKeys.epochPrefix),
+                let record = try? JSONDecoder().decode(EpochRecord.self, from: Data(value.utf8)), MemberKeys.epoch(record.epoch) == key
+            else { return nil }
+            return record
+        }.sorted { $0.epoch < $1.epoch }
     }
 }
