@@ -147,16 +147,17 @@ extension LANSyncNode {
     /// The member devices, and the epoch records that count: signed by their remover's pinned
     /// signing key, by a remover not removed by an earlier one, oldest first.
     func membership() throws(LANSyncError) -> (members: [GroupMember], epochs: [EpochRecord]) {
-        GroupMembership.derive(from: try allPreferences().compactMap { write in
-            write.key.hasPrefix(MemberKeys.prefix) ? write.value.map { (write.key, $0) } : nil
-        })
+        GroupMembership.derive(from: try records().compactMap { write in write.value.map { (write.key, $0) } })
     }
 
     /// Every removal record, oldest epoch first (signed or not).
     package func epochRecords() throws(LANSyncError) -> [EpochRecord] {
-        GroupMembership.epochRecords(in: try allPreferences().compactMap { write in
-            write.key.hasPrefix(MemberKeys.epochPrefix) ? write.value.map { (write.key, $0) } : nil
-        })
+        GroupMembership.epochRecords(in: try records().compactMap { write in write.value.map { (write.key, $0) } })
+    }
+
+    /// Every write under `lansync/`: the group's records.
+    package func records() throws(LANSyncError) -> [PreferenceWrite] {
+        do { return try store.preferences(withPrefix: MemberKeys.prefix) } catch { throw Self.translate(error) }
     }
 
     package func member(_ device: DeviceID) throws(LANSyncError) -> GroupMember? {

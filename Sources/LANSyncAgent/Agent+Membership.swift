@@ -71,7 +71,7 @@ extension Agent {
     /// as a delta of one preference write (a delta never claims rows it does not carry), so it
     /// can open its sealed copy of the new secret and reconnect.
     func handOver(to peer: Hello, sender: SealedSender) async throws {
-        let records = ((try? node.allPreferences()) ?? []).filter { $0.key.hasPrefix(MemberKeys.prefix) }
+        let records = (try? node.records()) ?? []
         for write in records {
             try await sender.send(
                 .delta(Delta(preferences: [write], coverage: [.init(replica: write.dot.replica, from: write.dot.counter - 1, through: write.dot.counter)])))

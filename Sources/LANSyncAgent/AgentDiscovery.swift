@@ -92,6 +92,9 @@ struct DiscoveryState {
     /// current epoch, and handed us over when we dialed with the old key): dialed with the
     /// current key until their record changes.
     var dialWithCurrentEpoch: Set<String> = []
+    /// Services this node refused (removed, or a key nobody vouched for): not dialed again until
+    /// their record changes (they can still dial us; a vouch or a new key lets them in).
+    var refusedUntilChanged: Set<String> = []
     /// Replaces the advertised TXT record (a new tag period, or a new group epoch).
     var updateTXT: AsyncStream<[String: String]>.Continuation?
 
@@ -247,6 +250,10 @@ extension Agent {
         let previous = discovery.peers[name]
         discovery.peers[name] = service
         if previous?.txt["g"] != service.txt["g"] { discovery.dialWithCurrentEpoch.remove(name) }
+        if discovery.refusedUntilChanged.contains(name) {
+            guard previous?.txt != service.txt else { return }
+            discovery.refusedUntilChanged.remove(name)
+        }
         let wasAway = discovery.lastKnown.removeValue(forKey: name) != nil
         discovery.revivedUntil.removeValue(forKey: name)
         if wasAway, closeConnection(to: .discovered(serviceName: name)) {

@@ -138,6 +138,20 @@ extension ReplicaStore {
         } }
     }
 
+    /// The winning writes of the keys that start with `prefix` (a range of the key index, not a
+    /// scan): the group's member records are read on every handshake.
+    package func preferences(withPrefix prefix: String) throws(StoreError) -> [PreferenceWrite] {
+        try Self.database { try writer.read { db in
+            let replicas = try Self.replicaNumbers(db)
+            // Every key with the prefix sorts at or after it and before the prefix followed by
+            // U+10FFFF (keys are ASCII).
+            return try Row.fetchAll(
+                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key >= ? AND key < ? ORDER BY key",
+                arguments: [prefix, prefix + "\u{10FFFF}"]
+            ).map { try RowDecoding.preference($0, replicas: replicas) }
+        } }
+    }
+
     /// Calls the closures for every row in one consistent read, and returns the version vector of
     /// that same snapshot: what an export writes.
     @discardableResult
