@@ -245,6 +245,13 @@ extension LANSyncNode {
         guard !removed.isRemoved else {
             throw LANSyncError(.invalidInput, "\(removed.name) (\(device)) was removed already, by \(removed.removedBy ?? "?") at \(removed.removedAt ?? "?")")
         }
+        if let me = all.first(where: { $0.deviceID == deviceID.description }), let pinned = me.key, pinned != identity.publicKeyHex {
+            // The others would not count a removal signed with a key the group did not pin.
+            throw LANSyncError(
+                .invalidInput,
+                "the group pinned another key for this device (it was reinstalled); a member must vouch for it with "
+                    + "`lansync group invite` before it can remove anyone")
+        }
         let staying = all.filter { !$0.isRemoved && $0.deviceID != device.description }
         // A device that joined with a code does not know its epoch's number: the records do.
         let next = max(epochs.epoch, try epochRecords().last?.epoch ?? 0) + 1

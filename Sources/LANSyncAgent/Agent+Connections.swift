@@ -79,6 +79,21 @@ extension Agent {
 
     func countConnection(_ change: Int) { connections += change }
 
+    /// Ends a connection right after the handshake without losing what we just sent (a refusal,
+    /// or a hand-over's records): the peer has sent its opening state meanwhile, and closing with
+    /// that unread makes the kernel reset the connection, which can discard our last messages
+    /// before the peer reads them. So: half-close (the peer reads everything, then end of stream),
+    /// read until the peer closes too, at most 1 s.
+    nonisolated static func closeAfterPeerRead(
+        _ channel: FramedChannel, inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+    ) async {
+        channel.channel.close(mode: .output, promise: nil)
+        let deadline = channel.channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.channel.close(promise: nil) }
+        var rest = inbound
+        while (try? await rest.next()) != nil {}
+        deadline.cancel()
+    }
+
     nonisolated func established(
         channel: FramedChannel, handshaken: Handshaken,
         inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
@@ -99,9 +114,11 @@ extension Agent {
         case .admit: break
         case .handOver:
             try await handOver(to: peer, sender: sender)
+            await Self.closeAfterPeerRead(channel, inbound: inbound)
             throw ConnectionError.handedOver(epoch: groupState.epoch)
         case .refuse(let reason):
             try? await sender.send(.goodbye(code: .notAMember, reason: reason))
+            await Self.closeAfterPeerRead(channel, inbound: inbound)
             throw ConnectionError.notAMember(reason)
         }
         let session = SyncSession(
@@ -135,7 +152,16 @@ extension Agent {
         // opening state cannot be sent: a peer that refuses us closes right after the handshake,
         // and a registration left behind kept the dial loop waiting for good.)
         do {
-            try await sender.send(try await session.opening())
+            do {
+                try await sender.send(try await session.opening())
+            } catch {
+                // A peer that refuses us closes right after its goodbye: what it said is in what
+                // we received (the channel is closed, so this reads only what arrived).
+                if case .goodbye(let code, let reason)? = try? await receiver.next() {
+                    throw ConnectionError.session(.peerSaidGoodbye(code: code, reason: reason))
+                }
+                throw error
+            }
             try await serve(session, channel: channel, sender: sender, receiver: &receiver)
         } catch {
             await unregister(session, replica: peer.replica)

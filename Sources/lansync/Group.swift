@@ -101,7 +101,7 @@ struct Group: AsyncParsableCommand {
 
                 A member whose key the group never pinned (it never connected to anyone since member records exist) cannot open the new key: the command names them; add them again with `lansync group invite`.
 
-                DEVICE is a device ID from `lansync group members` (its first 7 characters are enough when unambiguous) or a member's name.
+                DEVICE is a member's name, or its device ID from `lansync group members` (its first 7 characters are enough when unambiguous; at least 4).
 
                 Example:
                   lansync group remove old-tablet
@@ -112,9 +112,12 @@ struct Group: AsyncParsableCommand {
         func run() async throws {
             let node = try await reportingErrors { try global.openNode() }
             let members = try await reportingErrors { try node.members() }
-            let wanted = device.uppercased()
-            let matches = members.filter {
-                !$0.isRemoved && ($0.name == device || $0.deviceID == wanted || $0.deviceID.replacingOccurrences(of: "-", with: "").hasPrefix(wanted.replacingOccurrences(of: "-", with: "")))
+            // A member's name first; else its device ID, or a prefix of it of at least 4 characters.
+            let present = members.filter { !$0.isRemoved }
+            let wanted = device.uppercased().replacingOccurrences(of: "-", with: "")
+            var matches = present.filter { $0.name == device }
+            if matches.isEmpty, wanted.count >= 4 {
+                matches = present.filter { $0.deviceID.replacingOccurrences(of: "-", with: "").hasPrefix(wanted) }
             }
             guard matches.count == 1, let target = DeviceID(matches[0].deviceID) else {
                 note(matches.isEmpty

@@ -206,7 +206,9 @@ struct ClusterTests {
         try cluster.lansync(3, "init", "--name", "node3")
         try cluster.lansync(3, "group", "join", oldCode)
         try cluster.ok("start", "3")
-        #expect(try eventually(within: 30) { try cluster.lansync(3, "peers").contains("was removed from the group") })
+        #expect(
+            try eventually(within: 30) { try cluster.lansync(3, "peers").contains("was removed from the group") },
+            "\((try? cluster.lansync(3, "peers")) ?? "")\n\(cluster.logTails([1, 3]))")
         #expect(try cluster.status(3)["entries"] as? Int == 0)
         try cluster.lansync(2, "log", "append", "notes", #"{"still":"syncing"}"#)
         try cluster.ok("wait-sync", "1", "2", "4", "--timeout", "60")
