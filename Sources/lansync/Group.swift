@@ -97,7 +97,7 @@ struct Group: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Remove a lost or given-away device from the group: a new group key for everyone else.",
             discussion: """
-                Records the removal, starts a new epoch with a fresh secret, seals that secret to each remaining member's pinned key, and switches this device to it (a running agent picks it up at once). Members online get it over their connection; members that are away get it from any member they meet later. From then on every member that knows the new epoch refuses the removed device, also after it is reinstalled with a new key, and it learns nothing written after the removal.
+                Records the removal, starts a new epoch with a fresh secret, seals that secret to each remaining member's pinned key, and switches this device to it (a running agent picks it up at once). Members online get it over their connection; members that are away get it from any member they meet later. From then on every member that knows the new epoch refuses the removed device, also after it is reinstalled with a new key, and it learns nothing those members write (a member that has not heard of the removal yet still syncs with it until it does).
 
                 A member whose key the group never pinned (it never connected to anyone since member records exist) cannot open the new key: the command names them; add them again with `lansync group invite`.
 
