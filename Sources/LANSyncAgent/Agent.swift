@@ -90,8 +90,10 @@ public actor Agent: Service {
     /// Runs the agent's parts (`AgentPart`) in one `ServiceGroup` until cancelled or asked to shut
     /// down gracefully (the parent group's signal handling reaches the parts through it).
     public func run() async throws {
+        let parts = parts()
+        partStates.declare(parts.map(\.name))
         let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(services: parts().map { .init(service: $0) }, logger: logger))
+            configuration: ServiceGroupConfiguration(services: parts.map { .init(service: $0) }, logger: logger))
         do {
             try await group.run()
         } catch is CancellationError {

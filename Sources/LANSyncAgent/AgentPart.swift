@@ -25,6 +25,16 @@ public struct AgentPartStatus: Codable, Sendable, Equatable {
 final class AgentPartStates: Sendable {
     private let states = Mutex<[AgentPartStatus]>([])
 
+    /// Lists the parts in the order they start, before any runs: the group starts them as
+    /// concurrent tasks, so their first updates can arrive in any order.
+    func declare(_ names: [String]) {
+        states.withLock { states in
+            for name in names where !states.contains(where: { $0.name == name }) {
+                states.append(AgentPartStatus(name: name, state: .starting, detail: nil))
+            }
+        }
+    }
+
     func set(_ name: String, _ state: AgentPartState, detail: String? = nil) {
         states.withLock { states in
             let status = AgentPartStatus(name: name, state: state, detail: detail)
