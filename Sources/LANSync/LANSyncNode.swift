@@ -246,7 +246,8 @@ public final class LANSyncNode: Sendable {
 
     /// The replica's counts, digest and version vector.
     public func status() throws(LANSyncError) -> StoreStatus {
-        do { return try store.status() } catch { throw Self.translate(error) }
+        // The group's records are not the app's preferences.
+        do { return try store.status(reservedPrefix: MemberKeys.prefix) } catch { throw Self.translate(error) }
     }
 
     /// Every change committed from now on, local or merged, in commit order.

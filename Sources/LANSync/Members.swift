@@ -8,12 +8,13 @@ import LANSyncStore
 ///
 /// The records are preferences under `lansync/`, so they sync, relay and survive like any other
 /// data, and apps cannot write them (see `LANSyncNode.set`):
-/// - `lansync/member/DEVICE`: what a person did about a device: created the group on it, vouched
-///   for it (`group invite`), removed it. Written by that device or that person's device.
+/// - `lansync/member/DEVICE`: what a person did to add a device: created the group on it, or
+///   vouched for it (`group invite`). Written by that device or by the vouching member's.
 /// - `lansync/seen/DEVICE/BY`: the key device BY saw DEVICE present in a handshake. Each member
 ///   writes only its own observations, so two members meeting a newcomer at once never overwrite
 ///   each other, nor a member record.
-/// - `lansync/epoch/N`: one removal (`EpochRecord`).
+/// - `lansync/epoch/N`: one removal (`EpochRecord`), signed by the remover: removals are read
+///   from these alone.
 /// A device's pinned key is its member record's, or else the first observation (made after the
 /// record, when a vouch reset the key).
 package struct GroupMember: Codable, Sendable, Equatable {
@@ -27,7 +28,8 @@ package struct GroupMember: Codable, Sendable, Equatable {
     package var signingKey: String?
     package var addedBy: String?
     package var addedAt: String?
-    /// How it came in: "created the group", "short code" (vouched for by `addedBy`), "join code".
+    /// How it came in: "created the group", "short code" (vouched for by `addedBy`), "group secret"
+    /// (a join code; `addedBy` is the first member that saw it).
     package var via: String
     package var removedBy: String?
     package var removedAt: String?
@@ -166,19 +168,29 @@ extension LANSyncNode {
 
     /// Records the keys this device saw `device` present (once per pair of keys).
     package func observe(_ device: DeviceID, name: String, key: String, signingKey: String?) async throws(LANSyncError) {
-        let entry = MemberKeys.seen(device.description, by: deviceID.description)
-        if let value = try preference(entry), let held = try? JSONDecoder().decode(KeyObservation.self, from: Data(value.utf8)),
+        let record = observation(of: device, name: name, key: key, signingKey: signingKey)
+        if let value = try preference(record.key), let held = try? JSONDecoder().decode(KeyObservation.self, from: Data(value.utf8)),
             held.key == key, held.signingKey == signingKey
         {
             return
         }
-        try await writeRecords([(entry, Self.json(KeyObservation(name: name, key: key, signingKey: signingKey, at: nowText)))])
+        try await writeRecords([(record.key, Self.json(record.observation))])
     }
 
-    /// This device's observation of itself: its own keys, as the others will see them.
+    /// Records this device's own keys, as the others will see them.
+    package func observeSelf() async throws(LANSyncError) {
+        try await observe(deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
+    }
+
+    /// This device's observation of `device`, and the key it is filed under.
+    private func observation(of device: DeviceID, name: String, key: String, signingKey: String?) -> (key: String, observation: KeyObservation) {
+        (MemberKeys.seen(device.description, by: deviceID.description), KeyObservation(name: name, key: key, signingKey: signingKey, at: nowText))
+    }
+
+    /// This device's observation of itself, as a record to write.
     var selfObservation: (key: String, json: String) {
-        (MemberKeys.seen(deviceID.description, by: deviceID.description),
-         Self.json(KeyObservation(name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString, at: nowText)))
+        let record = observation(of: deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
+        return (record.key, Self.json(record.observation))
     }
 
     /// Writes a member record (the records' own writer; apps cannot write under `lansync/`).

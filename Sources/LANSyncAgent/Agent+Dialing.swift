@@ -130,8 +130,7 @@ extension Agent {
     /// A network interface came up: close connections silent for longer than a ping interval
     /// (stuck since the outage) and wake every dial loop so it dials now.
     func networkCameBack() async {
-        for waiter in networkWaiters.values { waiter.resume(returning: true) }
-        networkWaiters.removeAll()
+        wakeDialers()
         redialPeersThatLeft()
         for registered in sessions.values {
             let heard = await registered.session.lastReceived

@@ -61,11 +61,7 @@ extension Agent {
 
     /// Records this device's own key as it sees it, so `group members` lists it from the start.
     /// (It pins nothing the group does not already know: a key seen earlier by others comes first.)
-    func recordSelf() async {
-        try? await node.observe(
-            node.deviceID, name: node.identity.name, key: node.identity.publicKeyHex,
-            signingKey: node.identity.signingKey.publicKey.hexString)
-    }
+    func recordSelf() async { try? await node.observeSelf() }
 
     /// Hands a member that was away during a removal the group's member and epoch records, each
     /// as a delta of one preference write (a delta never claims rows it does not carry), so it
@@ -88,7 +84,7 @@ extension Agent {
     func reloadGroup() async {
         // Records merged from a member may seal a newer epoch to this device.
         if let moved = try? node.adoptNewerEpoch(keyPair: node.identity.keyPair) {
-            logger.notice("the group moved to a new epoch: a member handed this device its key", metadata: ["group.epoch": "\(moved)"])
+            logger.notice("the group's records moved this device to a newer epoch", metadata: ["group.epoch": "\(moved)"])
         }
         guard let epochs = try? node.groupEpochs(), groupState.replace(with: epochs) else { return }
         logger.notice("now in group epoch \(epochs.epoch)", metadata: ["group.tag": "\(epochs.current.tag)"])

@@ -328,8 +328,7 @@ extension Agent {
     /// The handshake keys to dial a target with: for a node found advertising an earlier epoch's
     /// tag (a member that was away during a removal), that epoch's key; else the current one.
     func dialKeys(_ target: DialTarget) -> [(epoch: UInt64, key: SecureBytes)] {
-        // One read of the epochs: the current key is always there.
-        let current = Array(groupState.psks.prefix(1))
+        let current = [groupState.currentPSK]
         guard case .discovered(let name) = target, !discovery.dialWithCurrentEpoch.contains(name),
             let tag = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt["g"],
             let epoch = groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds)[tag],

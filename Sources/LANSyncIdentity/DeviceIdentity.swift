@@ -17,12 +17,15 @@ public struct DeviceIdentity: Sendable {
     public let name: String
     /// The long-term key pair the handshake authenticates with (never leaves the package).
     package let keyPair: KeyPair
+    /// The device's signing key, derived from its key pair once (see `SigningKey`).
+    package let signingKey: SigningKey
 
     package init(deviceID: DeviceID, source: DeviceIDSource, name: String, keyPair: KeyPair) {
         self.deviceID = deviceID
         self.source = source
         self.name = name
         self.keyPair = keyPair
+        signingKey = SigningKey(derivedFrom: keyPair)
     }
 }
 
@@ -84,6 +87,4 @@ extension DeviceIdentity {
     /// The package key in hexadecimal, as shown to people and pinned by peers.
     package var publicKeyHex: String { keyPair.publicKey.hexString }
 
-    /// The device's signing key, derived from its key pair (see `SigningKey`).
-    package var signingKey: SigningKey { SigningKey(derivedFrom: keyPair) }
 }

@@ -123,14 +123,10 @@ package struct SyncProtocol: Sendable {
             }
             let delta = EntryPush.delta(carrying: entry)
             noteHeld(delta)
-            if push.digestImplied, var announced = peerAnnounced {
+            if push.digestImplied, let announced = peerAnnounced {
                 // The sender's state is its last announced one plus this entry: no state message follows.
-                announced.digest = EntryPush.impliedDigest(after: announced.digest, adding: entry, hasher: hasher)
-                if announced.versionVector[entry.dot.replica] == entry.dot.counter - 1 {
-                    announced.versionVector[entry.dot.replica] = entry.dot.counter
-                }
-                announced.hlc = max(announced.hlc, entry.hlc)
-                peerAnnounced = announced
+                advanceAnnounced(
+                    digest: EntryPush.impliedDigest(after: announced.digest, adding: entry, hasher: hasher), dot: entry.dot, hlc: entry.hlc)
             }
             mergesAwaiting.append(nil)
             return .merge(delta)
@@ -185,24 +181,29 @@ package struct SyncProtocol: Sendable {
     }
 
     /// A merge finished: the peer should hear our new state. `ourDigest` is read only when the
-    /// merged rows came in a row push with a digest check (nil: unknown, the check is skipped): when our digest now starts with it, we
-    /// hold exactly the peer's state (unless the peer announced a state since), so we know its
-    /// digest without its `state` message.
+    /// merged rows came in a row push with a digest check (nil: unknown, the check is skipped):
+    /// when our digest now starts with it, we hold exactly the peer's state (unless the peer
+    /// announced a state since), so we know its digest without its `state` message.
     package mutating func mergeFinished(ourDigest: () -> StateDigest?) -> Received {
         guard state == .syncing else { return .nothing }
         stateOwed = true
         let pending = mergesAwaiting.isEmpty ? nil : mergesAwaiting.removeFirst()
-        if let pending, pending.afterStates == statesReceived, var announced = peerAnnounced, let ours = ourDigest() {
-            if RowPush.check(of: ours) == pending.check {
-                announced.digest = ours
-                if announced.versionVector[pending.dot.replica] == pending.dot.counter - 1 {
-                    announced.versionVector[pending.dot.replica] = pending.dot.counter
-                }
-                announced.hlc = max(announced.hlc, pending.hlc)
-                peerAnnounced = announced
-            }
+        if let pending, pending.afterStates == statesReceived, peerAnnounced != nil, let ours = ourDigest(),
+            RowPush.check(of: ours) == pending.check
+        {
+            advanceAnnounced(digest: ours, dot: pending.dot, hlc: pending.hlc)
         }
         return .wakeSender
+    }
+
+    /// The peer's announced state after one pushed row whose digest we know: that digest, its
+    /// vector advanced to the row's counter when it stood just below, its clock at least the row's.
+    private mutating func advanceAnnounced(digest: StateDigest, dot: Dot, hlc: HybridTimestamp) {
+        guard var announced = peerAnnounced else { return }
+        announced.digest = digest
+        if announced.versionVector[dot.replica] == dot.counter - 1 { announced.versionVector[dot.replica] = dot.counter }
+        announced.hlc = max(announced.hlc, hlc)
+        peerAnnounced = announced
     }
 
     /// A merge refused the peer's rows (rejected whole, nothing applied).
@@ -244,9 +245,7 @@ package struct SyncProtocol: Sendable {
                 return .push(push)
             }
         }
-        if rowPushes, batch.rows.count == 1, batch.entries.isEmpty, batch.preferences.isEmpty, let change = batch.rows.first,
-            batch == RowPush.delta(carrying: change)
-        {
+        if rowPushes, batch.rows.count == 1, let change = batch.rows.first, batch == RowPush.delta(carrying: change) {
             let current = try digest()
             if let push = rowPushEncoder.push(change, digestCheck: RowPush.check(of: current)) {
                 // The peer learns our digest from the check when it held our last one; its next

@@ -18,15 +18,19 @@ extension ReplicaStore {
         return vector
     }
 
-    package func status() throws(StoreError) -> StoreStatus {
+    /// Counts and summary. Preferences whose key starts with `reservedPrefix` (the group's
+    /// records, which the node keeps under its own prefix) are not counted as preferences.
+    package func status(reservedPrefix: String? = nil) throws(StoreError) -> StoreStatus {
         try Self.database {
             try writer.read { db in
                 let meta = try Row.fetchOne(
                     db, sql: "SELECT digest, entry_count, preference_count, hlc FROM meta")!
                 let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM preferences WHERE value IS NULL") ?? 0
-                // Keys under `lansync/` hold the group's member records, not the app's preferences.
-                let records = try Int.fetchOne(
-                    db, sql: "SELECT count(*) FROM preferences WHERE key >= 'lansync/' AND key < 'lansync0' AND value IS NOT NULL") ?? 0
+                let records = try reservedPrefix.map { prefix in
+                    try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM preferences WHERE key >= ? AND key < ? AND value IS NOT NULL",
+                        arguments: [prefix, Self.prefixEnd(prefix)]) ?? 0
+                } ?? 0
                 let streams = try Int.fetchOne(db, sql: "SELECT count(DISTINCT stream) FROM entries") ?? 0
                 let vector = try Self.readVersionVector(db)
                 let preferences: Int = meta[2]
@@ -143,14 +147,16 @@ extension ReplicaStore {
     package func preferences(withPrefix prefix: String) throws(StoreError) -> [PreferenceWrite] {
         try Self.database { try writer.read { db in
             let replicas = try Self.replicaNumbers(db)
-            // Every key with the prefix sorts at or after it and before the prefix followed by
-            // U+10FFFF (keys are ASCII).
             return try Row.fetchAll(
                 db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key >= ? AND key < ? ORDER BY key",
-                arguments: [prefix, prefix + "\u{10FFFF}"]
+                arguments: [prefix, Self.prefixEnd(prefix)]
             ).map { try RowDecoding.preference($0, replicas: replicas) }
         } }
     }
+
+    /// A bound above every key that starts with `prefix` and below every other key after it: the
+    /// prefix followed by U+10FFFF (keys are ASCII), for a range of the key index.
+    private static func prefixEnd(_ prefix: String) -> String { prefix + "\u{10FFFF}" }
 
     /// Calls the closures for every row in one consistent read, and returns the version vector of
     /// that same snapshot: what an export writes.

@@ -45,7 +45,7 @@ public struct StoreStatus: Sendable, Equatable {
     public let replica: ReplicaID
     public let device: DeviceID
     public let entries: Int
-    /// The app's preferences holding a value (tombstones and the group's member records excluded).
+    /// Preferences holding a value (tombstones excluded; a node also leaves out the group's member records).
     public let preferences: Int
     /// Preference keys that were unset (tombstones), kept so the unset reaches every peer.
     public let tombstones: Int

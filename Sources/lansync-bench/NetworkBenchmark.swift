@@ -47,6 +47,12 @@ struct NetworkBenchmark {
         directories.removeAll()
     }
 
+    /// Stops agents started with `start`: cancels them, then waits until each has ended.
+    static func stop(_ tasks: Task<Void, any Error>...) async {
+        for task in tasks { task.cancel() }
+        for task in tasks { _ = try? await task.value }
+    }
+
     /// Starts an agent; returns it with the task running it (cancel to stop).
     func start(_ node: LANSyncNode, peers: [PeerAddress] = []) async throws -> (Agent, Task<Void, any Error>) {
         var configuration = AgentConfiguration()
@@ -108,10 +114,7 @@ struct NetworkBenchmark {
         print(String(format: "    live push: %d bytes on the wire for a %d-byte payload (median; everything A sent for "
             + "the entry, framing included) — payload + %d (goal: payload + 48: %@)", delta, payload, overhead,
             overhead <= 48 ? "met" : "MISSED"))
-        taskA.cancel()
-        taskB.cancel()
-        _ = try? await taskA.value
-        _ = try? await taskB.value
+        await Self.stop(taskA, taskB)
 
         for size in quick ? [20_000] : [100_000, 1_000_000] {
             try await catchUp(size: size, appendEvery: .milliseconds(10))
@@ -148,10 +151,7 @@ struct NetworkBenchmark {
             try await Task.sleep(for: .milliseconds(5))
             bytes.append(agentA.traffic.sent - sentBefore)
         }
-        taskA.cancel()
-        taskB.cancel()
-        _ = try? await taskA.value
-        _ = try? await taskB.value
+        await Self.stop(taskA, taskB)
         removeNodes()
         return bytes
     }
@@ -176,10 +176,7 @@ struct NetworkBenchmark {
         }
         let seconds = (clock.now - begin).seconds
         try await waitForEqualDigests(source, target)
-        sourceTask.cancel()
-        targetTask.cancel()
-        _ = try? await sourceTask.value
-        _ = try? await targetTask.value
+        await Self.stop(sourceTask, targetTask)
         removeNodes()
         return seconds
     }
