@@ -207,7 +207,7 @@ public actor Agent: Service {
         try channel.pipeline.syncOperations.addHandlers(
             ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)),
             LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
-        return try FramedChannel(wrappingChannelSynchronously: channel)
+        return try FramedChannel.wrapping(channel)
     }
 
     // MARK: Sessions (one per peer) and the dial loops waiting on them

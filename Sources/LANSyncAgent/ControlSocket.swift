@@ -14,7 +14,7 @@ enum ControlSocket {
 
     static func lines(_ channel: any Channel) throws -> LineChannel {
         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineBasedFrameDecoder()))
-        return try LineChannel(wrappingChannelSynchronously: channel)
+        return try LineChannel.wrapping(channel)
     }
 
     /// Binds the socket, refusing when another agent answers on it; a stale file is replaced.

@@ -24,7 +24,7 @@ enum PairingNetwork {
     static func frames(_ channel: any Channel) throws -> FrameChannel {
         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
         try channel.pipeline.syncOperations.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
-        return try FrameChannel(wrappingChannelSynchronously: channel)
+        return try FrameChannel.wrapping(channel)
     }
 }
 

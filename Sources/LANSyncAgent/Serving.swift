@@ -7,6 +7,8 @@ import NIOCore
 /// one it took: a peer that connected just as the agent stopped crashed it (the container test's
 /// clean-stop check caught this under load). Instead, cancelling closes the listening socket, the
 /// connections already accepted are taken and handed to `handle` as usual, and then cancelled.
+/// One window stays open inside NIO (a connection accepted as the socket closed is activated after
+/// the stream ended and never reaches us); `NIOAsyncChannel.wrapping` makes that one harmless.
 func serveUntilCancelled<Child: Sendable>(
     _ server: NIOAsyncChannel<Child, Never>, handle: @escaping @Sendable (Child) async -> Void
 ) async throws {
@@ -23,5 +25,24 @@ func serveUntilCancelled<Child: Sendable>(
         try await loop.value
     } onCancel: {
         server.channel.close(promise: nil)
+    }
+}
+
+extension NIOAsyncChannel where Inbound: Sendable, Outbound: Sendable {
+    /// Wraps `channel` as `init(wrappingChannelSynchronously:)` does, and finishes its writer when
+    /// the channel closes; every channel the agent serves or dials is wrapped this way.
+    ///
+    /// A listener that stops can accept a connection that nobody will take: NIO activates it after
+    /// the stream of accepted connections has ended, drops it, and traps because its writer was
+    /// released unfinished (apple/swift-nio#2813, open). An agent stopped with SIGTERM while its
+    /// peers redialed it died this way (exit 132). Holding the wrapper until the channel closes
+    /// means it is never released unfinished: a connection that is served closes when its session
+    /// ends, and one that nobody took closes when its peer gives up or the process exits.
+    static func wrapping(_ channel: any Channel) throws -> NIOAsyncChannel {
+        let wrapped = try Self(wrappingChannelSynchronously: channel)
+        // executeThenClose finishes the writer (and, on a closed channel, does nothing else); a
+        // second call after the session's own is harmless.
+        channel.closeFuture.whenComplete { _ in Task { try? await wrapped.executeThenClose { _, _ in } } }
+        return wrapped
     }
 }

@@ -45,11 +45,12 @@ import Testing
                 continue
             }
             #expect(reason.contains("outside"), "\(what): \(reason)")
-            // Closed right after the goodbye, not when the keepalive gives up: with the default
-            // keepalive that was 6 s, and with this agent's 30 s it would be 90 s. Within 1 s on a
-            // quiet machine; up to 3.5 s was seen while CLI tests running alongside blocked Swift's
-            // 2-thread pool for seconds, hence a bound of 20 s, far below the fault's 90.
-            #expect(closedAfterGoodbye.map { $0 < .seconds(20) } == true, "\(what): \(String(describing: closedAfterGoodbye))")
+            // Closed right after the goodbye, not when the keepalive gives up on a silent peer
+            // (three keepalives: 180 s with this agent's 60 s). Within 1 s on a quiet machine, but
+            // this agent shares the test process's cooperative pool (two threads here) with CLI
+            // tests that block it while their processes run: 3.5 s was seen, and once 33 s. So
+            // the bound tells the two causes apart rather than timing the close: 120 s.
+            #expect(closedAfterGoodbye.map { $0 < .seconds(120) } == true, "\(what): \(String(describing: closedAfterGoodbye))")
         }
         // A Hello whose wall clock is 2^63 (handshake message 3): refused the same way.
         let answer = try await RawPeer.connect(
@@ -178,7 +179,7 @@ final class RunningAgent: @unchecked Sendable {
         // These tests are about what the agent answers, not about its timers: a quiet raw peer
         // must not be dropped as unreachable, nor a handshake as too slow, when CLI tests running
         // alongside block Swift's cooperative pool (two threads here) for seconds.
-        configuration.keepalive = .seconds(30)
+        configuration.keepalive = .seconds(60)
         configuration.handshakeTimeout = .seconds(60)
         return (try Agent(node: node, configuration: configuration, logger: Logger(label: "test")), root, group)
     }
@@ -267,11 +268,11 @@ struct RawPeer {
     /// How long the connection stayed open after the agent's goodbye arrived, once it closed.
     var closedAfterGoodbye: Duration?
 
-    /// Every message until the agent closes the connection (pings left out), within 30 s.
+    /// Every message until the agent closes the connection (pings left out), within 150 s.
     mutating func messagesUntilClosed() async throws -> [WireMessage] {
         var messages: [WireMessage] = []
         var goodbyeAt: ContinuousClock.Instant?
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(150)
         while ContinuousClock.now < deadline {
             let message: WireMessage?
             do { message = try await next() } catch { message = nil }
