@@ -152,6 +152,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 "LANSyncCore",
+                "LANSyncCrypto",
                 "LANSyncStore",
                 "LANSyncWire",
                 "LANSyncSession",

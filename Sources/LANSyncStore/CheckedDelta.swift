@@ -5,8 +5,8 @@ package import LANSyncCore
 /// `ReplicaStore.check(_:)` makes one, so holding one is proof of both.
 package struct CheckedDelta: Sendable {
     package let delta: Delta
-    /// `delta.entries[i]`'s hash at index `i`.
-    let entryHashes: [[UInt8]]
+    /// `delta.entries[i]`'s hash at index `i` (also its leaf in its replica's `ChainHead` chain).
+    package let entryHashes: [[UInt8]]
 
     init(delta: Delta, entryHashes: [[UInt8]]) {
         precondition(entryHashes.count == delta.entries.count, "one hash per entry")

@@ -10,6 +10,7 @@ import Synchronization
 ///     swift run -c release lansync-bench --catch-up 100000  # one network catch-up, for profiling
 ///                                            [--append-every MS]  # the app's write interval (10)
 ///     swift run -c release lansync-bench --stages           # each catch-up step's cost per row
+///     swift run -c release lansync-bench --signatures [N]   # what verifying signed changes costs
 ///     swift run -c release lansync-bench --idle 60          # an idle agent's CPU and wakeups
 ///     swift run -c release lansync-bench --tables [--quick] # app tables only
 ///     swift run -c release lansync-bench --api [--quick]    # the local API only
@@ -23,6 +24,9 @@ struct Benchmark {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         if CommandLine.arguments.contains("--stages") { return try await StageBenchmark.run(root: root) }
+        if CommandLine.arguments.contains("--signatures") {
+            return try await SignatureBenchmark.run(root: root, entries: integer(after: "--signatures") ?? 1_000_000)
+        }
         if CommandLine.arguments.contains("--tables-profile") {
             var tables = AppTableBenchmark(root: root, rows: 100_000)
             return try await tables.profileInsert()

@@ -13,14 +13,7 @@ enum StageBenchmark {
     static let passes = 5
 
     static func run(root: String) async throws {
-        let delta = Workload.peerDelta(count: rows, startMilliseconds: Timestamps.nowMilliseconds() - 3_600_000)
-        let replica = delta.coverage[0].replica
-        let batches = stride(from: 0, to: rows, by: batchRows).map { start in
-            let end = min(start + batchRows, rows)
-            return Delta(
-                entries: Array(delta.entries[start..<end]),
-                coverage: [.init(replica: replica, from: UInt64(start), through: UInt64(end))])
-        }
+        let batches = Workload.peerBatches(count: rows, size: batchRows)
         print("Per-row cost of each catch-up step (\(rows) rows in batches of \(batchRows), one thread, best of \(passes)):")
 
         var encoded: [[UInt8]] = []

@@ -35,6 +35,19 @@ enum Workload {
         }
         return Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))])
     }
+
+    /// `peerDelta(count:)` cut into batches of `size` entries, each covering its own counters, as
+    /// an agent sends a catch-up.
+    static func peerBatches(count: Int, size: Int) -> [Delta] {
+        let delta = peerDelta(count: count, startMilliseconds: Timestamps.nowMilliseconds() - 3_600_000)
+        let replica = delta.coverage[0].replica
+        return stride(from: 0, to: count, by: size).map { start in
+            let end = min(start + size, count)
+            return Delta(
+                entries: Array(delta.entries[start..<end]),
+                coverage: [.init(replica: replica, from: UInt64(start), through: UInt64(end))])
+        }
+    }
 }
 
 /// Latency samples in milliseconds.
