@@ -303,6 +303,25 @@ extension LANSyncNode {
         return Removal(removed: removed, epoch: next, sealedFor: sealedFor, withoutKey: withoutKey)
     }
 
+    /// Merges member records a member handed to this device outside a sync session (a pairing
+    /// welcome): each as a delta of its own that covers only its dot, through every check a peer's
+    /// delta passes; then takes a newer epoch they seal to this device, or learns its epoch's
+    /// number. Records outside `lansync/` are refused whole. Returns how many changed something.
+    package func mergeHandedRecords(_ records: [PreferenceWrite]) async throws(LANSyncError) -> Int {
+        if let stray = records.first(where: { !$0.key.hasPrefix(MemberKeys.prefix) }) {
+            throw LANSyncError(.invalidInput, "a handed-over record \(stray.key) is not a member record; nothing was merged")
+        }
+        var changed = 0
+        for record in records {
+            changed += try await merge(Delta.carrying(record), maxSkewMilliseconds: Self.recordClockSkewMilliseconds).preferencesChanged
+        }
+        _ = try adoptNewerEpoch(keyPair: identity.keyPair)
+        return changed
+    }
+
+    /// How far ahead of this device's clock a handed-over record may be: as for a peer (2 min).
+    static let recordClockSkewMilliseconds: UInt64 = 2 * 60 * 1000
+
     /// Takes the newest epoch an epoch record seals to this device (`keyPair` is its static key),
     /// when it is newer than the group file's, or learns its epoch's number from the records:
     /// returns the epoch now in the group file, or nil when nothing changed.

@@ -69,8 +69,7 @@ extension Agent {
     func handOver(to peer: Hello, sender: SealedSender) async throws {
         let records = (try? node.records()) ?? []
         for write in records {
-            try await sender.send(
-                .delta(Delta(preferences: [write], coverage: [.init(replica: write.dot.replica, from: write.dot.counter - 1, through: write.dot.counter)])))
+            try await sender.send(.delta(Delta.carrying(write)))
         }
         try? await sender.send(
             .goodbye(code: .notAMember, reason: "the group moved to epoch \(groupState.epoch) after a removal; this node handed you its records: reconnect with the new key"))

@@ -89,7 +89,8 @@ extension Agent {
                             continue
                         }
                         runs.addTask {
-                            let outcome = await Self.invite(connection, code: code, secret: secret, me: me)
+                            let records = Self.welcomeRecords((try? node.records()) ?? [])
+                            let outcome = await Self.invite(connection, code: code, secret: secret, records: records, me: me)
                             open.state.withLock { $0.finishRun(outcome) }
                             switch outcome {
                             case .invited(let device)?:
@@ -142,15 +143,25 @@ extension Agent {
         return status
     }
 
+    /// The member records a welcome carries, most needed first (a welcome holds up to 64 KiB;
+    /// what does not fit reaches the newcomer by sync): removals, then who is a member, then
+    /// which keys members saw.
+    nonisolated static func welcomeRecords(_ records: [PreferenceWrite]) -> [PreferenceWrite] {
+        let order = [MemberKeys.epochPrefix, MemberKeys.memberPrefix, MemberKeys.seenPrefix]
+        func rank(_ record: PreferenceWrite) -> Int { order.firstIndex { record.key.hasPrefix($0) } ?? order.count }
+        return records.sorted { (rank($0), $0.key) < (rank($1), $1.key) }
+    }
+
     /// One run as the inviter, on one connection. Nil when the connection ended first.
     static func invite(
-        _ connection: PairingNetwork.FrameChannel, code: String, secret: SecureBytes, me: (DeviceID, String)
+        _ connection: PairingNetwork.FrameChannel, code: String, secret: SecureBytes, records: [PreferenceWrite], me: (DeviceID, String)
     ) async -> PairingOutcome? {
         try? await connection.executeThenClose { inbound, outbound in
             // A run that does not finish within 30 s has given up.
             try await withThrowingTaskGroup(of: PairingOutcome?.self) { tasks in
                 tasks.addTask {
-                    var inviter = PairingInviter(code: PairingCode.parse(code) ?? code, secret: secret, device: me.0, name: me.1)
+                    var inviter = PairingInviter(
+                        code: PairingCode.parse(code) ?? code, secret: secret, records: records, device: me.0, name: me.1)
                     for try await frame in inbound {
                         let step: PairingStep
                         if let message = try? PairingMessage.decode(Array(frame.readableBytesView)) {
@@ -183,6 +194,8 @@ package enum PairingClient {
         package let joinCode: String
         package let inviterName: String
         package let inviterDevice: String
+        /// The group's member records the inviter sealed into its welcome.
+        package let records: [PreferenceWrite]
     }
 
     /// Tries each inviting device found within `timeout` seconds (or the one at `address`).
@@ -210,9 +223,10 @@ package enum PairingClient {
         var lastProblem = "no device answered"
         for target in targets {
             switch await run(digits: digits, device: device, name: name, endpoint: target) {
-            case .joined(let secret, let inviter):
+            case .joined(let secret, let records, let inviter):
                 let group = GroupSecret(secret: SecureBytes(copying: secret))
-                return Joined(joinCode: group.joinCode, inviterName: inviter.name, inviterDevice: inviter.device.description)
+                return Joined(
+                    joinCode: group.joinCode, inviterName: inviter.name, inviterDevice: inviter.device.description, records: records)
             case .failed(let reason, let wrongCode):
                 if wrongCode {
                     throw LANSyncError(

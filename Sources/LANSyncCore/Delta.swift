@@ -146,3 +146,11 @@ package enum MergeRule {
         return PreferenceWrite.loses(existing, to: incoming)
     }
 }
+
+extension Delta {
+    /// A delta of one preference that covers exactly its dot: how member records travel on their
+    /// own (a hand-over, a welcome) without claiming any other change of their replica.
+    package static func carrying(_ record: PreferenceWrite) -> Delta {
+        Delta(preferences: [record], coverage: [.init(replica: record.dot.replica, from: record.dot.counter - 1, through: record.dot.counter)])
+    }
+}

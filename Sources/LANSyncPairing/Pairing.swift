@@ -11,7 +11,7 @@ package import LANSyncWire
 ///     joiner → inviter   hello(session, Ya, joiner's device and name)
 ///     inviter → joiner   reply(Yb, inviter's device and name, inviter's confirmation)
 ///     joiner → inviter   confirm(joiner's confirmation)          (after checking the inviter's)
-///     inviter → joiner   welcome(group secret sealed with the session key)
+///     inviter → joiner   welcome(group secret and member records sealed with the session key)
 ///
 /// Both confirmations are keyed hashes of CPace's session key: each side learns that the other
 /// used the same code before anything secret moves, and a wrong code costs the guesser the whole
@@ -88,8 +88,9 @@ package struct PairingStep: Sendable {
 package enum PairingOutcome: Equatable, Sendable {
     /// The inviter handed the secret to this device.
     case invited(PairedDevice)
-    /// The joiner received the group secret (32 bytes) from this device.
-    case joined(secret: [UInt8], inviter: PairedDevice)
+    /// The joiner received the group secret (32 bytes) and the group's member records from
+    /// this device.
+    case joined(secret: [UInt8], records: [PreferenceWrite], inviter: PairedDevice)
     /// The run failed: a wrong code, a protocol violation, or the other side refused.
     case failed(reason: String, wrongCode: Bool)
 }
@@ -104,14 +105,22 @@ package struct PairingInviter: Sendable {
 
     private let code: [UInt8]
     private let secret: SecureBytes
+    private let records: [UInt8]
     private let me: PairedDevice
     private var state = State.awaitingHello
 
-    package init(code: String, secret: SecureBytes, device: DeviceID, name: String) {
+    /// `records`: the group's member records (`WelcomeRecords`), sealed into the welcome after
+    /// the secret, so the newcomer knows the members and their keys before it first syncs.
+    package init(code: String, secret: SecureBytes, records: [PreferenceWrite] = [], device: DeviceID, name: String) {
         self.code = Array(code.utf8)
         self.secret = secret
+        self.records = WelcomeRecords.encode(records, within: Self.recordBytes).bytes
         me = PairedDevice(device: device, name: name)
     }
+
+    /// Room for records in a welcome: what is left of its largest size after its kind, the
+    /// secret and the seal's tag.
+    package static let recordBytes = PairingMessage.maxWelcomeBytes - 1 - PairingMessage.sealedBytes
 
     package mutating func receive(_ message: PairingMessage) -> PairingStep {
         switch (state, message) {
@@ -136,7 +145,7 @@ package struct PairingInviter: Sendable {
             }
             state = .finished
             let sealed = secret.withUnsafeBytes { secret in
-                ChaChaPoly.seal(key: box.keys.seal, nonce: 0, ad: PairingCode.channel, plaintext: Array(secret))
+                ChaChaPoly.seal(key: box.keys.seal, nonce: 0, ad: PairingCode.channel, plaintext: Array(secret) + records)
             }
             return PairingStep(send: .welcome(sealed: sealed), outcome: .invited(joiner))
         case (_, .refused(let reason)):
@@ -193,10 +202,15 @@ package struct PairingJoiner: Sendable {
             return PairingStep(send: .confirm(confirmation: keys.joinerConfirmation))
         case (.awaitingWelcome(let box, let inviter), .welcome(let sealed)):
             state = .finished
-            guard let secret = ChaChaPoly.open(key: box.keys.seal, nonce: 0, ad: PairingCode.channel, ciphertext: sealed),
-                secret.count == 32
+            guard let opened = ChaChaPoly.open(key: box.keys.seal, nonce: 0, ad: PairingCode.channel, ciphertext: sealed),
+                opened.count >= 32
             else { return PairingStep(send: .refused(reason: "the sealed secret did not open"), outcome: .failed(reason: "the inviting device's secret did not open", wrongCode: false)) }
-            return PairingStep(outcome: .joined(secret: secret, inviter: inviter))
+            // Nothing of a welcome whose records do not read is used, the secret included.
+            guard let records = try? WelcomeRecords.decode(Array(opened[32...])) else {
+                let reason = "the inviting device's member records did not read"
+                return PairingStep(send: .refused(reason: reason), outcome: .failed(reason: reason, wrongCode: false))
+            }
+            return PairingStep(outcome: .joined(secret: Array(opened[..<32]), records: records, inviter: inviter))
         case (_, .refused(let reason)):
             state = .finished
             return PairingStep(outcome: .failed(reason: "the inviting device refused: \(reason)", wrongCode: reason.contains("code")))

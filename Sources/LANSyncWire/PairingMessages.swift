@@ -11,17 +11,22 @@ package enum PairingMessage: Equatable, Sendable {
     case reply(element: [UInt8], device: DeviceID, name: String, confirmation: [UInt8])
     /// Joiner → inviter: the joiner's key confirmation.
     case confirm(confirmation: [UInt8])
-    /// Inviter → joiner: the group secret, sealed with the session's key.
+    /// Inviter → joiner: the group secret and the group's member records, sealed with the
+    /// session's key.
     case welcome(sealed: [UInt8])
     /// Either side: the run is over, and why (for the person at the other device).
     case refused(reason: String)
 
-    /// The most bytes one message may hold.
+    /// The most bytes one message other than `welcome` may hold.
     package static let maxBytes = 1_024
+    /// The most bytes a `welcome` may hold: what a u16 length can say.
+    package static let maxWelcomeBytes = 65_535
     package static let sessionBytes = 16
     package static let elementBytes = 32
     package static let confirmationBytes = 32
-    /// The group secret (32 bytes) and the AEAD tag (16).
+    /// The AEAD tag the sealed welcome adds.
+    package static let sealTagBytes = 16
+    /// The smallest sealed welcome: the group secret (32 bytes) and the tag, no records.
     package static let sealedBytes = 48
 
     enum Kind: UInt8 {
@@ -57,12 +62,16 @@ package enum PairingMessage: Equatable, Sendable {
     }
 
     /// Reads one message; throws on anything else (an unknown kind, a field of the wrong size, a
-    /// name that is not 1–256 bytes of UTF-8, bytes left over, more than `maxBytes`).
+    /// name that is not 1–256 bytes of UTF-8, bytes left over, more than `maxBytes` or, for a
+    /// welcome, `maxWelcomeBytes`).
     package static func decode(_ bytes: [UInt8]) throws(WireError) -> PairingMessage {
-        guard bytes.count <= maxBytes else { throw WireError("a pairing message of \(bytes.count) bytes (at most \(maxBytes))") }
+        guard bytes.count <= maxWelcomeBytes else { throw WireError("a pairing message of \(bytes.count) bytes (at most \(maxWelcomeBytes))") }
         var reader = ByteReader(bytes)
         let kindByte = try reader.byte()
         guard let kind = Kind(rawValue: kindByte) else { throw WireError("unknown pairing message kind \(kindByte) (1-5)") }
+        guard kind == .welcome || bytes.count <= maxBytes else {
+            throw WireError("a pairing message of \(bytes.count) bytes (at most \(maxBytes) but for a welcome)")
+        }
         func name() throws(WireError) -> String {
             let text = try reader.string(atMost: WireProtocol.maxNameBytes, "device name")
             guard !text.isEmpty else { throw WireError("an empty device name") }
@@ -83,11 +92,55 @@ package enum PairingMessage: Equatable, Sendable {
         case .confirm:
             message = .confirm(confirmation: try reader.raw(confirmationBytes))
         case .welcome:
-            message = .welcome(sealed: try reader.raw(sealedBytes))
+            guard reader.remaining >= sealedBytes else { throw WireError("a welcome of \(reader.remaining) sealed bytes (at least \(sealedBytes))") }
+            message = .welcome(sealed: try reader.raw(reader.remaining))
         case .refused:
             message = .refused(reason: try reader.string(atMost: WireProtocol.maxNameBytes, "reason"))
         }
         try reader.expectEnd("pairing message")
         return message
     }
+}
+
+/// The group's member records that a welcome carries after the group secret (protocol §10):
+/// each a delta message (§5.1, uncompressed) that holds exactly one preference under `lansync/`
+/// and covers exactly its dot, written as a varint length and the message's bytes.
+package enum WelcomeRecords {
+    /// The records' bytes, in the order given, leaving out every record from the first that would
+    /// take them past `limit` bytes (the rest reach the newcomer by sync).
+    package static func encode(_ records: [PreferenceWrite], within limit: Int) -> (bytes: [UInt8], count: Int) {
+        var writer = ByteWriter(capacity: 4_096)
+        var count = 0
+        for record in records {
+            let message = WireMessage.delta(Delta.carrying(record)).encoded()
+            var item = ByteWriter(capacity: message.count + 3)
+            item.varint(message.count)
+            item.raw(message)
+            guard writer.bytes.count + item.bytes.count <= limit else { break }
+            writer.raw(item.bytes)
+            count += 1
+        }
+        return (writer.bytes, count)
+    }
+
+    /// Reads the records; throws on anything but a sequence of one-record deltas as above.
+    package static func decode(_ bytes: [UInt8]) throws(WireError) -> [PreferenceWrite] {
+        var reader = ByteReader(bytes)
+        var records: [PreferenceWrite] = []
+        while reader.remaining > 0 {
+            let length = try reader.count(atMost: reader.remaining, "member record length")
+            guard case .delta(let delta) = try WireMessage.decode(try reader.raw(length)) else {
+                throw WireError("a member record that is not a delta")
+            }
+            guard delta.entries.isEmpty, delta.rows.isEmpty, delta.preferences.count == 1,
+                let record = delta.preferences.first, record.key.hasPrefix(reservedPrefix), record.dot.counter > 0,
+                delta == Delta.carrying(record)
+            else { throw WireError("a member record must be one preference under \(reservedPrefix) covering its own dot") }
+            records.append(record)
+        }
+        return records
+    }
+
+    /// The prefix every member record's key starts with.
+    package static let reservedPrefix = "lansync/"
 }

@@ -145,7 +145,7 @@ struct Group: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Let a new device on this network join with a short code (the agent must be running).",
             discussion: """
-                Prints an 8-digit code and keeps a pairing window open for --minutes (default 5). On the new device, `lansync group join CODE` finds this one over mDNS and runs CPace, a password-authenticated key exchange keyed by the code: a device that does not know the code gets one guess per attempt, and the window closes after 3 attempts, when its time is up, or once a device joined. Both devices then show the other's name and device ID; the group secret moves only after both proved they hold the code.
+                Prints an 8-digit code and keeps a pairing window open for --minutes (default 5). On the new device, `lansync group join CODE` finds this one over mDNS and runs CPace, a password-authenticated key exchange keyed by the code: a device that does not know the code gets one guess per attempt, and the window closes after 3 attempts, when its time is up, or once a device joined. Both devices then show the other's name and device ID; the group secret moves only after both proved they hold the code, sealed with the group's member records, so the new device lists the members and holds each to its key from its first connection.
 
                 Waits until a device joined or the window closed (--no-wait returns at once).
 
@@ -229,7 +229,7 @@ struct Group: AsyncParsableCommand {
             discussion: """
                 A join code (from `lansync group create` or `group show --code`): dashes and case do not matter, and O, I and L are read as 0, 1 and 1; a mistyped code is refused.
 
-                A short code (8 digits, from `lansync group invite` on a member whose agent runs): this device finds the member over mDNS (or at --from HOST:PORT), proves it knows the code with CPace, and receives the group's secret. A wrong code is reported on both devices and costs one of the window's 3 attempts.
+                A short code (8 digits, from `lansync group invite` on a member whose agent runs): this device finds the member over mDNS (or at --from HOST:PORT), proves it knows the code with CPace, and receives the group's secret and member records (it prints the members). A wrong code is reported on both devices and costs one of the window's 3 attempts.
 
                 Examples:
                   lansync group join 1f4k3mq-9x2vb7c-...
@@ -245,6 +245,7 @@ struct Group: AsyncParsableCommand {
 
         func run() async throws {
             var code = code
+            var records: [PreferenceWrite] = []
             if PairingCodeText.isShortCode(code) {
                 let node = try await reportingErrors { try global.openNode() }
                 if !replace, try await reportingErrors({ try node.group() }) != nil {
@@ -257,14 +258,25 @@ struct Group: AsyncParsableCommand {
                 }
                 Output().line("paired with \(joined.inviterName) (\(joined.inviterDevice))")
                 code = joined.joinCode
+                records = joined.records
             }
             let joinCode = code
             let (node, changed) = try await reportingErrors {
                 let node = try global.openNode()
                 return (node, try node.joinGroup(code: joinCode, replacing: replace))
             }
+            // The members and their keys, as the inviter knows them: this device pins their keys
+            // from the first connection on, and lists them before it has synced.
+            let members = try await reportingErrors {
+                _ = try await node.mergeHandedRecords(records)
+                return try node.members().filter { $0.removedBy == nil }
+            }
             let tag = try await reportingErrors { try node.group()?.tag ?? "" }
-            Output().line(changed ? "joined group \(tag)" : "already in group \(tag); nothing changed")
+            let out = Output()
+            out.line(changed ? "joined group \(tag)" : "already in group \(tag); nothing changed")
+            if !records.isEmpty {
+                out.line("members: " + members.map { "\($0.name) (\($0.deviceID))" }.joined(separator: ", "))
+            }
         }
     }
 

@@ -84,6 +84,15 @@ import Testing
         b.stop()
         b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
+        // A newcomer paired after the removal is in the group's current epoch from the start (the
+        // welcome's records say which), knows of the removal, and lists the tablet as removed.
+        try cli.device("e")
+        let (short, port) = try PairingCLITests.invite(cli, "a")
+        let joined = try cli.ok(["group", "join", short, "--from", "127.0.0.1:\(port)"], node: "e")
+        #expect(!joined.contains("tablet ("), "\(joined)")
+        #expect(try Self.epoch(cli, "e") == 1)
+        let removedAsSeenByE = try #require(try Self.members(cli, "e").first { $0["name"] as? String == "tablet" })
+        #expect(removedAsSeenByE["removed_in_epoch"] as? Int == 1)
         for process in [a, b, d, tablet] { #expect(process.stop() == 0) }
     }
 

@@ -42,6 +42,14 @@ import Testing
         (code, port) = try Self.invite(cli, "a")
         let joined = try cli.ok(["group", "join", code, "--from", "127.0.0.1:\(port)"], node: "b")
         #expect(joined.contains("paired with a (") && joined.contains("joined group"), "\(joined)")
+        // The welcome carried the group's member records: before it ever synced, the newcomer
+        // lists the inviter with the key it will hold it to.
+        #expect(joined.contains("members: a ("), "\(joined)")
+        let inviterAsSeenByB = try #require(try MembershipCLITests.members(cli, "b").first { $0["name"] as? String == "a" })
+        let inviterAsSeenByA = try #require(try MembershipCLITests.members(cli, "a").first { $0["name"] as? String == "a" })
+        #expect(inviterAsSeenByB["key_fingerprint"] as? String != nil)
+        #expect(inviterAsSeenByB["key_fingerprint"] as? String == inviterAsSeenByA["key_fingerprint"] as? String)
+        #expect(try cli.entries("b") == 0, "records only: the log arrives by sync")
         #expect(try cli.ok(["group", "show", "--json"], node: "b") .contains(try Self.tag(cli, "a")))
         #expect(a.log.contains("peer.name=b") && a.log.contains("pairing: a device joined"))
         // It is a member: it syncs.

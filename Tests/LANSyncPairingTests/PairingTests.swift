@@ -13,8 +13,10 @@ import Testing
     static let secret = SecureBytes(copying: (0..<32).map { UInt8($0) })
 
     /// Runs a whole exchange, every message through its bytes; returns both outcomes.
-    static func run(inviterCode: String, joinerCode: String) throws -> (inviter: PairingOutcome?, joiner: PairingOutcome?) {
-        var inviter = PairingInviter(code: inviterCode, secret: secret, device: inviterDevice, name: "home-desktop")
+    static func run(inviterCode: String, joinerCode: String, records: [PreferenceWrite] = []) throws
+        -> (inviter: PairingOutcome?, joiner: PairingOutcome?)
+    {
+        var inviter = PairingInviter(code: inviterCode, secret: secret, records: records, device: inviterDevice, name: "home-desktop")
         var joiner = try PairingJoiner(code: joinerCode, device: joinerDevice, name: "therapy-room")
         var toInviter: PairingMessage? = joiner.hello
         var outcomes: (inviter: PairingOutcome?, joiner: PairingOutcome?) = (nil, nil)
@@ -30,10 +32,63 @@ import Testing
         return outcomes
     }
 
-    @Test func theRightCodeHandsOverTheSecretAndBothSidesSeeEachOther() throws {
-        let (inviter, joiner) = try Self.run(inviterCode: "48213907", joinerCode: "48213907")
+    /// A member record as the inviter's store holds one: `number` picks its key, replica and size.
+    static func record(_ number: Int, valueBytes: Int = 40) -> PreferenceWrite {
+        PreferenceWrite(
+            key: "lansync/seen/\(number)/by", value: "{\"name\":\"" + String(repeating: "x", count: valueBytes) + "\"}",
+            originDevice: inviterDevice, dot: Dot(replica: ReplicaID(high: 1, low: UInt64(number % 3)), counter: UInt64(number + 1)),
+            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000 + UInt64(number), logical: 0),
+            wallMilliseconds: 1_700_000_000_000 + Int64(number))
+    }
+
+    @Test func theRightCodeHandsOverTheSecretAndTheMemberRecordsAndBothSidesSeeEachOther() throws {
+        let records = (0..<5).map { Self.record($0) }
+        let (inviter, joiner) = try Self.run(inviterCode: "48213907", joinerCode: "48213907", records: records)
         #expect(inviter == .invited(PairedDevice(device: Self.joinerDevice, name: "therapy-room")))
-        #expect(joiner == .joined(secret: (0..<32).map { UInt8($0) }, inviter: PairedDevice(device: Self.inviterDevice, name: "home-desktop")))
+        #expect(
+            joiner == .joined(
+                secret: (0..<32).map { UInt8($0) }, records: records, inviter: PairedDevice(device: Self.inviterDevice, name: "home-desktop")))
+    }
+
+    /// A group whose records outgrow a welcome (64 KiB) sends the first that fit, in its order;
+    /// the rest reach the newcomer by sync.
+    @Test func recordsPastTheWelcomesSizeAreLeftToSync() throws {
+        let records = (0..<400).map { Self.record($0, valueBytes: 200) }
+        let (_, joiner) = try Self.run(inviterCode: "48213907", joinerCode: "48213907", records: records)
+        guard case .joined(_, let received, _)? = joiner else {
+            Issue.record("expected a join, got \(String(describing: joiner))")
+            return
+        }
+        #expect(received.count > 100 && received.count < records.count, "\(received.count)")
+        #expect(received == Array(records.prefix(received.count)))
+        let fits = WelcomeRecords.encode(records, within: PairingInviter.recordBytes)
+        #expect(fits.count == received.count && fits.bytes.count <= PairingInviter.recordBytes)
+    }
+
+    /// What a welcome's records may hold: one preference under lansync/ per delta, covering its
+    /// own dot and no other; anything else is refused (and with it the whole welcome).
+    @Test func recordsThatAreNotOneMemberRecordEachDoNotRead() throws {
+        let good = Self.record(1)
+        #expect(try WelcomeRecords.decode(WelcomeRecords.encode([good], within: 1_000).bytes) == [good])
+        func encoded(_ delta: Delta) -> [UInt8] {
+            let message = WireMessage.delta(delta).encoded()
+            var writer = ByteWriter()
+            writer.varint(message.count)
+            writer.raw(message)
+            return writer.bytes
+        }
+        let app = PreferenceWrite(
+            key: "controls/slider", value: "1", originDevice: good.originDevice, dot: good.dot, hlc: good.hlc,
+            wallMilliseconds: good.wallMilliseconds)
+        let bad: [(String, [UInt8])] = [
+            ("an app preference", encoded(Delta.carrying(app))),
+            ("coverage past its dot", encoded(Delta(preferences: [good], coverage: [.init(replica: good.dot.replica, from: 0, through: 9)]))),
+            ("two records in one delta", encoded(Delta(preferences: [good, Self.record(4)], coverage: [.init(replica: good.dot.replica, from: 1, through: 5)]))),
+            ("a length past the end", [0x7F, 1, 2]),
+        ]
+        for (what, bytes) in bad {
+            #expect(throws: WireError.self, "\(what)") { try WelcomeRecords.decode(bytes) }
+        }
     }
 
     @Test func aWrongCodeFailsOnBothSidesAndMovesNoSecret() throws {
@@ -107,9 +162,15 @@ import Testing
         ]
         for message in messages {
             #expect(try PairingMessage.decode(message.encoded()) == message)
+            // A welcome's sealed part runs to the end (the records make its length vary).
+            if case .welcome = message { continue }
             #expect(throws: WireError.self) { try PairingMessage.decode(message.encoded() + [0]) }
             #expect(throws: WireError.self) { try PairingMessage.decode(Array(message.encoded().dropLast())) }
         }
+        #expect(throws: WireError.self) { try PairingMessage.decode([4] + [UInt8](repeating: 6, count: 47)) }
+        let largest = PairingMessage.welcome(sealed: [UInt8](repeating: 6, count: PairingMessage.maxWelcomeBytes - 1))
+        #expect(try PairingMessage.decode(largest.encoded()) == largest)
+        #expect(throws: WireError.self) { try PairingMessage.decode(largest.encoded() + [6]) }
         #expect(throws: WireError.self) { try PairingMessage.decode([9]) }
         #expect(throws: WireError.self) { try PairingMessage.decode([UInt8](repeating: 1, count: 2_000)) }
     }
