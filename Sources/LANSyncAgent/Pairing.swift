@@ -199,52 +199,74 @@ package enum PairingClient {
     }
 
     /// Tries each inviting device found within `timeout` seconds (or the one at `address`).
+    ///
+    /// A window that closed a moment ago can still be in this machine's mDNS cache while a new
+    /// one is being announced (a member ran `group invite` again): a window found closed does not
+    /// end the search, which goes on for the rest of `timeout`, skipping the addresses tried.
     package static func join(
         code: String, device: DeviceID, name: String, address: String?, timeout: Double
     ) async throws(LANSyncError) -> Joined {
         guard let digits = PairingCode.parse(code) else {
             throw LANSyncError(.invalidInput, "\(code) is not a short code (8 digits, like 4821-3907)")
         }
-        var targets: [DialEndpoint] = []
         if let address {
             guard let peer = PeerAddress(address) else {
                 throw LANSyncError(.invalidInput, "--from \(address) is not HOST:PORT")
             }
-            targets = [DialEndpoint(peer)]
-        } else {
-            targets = await browse(timeout: timeout)
-            guard !targets.isEmpty else {
-                throw LANSyncError(
-                    .invalidInput,
-                    "found no device with an open pairing window on this network within \(Int(timeout)) s; on a member run "
-                        + "`lansync group invite` (its agent must be running), check both are on the same network, or give --from HOST:PORT")
+            return try await joinFirst(of: [DialEndpoint(peer)], digits: digits, device: device, name: name).get()
+        }
+        let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
+        var tried: Set<String> = []
+        var lastProblem: String?
+        while case let left = deadline - ContinuousClock.now, left > .zero {
+            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            let targets = await browse(timeout: seconds, excluding: tried)
+            if targets.isEmpty { break }
+            tried.formUnion(targets.map { $0.description })
+            switch await joinFirst(of: targets, digits: digits, device: device, name: name) {
+            case .success(let joined): return joined
+            case .failure(let error) where error.message.contains("did not match"): throw error
+            case .failure(let error): lastProblem = error.message
             }
         }
+        if let lastProblem { throw LANSyncError(.invalidInput, lastProblem) }
+        throw LANSyncError(
+            .invalidInput,
+            "found no device with an open pairing window on this network within \(Int(timeout)) s; on a member run "
+                + "`lansync group invite` (its agent must be running), check both are on the same network, or give --from HOST:PORT")
+    }
+
+    /// Runs the pairing with each target in turn until one joins; a wrong code ends the search.
+    static func joinFirst(
+        of targets: [DialEndpoint], digits: String, device: DeviceID, name: String
+    ) async -> Result<Joined, LANSyncError> {
         var lastProblem = "no device answered"
         for target in targets {
             switch await run(digits: digits, device: device, name: name, endpoint: target) {
             case .joined(let secret, let records, let inviter):
                 let group = GroupSecret(secret: SecureBytes(copying: secret))
-                return Joined(
-                    joinCode: group.joinCode, inviterName: inviter.name, inviterDevice: inviter.device.description, records: records)
+                return .success(
+                    Joined(joinCode: group.joinCode, inviterName: inviter.name, inviterDevice: inviter.device.description, records: records))
             case .failed(let reason, let wrongCode):
                 if wrongCode {
-                    throw LANSyncError(
-                        .invalidInput,
-                        "the code did not match the one the inviting device shows; check it and try again (its window closes "
-                            + "after \(PairingWindow.maxAttempts) attempts)")
+                    return .failure(
+                        LANSyncError(
+                            .invalidInput,
+                            "the code did not match the one the inviting device shows; check it and try again (its window closes "
+                                + "after \(PairingWindow.maxAttempts) attempts)"))
                 }
                 lastProblem = reason
             case .invited:
                 break
             }
         }
-        throw LANSyncError(.invalidInput, "pairing failed: \(lastProblem)")
+        return .failure(LANSyncError(.invalidInput, "pairing failed: \(lastProblem)"))
     }
 
-    /// The addresses of the pairing windows found over mDNS within `timeout`, IPv4 first. Once
-    /// one is found, a moment more gathers its other addresses (and other windows open at once).
-    static func browse(timeout: Double) async -> [DialEndpoint] {
+    /// The addresses of the pairing windows found over mDNS within `timeout`, IPv4 first, but
+    /// for those in `excluding` (tried already). Once one is found, a moment more gathers its
+    /// other addresses (and other windows open at once).
+    static func browse(timeout: Double, excluding: Set<String> = []) async -> [DialEndpoint] {
         await withTaskGroup(of: [DialEndpoint].self) { tasks in
             tasks.addTask {
                 let state = BrowseState()
@@ -252,7 +274,9 @@ package enum PairingClient {
                 await withTaskGroup(of: Void.self) { inner in
                     inner.addTask {
                         for await event in events {
-                            if case .appeared(let service) = event, service.txt["v"] == "1", !service.isOurOwn {
+                            if case .appeared(let service) = event, service.txt["v"] == "1", !service.isOurOwn,
+                                service.endpoints.compactMap(DialEndpoint.init).contains(where: { !excluding.contains($0.description) })
+                            {
                                 state.found.withLock { $0[service.name] = service }
                                 state.deadline.withLock { $0 = $0 ?? .now + .milliseconds(500) }
                             }
@@ -270,7 +294,7 @@ package enum PairingClient {
                 let services = state.found.withLock { Array($0.values) }
                 return services.flatMap { service in
                     (service.endpoints.filter { !$0.isIPv6 } + service.endpoints.filter(\.isIPv6)).compactMap(DialEndpoint.init)
-                }
+                }.filter { !excluding.contains($0.description) }
             }
             tasks.addTask {
                 try? await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))

@@ -137,8 +137,8 @@ struct Cluster {
 
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct ClusterTests {
-    /// A newcomer joins with a short code read off a member, finding it over mDNS alone; a wrong
-    /// code is refused on both sides and counted.
+    /// A newcomer joins with a short code read off a member, finding it over mDNS alone; wrong
+    /// codes are refused on both sides and counted, and three close the window.
     @Test func aNewcomerJoinsWithAShortCodeFoundOverMDNS() throws {
         let cluster = Cluster(prefix: "lsp3")
         defer { cluster.down() }
@@ -149,18 +149,28 @@ struct ClusterTests {
         try cluster.ok("start", "1")
         // `start` returns once the agent process runs; invite needs its control socket.
         #expect(try eventually { try cluster.status(1)["agent_running"] as? Bool == true })
-        let invite = try cluster.lansync(1, "group", "invite", "--no-wait")
-        let code = String(invite.split(separator: "\n")[0].split(separator: " ")[2])
-        let wrong = try cluster.run(["lansync", "3", "group", "join", "9999-9999"])
-        #expect(wrong.status != 0 && wrong.output.contains("did not match"), "\(wrong.output)")
+        func invite() throws -> String {
+            let text = try cluster.lansync(1, "group", "invite", "--no-wait")
+            return String(text.split(separator: "\n")[0].split(separator: " ")[2])
+        }
+        var code = try invite()
+        for (attempt, guess) in ["9999-9999", "1111-2222", "0000-0000"].enumerated() where guess != code {
+            let wrong = try cluster.run(["lansync", "3", "group", "join", guess])
+            #expect(wrong.status != 0 && wrong.output.contains("did not match"), "guess \(attempt + 1): \(wrong.output)")
+        }
+        #expect(cluster.agentLog(1).contains("attempts_left=2"), "the first wrong code took one attempt")
+        // Closed after the third: the right code finds no window now.
+        let late = try cluster.run(["lansync", "2", "group", "join", code, "--timeout", "3"])
+        #expect(late.status != 0 && late.output.contains("pairing window"), "\(late.output)")
+        #expect(try cluster.run(["lansync", "3", "group", "show"]).status != 0, "the guesser is in no group")
+        code = try invite()
         let start = ContinuousClock.now
         let joined = try cluster.lansync(2, "group", "join", code)
         print("scenario: pairing by short code over mDNS took \(ContinuousClock.now - start)")
-        #expect(joined.contains("paired with node1"), "\(joined)")
+        #expect(joined.contains("paired with node1") && joined.contains("members: node1 ("), "\(joined)")
         try cluster.ok("start", "2")
         try cluster.ok("wait-sync", "1", "2", "--timeout", "60")
         #expect(try cluster.status(2)["entries"] as? Int == 1)
-        #expect(cluster.agentLog(1).contains("attempts_left=2"), "the wrong code took one attempt")
     }
 
     /// A lost tablet is removed on one member while another is away, over mDNS alone: the member
