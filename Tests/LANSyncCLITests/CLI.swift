@@ -87,7 +87,35 @@ struct CLI {
     }
 }
 
+extension Process {
+    /// Starts the process and waits for it to exit without holding a thread. Swift Testing runs
+    /// tests on the cooperative pool (two threads on a 2-core machine); a test that blocks one
+    /// while a long command runs (the container test takes a minute) starves every async test
+    /// running alongside, and their timing goes with it.
+    func runUntilExit() async throws -> Int32 {
+        try await withCheckedThrowingContinuation { continuation in
+            terminationHandler = { process in continuation.resume(returning: process.terminationStatus) }
+            do {
+                try run()
+            } catch {
+                terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+}
+
 extension CLI {
+    /// Runs a shell command and waits without holding a thread (`Process.runUntilExit`); returns
+    /// its exit status.
+    static func shell(_ command: String) async throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        return try await process.runUntilExit()
+    }
+
     /// Runs a shell command (for test set-up such as mounting); returns its exit status.
     static func shell(_ command: String) throws -> Int32 {
         let process = Process()

@@ -20,18 +20,18 @@ import Testing
     static var haveStaticBinary: Bool { FileManager.default.isExecutableFile(atPath: staticBinary) }
 
     /// Runs a shell command in the project root; returns its status and everything it printed.
-    static func run(_ command: String) throws -> (status: Int32, output: String) {
+    static func run(_ command: String) async throws -> (status: Int32, output: String) {
         let log = NSTemporaryDirectory() + "lansync-packaging-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: log) }
-        let status = try CLI.shell("cd '\(root)' && (\(command)) >'\(log)' 2>&1")
+        let status = try await CLI.shell("cd '\(root)' && (\(command)) >'\(log)' 2>&1")
         return (status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
     }
 
     @Test(
         .enabled(if: podmanWorks, "podman does not run here (needs root, podman and runc: scripts/setup installs them)"),
         .enabled(if: haveStaticBinary, "no .build/lansync-static-debug: scripts/test builds it (scripts/static-binary debug)"))
-    func threeContainersConvergeByDiscoveryAloneAndAStoppedOneCatchesUp() throws {
-        let result = try Self.run("LANSYNC_BINARY='\(Self.staticBinary)' scripts/container-test")
+    func threeContainersConvergeByDiscoveryAloneAndAStoppedOneCatchesUp() async throws {
+        let result = try await Self.run("LANSYNC_BINARY='\(Self.staticBinary)' scripts/container-test")
         #expect(result.status == 0, "\(result.output.suffix(3000))")
         let figures = result.output.split(separator: "\n").last.map(String.init) ?? ""
         let object = try JSONSerialization.jsonObject(with: Data(figures.utf8)) as? [String: Any]
@@ -42,21 +42,22 @@ import Testing
     @Test(
         .enabled(if: aptWorks, "apt-get cannot install packages here (needs root)"),
         .enabled(if: haveStaticBinary, "no .build/lansync-static-debug: scripts/test builds it (scripts/static-binary debug)"))
-    func theDebianPackageInstallsRunsAndPurgesCleanly() throws {
+    func theDebianPackageInstallsRunsAndPurgesCleanly() async throws {
         // Not on a machine where LANSync is installed for real (a package, scripts/install-service):
         // this test installs, purges and then deletes the lansync user and /var/lib/lansync.
-        let clean = try Self.run("! dpkg -s lansync >/dev/null 2>&1 && ! getent passwd lansync && [ ! -e /var/lib/lansync ] && [ ! -e /etc/lansync ]")
+        let clean = try await Self.run("! dpkg -s lansync >/dev/null 2>&1 && ! getent passwd lansync && [ ! -e /var/lib/lansync ] && [ ! -e /etc/lansync ]")
         guard clean.status == 0 else {
             Issue.record("LANSync is installed on this machine already (package, user, /var/lib/lansync or /etc/lansync); this test would remove it")
             return
         }
-        let build = try Self.run("rm -f lansync_*.deb && LANSYNC_DEB_FAST=1 LANSYNC_BINARY='\(Self.staticBinary)' scripts/package-deb")
+        let build = try await Self.run("rm -f lansync_*.deb && LANSYNC_DEB_FAST=1 LANSYNC_BINARY='\(Self.staticBinary)' scripts/package-deb")
         #expect(build.status == 0, "\(build.output.suffix(2000))")
-        defer { _ = try? Self.run("apt-get purge -y -qq lansync; rm -f lansync_*.deb") }
-        let install = try Self.run("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./lansync_*.deb")
+        // A defer cannot wait asynchronously; this short cleanup blocks its thread for a moment.
+        defer { _ = try? CLI.shell("cd '\(Self.root)' && (apt-get purge -y -qq lansync; rm -f lansync_*.deb) >/dev/null 2>&1") }
+        let install = try await Self.run("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./lansync_*.deb")
         #expect(install.status == 0, "\(install.output.suffix(2000))")
-        #expect(try Self.run("/usr/bin/lansync --version").output.trimmingCharacters(in: .whitespacesAndNewlines) == "0.1.0")
-        let verify = try Self.run("systemd-analyze verify /lib/systemd/system/lansync.service")
+        #expect(try await Self.run("/usr/bin/lansync --version").output.trimmingCharacters(in: .whitespacesAndNewlines) == "0.1.0")
+        let verify = try await Self.run("systemd-analyze verify /lib/systemd/system/lansync.service")
         #expect(verify.status == 0, "\(verify.output)")
         for path in [
             "/etc/lansync/lansync.conf", "/usr/share/bash-completion/completions/lansync", "/usr/share/zsh/vendor-completions/_lansync",
@@ -64,13 +65,13 @@ import Testing
         ] {
             #expect(FileManager.default.fileExists(atPath: path), "\(path)")
         }
-        #expect(try Self.run("getent passwd lansync").status == 0, "postinst makes the lansync user")
-        #expect(try Self.run("test \"$(stat -c %a:%U /var/lib/lansync)\" = 700:lansync").status == 0, "the data directory, owner-only")
+        #expect(try await Self.run("getent passwd lansync").status == 0, "postinst makes the lansync user")
+        #expect(try await Self.run("test \"$(stat -c %a:%U /var/lib/lansync)\" = 700:lansync").status == 0, "the data directory, owner-only")
         // The service user can set the node up with the shipped config.
-        let setup = try Self.run("runuser -u lansync -- lansync --config /etc/lansync/lansync.conf init --name package-test")
+        let setup = try await Self.run("runuser -u lansync -- lansync --config /etc/lansync/lansync.conf init --name package-test")
         #expect(setup.status == 0, "\(setup.output)")
-        let files = try Self.run("dpkg -L lansync").output.split(separator: "\n").map(String.init)
-        let purge = try Self.run("DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq lansync")
+        let files = try await Self.run("dpkg -L lansync").output.split(separator: "\n").map(String.init)
+        let purge = try await Self.run("DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq lansync")
         #expect(purge.status == 0, "\(purge.output)")
         let left = files.filter { path in
             var isDirectory: ObjCBool = false
@@ -80,6 +81,6 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: "/etc/lansync"), "purge removes /etc/lansync")
         // The data directory stays (documented): the device's identity and every log in it.
         #expect(FileManager.default.fileExists(atPath: "/var/lib/lansync/identity.json"))
-        _ = try Self.run("rm -rf /var/lib/lansync; userdel lansync 2>/dev/null || true")
+        _ = try await Self.run("rm -rf /var/lib/lansync; userdel lansync 2>/dev/null || true")
     }
 }
