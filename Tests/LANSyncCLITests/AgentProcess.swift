@@ -102,6 +102,17 @@ extension CLI {
     func entries(_ node: String) throws -> Int { try status(node)["entries"] as! Int }
 }
 
+/// Polls until `condition` holds or `seconds` pass; returns whether it held. Sleeps between
+/// polls without holding a thread.
+func eventually(within seconds: Double = 20, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return try await condition()
+}
+
 /// Polls until `condition` holds or `seconds` pass; returns whether it held.
 func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)

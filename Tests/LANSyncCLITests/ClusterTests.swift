@@ -44,9 +44,10 @@ struct Cluster {
         return process
     }
 
-    /// Runs `scripts/cluster --prefix P --dir D ARGS`; output and errors together.
+    /// Runs `scripts/cluster --prefix P --dir D ARGS`; output and errors together. Waits without
+    /// holding a thread (`Process.runUntilExit`): cluster commands wait for agents and digests.
     @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) throws -> Result {
+    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) async throws -> Result {
         let process = process(arguments, environment: extra)
         let outPath = NSTemporaryDirectory() + "cluster-out-\(UUID().uuidString)"
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
@@ -62,15 +63,14 @@ struct Cluster {
         }
         defer { if let inPath { try? FileManager.default.removeItem(atPath: inPath) } }
         process.standardInput = FileHandle(forReadingAtPath: inPath ?? "/dev/null")
-        try process.run()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, output: try String(contentsOfFile: outPath, encoding: .utf8))
+        let status = try await process.runUntilExit()
+        return Result(status: status, output: try String(contentsOfFile: outPath, encoding: .utf8))
     }
 
     /// Runs a cluster command that must succeed; returns its output.
     @discardableResult
-    func ok(_ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        let result = try run(arguments)
+    func ok(_ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        let result = try await run(arguments)
         #expect(
             result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
             sourceLocation: sourceLocation)
@@ -78,28 +78,28 @@ struct Cluster {
     }
 
     @discardableResult
-    func lansync(_ node: Int, _ arguments: String...) throws -> String {
-        try ok(["lansync", "\(node)"] + arguments)
+    func lansync(_ node: Int, _ arguments: String...) async throws -> String {
+        try await ok(["lansync", "\(node)"] + arguments)
     }
 
     @discardableResult
-    func ok(_ arguments: [String], stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-        let result = try run(arguments, stdin: stdin)
+    func ok(_ arguments: [String], stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        let result = try await run(arguments, stdin: stdin)
         #expect(
             result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
             sourceLocation: sourceLocation)
         return result.output
     }
 
-    func status(_ node: Int) throws -> [String: Any] {
-        let text = try lansync(node, "status", "--json")
+    func status(_ node: Int) async throws -> [String: Any] {
+        let text = try await lansync(node, "status", "--json")
         return (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
     }
 
     /// `avahi-browse -rtp _lansync._tcp` on a node: the IPv4 resolutions, split into fields, with
     /// avahi-browse's decimal escapes (`\\032` for a space) undone.
-    func browse(from node: Int) throws -> [[String]] {
-        let text = try ok(["exec", "\(node)", "avahi-browse", "-rtp", "_lansync._tcp"])
+    func browse(from node: Int) async throws -> [[String]] {
+        let text = try await ok(["exec", "\(node)", "avahi-browse", "-rtp", "_lansync._tcp"])
         return text.split(separator: "\n").filter { $0.hasPrefix("=;") && $0.contains(";IPv4;") }
             .map { $0.split(separator: ";", omittingEmptySubsequences: false).map { Self.unescape(String($0)) } }
     }
@@ -122,7 +122,7 @@ struct Cluster {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    func discovery(_ node: Int) throws -> [String: Any] { (try status(node)["discovery"] as? [String: Any]) ?? [:] }
+    func discovery(_ node: Int) async throws -> [String: Any] { await (try status(node)["discovery"] as? [String: Any]) ?? [:] }
 
     func agentLog(_ node: Int) -> String {
         (try? String(contentsOfFile: "\(directory)/node-\(node)/agent.log", encoding: .utf8)) ?? ""
@@ -130,7 +130,12 @@ struct Cluster {
 
     /// Stops everything the cluster started and deletes its namespaces and files.
     func down() {
-        _ = try? run(["down"])
+        // Called from `defer`, which cannot wait asynchronously: this one blocks its thread.
+        let process = process(["down"])
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        if (try? process.run()) != nil { process.waitUntilExit() }
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -139,109 +144,112 @@ struct Cluster {
 struct ClusterTests {
     /// A newcomer joins with a short code read off a member, finding it over mDNS alone; wrong
     /// codes are refused on both sides and counted, and three close the window.
-    @Test func aNewcomerJoinsWithAShortCodeFoundOverMDNS() throws {
+    @Test func aNewcomerJoinsWithAShortCodeFoundOverMDNS() async throws {
         let cluster = Cluster(prefix: "lsp3")
         defer { cluster.down() }
-        try cluster.ok("up", "3")
-        for node in 1...3 { try cluster.lansync(node, "init", "--name", "node\(node)") }
-        try cluster.lansync(1, "group", "create")
-        try cluster.lansync(1, "log", "append", "notes", #"{"from":"node1"}"#)
-        try cluster.ok("start", "1")
+        try await cluster.ok("up", "3")
+        for node in 1...3 { try await cluster.lansync(node, "init", "--name", "node\(node)") }
+        try await cluster.lansync(1, "group", "create")
+        try await cluster.lansync(1, "log", "append", "notes", #"{"from":"node1"}"#)
+        try await cluster.ok("start", "1")
         // `start` returns once the agent process runs; invite needs its control socket.
-        #expect(try eventually { try cluster.status(1)["agent_running"] as? Bool == true })
-        func invite() throws -> String {
-            let text = try cluster.lansync(1, "group", "invite", "--no-wait")
+        #expect(try await eventually { try await cluster.status(1)["agent_running"] as? Bool == true })
+        func invite() async throws -> String {
+            let text = try await cluster.lansync(1, "group", "invite", "--no-wait")
             return String(text.split(separator: "\n")[0].split(separator: " ")[2])
         }
-        var code = try invite()
+        var code = try await invite()
         for (attempt, guess) in ["9999-9999", "1111-2222", "0000-0000"].enumerated() where guess != code {
-            let wrong = try cluster.run(["lansync", "3", "group", "join", guess])
+            let wrong = try await cluster.run(["lansync", "3", "group", "join", guess])
             #expect(wrong.status != 0 && wrong.output.contains("did not match"), "guess \(attempt + 1): \(wrong.output)")
         }
         #expect(cluster.agentLog(1).contains("attempts_left=2"), "the first wrong code took one attempt")
         // Closed after the third: the right code finds no window now.
-        let late = try cluster.run(["lansync", "2", "group", "join", code, "--timeout", "3"])
+        let late = try await cluster.run(["lansync", "2", "group", "join", code, "--timeout", "3"])
         #expect(late.status != 0 && late.output.contains("pairing window"), "\(late.output)")
-        #expect(try cluster.run(["lansync", "3", "group", "show"]).status != 0, "the guesser is in no group")
-        code = try invite()
+        #expect(try await cluster.run(["lansync", "3", "group", "show"]).status != 0, "the guesser is in no group")
+        code = try await invite()
         let start = ContinuousClock.now
-        let joined = try cluster.lansync(2, "group", "join", code)
+        let joined = try await cluster.lansync(2, "group", "join", code)
         print("scenario: pairing by short code over mDNS took \(ContinuousClock.now - start)")
         #expect(joined.contains("paired with node1") && joined.contains("members: node1 ("), "\(joined)")
-        try cluster.ok("start", "2")
-        try cluster.ok("wait-sync", "1", "2", "--timeout", "60")
-        #expect(try cluster.status(2)["entries"] as? Int == 1)
+        try await cluster.ok("start", "2")
+        try await cluster.ok("wait-sync", "1", "2", "--timeout", "60")
+        #expect(try await cluster.status(2)["entries"] as? Int == 1)
     }
 
     /// A lost tablet is removed on one member while another is away, over mDNS alone: the member
     /// online moves to the new epoch at once; the removed tablet is refused and gets nothing
     /// written after the removal, also after a reinstall with the old join code; the member that
     /// was away is found advertising the old epoch's tag, handed the new key, and catches up.
-    @Test func aRemovedDeviceIsRefusedAndAMemberThatWasAwayGetsTheNewKey() throws {
+    @Test func aRemovedDeviceIsRefusedAndAMemberThatWasAwayGetsTheNewKey() async throws {
         let cluster = Cluster(prefix: "lsm4")
         defer { cluster.down() }
-        try cluster.ok("up", "4")
-        try cluster.group(1...4)
-        let oldCode = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
-        try cluster.startAll(1...4)
-        try cluster.lansync(1, "log", "append", "notes", #"{"before":"removal"}"#)
-        try cluster.ok("wait-sync", "1", "2", "3", "4", "--timeout", "60")
-        func members(_ node: Int) throws -> Int { try cluster.lansync(node, "group", "members", "--json").split(separator: "\n").count }
-        func epoch(_ node: Int) throws -> Int { (try cluster.lansync(node, "group", "show", "--json")).contains("\"epoch\":1") ? 1 : 0 }
-        #expect(try eventually(within: 30) { try members(1) == 4 && members(4) == 4 }, "every key pinned and known")
-        try cluster.ok("stop", "4")
+        try await cluster.ok("up", "4")
+        try await cluster.group(1...4)
+        let oldCode = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        try await cluster.startAll(1...4)
+        try await cluster.lansync(1, "log", "append", "notes", #"{"before":"removal"}"#)
+        try await cluster.ok("wait-sync", "1", "2", "3", "4", "--timeout", "60")
+        func members(_ node: Int) async throws -> Int { try await cluster.lansync(node, "group", "members", "--json").split(separator: "\n").count }
+        func epoch(_ node: Int) async throws -> Int { (try await cluster.lansync(node, "group", "show", "--json")).contains("\"epoch\":1") ? 1 : 0 }
+        #expect(try await eventually(within: 30) {
+            let (one, four) = (try await members(1), try await members(4))
+            return one == 4 && four == 4
+        }, "every key pinned and known")
+        try await cluster.ok("stop", "4")
 
         let start = ContinuousClock.now
-        let removed = try cluster.lansync(1, "group", "remove", "node3")
+        let removed = try await cluster.lansync(1, "group", "remove", "node3")
         #expect(removed.contains("removed node3") && removed.contains("epoch 1"), "\(removed)")
-        #expect(try eventually(within: 30) { try epoch(2) == 1 }, "node 2 gets the new key; \(cluster.logTails([1, 2]))")
+        #expect(try await eventually(within: 30) { try await epoch(2) == 1 }, "node 2 gets the new key; \(cluster.logTails([1, 2]))")
         print("scenario: removal → the member online holds the new key: \(ContinuousClock.now - start)")
-        try cluster.lansync(1, "log", "append", "notes", #"{"after":"removal"}"#)
-        try cluster.ok("wait-sync", "1", "2", "--timeout", "60")
-        #expect(try eventually(within: 30) { try cluster.lansync(3, "peers").contains("was removed from the group") })
-        #expect(try cluster.status(3)["entries"] as? Int == 1, "nothing written after the removal")
+        try await cluster.lansync(1, "log", "append", "notes", #"{"after":"removal"}"#)
+        try await cluster.ok("wait-sync", "1", "2", "--timeout", "60")
+        #expect(try await eventually(within: 30) { try await cluster.lansync(3, "peers").contains("was removed from the group") })
+        #expect(try await cluster.status(3)["entries"] as? Int == 1, "nothing written after the removal")
 
         // Node 4 was away: the others find it by its old tag and hand it the new key.
         let back = ContinuousClock.now
-        try cluster.ok("start", "4")
-        #expect(try eventually(within: 60) { try epoch(4) == 1 }, "\(cluster.logTails([1, 2, 4]))")
-        let synced = try cluster.run(["wait-sync", "1", "2", "4", "--timeout", "60"])
+        try await cluster.ok("start", "4")
+        #expect(try await eventually(within: 60) { try await epoch(4) == 1 }, "\(cluster.logTails([1, 2, 4]))")
+        let synced = try await cluster.run(["wait-sync", "1", "2", "4", "--timeout", "60"])
         #expect(synced.status == 0, "\(synced.output)\n\(cluster.logTails([1, 2, 4]))")
         print("scenario: member away during the removal → in the new epoch and in sync: \(ContinuousClock.now - back)")
-        #expect(try cluster.status(4)["entries"] as? Int == 2)
+        #expect(try await cluster.status(4)["entries"] as? Int == 2)
 
         // Reinstalled on the same machine with the old join code: still refused, still nothing new.
-        try cluster.ok("stop", "3")
+        try await cluster.ok("stop", "3")
         try FileManager.default.removeItem(atPath: "\(cluster.directory)/node-3/data")
-        try cluster.lansync(3, "init", "--name", "node3")
-        try cluster.lansync(3, "group", "join", oldCode)
-        try cluster.ok("start", "3")
+        try await cluster.lansync(3, "init", "--name", "node3")
+        try await cluster.lansync(3, "group", "join", oldCode)
+        try await cluster.ok("start", "3")
         #expect(
-            try eventually(within: 30) { try cluster.lansync(3, "peers").contains("was removed from the group") },
-            "\((try? cluster.lansync(3, "peers")) ?? "")\n\(cluster.logTails([1, 3]))")
-        #expect(try cluster.status(3)["entries"] as? Int == 0)
-        try cluster.lansync(2, "log", "append", "notes", #"{"still":"syncing"}"#)
-        try cluster.ok("wait-sync", "1", "2", "4", "--timeout", "60")
+            try await eventually(within: 30) { try await cluster.lansync(3, "peers").contains("was removed from the group") },
+            "\(cluster.logTails([1, 3]))")
+        #expect(try await cluster.status(3)["entries"] as? Int == 0)
+        try await cluster.lansync(2, "log", "append", "notes", #"{"still":"syncing"}"#)
+        try await cluster.ok("wait-sync", "1", "2", "4", "--timeout", "60")
     }
 
     /// The group tag in mDNS rotates (here every 4 s instead of every day): an observer sees a new
     /// tag each period, while the members keep recognising each other across the change — their
     /// connections stay up and a write after two rotations still reaches everyone.
-    @Test func theAdvertisedGroupTagRotatesAndMembersStayTogether() throws {
+    @Test func theAdvertisedGroupTagRotatesAndMembersStayTogether() async throws {
         let cluster = Cluster(prefix: "lsr3")
         defer { cluster.down() }
-        try cluster.ok("up", "3")
-        try cluster.group(1...3)
-        let shown = try JSONSerialization.jsonObject(with: Data(try cluster.lansync(1, "group", "show", "--json").utf8)) as? [String: Any]
+        try await cluster.ok("up", "3")
+        try await cluster.group(1...3)
+        let shown = try JSONSerialization.jsonObject(with: Data(try await cluster.lansync(1, "group", "show", "--json").utf8)) as? [String: Any]
         let stableTag = try #require(shown?["tag"] as? String)
         for node in 1...3 {
-            let started = try cluster.run(["start", "\(node)"], environment: ["LANSYNC_MDNS_TAG_PERIOD_SECONDS": "4"])
+            let started = try await cluster.run(["start", "\(node)"], environment: ["LANSYNC_MDNS_TAG_PERIOD_SECONDS": "4"])
             #expect(started.status == 0, "\(started.output)")
         }
-        try cluster.lansync(1, "log", "append", "notes", #"{"before":"rotation"}"#)
-        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
-        func advertisedTags() throws -> Set<String> {
-            Set(try cluster.browse(from: 3).compactMap { record in
+        try await cluster.lansync(1, "log", "append", "notes", #"{"before":"rotation"}"#)
+        try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
+        func advertisedTags() async throws -> Set<String> {
+            Set(try await cluster.browse(from: 3).compactMap { record in
                 record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
                     .first { $0.hasPrefix("g=") }.map { String($0.dropFirst(2)) }
             })
@@ -249,15 +257,15 @@ struct ClusterTests {
         var seen = Set<String>()
         let start = ContinuousClock.now
         while ContinuousClock.now - start < .seconds(10) {
-            seen.formUnion(try advertisedTags())
-            Thread.sleep(forTimeInterval: 0.5)
+            seen.formUnion(try await advertisedTags())
+            try? await Task.sleep(for: .milliseconds(500))
         }
         #expect(seen.count >= 2, "the advertised tag changed over 10 s of 4 s periods: \(seen)")
         #expect(!seen.contains(stableTag), "the stable group tag is never advertised")
-        for node in 1...3 { #expect(try cluster.status(node)["peers_connected"] as? Int == 2, "node \(node) kept its peers") }
-        try cluster.lansync(2, "log", "append", "notes", #"{"after":"rotations"}"#)
-        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
-        for node in 1...3 { #expect(try cluster.status(node)["entries"] as? Int == 2) }
+        for node in 1...3 { #expect(try await cluster.status(node)["peers_connected"] as? Int == 2, "node \(node) kept its peers") }
+        try await cluster.lansync(2, "log", "append", "notes", #"{"after":"rotations"}"#)
+        try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
+        for node in 1...3 { #expect(try await cluster.status(node)["entries"] as? Int == 2) }
     }
 
     /// Three nodes of one group find each other through their own avahi-daemons, with no static
@@ -265,37 +273,37 @@ struct ClusterTests {
     /// but never contacts them and gets none of their data. Along the way: three nodes asking for
     /// the same instance name all get one (Avahi's alternatives), and an avahi-daemon that stops and
     /// comes back leaves sync running and is used again.
-    @Test func nodesOfOneGroupFindEachOtherByMDNSAloneAndStrangersGetNothing() throws {
+    @Test func nodesOfOneGroupFindEachOtherByMDNSAloneAndStrangersGetNothing() async throws {
         let cluster = Cluster(prefix: "lst4")
         defer { cluster.down() }
-        try cluster.ok("up", "4")
-        for node in 1...4 { try cluster.lansync(node, "init", "--name", "node\(node)") }
-        try cluster.lansync(1, "group", "create")
-        let code = try cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
-        try cluster.lansync(2, "group", "join", code)
-        try cluster.lansync(3, "group", "join", code)
-        try cluster.lansync(4, "group", "create")
-        for node in 1...4 { try cluster.lansync(node, "log", "append", "notes", #"{"written_on":"node\#(node)"}"#) }
+        try await cluster.ok("up", "4")
+        for node in 1...4 { try await cluster.lansync(node, "init", "--name", "node\(node)") }
+        try await cluster.lansync(1, "group", "create")
+        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        try await cluster.lansync(2, "group", "join", code)
+        try await cluster.lansync(3, "group", "join", code)
+        try await cluster.lansync(4, "group", "create")
+        for node in 1...4 { try await cluster.lansync(node, "log", "append", "notes", #"{"written_on":"node\#(node)"}"#) }
 
         // Node 3 also has node 1 as a static peer: found both ways, it is still one peer.
-        try cluster.ok("start", "1", "--mdns-name", "LANSync")
-        try cluster.ok("start", "2", "--mdns-name", "LANSync")
-        try cluster.ok("start", "3", "--mdns-name", "LANSync", "--peer", "10.47.0.1:7741")
-        try cluster.ok("start", "4")
-        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
-        for node in 1...3 { #expect(try cluster.status(node)["entries"] as? Int == 3) }
+        try await cluster.ok("start", "1", "--mdns-name", "LANSync")
+        try await cluster.ok("start", "2", "--mdns-name", "LANSync")
+        try await cluster.ok("start", "3", "--mdns-name", "LANSync", "--peer", "10.47.0.1:7741")
+        try await cluster.ok("start", "4")
+        try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
+        for node in 1...3 { #expect(try await cluster.status(node)["entries"] as? Int == 3) }
 
         // A write after discovery is pushed to both other nodes.
-        try cluster.lansync(2, "log", "append", "notes", #"{"after":"discovery"}"#)
-        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
-        #expect(try cluster.status(3)["entries"] as? Int == 4)
+        try await cluster.lansync(2, "log", "append", "notes", #"{"after":"discovery"}"#)
+        try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
+        #expect(try await cluster.status(3)["entries"] as? Int == 4)
 
         // Every node is visible in mDNS, under distinct names (Avahi renames on collisions, which takes a
         // few probing rounds); the TXT record has only v and g.
         var resolved: [[String]] = []
         #expect(
-            try eventually(within: 30) {
-                resolved = try cluster.browse(from: 4)
+            try await eventually(within: 30) {
+                resolved = try await cluster.browse(from: 4)
                 return Set(resolved.map { $0[7] }) == ["10.47.0.1", "10.47.0.2", "10.47.0.3", "10.47.0.4"]
             }, "every node is seen in mDNS: \(resolved)")
         let names = Set(resolved.map { $0[3] })
@@ -305,56 +313,56 @@ struct ClusterTests {
             #expect(Set(txt.map { $0.split(separator: "=")[0] }) == ["v", "g"], "TXT holds only v and g: \(txt)")
         }
 
-        let devices = try cluster.lansync(3, "peers", "--json").split(separator: "\n").compactMap {
+        let devices = try await cluster.lansync(3, "peers", "--json").split(separator: "\n").compactMap {
             (try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["device_id"] as? String
         }
         #expect(devices.count == 2 && Set(devices).count == 2, "node 1, found by address and by mDNS, is one peer: \(devices)")
-        #expect(try cluster.status(3)["peers_connected"] as? Int == 2)
+        #expect(try await cluster.status(3)["peers_connected"] as? Int == 2)
 
         // The stranger: sees three nodes of another group, contacts none, holds only its own entry.
-        #expect(try eventually { (try cluster.discovery(4)["other_groups"] as? Int) == 3 })
-        #expect(try cluster.discovery(4)["state"] as? String == "running")
-        #expect(try cluster.discovery(4)["same_group"] as? Int == 0)
-        #expect(try cluster.status(4)["entries"] as? Int == 1)
-        #expect(try cluster.status(4)["peers_connected"] as? Int == 0)
+        #expect(try await eventually { (try await cluster.discovery(4)["other_groups"] as? Int) == 3 })
+        #expect(try await cluster.discovery(4)["state"] as? String == "running")
+        #expect(try await cluster.discovery(4)["same_group"] as? Int == 0)
+        #expect(try await cluster.status(4)["entries"] as? Int == 1)
+        #expect(try await cluster.status(4)["peers_connected"] as? Int == 0)
         for node in 1...3 {
             #expect(!cluster.agentLog(node).contains("10.47.0.4"), "node \(node) was never contacted by the stranger")
             // Under the full test run's load, Avahi's probing of the colliding names takes a while.
             #expect(
-                try eventually(within: 40) { (try cluster.discovery(node)["same_group"] as? Int) == 2 },
-                "node \(node) sees both other members: \((try? cluster.discovery(node)) ?? [:])")
-            #expect(try eventually(within: 40) { (try cluster.discovery(node)["other_groups"] as? Int) == 1 })
+                try await eventually(within: 40) { (try await cluster.discovery(node)["same_group"] as? Int) == 2 },
+                "node \(node) sees both other members: \(cluster.logTails([node]))")
+            #expect(try await eventually(within: 40) { (try await cluster.discovery(node)["other_groups"] as? Int) == 1 })
         }
 
         // avahi-daemon stops on node 3: one warning, sync goes on over the open connections.
-        try cluster.ok("avahi", "3", "stop")
-        #expect(try eventually { (try cluster.discovery(3)["state"] as? String) == "unavailable" })
-        try cluster.lansync(1, "log", "append", "notes", #"{"while":"avahi is down on node3"}"#)
-        try cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
+        try await cluster.ok("avahi", "3", "stop")
+        #expect(try await eventually { (try await cluster.discovery(3)["state"] as? String) == "unavailable" })
+        try await cluster.lansync(1, "log", "append", "notes", #"{"while":"avahi is down on node3"}"#)
+        try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
         #expect(cluster.agentLog(3).components(separatedBy: "mDNS discovery unavailable").count - 1 == 1)
-        let doctor = try cluster.run(["lansync", "3", "doctor"])
+        let doctor = try await cluster.run(["lansync", "3", "doctor"])
         #expect(doctor.status == 1 && doctor.output.contains("FAIL  avahi-daemon"), "doctor names the daemon: \(doctor.output)")
         // …and comes back: node 3 advertises again and is seen by the others.
-        try cluster.ok("avahi", "3", "start")
-        #expect(try eventually(within: 30) { (try cluster.discovery(3)["advertised_as"] as? String) != nil })
+        try await cluster.ok("avahi", "3", "start")
+        #expect(try await eventually(within: 30) { (try await cluster.discovery(3)["advertised_as"] as? String) != nil })
         #expect(
-            try eventually(within: 30) {
-                try cluster.browse(from: 1).contains { $0[7] == "10.47.0.3" }
+            try await eventually(within: 30) {
+                try await cluster.browse(from: 1).contains { $0[7] == "10.47.0.3" }
             })
         #expect(cluster.agentLog(3).contains("mDNS discovery is back"))
-        let healthy = try cluster.run(["lansync", "3", "doctor"])
+        let healthy = try await cluster.run(["lansync", "3", "doctor"])
         #expect(healthy.status == 0 && healthy.output.contains("ok    mDNS: advertised as"), "\(healthy.output)")
 
         // A node with no IPv4 address at all: found and dialed over IPv6 link-local (scoped) only.
-        let v6 = Int(try cluster.ok("add").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        let v6 = Int(try await cluster.ok("add").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(v6 == 5)
-        try cluster.ok("exec", "\(v6)", "ip", "-4", "addr", "flush", "dev", "eth0")
-        try cluster.lansync(v6, "init", "--name", "ipv6-only")
-        try cluster.lansync(v6, "group", "join", code)
-        try cluster.ok("start", "\(v6)")
-        try cluster.ok("wait-sync", "1", "2", "3", "\(v6)", "--timeout", "60")
-        #expect(try cluster.status(v6)["entries"] as? Int == 5)
-        let peers = try cluster.lansync(v6, "peers", "--json")
+        try await cluster.ok("exec", "\(v6)", "ip", "-4", "addr", "flush", "dev", "eth0")
+        try await cluster.lansync(v6, "init", "--name", "ipv6-only")
+        try await cluster.lansync(v6, "group", "join", code)
+        try await cluster.ok("start", "\(v6)")
+        try await cluster.ok("wait-sync", "1", "2", "3", "\(v6)", "--timeout", "60")
+        #expect(try await cluster.status(v6)["entries"] as? Int == 5)
+        let peers = try await cluster.lansync(v6, "peers", "--json")
         #expect(peers.contains("fe80:"), "connected over IPv6 link-local: \(peers)")
     }
 }
