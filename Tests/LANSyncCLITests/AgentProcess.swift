@@ -74,32 +74,32 @@ final class AgentProcess {
 
 extension CLI {
     /// Initialises `node` with its own machine ID (a separate device) and, when given, joins `code`'s group.
-    func device(_ node: String, joining code: String? = nil) throws {
+    func device(_ node: String, joining code: String? = nil) async throws {
         let machineID = root + "/machine-id-\(node)"
         try (UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
             .write(toFile: machineID, atomically: true, encoding: .utf8)
-        let result = try run(["init", "--name", node], node: node, environment: ["LANSYNC_MACHINE_ID_FILE": machineID])
+        let result = try await run(["init", "--name", node], node: node, environment: ["LANSYNC_MACHINE_ID_FILE": machineID])
         #expect(result.status == 0, "init \(node): \(result.stderr)")
-        if let code { try ok(["group", "join", code], node: node) }
+        if let code { try await ok(["group", "join", code], node: node) }
     }
 
     /// Starts a group on `node` and returns its join code.
-    func newGroup(on node: String) throws -> String {
-        try ok(["group", "create"], node: node)
-        return try ok(["group", "show", "--code"], node: node).trimmingCharacters(in: .whitespacesAndNewlines)
+    func newGroup(on node: String) async throws -> String {
+        try await ok(["group", "create"], node: node)
+        return try await ok(["group", "show", "--code"], node: node).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Devices `first` and the others, all in one new group started on `first`; returns its join code.
     @discardableResult
-    func group(of first: String, _ others: String...) throws -> String {
-        try device(first)
-        let code = try newGroup(on: first)
-        for other in others { try device(other, joining: code) }
+    func group(of first: String, _ others: String...) async throws -> String {
+        try await device(first)
+        let code = try await newGroup(on: first)
+        for other in others { try await device(other, joining: code) }
         return code
     }
 
-    func digest(_ node: String) throws -> String { try status(node)["digest"] as! String }
-    func entries(_ node: String) throws -> Int { try status(node)["entries"] as! Int }
+    func digest(_ node: String) async throws -> String { try await status(node)["digest"] as! String }
+    func entries(_ node: String) async throws -> Int { try await status(node)["entries"] as! Int }
 }
 
 /// Polls until `condition` holds or `seconds` pass; returns whether it held. Sleeps between

@@ -10,91 +10,91 @@ import Testing
         CREATE TABLE sessions (id TEXT PRIMARY KEY, athlete_id TEXT REFERENCES athletes(id) ON DELETE CASCADE, notes TEXT);
         """
 
-    func query(_ cli: CLI, _ sql: String, node: String) throws -> [[String: Any]] {
-        try cli.ok(["query", sql, "--json"], node: node).split(separator: "\n").map {
+    func query(_ cli: CLI, _ sql: String, node: String) async throws -> [[String: Any]] {
+        try await cli.ok(["query", sql, "--json"], node: node).split(separator: "\n").map {
             try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
         }
     }
 
-    @Test func editsOfOneRowOnTwoMachinesApartBothSurviveWhenTheyMeet() throws {
+    @Test func editsOfOneRowOnTwoMachinesApartBothSurviveWhenTheyMeet() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.group(of: "a", "b")
-        for node in ["a", "b"] { try cli.ok(["schema", "apply", "-"], node: node, stdin: Self.schema) }
-        try cli.ok(["exec", "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)"], node: "a")
+        try await cli.group(of: "a", "b")
+        for node in ["a", "b"] { try await cli.ok(["schema", "apply", "-"], node: node, stdin: Self.schema) }
+        try await cli.ok(["exec", "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)"], node: "a")
         let a = try AgentProcess(cli, node: "a")
         var b: AgentProcess? = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
-        #expect(try query(cli, "SELECT name FROM athletes", node: "b").first?["name"] as? String == "Ana")
+        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
+        #expect(try await query(cli, "SELECT name FROM athletes", node: "b").first?["name"] as? String == "Ana")
         // A live write reaches the other side by itself.
-        try cli.ok(["exec", "UPDATE athletes SET xp = xp + 5 WHERE id = 'ana'"], node: "a")
-        #expect(try eventually { try query(cli, "SELECT xp FROM athletes", node: "b").first?["xp"] as? Int == 5 })
+        try await cli.ok(["exec", "UPDATE athletes SET xp = xp + 5 WHERE id = 'ana'"], node: "a")
+        #expect(try await eventually { try await query(cli, "SELECT xp FROM athletes", node: "b").first?["xp"] as? Int == 5 })
         // Apart: a renames, b weighs and adds xp; then they meet.
         #expect(b?.stop() == 0)
         b = nil
-        try cli.ok(["exec", "UPDATE athletes SET name = 'Ana B.', xp = xp + 1 WHERE id = 'ana'"], node: "a")
-        try cli.ok(["exec", "UPDATE athletes SET weight_kg = 61.5, xp = xp + 10 WHERE id = 'ana'"], node: "b")
+        try await cli.ok(["exec", "UPDATE athletes SET name = 'Ana B.', xp = xp + 1 WHERE id = 'ana'"], node: "a")
+        try await cli.ok(["exec", "UPDATE athletes SET weight_kg = 61.5, xp = xp + 10 WHERE id = 'ana'"], node: "b")
         b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        try cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
-        #expect(try eventually { try cli.digest("a") == cli.digest("b") })
+        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
+        #expect(try await eventually { try await cli.digest("a") == cli.digest("b") })
         for node in ["a", "b"] {
-            let row = try query(cli, "SELECT name, weight_kg, xp FROM athletes", node: node).first
+            let row = try await query(cli, "SELECT name, weight_kg, xp FROM athletes", node: node).first
             #expect(row?["name"] as? String == "Ana B.")
             #expect(row?["weight_kg"] as? Double == 61.5)
             #expect(row?["xp"] as? Int == 16)
         }
-        let tables = try cli.status("b")["tables"] as? [[String: Any]]
+        let tables = try await cli.status("b")["tables"] as? [[String: Any]]
         #expect(tables?.first { $0["name"] as? String == "athletes" }?["rows"] as? Int == 1)
-        let why = try cli.ok(["why", "athletes:ana"], node: "a")
+        let why = try await cli.ok(["why", "athletes:ana"], node: "a")
         #expect(why.contains("exists") && why.contains("held by:  this node, b"), "\(why)")
         #expect(a.stop() == 0)
         #expect(b?.stop() == 0)
     }
 
-    @Test func badInputIsRefusedWithWhatToDoAndNothingChanges() throws {
+    @Test func badInputIsRefusedWithWhatToDoAndNothingChanges() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        try cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
-        let before = try cli.digest("a")
-        let refused = try cli.run(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT);")
+        try await cli.device("a")
+        try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
+        let before = try await cli.digest("a")
+        let refused = try await cli.run(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT);")
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("rowid") && refused.stderr.contains("Instead: use a key the app generates"), "\(refused.stderr)")
-        let dropped = try cli.run(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE athletes (id TEXT PRIMARY KEY);")
+        let dropped = try await cli.run(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE athletes (id TEXT PRIMARY KEY);")
         #expect(dropped.status == 1 && dropped.stderr.contains("missing now"), "\(dropped.stderr)")
-        let badSQL = try cli.run(
+        let badSQL = try await cli.run(
             ["exec", "INSERT INTO athletes (id) VALUES ('x'); INSERT INTO nowhere VALUES (1)"], node: "a")
         #expect(badSQL.status == 1 && badSQL.stderr.contains("no such table: nowhere") && badSQL.stderr.contains("nothing was applied"))
-        let ddl = try cli.run(["exec", "DROP TABLE athletes"], node: "a")
+        let ddl = try await cli.run(["exec", "DROP TABLE athletes"], node: "a")
         #expect(ddl.status == 1 && ddl.stderr.contains("schema apply"))
-        let write = try cli.run(["query", "DELETE FROM athletes"], node: "a")
+        let write = try await cli.run(["query", "DELETE FROM athletes"], node: "a")
         #expect(write.status == 1 && write.stderr.contains("lansync exec"))
-        #expect(try cli.digest("a") == before)
-        #expect(try query(cli, "SELECT count(*) AS n FROM athletes", node: "a").first?["n"] as? Int == 0)
+        #expect(try await cli.digest("a") == before)
+        #expect(try await query(cli, "SELECT count(*) AS n FROM athletes", node: "a").first?["n"] as? Int == 0)
         // Another program writing the file directly fails loudly instead of writing an unsynced row.
-        let sqlite = try CLI.shell(
+        let sqlite = try await CLI.shell(
             "sqlite3 \(cli.dataDir("a"))/replica.sqlite \"INSERT INTO athletes (id) VALUES ('x')\" 2>/dev/null")
         #expect(sqlite != 0)
-        #expect(try cli.digest("a") == before)
+        #expect(try await cli.digest("a") == before)
     }
 
-    @Test func exportAndImportCarryRowsAndCSVExportsOneTable() throws {
+    @Test func exportAndImportCarryRowsAndCSVExportsOneTable() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        try cli.device("b")
-        try cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
-        try cli.ok(
+        try await cli.device("a")
+        try await cli.device("b")
+        try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
+        try await cli.ok(
             ["exec", "INSERT INTO athletes (id, name) VALUES ('a1', 'Ana, \"the\" rower'), ('b2', 'Ben'); DELETE FROM athletes WHERE id = 'b2'"],
             node: "a")
         let file = cli.root + "/export.jsonl"
-        try cli.ok(["export", "--out", file], node: "a")
-        try cli.ok(["import", file], node: "b")
+        try await cli.ok(["export", "--out", file], node: "a")
+        try await cli.ok(["import", file], node: "b")
         // b's app has not declared the table yet: the rows are held, then shown once it does.
-        try cli.ok(["schema", "apply", "-"], node: "b", stdin: Self.schema)
-        #expect(try cli.digest("a") == cli.digest("b"))
-        #expect(try query(cli, "SELECT id, name FROM athletes", node: "b").map { $0["id"] as? String } == ["a1"])
-        let csv = try cli.ok(["export", "--format", "csv", "--table", "athletes"], node: "b")
+        try await cli.ok(["schema", "apply", "-"], node: "b", stdin: Self.schema)
+        #expect(try await cli.digest("a") == cli.digest("b"))
+        #expect(try await query(cli, "SELECT id, name FROM athletes", node: "b").map { $0["id"] as? String } == ["a1"])
+        let csv = try await cli.ok(["export", "--format", "csv", "--table", "athletes"], node: "b")
         #expect(csv == "id,name,weight_kg,xp\r\na1,\"Ana, \"\"the\"\" rower\",,0\r\n", "\(csv)")
     }
 }

@@ -33,10 +33,11 @@ struct CLI {
 
     func dataDir(_ name: String) -> String { root + "/" + name }
 
-    /// Runs `lansync ARGS` with the data directory `node` and, optionally, standard input.
+    /// Runs `lansync ARGS` with the data directory `node` and, optionally, standard input; waits
+    /// without holding a thread (`Process.runUntilExit`).
     @discardableResult
     func run(_ arguments: [String], node: String? = "a", stdin: String? = nil, environment: [String: String] = [:])
-        throws -> Result
+        async throws -> Result
     {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
@@ -59,30 +60,29 @@ struct CLI {
         } else {
             process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         }
-        try process.run()
-        process.waitUntilExit()
+        let status = try await process.runUntilExit()
         defer {
             try? FileManager.default.removeItem(atPath: outPath)
             try? FileManager.default.removeItem(atPath: errPath)
         }
         return Result(
-            status: process.terminationStatus, stdout: try String(contentsOfFile: outPath, encoding: .utf8),
+            status: status, stdout: try String(contentsOfFile: outPath, encoding: .utf8),
             stderr: try String(contentsOfFile: errPath, encoding: .utf8))
     }
 
     /// Runs a command that must succeed, and returns its standard output.
     @discardableResult
     func ok(_ arguments: [String], node: String? = "a", stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation)
-        throws -> String
+        async throws -> String
     {
-        let result = try run(arguments, node: node, stdin: stdin)
+        let result = try await run(arguments, node: node, stdin: stdin)
         #expect(result.status == 0, "lansync \(arguments.joined(separator: " ")) failed: \(result.stderr)", sourceLocation: sourceLocation)
         return result.stdout
     }
 
     /// `status --json` of a node, parsed.
-    func status(_ node: String = "a") throws -> [String: Any] {
-        let text = try ok(["status", "--json"], node: node)
+    func status(_ node: String = "a") async throws -> [String: Any] {
+        let text = try await ok(["status", "--json"], node: node)
         return try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]
     }
 }

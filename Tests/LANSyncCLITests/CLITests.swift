@@ -2,47 +2,47 @@ import Foundation
 import Testing
 
 @Suite(.serialized) struct IdentityCLITests {
-    @Test func reinstallKeepsTheDeviceIDWithANewReplicaID() throws {
+    @Test func reinstallKeepsTheDeviceIDWithANewReplicaID() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        let first = try cli.ok(["init", "--name", "home-desktop"])
+        let first = try await cli.ok(["init", "--name", "home-desktop"])
         #expect(first.contains("created a new identity"))
-        let before = try cli.status()
-        let again = try cli.ok(["init", "--name", "other"])
+        let before = try await cli.status()
+        let again = try await cli.ok(["init", "--name", "other"])
         #expect(again.contains("nothing changed"))
-        #expect(try cli.status()["replica_id"] as? String == before["replica_id"] as? String)
-        #expect(try cli.status()["name"] as? String == "home-desktop")
+        #expect(try await cli.status()["replica_id"] as? String == before["replica_id"] as? String)
+        #expect(try await cli.status()["name"] as? String == "home-desktop")
         let permissions = try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/identity.json")[.posixPermissions] as? Int
         #expect(permissions == 0o600)
         // Reinstall: the whole data directory is gone.
         try FileManager.default.removeItem(atPath: cli.dataDir("a"))
-        try cli.ok(["init"])
-        let after = try cli.status()
+        try await cli.ok(["init"])
+        let after = try await cli.status()
         #expect(after["device_id"] as? String == before["device_id"] as? String)
         #expect(after["replica_id"] as? String != before["replica_id"] as? String)
         // The global option also works before the command's name.
-        let hoisted = try cli.run(["--data-dir", cli.dataDir("a"), "status", "--json"], node: nil)
+        let hoisted = try await cli.run(["--data-dir", cli.dataDir("a"), "status", "--json"], node: nil)
         #expect(hoisted.status == 0 && hoisted.stdout.contains(after["replica_id"] as! String))
         // The machine ID itself never shows.
-        let id = try cli.ok(["id", "--json"])
+        let id = try await cli.ok(["id", "--json"])
         #expect(!id.contains("0123456789abcdef"))
         #expect(id.contains("\"device_id_source\":\"machine-id\""))
     }
 
-    @Test func missingMachineIDFallsBackToARandomIDAndSaysSo() throws {
+    @Test func missingMachineIDFallsBackToARandomIDAndSaysSo() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        let result = try cli.run(["init"], environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/absent"])
+        let result = try await cli.run(["init"], environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/absent"])
         #expect(result.status == 0)
         #expect(result.stderr.contains("random device ID"))
-        #expect(try cli.ok(["id", "--json"]).contains("\"device_id_source\":\"random\""))
+        #expect(try await cli.ok(["id", "--json"]).contains("\"device_id_source\":\"random\""))
     }
 
-    @Test func commandsOnAnUninitialisedDirectorySayToRunInitAndCreateNothing() throws {
+    @Test func commandsOnAnUninitialisedDirectorySayToRunInitAndCreateNothing() async throws {
         let cli = try CLI()
         defer { cli.remove() }
         for arguments in [["status"], ["log", "list"], ["log", "append", "taps", "{}"], ["pref", "list"], ["id"]] {
-            let result = try cli.run(arguments, node: "empty")
+            let result = try await cli.run(arguments, node: "empty")
             #expect(result.status != 0)
             #expect(result.stderr.contains("lansync init"), "\(arguments): \(result.stderr)")
         }
@@ -51,32 +51,32 @@ import Testing
 }
 
 @Suite(.serialized) struct LogAndPrefCLITests {
-    @Test func appendListAndIdempotentRetry() throws {
+    @Test func appendListAndIdempotentRetry() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"])
-        let id = try cli.ok(["log", "append", "symbol_taps", "{\"symbol\":\"more\",\"grid_position\":[2,3]}"])
+        try await cli.ok(["init"])
+        let id = try await cli.ok(["log", "append", "symbol_taps", "{\"symbol\":\"more\",\"grid_position\":[2,3]}"])
             .trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(id.count == 36)
-        let piped = try cli.ok(["log", "append", "phrases"], stdin: "{\"phrase\": \"I want juice\"}\n")
+        let piped = try await cli.ok(["log", "append", "phrases"], stdin: "{\"phrase\": \"I want juice\"}\n")
         #expect(piped.trimmingCharacters(in: .whitespacesAndNewlines).count == 36)
-        #expect(try cli.ok(["log", "append", "sessions", "{\"minutes\":25}", "--id", "s-1"]) == "s-1\n")
-        #expect(try cli.ok(["log", "append", "sessions", "{\"minutes\":25}", "--id", "s-1"]) == "s-1\n")
-        #expect(try cli.status()["entries"] as? Int == 3)
-        let lines = try cli.ok(["log", "list", "--json"]).split(separator: "\n")
+        #expect(try await cli.ok(["log", "append", "sessions", "{\"minutes\":25}", "--id", "s-1"]) == "s-1\n")
+        #expect(try await cli.ok(["log", "append", "sessions", "{\"minutes\":25}", "--id", "s-1"]) == "s-1\n")
+        #expect(try await cli.status()["entries"] as? Int == 3)
+        let lines = try await cli.ok(["log", "list", "--json"]).split(separator: "\n")
         #expect(lines.count == 3)
         for line in lines {
             let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
             for key in ["id", "stream", "device_id", "time", "payload"] { #expect(object[key] != nil, "\(key) missing") }
         }
-        #expect(try cli.ok(["log", "list", "sessions"]).contains("{\"minutes\":25}"))
-        #expect(try cli.ok(["log", "list", "--since", "2999-01-01"]).isEmpty)
+        #expect(try await cli.ok(["log", "list", "sessions"]).contains("{\"minutes\":25}"))
+        #expect(try await cli.ok(["log", "list", "--since", "2999-01-01"]).isEmpty)
     }
 
-    @Test func badInputExitsNonZeroAndWritesNothing() throws {
+    @Test func badInputExitsNonZeroAndWritesNothing() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"])
+        try await cli.ok(["init"])
         let cases: [[String]] = [
             ["log", "append", "taps", "{not json"],
             ["log", "append", "Bad Stream", "{}"],
@@ -88,111 +88,111 @@ import Testing
             ["export", "--format", "xml"],
         ]
         for arguments in cases {
-            let result = try cli.run(arguments)
+            let result = try await cli.run(arguments)
             #expect(result.status != 0, "\(arguments) succeeded")
             #expect(!result.stderr.isEmpty, "\(arguments) said nothing")
         }
-        let status = try cli.status()
+        let status = try await cli.status()
         #expect(status["entries"] as? Int == 0)
         #expect(status["preferences"] as? Int == 0)
     }
 
-    @Test func bulkLinesAreAllOrNothing() throws {
+    @Test func bulkLinesAreAllOrNothing() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"])
-        let bad = try cli.run(["log", "append", "symbol_taps", "--lines"], stdin: "{\"a\":1}\n{\"a\":2}\n{\"a\":\n{\"a\":4}\n")
+        try await cli.ok(["init"])
+        let bad = try await cli.run(["log", "append", "symbol_taps", "--lines"], stdin: "{\"a\":1}\n{\"a\":2}\n{\"a\":\n{\"a\":4}\n")
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("line 3"))
-        #expect(try cli.status()["entries"] as? Int == 0)
+        #expect(try await cli.status()["entries"] as? Int == 0)
         let input = (0..<25_000).map { "{\"symbol_id\":\($0)}" }.joined(separator: "\n") + "\n\n"
-        let ids = try cli.ok(["log", "append", "symbol_taps", "--lines"], stdin: input).split(separator: "\n")
+        let ids = try await cli.ok(["log", "append", "symbol_taps", "--lines"], stdin: input).split(separator: "\n")
         #expect(ids.count == 25_000)
         #expect(Set(ids).count == 25_000)
-        #expect(try cli.status()["entries"] as? Int == 25_000)
+        #expect(try await cli.status()["entries"] as? Int == 25_000)
     }
 
-    @Test func preferencesSetGetListUnset() throws {
+    @Test func preferencesSetGetListUnset() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"])
-        try cli.ok(["pref", "set", "controls/slider/sensitivity", "0.7"])
-        try cli.ok(["pref", "set", "caregiver/active", "\"dad\""])
-        #expect(try cli.ok(["pref", "get", "caregiver/active"]) == "\"dad\"\n")
-        let json = try cli.ok(["pref", "get", "caregiver/active", "--json"])
+        try await cli.ok(["init"])
+        try await cli.ok(["pref", "set", "controls/slider/sensitivity", "0.7"])
+        try await cli.ok(["pref", "set", "caregiver/active", "\"dad\""])
+        #expect(try await cli.ok(["pref", "get", "caregiver/active"]) == "\"dad\"\n")
+        let json = try await cli.ok(["pref", "get", "caregiver/active", "--json"])
         #expect(json.contains("\"key\":\"caregiver/active\"") && json.contains("\"value\":\"dad\""))
-        #expect(try cli.ok(["pref", "list"]).contains("controls/slider/sensitivity"))
-        try cli.ok(["pref", "unset", "caregiver/active"])
-        let missing = try cli.run(["pref", "get", "caregiver/active"])
+        #expect(try await cli.ok(["pref", "list"]).contains("controls/slider/sensitivity"))
+        try await cli.ok(["pref", "unset", "caregiver/active"])
+        let missing = try await cli.run(["pref", "get", "caregiver/active"])
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("not set"))
-        #expect(!(try cli.ok(["pref", "list"]).contains("caregiver/active")))
-        #expect(try cli.ok(["pref", "list", "--all", "--json"]).contains("\"unset\":true"))
-        let status = try cli.status()
+        #expect(!(try await cli.ok(["pref", "list"]).contains("caregiver/active")))
+        #expect(try await cli.ok(["pref", "list", "--all", "--json"]).contains("\"unset\":true"))
+        let status = try await cli.status()
         #expect(status["preferences"] as? Int == 1)
         #expect(status["unset_preferences"] as? Int == 1)
     }
 }
 
 @Suite(.serialized) struct ExportImportCLITests {
-    @Test func exportImportExportGivesTheSameDigest() throws {
+    @Test func exportImportExportGivesTheSameDigest() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init", "--name", "home"])
-        try cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\"}"])
-        try cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":2,\"label\":\"stop, now\"}"])
-        try cli.ok(["log", "append", "sessions", "{\"minutes\":25}"])
-        try cli.ok(["pref", "set", "caregiver/active", "\"dad\""])
-        try cli.ok(["pref", "set", "board/rows", "4"])
-        try cli.ok(["pref", "unset", "board/rows"])
+        try await cli.ok(["init", "--name", "home"])
+        try await cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\"}"])
+        try await cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":2,\"label\":\"stop, now\"}"])
+        try await cli.ok(["log", "append", "sessions", "{\"minutes\":25}"])
+        try await cli.ok(["pref", "set", "caregiver/active", "\"dad\""])
+        try await cli.ok(["pref", "set", "board/rows", "4"])
+        try await cli.ok(["pref", "unset", "board/rows"])
         let exportPath = cli.root + "/backup.jsonl"
-        try cli.ok(["export", "--out", exportPath])
+        try await cli.ok(["export", "--out", exportPath])
         #expect(!FileManager.default.fileExists(atPath: exportPath + ".partial"))
         // Another machine: a different machine ID, so a different device.
         try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
-        let other = try cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
+        let other = try await cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
         #expect(other.status == 0)
-        #expect(try cli.ok(["import", exportPath], node: "b").contains("imported 3 new entries"))
-        let a = try cli.status("a")
-        let b = try cli.status("b")
+        #expect(try await cli.ok(["import", exportPath], node: "b").contains("imported 3 new entries"))
+        let a = try await cli.status("a")
+        let b = try await cli.status("b")
         #expect(a["digest"] as? String == b["digest"] as? String)
         #expect(b["entries"] as? Int == 3)
         let again = cli.root + "/again.jsonl"
-        try cli.ok(["export", "--out", again], node: "b")
+        try await cli.ok(["export", "--out", again], node: "b")
         let first = try String(contentsOfFile: exportPath, encoding: .utf8).split(separator: "\n").dropFirst()
         let second = try String(contentsOfFile: again, encoding: .utf8).split(separator: "\n").dropFirst()
         #expect(Array(first) == Array(second))
     }
 
-    @Test func truncatedImportWritesNothing() throws {
+    @Test func truncatedImportWritesNothing() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"])
-        for index in 0..<5 { try cli.ok(["log", "append", "taps", "{\"i\":\(index)}"]) }
-        let full = try cli.ok(["export"])
+        try await cli.ok(["init"])
+        for index in 0..<5 { try await cli.ok(["log", "append", "taps", "{\"i\":\(index)}"]) }
+        let full = try await cli.ok(["export"])
         let truncated = cli.root + "/truncated.jsonl"
         try String(full.prefix(full.count * 2 / 3)).write(toFile: truncated, atomically: true, encoding: .utf8)
         try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
-        _ = try cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
-        let result = try cli.run(["import", truncated], node: "b")
+        _ = try await cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
+        let result = try await cli.run(["import", truncated], node: "b")
         #expect(result.status != 0)
         #expect(result.stderr.contains("nothing was imported") || result.stderr.contains("Nothing was imported"))
-        #expect(try cli.status("b")["entries"] as? Int == 0)
-        let missing = try cli.run(["import", cli.root + "/nope.jsonl"], node: "b")
+        #expect(try await cli.status("b")["entries"] as? Int == 0)
+        let missing = try await cli.run(["import", cli.root + "/nope.jsonl"], node: "b")
         #expect(missing.status != 0 && missing.stderr.contains("no file"))
     }
 
-    @Test func csvOfOneStreamHasAColumnPerField() throws {
+    @Test func csvOfOneStreamHasAColumnPerField() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"])
-        try cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\",\"grid_position\":[2,3]}"])
-        try cli.ok(["log", "append", "phrases", "{\"text\":\"hi\"}"])
-        let csv = try cli.ok(["export", "--format", "csv", "--stream", "symbol_taps"])
+        try await cli.ok(["init"])
+        try await cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\",\"grid_position\":[2,3]}"])
+        try await cli.ok(["log", "append", "phrases", "{\"text\":\"hi\"}"])
+        let csv = try await cli.ok(["export", "--format", "csv", "--stream", "symbol_taps"])
         let rows = csv.components(separatedBy: "\r\n").filter { !$0.isEmpty }
         #expect(rows.count == 2)
         #expect(rows[0] == "id,time,device_id,grid_position,label,symbol_id")
-        let refused = try cli.run(["export", "--stream", "symbol_taps"])
+        let refused = try await cli.run(["export", "--stream", "symbol_taps"])
         #expect(refused.status != 0 && refused.stderr.contains("--format csv"))
     }
 }
@@ -204,10 +204,10 @@ import Testing
         ["group", "leave"], ["run"], ["peers"], ["sync"], ["watch"], ["why"], ["doctor"], ["report"], ["report", "usage"],
         ["report", "sessions"], ["report", "regression"],
     ])
-    func everyCommandHelpHasAnExample(command: [String]) throws {
+    func everyCommandHelpHasAnExample(command: [String]) async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        let result = try cli.run(command + ["--help"], node: nil)
+        let result = try await cli.run(command + ["--help"], node: nil)
         #expect(result.status == 0)
         #expect(result.stdout.contains("lansync " + command.joined(separator: " ")), "\(command)")
         #expect(result.stdout.contains("Example"), "\(command) --help has no example")
@@ -215,97 +215,97 @@ import Testing
 }
 
 @Suite(.serialized) struct GroupCLITests {
-    @Test func createJoinShowLeave() throws {
+    @Test func createJoinShowLeave() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"])
-        let none = try cli.run(["group", "show"])
+        try await cli.ok(["init"])
+        let none = try await cli.run(["group", "show"])
         #expect(none.status == 1 && none.stderr.contains("group create"))
-        let created = try cli.ok(["group", "create"])
-        let code = try cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let created = try await cli.ok(["group", "create"])
+        let code = try await cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(created.contains(code))
-        let tag = try JSONSerialization.jsonObject(with: Data(try cli.ok(["group", "show", "--json"]).utf8)) as! [String: Any]
+        let tag = try JSONSerialization.jsonObject(with: Data(try await cli.ok(["group", "show", "--json"]).utf8)) as! [String: Any]
         #expect(created.contains(tag["tag"] as! String))
-        #expect(try cli.status()["group_tag"] as? String == tag["tag"] as? String)
+        #expect(try await cli.status()["group_tag"] as? String == tag["tag"] as? String)
         let permissions = try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/group.json")[.posixPermissions] as? Int
         #expect(permissions == 0o600)
-        #expect(try cli.run(["group", "create"]).status != 0)
+        #expect(try await cli.run(["group", "create"]).status != 0)
 
         try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
-        _ = try cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
-        #expect(try cli.ok(["group", "join", code.uppercased()], node: "b").contains("joined group \(tag["tag"] as! String)"))
-        #expect(try cli.ok(["group", "join", code], node: "b").contains("nothing changed"))
+        _ = try await cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
+        #expect(try await cli.ok(["group", "join", code.uppercased()], node: "b").contains("joined group \(tag["tag"] as! String)"))
+        #expect(try await cli.ok(["group", "join", code], node: "b").contains("nothing changed"))
         var typo = Array(code)
         typo[3] = typo[3] == "a" ? "b" : "a"
-        let refused = try cli.run(["group", "join", String(typo)], node: "b")
+        let refused = try await cli.run(["group", "join", String(typo)], node: "b")
         #expect(refused.status != 0 && refused.stderr.contains("mistyped"))
         // Moving to another group needs --replace.
-        try cli.ok(["group", "leave"])
-        try cli.ok(["group", "create"])
-        let other = try cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(try cli.run(["group", "join", other], node: "b").stderr.contains("--replace"))
-        #expect(try cli.ok(["group", "join", other, "--replace"], node: "b").contains("joined group"))
+        try await cli.ok(["group", "leave"])
+        try await cli.ok(["group", "create"])
+        let other = try await cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await cli.run(["group", "join", other], node: "b").stderr.contains("--replace"))
+        #expect(try await cli.ok(["group", "join", other, "--replace"], node: "b").contains("joined group"))
     }
 }
 
 @Suite struct ConfigCLITests {
-    @Test func theConfigFileSetsTheDataDirectoryAndFlagsWin() throws {
+    @Test func theConfigFileSetsTheDataDirectoryAndFlagsWin() async throws {
         let cli = try CLI()
         defer { cli.remove() }
         let config = cli.root + "/lansync.conf"
         try "# test\ndata-dir = \(cli.dataDir("fromconfig"))\n".write(toFile: config, atomically: true, encoding: .utf8)
-        try cli.ok(["--config", config, "init", "--name", "configured"], node: nil)
+        try await cli.ok(["--config", config, "init", "--name", "configured"], node: nil)
         #expect(FileManager.default.fileExists(atPath: cli.dataDir("fromconfig") + "/identity.json"))
         // --data-dir wins over the file.
-        try cli.ok(["init", "--name", "flagged", "--config", config], node: "flag")
+        try await cli.ok(["init", "--name", "flagged", "--config", config], node: "flag")
         #expect(FileManager.default.fileExists(atPath: cli.dataDir("flag") + "/identity.json"))
-        let status = try cli.ok(["status", "--json", "--config=\(config)"], node: nil)
+        let status = try await cli.ok(["status", "--json", "--config=\(config)"], node: nil)
         #expect(status.contains("\"name\":\"configured\""))
     }
 
-    @Test func aBadConfigStopsEveryCommandWithTheLineAndWritesNothing() throws {
+    @Test func aBadConfigStopsEveryCommandWithTheLineAndWritesNothing() async throws {
         let cli = try CLI()
         defer { cli.remove() }
         let config = cli.root + "/bad.conf"
         try "data-dir = \(cli.dataDir("x"))\nmax-clock-skew = soon\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let result = try cli.run(["--config", config, "init"], node: nil)
+        let result = try await cli.run(["--config", config, "init"], node: nil)
         #expect(result.status == 1)
         #expect(result.stderr.contains("bad.conf:2: max-clock-skew: 'soon'"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: cli.dataDir("x")), "nothing ran")
-        let missing = try cli.run(["--config", cli.root + "/absent.conf", "status"], node: nil)
+        let missing = try await cli.run(["--config", cli.root + "/absent.conf", "status"], node: nil)
         #expect(missing.status == 1 && missing.stderr.contains("does not exist"))
     }
 
-    @Test func helpTopicsExplainTheConcepts() throws {
+    @Test func helpTopicsExplainTheConcepts() async throws {
         let cli = try CLI()
         defer { cli.remove() }
         for topic in ["groups", "streams", "preferences", "reinstall", "discovery", "config"] {
-            let text = try cli.ok(["help", topic], node: nil)
+            let text = try await cli.ok(["help", topic], node: nil)
             #expect(text.hasPrefix(topic.uppercased()), "\(topic): \(text.prefix(40))")
             #expect(text.contains("lansync "), "\(topic) shows a command")
         }
-        #expect(try cli.ok(["help", "group"], node: nil).hasPrefix("GROUPS"), "singular works too")
-        #expect(try cli.ok(["--version"], node: nil).trimmingCharacters(in: .whitespacesAndNewlines).first?.isNumber == true)
+        #expect(try await cli.ok(["help", "group"], node: nil).hasPrefix("GROUPS"), "singular works too")
+        #expect(try await cli.ok(["--version"], node: nil).trimmingCharacters(in: .whitespacesAndNewlines).first?.isNumber == true)
     }
 }
 
 @Suite struct DoctorCLITests {
-    @Test func doctorNamesEachProblemWithItsFix() throws {
+    @Test func doctorNamesEachProblemWithItsFix() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init", "--name", "checked"], node: "a")
-        let alone = try cli.run(["doctor"], node: "a")
+        try await cli.ok(["init", "--name", "checked"], node: "a")
+        let alone = try await cli.run(["doctor"], node: "a")
         #expect(alone.status == 1)
         #expect(alone.stdout.contains("FAIL  in no group"), "\(alone.stdout)")
         #expect(alone.stdout.contains("fix: `lansync group create`"))
         #expect(alone.stdout.contains("no agent running"))
-        try cli.ok(["group", "create"], node: "a")
+        try await cli.ok(["group", "create"], node: "a")
         chmod(cli.dataDir("a"), 0o755)
-        let open = try cli.run(["doctor"], node: "a")
+        let open = try await cli.run(["doctor"], node: "a")
         #expect(open.stdout.contains("is readable by others (mode 755)"), "\(open.stdout)")
         #expect(open.stdout.contains("fix: chmod 700 \(cli.dataDir("a"))"))
         #expect(!open.stdout.contains("in no group"))
-        let missing = try cli.run(["doctor"], node: "nothing-here")
+        let missing = try await cli.run(["doctor"], node: "nothing-here")
         #expect(missing.status == 1 && missing.stdout.contains("lansync init"))
     }
 }
@@ -313,24 +313,24 @@ import Testing
 @Suite struct ProgressCLITests {
     /// Long exports and imports show progress on stderr: plain lines with counts, percentage and
     /// rate when not on a terminal (the test hook reports every update instead of every 2 s).
-    @Test func exportAndImportReportProgress() throws {
+    @Test func exportAndImportReportProgress() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"], node: "a")
+        try await cli.ok(["init"], node: "a")
         let lines = (0..<3_000).map { "{\"n\":\($0)}" }.joined(separator: "\n")
-        try cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
+        try await cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
         let file = cli.root + "/export.jsonl"
         let fast = ["LANSYNC_PROGRESS_INTERVAL_MS": "0"]
-        let exported = try cli.run(["export", "--out", file], node: "a", environment: fast)
+        let exported = try await cli.run(["export", "--out", file], node: "a", environment: fast)
         #expect(exported.status == 0)
         #expect(exported.stderr.contains("export: 1,000 of 3,000 entries (33%)"), "\(exported.stderr)")
         #expect(exported.stderr.contains("/s"))
-        try cli.ok(["init"], node: "b")
-        let imported = try cli.run(["import", file], node: "b", environment: fast)
+        try await cli.ok(["init"], node: "b")
+        let imported = try await cli.run(["import", file], node: "b", environment: fast)
         #expect(imported.status == 0)
         #expect(imported.stderr.contains("import: 2,000 entries ("), "\(imported.stderr)")
         // Without the hook, quick work stays quiet.
-        let quiet = try cli.run(["export", "--out", file], node: "a")
+        let quiet = try await cli.run(["export", "--out", file], node: "a")
         #expect(!quiet.stderr.contains("export:"), "\(quiet.stderr)")
     }
 }
@@ -369,10 +369,10 @@ import Testing
         #expect(process.terminationStatus == 0 && !output.contains("lansync"), "systemd-analyze: \(output)")
     }
 
-    @Test func theExampleConfigIsValid() throws {
+    @Test func theExampleConfigIsValid() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        let result = try cli.run(["--config", Self.root + "/packaging/lansync.conf", "help", "config"], node: nil)
+        let result = try await cli.run(["--config", Self.root + "/packaging/lansync.conf", "help", "config"], node: nil)
         #expect(result.status == 0, "\(result.stderr)")
     }
 }
@@ -381,10 +381,10 @@ import Testing
     /// A process killed mid-write leaves a WAL that the next opener must recover; other processes
     /// opening the replica meanwhile get SQLITE_BUSY_RECOVERY at once (no busy handler). They must
     /// wait and succeed, not fail with "locked" (seen when a CLI command raced an agent's start).
-    @Test func processesOpeningAReplicaThatNeedsRecoveryAllSucceed() throws {
+    @Test func processesOpeningAReplicaThatNeedsRecoveryAllSucceed() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init"], node: "a")
+        try await cli.ok(["init"], node: "a")
         for round in 0..<3 {
             let writer = Process()
             writer.executableURL = URL(fileURLWithPath: CLI.executable)
@@ -423,24 +423,24 @@ import Testing
 /// transaction, says nothing was imported, and nothing was.
 @Suite(.serialized, .enabled(if: getuid() == 0, "mounting a small file system needs root"))
 struct FullDiskTests {
-    @Test func batchedAppendsAndImportSayExactlyWhatWasCommitted() throws {
+    @Test func batchedAppendsAndImportSayExactlyWhatWasCommitted() async throws {
         let cli = try CLI()
         defer { cli.remove() }
         let mountPoint = cli.dataDir("small-disk")
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        let mount = try CLI.shell("mount -t tmpfs -o size=6m tmpfs '\(mountPoint)'")
+        let mount = try await CLI.shell("mount -t tmpfs -o size=6m tmpfs '\(mountPoint)'")
         #expect(mount == 0)
         defer { _ = try? CLI.shell("umount '\(mountPoint)'") }
         // An export made elsewhere, to import once the disk is full.
-        try cli.device("elsewhere")
+        try await cli.device("elsewhere")
         let notes = (0..<20_000).map { "{\"note\":\"\($0) \(String(repeating: "y", count: 80))\"}" }
-        _ = try cli.ok(["log", "append", "notes", "--lines"], node: "elsewhere", stdin: notes.joined(separator: "\n"))
+        _ = try await cli.ok(["log", "append", "notes", "--lines"], node: "elsewhere", stdin: notes.joined(separator: "\n"))
         let export = cli.root + "/elsewhere.jsonl"
-        try cli.ok(["export", "--out", export], node: "elsewhere")
+        try await cli.ok(["export", "--out", export], node: "elsewhere")
 
-        try cli.ok(["init", "--name", "full"], node: "small-disk/node")
+        try await cli.ok(["init", "--name", "full"], node: "small-disk/node")
         let lines = (0..<60_000).map { "{\"symbol\":\"more\",\"i\":\($0),\"note\":\"\(String(repeating: "x", count: 60))\"}" }
-        let result = try cli.run(["log", "append", "taps", "--lines"], node: "small-disk/node", stdin: lines.joined(separator: "\n"))
+        let result = try await cli.run(["log", "append", "taps", "--lines"], node: "small-disk/node", stdin: lines.joined(separator: "\n"))
         #expect(result.status != 0)
         let printed = result.stdout.split(separator: "\n").count
         #expect(printed > 0 && printed < 60_000 && printed % 10_000 == 0, "\(printed) ids printed")
@@ -449,31 +449,31 @@ struct FullDiskTests {
         #expect(result.stderr.contains("the remaining \(60_000 - printed) entries (input lines \(printed + 1)–60000) were not"))
         #expect(!result.stderr.contains("nothing was written"))
         // Exactly the printed entries are held.
-        #expect(try cli.status("small-disk/node")["entries"] as? Int == printed)
+        #expect(try await cli.status("small-disk/node")["entries"] as? Int == printed)
 
         // The failed batch's rollback gave its space back: fill the disk to the last byte again.
-        _ = try CLI.shell("dd if=/dev/zero of='\(mountPoint)/filler' bs=64k 2>/dev/null")
-        let imported = try cli.run(["import", export], node: "small-disk/node")
+        _ = try await CLI.shell("dd if=/dev/zero of='\(mountPoint)/filler' bs=64k 2>/dev/null")
+        let imported = try await cli.run(["import", export], node: "small-disk/node")
         #expect(imported.status != 0)
         #expect(imported.stderr.contains("nothing of \(export) was imported"), "\(imported.stderr)")
-        #expect(try cli.status("small-disk/node")["entries"] as? Int == printed)
+        #expect(try await cli.status("small-disk/node")["entries"] as? Int == printed)
     }
 }
 
 /// `lansync report`: the usage document's regression test through the command line, with entries
 /// written eight days ago (a node clock set back) and today.
 @Suite struct ReportCLITests {
-    @Test func regressionFlagsASymbolThatFellOutOfUseAndThirtyDaysExportAndReimport() throws {
+    @Test func regressionFlagsASymbolThatFellOutOfUseAndThirtyDaysExportAndReimport() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.ok(["init", "--name", "tablet"])
+        try await cli.ok(["init", "--name", "tablet"])
         let eightDaysAgo = ["LANSYNC_TEST_CLOCK_OFFSET_MS": "\(-8 * 86_400_000)"]
         let helps = (1...15).map { _ in #"{"symbol_id":"help","session_id":"old"}"# }.joined(separator: "\n")
-        let written = try cli.run(["log", "append", "symbol_taps", "--lines"], stdin: helps, environment: eightDaysAgo)
+        let written = try await cli.run(["log", "append", "symbol_taps", "--lines"], stdin: helps, environment: eightDaysAgo)
         #expect(written.status == 0, "\(written.stderr)")
-        for _ in 0..<3 { try cli.ok(["log", "append", "symbol_taps", #"{"symbol_id":"want","session_id":"today"}"#]) }
+        for _ in 0..<3 { try await cli.ok(["log", "append", "symbol_taps", #"{"symbol_id":"want","session_id":"today"}"#]) }
 
-        let flags = try cli.ok(["report", "regression", "symbol_taps", "--key", "symbol_id", "--json"])
+        let flags = try await cli.ok(["report", "regression", "symbol_taps", "--key", "symbol_id", "--json"])
             .split(separator: "\n").map(String.init)
         #expect(flags.count == 1, "\(flags)")
         let help = try JSONSerialization.jsonObject(with: Data((flags.first ?? "{}").utf8)) as? [String: Any] ?? [:]
@@ -481,23 +481,23 @@ struct FullDiskTests {
         #expect(help["previous_frequency"] as? Int == 15)
         #expect((help["last_used"] as? String)?.hasSuffix("Z") == true)
 
-        let usage = try cli.ok(["report", "usage", "symbol_taps", "--by", "symbol_id", "--json"])
+        let usage = try await cli.ok(["report", "usage", "symbol_taps", "--by", "symbol_id", "--json"])
         #expect(usage.contains(#""group":"help","count":15"#))
         #expect(usage.contains(#""group":"want","count":3"#))
-        let sessions = try cli.ok(["report", "sessions", "symbol_taps", "--session-field", "session_id"])
+        let sessions = try await cli.ok(["report", "sessions", "symbol_taps", "--session-field", "session_id"])
         #expect(sessions.contains("old") && sessions.contains("today"))
 
         // TEST: data_export_complete — GIVEN 30 days of usage data exists WHEN caregiver exports as
         // JSON THEN export contains all log entries with all fields AND timestamps are ISO 8601
         // format AND file can be re-imported without data loss.
         for day in 1...30 {
-            let written = try cli.run(
+            let written = try await cli.run(
                 ["log", "append", "symbol_taps", #"{"symbol_id":"more","session_id":"day-\#(day)","grid_position":[2,3]}"#],
                 environment: ["LANSYNC_TEST_CLOCK_OFFSET_MS": "\(-day * 86_400_000)"])
             #expect(written.status == 0, "\(written.stderr)")
         }
         let file = cli.root + "/usage.jsonl"
-        try cli.ok(["export", "--out", file])
+        try await cli.ok(["export", "--out", file])
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
             .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             .filter { $0["type"] as? String == "entry" }
@@ -507,11 +507,11 @@ struct FullDiskTests {
             #expect(Set(line.keys).isSuperset(of: ["id", "stream", "device_id", "replica_id", "counter", "hlc", "time", "wall_ms", "payload"]))
             #expect((line["time"] as? String)?.wholeMatch(of: iso8601) != nil, "\(line)")
         }
-        try cli.ok(["init", "--name", "therapist"], node: "b")
-        try cli.ok(["import", file], node: "b")
-        #expect(try cli.digest("b") == cli.digest("a"))
+        try await cli.ok(["init", "--name", "therapist"], node: "b")
+        try await cli.ok(["import", file], node: "b")
+        #expect(try await cli.digest("b") == cli.digest("a"))
 
-        let bad = try cli.run(["report", "usage", "Bad Stream"])
+        let bad = try await cli.run(["report", "usage", "Bad Stream"])
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("stream name"))
     }

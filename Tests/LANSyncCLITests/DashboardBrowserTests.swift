@@ -39,19 +39,23 @@ import Testing
     }
 
     @Test(.enabled(if: chromium != nil, "no chromium: run scripts/setup, which installs it"))
-    func theDashboardShowsTheGroupAndChartsTheEntries() throws {
+    func theDashboardShowsTheGroupAndChartsTheEntries() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.group(of: "home", "therapy")
-        for caregiver in ["mum", "mum", "mum"] { try cli.ok(["log", "append", "taps", "{\"symbol\":\"more\",\"caregiver\":\"\(caregiver)\"}"], node: "home") }
-        for caregiver in ["dad", "dad"] { try cli.ok(["log", "append", "taps", "{\"symbol\":\"help\",\"caregiver\":\"\(caregiver)\"}"], node: "therapy") }
+        try await cli.group(of: "home", "therapy")
+        for caregiver in ["mum", "mum", "mum"] { try await cli.ok(["log", "append", "taps", "{\"symbol\":\"more\",\"caregiver\":\"\(caregiver)\"}"], node: "home") }
+        for caregiver in ["dad", "dad"] { try await cli.ok(["log", "append", "taps", "{\"symbol\":\"help\",\"caregiver\":\"\(caregiver)\"}"], node: "therapy") }
         let home = try AgentProcess(cli, node: "home")
         defer { home.stop() }
         let therapy = try AgentProcess(cli, node: "therapy", arguments: ["--peer", home.address])
         defer { therapy.stop() }
-        #expect(eventually(within: 60) { (try? cli.entries("home")) == 5 && (try? cli.digest("home")) == (try? cli.digest("therapy")) })
+        #expect(await eventually(within: 60) {
+            let entries = try? await cli.entries("home")
+            let (home, therapy) = (try? await cli.digest("home"), try? await cli.digest("therapy"))
+            return entries == 5 && home == therapy
+        })
         let profile = cli.root + "/browser"
-        let link = try cli.ok(["dashboard"], node: "home").trimmingCharacters(in: .whitespacesAndNewlines)
+        let link = try await cli.ok(["dashboard"], node: "home").trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(link.hasPrefix("http://127.0.0.1:") && link.contains("/login?code="))
 
         // The link signs the browser in and lands on the group page: the peer, connected and in sync.

@@ -33,12 +33,12 @@ import Testing
         return (process, output, errors)
     }
 
-    @Test func theAPIAnswersAsDocumentedAndRefusesWhatItMust() throws {
+    @Test func theAPIAnswersAsDocumentedAndRefusesWhatItMust() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        try cli.ok(["group", "create"], node: "a")
-        try cli.ok(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);")
+        try await cli.device("a")
+        try await cli.ok(["group", "create"], node: "a")
+        try await cli.ok(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);")
         let agent = try AgentProcess(cli, node: "a")
         defer { agent.stop() }
         #expect(eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
@@ -51,18 +51,18 @@ import Testing
             #expect(result["ok"] as? Bool == true, "\(name): \(result["detail"] ?? "")")
         }
         // The writes through the API are the node's: the CLI sees them.
-        #expect(try cli.ok(["query", "SELECT body FROM notes ORDER BY id", "--csv"], node: "a") == "body\r\nfirst\r\nsecond\r\n")
+        #expect(try await cli.ok(["query", "SELECT body FROM notes ORDER BY id", "--csv"], node: "a") == "body\r\nfirst\r\nsecond\r\n")
         // Stopping the agent removes the API's address and socket; the token stays.
         agent.stop()
         for file in ["api-address", "api.sock"] { #expect(!FileManager.default.fileExists(atPath: cli.dataDir("a") + "/" + file)) }
         #expect(FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-token"))
     }
 
-    @Test func theChangeFeedLosesAndRepeatsNothingAcrossAnAgentRestart() throws {
+    @Test func theChangeFeedLosesAndRepeatsNothingAcrossAnAgentRestart() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.device("a")
-        try cli.ok(["group", "create"], node: "a")
+        try await cli.device("a")
+        try await cli.ok(["group", "create"], node: "a")
         let dataDir = cli.dataDir("a")
         var agent = try AgentProcess(cli, node: "a")
         defer { agent.stop() }
@@ -76,19 +76,19 @@ import Testing
         #expect(first.status == 0, "\(first.errors)")
         // The agent goes away; taps are logged meanwhile (offline, straight into the replica); it comes back.
         #expect(agent.stop() == 0)
-        for index in 0..<20 { try cli.ok(["log", "append", "taps", "{\"offline\":\(index)}"], node: "a") }
+        for index in 0..<20 { try await cli.ok(["log", "append", "taps", "{\"offline\":\(index)}"], node: "a") }
         agent = try AgentProcess(cli, node: "a")
         let second = try Self.python([Self.tapsScript, "append", "--count", "40", "--stream", "taps"], dataDir: dataDir)
         #expect(second.status == 0, "\(second.errors)")
         // Also a tap of another stream, which this follower skips.
-        try cli.ok(["log", "append", "other", "{}"], node: "a")
+        try await cli.ok(["log", "append", "other", "{}"], node: "a")
         let deadline = Date().addingTimeInterval(120)
-        while follower.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        while follower.process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
         #expect(!follower.process.isRunning, "the follower did not see 100 taps in 120 s")
         if follower.process.isRunning { follower.process.terminate() }
         let received = String(decoding: follower.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .split(separator: "\n").map(String.init)
-        let held = try cli.ok(["log", "list", "taps", "--json"], node: "a").split(separator: "\n").map { line in
+        let held = try await cli.ok(["log", "list", "taps", "--json"], node: "a").split(separator: "\n").map { line in
             (try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? String ?? ""
         }
         #expect(held.count == 100)
