@@ -259,7 +259,9 @@ struct FaultScenarioTests {
 
     /// Entries node 2 is catching up on when it is killed (the debug build the tests use is slow).
     /// Large enough that the kill lands mid-way on a fast machine: 50,000 once finished in the
-    /// 0.2 s between "more than 2,000 held" and the kill.
+    /// 0.2 s between "more than 2,000 held" and the kill. (Once all 120,000 did, when the wait and
+    /// the kill were steps of this test process, whose awaits other tests can delay: now one
+    /// shell process does both, `killWhenHolding`.)
     static let catchUp = 120_000
 
     /// 4. kill -9 while receiving a large catch-up and while the CLI appends; restart; nothing
@@ -276,12 +278,8 @@ struct FaultScenarioTests {
             in: try await cluster.ok(["lansync", "1", "log", "append", "symbol_taps", "--lines"], stdin: bulk))
         #expect(bulkIDs.count == Self.catchUp, "every bulk entry acknowledged with its id")
         try await cluster.startAll(1...2)
-        // Wait until node 2 is part-way through, then kill it while the CLI appends on it.
-        #expect(try await eventually(within: 60) { ((try await cluster.status(2)["entries"] as? Int) ?? 0) > 2_000 })
-        let appender = try cluster.backgroundTaps(2, count: 100, session: "during-crash")
-        try? await Task.sleep(for: .milliseconds(200))
-        try await cluster.ok("kill", "2")
-        let acknowledgedDuring = try appender.finish()
+        // Once node 2 is part-way through, kill it while the CLI appends on it.
+        let acknowledgedDuring = try await cluster.killWhenHolding(2, moreThan: 2_000, tapping: 100, session: "during-crash")
         let kept = (try await cluster.status(2)["entries"] as? Int) ?? 0
         let integrity = try await cluster.ok("exec", "2", "sqlite3", "\(cluster.directory)/node-2/data/replica.sqlite", "PRAGMA integrity_check")
         #expect(integrity.trimmingCharacters(in: .whitespacesAndNewlines) == "ok")
@@ -487,29 +485,38 @@ struct FaultScenarioTests {
 }
 
 extension Cluster {
-    /// Taps appended in the background (a separate process), for killing a node under load.
-    final class BackgroundTaps: @unchecked Sendable {
-        let process: Process
-        let outPath: String
-        init(process: Process, outPath: String) {
-            self.process = process
-            self.outPath = outPath
+    /// Waits until `node` holds more than `entries` entries, starts `count` taps on it in the
+    /// background, and kills its agent 0.2 s later; returns the taps acknowledged (all of them
+    /// finish, the later ones with the agent dead). One shell process does the waiting and the
+    /// killing, so their timing does not depend on this test process's scheduling.
+    func killWhenHolding(_ node: Int, moreThan entries: Int, tapping count: Int, session: String) async throws -> [String] {
+        let tapFile = NSTemporaryDirectory() + "taps-\(UUID().uuidString).sh"
+        let outPath = tapFile + ".out"
+        try tapScript(node, count: count, session: session).write(toFile: tapFile, atomically: true, encoding: .utf8)
+        defer {
+            try? FileManager.default.removeItem(atPath: tapFile)
+            try? FileManager.default.removeItem(atPath: outPath)
         }
-        func finish() throws -> [String] {
-            process.waitUntilExit()
-            defer { try? FileManager.default.removeItem(atPath: outPath) }
-            return Cluster.acknowledgedIDs(in: try String(contentsOfFile: outPath, encoding: .utf8))
-        }
-    }
-
-    func backgroundTaps(_ node: Int, count: Int, session: String) throws -> BackgroundTaps {
-        let process = process(["exec", "\(node)", "bash", "-c", tapScript(node, count: count, session: session)])
-        let outPath = NSTemporaryDirectory() + "taps-\(UUID().uuidString)"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        let cluster = "'\(Self.script)' --prefix \(prefix) --dir '\(directory)'"
+        let script = """
+            export LANSYNC_BIN='\(CLI.executable)'
+            deadline=$((SECONDS + 60))
+            until held=$(\(cluster) lansync \(node) status --json 2>/dev/null | sed -nE 's/.*"entries":([0-9]+).*/\\1/p'); \
+                [ "${held:-0}" -gt \(entries) ]; do
+              [ $SECONDS -lt $deadline ] || { echo "node \(node) never held more than \(entries) entries" >&2; exit 1; }
+              sleep 0.05
+            done
+            \(cluster) exec \(node) bash '\(tapFile)' >'\(outPath)' 2>/dev/null &
+            sleep 0.2
+            \(cluster) kill \(node)
+            wait
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", script]
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        try process.run()
-        return BackgroundTaps(process: process, outPath: outPath)
+        let status = try await process.runUntilExit()
+        #expect(status == 0, "waiting for node \(node) to hold \(entries) entries, then killing it")
+        return Cluster.acknowledgedIDs(in: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "")
     }
 }
