@@ -49,6 +49,8 @@ struct Benchmark {
         var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
         try await tables.run()
         print("")
+        try await SignatureBenchmark.run(root: root, entries: quick ? 20_000 : 1_000_000)
+        print("")
         try await api.run()
         // Nothing of the single-node stages outlives them: their nodes closed and their deltas were
         // released when `singleNode` returned, and their files go now. Kept open and in memory
