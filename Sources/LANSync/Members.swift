@@ -124,7 +124,7 @@ package struct KeyObservation: Codable, Sendable, Equatable {
 
 /// The keys the records live under.
 package enum MemberKeys {
-    package static let prefix = "lansync/"
+    package static let prefix = PreferenceWrite.reservedPrefix
     package static let seenPrefix = "lansync/seen/"
     package static func seen(_ device: String, by observer: String) -> String {
         seenPrefix + device.lowercased() + "/" + observer.lowercased()

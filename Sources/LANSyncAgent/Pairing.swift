@@ -213,33 +213,38 @@ package enum PairingClient {
             guard let peer = PeerAddress(address) else {
                 throw LANSyncError(.invalidInput, "--from \(address) is not HOST:PORT")
             }
-            return try await joinFirst(of: [DialEndpoint(peer)], digits: digits, device: device, name: name).get()
+            return try await joinFirst(of: [DialEndpoint(peer)], digits: digits, device: device, name: name).mapError(\.error).get()
         }
         let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
         var tried: Set<String> = []
-        var lastProblem: String?
+        var lastProblem: LANSyncError?
         while case let left = deadline - ContinuousClock.now, left > .zero {
-            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            let targets = await browse(timeout: seconds, excluding: tried)
+            let targets = await browse(within: left, excluding: tried)
             if targets.isEmpty { break }
             tried.formUnion(targets.map { $0.description })
             switch await joinFirst(of: targets, digits: digits, device: device, name: name) {
             case .success(let joined): return joined
-            case .failure(let error) where error.message.contains("did not match"): throw error
-            case .failure(let error): lastProblem = error.message
+            case .failure(let failure) where failure.wrongCode: throw failure.error
+            case .failure(let failure): lastProblem = failure.error
             }
         }
-        if let lastProblem { throw LANSyncError(.invalidInput, lastProblem) }
+        if let lastProblem { throw lastProblem }
         throw LANSyncError(
             .invalidInput,
             "found no device with an open pairing window on this network within \(Int(timeout)) s; on a member run "
                 + "`lansync group invite` (its agent must be running), check both are on the same network, or give --from HOST:PORT")
     }
 
+    /// Why no target joined; a wrong code ends the search (it costs the window an attempt).
+    struct JoinFailure: Error {
+        let error: LANSyncError
+        let wrongCode: Bool
+    }
+
     /// Runs the pairing with each target in turn until one joins; a wrong code ends the search.
     static func joinFirst(
         of targets: [DialEndpoint], digits: String, device: DeviceID, name: String
-    ) async -> Result<Joined, LANSyncError> {
+    ) async -> Result<Joined, JoinFailure> {
         var lastProblem = "no device answered"
         for target in targets {
             switch await run(digits: digits, device: device, name: name, endpoint: target) {
@@ -250,23 +255,25 @@ package enum PairingClient {
             case .failed(let reason, let wrongCode):
                 if wrongCode {
                     return .failure(
-                        LANSyncError(
-                            .invalidInput,
-                            "the code did not match the one the inviting device shows; check it and try again (its window closes "
-                                + "after \(PairingWindow.maxAttempts) attempts)"))
+                        JoinFailure(
+                            error: LANSyncError(
+                                .invalidInput,
+                                "the code did not match the one the inviting device shows; check it and try again (its window "
+                                    + "closes after \(PairingWindow.maxAttempts) attempts)"),
+                            wrongCode: true))
                 }
                 lastProblem = reason
             case .invited:
                 break
             }
         }
-        return .failure(LANSyncError(.invalidInput, "pairing failed: \(lastProblem)"))
+        return .failure(JoinFailure(error: LANSyncError(.invalidInput, "pairing failed: \(lastProblem)"), wrongCode: false))
     }
 
     /// The addresses of the pairing windows found over mDNS within `timeout`, IPv4 first, but
     /// for those in `excluding` (tried already). Once one is found, a moment more gathers its
     /// other addresses (and other windows open at once).
-    static func browse(timeout: Double, excluding: Set<String> = []) async -> [DialEndpoint] {
+    static func browse(within timeout: Duration, excluding: Set<String> = []) async -> [DialEndpoint] {
         await withTaskGroup(of: [DialEndpoint].self) { tasks in
             tasks.addTask {
                 let state = BrowseState()
@@ -297,7 +304,7 @@ package enum PairingClient {
                 }.filter { !excluding.contains($0.description) }
             }
             tasks.addTask {
-                try? await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))
+                try? await Task.sleep(for: timeout)
                 return []
             }
             let first = await tasks.next() ?? []

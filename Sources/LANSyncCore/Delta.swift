@@ -147,6 +147,12 @@ package enum MergeRule {
     }
 }
 
+extension PreferenceWrite {
+    /// The prefix of the keys LANSync keeps its own records under (the group's members); apps
+    /// cannot write there, and peers hand these records over on their own (`Delta.carrying`).
+    package static let reservedPrefix = "lansync/"
+}
+
 extension Delta {
     /// A delta of one preference that covers exactly its dot: how member records travel on their
     /// own (a hand-over, a welcome) without claiming any other change of their replica.

@@ -133,14 +133,11 @@ package enum WelcomeRecords {
                 throw WireError("a member record that is not a delta")
             }
             guard delta.entries.isEmpty, delta.rows.isEmpty, delta.preferences.count == 1,
-                let record = delta.preferences.first, record.key.hasPrefix(reservedPrefix), record.dot.counter > 0,
+                let record = delta.preferences.first, record.key.hasPrefix(PreferenceWrite.reservedPrefix), record.dot.counter > 0,
                 delta == Delta.carrying(record)
-            else { throw WireError("a member record must be one preference under \(reservedPrefix) covering its own dot") }
+            else { throw WireError("a member record must be one preference under \(PreferenceWrite.reservedPrefix) covering its own dot") }
             records.append(record)
         }
         return records
     }
-
-    /// The prefix every member record's key starts with.
-    package static let reservedPrefix = "lansync/"
 }
