@@ -6,7 +6,7 @@ package import LANSyncCore
 extension ReplicaStore {
 
     /// Applies an app's schema (DESIGN.md, "App tables"): creates the tables, columns and
-    /// indexes it adds to the one applied before, with LANSync's triggers, and shows rows already
+    /// indexes it adds to the one applied before, with LANSync's guards, and shows rows already
     /// received from peers for tables and columns this app now declares. Applying the same schema
     /// again changes nothing. Refused whole, naming every problem, when the schema breaks a rule
     /// or takes anything away. Returns what it added.
@@ -34,7 +34,11 @@ extension ReplicaStore {
                     for change in changes {
                         switch change {
                         case .addTable(let table):
-                            try db.execute(sql: table.sql)
+                            guard let guarded = AppTableGuard.guarded(table.sql) else {
+                                throw StoreError(.schema, "LANSync cannot find the column list of table \(table.name); "
+                                    + "write it as CREATE TABLE name (columns…)")
+                            }
+                            try db.execute(sql: guarded)
                             let name = table.name.lowercased()
                             try db.execute(sql: "INSERT OR IGNORE INTO app_tables (name) VALUES (?)", arguments: [name])
                             touched.insert(name)

@@ -132,6 +132,29 @@ package struct ReplicaStore: Sendable {
         return configuration
     }
 
+    /// Moves app tables an earlier version made, which captured writes with triggers, to the
+    /// pre-update hook: drops the capture triggers and adds the guards (`AppTableGuard`,
+    /// `AppTriggers`). Does nothing, and writes nothing, once every declared table has its guard.
+    static func upgradeAppTables(_ pool: DatabasePool) throws {
+        func unguarded(_ db: Database) throws -> [AppSchema.Table] {
+            let schema = try AppCatalog.load(db).schema
+            return try schema.tables.filter { table in
+                let sql = try String.fetchOne(
+                    db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", arguments: [table.name.lowercased()])
+                return sql.map { !AppTableGuard.isGuarded($0) } ?? false
+            }
+        }
+        guard try !pool.read(unguarded).isEmpty else { return }
+        try pool.write { db in
+            let catalog = try AppCatalog.load(db)
+            for declared in try unguarded(db) {
+                try AppTableGuard.install(onTable: declared.name, db)
+                guard let table = catalog.table(named: declared.name.lowercased()) else { continue }
+                for statement in AppTriggers.statements(for: table) { try db.execute(sql: statement) }
+            }
+        }
+    }
+
     static func pool(path: String, apps: AppTableAccess) throws(StoreError) -> DatabasePool {
         SQLiteProcessSettings.apply()
         let configuration = configuration(apps: apps)
@@ -139,6 +162,7 @@ package struct ReplicaStore: Sendable {
             try retryingWhileBusy {
                 let pool = try DatabasePool(path: path, configuration: configuration)
                 try Schema.migrator.migrate(pool)
+                try upgradeAppTables(pool)
                 // A reader connection's first read is where recovery in another process shows.
                 try pool.read { db in _ = try Row.fetchOne(db, sql: "SELECT 1") }
                 return pool

@@ -171,7 +171,7 @@ extension WriteContext {
         var failure: (any Error)?
         try db.inSavepoint {
             do {
-                result = try recorder.with(.local) { try body(db) }
+                result = try recorder.with(.local, catalog: try catalog()) { try body(db) }
                 for event in recorder.takeEvents() { try apply(event, now: now) }
                 return .commit
             } catch {
@@ -188,21 +188,21 @@ extension WriteContext {
         return result!
     }
 
-    /// Turns one captured row operation into changes (see `AppTriggers` for the arguments).
+    /// Turns one captured row operation into changes (see `AppWriteCapture.Event` for the arguments).
     private mutating func apply(_ event: AppWriteCapture.Event, now: UInt64) throws {
         guard let table = try catalog().tables[event.table], let declared = table.declared else {
-            throw StoreError(.sql, "a trigger names app table \(event.table), which is not declared; apply the schema again")
+            throw StoreError(.database, "a write was captured for app table \(event.table), which is not declared; the database is damaged")
         }
         let arguments = event.arguments
         switch event.operation {
         case .insert:
-            guard arguments.count == table.columns.count else { throw staleTriggers(declared) }
+            guard arguments.count == table.columns.count else { throw malformedCapture(declared) }
             try insert(arguments, into: table, now: now)
         case .update:
             let keyCount = table.keyColumns.count
             let counterCount = table.counterColumns.count
             guard arguments.count == table.maskCount + keyCount + counterCount + table.columns.count else {
-                throw staleTriggers(declared)
+                throw malformedCapture(declared)
             }
             let masks = arguments[0..<table.maskCount].map { value -> Int64 in
                 if case .integer(let mask) = value { return mask }
@@ -221,13 +221,13 @@ extension WriteContext {
             let changed = table.columns.indices.filter { (masks[$0 / 62] >> ($0 % 62)) & 1 == 1 }
             try update(key: newKey, table: table, changed: changed, new: new, oldCounters: oldCounters, now: now)
         case .delete:
-            guard arguments.count == table.keyColumns.count else { throw staleTriggers(declared) }
+            guard arguments.count == table.keyColumns.count else { throw malformedCapture(declared) }
             try delete(key: arguments, from: table, now: now)
         }
     }
 
-    private func staleTriggers(_ table: AppSchema.Table) -> StoreError {
-        StoreError(.sql, "the triggers of \(table.name) do not match its declaration; run `lansync schema apply` again")
+    private func malformedCapture(_ table: AppSchema.Table) -> StoreError {
+        StoreError(.database, "a captured write to \(table.name) does not match its declaration; the database is damaged")
     }
 
     private mutating func insert(_ values: [SQLValue], into table: AppCatalog.Table, now: UInt64) throws {
@@ -412,3 +412,4 @@ extension SQLValue {
         }
     }
 }
+

@@ -91,7 +91,7 @@ enum HelpTopic: String, CaseIterable {
 
                 Keys: rows are matched across devices by their primary key, so use keys the app makes up (a UUID in a TEXT column); INTEGER PRIMARY KEY and AUTOINCREMENT are refused, as are UNIQUE columns besides the key and CHECKs over several columns. A newer schema may add tables, columns (nullable or with a DEFAULT) and indexes; nothing may be dropped or renamed. REFERENCES are not enforced when rows arrive (a child may come before its parent); ON DELETE CASCADE and SET NULL apply to the rows this device holds when its app deletes the parent.
 
-                Another program that writes the replica file directly fails (no such function: lansync_capture): every write goes through LANSync so that it syncs. Reading with sqlite3 works.
+                Another program that writes the replica file directly fails (unknown function: lansync_guard()): every write goes through LANSync so that it syncs. Reading with sqlite3 works; check the file with `lansync doctor`, which runs SQLite's integrity check where that function exists.
                 """
         case .reinstall:
             return """

@@ -170,19 +170,91 @@ import Testing
         #expect(try store.recomputeDigest() == store.status().digest)
     }
 
-    @Test func writesOutsideLANSyncFail() throws {
+    @Test func writesOutsideLANSyncFail() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
         let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
         _ = try store.applySchema(Self.schema)
-        // Another program opening the file: no capture function, so the write fails.
-        let other = try DatabaseQueue(path: path)
-        #expect(throws: DatabaseError.self) { try other.write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") } }
-        // LANSync's own connection, outside a write: refused too.
-        #expect(throws: (any Error).self) {
-            try (store.reader as! any DatabaseWriter).write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") }
+        _ = try await store.write(now: 1_000) {
+            try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada'); INSERT INTO metrics VALUES ('m', 's', 1)")
         }
-        #expect(try Self.rows(store, "SELECT id FROM athletes").isEmpty)
+        let digest = try store.status().digest
+        // Another program opening the file: no guard function, so every kind of write fails, and reading works.
+        let other = try DatabaseQueue(path: path)
+        for sql in [
+            "INSERT INTO athletes (id) VALUES ('x')", "UPDATE athletes SET name = 'Bea'", "DELETE FROM athletes",
+            "INSERT INTO metrics VALUES ('n', 's', 2)", "UPDATE metrics SET watts = 3", "DELETE FROM metrics",
+        ] {
+            #expect(throws: DatabaseError.self, "\(sql)") { try other.write { try $0.execute(sql: sql) } }
+        }
+        #expect(try await other.read { try String.fetchAll($0, sql: "SELECT name FROM athletes") } == ["Ada"])
+        // LANSync's own connection, outside a write: refused too.
+        for sql in ["INSERT INTO athletes (id) VALUES ('x')", "UPDATE athletes SET name = 'Bea'", "DELETE FROM athletes"] {
+            #expect(throws: (any Error).self, "\(sql)") { try (store.reader as! any DatabaseWriter).write { try $0.execute(sql: sql) } }
+        }
+        #expect(try Self.rows(store, "SELECT id, name FROM athletes") == [["id": "a".databaseValue, "name": "Ada".databaseValue]])
+        #expect(try store.status().digest == digest)
+        #expect(try store.integrityProblems().isEmpty)
+    }
+
+    /// A database an earlier version made captured writes with triggers on each app table; opening
+    /// it moves the table to the hook and its guards, keeping its rows, and writes sync as before.
+    @Test func tablesOfAnEarlierVersionAreUpgradedWhenOpened() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        do {
+            let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+            _ = try store.applySchema(Self.schema)
+            _ = try await store.write(now: 1_000) { try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')") }
+        }
+        // Made as the earlier version left it: no CHECK, a capture trigger calling a function this version lacks.
+        let old = try DatabaseQueue(path: path)
+        try await old.write { db in
+            let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'")!
+            let version = try Int.fetchOne(db, sql: "PRAGMA schema_version")!
+            try db.execute(sql: "PRAGMA writable_schema = ON")
+            try db.execute(
+                sql: "UPDATE sqlite_master SET sql = ? WHERE name = 'athletes'",
+                arguments: [sql.replacingOccurrences(of: ", " + AppTableGuard.constraint, with: "")])
+            try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+            try db.execute(sql: "PRAGMA writable_schema = OFF")
+            try db.execute(sql: "DROP TRIGGER lansync_athletes_guard_update")
+            try db.execute(sql: "CREATE TRIGGER lansync_athletes_insert AFTER INSERT ON athletes BEGIN SELECT lansync_capture(1, 1, NEW.id); END")
+        }
+        try old.close()
+        let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+        let triggers = try store.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'athletes' ORDER BY name") }
+        #expect(triggers == ["lansync_athletes_guard_delete", "lansync_athletes_guard_update", "lansync_sessions_on_delete_0"])
+        #expect(try store.read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'") }?.contains(", " + AppTableGuard.constraint) == true)
+        _ = try await store.write(now: 2_000) { try $0.execute(sql: "UPDATE athletes SET name = 'Ada L.' WHERE id = 'a'") }
+        #expect(try Self.rows(store, "SELECT name FROM athletes") == [["name": "Ada L.".databaseValue]])
+        #expect(try store.status().tables.first { $0.name == "athletes" }?.rows == 1)
+        #expect(try store.recomputeDigest() == store.status().digest)
+        #expect(try store.integrityProblems().isEmpty)
+        #expect(throws: DatabaseError.self) { try DatabaseQueue(path: path).write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") } }
+    }
+
+    @Test(arguments: [
+        ("CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT)", "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT, CHECK (lansync_guard()))"),
+        ("CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')') WITHOUT ROWID",
+         "CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')', CHECK (lansync_guard())) WITHOUT ROWID"),
+        ("CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n) STRICT",
+         "CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n, CHECK (lansync_guard())) STRICT"),
+        ("CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here')", "CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here', CHECK (lansync_guard()))"),
+    ])
+    func theGuardIsTheTablesLastConstraint(sql: String, guarded: String) throws {
+        #expect(AppTableGuard.guarded(sql) == guarded)
+        // SQLite reads the result as the same table with one more constraint.
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            db.add(function: DatabaseFunction("lansync_guard", argumentCount: 0, pure: true) { _ in 1 })
+            try db.execute(sql: guarded)
+        }
+    }
+
+    @Test func aTableWithoutAColumnListHasNoGuard() {
+        #expect(AppTableGuard.guarded("CREATE TABLE t AS SELECT 1") == nil)
+        #expect(AppTableGuard.guarded("CREATE TABLE t (id TEXT") == nil)
     }
 
     @Test func valuesRoundTripExactly() async throws {

@@ -52,7 +52,9 @@ package struct AppSchema: Hashable, Sendable {
 
     package var tables: [Table]
     package var indexes: [Index]
-    /// The most columns an app table may have (see `AppTriggers`: an update passes up to two values a column).
+    /// The most columns an app table may have. Earlier versions captured writes with triggers that
+    /// passed up to two values a column to a function (at most 127 arguments); the pre-update hook
+    /// has no such bound, so this may be raised (the wire allows `RowChange.maxColumns`).
     package static let maxColumns = 60
 
     package init(tables: [Table] = [], indexes: [Index] = []) {

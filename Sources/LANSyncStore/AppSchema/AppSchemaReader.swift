@@ -137,8 +137,7 @@ package enum AppSchemaReader {
         if columns.count > AppSchema.maxColumns {
             problems.append(.init(
                 statement: sql,
-                reason: "table \(name) has \(columns.count) columns; LANSync syncs tables of at most \(AppSchema.maxColumns) columns "
-                    + "(its triggers pass a row's values to SQLite functions, which take at most 127 arguments)",
+                reason: "table \(name) has \(columns.count) columns; LANSync syncs tables of at most \(AppSchema.maxColumns) columns",
                 fix: "split the table in two, sharing the primary key"))
         }
         let primaryKey = columns.filter { $0.primaryKeyPosition > 0 }

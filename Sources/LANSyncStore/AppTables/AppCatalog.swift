@@ -4,7 +4,7 @@ import Synchronization
 
 /// What the store knows of app tables: every table it has heard of, by its local number (rows
 /// of tables this replica's app has not declared are kept and relayed: promise 8), and, for the
-/// declared ones, how their columns map to the values LANSync's triggers pass.
+/// declared ones, how their columns map to the values LANSync captures.
 struct AppCatalog: Sendable {
     struct Table: Sendable {
         let number: Int64
@@ -12,8 +12,15 @@ struct AppCatalog: Sendable {
         let name: String
         /// The app's declaration; nil for a table only heard of from peers.
         let declared: AppSchema.Table?
-        /// Lowercase column names in declaration order: the order triggers pass values in.
+        /// Lowercase column names in declaration order: the order captured values are in.
         let columns: [String]
+        /// For each column in declaration order, its position in the table SQLite holds (a column
+        /// a newer schema added comes last there, wherever the declaration puts it).
+        let physicalColumns: [Int32]
+        /// Which columns, in declaration order, have REAL affinity: SQLite stores a whole number
+        /// written to one as an integer and shows it as a real, and the pre-update hook reads the
+        /// stored form (see `AppWriteCapture.arguments`).
+        let realColumns: [Bool]
         /// Indexes into `columns` of the primary key, in key order.
         let keyColumns: [Int]
         /// Indexes into `columns` of counter columns, in declaration order.
@@ -22,12 +29,14 @@ struct AppCatalog: Sendable {
         /// order a change lists its values in.
         let plainColumns: [Int]
 
-        init(number: Int64, name: String, declared: AppSchema.Table?) {
+        init(number: Int64, name: String, declared: AppSchema.Table?, physical: [String: Int32] = [:]) {
             self.number = number
             self.name = name
             self.declared = declared
             let names = declared?.columns.map { $0.name.lowercased() } ?? []
             columns = names
+            physicalColumns = names.enumerated().map { physical[$0.element] ?? Int32($0.offset) }
+            realColumns = declared?.columns.map { Self.hasRealAffinity($0.type) } ?? []
             keyColumns = declared.map { table in
                 table.primaryKey.map { key in table.columns.firstIndex { $0.name.lowercased() == key.lowercased() }! }
             } ?? []
@@ -37,8 +46,21 @@ struct AppCatalog: Sendable {
             plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted { names[$0] < names[$1] }
         }
 
+        /// SQLite's rule for a declared type's affinity (sqlite.org/datatype3.html, 3.1), as far
+        /// as REAL: a type naming INT is INTEGER, CHAR, CLOB or TEXT is TEXT, BLOB or none is BLOB,
+        /// and only then REAL, FLOA or DOUB is REAL.
+        static func hasRealAffinity(_ type: String) -> Bool {
+            let type = type.uppercased()
+            if type.contains("INT") || type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT")
+                || type.contains("BLOB") || type.isEmpty
+            {
+                return false
+            }
+            return type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB")
+        }
+
         var appendOnly: Bool { declared?.appendOnly ?? false }
-        /// Masks of changed columns an update trigger passes: 62 columns per integer.
+        /// Masks of changed columns an update's capture holds: 62 columns per integer.
         var maskCount: Int { (columns.count + 61) / 62 }
     }
 
@@ -46,6 +68,15 @@ struct AppCatalog: Sendable {
     let schema: AppSchema
     private(set) var tables: [Int64: Table] = [:]
     private(set) var numbers: [String: Int64] = [:]
+    /// Each declared table's columns by lowercase name, with their positions in SQLite's table.
+    private var physical: [String: [String: Int32]] = [:]
+
+    /// The declared tables by lowercase name: what a local write captures.
+    var declaredByName: [String: Table] {
+        var tables = [String: Table]()
+        for table in self.tables.values where table.declared != nil { tables[table.name] = table }
+        return tables
+    }
 
     /// Reads the catalog: the applied schema (parsed again: SQLite is the parser) and the table numbers.
     static func load(_ db: Database) throws -> AppCatalog {
@@ -57,6 +88,13 @@ struct AppCatalog: Sendable {
             throw StoreError(.database, "the stored app schema no longer reads (\(error)); the database is damaged")
         }
         var catalog = AppCatalog(schema: schema)
+        for table in schema.tables {
+            var positions = [String: Int32]()
+            for column in try Row.fetchAll(db, sql: "PRAGMA table_info(\(table.name.quotedDatabaseIdentifier))") {
+                positions[(column["name"] as String).lowercased()] = column["cid"]
+            }
+            catalog.physical[table.name.lowercased()] = positions
+        }
         for row in try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables") {
             catalog.add(number: row[0], name: row[1])
         }
@@ -64,7 +102,7 @@ struct AppCatalog: Sendable {
     }
 
     mutating func add(number: Int64, name: String) {
-        tables[number] = Table(number: number, name: name, declared: schema.table(name))
+        tables[number] = Table(number: number, name: name, declared: schema.table(name), physical: physical[name] ?? [:])
         numbers[name] = number
     }
 
@@ -85,33 +123,34 @@ final class AppCatalogCache: Sendable {
     }
 }
 
-/// The triggers LANSync puts on each declared app table (see `AppWriteCapture`): they pass each
-/// row an app's statement inserts, updates or deletes to `lansync_capture`, apply the table's
-/// `ON DELETE` rules to children this replica holds when the app deletes a parent, and refuse
-/// UPDATE and DELETE on append-only tables.
+/// The triggers LANSync puts on each declared app table. Capture is not among them (see
+/// `AppWriteCapture`: a hook costs a fraction of a trigger); they keep other programs from
+/// writing rows no peer would hear of, apply the table's `ON DELETE` rules to children this
+/// replica holds when the app deletes a parent, and refuse UPDATE and DELETE on append-only tables.
 ///
-/// What the capture triggers pass after the table number and the operation:
-/// - insert: `NEW` of every column, in declaration order;
-/// - update: masks of the columns whose value changed (bit i of mask k: column 62k + i), `OLD` of
-///   the key columns, `OLD` of the counter columns, then `NEW` of every column;
-/// - delete: `OLD` of the key columns.
+/// An INSERT is guarded by the table's CHECK constraint (`AppTableGuard`), which costs nothing
+/// measurable; UPDATE and DELETE by triggers that call `lansync_guard()`, which cost about as
+/// much as the row's own write, but only on updates and deletes (a CHECK that names no column is
+/// not evaluated by an UPDATE).
 enum AppTriggers {
     static func names(for table: AppSchema.Table) -> [String] {
-        ["insert", "update", "delete", "refuse_update", "refuse_delete"].map { "lansync_\(table.name.lowercased())_\($0)" }
+        ["guard_update", "guard_delete", "refuse_update", "refuse_delete"].map { "lansync_\(table.name.lowercased())_\($0)" }
+    }
+
+    /// The names of the capture triggers earlier versions made, dropped when a database is upgraded.
+    static func formerNames(for table: AppSchema.Table) -> [String] {
+        ["insert", "update", "delete"].map { "lansync_\(table.name.lowercased())_\($0)" }
     }
 
     /// The statements that (re)create a table's triggers.
     static func statements(for table: AppCatalog.Table) -> [String] {
         guard let declared = table.declared else { return [] }
         let quoted = declared.name.quotedDatabaseIdentifier
-        let columns = declared.columns.map { $0.name.quotedDatabaseIdentifier }
         let names = names(for: declared).map(\.quotedDatabaseIdentifier)
-        var statements = names.map { "DROP TRIGGER IF EXISTS \($0)" }
-        let new = columns.map { "NEW.\($0)" }.joined(separator: ", ")
-        statements.append(
-            "CREATE TRIGGER \(names[0]) AFTER INSERT ON \(quoted) WHEN lansync_local() BEGIN SELECT lansync_capture(\(table.number), 1, \(new)); END")
+        var statements = (names + formerNames(for: declared).map(\.quotedDatabaseIdentifier)).map { "DROP TRIGGER IF EXISTS \($0)" }
         if declared.appendOnly {
-            for (index, operation) in [(3, "UPDATE"), (4, "DELETE")] {
+            // These guard too: another program has no `lansync_local`.
+            for (index, operation) in [(2, "UPDATE"), (3, "DELETE")] {
                 statements.append(
                     "CREATE TRIGGER \(names[index]) BEFORE \(operation) ON \(quoted) WHEN lansync_local() BEGIN "
                         + "SELECT RAISE(ABORT, '\(declared.name) is append-only: its rows are never updated or deleted, "
@@ -119,18 +158,9 @@ enum AppTriggers {
             }
             return statements
         }
-        let masks = (0..<table.maskCount).map { mask in
-            columns.indices.filter { $0 / 62 == mask }.map { "((OLD.\(columns[$0]) IS NOT NEW.\(columns[$0])) << \($0 % 62))" }
-                .joined(separator: " | ")
+        for (index, operation) in [(0, "UPDATE"), (1, "DELETE")] {
+            statements.append("CREATE TRIGGER \(names[index]) BEFORE \(operation) ON \(quoted) BEGIN SELECT lansync_guard(); END")
         }
-        let oldKey = table.keyColumns.map { "OLD.\(columns[$0])" }
-        let oldCounters = table.counterColumns.map { "OLD.\(columns[$0])" }
-        let updateArguments = ([String(table.number), "2"] + masks + oldKey + oldCounters + [new]).joined(separator: ", ")
-        statements.append(
-            "CREATE TRIGGER \(names[1]) AFTER UPDATE ON \(quoted) WHEN lansync_local() BEGIN SELECT lansync_capture(\(updateArguments)); END")
-        statements.append(
-            "CREATE TRIGGER \(names[2]) AFTER DELETE ON \(quoted) WHEN lansync_local() BEGIN SELECT lansync_capture(\(table.number), 3, "
-                + "\(oldKey.joined(separator: ", "))); END")
         return statements
     }
 

@@ -1,10 +1,11 @@
+import CSQLiteConfig
 import GRDB
 import GRDBSQLite
 import LANSyncCore
 
-/// Registers `AppWriteCapture`'s functions through SQLite's C API, which reads each argument
-/// exactly: TEXT with its length (GRDB's `DatabaseValue` stops at an embedded NUL), and without
-/// building a `DatabaseValue` array for every row an app's statement touches.
+/// Registers `AppWriteCapture`'s hook and functions through SQLite's C API, which reads each
+/// value exactly: TEXT with its length (GRDB's `DatabaseValue` stops at an embedded NUL), and
+/// without building a `DatabaseValue` array for every row an app's statement touches.
 extension AppWriteCapture {
     func register(on db: Database) {
         guard let connection = db.sqliteConnection else { return }
@@ -20,27 +21,53 @@ extension AppWriteCapture {
                 case .idle: sqlite3_result_error(call, AppWriteCapture.outsideWrite, -1)
                 }
             }, nil, nil, nil)
+        // Deterministic, so that a CHECK constraint may call it. A read-only connection (a pool's
+        // reader, or `PRAGMA integrity_check` checking the constraint) cannot write, so it passes.
         sqlite3_create_function_v2(
-            connection, "lansync_capture", -1, SQLITE_UTF8, context,
-            { call, count, arguments in
+            connection, "lansync_guard", 0, SQLITE_UTF8 | SQLITE_DETERMINISTIC, context,
+            { call, _, _ in
                 let capture = Unmanaged<AppWriteCapture>.fromOpaque(sqlite3_user_data(call)!).takeUnretainedValue()
-                guard count >= 2, let arguments, sqlite3_value_type(arguments[0]) == SQLITE_INTEGER,
-                    sqlite3_value_type(arguments[1]) == SQLITE_INTEGER
-                else { return sqlite3_result_error(call, "lansync_capture: malformed call; apply the schema again", -1) }
-                let table = sqlite3_value_int64(arguments[0])
-                let operation = sqlite3_value_int64(arguments[1])
-                var values = [SQLValue]()
-                values.reserveCapacity(Int(count) - 2)
-                for index in 2..<Int(count) { values.append(AppWriteCapture.value(arguments[index])) }
-                if let problem = capture.record(table: table, operation: operation, values) {
-                    sqlite3_result_error(call, problem, -1)
+                if capture.mode == .idle, sqlite3_db_readonly(sqlite3_context_db_handle(call), "main") == 0 {
+                    sqlite3_result_error(call, AppWriteCapture.outsideWrite, -1)
                 } else {
-                    sqlite3_result_null(call)
+                    sqlite3_result_int64(call, 1)
                 }
             }, nil, nil, nil)
+        _ = sqlite3_preupdate_hook(
+            connection,
+            { context, connection, operation, _, table, _, _ in
+                guard let context, let connection, let table else { return }
+                let kind: Event.Operation
+                switch operation {
+                case SQLITE_INSERT: kind = .insert
+                case SQLITE_UPDATE: kind = .update
+                case SQLITE_DELETE: kind = .delete
+                default: return
+                }
+                let capture = Unmanaged<AppWriteCapture>.fromOpaque(context).takeUnretainedValue()
+                capture.rowWillChange(HookedRow(connection: connection), operation: kind, table: table)
+            },
+            context)
     }
 
-    private static func value(_ value: OpaquePointer?) -> SQLValue {
+    /// The row the pre-update hook is called for, read through `sqlite3_preupdate_old`/`_new`.
+    private struct HookedRow: PreUpdateRow {
+        let connection: OpaquePointer
+
+        func old(_ column: Int32) -> SQLValue {
+            var value: OpaquePointer?
+            guard sqlite3_preupdate_old(connection, column, &value) == SQLITE_OK else { return .null }
+            return AppWriteCapture.value(value)
+        }
+
+        func new(_ column: Int32) -> SQLValue {
+            var value: OpaquePointer?
+            guard sqlite3_preupdate_new(connection, column, &value) == SQLITE_OK else { return .null }
+            return AppWriteCapture.value(value)
+        }
+    }
+
+    fileprivate static func value(_ value: OpaquePointer?) -> SQLValue {
         switch sqlite3_value_type(value) {
         case SQLITE_INTEGER: return .integer(sqlite3_value_int64(value))
         case SQLITE_FLOAT: return .real(sqlite3_value_double(value))
