@@ -8,7 +8,7 @@ struct Doctor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check what usually goes wrong, and say what to do about each problem.",
         discussion: """
-            Checks the data directory's permissions, the identity and group, the agent, avahi-daemon, network interfaces that can carry multicast (mDNS), a firewall closing LANSync's port or mDNS, clocks that disagree with peers', peers refused and why, and a device ID shared with a cloned machine. Each line is ok, warn or FAIL, with the fix under it. Exits 1 when anything failed.
+            Checks the data directory's permissions, the identity and group, the replica file (SQLite's integrity check, which only LANSync can run on it: its app tables call a function other programs lack), the agent, avahi-daemon, network interfaces that can carry multicast (mDNS), a firewall closing LANSync's port or mDNS, clocks that disagree with peers', peers refused and why, and a device ID shared with a cloned machine. Each line is ok, warn or FAIL, with the fix under it. Exits 1 when anything failed.
 
             Examples:
               lansync doctor
@@ -41,6 +41,7 @@ struct Doctor: AsyncParsableCommand {
             Self.print(findings)
             throw ExitCode(1)
         }
+        findings.append(Self.checkIntegrity(node))
         if let tag = try? node.group()?.tag {
             findings.append(Finding(verdict: .ok, text: "in group \(tag)"))
         } else {
@@ -67,6 +68,21 @@ struct Doctor: AsyncParsableCommand {
         }
         Self.print(findings)
         if findings.contains(where: { $0.verdict == .fail }) { throw ExitCode(1) }
+    }
+
+    /// SQLite's `PRAGMA integrity_check` on the replica, through LANSync's connection.
+    static func checkIntegrity(_ node: LANSyncNode) -> Finding {
+        let fix = "stop the agent, move the data directory aside and set this device up again (`lansync init`, `lansync group join`): "
+            + "peers send back everything they hold; `lansync export` on the old directory may save what only this device had"
+        do {
+            let problems = try node.store.integrityProblems()
+            guard problems.isEmpty else {
+                return Finding(verdict: .fail, text: "replica file damaged: \(problems.prefix(3).joined(separator: "; "))", fix: fix)
+            }
+            return Finding(verdict: .ok, text: "replica file intact (SQLite's integrity check)")
+        } catch {
+            return Finding(verdict: .fail, text: "the replica file could not be checked: \(error)", fix: fix)
+        }
     }
 
     static func print(_ findings: [Finding]) {

@@ -299,6 +299,7 @@ import Testing
         #expect(alone.stdout.contains("FAIL  in no group"), "\(alone.stdout)")
         #expect(alone.stdout.contains("fix: `lansync group create`"))
         #expect(alone.stdout.contains("no agent running"))
+        #expect(alone.stdout.contains("ok    replica file intact"), "\(alone.stdout)")
         try await cli.ok(["group", "create"], node: "a")
         chmod(cli.dataDir("a"), 0o755)
         let open = try await cli.run(["doctor"], node: "a")
