@@ -16,7 +16,30 @@ import Synchronization
 ///     swift run -c release lansync-bench --api [--quick]    # the local API only
 @main
 struct Benchmark {
+    static let usage = """
+        usage: lansync-bench [OPTION]       (build with -c release: debug figures mean nothing)
+
+          (none)               every speed goal: 100,000 rows, app tables, signatures, local API, network
+          --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
+          --tables [--quick]   app tables only
+          --tables-profile [merge]  LANSync's app-table bulk insert (and merge) alone, for a profiler
+          --api [--quick]      the local API only
+          --signatures [N]     what verifying signed changes costs, over N entries (1,000,000)
+          --stages             each catch-up step's cost per row
+          --catch-up N [--append-every MS]  one network catch-up of N entries, for a profiler
+          --idle S             an idle agent's CPU and wakeups over S seconds
+        """
+    static let options: Set<String> = [
+        "--quick", "--tables", "--tables-profile", "merge", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+    ]
+
     static func main() async throws {
+        let arguments = CommandLine.arguments.dropFirst()
+        if arguments.contains("--help") || arguments.contains("-h") { return print(usage) }
+        if let unknown = arguments.first(where: { !options.contains($0) && Int($0) == nil }) {
+            FileHandle.standardError.write(Data("lansync-bench: unknown option \(unknown)\n\n\(usage)\n".utf8))
+            exit(2)
+        }
         // The baseline opens SQLite before any replica does: the same process settings for both.
         SQLiteProcessSettings.apply()
         let quick = CommandLine.arguments.contains("--quick")
