@@ -136,20 +136,24 @@ package struct ReplicaStore: Sendable {
     /// pre-update hook: drops the capture triggers and adds the guards (`AppTableGuard`,
     /// `AppTriggers`). Does nothing, and writes nothing, once every declared table has its guard.
     static func upgradeAppTables(_ pool: DatabasePool) throws {
-        func unguarded(_ db: Database) throws -> [AppSchema.Table] {
-            let schema = try AppCatalog.load(db).schema
-            return try schema.tables.filter { table in
-                let sql = try String.fetchOne(
-                    db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", arguments: [table.name.lowercased()])
-                return sql.map { !AppTableGuard.isGuarded($0) } ?? false
-            }
+        // One query at every open, no schema parsing: the declared tables whose stored CREATE
+        // TABLE lacks the guard.
+        func unguarded(_ db: Database) throws -> [String] {
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT app_tables.name FROM app_tables JOIN sqlite_master
+                    ON sqlite_master.type = 'table' AND lower(sqlite_master.name) = app_tables.name
+                    WHERE app_tables.declared = 1 AND instr(sqlite_master.sql, ?) = 0
+                    """,
+                arguments: [AppTableGuard.function])
         }
         guard try !pool.read(unguarded).isEmpty else { return }
         try pool.write { db in
             let catalog = try AppCatalog.load(db)
-            for declared in try unguarded(db) {
-                try AppTableGuard.install(onTable: declared.name, db)
-                guard let table = catalog.table(named: declared.name.lowercased()) else { continue }
+            for name in try unguarded(db) {
+                try AppTableGuard.install(onTable: name, db)
+                guard let table = catalog.table(named: name) else { continue }
                 for statement in AppTriggers.statements(for: table) { try db.execute(sql: statement) }
             }
         }

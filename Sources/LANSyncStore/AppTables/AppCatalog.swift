@@ -29,7 +29,7 @@ struct AppCatalog: Sendable {
         /// order a change lists its values in.
         let plainColumns: [Int]
 
-        init(number: Int64, name: String, declared: AppSchema.Table?, physical: [String: Int32] = [:]) {
+        init(number: Int64, name: String, declared: AppSchema.Table?, physical: [String: Int32]) {
             self.number = number
             self.name = name
             self.declared = declared
@@ -70,13 +70,6 @@ struct AppCatalog: Sendable {
     private(set) var numbers: [String: Int64] = [:]
     /// Each declared table's columns by lowercase name, with their positions in SQLite's table.
     private var physical: [String: [String: Int32]] = [:]
-
-    /// The declared tables by lowercase name: what a local write captures.
-    var declaredByName: [String: Table] {
-        var tables = [String: Table]()
-        for table in self.tables.values where table.declared != nil { tables[table.name] = table }
-        return tables
-    }
 
     /// Reads the catalog: the applied schema (parsed again: SQLite is the parser) and the table numbers.
     static func load(_ db: Database) throws -> AppCatalog {

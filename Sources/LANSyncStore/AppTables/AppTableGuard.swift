@@ -8,9 +8,11 @@ import GRDB
 /// `AppTriggers`.) The constraint is the table's last; `schema show` prints the app's schema as
 /// the app wrote it, without it.
 enum AppTableGuard {
-    static let constraint = "CHECK (lansync_guard())"
+    /// The call the constraint makes; a table's stored statement holds it once guarded.
+    static let function = "lansync_guard()"
+    static let constraint = "CHECK (\(function))"
 
-    static func isGuarded(_ sql: String) -> Bool { sql.contains("lansync_guard()") }
+    static func isGuarded(_ sql: String) -> Bool { sql.contains(function) }
 
     /// `sql`, a `CREATE TABLE` statement, with the guard added after its last column or
     /// constraint; nil when its column list cannot be found.

@@ -36,8 +36,8 @@ final class AppWriteCapture: Sendable {
     private struct State: ~Copyable {
         var mode: Mode = .idle
         var events: [Event] = []
-        /// The declared tables by lowercase name, during an app's write.
-        var tables: [String: AppCatalog.Table] = [:]
+        /// The catalog of the app's write running, whose declared tables are captured.
+        var catalog: AppCatalog?
         /// The table last looked up, by the address of the name SQLite passed (the same
         /// address for every row of a statement).
         var lastName = 0
@@ -55,18 +55,16 @@ final class AppWriteCapture: Sendable {
     /// transaction that took it along). A local write captures the rows of `catalog`'s declared tables.
     func with<T>(_ mode: Mode, catalog: AppCatalog? = nil, _ body: () throws -> T) rethrows -> T {
         let previous = state.withLock { state in
-            let previous = (state.mode, state.tables)
+            let previous = (state.mode, state.catalog)
             state.mode = mode
-            if let catalog {
-                state.tables = catalog.declaredByName
-            }
+            if let catalog { state.catalog = catalog }
             state.lastName = 0
             state.lastTable = nil
             return previous
         }
         defer {
             state.withLock { state in
-                (state.mode, state.tables) = previous
+                (state.mode, state.catalog) = previous
                 state.lastName = 0
                 state.lastTable = nil
             }
@@ -93,7 +91,7 @@ final class AppWriteCapture: Sendable {
             if state.lastName == address, let last = state.lastTable {
                 table = last
             } else {
-                guard let found = state.tables[String(cString: name).lowercased()] else { return }
+                guard let found = state.catalog?.table(named: String(cString: name).lowercased()), found.declared != nil else { return }
                 (state.lastName, state.lastTable) = (address, found)
                 table = found
             }
