@@ -149,8 +149,11 @@ package struct PairingInviter: Sendable {
             }
             return PairingStep(send: .welcome(sealed: sealed), outcome: .invited(joiner))
         case (_, .refused(let reason)):
+            // A refusal in answer to the reply is the joiner's check of cI failing: a wrong code
+            // (told by where it comes, not by its words, which are for people).
+            let wrongCode = if case .awaitingConfirm = state { true } else { false }
             state = .finished
-            return PairingStep(outcome: .failed(reason: "the joining device gave up: \(reason)", wrongCode: reason.contains("code")))
+            return PairingStep(outcome: .failed(reason: "the joining device gave up: \(reason)", wrongCode: wrongCode))
         case (.finished, _):
             return PairingStep()
         default:
@@ -212,8 +215,11 @@ package struct PairingJoiner: Sendable {
             }
             return PairingStep(outcome: .joined(secret: Array(opened[..<32]), records: records, inviter: inviter))
         case (_, .refused(let reason)):
+            // A refusal in answer to the confirm is the inviter's check of cJ failing: a wrong code
+            // (told by where it comes, not by its words, which are for people).
+            let wrongCode = if case .awaitingWelcome = state { true } else { false }
             state = .finished
-            return PairingStep(outcome: .failed(reason: "the inviting device refused: \(reason)", wrongCode: reason.contains("code")))
+            return PairingStep(outcome: .failed(reason: "the inviting device refused: \(reason)", wrongCode: wrongCode))
         case (.finished, _):
             return PairingStep()
         default:

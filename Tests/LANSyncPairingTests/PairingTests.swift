@@ -115,6 +115,29 @@ import Testing
         #expect(inviter.receive(joiner.hello).send == nil)
     }
 
+    /// Whether a `refused` means a wrong code follows from where it comes (in answer to the
+    /// reply, or to the confirm), never from its words: a closed window's refusal that mentions
+    /// the code does not end a joiner's search, and a check that failed with any wording does.
+    @Test func aRefusalMeansAWrongCodeByWhereItComesNotByItsWords() throws {
+        func wrongCode(_ step: PairingStep) -> Bool? {
+            if case .failed(_, let wrongCode) = step.outcome { wrongCode } else { nil }
+        }
+        // The joiner: refused at once (the hello's answer), then refused in answer to its confirm.
+        var early = try PairingJoiner(code: "48213907", device: Self.joinerDevice, name: "t")
+        #expect(wrongCode(early.receive(.refused(reason: "the window closed: the code was used"))) == false)
+        var inviter = PairingInviter(code: "48213907", secret: Self.secret, device: Self.inviterDevice, name: "h")
+        var joiner = try PairingJoiner(code: "48213907", device: Self.joinerDevice, name: "t")
+        let reply = try #require(inviter.receive(joiner.hello).send)
+        #expect(joiner.receive(reply).send != nil, "the joiner confirms")
+        #expect(wrongCode(joiner.receive(.refused(reason: "no"))) == true)
+        // The inviter: refused before any hello, then refused in answer to its reply.
+        var waiting = PairingInviter(code: "48213907", secret: Self.secret, device: Self.inviterDevice, name: "h")
+        #expect(wrongCode(waiting.receive(.refused(reason: "wrong code"))) == false)
+        var replied = PairingInviter(code: "48213907", secret: Self.secret, device: Self.inviterDevice, name: "h")
+        _ = replied.receive(try PairingJoiner(code: "48213907", device: Self.joinerDevice, name: "t").hello)
+        #expect(wrongCode(replied.receive(.refused(reason: "no"))) == true)
+    }
+
     @Test func aWindowClosesAfterThreeRunsOrWhenItExpiresOrOnceSomeoneJoined() {
         var window = PairingWindow(code: "4821-3907", openedAt: 1_000, minutes: 5)
         #expect(window.closedReason(now: 1_000) == nil)
