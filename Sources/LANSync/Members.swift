@@ -125,12 +125,12 @@ package struct KeyObservation: Codable, Sendable, Equatable {
 /// The keys the records live under.
 package enum MemberKeys {
     package static let prefix = PreferenceWrite.reservedPrefix
-    package static let seenPrefix = "lansync/seen/"
+    package static let seenPrefix = prefix + "seen/"
     package static func seen(_ device: String, by observer: String) -> String {
         seenPrefix + device.lowercased() + "/" + observer.lowercased()
     }
-    package static let memberPrefix = "lansync/member/"
-    package static let epochPrefix = "lansync/epoch/"
+    package static let memberPrefix = prefix + "member/"
+    package static let epochPrefix = prefix + "epoch/"
 
     package static func member(_ device: String) -> String { memberPrefix + device.lowercased() }
     package static func epoch(_ number: UInt64) -> String { epochPrefix + String(number) }

@@ -113,8 +113,10 @@ func eventually(within seconds: Double = 20, _ condition: () async throws -> Boo
     return try await condition()
 }
 
-/// Polls until `condition` holds or `seconds` pass; returns whether it held.
-func eventually(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+/// Polls until `condition` holds or `seconds` pass, blocking this thread between polls; returns
+/// whether it held. Only for a step that must follow its condition at once (see its caller):
+/// everything else awaits `eventually`, which lets other tests run meanwhile.
+func eventuallyOnThisThread(within seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if try condition() { return true }

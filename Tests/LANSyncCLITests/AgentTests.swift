@@ -203,7 +203,7 @@ import Testing
         _ = try await cli.ok(["log", "append", "taps", "--lines"], node: "b", stdin: lines)
         let proxy = try TamperingProxy(target: a.port, flipAfter: 1_500)
         let b = try AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(proxy.port)"])
-        #expect(eventually { a.log.contains("a frame failed authentication (tampered, replayed or reordered)") })
+        #expect(await eventually { a.log.contains("a frame failed authentication (tampered, replayed or reordered)") })
         #expect(a.process.isRunning)
         // (The agent records B as a member once its handshake succeeds, so the digest moves; the
         // entries are what a tampered batch would have brought.)
@@ -262,7 +262,7 @@ import Testing
         let whyObject = try JSONSerialization.jsonObject(with: Data(try await cli.ok(["why", first, "--json"], node: "a").utf8)) as? [String: Any] ?? [:]
         #expect(Set(whyObject.keys) == ["id", "stream", "device_id", "replica_id", "counter", "time", "held_by", "lacking", "unknown"])
         // One line per catch-up (it counts the entry and the member records the two agents wrote).
-        #expect(eventually { b.log.contains("synced") && b.log.contains("sync.received=") }, "one line per catch-up")
+        #expect(await eventually { b.log.contains("synced") && b.log.contains("sync.received=") }, "one line per catch-up")
 
         #expect(b.stop() == 0)
         let second = try await cli.ok(["log", "append", "sessions", #"{"session":"afternoon"}"#], node: "a")

@@ -106,24 +106,27 @@ extension Process {
 }
 
 extension CLI {
-    /// Runs a shell command and waits without holding a thread (`Process.runUntilExit`); returns
-    /// its exit status.
-    static func shell(_ command: String) async throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        return try await process.runUntilExit()
+    /// Runs a shell command (`interpreter -c command`) and waits without holding a thread
+    /// (`Process.runUntilExit`); returns its exit status.
+    static func shell(_ command: String, interpreter: String = "/bin/sh") async throws -> Int32 {
+        try await shellProcess(command, interpreter: interpreter).runUntilExit()
     }
 
-    /// Runs a shell command (for test set-up such as mounting); returns its exit status.
+    /// Runs a shell command and blocks its thread until it exits: only where no await is
+    /// possible (a `defer`, a static property); returns its exit status.
     static func shell(_ command: String) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        let process = shellProcess(command)
         try process.run()
         process.waitUntilExit()
         return process.terminationStatus
+    }
+
+    /// `interpreter -c command`, reading nothing.
+    private static func shellProcess(_ command: String, interpreter: String = "/bin/sh") -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: interpreter)
+        process.arguments = ["-c", command]
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        return process
     }
 }

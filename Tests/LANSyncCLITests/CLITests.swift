@@ -397,7 +397,9 @@ import Testing
             writer.standardError = FileHandle(forWritingAtPath: "/dev/null")
             try writer.run()
             // Kill it once it has committed some batches (the WAL has frames), before it closes.
-            #expect(eventually(within: 20) {
+            // Polled on this thread, not awaited: an await can be delayed by other tests until
+            // the writer has finished, and then nothing needs recovery.
+            #expect(eventuallyOnThisThread(within: 20) {
                 ((try? FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/replica.sqlite-wal")[.size] as? Int)
                     ?? 0) > 2_000_000
             })

@@ -62,7 +62,7 @@ import Testing
         var group = try Self.dom(link, profile: profile)
         if !group.contains("In sync with all 1 connected peer") {
             // The peers' digests are announced every few seconds: the page refreshes; so do we.
-            _ = eventually(within: 30) {
+            _ = await eventually(within: 30) {
                 group = (try? Self.dom(link.components(separatedBy: "/login")[0] + "/dashboard/", profile: profile)) ?? ""
                 return group.contains("In sync with all 1 connected peer")
             }

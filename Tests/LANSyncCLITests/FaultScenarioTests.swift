@@ -511,11 +511,7 @@ extension Cluster {
             \(cluster) kill \(node)
             wait
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", script]
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        let status = try await process.runUntilExit()
+        let status = try await CLI.shell(script, interpreter: "/bin/bash")
         #expect(status == 0, "waiting for node \(node) to hold \(entries) entries, then killing it")
         return Cluster.acknowledgedIDs(in: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "")
     }

@@ -41,7 +41,7 @@ import Testing
         try await cli.ok(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);")
         let agent = try AgentProcess(cli, node: "a")
         defer { agent.stop() }
-        #expect(eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
+        #expect(await eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
         let run = try Self.python([Self.checksScript, cli.dataDir("a")], dataDir: cli.dataDir("a"))
         #expect(run.status == 0, "\(run.errors)")
         let results = try #require(
@@ -66,7 +66,7 @@ import Testing
         let dataDir = cli.dataDir("a")
         var agent = try AgentProcess(cli, node: "a")
         defer { agent.stop() }
-        #expect(eventually { FileManager.default.fileExists(atPath: dataDir + "/api-address") })
+        #expect(await eventually { FileManager.default.fileExists(atPath: dataDir + "/api-address") })
         // The follower keeps its cursor in a file, as an app would, and stops after 100 taps.
         let follower = try Self.start(
             [Self.tapsScript, "follow", "--stream", "taps", "--cursor-file", cli.root + "/cursor", "--count", "100", "--give-up-after", "120"],
