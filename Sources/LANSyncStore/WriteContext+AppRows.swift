@@ -61,6 +61,7 @@ extension WriteContext {
     mutating func mergeRow(_ change: RowChange, materialize: Bool) throws -> Bool {
         let table = try appTable(named: change.key.table)
         let key = SQLValue.keyBytes(change.key.primaryKey)
+        if try storeFirst(change, in: table, key: key, materialize: materialize) { return true }
         return try mergeRow(change, table: table, key: key, held: try heldRow(table: table.number, key: key), materialize: materialize)
     }
 
@@ -70,6 +71,47 @@ extension WriteContext {
         guard state.merge(change) else { return false }
         try store(state, of: change.key, in: table, key: key, replacing: held)
         if materialize, table.declared != nil { try self.materialize(state, key: change.key.primaryKey, in: table) }
+        return true
+    }
+
+    /// Stores `change` as the first heard of its row, or returns false, writing nothing, when the
+    /// row is held already. Most rows of a bulk insert or a catch-up are new, so they are not looked
+    /// up first: the row's state, the change alone, is inserted unless its key is taken, and the
+    /// rest of what `store` and `materialize` would write follows straight from the change,
+    /// without building a `RowState` (see `RowState.appendFirst`).
+    private mutating func storeFirst(_ change: RowChange, in table: AppCatalog.Table, key: [UInt8], materialize: Bool) throws -> Bool {
+        let statements = try rowStatements()
+        var row = [UInt8]()
+        row.reserveCapacity(key.count + change.key.table.utf8.count + 64 + change.values.count * 32)
+        row.appendField(change.key.table)
+        row.append(contentsOf: key)
+        let prefix = row.count
+        let live = RowState.appendFirst(change, to: &row)
+        statements.insertNewState.bind(1, table.number)
+        statements.insertNewState.bind(2, key)
+        row.withUnsafeBytes { all in statements.insertNewState.bind(3, UnsafeRawBufferPointer(rebasing: all[prefix...])) }
+        guard try statements.insertNewState.run() == 1 else { return false }
+        if live {
+            statements.insertOp.bind(1, try dotKey(change.dot))
+            statements.insertOp.bind(2, table.number)
+            statements.insertOp.bind(3, key)
+            guard try statements.insertOp.run() == 1 else { throw dotReused(change.dot) }
+        }
+        digest.insert(hash: hasher.hash(row))
+        let exists = change.causalLength % 2 == 1
+        if exists {
+            rowCountChanges[table.number, default: 0] += 1
+            rowCount += 1
+        }
+        guard materialize, table.declared != nil else { return true }
+        guard exists else {
+            try self.materialize(key: change.key.primaryKey, in: table, columns: nil)
+            return true
+        }
+        let present = table.present(
+            cells: change.values, name: \.column, value: \.value,
+            counted: change.kind == .append ? [] : change.totals, name: \.column, total: \.total)
+        try self.materialize(key: change.key.primaryKey, in: table, columns: present)
         return true
     }
 
@@ -120,27 +162,31 @@ extension WriteContext {
     /// the changes that complete it arrive; the state itself is kept and synced.
     /// `table` must be declared by this replica's app.
     mutating func materialize(_ state: RowState, key: [SQLValue], in table: AppCatalog.Table) throws {
+        guard state.exists else { return try materialize(key: key, in: table, columns: nil) }
+        let present = table.present(
+            cells: state.columns, name: \.name, value: \.value,
+            counted: state.counters, name: \.name, total: { $0.cells.reduce(0) { $0 &+ $1.total } })
+        try materialize(key: key, in: table, columns: present)
+    }
+
+    /// Writes row `key` of the app's table with `columns` (declaration indexes and values; the
+    /// rest take their defaults), or deletes it when `columns` is nil or the row breaks a rule.
+    private mutating func materialize(key: [SQLValue], in table: AppCatalog.Table, columns: AppCatalog.Table.Present?) throws {
         let statements = try rowStatements()
         func deleteRow() throws {
             let delete = try statements.delete(from: table, db)
             for (index, value) in key.enumerated() { delete.bind(Int32(index + 1), value) }
             try delete.run()
         }
-        guard state.exists else { return try deleteRow() }
-        // The columns this state has values for, as a mask over the declaration's columns.
-        var present = [Int]()
-        present.reserveCapacity(table.columns.count)
-        for index in table.columns.indices where !table.keyColumns.contains(index) {
-            if state.hasValue(table.columns[index]) { present.append(index) }
-        }
-        let insert = try statements.replace(into: table, columns: present, db)
+        guard let columns else { return try deleteRow() }
+        let insert = try statements.replace(into: table, columns: columns.indexes, db)
         var position: Int32 = 1
         for value in key {
             insert.bind(position, value)
             position += 1
         }
-        for index in present {
-            insert.bind(position, state.value(of: table.columns[index]) ?? .null)
+        for value in columns.values {
+            insert.bind(position, value)
             position += 1
         }
         do {
@@ -234,9 +280,23 @@ extension WriteContext {
         let key = try checkedKey(table.keyColumns.map { values[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
+        let plain = table.plainColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
+        try checkSize(plain, of: rowKey)
+        // Most rows an app inserts are new to this replica: the change that opens the row is
+        // tried first, and a row held already (deleted, or in a life its table does not show) is
+        // looked up after, keeping the same stamp.
+        let (hlc, dot) = (tick(now: now), nextDot())
+        var firstTotals = [RowChange.Total]()
+        if !table.appendOnly {
+            for index in table.counterColumns {
+                firstTotals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
+            }
+        }
+        let first = RowChange(
+            key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
+        if try storeFirst(first, in: table, key: keyBytes, materialize: false) { return }
         let heldRow = try heldRow(table: table.number, key: keyBytes)
         let held = heldRow?.state ?? RowState()
-        let plain = table.plainColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
         let kind: RowChange.Kind
         let life: UInt64
         var totals = [RowChange.Total]()
@@ -258,7 +318,7 @@ extension WriteContext {
                 totals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
             }
         }
-        try makeChange(rowKey, kind: kind, life: life, values: plain, totals: totals, now: now, table: table, key: keyBytes, held: heldRow)
+        try makeChange(rowKey, kind: kind, life: life, values: plain, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldRow)
     }
 
     private mutating func update(
@@ -282,7 +342,8 @@ extension WriteContext {
         }
         guard !values.isEmpty || !totals.isEmpty else { return }
         try makeChange(
-            rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, now: now, table: table, key: keyBytes,
+            rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, hlc: tick(now: now), dot: nextDot(), table: table,
+            key: keyBytes,
             held: heldRow)
     }
 
@@ -292,7 +353,8 @@ extension WriteContext {
         let keyBytes = SQLValue.keyBytes(key)
         guard let heldRow = try heldRow(table: table.number, key: keyBytes), heldRow.state.exists else { return }
         try makeChange(
-            rowKey, kind: .delete, life: heldRow.state.causalLength + 1, values: [], totals: [], now: now, table: table, key: keyBytes,
+            rowKey, kind: .delete, life: heldRow.state.causalLength + 1, values: [], totals: [], hlc: tick(now: now), dot: nextDot(), table: table,
+            key: keyBytes,
             held: heldRow)
     }
 
@@ -320,16 +382,20 @@ extension WriteContext {
         return key
     }
 
-    private mutating func makeChange(
-        _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], now: UInt64,
-        table: AppCatalog.Table, key keyBytes: [UInt8], held: HeldRow?
-    ) throws {
+    private func checkSize(_ values: [RowChange.Value], of key: RowKey) throws {
         let size = values.reduce(0) { $0 + $1.value.byteCount }
         guard size <= RowChange.maxValueBytes else {
             throw StoreError(.sql, "a write to \(key) holds \(size) bytes of values; LANSync syncs rows of up to "
                 + "\(RowChange.maxValueBytes) bytes (keep large files outside the database and store their names)")
         }
-        let change = RowChange(key: key, kind: kind, causalLength: life, hlc: tick(now: now), dot: nextDot(), values: values, totals: totals)
+    }
+
+    private mutating func makeChange(
+        _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], hlc: HybridTimestamp,
+        dot: Dot, table: AppCatalog.Table, key keyBytes: [UInt8], held: HeldRow?
+    ) throws {
+        try checkSize(values, of: key)
+        let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
         _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: false)
     }
 }
@@ -345,6 +411,8 @@ struct IsolatedWriteFailure: Error {
 final class AppRowStatements {
     let selectState: BoundStatement
     let upsertState: BoundStatement
+    /// Inserts a row's state unless the row is held (then it changes nothing).
+    let insertNewState: BoundStatement
     let insertOp: BoundStatement
     let deleteOp: BoundStatement
     private var replaces: [[Int]: BoundStatement] = [:]
@@ -354,6 +422,7 @@ final class AppRowStatements {
     init(_ db: Database) throws {
         selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
         upsertState = try BoundStatement(db, sql: "INSERT OR REPLACE INTO app_rows (tbl, key, state) VALUES (?, ?, ?)")
+        insertNewState = try BoundStatement(db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
         insertOp = try BoundStatement(db, sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
         deleteOp = try BoundStatement(db, sql: "DELETE FROM app_ops WHERE dot = ?")
     }

@@ -214,6 +214,30 @@ import Testing
         }
     }
 
+    /// The store writes a change to a row it never heard of with `appendFirst`, without building
+    /// the state: its bytes must be those of the state the change makes, and it must say whether
+    /// the change stays live, for every kind of change the replicas make (and the edge cases).
+    @Test func firstChangeBytesEqualTheStateItMakes() async {
+        func check(_ change: RowChange) {
+            var state = RowState()
+            state.merge(change)
+            var bytes = [UInt8(7)]
+            let live = RowState.appendFirst(change, to: &bytes)
+            #expect(bytes == [7] + state.canonicalBytes, "\(change)")
+            #expect(live == !state.liveDots.isEmpty, "\(change)")
+        }
+        await propertyCheck(input: Gen.int(in: 3...5), Self.steps) { replicaCount, steps in
+            var simulation = Simulation(replicaCount: replicaCount)
+            for step in steps { simulation.step(step) }
+            for change in simulation.allChanges { check(change) }
+        }
+        check(Self.change(.append, life: 1, at: 5, by: 1, 1, ["name": .text("Ada"), "weight": .real(61.5)]))
+        check(Self.change(.update, life: 3, at: 5, by: 1, 2))
+        check(Self.change(.update, life: 1, at: 5, by: 1, 3, totals: ["xp": 4]))
+        check(Self.change(.insert, life: 5, at: 5, by: 1, 4))
+        check(Self.change(.delete, life: 2, at: 5, by: 1, 5))
+    }
+
     static func change(
         _ kind: RowChange.Kind, life: UInt64, at time: UInt64, by replica: UInt64, _ counter: UInt64,
         _ values: [String: SQLValue] = [:], totals: [String: Int64] = [:]

@@ -49,6 +49,43 @@ extension RowState {
         }
     }
 
+    /// Appends the canonical bytes of the state `change` makes of a row nothing is known of:
+    /// what merging it into `RowState()` and calling `append(to:)` writes, without building the
+    /// state. Most rows a bulk insert or a catch-up writes are such rows, and this is the store's
+    /// path for them. `change` must be valid (`RowChange.problem()` is nil). Returns whether the
+    /// state has a stamp: whether the change stays live (an update that sets nothing does not).
+    @discardableResult
+    package static func appendFirst(_ change: RowChange, to out: inout [UInt8]) -> Bool {
+        let marked = change.kind != .update
+        // An append keeps no counters (a valid one has none).
+        let totals = change.kind == .append ? [] : change.totals
+        let stamped = marked || !change.values.isEmpty || !totals.isEmpty
+        out.appendBigEndian(change.causalLength)
+        out.append(marked ? change.kind.rawValue : 0)
+        out.appendBigEndian(UInt32(stamped ? 1 : 0))
+        if stamped {
+            out.appendBigEndian(change.hlc.rawValue)
+            out.appendBigEndian(change.dot.replica.high)
+            out.appendBigEndian(change.dot.replica.low)
+            out.appendBigEndian(change.dot.counter)
+        }
+        if marked { out.appendBigEndian(UInt32(0)) }
+        out.appendBigEndian(UInt32(change.values.count))
+        for value in change.values {
+            out.appendField(value.column)
+            out.appendBigEndian(UInt32(0))
+            value.value.append(to: &out)
+        }
+        out.appendBigEndian(UInt32(totals.count))
+        for total in totals {
+            out.appendField(total.column)
+            out.appendBigEndian(UInt32(1))
+            out.appendBigEndian(UInt32(0))
+            out.appendBigEndian(UInt64(bitPattern: total.total))
+        }
+        return stamped
+    }
+
     /// Reads what `canonicalBytes` wrote; throws on anything else (including names out of order
     /// or repeated: one state has one encoding).
     package init(canonicalBytes bytes: [UInt8]) throws(SQLValueDecodingError) {

@@ -44,6 +44,44 @@ struct AppCatalog: Sendable {
             counterColumns = names.indices.filter { counters.contains(names[$0]) }
             let key = Set(keyColumns)
             plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted { names[$0] < names[$1] }
+            valueColumns = names.indices.filter { !key.contains($0) }.map { (names[$0], $0) }.sorted { $0.name < $1.name }
+        }
+
+        /// The columns outside the primary key, by name: what a row's values are matched against.
+        let valueColumns: [(name: String, index: Int)]
+
+        /// The columns a row has values for, as `present` finds them.
+        struct Present {
+            /// Declaration indexes, in name order.
+            var indexes: [Int] = []
+            var values: [SQLValue] = []
+        }
+
+        /// The declared columns that `cells` and `counted` (each sorted by name, each name once)
+        /// give values, found in one walk of the three sorted lists. A name in both is a counter,
+        /// as in `RowState.value(of:)`; names this declaration lacks (a newer app's columns) and
+        /// the key's columns are left out.
+        func present<Cells: RandomAccessCollection<CellElement>, CellElement, Counted: RandomAccessCollection<CountedElement>, CountedElement>(
+            cells: Cells, name cellName: (CellElement) -> String, value: (CellElement) -> SQLValue,
+            counted: Counted, name countedName: (CountedElement) -> String, total: (CountedElement) -> Int64
+        ) -> Present {
+            var present = Present()
+            present.indexes.reserveCapacity(cells.count + counted.count)
+            present.values.reserveCapacity(cells.count + counted.count)
+            var cell = cells.startIndex
+            var count = counted.startIndex
+            for column in valueColumns {
+                while cell != cells.endIndex, cellName(cells[cell]) < column.name { cell = cells.index(after: cell) }
+                while count != counted.endIndex, countedName(counted[count]) < column.name { count = counted.index(after: count) }
+                if count != counted.endIndex, countedName(counted[count]) == column.name {
+                    present.indexes.append(column.index)
+                    present.values.append(.integer(total(counted[count])))
+                } else if cell != cells.endIndex, cellName(cells[cell]) == column.name {
+                    present.indexes.append(column.index)
+                    present.values.append(value(cells[cell]))
+                }
+            }
+            return present
         }
 
         /// SQLite's rule for a declared type's affinity (sqlite.org/datatype3.html, 3.1), as far
