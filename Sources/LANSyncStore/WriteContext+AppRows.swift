@@ -342,9 +342,8 @@ extension WriteContext {
         }
         guard !values.isEmpty || !totals.isEmpty else { return }
         try makeChange(
-            rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, hlc: tick(now: now), dot: nextDot(), table: table,
-            key: keyBytes,
-            held: heldRow)
+            rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, hlc: tick(now: now), dot: nextDot(),
+            table: table, key: keyBytes, held: heldRow)
     }
 
     private mutating func delete(key: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
@@ -353,9 +352,8 @@ extension WriteContext {
         let keyBytes = SQLValue.keyBytes(key)
         guard let heldRow = try heldRow(table: table.number, key: keyBytes), heldRow.state.exists else { return }
         try makeChange(
-            rowKey, kind: .delete, life: heldRow.state.causalLength + 1, values: [], totals: [], hlc: tick(now: now), dot: nextDot(), table: table,
-            key: keyBytes,
-            held: heldRow)
+            rowKey, kind: .delete, life: heldRow.state.causalLength + 1, values: [], totals: [], hlc: tick(now: now), dot: nextDot(),
+            table: table, key: keyBytes, held: heldRow)
     }
 
     /// This replica's new total of a counter column: its old total plus what the app added
