@@ -81,28 +81,14 @@ extension WriteContext {
     /// without building a `RowState` (see `RowState.appendFirst`).
     private mutating func storeFirst(_ change: RowChange, in table: AppCatalog.Table, key: [UInt8], materialize: Bool) throws -> Bool {
         let statements = try rowStatements()
-        var row = [UInt8]()
-        row.reserveCapacity(key.count + change.key.table.utf8.count + 64 + change.values.count * 32)
-        row.appendField(change.key.table)
-        row.append(contentsOf: key)
+        var row = Self.identity(of: change.key.table, key: key)
         let prefix = row.count
         let live = RowState.appendFirst(change, to: &row)
-        statements.insertNewState.bind(1, table.number)
-        statements.insertNewState.bind(2, key)
-        row.withUnsafeBytes { all in statements.insertNewState.bind(3, UnsafeRawBufferPointer(rebasing: all[prefix...])) }
-        guard try statements.insertNewState.run() == 1 else { return false }
-        if live {
-            statements.insertOp.bind(1, try dotKey(change.dot))
-            statements.insertOp.bind(2, table.number)
-            statements.insertOp.bind(3, key)
-            guard try statements.insertOp.run() == 1 else { throw dotReused(change.dot) }
-        }
+        guard try statements.insertNewState.run(table: table.number, key: key, state: row[prefix...]) == 1 else { return false }
+        if live { try insertLiveDot(change.dot, table: table.number, key: key) }
         digest.insert(hash: hasher.hash(row))
         let exists = change.causalLength % 2 == 1
-        if exists {
-            rowCountChanges[table.number, default: 0] += 1
-            rowCount += 1
-        }
+        if exists { countRows(in: table.number, by: 1) }
         guard materialize, table.declared != nil else { return true }
         guard exists else {
             try self.materialize(key: change.key.primaryKey, in: table, columns: nil)
@@ -124,35 +110,43 @@ extension WriteContext {
             statements.deleteOp.bind(1, try dotKey(dot))
             try statements.deleteOp.run()
         }
-        for dot in after where !before.contains(dot) {
-            statements.insertOp.bind(1, try dotKey(dot))
-            statements.insertOp.bind(2, table.number)
-            statements.insertOp.bind(3, key)
-            guard try statements.insertOp.run() == 1 else { throw dotReused(dot) }
-        }
-        // The digest hashes the row's identity (table, key) followed by its state.
-        var identity = [UInt8]()
-        identity.reserveCapacity(key.count + rowKey.table.utf8.count + 4 + 256)
-        identity.appendField(rowKey.table)
-        identity.append(contentsOf: key)
+        for dot in after where !before.contains(dot) { try insertLiveDot(dot, table: table.number, key: key) }
+        var identity = Self.identity(of: rowKey.table, key: key)
         let prefix = identity.count
         var row = identity
         state.append(to: &row)
-        statements.upsertState.bind(1, table.number)
-        statements.upsertState.bind(2, key)
-        row.withUnsafeBytes { all in statements.upsertState.bind(3, UnsafeRawBufferPointer(rebasing: all[prefix...])) }
-        try statements.upsertState.run()
+        try statements.upsertState.run(table: table.number, key: key, state: row[prefix...])
         digest.insert(hash: hasher.hash(row))
         if let held {
             identity.append(contentsOf: held.bytes)
             digest.remove(hash: hasher.hash(identity))
         }
         let existed = held?.state.exists ?? false
-        if existed != state.exists {
-            let change = state.exists ? 1 : -1
-            rowCountChanges[table.number, default: 0] += change
-            rowCount += change
-        }
+        if existed != state.exists { countRows(in: table.number, by: state.exists ? 1 : -1) }
+    }
+
+    /// What the digest hashes for a row, before its state: the row's identity (table, key).
+    /// Reserved for a state of a few hundred bytes to follow.
+    private static func identity(of table: String, key: [UInt8]) -> [UInt8] {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(key.count + table.utf8.count + 4 + 256)
+        bytes.appendField(table)
+        bytes.append(contentsOf: key)
+        return bytes
+    }
+
+    /// Indexes a write that wins somewhere in a row's state, so that deltas find it by its dot.
+    private mutating func insertLiveDot(_ dot: Dot, table: Int64, key: [UInt8]) throws {
+        let insert = try rowStatements().insertOp
+        insert.bind(1, try dotKey(dot))
+        insert.bind(2, table)
+        insert.bind(3, key)
+        guard try insert.run() == 1 else { throw dotReused(dot) }
+    }
+
+    private mutating func countRows(in table: Int64, by change: Int) {
+        rowCountChanges[table, default: 0] += change
+        rowCount += change
     }
 
     /// Makes the app's table show a row's state: the row with the values of its latest life
@@ -165,7 +159,7 @@ extension WriteContext {
         guard state.exists else { return try materialize(key: key, in: table, columns: nil) }
         let present = table.present(
             cells: state.columns, name: \.name, value: \.value,
-            counted: state.counters, name: \.name, total: { $0.cells.reduce(0) { $0 &+ $1.total } })
+            counted: state.counters, name: \.name, total: \.sum)
         try materialize(key: key, in: table, columns: present)
     }
 
@@ -313,10 +307,8 @@ extension WriteContext {
                 totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))))
             }
         } else {
-            (kind, life) = (.insert, held.causalLength + 1)
-            for index in table.counterColumns {
-                totals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
-            }
+            // A new life starts every counter from nothing, as the first change did.
+            (kind, life, totals) = (.insert, held.causalLength + 1, firstTotals)
         }
         try makeChange(rowKey, kind: kind, life: life, values: plain, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldRow)
     }
@@ -402,6 +394,17 @@ extension WriteContext {
 /// with other writes is intact, so only its caller hears of the failure.
 struct IsolatedWriteFailure: Error {
     let error: any Error
+}
+
+extension BoundStatement {
+    /// Runs `upsertState` or `insertNewState` for a row's state bytes; returns the rows changed.
+    @discardableResult
+    fileprivate func run(table: Int64, key: [UInt8], state: ArraySlice<UInt8>) throws -> Int {
+        bind(1, table)
+        bind(2, key)
+        state.withUnsafeBytes { bind(3, $0) }
+        return try run()
+    }
 }
 
 /// The statements every app-table row uses in a transaction: prepared once, bound through the C

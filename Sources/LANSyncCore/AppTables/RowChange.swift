@@ -194,6 +194,10 @@ package struct RowState: Hashable, Sendable {
     package struct Counter: Hashable, Sendable {
         package let name: String
         package var cells: [CounterCell]
+
+        /// The column's value: the sum of the totals. Sums wrap, as totals are bounded by what the
+        /// store accepts (a total that would overflow is refused).
+        package var sum: Int64 { cells.reduce(0) { $0 &+ $1.total } }
     }
 
     /// The latest life seen; 0 when nothing is known of the row.
@@ -319,7 +323,7 @@ package struct RowState: Hashable, Sendable {
     /// column then takes its default). A counter column's value is its sum.
     package func value(of column: String) -> SQLValue? {
         let counter = counterIndex(column)
-        if counter.found { return .integer(Self.sum(counters[counter.index].cells)) }
+        if counter.found { return .integer(counters[counter.index].sum) }
         let cell = columnIndex(column)
         return cell.found ? columns[cell.index].value : nil
     }
@@ -327,7 +331,7 @@ package struct RowState: Hashable, Sendable {
     /// A counter column's value: the sum of every replica's latest total in the latest life.
     package func counter(_ column: String) -> Int64 {
         let counter = counterIndex(column)
-        return counter.found ? Self.sum(counters[counter.index].cells) : 0
+        return counter.found ? counters[counter.index].sum : 0
     }
 
     /// This replica's own total of a counter column in the latest life (what its next increment adds to).
@@ -344,12 +348,9 @@ package struct RowState: Hashable, Sendable {
     package var values: [String: SQLValue] {
         var values = [String: SQLValue](minimumCapacity: columns.count + counters.count)
         for cell in columns { values[cell.name] = cell.value }
-        for counter in counters { values[counter.name] = .integer(Self.sum(counter.cells)) }
+        for counter in counters { values[counter.name] = .integer(counter.sum) }
         return values
     }
-
-    /// Sums wrap, as totals are bounded by what the store accepts (a total that would overflow is refused).
-    private static func sum(_ cells: [CounterCell]) -> Int64 { cells.reduce(0) { $0 &+ $1.total } }
 
     /// Every stamp that wins somewhere in this state, each once, ascending.
     package var stamps: [Stamp] {

@@ -25,12 +25,7 @@ extension RowState {
         out.appendBigEndian(causalLength)
         out.append(marker?.kind.rawValue ?? 0)
         out.appendBigEndian(UInt32(stamps.count))
-        for stamp in stamps {
-            out.appendBigEndian(stamp.hlc.rawValue)
-            out.appendBigEndian(stamp.dot.replica.high)
-            out.appendBigEndian(stamp.dot.replica.low)
-            out.appendBigEndian(stamp.dot.counter)
-        }
+        for stamp in stamps { stamp.append(to: &out) }
         if let marker { out.appendBigEndian(index(marker.stamp)) }
         out.appendBigEndian(UInt32(columns.count))
         for cell in columns {
@@ -63,12 +58,7 @@ extension RowState {
         out.appendBigEndian(change.causalLength)
         out.append(marked ? change.kind.rawValue : 0)
         out.appendBigEndian(UInt32(stamped ? 1 : 0))
-        if stamped {
-            out.appendBigEndian(change.hlc.rawValue)
-            out.appendBigEndian(change.dot.replica.high)
-            out.appendBigEndian(change.dot.replica.low)
-            out.appendBigEndian(change.dot.counter)
-        }
+        if stamped { change.stamp.append(to: &out) }
         if marked { out.appendBigEndian(UInt32(0)) }
         out.appendBigEndian(UInt32(change.values.count))
         for value in change.values {
@@ -143,6 +133,16 @@ extension RowState {
         }
         guard reader.isAtEnd else { throw SQLValueDecodingError("bytes after the row state") }
         self.init(causalLength: causalLength, marker: marker, columns: columns, counters: counters)
+    }
+}
+
+extension RowState.Stamp {
+    /// HLC u64 · replica ID (16 bytes) · counter u64, as the state's stamp table lists it.
+    func append(to out: inout [UInt8]) {
+        out.appendBigEndian(hlc.rawValue)
+        out.appendBigEndian(dot.replica.high)
+        out.appendBigEndian(dot.replica.low)
+        out.appendBigEndian(dot.counter)
     }
 }
 
