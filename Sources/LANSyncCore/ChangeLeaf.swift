@@ -1,0 +1,217 @@
+/// The leaves of replicas' chains (`ChainHead`): one 32-byte hash per change, defined so that a
+/// receiver can rebuild it even for a change that was superseded before it was sent, and can
+/// check that what was left out really lost (docs/signed-changes.md, "Leaves").
+///
+/// A store prunes superseded changes (an overwritten preference, an app-table cell that lost), yet
+/// their leaves must keep travelling so that ranges through them verify. A bare leaf would let a
+/// relay pass a live change off as superseded, which is the suppression hole again. So a leaf
+/// hashes in the clear what the "it lost" check needs — the key, the stamp, the column — and
+/// only a hash of the rest.
+package enum ChangeLeaf {
+    /// An entry's leaf is its element hash, which the receiver computes for the digest anyway.
+    /// Its canonical bytes start with `E`; the other leaves' inputs start with `lansync/`.
+    package static func entry(_ entry: Entry, hasher: ElementHasher) -> [UInt8] { hasher.hash(entry) }
+
+    /// A preference write's leaf: `H("lansync/v1/leaf/pref" ‖ field(key) ‖ stamp ‖ element hash)`.
+    package static func preference(_ write: PreferenceWrite, hasher: ElementHasher) -> [UInt8] {
+        preference(PreferenceStub(write, hasher: hasher), hasher: hasher)
+    }
+
+    /// The leaf of the preference write a stub stands for.
+    package static func preference(_ stub: PreferenceStub, hasher: ElementHasher) -> [UInt8] {
+        var input = Array(preferenceTag.utf8)
+        input.reserveCapacity(input.count + 4 + stub.key.utf8.count + 32 + ChainHead.hashByteCount)
+        input.appendField(stub.key)
+        RowState.Stamp(hlc: stub.hlc, dot: stub.dot).append(to: &input)
+        input.append(contentsOf: stub.elementHash)
+        return hasher.hash(input)
+    }
+
+    static let preferenceTag = "lansync/v1/leaf/pref"
+    static let rowTag = "lansync/v1/leaf/row"
+}
+
+/// What stays of a preference write another write superseded: enough to rebuild its leaf and to
+/// check that it lost (the write the receiver holds for `key` must win over `(hlc, dot)`).
+package struct PreferenceStub: Hashable, Sendable {
+    package let key: String
+    package let hlc: HybridTimestamp
+    package let dot: Dot
+    /// The write's element hash (of its canonical bytes).
+    package let elementHash: [UInt8]
+
+    package init(key: String, hlc: HybridTimestamp, dot: Dot, elementHash: [UInt8]) {
+        self.key = key
+        self.hlc = hlc
+        self.dot = dot
+        self.elementHash = elementHash
+    }
+
+    package init(_ write: PreferenceWrite, hasher: ElementHasher) {
+        self.init(key: write.key, hlc: write.hlc, dot: write.dot, elementHash: hasher.hash(write))
+    }
+
+    /// Whether `held`, the write a replica holds for this key, shows that the stubbed write lost.
+    /// The preference order compares the clock, then the dot; a stub never ties with a write
+    /// under its own dot, which is the write itself and so did not lose.
+    package func isSuperseded(by held: PreferenceWrite?) -> Bool {
+        guard let held, held.key == key, held.dot != dot else { return false }
+        if held.hlc != hlc { return hlc < held.hlc }
+        return dot < held.dot
+    }
+}
+
+extension RowChange {
+    /// Which of a change's lists a cell belongs to.
+    package enum CellKind: UInt8, Hashable, Sendable {
+        case value = 1
+        case total = 2
+    }
+
+    /// A cell of a change that lost at the replica sending it: the column and the hash of the
+    /// cell's value instead of the value, so that the receiver can rebuild the change's leaf.
+    package struct LostCell: Hashable, Sendable {
+        package let kind: CellKind
+        package let column: String
+        package let hash: [UInt8]
+
+        package init(kind: CellKind, column: String, hash: [UInt8]) {
+            self.kind = kind
+            self.column = column
+            self.hash = hash
+        }
+    }
+
+    /// `H(0x01 ‖ value's canonical bytes)`. The column's name is not in it: the leaf carries the
+    /// name in the clear, so that a relay cannot say one column lost while sending another's hash.
+    package static func cellHash(value: SQLValue, hasher: ElementHasher) -> [UInt8] {
+        var input: [UInt8] = [CellKind.value.rawValue]
+        value.append(to: &input)
+        return hasher.hash(input)
+    }
+
+    /// `H(0x02 ‖ total i64)`.
+    package static func cellHash(total: Int64, hasher: ElementHasher) -> [UInt8] {
+        var input: [UInt8] = [CellKind.total.rawValue]
+        input.appendBigEndian(UInt64(bitPattern: total))
+        return hasher.hash(input)
+    }
+
+    /// The lost form of one of this change's cells.
+    package static func lost(_ value: Value, hasher: ElementHasher) -> LostCell {
+        LostCell(kind: .value, column: value.column, hash: cellHash(value: value.value, hasher: hasher))
+    }
+
+    package static func lost(_ total: Total, hasher: ElementHasher) -> LostCell {
+        LostCell(kind: .total, column: total.column, hash: cellHash(total: total.total, hasher: hasher))
+    }
+
+    /// This change's leaf, when `lost` are the cells the sender left out of it (none for a change
+    /// as it was written):
+    ///
+    ///     H("lansync/v1/leaf/row" ‖ RowKey canonical bytes ‖ kind u8 ‖ causal length u64 ‖ stamp
+    ///       ‖ u32 n ‖ n × (field(column) ‖ value cell hash) ‖ u32 m ‖ m × (field(column) ‖ total cell hash))
+    ///
+    /// each list in column order, the lost cells in their places. Nil when `lost` names a column
+    /// twice or one the change carries: no change was written so, and the delta is refused.
+    package func leaf(lost: [LostCell] = [], hasher: ElementHasher) -> [UInt8]? {
+        var valueHashes = values.map { (column: $0.column, hash: Self.cellHash(value: $0.value, hasher: hasher)) }
+        var totalHashes = totals.map { (column: $0.column, hash: Self.cellHash(total: $0.total, hasher: hasher)) }
+        for cell in lost {
+            guard cell.hash.count == ChainHead.hashByteCount else { return nil }
+            switch cell.kind {
+            case .value: valueHashes.append((cell.column, cell.hash))
+            case .total: totalHashes.append((cell.column, cell.hash))
+            }
+        }
+        if !lost.isEmpty {
+            valueHashes.sort { $0.column < $1.column }
+            totalHashes.sort { $0.column < $1.column }
+            for list in [valueHashes, totalHashes] {
+                for index in list.indices.dropFirst() where list[index - 1].column == list[index].column { return nil }
+            }
+        }
+        var input = Array(ChangeLeaf.rowTag.utf8)
+        input.reserveCapacity(input.count + 64 + 48 * (valueHashes.count + totalHashes.count) + 64)
+        input.append(contentsOf: key.canonicalBytes)
+        input.append(kind.rawValue)
+        input.appendBigEndian(causalLength)
+        stamp.append(to: &input)
+        for list in [valueHashes, totalHashes] {
+            input.appendBigEndian(UInt32(list.count))
+            for cell in list {
+                input.appendField(cell.column)
+                input.append(contentsOf: cell.hash)
+            }
+        }
+        return hasher.hash(input)
+    }
+
+    /// This change without the cells named: what a sender ships of it once they lost.
+    package func without(_ lost: [LostCell]) -> RowChange {
+        guard !lost.isEmpty else { return self }
+        let lostValues = Set(lost.filter { $0.kind == .value }.map(\.column))
+        let lostTotals = Set(lost.filter { $0.kind == .total }.map(\.column))
+        return RowChange(
+            key: key, kind: kind, causalLength: causalLength, hlc: hlc, dot: dot,
+            values: values.filter { !lostValues.contains($0.column) }, totals: totals.filter { !lostTotals.contains($0.column) })
+    }
+}
+
+extension RowState {
+    /// The cells of `change` and of `held` (the state before merging it) that lost in `self`, the
+    /// state after: each with the dot of the change it belongs to. What a store keeps so that it
+    /// can still send those changes' leaves. Cells of an earlier life all lost once a later life
+    /// began.
+    package func losses(of change: RowChange, before held: RowState, hasher: ElementHasher) -> [(dot: Dot, cell: RowChange.LostCell)] {
+        var losses: [(dot: Dot, cell: RowChange.LostCell)] = []
+        // The held cells this merge displaced.
+        for cell in held.columns where !columns.contains(cell) {
+            let lost = RowChange.LostCell(
+                kind: .value, column: cell.name, hash: RowChange.cellHash(value: cell.value, hasher: hasher))
+            losses.append((cell.stamp.dot, lost))
+        }
+        for counter in held.counters {
+            let kept = counters.first { $0.name == counter.name }?.cells ?? []
+            for cell in counter.cells where !kept.contains(cell) {
+                let lost = RowChange.LostCell(
+                    kind: .total, column: counter.name, hash: RowChange.cellHash(total: cell.total, hasher: hasher))
+                losses.append((cell.stamp.dot, lost))
+            }
+        }
+        // The change's own cells that did not win.
+        let stamp = change.stamp
+        for value in change.values where !columns.contains(Cell(name: value.column, stamp: stamp, value: value.value)) {
+            losses.append((change.dot, RowChange.lost(value, hasher: hasher)))
+        }
+        if change.kind != .append {
+            for total in change.totals {
+                let cell = CounterCell(stamp: stamp, total: total.total)
+                if counters.first(where: { $0.name == total.column })?.cells.contains(cell) != true {
+                    losses.append((change.dot, RowChange.lost(total, hasher: hasher)))
+                }
+            }
+        }
+        return losses
+    }
+
+    /// Whether this state shows that `cell` of a change with `stamp` in life `causalLength` (of
+    /// kind `kind`) lost: the row is in a later life, or the column holds a later write (for a
+    /// total: a later total of the same replica), or, for an append, another append holds the
+    /// key. A receiver checks every cell a sender left out, after merging the delta.
+    package func hasSuperseded(
+        _ cell: RowChange.LostCell, ofChangeAt stamp: Stamp, life: UInt64, kind: RowChange.Kind
+    ) -> Bool {
+        if kind == .append { return isAppended && marker?.stamp != stamp }
+        if causalLength != life { return causalLength > life }
+        switch cell.kind {
+        case .value:
+            guard let held = columns.first(where: { $0.name == cell.column }) else { return false }
+            return stamp < held.stamp
+        case .total:
+            guard let held = counters.first(where: { $0.name == cell.column })?.cells.first(where: { $0.stamp.dot.replica == stamp.dot.replica })
+            else { return false }
+            return stamp.dot.counter < held.stamp.dot.counter
+        }
+    }
+}
