@@ -68,80 +68,88 @@ extension RowChange {
         case total = 2
     }
 
-    /// A cell of a change that lost at the replica sending it: the column and the hash of the
-    /// cell's value instead of the value, so that the receiver can rebuild the change's leaf.
+    /// A cell of a change that lost at the replica sending it: its column and its stand-in
+    /// (`standIn(for:)`) instead of its value, so that the receiver can rebuild the change's leaf.
     package struct LostCell: Hashable, Sendable {
         package let kind: CellKind
         package let column: String
-        package let hash: [UInt8]
+        package let standIn: [UInt8]
 
-        package init(kind: CellKind, column: String, hash: [UInt8]) {
+        package init(kind: CellKind, column: String, standIn: [UInt8]) {
             self.kind = kind
             self.column = column
-            self.hash = hash
+            self.standIn = standIn
         }
     }
 
-    /// `H(0x01 ‖ value's canonical bytes)`. The column's name is not in it: the leaf carries the
-    /// name in the clear, so that a relay cannot say one column lost while sending another's hash.
-    package static func cellHash(value: SQLValue, hasher: ElementHasher) -> [UInt8] {
-        var input: [UInt8] = [CellKind.value.rawValue]
-        value.append(to: &input)
-        return hasher.hash(input)
+    /// What a value stands as in a leaf: its canonical bytes when shorter than 32, else their
+    /// hash (32 bytes, so the two never share a length). Most cells are short (numbers, names),
+    /// so a row's leaf costs one hash of its cells rather than one hash per cell.
+    package static func standIn(for value: SQLValue, hasher: ElementHasher) -> [UInt8] {
+        var bytes = [UInt8]()
+        value.append(to: &bytes)
+        return bytes.count < ChainHead.hashByteCount ? bytes : hasher.hash(bytes)
     }
 
-    /// `H(0x02 ‖ total i64)`.
-    package static func cellHash(total: Int64, hasher: ElementHasher) -> [UInt8] {
-        var input: [UInt8] = [CellKind.total.rawValue]
-        input.appendBigEndian(UInt64(bitPattern: total))
-        return hasher.hash(input)
+    /// A counter total stands as itself: 8 bytes, big-endian.
+    package static func standIn(for total: Int64) -> [UInt8] {
+        var bytes = [UInt8]()
+        bytes.appendBigEndian(UInt64(bitPattern: total))
+        return bytes
     }
 
     /// The lost form of one of this change's cells.
     package static func lost(_ value: Value, hasher: ElementHasher) -> LostCell {
-        LostCell(kind: .value, column: value.column, hash: cellHash(value: value.value, hasher: hasher))
+        LostCell(kind: .value, column: value.column, standIn: standIn(for: value.value, hasher: hasher))
     }
 
-    package static func lost(_ total: Total, hasher: ElementHasher) -> LostCell {
-        LostCell(kind: .total, column: total.column, hash: cellHash(total: total.total, hasher: hasher))
+    package static func lost(_ total: Total) -> LostCell {
+        LostCell(kind: .total, column: total.column, standIn: standIn(for: total.total))
     }
 
     /// This change's leaf, when `lost` are the cells the sender left out of it (none for a change
     /// as it was written):
     ///
     ///     H("lansync/v1/leaf/row" ‖ RowKey canonical bytes ‖ kind u8 ‖ causal length u64 ‖ stamp
-    ///       ‖ u32 n ‖ n × (field(column) ‖ value cell hash) ‖ u32 m ‖ m × (field(column) ‖ total cell hash))
+    ///       ‖ u32 n ‖ n × (field(column) ‖ field(value's stand-in))
+    ///       ‖ u32 m ‖ m × (field(column) ‖ field(total's stand-in)))
     ///
-    /// each list in column order, the lost cells in their places. Nil when `lost` names a column
-    /// twice or one the change carries: no change was written so, and the delta is refused.
+    /// each list in column order, the lost cells in their places. The column names are in the
+    /// clear so that a relay cannot send a live cell's stand-in under the name of a column that
+    /// did lose. Nil when `lost` names a column twice or one the change carries, or holds a
+    /// stand-in no cell has: no change was written so, and the delta is refused.
     package func leaf(lost: [LostCell] = [], hasher: ElementHasher) -> [UInt8]? {
-        var valueHashes = values.map { (column: $0.column, hash: Self.cellHash(value: $0.value, hasher: hasher)) }
-        var totalHashes = totals.map { (column: $0.column, hash: Self.cellHash(total: $0.total, hasher: hasher)) }
+        var valueCells = values.map { (column: $0.column, standIn: Self.standIn(for: $0.value, hasher: hasher)) }
+        var totalCells = totals.map { (column: $0.column, standIn: Self.standIn(for: $0.total)) }
         for cell in lost {
-            guard cell.hash.count == ChainHead.hashByteCount else { return nil }
             switch cell.kind {
-            case .value: valueHashes.append((cell.column, cell.hash))
-            case .total: totalHashes.append((cell.column, cell.hash))
+            case .value:
+                guard cell.standIn.count <= ChainHead.hashByteCount else { return nil }
+                valueCells.append((cell.column, cell.standIn))
+            case .total:
+                guard cell.standIn.count == 8 else { return nil }
+                totalCells.append((cell.column, cell.standIn))
             }
         }
         if !lost.isEmpty {
-            valueHashes.sort { $0.column < $1.column }
-            totalHashes.sort { $0.column < $1.column }
-            for list in [valueHashes, totalHashes] {
+            valueCells.sort { $0.column < $1.column }
+            totalCells.sort { $0.column < $1.column }
+            for list in [valueCells, totalCells] {
                 for index in list.indices.dropFirst() where list[index - 1].column == list[index].column { return nil }
             }
         }
         var input = Array(ChangeLeaf.rowTag.utf8)
-        input.reserveCapacity(input.count + 64 + 48 * (valueHashes.count + totalHashes.count) + 64)
+        input.reserveCapacity(input.count + 96 + (valueCells.count + totalCells.count) * 48)
         input.append(contentsOf: key.canonicalBytes)
         input.append(kind.rawValue)
         input.appendBigEndian(causalLength)
         stamp.append(to: &input)
-        for list in [valueHashes, totalHashes] {
+        for list in [valueCells, totalCells] {
             input.appendBigEndian(UInt32(list.count))
             for cell in list {
                 input.appendField(cell.column)
-                input.append(contentsOf: cell.hash)
+                input.appendBigEndian(UInt32(cell.standIn.count))
+                input.append(contentsOf: cell.standIn)
             }
         }
         return hasher.hash(input)
@@ -167,15 +175,13 @@ extension RowState {
         var losses: [(dot: Dot, cell: RowChange.LostCell)] = []
         // The held cells this merge displaced.
         for cell in held.columns where !columns.contains(cell) {
-            let lost = RowChange.LostCell(
-                kind: .value, column: cell.name, hash: RowChange.cellHash(value: cell.value, hasher: hasher))
+            let lost = RowChange.LostCell(kind: .value, column: cell.name, standIn: RowChange.standIn(for: cell.value, hasher: hasher))
             losses.append((cell.stamp.dot, lost))
         }
         for counter in held.counters {
             let kept = counters.first { $0.name == counter.name }?.cells ?? []
             for cell in counter.cells where !kept.contains(cell) {
-                let lost = RowChange.LostCell(
-                    kind: .total, column: counter.name, hash: RowChange.cellHash(total: cell.total, hasher: hasher))
+                let lost = RowChange.LostCell(kind: .total, column: counter.name, standIn: RowChange.standIn(for: cell.total))
                 losses.append((cell.stamp.dot, lost))
             }
         }
@@ -188,7 +194,7 @@ extension RowState {
             for total in change.totals {
                 let cell = CounterCell(stamp: stamp, total: total.total)
                 if counters.first(where: { $0.name == total.column })?.cells.contains(cell) != true {
-                    losses.append((change.dot, RowChange.lost(total, hasher: hasher)))
+                    losses.append((change.dot, RowChange.lost(total)))
                 }
             }
         }

@@ -64,7 +64,7 @@ import Testing
                     #expect(!state.hasSuperseded(RowChange.lost(value, hasher: Self.hasher), ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind))
                 }
                 for total in shipped.totals {
-                    #expect(!state.hasSuperseded(RowChange.lost(total, hasher: Self.hasher), ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind))
+                    #expect(!state.hasSuperseded(RowChange.lost(total), ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind))
                 }
             }
             // What a receiver rebuilds from the shipped forms equals the state the sender holds.
@@ -85,18 +85,19 @@ import Testing
 
     @Test func theRowLeafIsAsDocumented() {
         let c = Self.change
-        func cell(_ tag: UInt8, _ name: String, _ rest: [UInt8]) -> [UInt8] {
-            [0, 0, 0, UInt8(name.utf8.count)] + Array(name.utf8) + BLAKE2b.hash([tag] + rest)
+        func cell(_ name: String, _ standIn: [UInt8]) -> [UInt8] {
+            [0, 0, 0, UInt8(name.utf8.count)] + Array(name.utf8) + [0, 0, 0, UInt8(standIn.count)] + standIn
         }
         var weight = [UInt8]()
         SQLValue.real(61.5).append(to: &weight)
         var name = [UInt8]()
         SQLValue.text("Ada").append(to: &name)
+        #expect(weight.count < 32 && name.count < 32)
         var input = Array("lansync/v1/leaf/row".utf8) + c.key.canonicalBytes + [1] + [0, 0, 0, 0, 0, 0, 0, 1]
         input.appendBigEndian(HybridTimestamp(physicalMilliseconds: 5_000, logical: 0).rawValue)
         input += c.dot.replica.bytes + [0, 0, 0, 0, 0, 0, 0, 7]
-        input += [0, 0, 0, 2] + cell(1, "name", name) + cell(1, "weight", weight)
-        input += [0, 0, 0, 1] + cell(2, "xp", [0, 0, 0, 0, 0, 0, 0, 4])
+        input += [0, 0, 0, 2] + cell("name", name) + cell("weight", weight)
+        input += [0, 0, 0, 1] + cell("xp", [0, 0, 0, 0, 0, 0, 0, 4])
         #expect(c.leaf(hasher: Self.hasher) == BLAKE2b.hash(input))
     }
 
@@ -127,12 +128,18 @@ import Testing
         let stripped = c.without([weight])
         #expect(stripped.values.count == 1)
         #expect(stripped.leaf(lost: [weight], hasher: Self.hasher) == leaf)
-        #expect(stripped.leaf(lost: [.init(kind: .total, column: "weight", hash: weight.hash)], hasher: Self.hasher) != leaf)
-        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weigh", hash: weight.hash)], hasher: Self.hasher) != leaf)
-        // Malformed: a lost cell the change also carries, one named twice, a short hash.
+        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weigh", standIn: weight.standIn)], hasher: Self.hasher) != leaf)
+        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weight", standIn: [1, 2])], hasher: Self.hasher) != leaf)
+        // Malformed: a lost cell the change also carries, one named twice, stand-ins too long.
         #expect(c.leaf(lost: [weight], hasher: Self.hasher) == nil)
         #expect(stripped.leaf(lost: [weight, weight], hasher: Self.hasher) == nil)
-        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weight", hash: [1, 2])], hasher: Self.hasher) == nil)
+        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weight", standIn: .init(repeating: 1, count: 33))], hasher: Self.hasher) == nil)
+        #expect(stripped.leaf(lost: [.init(kind: .total, column: "weight", standIn: weight.standIn)], hasher: Self.hasher) == nil)
+        // A long value stands as its hash.
+        let long = SQLValue.text(String(repeating: "x", count: 40))
+        var longBytes = [UInt8]()
+        long.append(to: &longBytes)
+        #expect(RowChange.standIn(for: long, hasher: Self.hasher) == BLAKE2b.hash(longBytes))
     }
 
     /// A preference stub rebuilds its write's leaf, and counts as lost exactly when the write held
