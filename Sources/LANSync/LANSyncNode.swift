@@ -22,7 +22,8 @@ public final class LANSyncNode: Sendable {
     private init(dataDirectory: DataDirectory, identity: DeviceIdentity, store: ReplicaStore, clock: NodeClock) {
         self.dataDirectory = dataDirectory
         self.identity = identity
-        self.store = store
+        // Every change this node makes extends its replica's chain, whose heads its device signs.
+        self.store = store.signingHeads(with: identity.signingKey)
         self.clock = clock
     }
 

@@ -221,3 +221,95 @@ extension RowState {
         }
     }
 }
+
+/// What a store keeps of an app-table change that its row's state no longer shows whole (some of
+/// its cells lost, or its kind is no longer its row's marker): the header the leaf needs and the
+/// cells that lost. The change's key and dot are kept beside it.
+package struct RowChangeStub: Hashable, Sendable {
+    package let kind: RowChange.Kind
+    package let causalLength: UInt64
+    package let hlc: HybridTimestamp
+    /// Sorted by kind, then column; each once.
+    package private(set) var lost: [RowChange.LostCell]
+
+    package init(kind: RowChange.Kind, causalLength: UInt64, hlc: HybridTimestamp, lost: [RowChange.LostCell] = []) {
+        self.kind = kind
+        self.causalLength = causalLength
+        self.hlc = hlc
+        self.lost = []
+        add(lost)
+    }
+
+    /// The stub of `change` as written, before anything of it lost.
+    package init(of change: RowChange) {
+        self.init(kind: change.kind, causalLength: change.causalLength, hlc: change.hlc)
+    }
+
+    /// The stub of `change`, with every cell of it lost when `allLost` (a change superseded on
+    /// arrival).
+    package init(of change: RowChange, allLost: Bool, hasher: ElementHasher) {
+        self.init(of: change)
+        guard allLost else { return }
+        add(change.values.map { RowChange.lost($0, hasher: hasher) })
+        if change.kind != .append { add(change.totals.map { RowChange.lost($0) }) }
+    }
+
+    /// Adds cells that lost; a cell known already is kept once. Returns whether any was new.
+    @discardableResult
+    package mutating func add(_ cells: some Sequence<RowChange.LostCell>) -> Bool {
+        var added = false
+        for cell in cells where !lost.contains(where: { $0.kind == cell.kind && $0.column == cell.column }) {
+            lost.append(cell)
+            added = true
+        }
+        if added { lost.sort { ($0.kind.rawValue, $0.column) < ($1.kind.rawValue, $1.column) } }
+        return added
+    }
+
+    /// The change as a sender ships it: this header, the cells of it that still win in `state`
+    /// (its row's state), and the lost ones beside it.
+    package func change(key: RowKey, dot: Dot, in state: RowState) -> RowChange {
+        let live = state.causalLength == causalLength ? state.change(key: key, dot: dot) : nil
+        return RowChange(
+            key: key, kind: kind, causalLength: causalLength, hlc: hlc, dot: dot, values: live?.values ?? [],
+            totals: kind == .append ? [] : live?.totals ?? [])
+    }
+
+    /// kind u8 · causal length u64 · HLC u64 · lost cell count u32 · (cell kind u8 · field(column)
+    /// · field(stand-in))…
+    package var canonicalBytes: [UInt8] {
+        var out = [UInt8]()
+        out.append(kind.rawValue)
+        out.appendBigEndian(causalLength)
+        out.appendBigEndian(hlc.rawValue)
+        out.appendBigEndian(UInt32(lost.count))
+        for cell in lost {
+            out.append(cell.kind.rawValue)
+            out.appendField(cell.column)
+            out.appendBigEndian(UInt32(cell.standIn.count))
+            out.append(contentsOf: cell.standIn)
+        }
+        return out
+    }
+
+    /// Reads what `canonicalBytes` wrote; throws on anything else.
+    package init(canonicalBytes bytes: [UInt8]) throws(SQLValueDecodingError) {
+        var reader = CanonicalReader(bytes: bytes)
+        guard let kind = RowChange.Kind(rawValue: try reader.byte()) else { throw SQLValueDecodingError("unknown change kind") }
+        let causalLength = try reader.uint64()
+        let hlc = HybridTimestamp(rawValue: try reader.uint64())
+        let count = Int(try reader.uint32())
+        guard count <= bytes.count / 10 else { throw SQLValueDecodingError("\(count) lost cells cannot fit") }
+        var lost = [RowChange.LostCell]()
+        for _ in 0..<count {
+            guard let cellKind = RowChange.CellKind(rawValue: try reader.byte()) else { throw SQLValueDecodingError("unknown cell kind") }
+            let column = try reader.text()
+            let length = Int(try reader.uint32())
+            guard length <= ChainHead.hashByteCount else { throw SQLValueDecodingError("a stand-in of \(length) bytes") }
+            lost.append(RowChange.LostCell(kind: cellKind, column: column, standIn: Array(try reader.take(length))))
+        }
+        guard reader.isAtEnd else { throw SQLValueDecodingError("bytes after the stub") }
+        self.init(kind: kind, causalLength: causalLength, hlc: hlc, lost: lost)
+        guard self.lost.count == count else { throw SQLValueDecodingError("a lost cell named twice") }
+    }
+}

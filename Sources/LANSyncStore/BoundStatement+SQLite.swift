@@ -85,6 +85,8 @@ struct BoundStatement {
 
         func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
 
+        func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
         /// Text as stored (the store writes valid UTF-8; anything else is repaired, never trapped on).
         func text(_ column: Int32) -> String {
             guard let start = sqlite3_column_text(handle, column) else { return "" }

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 package import LANSyncCore
-import LANSyncCrypto
+package import LANSyncCrypto
 
 /// One replica's SQLite database: a `Sendable` value around GRDB's `DatabaseWriter` whose write
 /// methods keep the CRDT invariants (every row change through `WriteContext`, one transaction per
@@ -19,6 +19,16 @@ package struct ReplicaStore: Sendable {
     let checkpointer: Checkpointer?
     /// App tables: the functions their triggers call, and the catalog.
     let apps: AppTableAccess
+    /// The device's key, which signs the heads of this replica's change chain; nil until
+    /// `signingHeads(with:)` (heads are then kept unsigned until a store with the key commits).
+    private(set) var headSigner: SigningKey?
+
+    /// This store, signing its chain's heads with `key` (the device's signing key).
+    package func signingHeads(with key: SigningKey) -> ReplicaStore {
+        var store = self
+        store.headSigner = key
+        return store
+    }
 
     /// BLAKE2b-256 of an element's canonical bytes: what the state digest sums, on every replica.
     package static let elementHasher = ElementHasher { BLAKE2b.hash($0) }

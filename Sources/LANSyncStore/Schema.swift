@@ -15,6 +15,18 @@ import LANSyncCore
 /// - `app_rows`: per app-table row, its CRDT state (`RowState`'s canonical bytes); the app's own
 ///   table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan.
 ///
+/// - v3, signed changes (docs/signed-changes.md): `chain_heads`, per replica the latest head of
+///   its chain this replica holds (for its own, the head after its last commit), signed by the
+///   replica's device (`signature` NULL until this replica's own key has signed it);
+///   `chain_points`, the signed heads at every 256th counter (where catch-ups are cut) and each
+///   replica's genesis (a head of 32 zero bytes: the counters up to it were written unsigned).
+///   The stubs of superseded changes, so that their leaves can still be sent (`ChangeLeaf`):
+///   `preference_stubs` (key, clock, element hash), `entry_stubs` (losing entries, whole),
+///   `row_stubs` (app-table changes of which nothing wins any more) and `app_ops.stub` (a live
+///   change of which a part lost, or whose kind its row no longer shows). A stub is
+///   kind u8 · causal length u64 · HLC u64 · lost cell count u32 · (cell kind u8 · field(column)
+///   · field(stand-in))….
+///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
 /// the end of their replica's range, and no separate dot index is kept up to date.
@@ -22,7 +34,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 2
+    static let version: Int32 = 3
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -93,6 +105,46 @@ enum Schema {
                         key BLOB NOT NULL
                     );
                     PRAGMA user_version = 2;
+                    """)
+        }
+        migrator.registerMigration("v3 signed changes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE chain_heads (
+                        replica INTEGER PRIMARY KEY,
+                        counter INTEGER NOT NULL,
+                        hash BLOB NOT NULL CHECK (length(hash) = 32),
+                        signature BLOB CHECK (signature IS NULL OR length(signature) = 64)
+                    );
+                    CREATE TABLE chain_points (
+                        dot INTEGER PRIMARY KEY,
+                        hash BLOB NOT NULL CHECK (length(hash) = 32),
+                        signature BLOB CHECK (signature IS NULL OR length(signature) = 64)
+                    );
+                    CREATE INDEX chain_points_unsigned ON chain_points(dot) WHERE signature IS NULL;
+                    CREATE TABLE preference_stubs (
+                        dot INTEGER PRIMARY KEY,
+                        key TEXT NOT NULL,
+                        hlc INTEGER NOT NULL,
+                        element_hash BLOB NOT NULL CHECK (length(element_hash) = 32)
+                    );
+                    CREATE TABLE entry_stubs (
+                        dot INTEGER PRIMARY KEY,
+                        id TEXT NOT NULL,
+                        stream TEXT NOT NULL,
+                        origin_device BLOB NOT NULL,
+                        hlc INTEGER NOT NULL,
+                        wall_ms INTEGER NOT NULL,
+                        payload TEXT NOT NULL
+                    );
+                    CREATE TABLE row_stubs (
+                        dot INTEGER PRIMARY KEY,
+                        tbl INTEGER NOT NULL,
+                        key BLOB NOT NULL,
+                        stub BLOB NOT NULL
+                    );
+                    ALTER TABLE app_ops ADD COLUMN stub BLOB;
+                    PRAGMA user_version = 3;
                     """)
         }
         return migrator

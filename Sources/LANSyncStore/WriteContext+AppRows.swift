@@ -68,8 +68,15 @@ extension WriteContext {
     /// The same, for a row already looked up.
     mutating func mergeRow(_ change: RowChange, table: AppCatalog.Table, key: [UInt8], held: HeldRow?, materialize: Bool) throws -> Bool {
         var state = held?.state ?? RowState()
-        guard state.merge(change) else { return false }
-        try store(state, of: change.key, in: table, key: key, replacing: held)
+        guard state.merge(change) else {
+            // Nothing of it wins here: unless it is a change held already, it is superseded on
+            // arrival, and only its stub is kept.
+            if held?.state.liveDotList.contains(change.dot) != true {
+                try keepDeadStub(RowChangeStub(of: change, allLost: true, hasher: hasher), dot: change.dot, table: table.number, key: key)
+            }
+            return false
+        }
+        try store(state, of: change, in: table, key: key, replacing: held)
         if materialize, table.declared != nil { try self.materialize(state, key: change.key.primaryKey, in: table) }
         return true
     }
@@ -85,7 +92,12 @@ extension WriteContext {
         let prefix = row.count
         let live = RowState.appendFirst(change, to: &row)
         guard try statements.insertNewState.run(table: table.number, key: key, state: row[prefix...]) == 1 else { return false }
-        if live { try insertLiveDot(change.dot, table: table.number, key: key) }
+        if live {
+            try insertLiveDot(change.dot, table: table.number, key: key)
+        } else {
+            // An update that sets nothing: it never wins anything.
+            try keepDeadStub(RowChangeStub(of: change), dot: change.dot, table: table.number, key: key)
+        }
         digest.insert(hash: hasher.hash(row))
         let exists = change.causalLength % 2 == 1
         if exists { countRows(in: table.number, by: 1) }
@@ -101,16 +113,27 @@ extension WriteContext {
         return true
     }
 
-    /// Writes a row's new state and everything kept in step with it.
-    private mutating func store(_ state: RowState, of rowKey: RowKey, in table: AppCatalog.Table, key: [UInt8], replacing held: HeldRow?) throws {
+    /// Writes a row's new state (after merging `change`) and everything kept in step with it.
+    private mutating func store(_ state: RowState, of change: RowChange, in table: AppCatalog.Table, key: [UInt8], replacing held: HeldRow?) throws {
+        let rowKey = change.key
         let statements = try rowStatements()
         let before = held?.state.liveDotList ?? []
         let after = state.liveDotList
+        let stubs = try stubs(after: change, of: held?.state ?? RowState(), making: state)
         for dot in before where !after.contains(dot) {
             statements.deleteOp.bind(1, try dotKey(dot))
             try statements.deleteOp.run()
         }
         for dot in after where !before.contains(dot) { try insertLiveDot(dot, table: table.number, key: key) }
+        for (dot, stub) in stubs {
+            if after.contains(dot) {
+                statements.setOpStub.bind(1, stub.canonicalBytes)
+                statements.setOpStub.bind(2, try dotKey(dot))
+                try statements.setOpStub.run()
+            } else {
+                try keepDeadStub(stub, dot: dot, table: table.number, key: key)
+            }
+        }
         var identity = Self.identity(of: rowKey.table, key: key)
         let prefix = identity.count
         var row = identity
@@ -123,6 +146,57 @@ extension WriteContext {
         }
         let existed = held?.state.exists ?? false
         if existed != state.exists { countRows(in: table.number, by: state.exists ? 1 : -1) }
+    }
+
+    /// The stubs a merge of `change` into `held`, making `state`, changes: of each change of the
+    /// row that the state no longer shows whole (a cell of it lost, or its kind is no longer the
+    /// row's marker), its header and every cell of it that lost, so that its leaf can still be
+    /// sent (`ChangeLeaf`). A change shown whole has no stub.
+    private mutating func stubs(after change: RowChange, of held: RowState, making state: RowState) throws -> [(Dot, RowChangeStub)] {
+        let losses = Dictionary(grouping: state.losses(of: change, before: held, hasher: hasher), by: \.dot)
+        var dots = held.liveDotList
+        if !dots.contains(change.dot) { dots.append(change.dot) }
+        var stubs: [(Dot, RowChangeStub)] = []
+        for dot in dots {
+            let lost = losses[dot]?.map(\.cell) ?? []
+            let shown = state.change(key: change.key, dot: dot)
+            var stub: RowChangeStub
+            if let heldView = held.change(key: change.key, dot: dot) {
+                if shown == heldView && lost.isEmpty { continue }
+                // A change without a stub was shown whole: its held view is the change.
+                stub = try storedStub(dot) ?? RowChangeStub(of: heldView)
+            } else {
+                if shown == change && lost.isEmpty { continue }
+                stub = RowChangeStub(of: change)
+            }
+            stub.add(lost)
+            stubs.append((dot, stub))
+        }
+        return stubs
+    }
+
+    /// The stub kept for a live change, if it has one.
+    private mutating func storedStub(_ dot: Dot) throws -> RowChangeStub? {
+        let select = try rowStatements().selectOpStub
+        select.bind(1, try dotKey(dot))
+        var bytes: [UInt8]?
+        try select.forEachRow { columns in bytes = columns.isNull(0) ? nil : columns.withBlob(0) { Array($0) } }
+        guard let bytes else { return nil }
+        do {
+            return try RowChangeStub(canonicalBytes: bytes)
+        } catch {
+            throw StoreError(.database, "the stub of change \(dot) does not read (\(error)); the database is damaged")
+        }
+    }
+
+    /// Keeps the stub of a change of which nothing wins any more.
+    private mutating func keepDeadStub(_ stub: RowChangeStub, dot: Dot, table: Int64, key: [UInt8]) throws {
+        let insert = try rowStatements().insertDeadStub
+        insert.bind(1, try dotKey(dot))
+        insert.bind(2, table)
+        insert.bind(3, key)
+        insert.bind(4, stub.canonicalBytes)
+        try insert.run()
     }
 
     /// What the digest hashes for a row, before its state: the row's identity (table, key).
@@ -288,7 +362,7 @@ extension WriteContext {
         }
         let first = RowChange(
             key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
-        if try storeFirst(first, in: table, key: keyBytes, materialize: false) { return }
+        if try storeFirst(first, in: table, key: keyBytes, materialize: false) { return try chainOwn(first) }
         let heldRow = try heldRow(table: table.number, key: keyBytes)
         let held = heldRow?.state ?? RowState()
         let kind: RowChange.Kind
@@ -387,6 +461,14 @@ extension WriteContext {
         try checkSize(values, of: key)
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
         _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: false)
+        try chainOwn(change)
+    }
+
+    private mutating func chainOwn(_ change: RowChange) throws {
+        guard let leaf = change.leaf(hasher: hasher) else {
+            throw StoreError(.database, "change \(change.dot) of \(change.key) has no leaf; a column is named twice")
+        }
+        try chainOwn(leaf: leaf, dot: change.dot)
     }
 }
 
@@ -416,6 +498,9 @@ final class AppRowStatements {
     let insertNewState: BoundStatement
     let insertOp: BoundStatement
     let deleteOp: BoundStatement
+    let selectOpStub: BoundStatement
+    let setOpStub: BoundStatement
+    let insertDeadStub: BoundStatement
     private var replaces: [[Int]: BoundStatement] = [:]
     private var replaceTable: Int64 = -1
     private var deletes: [Int64: BoundStatement] = [:]
@@ -426,6 +511,9 @@ final class AppRowStatements {
         insertNewState = try BoundStatement(db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
         insertOp = try BoundStatement(db, sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
         deleteOp = try BoundStatement(db, sql: "DELETE FROM app_ops WHERE dot = ?")
+        selectOpStub = try BoundStatement(db, sql: "SELECT stub FROM app_ops WHERE dot = ?")
+        setOpStub = try BoundStatement(db, sql: "UPDATE app_ops SET stub = ? WHERE dot = ?")
+        insertDeadStub = try BoundStatement(db, sql: "INSERT OR REPLACE INTO row_stubs (dot, tbl, key, stub) VALUES (?, ?, ?, ?)")
     }
 
     /// `INSERT OR REPLACE` of a row's key and `columns` (indexes into the table's columns).

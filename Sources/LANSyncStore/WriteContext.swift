@@ -35,11 +35,16 @@ struct WriteContext {
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
     var rowCount: Int
+    /// This device's key, which signs the heads of this replica's chain (nil: kept unsigned).
+    let signer: SigningKey?
+    /// This replica's chain, once a change made here extended it (see `WriteContext+Chain`).
+    var ownChain: OwnChain?
 
-    init(_ db: Database, hasher: ElementHasher, apps: AppTableAccess) throws {
+    init(_ db: Database, hasher: ElementHasher, apps: AppTableAccess, signer: SigningKey?) throws {
         self.db = db
         self.hasher = hasher
         self.apps = apps
+        self.signer = signer
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count, row_count FROM meta"))
@@ -129,7 +134,11 @@ struct WriteContext {
         guard let existing = try self.entry(id: entry.id) else { throw dotReused(entry.dot) }
         if existing == entry { return false }
         guard existing.dot != entry.dot else { throw dotReused(entry.dot) }
-        guard MergeRule.entryReplaces(entry, existing: existing) else { return false }
+        guard MergeRule.entryReplaces(entry, existing: existing) else {
+            try keepLosingEntry(entry)
+            return false
+        }
+        try keepLosingEntry(existing)
         try db.execute(sql: "DELETE FROM entries WHERE id = ?", arguments: [entry.id])
         Self.bind(entry, key: key, to: insert)
         guard try insert.run() == 1 else { throw dotReused(entry.dot) }
@@ -194,7 +203,10 @@ struct WriteContext {
     mutating func mergePreference(_ write: PreferenceWrite) throws -> Bool {
         let existing = try preference(key: write.key)
         if existing == write { return false }
-        guard MergeRule.preferenceReplaces(write, existing: existing) else { return false }
+        guard MergeRule.preferenceReplaces(write, existing: existing) else {
+            try keepLosingPreference(write, elementHash: hasher.hash(write))
+            return false
+        }
         let key = try dotKey(write.dot)
         if existing != nil { try db.execute(sql: "DELETE FROM preferences WHERE key = ?", arguments: [write.key]) }
         let statement = try db.cachedStatement(
@@ -207,7 +219,9 @@ struct WriteContext {
         ])
         guard db.changesCount == 1 else { throw dotReused(write.dot) }
         if let existing {
-            digest.remove(hash: hasher.hash(existing))
+            let hash = hasher.hash(existing)
+            digest.remove(hash: hash)
+            try keepLosingPreference(existing, elementHash: hash)
         } else {
             preferenceCount += 1
         }
@@ -217,6 +231,7 @@ struct WriteContext {
 
     /// Writes the bookkeeping back: version vector entries that moved, clock, digest, counts.
     mutating func save() throws {
+        try saveOwnChain()
         try saveRowCounts()
         let counter = try db.cachedStatement(sql: "UPDATE replicas SET counter = ? WHERE replica_id = ?")
         for id in changedCounters {

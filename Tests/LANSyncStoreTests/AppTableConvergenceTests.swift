@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import LANSyncCore
+import LANSyncCrypto
 @testable import LANSyncStore
 import PropertyBased
 import Testing
@@ -23,9 +24,11 @@ import Testing
 
     final class Replica {
         let store: ReplicaStore
+        let key = SigningKey(derivedFrom: KeyPair.generate())
         var newer = false
         init(_ number: Int) throws {
             store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: UInt8(number), count: 16))!)
+                .signingHeads(with: key)
             _ = try store.applySchema(AppTableConvergenceTests.schema)
         }
     }
@@ -143,6 +146,9 @@ import Testing
                             return row
                         }
                     #expect(shown == wanted)
+                    // Its own changes, however others' writes superseded them, still rebuild the
+                    // chain its device signed.
+                    try ChainStoreTests.expectOwnChainVerifies(replica.store, key: replica.key)
                 }
             } catch {
                 Issue.record("\(error)")

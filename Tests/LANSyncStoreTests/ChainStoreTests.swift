@@ -1,0 +1,145 @@
+import Foundation
+import GRDB
+import LANSyncCore
+import LANSyncCrypto
+@testable import LANSyncStore
+import PropertyBased
+import Testing
+
+/// Each replica's own change chain as the store keeps it (docs/signed-changes.md): every change
+/// made here extends it, its device signs the heads, and the leaves rebuilt from what the store
+/// holds — winning rows and the stubs of superseded ones — lead exactly to those heads, however
+/// other replicas' writes superseded this one's.
+@Suite struct ChainStoreTests {
+    static let zeros = [UInt8](repeating: 0, count: 32)
+
+    static func verifier(_ key: SigningKey) -> ChainVerifier {
+        let publicKey = key.publicKey
+        return ChainVerifier(hasher: ReplicaStore.elementHasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: publicKey) }
+    }
+
+    /// The store's own chain: a signed genesis, a signed head at its counter, signed points at
+    /// every 256th counter, and the leaves of every counter since the genesis leading to each.
+    static func expectOwnChainVerifies(
+        _ store: ReplicaStore, key: SigningKey, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let counter = try store.versionVector()[store.replica]
+        let stored = try store.chainHead(of: store.replica)
+        guard counter > 0 else {
+            #expect(stored == nil, sourceLocation: sourceLocation)
+            return
+        }
+        let head = try #require(stored?.signed, "the head is signed", sourceLocation: sourceLocation)
+        #expect(head.head.counter == counter, sourceLocation: sourceLocation)
+        let points = try store.chainPoints(of: store.replica)
+        let genesis = try #require(points.first?.signed, sourceLocation: sourceLocation)
+        #expect(genesis.head.hash == zeros, sourceLocation: sourceLocation)
+        #expect(SigningKey.verify(genesis.signature, of: genesis.head.signedMessage, by: key.publicKey), sourceLocation: sourceLocation)
+        let leaves = try store.chainLeaves(of: store.replica, from: genesis.head.counter, through: counter)
+        #expect(leaves.map(\.counter) == Array((genesis.head.counter + 1)...counter), "a leaf for every counter", sourceLocation: sourceLocation)
+        let verifier = Self.verifier(key)
+        #expect(verifier.verify(from: genesis.head, leaves: leaves.map(\.leaf), to: head) == .success(head.head), sourceLocation: sourceLocation)
+        for point in points.dropFirst() {
+            #expect(point.head.counter % 256 == 0, sourceLocation: sourceLocation)
+            let signed = try #require(point.signed, sourceLocation: sourceLocation)
+            let prefix = leaves.prefix { $0.counter <= point.head.counter }.map(\.leaf)
+            #expect(verifier.verify(from: genesis.head, leaves: prefix, to: signed) == .success(point.head), sourceLocation: sourceLocation)
+        }
+    }
+
+    static func store(_ number: UInt8, key: SigningKey) throws -> ReplicaStore {
+        try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!).signingHeads(with: key)
+    }
+
+    static func sync(_ from: ReplicaStore, to: ReplicaStore, maxRows: Int = 4) async throws {
+        while true {
+            let delta = try from.delta(since: try to.versionVector(), maxRows: maxRows)
+            if delta.isEmpty { return }
+            _ = try await to.merge(delta)
+        }
+    }
+
+    /// Preference writes overwritten here and there and entries written under one id on several
+    /// replicas (a retried import): each replica's own chain still verifies from what it keeps.
+    @Test func overwrittenPreferencesAndLosingEntriesKeepTheirLeaves() async {
+        await propertyCheck(count: 30, input: Gen.int(in: 0...1_000_000).array(of: 1...50)) { steps in
+            do {
+                let keys = (0..<3).map { _ in SigningKey(derivedFrom: KeyPair.generate()) }
+                let stores = try (0..<3).map { try Self.store(UInt8($0 + 1), key: keys[$0]) }
+                var now: UInt64 = 1_000
+                for step in steps {
+                    now += UInt64(step % 3)
+                    let store = stores[step % 3]
+                    switch (step / 3) % 4 {
+                    case 0:
+                        _ = try await store.setPreferences(
+                            [PreferenceRequest(key: "k\(step / 12 % 2)", value: step % 5 == 0 ? nil : "\(step)")], now: now)
+                    case 1:
+                        _ = try await store.append([AppendRequest(id: "id-\(step / 12 % 3)", stream: "taps", payload: "\(step)")], now: now)
+                    case 2:
+                        _ = try await store.append([AppendRequest(stream: "taps", payload: "\(step)")], now: now)
+                    default:
+                        try await Self.sync(stores[(step / 12) % 3], to: store)
+                    }
+                }
+                for _ in 0..<2 { for from in stores { for to in stores { try await Self.sync(from, to: to) } } }
+                for (store, key) in zip(stores, keys) { try Self.expectOwnChainVerifies(store, key: key) }
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+    }
+
+    /// A large commit keeps a signed point at every 256th counter (where catch-ups are cut).
+    @Test func aLargeCommitKeepsASignedPointEvery256Changes() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let store = try Self.store(1, key: key)
+        _ = try await store.append((0..<600).map { AppendRequest(stream: "metrics", payload: "\($0)") }, now: 1_000)
+        #expect(try store.chainPoints(of: store.replica).map(\.head.counter) == [0, 256, 512])
+        try Self.expectOwnChainVerifies(store, key: key)
+    }
+
+    /// Opened without the device's key (a tool that only has the database), a store keeps its
+    /// heads unsigned; the next commit with the key signs them.
+    @Test func headsWrittenWithoutTheKeyAreSignedByTheNextCommitWithIt() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let unsigned = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!)
+        _ = try await unsigned.append((0..<300).map { AppendRequest(stream: "metrics", payload: "\($0)") }, now: 1_000)
+        #expect(try unsigned.chainHead(of: unsigned.replica)?.signature == nil)
+        #expect(try unsigned.chainPoints(of: unsigned.replica).allSatisfy { $0.signature == nil })
+        let signing = unsigned.signingHeads(with: key)
+        _ = try await signing.setPreferences([PreferenceRequest(key: "theme", value: "\"dark\"")], now: 2_000)
+        #expect(try signing.chainPoints(of: signing.replica).allSatisfy { $0.signature != nil })
+        try Self.expectOwnChainVerifies(signing, key: key)
+    }
+
+    /// A replica whose earlier changes were written before chains existed (an upgraded one: here,
+    /// its chain removed) starts its chain with a genesis at the counter it had reached; the
+    /// changes after it verify.
+    @Test func anUpgradedReplicaStartsItsChainAtAGenesis() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let store = try Self.store(1, key: key)
+        _ = try await store.append((0..<5).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
+        try await store.writer.write { db in
+            try db.execute(sql: "DELETE FROM chain_heads; DELETE FROM chain_points")
+        }
+        _ = try await store.append((0..<3).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 2_000)
+        let points = try store.chainPoints(of: store.replica)
+        #expect(points.map(\.head.counter) == [5])
+        #expect(points.first?.head.hash == Self.zeros)
+        try Self.expectOwnChainVerifies(store, key: key)
+    }
+
+    /// A change is kept by its dot: tampering with what is stored (here, an overwritten
+    /// preference's stub) breaks the chain, so the check above can fail.
+    @Test func aTamperedStubNoLongerVerifies() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let store = try Self.store(1, key: key)
+        _ = try await store.setPreferences([PreferenceRequest(key: "theme", value: "\"dark\"")], now: 1_000)
+        _ = try await store.setPreferences([PreferenceRequest(key: "theme", value: "\"light\"")], now: 2_000)
+        try await store.writer.write { db in try db.execute(sql: "UPDATE preference_stubs SET hlc = hlc + 1") }
+        let head = try #require(try store.chainHead(of: store.replica)?.signed)
+        let leaves = try store.chainLeaves(of: store.replica, from: 0, through: 2).map(\.leaf)
+        #expect(Self.verifier(key).verify(from: .genesis(of: store.replica), leaves: leaves, to: head) == .failure(.hashMismatch(counter: 2)))
+    }
+}
