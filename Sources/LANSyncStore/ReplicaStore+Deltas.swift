@@ -50,7 +50,7 @@ extension ReplicaStore {
                     let changes = try rowReader.changes(lower: lower, upper: upper, limit: rowsLeft)
                     // Entries alone (a catch-up of logs) and all within the byte budget: taken whole,
                     // without the merge walk below.
-                    let entryBytes = entries.reduce(0) { $0 + $1.payload.utf8.count + $1.id.utf8.count + 64 }
+                    let entryBytes = entries.reduce(0) { $0 + $1.byteEstimate }
                     if preferences.isEmpty, changes.isEmpty, entryBytes <= bytesLeft {
                         let cut = entries.count == rowsLeft
                         let reached = cut ? entries.last?.dot.counter ?? from : through
@@ -73,8 +73,8 @@ extension ReplicaStore {
                     for row in rows {
                         let size: Int
                         switch row.list {
-                        case 0: size = entries[row.index].payload.utf8.count + entries[row.index].id.utf8.count + 64
-                        case 1: size = (preferences[row.index].value?.utf8.count ?? 0) + preferences[row.index].key.utf8.count + 64
+                        case 0: size = entries[row.index].byteEstimate
+                        case 1: size = preferences[row.index].byteEstimate
                         default: size = changes[row.index].byteEstimate
                         }
                         let nothingYet = delta.entries.isEmpty && delta.preferences.isEmpty && delta.rows.isEmpty
@@ -152,6 +152,16 @@ struct AppRowReader {
         wasCut = changes.count == limit
         return changes
     }
+}
+
+extension Entry {
+    /// About what the entry costs on the wire: what sizes a delta's batches and a chain's ranges.
+    var byteEstimate: Int { payload.utf8.count + id.utf8.count + 64 }
+}
+
+extension PreferenceWrite {
+    /// About what the write costs on the wire.
+    var byteEstimate: Int { (value?.utf8.count ?? 0) + key.utf8.count + 64 }
 }
 
 extension RowChange {

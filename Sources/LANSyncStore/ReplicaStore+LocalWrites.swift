@@ -124,7 +124,7 @@ extension ReplicaStore {
                 dot: context.nextDot(), hlc: hlc, wallMilliseconds: Int64(now), payload: request.payload)
             let leaf = ChangeLeaf.entry(entry, hasher: context.hasher)
             _ = try context.mergeEntry(entry, hash: leaf)
-            try context.chainOwn(leaf: leaf, dot: entry.dot)
+            try context.chainOwn(leaf: leaf, dot: entry.dot, bytes: entry.byteEstimate)
             results.append(entry)
         }
         return results
@@ -141,7 +141,7 @@ extension ReplicaStore {
                 key: request.key, value: request.value, originDevice: context.device, dot: context.nextDot(),
                 hlc: hlc, wallMilliseconds: Int64(now))
             _ = try context.mergePreference(write)
-            try context.chainOwn(leaf: ChangeLeaf.preference(write, hasher: context.hasher), dot: write.dot)
+            try context.chainOwn(leaf: ChangeLeaf.preference(write, hasher: context.hasher), dot: write.dot, bytes: write.byteEstimate)
             results.append(write)
         }
         return results

@@ -16,10 +16,11 @@ import LANSyncCore
 ///   table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan.
 ///
 /// - v3, signed changes (docs/signed-changes.md): `chain_heads`, per replica the latest head of
-///   its chain this replica holds (for its own, the head after its last commit), signed by the
-///   replica's device (`signature` NULL until this replica's own key has signed it);
-///   `chain_points`, the signed heads at every 256th counter (where catch-ups are cut) and each
-///   replica's genesis (a head of 32 zero bytes: the counters up to it were written unsigned).
+///   its chain this replica holds (for its own, the head after its last commit, and how many
+///   bytes of changes follow its last point), signed by the replica's device (`signature` NULL
+///   until this replica's own key has signed it); `chain_points`, the signed heads where
+///   catch-ups may be cut (see `OwnChain`) and each replica's genesis (a head of 32 zero bytes:
+///   the counters up to it were written unsigned).
 ///   The stubs of superseded changes, so that their leaves can still be sent (`ChangeLeaf`):
 ///   `preference_stubs` (key, clock, element hash), `entry_stubs` (losing entries, whole),
 ///   `row_stubs` (app-table changes of which nothing wins any more) and `app_ops.stub` (a live
@@ -114,7 +115,8 @@ enum Schema {
                         replica INTEGER PRIMARY KEY,
                         counter INTEGER NOT NULL,
                         hash BLOB NOT NULL CHECK (length(hash) = 32),
-                        signature BLOB CHECK (signature IS NULL OR length(signature) = 64)
+                        signature BLOB CHECK (signature IS NULL OR length(signature) = 64),
+                        bytes_since_point INTEGER NOT NULL DEFAULT 0
                     );
                     CREATE TABLE chain_points (
                         dot INTEGER PRIMARY KEY,

@@ -468,7 +468,7 @@ extension WriteContext {
         guard let leaf = change.leaf(hasher: hasher) else {
             throw StoreError(.database, "change \(change.dot) of \(change.key) has no leaf; a column is named twice")
         }
-        try chainOwn(leaf: leaf, dot: change.dot)
+        try chainOwn(leaf: leaf, dot: change.dot, bytes: change.byteEstimate)
     }
 }
 

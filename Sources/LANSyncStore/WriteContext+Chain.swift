@@ -5,25 +5,46 @@ import LANSyncCrypto
 
 /// This replica's own change chain (docs/signed-changes.md): every change it makes extends the
 /// chain by the change's leaf, and its device signs the head at the end of each commit and at
-/// every 256th counter, the points where catch-ups are cut. Without a signing key (a tool that
-/// opened the replica without its identity) the heads are kept unsigned and signed by the next
-/// commit that has the key.
+/// its points, where catch-ups may be cut: every 256th counter, and before a change that would
+/// take the changes since the last point past 1 MiB. Between two points there are thus at most
+/// 256 changes and at most 1 MiB of them (or one larger change), so that one range and its
+/// signature always fit in one wire message. Without a signing key (a tool that opened the
+/// replica without its identity) the heads are kept unsigned and signed by the next commit
+/// that has the key.
 struct OwnChain {
     /// The head after the last change made in this transaction.
     var head: ChainHead
     /// The counter the head was at when the transaction loaded it.
     let loadedAt: UInt64
-    /// Heads to keep in `chain_points`: the 256th counters reached, and a genesis.
+    /// About how many bytes the changes after the last point take.
+    var bytesSincePoint: Int
+    /// Heads to keep in `chain_points`: points reached, and a genesis.
     var points: [ChainHead] = []
 
-    /// Signed heads are kept at multiples of this counter.
+    /// A point at every multiple of this counter.
     static let pointInterval: UInt64 = 256
+    /// A point before a change that would take the changes since the last one past this size.
+    static let pointBytes = 1 << 20
+
+    /// Extends the chain by one change of about `bytes` bytes whose leaf is `leaf`.
+    mutating func extend(by leaf: [UInt8], bytes: Int, hasher: ElementHasher) {
+        if bytesSincePoint > 0, bytesSincePoint + bytes > Self.pointBytes, points.last != head {
+            points.append(head)
+            bytesSincePoint = 0
+        }
+        head = head.extended(by: CollectionOfOne(leaf), hasher: hasher)
+        bytesSincePoint += bytes
+        if head.counter % Self.pointInterval == 0 {
+            points.append(head)
+            bytesSincePoint = 0
+        }
+    }
 }
 
 extension WriteContext {
-    /// Extends this replica's chain by the leaf of the change it just made under `dot` (the
-    /// latest from `nextDot()`).
-    mutating func chainOwn(leaf: [UInt8], dot: Dot) throws {
+    /// Extends this replica's chain by the leaf of a change it just made under `dot` (the
+    /// latest from `nextDot()`), of about `bytes` bytes on the wire.
+    mutating func chainOwn(leaf: [UInt8], dot: Dot, bytes: Int) throws {
         precondition(dot.replica == replica, "only this replica's own changes extend its chain")
         var chain = try ownChain(before: dot.counter)
         if chain.head.counter != dot.counter - 1 {
@@ -31,9 +52,9 @@ extension WriteContext {
             // below which the changes count as unsigned history.
             chain.head = ChainHead(replica: replica, counter: dot.counter - 1, hash: Self.genesisHash)
             chain.points.append(chain.head)
+            chain.bytesSincePoint = 0
         }
-        chain.head = chain.head.extended(by: CollectionOfOne(leaf), hasher: hasher)
-        if chain.head.counter % OwnChain.pointInterval == 0 { chain.points.append(chain.head) }
+        chain.extend(by: leaf, bytes: bytes, hasher: hasher)
         ownChain = chain
     }
 
@@ -45,13 +66,14 @@ extension WriteContext {
     private mutating func ownChain(before counter: UInt64) throws -> OwnChain {
         if let ownChain { return ownChain }
         let number = try number(of: replica)
-        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, hash FROM chain_heads WHERE replica = ?"), arguments: [number])
+        let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT counter, hash, bytes_since_point FROM chain_heads WHERE replica = ?"), arguments: [number])
         if let row, let hash = (row[1] as Data?).map({ [UInt8]($0) }), hash.count == ChainHead.hashByteCount {
             let head = ChainHead(replica: replica, counter: UInt64(row[0] as Int64), hash: hash)
-            return OwnChain(head: head, loadedAt: head.counter)
+            return OwnChain(head: head, loadedAt: head.counter, bytesSincePoint: row[2])
         }
         let genesis = ChainHead(replica: replica, counter: counter - 1, hash: Self.genesisHash)
-        return OwnChain(head: genesis, loadedAt: genesis.counter, points: [genesis])
+        return OwnChain(head: genesis, loadedAt: genesis.counter, bytesSincePoint: 0, points: [genesis])
     }
 
     /// Stores the chain's new head and points, signed when this store has its device's key, and
@@ -61,13 +83,13 @@ extension WriteContext {
         let number = try number(of: replica)
         func signature(_ head: ChainHead) -> Data? { signer.map { Data($0.sign(head.signedMessage)) } }
         try db.execute(
-            sql: "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature) VALUES (?, ?, ?, ?)",
-            arguments: [number, Int64(chain.head.counter), Data(chain.head.hash), signature(chain.head)])
+            sql: "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point) VALUES (?, ?, ?, ?, ?)",
+            arguments: [number, Int64(chain.head.counter), Data(chain.head.hash), signature(chain.head), chain.bytesSincePoint])
         let point = try db.cachedStatement(sql: "INSERT OR REPLACE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)")
         for head in chain.points {
             try point.execute(arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature(head)])
         }
-        ownChain = OwnChain(head: chain.head, loadedAt: chain.head.counter)
+        ownChain = OwnChain(head: chain.head, loadedAt: chain.head.counter, bytesSincePoint: chain.bytesSincePoint)
         guard signer != nil else { return }
         // Points an earlier commit kept unsigned (the partial index finds them without a scan).
         let unsigned = try Row.fetchAll(
