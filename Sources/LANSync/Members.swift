@@ -177,9 +177,11 @@ extension LANSyncNode {
         try await writeRecords([(record.key, Self.json(record.observation))])
     }
 
-    /// Records this device's own keys, as the others will see them.
+    /// Records this device's own keys, as the others will see them, and which key signs this
+    /// replica's chain (`ReplicaRecord`).
     package func observeSelf() async throws(LANSyncError) {
         try await observe(deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
+        try await recordReplica()
     }
 
     /// This device's observation of `device`, and the key it is filed under.

@@ -98,6 +98,9 @@ extension PreferenceWrite {
     package func problem() -> String? {
         if let problem = Names.keyProblem(key) { return problem }
         if let value, let problem = Delta.valueProblem(value) { return "preference \(key): \(problem)" }
+        if key.hasPrefix(Self.replicaRecordPrefix), key.dropFirst(Self.replicaRecordPrefix.count) != dot.replica.description {
+            return "preference \(key) is a replica's own record, written by replica \(dot.replica)"
+        }
         return nil
     }
 }
@@ -151,6 +154,9 @@ extension PreferenceWrite {
     /// The prefix of the keys LANSync keeps its own records under (the group's members); apps
     /// cannot write there, and peers hand these records over on their own (`Delta.carrying`).
     package static let reservedPrefix = "lansync/"
+    /// Where each replica records which device and key it belongs to (`lansync/replica/REPLICA`);
+    /// only that replica may write there, so no other member can overwrite the record.
+    package static let replicaRecordPrefix = reservedPrefix + "replica/"
 }
 
 extension Delta {

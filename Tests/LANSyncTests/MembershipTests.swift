@@ -31,6 +31,47 @@ import Testing
         return nodes
     }
 
+    /// Each replica's own record names the key that signs its chain (docs/signed-changes.md): a
+    /// record another member writes in a replica's name is refused, and one naming a key the group
+    /// did not pin for its device counts for nothing.
+    @Test func replicaRecordsMapEachReplicaToItsDevicesSigningKey() async throws {
+        let nodes = try await Self.group()
+        let (home, laptop, tablet) = (nodes[0].node, nodes[1].node, nodes[2].node)
+        for node in [home, laptop, tablet] { try await node.observeSelf() }
+        for _ in 0..<2 {
+            for a in [home, laptop, tablet] {
+                for b in [home, laptop, tablet] where a !== b { try await a.merge(try Self.everything(b), maxSkewMilliseconds: 60_000) }
+            }
+        }
+        for node in [home, laptop, tablet] {
+            let keys = try node.replicaSigningKeys()
+            #expect(keys.count == 3)
+            for other in [home, laptop, tablet] { #expect(keys[other.replicaID] == other.identity.signingKey.publicKey) }
+        }
+
+        // The tablet writes a record in the laptop's replica's name, claiming its own key.
+        let json = String(decoding: try JSONEncoder().encode(ReplicaRecord(replica: laptop.replicaID, device: tablet.deviceID, key: tablet.identity.signingKey)), as: UTF8.self)
+        let counter = try tablet.store.versionVector()[tablet.replicaID] + 1
+        let forged = PreferenceWrite(
+            key: MemberKeys.replica(laptop.replicaID), value: json, originDevice: tablet.deviceID,
+            dot: Dot(replica: tablet.replicaID, counter: counter), hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0), wallMilliseconds: 1)
+        #expect(forged.problem() != nil)
+        await #expect(throws: LANSyncError.self) { try await home.merge(Delta.carrying(forged), maxSkewMilliseconds: 60_000) }
+
+        // A replica that says it is the laptop's but signs with a key the group never pinned.
+        let stranger = ReplicaID(high: 0xFEED, low: 1)
+        let record = ReplicaRecord(replica: stranger, device: laptop.deviceID, key: SigningKey(derivedFrom: KeyPair.generate()))
+        let claim = PreferenceWrite(
+            key: MemberKeys.replica(stranger), value: String(decoding: try JSONEncoder().encode(record), as: UTF8.self),
+            originDevice: laptop.deviceID, dot: Dot(replica: stranger, counter: 1), hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
+            wallMilliseconds: 1)
+        #expect(claim.problem() == nil)
+        try await home.merge(Delta.carrying(claim), maxSkewMilliseconds: 60_000)
+        #expect(try home.preference(MemberKeys.replica(stranger)) != nil)
+        #expect(try home.replicaSigningKeys()[stranger] == nil)
+        #expect(try home.replicaSigningKeys().count == 3)
+    }
+
     @Test func sealedBoxesOpenOnlyWithTheirKey() throws {
         let alice = KeyPair.generate()
         let mallory = KeyPair.generate()

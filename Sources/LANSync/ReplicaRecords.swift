@@ -1,0 +1,79 @@
+import Foundation
+package import LANSyncCore
+package import LANSyncCrypto
+import LANSyncIdentity
+
+/// Which device a replica belongs to, in its own words (docs/signed-changes.md, "Whose key signs a
+/// replica"): `lansync/replica/REPLICA` holds the device ID and the signing key that signs the
+/// replica's change chain, signed with that key. A receiver checks replica R's chain heads with
+/// the key R's record names, and accepts that key only when it is the signing key the group
+/// pinned for the record's device: no member can claim another device's replica, since the
+/// record must carry that device's signature, nor overwrite a replica's record, since only the
+/// replica itself may write under its key (`PreferenceWrite.problem`); and a device's replicas
+/// before and after a reinstall each have their own record.
+package struct ReplicaRecord: Codable, Sendable, Equatable {
+    package var deviceID: String
+    package var signingKey: String
+    /// Base64 of the Ed25519 signature, by `signingKey`, of `signedBytes(replica:)`.
+    package var signature: String
+
+    enum CodingKeys: String, CodingKey { case deviceID = "device_id", signingKey = "signing_key", signature }
+
+    /// "lansync/v1/replica" · replica ID (16 bytes) · device ID (16 bytes) · signing key (32 bytes).
+    static func signedBytes(replica: ReplicaID, device: DeviceID, signingKey: [UInt8]) -> [UInt8] {
+        Array("lansync/v1/replica".utf8) + replica.bytes + device.bytes + signingKey
+    }
+
+    package init(replica: ReplicaID, device: DeviceID, key: SigningKey) {
+        deviceID = device.description
+        signingKey = key.publicKey.hexString
+        signature = Data(key.sign(Self.signedBytes(replica: replica, device: device, signingKey: key.publicKey))).base64EncodedString()
+    }
+
+    /// The signing key this record names for `replica`, when its signature holds.
+    func verifiedKey(for replica: ReplicaID) -> (device: DeviceID, key: [UInt8])? {
+        guard let device = DeviceID(deviceID), let key = [UInt8](hexString: signingKey),
+            let signature = Data(base64Encoded: signature),
+            SigningKey.verify([UInt8](signature), of: Self.signedBytes(replica: replica, device: device, signingKey: key), by: key)
+        else { return nil }
+        return (device, key)
+    }
+}
+
+extension MemberKeys {
+    package static let replicaPrefix = PreferenceWrite.replicaRecordPrefix
+    package static func replica(_ replica: ReplicaID) -> String { replicaPrefix + replica.description }
+}
+
+extension LANSyncNode {
+    /// This replica's record, as a record to write.
+    var selfReplicaRecord: (key: String, json: String) {
+        (MemberKeys.replica(store.replica), Self.json(ReplicaRecord(replica: store.replica, device: deviceID, key: identity.signingKey)))
+    }
+
+    /// Writes this replica's record unless it holds it already.
+    package func recordReplica() async throws(LANSyncError) {
+        let record = selfReplicaRecord
+        if try preference(record.key) == record.json { return }
+        try await writeRecords([record])
+    }
+
+    /// The key that signs each replica's chain, from the replica records whose signature holds
+    /// and whose key is the signing key the group pinned for their device (removed devices
+    /// included: what they wrote before their removal still verifies).
+    package func replicaSigningKeys() throws(LANSyncError) -> [ReplicaID: [UInt8]] {
+        let pinned = Dictionary(
+            try members().compactMap { member in member.signingKey.map { (member.deviceID.lowercased(), $0.lowercased()) } },
+            uniquingKeysWith: { first, _ in first })
+        var keys: [ReplicaID: [UInt8]] = [:]
+        for write in try records() where write.key.hasPrefix(MemberKeys.replicaPrefix) {
+            guard let replica = ReplicaID(hex: write.key.dropFirst(MemberKeys.replicaPrefix.count)),
+                let json = write.value, let record = try? JSONDecoder().decode(ReplicaRecord.self, from: Data(json.utf8)),
+                let verified = record.verifiedKey(for: replica),
+                pinned[verified.device.description.lowercased()] == verified.key.hexString
+            else { continue }
+            keys[replica] = verified.key
+        }
+        return keys
+    }
+}
