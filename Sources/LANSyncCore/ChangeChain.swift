@@ -32,6 +32,16 @@ package struct ChainHead: Hashable, Sendable {
         ChainHead(replica: replica, counter: 0, hash: [UInt8](repeating: 0, count: hashByteCount))
     }
 
+    /// The head after the replica's next change, whose leaf is `leaf`, hashed in `buffer`: what a
+    /// store does for every change it makes or receives.
+    package func extended(by leaf: [UInt8], hasher: ElementHasher, reusing buffer: inout [UInt8]) -> ChainHead {
+        precondition(leaf.count == Self.hashByteCount, "a leaf is a 32-byte element hash")
+        buffer.removeAll(keepingCapacity: true)
+        buffer.append(contentsOf: hash)
+        buffer.append(contentsOf: leaf)
+        return ChainHead(replica: replica, counter: counter + 1, hash: hasher.hash(buffer))
+    }
+
     /// The head after the replica's next changes, whose leaves are `leaves` in counter order.
     package func extended(by leaves: some Sequence<[UInt8]>, hasher: ElementHasher) -> ChainHead {
         var hash = self.hash

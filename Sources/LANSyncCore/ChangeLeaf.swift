@@ -19,7 +19,7 @@ package enum ChangeLeaf {
 
     /// The leaf of the preference write a stub stands for.
     package static func preference(_ stub: PreferenceStub, hasher: ElementHasher) -> [UInt8] {
-        var input = Array(preferenceTag.utf8)
+        var input = preferenceTag
         input.reserveCapacity(input.count + 4 + stub.key.utf8.count + 32 + ChainHead.hashByteCount)
         input.appendField(stub.key)
         RowState.Stamp(hlc: stub.hlc, dot: stub.dot).append(to: &input)
@@ -27,8 +27,8 @@ package enum ChangeLeaf {
         return hasher.hash(input)
     }
 
-    static let preferenceTag = "lansync/v1/leaf/pref"
-    static let rowTag = "lansync/v1/leaf/row"
+    static let preferenceTag = Array("lansync/v1/leaf/pref".utf8)
+    static let rowTag = Array("lansync/v1/leaf/row".utf8)
 }
 
 /// What stays of a preference write another write superseded: enough to rebuild its leaf and to
@@ -118,41 +118,100 @@ extension RowChange {
     /// clear so that a relay cannot send a live cell's stand-in under the name of a column that
     /// did lose. Nil when `lost` names a column twice or one the change carries, or holds a
     /// stand-in no cell has: no change was written so, and the delta is refused.
+    ///
+    /// Every change made or received is hashed so, so the input is written in one pass into one
+    /// buffer: the cells and the lost ones are walked in column order side by side.
     package func leaf(lost: [LostCell] = [], hasher: ElementHasher) -> [UInt8]? {
-        var valueCells = values.map { (column: $0.column, standIn: Self.standIn(for: $0.value, hasher: hasher)) }
-        var totalCells = totals.map { (column: $0.column, standIn: Self.standIn(for: $0.total)) }
-        for cell in lost {
-            switch cell.kind {
-            case .value:
-                guard cell.standIn.count <= ChainHead.hashByteCount else { return nil }
-                valueCells.append((cell.column, cell.standIn))
-            case .total:
-                guard cell.standIn.count == 8 else { return nil }
-                totalCells.append((cell.column, cell.standIn))
-            }
-        }
+        var buffer = [UInt8]()
+        return leaf(lost: lost, hasher: hasher, reusing: &buffer)
+    }
+
+    /// The same, with the input built in `buffer` (cleared first): a store hashing every change
+    /// it writes reuses one buffer instead of allocating one per change.
+    package func leaf(lost: [LostCell], hasher: ElementHasher, reusing input: inout [UInt8]) -> [UInt8]? {
+        var lostValues: [LostCell] = []
+        var lostTotals: [LostCell] = []
         if !lost.isEmpty {
-            valueCells.sort { $0.column < $1.column }
-            totalCells.sort { $0.column < $1.column }
-            for list in [valueCells, totalCells] {
-                for index in list.indices.dropFirst() where list[index - 1].column == list[index].column { return nil }
-            }
+            lostValues = lost.filter { $0.kind == .value }.sorted { $0.column < $1.column }
+            lostTotals = lost.filter { $0.kind == .total }.sorted { $0.column < $1.column }
         }
-        var input = Array(ChangeLeaf.rowTag.utf8)
-        input.reserveCapacity(input.count + 96 + (valueCells.count + totalCells.count) * 48)
-        input.append(contentsOf: key.canonicalBytes)
+        input.removeAll(keepingCapacity: true)
+        input.append(contentsOf: ChangeLeaf.rowTag)
+        input.reserveCapacity(input.count + 96 + (values.count + totals.count) * 40 + lost.count * 48)
+        input.appendField(key.table)
+        input.append(contentsOf: SQLValue.keyBytes(key.primaryKey))
         input.append(kind.rawValue)
         input.appendBigEndian(causalLength)
         stamp.append(to: &input)
-        for list in [valueCells, totalCells] {
-            input.appendBigEndian(UInt32(list.count))
-            for cell in list {
-                input.appendField(cell.column)
-                input.appendBigEndian(UInt32(cell.standIn.count))
-                input.append(contentsOf: cell.standIn)
+
+        input.appendBigEndian(UInt32(values.count + lostValues.count))
+        var next = 0
+        var previous: String?
+        for value in values {
+            while next < lostValues.count, lostValues[next].column <= value.column {
+                guard lostValues[next].column != value.column, Self.append(lostValues[next], after: &previous, to: &input, maxStandIn: 32) else {
+                    return nil
+                }
+                next += 1
             }
+            previous = value.column
+            input.appendField(value.column)
+            Self.appendStandIn(for: value.value, to: &input, hasher: hasher)
+        }
+        while next < lostValues.count {
+            guard Self.append(lostValues[next], after: &previous, to: &input, maxStandIn: 32) else { return nil }
+            next += 1
+        }
+
+        input.appendBigEndian(UInt32(totals.count + lostTotals.count))
+        next = 0
+        previous = nil
+        for total in totals {
+            while next < lostTotals.count, lostTotals[next].column <= total.column {
+                guard lostTotals[next].column != total.column, Self.append(lostTotals[next], after: &previous, to: &input, maxStandIn: 8) else {
+                    return nil
+                }
+                next += 1
+            }
+            previous = total.column
+            input.appendField(total.column)
+            input.appendBigEndian(UInt32(8))
+            input.appendBigEndian(UInt64(bitPattern: total.total))
+        }
+        while next < lostTotals.count {
+            guard Self.append(lostTotals[next], after: &previous, to: &input, maxStandIn: 8) else { return nil }
+            next += 1
         }
         return hasher.hash(input)
+    }
+
+    /// Appends a lost cell to a leaf's input; false when it repeats the column before it, or its
+    /// stand-in is longer than its kind's (32 bytes for a value; exactly 8 for a total).
+    private static func append(_ cell: LostCell, after previous: inout String?, to input: inout [UInt8], maxStandIn: Int) -> Bool {
+        guard cell.column != previous, cell.standIn.count <= maxStandIn, cell.kind == .value || cell.standIn.count == 8 else { return false }
+        previous = cell.column
+        input.appendField(cell.column)
+        input.appendBigEndian(UInt32(cell.standIn.count))
+        input.append(contentsOf: cell.standIn)
+        return true
+    }
+
+    /// Appends `field(stand-in)` of a value without building the stand-in apart: the value's
+    /// canonical bytes are written in place and replaced by their hash when 32 bytes or longer.
+    private static func appendStandIn(for value: SQLValue, to input: inout [UInt8], hasher: ElementHasher) {
+        let lengthAt = input.count
+        input.appendBigEndian(UInt32(0))
+        value.append(to: &input)
+        var length = input.count - lengthAt - 4
+        if length >= ChainHead.hashByteCount {
+            let hash = hasher.hash(Array(input[(lengthAt + 4)...]))
+            input.removeSubrange((lengthAt + 4)...)
+            input.append(contentsOf: hash)
+            length = hash.count
+        }
+        withUnsafeBytes(of: UInt32(length).bigEndian) { bytes in
+            for index in 0..<4 { input[lengthAt + index] = bytes[index] }
+        }
     }
 
     /// This change without the cells named: what a sender ships of it once they lost.

@@ -465,7 +465,7 @@ extension WriteContext {
     }
 
     private mutating func chainOwn(_ change: RowChange) throws {
-        guard let leaf = change.leaf(hasher: hasher) else {
+        guard let leaf = change.leaf(lost: [], hasher: hasher, reusing: &hashBuffer) else {
             throw StoreError(.database, "change \(change.dot) of \(change.key) has no leaf; a column is named twice")
         }
         try chainOwn(leaf: leaf, dot: change.dot, bytes: change.byteEstimate)

@@ -27,12 +27,12 @@ struct OwnChain {
     static let pointBytes = 1 << 20
 
     /// Extends the chain by one change of about `bytes` bytes whose leaf is `leaf`.
-    mutating func extend(by leaf: [UInt8], bytes: Int, hasher: ElementHasher) {
+    mutating func extend(by leaf: [UInt8], bytes: Int, hasher: ElementHasher, reusing buffer: inout [UInt8]) {
         if bytesSincePoint > 0, bytesSincePoint + bytes > Self.pointBytes, points.last != head {
             points.append(head)
             bytesSincePoint = 0
         }
-        head = head.extended(by: CollectionOfOne(leaf), hasher: hasher)
+        head = head.extended(by: leaf, hasher: hasher, reusing: &buffer)
         bytesSincePoint += bytes
         if head.counter % Self.pointInterval == 0 {
             points.append(head)
@@ -54,7 +54,7 @@ extension WriteContext {
             chain.points.append(chain.head)
             chain.bytesSincePoint = 0
         }
-        chain.extend(by: leaf, bytes: bytes, hasher: hasher)
+        chain.extend(by: leaf, bytes: bytes, hasher: hasher, reusing: &hashBuffer)
         ownChain = chain
     }
 

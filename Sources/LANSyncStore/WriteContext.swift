@@ -39,6 +39,8 @@ struct WriteContext {
     let signer: SigningKey?
     /// This replica's chain, once a change made here extended it (see `WriteContext+Chain`).
     var ownChain: OwnChain?
+    /// One buffer for the leaves and chain hashes of every change this transaction makes.
+    var hashBuffer: [UInt8] = []
 
     init(_ db: Database, hasher: ElementHasher, apps: AppTableAccess, signer: SigningKey?) throws {
         self.db = db
