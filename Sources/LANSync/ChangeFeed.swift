@@ -12,6 +12,15 @@ public enum ReplicaChange: Sendable, Equatable {
     case rows(tables: Set<String>, local: Bool)
 }
 
+extension ReplicaChange {
+    /// Whether it was made on this replica (rather than merged from a peer or an import).
+    package var isLocal: Bool {
+        switch self {
+        case .entries(_, let local), .preferences(_, let local), .rows(_, let local): local
+        }
+    }
+}
+
 /// Hands every committed change to each current observer, in commit order.
 final class ChangeFeed: Sendable {
     private let observers = Mutex<[UUID: AsyncStream<ReplicaChange>.Continuation]>([:])

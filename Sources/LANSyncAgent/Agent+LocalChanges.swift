@@ -18,23 +18,38 @@ extension Agent {
     /// any other writer is noticed through the replica's files changing, `FileWatch`). Nothing here
     /// wakes on a timer.
     func watchChanges() async {
+        // This replica's change chain is extended and signed after its local writes, off their
+        // path; wake-ups that come while it runs fold into one.
+        let (chainWakes, wakeChain) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        wakeChain.yield()
         await withDiscardingTaskGroup { tasks in
             tasks.addTask {
                 for await change in self.node.changes() {
                     // Records of a new epoch (merged from a member that handed them over) may
                     // seal its key to this device.
                     if case .preferences(let writes, _) = change, Self.touchEpochs(writes) { await self.reloadGroup() }
+                    if change.isLocal { wakeChain.yield() }
                     await self.pushAll()
                 }
+                wakeChain.finish()
             }
-            tasks.addTask { await self.watchOtherWriters() }
+            tasks.addTask {
+                for await _ in chainWakes {
+                    do {
+                        try await self.node.store.extendOwnChain()
+                    } catch {
+                        self.logger.warning("could not extend this replica's change chain: \(error)")
+                    }
+                }
+            }
+            tasks.addTask { await self.watchOtherWriters(onChange: { wakeChain.yield() }) }
         }
     }
 
     /// Writes by other processes to this replica: each commit writes the WAL file, which inotify
     /// reports; the store's change marker (digest and clock) then says whether the replica changed.
     /// Where inotify is unavailable, the marker is read every second instead.
-    nonisolated func watchOtherWriters() async {
+    nonisolated func watchOtherWriters(onChange: @escaping @Sendable () -> Void) async {
         let (changes, changed) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let watch = FileWatch.directory(node.dataDirectory.path)
         if let watch {
@@ -66,6 +81,7 @@ extension Agent {
                 let current = try? node.store.changeMarker()
                 if current != marker {
                     marker = current
+                    onChange()
                     await pushAll()
                 }
             }

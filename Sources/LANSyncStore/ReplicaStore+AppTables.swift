@@ -61,7 +61,7 @@ extension ReplicaStore {
                     }
                     for statement in AppTriggers.cascadeStatements(for: catalog.schema) { try db.execute(sql: statement) }
                     // Rows heard of before this app declared their table or column now show.
-                    var context = try WriteContext(db, hasher: hasher, apps: apps, signer: headSigner)
+                    var context = try WriteContext(db, hasher: hasher, apps: apps)
                     context.appCatalog = catalog
                     for name in touched {
                         guard let table = catalog.table(named: name), table.declared != nil else { continue }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 package import LANSyncCore
+import LANSyncCrypto
 
 /// Replicas' change chains as this replica holds them (docs/signed-changes.md): the signed heads,
 /// and the leaves of a replica's changes rebuilt from what is stored — the rows that win and the
@@ -47,68 +48,132 @@ extension ReplicaStore {
         return try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return [] }
-                let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
-                let replicas = try Self.replicaNumbers(db)
-                let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0] as Int64, $0[1] as String) })
-                var leaves: [(counter: UInt64, leaf: [UInt8])] = []
-                for sql in ["SELECT \(RowDecoding.entryColumns) FROM entries", "SELECT \(RowDecoding.entryColumns) FROM entry_stubs"] {
-                    for row in try Row.fetchAll(db, sql: sql + " WHERE dot > ? AND dot <= ?", arguments: [lower, upper]) {
-                        let entry = try RowDecoding.entry(row, replicas: replicas)
-                        leaves.append((entry.dot.counter, ChangeLeaf.entry(entry, hasher: hasher)))
-                    }
-                }
-                for row in try Row.fetchAll(
-                    db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ?", arguments: [lower, upper])
-                {
-                    let write = try RowDecoding.preference(row, replicas: replicas)
-                    leaves.append((write.dot.counter, ChangeLeaf.preference(write, hasher: hasher)))
-                }
-                for row in try Row.fetchAll(
-                    db, sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ?", arguments: [lower, upper])
-                {
-                    let stub = PreferenceStub(
-                        key: row[1], hlc: HybridTimestamp(rawValue: UInt64(row[2] as Int64)), dot: try RowDecoding.dot(row[0], replicas: replicas),
-                        elementHash: [UInt8](row[3] as Data))
-                    leaves.append((stub.dot.counter, ChangeLeaf.preference(stub, hasher: hasher)))
-                }
-                // App-table changes: live ones rebuilt from their row's state (and their stub when a
-                // part of them lost), superseded ones from their stub alone.
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT o.dot, o.tbl, o.key, o.stub, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
-                        WHERE o.dot > ? AND o.dot <= ?
-                        UNION ALL
-                        SELECT s.dot, s.tbl, s.key, s.stub, NULL FROM row_stubs s WHERE s.dot > ? AND s.dot <= ?
-                        """,
-                    arguments: [lower, upper, lower, upper])
-                for row in rows {
-                    let dot = try RowDecoding.dot(row[0], replicas: replicas)
-                    guard let table = tables[row[1]] else {
-                        throw StoreError(.database, "change \(dot) names app table \(row[1] as Int64), which is not registered; the database is damaged")
-                    }
-                    let key = RowKey(table: table, primaryKey: try SQLValue.key(from: [UInt8](row[2] as Data)))
-                    let state = try (row[4] as Data?).map { try RowState(canonicalBytes: [UInt8]($0)) } ?? RowState()
-                    let change: RowChange
-                    var lost: [RowChange.LostCell] = []
-                    if let stubBytes = row[3] as Data? {
-                        let stub = try RowChangeStub(canonicalBytes: [UInt8](stubBytes))
-                        change = stub.change(key: key, dot: dot, in: state)
-                        lost = stub.lost
-                    } else if let shown = state.change(key: key, dot: dot) {
-                        change = shown
-                    } else {
-                        throw StoreError(.database, "change \(dot) of \(key) is indexed but not in its row; the database is damaged")
-                    }
-                    guard let leaf = change.leaf(lost: lost, hasher: hasher) else {
-                        throw StoreError(.database, "the stub of change \(dot) of \(key) names a column twice; the database is damaged")
-                    }
-                    leaves.append((dot.counter, leaf))
-                }
-                leaves.sort { $0.counter < $1.counter }
-                return leaves
+                return try Self.leaves(number: number, from: from, through: through, db: db, hasher: hasher).map { ($0.counter, $0.leaf) }
             }
         }
+    }
+
+    /// This replica's chain extended over the changes it made since its head, and signed with the
+    /// device's key when this store has it (heads an earlier call left unsigned included); returns
+    /// the head. The chain is built after the writes, not during them: a change's leaf is a pure
+    /// function of the change, which the store can rebuild at any time from the change or its
+    /// stub, so writes pay nothing for it. The agent calls this after local commits and before it
+    /// sends this replica's changes.
+    @discardableResult
+    package func extendOwnChain() async throws(StoreError) -> SignedChainPoint? {
+        let (hasher, signer, replica) = (hasher, headSigner, replica)
+        return try await Self.database {
+            try await writer.write { db in
+                guard let number = try Self.number(of: replica, db) else { return nil }
+                let counter = UInt64(try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number]) ?? 0)
+                // Nothing made here yet: no chain.
+                guard counter > 0 else { return nil }
+                var chain = try OwnChain.load(replica: replica, number: number, db: db)
+                let stored = try Row.fetchOne(db, sql: "SELECT counter, signature FROM chain_heads WHERE replica = ?", arguments: [number])
+                let storedSignature = stored?[1] as Data?
+                if chain.head.counter == counter, storedSignature != nil || signer == nil {
+                    // Up to date: nothing to write.
+                    return SignedChainPoint(head: chain.head, signature: storedSignature.map { [UInt8]($0) })
+                }
+                func signature(_ head: ChainHead) -> Data? { signer.map { Data($0.sign(head.signedMessage)) } }
+                if chain.head.counter < counter {
+                    let leaves = try Self.leaves(number: number, from: chain.head.counter, through: counter, db: db, hasher: hasher)
+                    guard leaves.map(\.counter) == Array((chain.head.counter + 1)...counter) else {
+                        throw StoreError(.database, "this replica lacks some of its own changes after \(chain.head.counter); the database is damaged")
+                    }
+                    var buffer = [UInt8]()
+                    for leaf in leaves { chain.extend(by: leaf.leaf, bytes: leaf.bytes, hasher: hasher, reusing: &buffer) }
+                    let point = try db.cachedStatement(sql: "INSERT OR REPLACE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)")
+                    for head in chain.points {
+                        try point.execute(arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature(head)])
+                    }
+                }
+                let unmoved = stored.map { UInt64($0[0] as Int64) } == chain.head.counter
+                let headSignature = unmoved && storedSignature != nil ? storedSignature : signature(chain.head)
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [number, Int64(chain.head.counter), Data(chain.head.hash), headSignature, chain.bytesSincePoint])
+                if signer != nil {
+                    // Points a call without the key kept unsigned (the partial index finds them without a scan).
+                    let unsigned = try Row.fetchAll(
+                        db.cachedStatement(sql: "SELECT dot, hash FROM chain_points WHERE signature IS NULL AND dot >= ? AND dot <= ?"),
+                        arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: Dot.maxCounter)])
+                    for row in unsigned {
+                        let head = ChainHead(replica: replica, counter: DotKey.counter(row[0]), hash: [UInt8](row[1] as Data))
+                        try db.execute(sql: "UPDATE chain_points SET signature = ? WHERE dot = ?", arguments: [signature(head), row[0] as Int64])
+                    }
+                }
+                return SignedChainPoint(head: chain.head, signature: headSignature.map { [UInt8]($0) })
+            }
+        }
+    }
+
+    /// The leaves of the changes numbered `(from, through]` of replica `number`, with about how
+    /// many bytes each takes on the wire as shipped.
+    static func leaves(number: Int64, from: UInt64, through: UInt64, db: Database, hasher: ElementHasher) throws
+        -> [(counter: UInt64, leaf: [UInt8], bytes: Int)]
+    {
+        let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
+        let replicas = try Self.replicaNumbers(db)
+        let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0] as Int64, $0[1] as String) })
+        var leaves: [(counter: UInt64, leaf: [UInt8], bytes: Int)] = []
+        for sql in ["SELECT \(RowDecoding.entryColumns) FROM entries", "SELECT \(RowDecoding.entryColumns) FROM entry_stubs"] {
+            for row in try Row.fetchAll(db, sql: sql + " WHERE dot > ? AND dot <= ?", arguments: [lower, upper]) {
+                let entry = try RowDecoding.entry(row, replicas: replicas)
+                leaves.append((entry.dot.counter, ChangeLeaf.entry(entry, hasher: hasher), entry.byteEstimate))
+            }
+        }
+        for row in try Row.fetchAll(
+            db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ?", arguments: [lower, upper])
+        {
+            let write = try RowDecoding.preference(row, replicas: replicas)
+            leaves.append((write.dot.counter, ChangeLeaf.preference(write, hasher: hasher), write.byteEstimate))
+        }
+        for row in try Row.fetchAll(
+            db, sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ?", arguments: [lower, upper])
+        {
+            let stub = PreferenceStub(
+                key: row[1], hlc: HybridTimestamp(rawValue: UInt64(row[2] as Int64)), dot: try RowDecoding.dot(row[0], replicas: replicas),
+                elementHash: [UInt8](row[3] as Data))
+            leaves.append((stub.dot.counter, ChangeLeaf.preference(stub, hasher: hasher), stub.key.utf8.count + 96))
+        }
+        // App-table changes: live ones rebuilt from their row's state (and their stub when a part
+        // of them lost), superseded ones from their stub alone.
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT o.dot, o.tbl, o.key, o.stub, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
+                WHERE o.dot > ? AND o.dot <= ?
+                UNION ALL
+                SELECT s.dot, s.tbl, s.key, s.stub, NULL FROM row_stubs s WHERE s.dot > ? AND s.dot <= ?
+                """,
+            arguments: [lower, upper, lower, upper])
+        var buffer = [UInt8]()
+        for row in rows {
+            let dot = try RowDecoding.dot(row[0], replicas: replicas)
+            guard let table = tables[row[1]] else {
+                throw StoreError(.database, "change \(dot) names app table \(row[1] as Int64), which is not registered; the database is damaged")
+            }
+            let key = RowKey(table: table, primaryKey: try SQLValue.key(from: [UInt8](row[2] as Data)))
+            let state = try (row[4] as Data?).map { try RowState(canonicalBytes: [UInt8]($0)) } ?? RowState()
+            let change: RowChange
+            var lost: [RowChange.LostCell] = []
+            if let stubBytes = row[3] as Data? {
+                let stub = try RowChangeStub(canonicalBytes: [UInt8](stubBytes))
+                change = stub.change(key: key, dot: dot, in: state)
+                lost = stub.lost
+            } else if let shown = state.change(key: key, dot: dot) {
+                change = shown
+            } else {
+                throw StoreError(.database, "change \(dot) of \(key) is indexed but not in its row; the database is damaged")
+            }
+            guard let leaf = change.leaf(lost: lost, hasher: hasher, reusing: &buffer) else {
+                throw StoreError(.database, "the stub of change \(dot) of \(key) names a column twice; the database is damaged")
+            }
+            leaves.append((dot.counter, leaf, change.byteEstimate + lost.reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 }))
+        }
+        leaves.sort { $0.counter < $1.counter }
+        return leaves
     }
 
     static func number(of replica: ReplicaID, _ db: Database) throws -> Int64? {
@@ -124,4 +189,48 @@ package struct SignedChainPoint: Hashable, Sendable {
 
     /// The head with its signature, once signed.
     package var signed: SignedHead? { signature.map { SignedHead(head: head, signature: $0) } }
+}
+
+/// A replica's own change chain while it is extended (docs/signed-changes.md): its head, and the
+/// points to keep — where catch-ups may be cut: every 256th counter, and before a change that
+/// would take the changes since the last point past 1 MiB. Between two points there are thus at
+/// most 256 changes and at most 1 MiB of them (or one larger change), so that one range and its
+/// signature always fit in one wire message.
+struct OwnChain {
+    var head: ChainHead
+    /// About how many bytes the changes after the last point take.
+    var bytesSincePoint: Int
+    /// Points reached while extending (a genesis included), to keep in `chain_points`.
+    var points: [ChainHead] = []
+
+    /// A point at every multiple of this counter.
+    static let pointInterval: UInt64 = 256
+    /// A point before a change that would take the changes since the last one past this size.
+    static let pointBytes = 1 << 20
+
+    /// The stored head of the chain; without one, a genesis at 0. (An upgraded replica has its
+    /// genesis at the counter it had reached, stored by the schema's migration: its earlier
+    /// changes were written unsigned.)
+    static func load(replica: ReplicaID, number: Int64, db: Database) throws -> OwnChain {
+        if let row = try Row.fetchOne(db, sql: "SELECT counter, hash, bytes_since_point FROM chain_heads WHERE replica = ?", arguments: [number]) {
+            let hash = [UInt8](row[1] as Data)
+            return OwnChain(head: ChainHead(replica: replica, counter: UInt64(row[0] as Int64), hash: hash), bytesSincePoint: row[2])
+        }
+        let genesis = ChainHead.genesis(of: replica)
+        return OwnChain(head: genesis, bytesSincePoint: 0, points: [genesis])
+    }
+
+    /// Extends the chain by one change of about `bytes` bytes whose leaf is `leaf`.
+    mutating func extend(by leaf: [UInt8], bytes: Int, hasher: ElementHasher, reusing buffer: inout [UInt8]) {
+        if bytesSincePoint > 0, bytesSincePoint + bytes > Self.pointBytes, points.last != head {
+            points.append(head)
+            bytesSincePoint = 0
+        }
+        head = head.extended(by: leaf, hasher: hasher, reusing: &buffer)
+        bytesSincePoint += bytes
+        if head.counter % Self.pointInterval == 0 {
+            points.append(head)
+            bytesSincePoint = 0
+        }
+    }
 }

@@ -1,7 +1,6 @@
 import Foundation
 package import GRDB
 package import LANSyncCore
-import LANSyncCrypto
 
 /// Local writes: appends and preference writes made on this replica, durable when they return.
 extension ReplicaStore {
@@ -67,7 +66,7 @@ extension ReplicaStore {
     private func commit<T: Sendable>(
         _ write: @escaping @Sendable (inout WriteContext) throws -> T, onCommit: (@Sendable (T) -> Void)?
     ) async throws(StoreError) -> T {
-        let (writer, hasher, queue, checkpointer, apps, signer) = (writer, hasher, localWrites, checkpointer, apps, headSigner)
+        let (writer, hasher, queue, checkpointer, apps) = (writer, hasher, localWrites, checkpointer, apps)
         return try await Self.database {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 queue.add(
@@ -81,7 +80,7 @@ extension ReplicaStore {
                         },
                         fail: { continuation.resume(throwing: $0) }))
                 writer.asyncWriteWithoutTransaction { db in
-                    if Self.commitWaiting(queue, db: db, hasher: hasher, apps: apps, signer: signer) { checkpointer?.committed() }
+                    if Self.commitWaiting(queue, db: db, hasher: hasher, apps: apps) { checkpointer?.committed() }
                 }
             }
         }
@@ -89,14 +88,12 @@ extension ReplicaStore {
 
     /// Commits every waiting local write in one transaction (none, when a merge took them).
     /// Returns whether it committed anything.
-    private static func commitWaiting(
-        _ queue: LocalWriteQueue, db: Database, hasher: ElementHasher, apps: AppTableAccess, signer: SigningKey?
-    ) -> Bool {
+    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher, apps: AppTableAccess) -> Bool {
         guard queue.hasWaiting else { return false }
         var taken = TakenWrites()
         do {
             try db.inTransaction {
-                var context = try WriteContext(db, hasher: hasher, apps: apps, signer: signer)
+                var context = try WriteContext(db, hasher: hasher, apps: apps)
                 try taken.take(from: queue, into: &context)
                 if !taken.writes.isEmpty { try context.save() }
                 return .commit
@@ -122,9 +119,7 @@ extension ReplicaStore {
             let entry = Entry(
                 id: request.id ?? EntryIDs.make(hlc: hlc, random: &random), stream: request.stream, originDevice: context.device,
                 dot: context.nextDot(), hlc: hlc, wallMilliseconds: Int64(now), payload: request.payload)
-            let leaf = ChangeLeaf.entry(entry, hasher: context.hasher)
-            _ = try context.mergeEntry(entry, hash: leaf)
-            try context.chainOwn(leaf: leaf, dot: entry.dot, bytes: entry.byteEstimate)
+            _ = try context.mergeEntry(entry)
             results.append(entry)
         }
         return results
@@ -141,7 +136,6 @@ extension ReplicaStore {
                 key: request.key, value: request.value, originDevice: context.device, dot: context.nextDot(),
                 hlc: hlc, wallMilliseconds: Int64(now))
             _ = try context.mergePreference(write)
-            try context.chainOwn(leaf: ChangeLeaf.preference(write, hasher: context.hasher), dot: write.dot, bytes: write.byteEstimate)
             results.append(write)
         }
         return results

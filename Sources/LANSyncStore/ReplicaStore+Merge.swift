@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import LANSyncCrypto
 package import LANSyncCore
 
 /// Merging rows from other replicas: checks, bounded transactions, imports.
@@ -17,7 +16,7 @@ extension ReplicaStore {
 
     /// Merges a delta checked beforehand (see `check`).
     package func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
-        let (hasher, queue, apps, signer) = (hasher, localWrites, apps, headSigner)
+        let (hasher, queue, apps) = (hasher, localWrites, apps)
         // Which rows changed the replica, by index: the writer copies no rows.
         var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
         var pacer = MergePacer(cost: mergeCost)
@@ -32,7 +31,7 @@ extension ReplicaStore {
                         try apps.capture.with(.merging) {
                             try db.inTransaction {
                                 part = try Self.merge(
-                                    share, of: checked, db: db, hasher: hasher, apps: apps, signer: signer, localWrites: queue, taken: &taken)
+                                    share, of: checked, db: db, hasher: hasher, apps: apps, localWrites: queue, taken: &taken)
                                 return .commit
                             }
                         }
@@ -88,10 +87,10 @@ extension ReplicaStore {
     /// Merges one transaction's share of a delta, taking waiting local writes along.
     private static func merge(
         _ share: MergePacer.Share, of checked: CheckedDelta, db: Database, hasher: ElementHasher, apps: AppTableAccess,
-        signer: SigningKey?, localWrites: LocalWriteQueue, taken: inout TakenWrites
+        localWrites: LocalWriteQueue, taken: inout TakenWrites
     ) throws -> MergedShare {
         let delta = checked.delta
-        var context = try WriteContext(db, hasher: hasher, apps: apps, signer: signer)
+        var context = try WriteContext(db, hasher: hasher, apps: apps)
         var merged = MergedShare()
         merged.changedEntries.reserveCapacity(share.entries.count)
         /// Every few rows: take waiting local writes; true when the transaction should commit now.
@@ -140,10 +139,10 @@ extension ReplicaStore {
     /// Runs `body` inside one write transaction that merges whatever rows it feeds in; when
     /// `body` throws, everything is rolled back and nothing is written. For imports.
     package func importing<T>(_ body: (inout ImportSession) throws -> T) throws -> (T, MergeOutcome) {
-        let (hasher, apps, signer) = (hasher, apps, headSigner)
+        let (hasher, apps) = (hasher, apps)
         return try writer.write { db in
             try apps.capture.with(.merging) {
-                var session = ImportSession(context: try WriteContext(db, hasher: hasher, apps: apps, signer: signer))
+                var session = ImportSession(context: try WriteContext(db, hasher: hasher, apps: apps))
                 let result = try body(&session)
                 try session.finish()
                 return (result, session.outcome)

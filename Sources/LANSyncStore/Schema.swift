@@ -16,11 +16,12 @@ import LANSyncCore
 ///   table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan.
 ///
 /// - v3, signed changes (docs/signed-changes.md): `chain_heads`, per replica the latest head of
-///   its chain this replica holds (for its own, the head after its last commit, and how many
+///   its chain this replica holds (for its own, as far as it was last extended, and how many
 ///   bytes of changes follow its last point), signed by the replica's device (`signature` NULL
 ///   until this replica's own key has signed it); `chain_points`, the signed heads where
 ///   catch-ups may be cut (see `OwnChain`) and each replica's genesis (a head of 32 zero bytes:
-///   the counters up to it were written unsigned).
+///   the counters up to it were written unsigned; the migration stores one for a replica that
+///   had made changes).
 ///   The stubs of superseded changes, so that their leaves can still be sent (`ChangeLeaf`):
 ///   `preference_stubs` (key, clock, element hash), `entry_stubs` (losing entries, whole),
 ///   `row_stubs` (app-table changes of which nothing wins any more) and `app_ops.stub` (a live
@@ -146,6 +147,14 @@ enum Schema {
                         stub BLOB NOT NULL
                     );
                     ALTER TABLE app_ops ADD COLUMN stub BLOB;
+                    -- A replica upgraded with changes of its own: they were written unsigned, and
+                    -- its chain starts after them, at a genesis (signed by its first extension).
+                    INSERT INTO chain_heads (replica, counter, hash, signature, bytes_since_point)
+                        SELECT r.num, r.counter, zeroblob(32), NULL, 0 FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
+                        WHERE r.counter > 0;
+                    INSERT INTO chain_points (dot, hash, signature)
+                        SELECT (r.num << 40) | r.counter, zeroblob(32), NULL FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
+                        WHERE r.counter > 0;
                     PRAGMA user_version = 3;
                     """)
         }

@@ -362,7 +362,7 @@ extension WriteContext {
         }
         let first = RowChange(
             key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
-        if try storeFirst(first, in: table, key: keyBytes, materialize: false) { return try chainOwn(first) }
+        if try storeFirst(first, in: table, key: keyBytes, materialize: false) { return }
         let heldRow = try heldRow(table: table.number, key: keyBytes)
         let held = heldRow?.state ?? RowState()
         let kind: RowChange.Kind
@@ -461,14 +461,6 @@ extension WriteContext {
         try checkSize(values, of: key)
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
         _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: false)
-        try chainOwn(change)
-    }
-
-    private mutating func chainOwn(_ change: RowChange) throws {
-        guard let leaf = change.leaf(lost: [], hasher: hasher, reusing: &hashBuffer) else {
-            throw StoreError(.database, "change \(change.dot) of \(change.key) has no leaf; a column is named twice")
-        }
-        try chainOwn(leaf: leaf, dot: change.dot, bytes: change.byteEstimate)
     }
 }
 

@@ -35,18 +35,11 @@ struct WriteContext {
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
     var rowCount: Int
-    /// This device's key, which signs the heads of this replica's chain (nil: kept unsigned).
-    let signer: SigningKey?
-    /// This replica's chain, once a change made here extended it (see `WriteContext+Chain`).
-    var ownChain: OwnChain?
-    /// One buffer for the leaves and chain hashes of every change this transaction makes.
-    var hashBuffer: [UInt8] = []
 
-    init(_ db: Database, hasher: ElementHasher, apps: AppTableAccess, signer: SigningKey?) throws {
+    init(_ db: Database, hasher: ElementHasher, apps: AppTableAccess) throws {
         self.db = db
         self.hasher = hasher
         self.apps = apps
-        self.signer = signer
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count, row_count FROM meta"))
@@ -233,7 +226,6 @@ struct WriteContext {
 
     /// Writes the bookkeeping back: version vector entries that moved, clock, digest, counts.
     mutating func save() throws {
-        try saveOwnChain()
         try saveRowCounts()
         let counter = try db.cachedStatement(sql: "UPDATE replicas SET counter = ? WHERE replica_id = ?")
         for id in changedCounters {

@@ -148,7 +148,7 @@ import Testing
                     #expect(shown == wanted)
                     // Its own changes, however others' writes superseded them, still rebuild the
                     // chain its device signed.
-                    try ChainStoreTests.expectOwnChainVerifies(replica.store, key: replica.key)
+                    try await ChainStoreTests.expectOwnChainVerifies(replica.store, key: replica.key)
                 }
             } catch {
                 Issue.record("\(error)")

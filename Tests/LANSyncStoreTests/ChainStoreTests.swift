@@ -6,10 +6,10 @@ import LANSyncCrypto
 import PropertyBased
 import Testing
 
-/// Each replica's own change chain as the store keeps it (docs/signed-changes.md): every change
-/// made here extends it, its device signs the heads, and the leaves rebuilt from what the store
-/// holds — winning rows and the stubs of superseded ones — lead exactly to those heads, however
-/// other replicas' writes superseded this one's.
+/// Each replica's own change chain as the store keeps it (docs/signed-changes.md): extended over
+/// the changes made here, its heads signed by the device, and the leaves rebuilt from what the
+/// store holds — winning rows and the stubs of superseded ones — lead exactly to those heads,
+/// however other replicas' writes superseded this one's and whenever the chain was extended.
 @Suite struct ChainStoreTests {
     static let zeros = [UInt8](repeating: 0, count: 32)
 
@@ -18,11 +18,13 @@ import Testing
         return ChainVerifier(hasher: ReplicaStore.elementHasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: publicKey) }
     }
 
-    /// The store's own chain: a signed genesis, a signed head at its counter, signed points at
-    /// every 256th counter, and the leaves of every counter since the genesis leading to each.
+    /// The store's own chain, once extended: a signed genesis, a signed head at its counter,
+    /// signed points, and the leaves of every counter since the genesis leading to each.
     static func expectOwnChainVerifies(
         _ store: ReplicaStore, key: SigningKey, sourceLocation: SourceLocation = #_sourceLocation
-    ) throws {
+    ) async throws {
+        let extended = try await store.extendOwnChain()
+        #expect(try store.chainHead(of: store.replica) == extended, sourceLocation: sourceLocation)
         let counter = try store.versionVector()[store.replica]
         let stored = try store.chainHead(of: store.replica)
         guard counter > 0 else {
@@ -59,7 +61,8 @@ import Testing
     }
 
     /// Preference writes overwritten here and there and entries written under one id on several
-    /// replicas (a retried import): each replica's own chain still verifies from what it keeps.
+    /// replicas (a retried import), the chain extended now and then: each replica's own chain
+    /// still verifies from what it keeps, whenever it was extended.
     @Test func overwrittenPreferencesAndLosingEntriesKeepTheirLeaves() async {
         await propertyCheck(count: 30, input: Gen.int(in: 0...1_000_000).array(of: 1...50)) { steps in
             do {
@@ -69,20 +72,22 @@ import Testing
                 for step in steps {
                     now += UInt64(step % 3)
                     let store = stores[step % 3]
-                    switch (step / 3) % 4 {
+                    switch (step / 3) % 5 {
                     case 0:
                         _ = try await store.setPreferences(
-                            [PreferenceRequest(key: "k\(step / 12 % 2)", value: step % 5 == 0 ? nil : "\(step)")], now: now)
+                            [PreferenceRequest(key: "k\(step / 15 % 2)", value: step % 5 == 0 ? nil : "\(step)")], now: now)
                     case 1:
-                        _ = try await store.append([AppendRequest(id: "id-\(step / 12 % 3)", stream: "taps", payload: "\(step)")], now: now)
+                        _ = try await store.append([AppendRequest(id: "id-\(step / 15 % 3)", stream: "taps", payload: "\(step)")], now: now)
                     case 2:
                         _ = try await store.append([AppendRequest(stream: "taps", payload: "\(step)")], now: now)
+                    case 3:
+                        try await store.extendOwnChain()
                     default:
-                        try await Self.sync(stores[(step / 12) % 3], to: store)
+                        try await Self.sync(stores[(step / 15) % 3], to: store)
                     }
                 }
                 for _ in 0..<2 { for from in stores { for to in stores { try await Self.sync(from, to: to) } } }
-                for (store, key) in zip(stores, keys) { try Self.expectOwnChainVerifies(store, key: key) }
+                for (store, key) in zip(stores, keys) { try await Self.expectOwnChainVerifies(store, key: key) }
             } catch {
                 Issue.record("\(error)")
             }
@@ -94,8 +99,8 @@ import Testing
         let key = SigningKey(derivedFrom: KeyPair.generate())
         let store = try Self.store(1, key: key)
         _ = try await store.append((0..<600).map { AppendRequest(stream: "metrics", payload: "\($0)") }, now: 1_000)
+        try await Self.expectOwnChainVerifies(store, key: key)
         #expect(try store.chainPoints(of: store.replica).map(\.head.counter) == [0, 256, 512])
-        try Self.expectOwnChainVerifies(store, key: key)
     }
 
     /// Large changes get points closer together: at most 1 MiB of changes between two, so that a
@@ -108,40 +113,51 @@ import Testing
         for commit in 0..<3 {
             _ = try await store.append((0..<10).map { _ in AppendRequest(stream: "photos", payload: payload) }, now: UInt64(1_000 + commit))
         }
-        let points = try store.chainPoints(of: store.replica).map(\.head.counter)
-        #expect(points == [0, 17])
-        try Self.expectOwnChainVerifies(store, key: key)
+        try await Self.expectOwnChainVerifies(store, key: key)
+        #expect(try store.chainPoints(of: store.replica).map(\.head.counter) == [0, 17])
     }
 
     /// Opened without the device's key (a tool that only has the database), a store keeps its
-    /// heads unsigned; the next commit with the key signs them.
-    @Test func headsWrittenWithoutTheKeyAreSignedByTheNextCommitWithIt() async throws {
+    /// heads unsigned; the next extension with the key signs them.
+    @Test func headsKeptWithoutTheKeyAreSignedByTheNextExtensionWithIt() async throws {
         let key = SigningKey(derivedFrom: KeyPair.generate())
         let unsigned = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!)
         _ = try await unsigned.append((0..<300).map { AppendRequest(stream: "metrics", payload: "\($0)") }, now: 1_000)
+        #expect(try await unsigned.extendOwnChain()?.signature == nil)
         #expect(try unsigned.chainHead(of: unsigned.replica)?.signature == nil)
         #expect(try unsigned.chainPoints(of: unsigned.replica).allSatisfy { $0.signature == nil })
         let signing = unsigned.signingHeads(with: key)
         _ = try await signing.setPreferences([PreferenceRequest(key: "theme", value: "\"dark\"")], now: 2_000)
+        #expect(try await signing.extendOwnChain()?.signature != nil)
         #expect(try signing.chainPoints(of: signing.replica).allSatisfy { $0.signature != nil })
-        try Self.expectOwnChainVerifies(signing, key: key)
+        try await Self.expectOwnChainVerifies(signing, key: key)
     }
 
-    /// A replica whose earlier changes were written before chains existed (an upgraded one: here,
-    /// its chain removed) starts its chain with a genesis at the counter it had reached; the
-    /// changes after it verify.
+    /// A replica upgraded from schema 2 with changes of its own starts its chain at a genesis at
+    /// the counter it had reached (they were written unsigned); the changes after it verify.
     @Test func anUpgradedReplicaStartsItsChainAtAGenesis() async throws {
         let key = SigningKey(derivedFrom: KeyPair.generate())
-        let store = try Self.store(1, key: key)
-        _ = try await store.append((0..<5).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
-        try await store.writer.write { db in
-            try db.execute(sql: "DELETE FROM chain_heads; DELETE FROM chain_points")
+        let path = NSTemporaryDirectory() + "chain-upgrade-\(UInt64.random(in: 0...UInt64.max)).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let (created, _) = try ReplicaStore.openOrCreate(path: path, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!)
+        _ = try await created.append((0..<5).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
+        let replica = created.replica
+        try await created.writer.write { db in
+            // Back to what schema 2 held: no chain, no stubs.
+            try db.execute(
+                sql: """
+                    DROP TABLE chain_heads; DROP TABLE chain_points; DROP TABLE preference_stubs; DROP TABLE entry_stubs;
+                    DROP TABLE row_stubs; ALTER TABLE app_ops DROP COLUMN stub;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v3 signed changes'; PRAGMA user_version = 2;
+                    """)
         }
+        try created.writer.close()
+        let store = try ReplicaStore.open(path: path).signingHeads(with: key)
+        let genesis = try #require(try store.chainHead(of: replica))
+        #expect(genesis.head.counter == 5 && genesis.head.hash == Self.zeros && genesis.signature == nil)
         _ = try await store.append((0..<3).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 2_000)
-        let points = try store.chainPoints(of: store.replica)
-        #expect(points.map(\.head.counter) == [5])
-        #expect(points.first?.head.hash == Self.zeros)
-        try Self.expectOwnChainVerifies(store, key: key)
+        try await Self.expectOwnChainVerifies(store, key: key)
+        #expect(try store.chainPoints(of: replica).map(\.head.counter) == [5])
     }
 
     /// A change is kept by its dot: tampering with what is stored (here, an overwritten
@@ -151,8 +167,8 @@ import Testing
         let store = try Self.store(1, key: key)
         _ = try await store.setPreferences([PreferenceRequest(key: "theme", value: "\"dark\"")], now: 1_000)
         _ = try await store.setPreferences([PreferenceRequest(key: "theme", value: "\"light\"")], now: 2_000)
+        let head = try #require(try await store.extendOwnChain()?.signed)
         try await store.writer.write { db in try db.execute(sql: "UPDATE preference_stubs SET hlc = hlc + 1") }
-        let head = try #require(try store.chainHead(of: store.replica)?.signed)
         let leaves = try store.chainLeaves(of: store.replica, from: 0, through: 2).map(\.leaf)
         #expect(Self.verifier(key).verify(from: .genesis(of: store.replica), leaves: leaves, to: head) == .failure(.hashMismatch(counter: 2)))
     }
