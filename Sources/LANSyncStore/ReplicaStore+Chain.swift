@@ -117,10 +117,16 @@ extension ReplicaStore {
         let replicas = try Self.replicaNumbers(db)
         let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0] as Int64, $0[1] as String) })
         var leaves: [(counter: UInt64, leaf: [UInt8], bytes: Int)] = []
-        for sql in ["SELECT \(RowDecoding.entryColumns) FROM entries", "SELECT \(RowDecoding.entryColumns) FROM entry_stubs"] {
-            for row in try Row.fetchAll(db, sql: sql + " WHERE dot > ? AND dot <= ?", arguments: [lower, upper]) {
-                let entry = try RowDecoding.entry(row, replicas: replicas)
-                leaves.append((entry.dot.counter, ChangeLeaf.entry(entry, hasher: hasher), entry.byteEstimate))
+        var devices = RowDecoding.DeviceCache()
+        var canonicalBytes = [UInt8]()
+        for table in ["entries", "entry_stubs"] {
+            let select = try BoundStatement(db, sql: "SELECT \(RowDecoding.entryColumns) FROM \(table) WHERE dot > ? AND dot <= ?")
+            select.bind(1, lower)
+            select.bind(2, upper)
+            try select.forEachRow { columns in
+                let entry = try RowDecoding.entry(columns, replicas: replicas, devices: &devices)
+                // `ChangeLeaf.entry`, with one buffer for every entry.
+                leaves.append((entry.dot.counter, hasher.hash(entry, reusing: &canonicalBytes), entry.byteEstimate))
             }
         }
         for row in try Row.fetchAll(
@@ -138,28 +144,32 @@ extension ReplicaStore {
             leaves.append((stub.dot.counter, ChangeLeaf.preference(stub, hasher: hasher), stub.key.utf8.count + 96))
         }
         // App-table changes: live ones rebuilt from their row's state (and their stub when a part
-        // of them lost), superseded ones from their stub alone.
-        let rows = try Row.fetchAll(
+        // of them lost), superseded ones from their stub alone. Read through the C API: a bulk
+        // insert's chain is extended over a row per change.
+        let rows = try BoundStatement(
             db,
             sql: """
                 SELECT o.dot, o.tbl, o.key, o.stub, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
                 WHERE o.dot > ? AND o.dot <= ?
                 UNION ALL
                 SELECT s.dot, s.tbl, s.key, s.stub, NULL FROM row_stubs s WHERE s.dot > ? AND s.dot <= ?
-                """,
-            arguments: [lower, upper, lower, upper])
+                """)
+        rows.bind(1, lower)
+        rows.bind(2, upper)
+        rows.bind(3, lower)
+        rows.bind(4, upper)
         var buffer = [UInt8]()
-        for row in rows {
-            let dot = try RowDecoding.dot(row[0], replicas: replicas)
-            guard let table = tables[row[1]] else {
-                throw StoreError(.database, "change \(dot) names app table \(row[1] as Int64), which is not registered; the database is damaged")
+        try rows.forEachRow { columns in
+            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
+            guard let table = tables[columns.int64(1)] else {
+                throw StoreError(.database, "change \(dot) names app table \(columns.int64(1)), which is not registered; the database is damaged")
             }
-            let key = RowKey(table: table, primaryKey: try SQLValue.key(from: [UInt8](row[2] as Data)))
-            let state = try (row[4] as Data?).map { try RowState(canonicalBytes: [UInt8]($0)) } ?? RowState()
+            let key = RowKey(table: table, primaryKey: try columns.withBlob(2) { try SQLValue.key(from: Array($0)) })
+            let state = columns.isNull(4) ? RowState() : try columns.withBlob(4) { try RowState(canonicalBytes: Array($0)) }
             let change: RowChange
             var lost: [RowChange.LostCell] = []
-            if let stubBytes = row[3] as Data? {
-                let stub = try RowChangeStub(canonicalBytes: [UInt8](stubBytes))
+            if !columns.isNull(3) {
+                let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
                 change = stub.change(key: key, dot: dot, in: state)
                 lost = stub.lost
             } else if let shown = state.change(key: key, dot: dot) {

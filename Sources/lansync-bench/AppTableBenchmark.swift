@@ -96,7 +96,7 @@ struct AppTableBenchmark {
         }
     }
 
-    /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile`).
+    /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile [merge] [chain]`).
     mutating func profileInsert() async throws {
         let rowArguments = (0..<rows).map(Self.arguments)
         for _ in 0..<3 {
@@ -104,6 +104,11 @@ struct AppTableBenchmark {
             let start = ContinuousClock.now
             try await Self.insert(rowArguments, batch: 1_000) { try await node.write($0) }
             print(String(format: "insert %.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
+            if CommandLine.arguments.contains("chain") {
+                let chainStart = ContinuousClock.now
+                try await node.store.extendOwnChain()
+                print(String(format: "chain %.0f rows/s", Double(rows) / (ContinuousClock.now - chainStart).seconds))
+            }
             guard CommandLine.arguments.contains("merge") else { continue }
             let batches = try Self.deltas(of: node)
             let target = try freshNode()
@@ -126,18 +131,26 @@ struct AppTableBenchmark {
         var ours = [Double]()
         var theirs = [Double]()
         var source: LANSyncNode?
+        var chainSeconds = [Double]()
         for _ in 0..<rounds {
             let node = try freshNode()
             var start = clock.now
             try await Self.insert(rowArguments, batch: batch) { try await node.write($0) }
             ours.append(Double(rows) / (clock.now - start).seconds)
             source = node
+            // What the agent does after the writes, off their path: extend and sign the chain.
+            start = clock.now
+            try await node.store.extendOwnChain()
+            chainSeconds.append((clock.now - start).seconds)
             let pool = try freshBaseline()
             start = clock.now
             try await Self.insert(rowArguments, batch: batch) { try await pool.write($0) }
             theirs.append(Double(rows) / (clock.now - start).seconds)
         }
         Self.compare("bulk insert, 1,000 rows/transaction", ours, theirs, unit: "rows/s", goal: 0.5)
+        chainSeconds.sort()
+        print(String(format: "    then signing the chain over them, off the write path: median %.3f s [%.3f-%.3f], %.1f us a row",
+            chainSeconds[chainSeconds.count / 2], chainSeconds.first!, chainSeconds.last!, chainSeconds[chainSeconds.count / 2] / Double(rows) * 1e6))
 
         // One upsert per durable write, idle node.
         var upserts = Latencies()
