@@ -144,45 +144,41 @@ extension RowChange {
         input.appendBigEndian(causalLength)
         stamp.append(to: &input)
 
-        input.appendBigEndian(UInt32(values.count + lostValues.count))
+        let complete = Self.appendList(values, named: \.column, lost: lostValues, maxStandIn: ChainHead.hashByteCount, to: &input) {
+            Self.appendStandIn(for: $0.value, to: &$1, hasher: hasher)
+        } && Self.appendList(totals, named: \.column, lost: lostTotals, maxStandIn: 8, to: &input) {
+            $1.appendBigEndian(UInt32(8))
+            $1.appendBigEndian(UInt64(bitPattern: $0.total))
+        }
+        guard complete else { return nil }
+        return hasher.hash(input)
+    }
+
+    /// Appends one of a leaf's lists: its count, then `cells` and the `lost` ones (sorted by
+    /// column) in column order, each as field(column) · field(stand-in). False when a lost cell
+    /// repeats a column or is malformed.
+    private static func appendList<Cell>(
+        _ cells: [Cell], named column: (Cell) -> String, lost: [LostCell], maxStandIn: Int, to input: inout [UInt8],
+        standIn: (Cell, inout [UInt8]) -> Void
+    ) -> Bool {
+        input.appendBigEndian(UInt32(cells.count + lost.count))
         var next = 0
         var previous: String?
-        for value in values {
-            while next < lostValues.count, lostValues[next].column <= value.column {
-                guard lostValues[next].column != value.column, Self.append(lostValues[next], after: &previous, to: &input, maxStandIn: 32) else {
-                    return nil
-                }
+        for cell in cells {
+            let name = column(cell)
+            while next < lost.count, lost[next].column <= name {
+                guard lost[next].column != name, append(lost[next], after: &previous, to: &input, maxStandIn: maxStandIn) else { return false }
                 next += 1
             }
-            previous = value.column
-            input.appendField(value.column)
-            Self.appendStandIn(for: value.value, to: &input, hasher: hasher)
+            previous = name
+            input.appendField(name)
+            standIn(cell, &input)
         }
-        while next < lostValues.count {
-            guard Self.append(lostValues[next], after: &previous, to: &input, maxStandIn: 32) else { return nil }
+        while next < lost.count {
+            guard append(lost[next], after: &previous, to: &input, maxStandIn: maxStandIn) else { return false }
             next += 1
         }
-
-        input.appendBigEndian(UInt32(totals.count + lostTotals.count))
-        next = 0
-        previous = nil
-        for total in totals {
-            while next < lostTotals.count, lostTotals[next].column <= total.column {
-                guard lostTotals[next].column != total.column, Self.append(lostTotals[next], after: &previous, to: &input, maxStandIn: 8) else {
-                    return nil
-                }
-                next += 1
-            }
-            previous = total.column
-            input.appendField(total.column)
-            input.appendBigEndian(UInt32(8))
-            input.appendBigEndian(UInt64(bitPattern: total.total))
-        }
-        while next < lostTotals.count {
-            guard Self.append(lostTotals[next], after: &previous, to: &input, maxStandIn: 8) else { return nil }
-            next += 1
-        }
-        return hasher.hash(input)
+        return true
     }
 
     /// Appends a lost cell to a leaf's input; false when it repeats the column before it, or its
