@@ -34,18 +34,23 @@ import Testing
         let head = try #require(stored?.signed, "the head is signed", sourceLocation: sourceLocation)
         #expect(head.head.counter == counter, sourceLocation: sourceLocation)
         let points = try store.chainPoints(of: store.replica)
-        let genesis = try #require(points.first?.signed, sourceLocation: sourceLocation)
-        #expect(genesis.head.hash == zeros, sourceLocation: sourceLocation)
-        #expect(SigningKey.verify(genesis.signature, of: genesis.head.signedMessage, by: key.publicKey), sourceLocation: sourceLocation)
-        let leaves = try store.chainLeaves(of: store.replica, from: genesis.head.counter, through: counter)
-        #expect(leaves.map(\.counter) == Array((genesis.head.counter + 1)...counter), "a leaf for every counter", sourceLocation: sourceLocation)
         let verifier = Self.verifier(key)
-        #expect(verifier.verify(from: genesis.head, leaves: leaves.map(\.leaf), to: head) == .success(head.head), sourceLocation: sourceLocation)
-        for point in points.dropFirst() {
-            let signed = try #require(point.signed, sourceLocation: sourceLocation)
-            let prefix = leaves.prefix { $0.counter <= point.head.counter }.map(\.leaf)
-            #expect(verifier.verify(from: genesis.head, leaves: prefix, to: signed) == .success(point.head), sourceLocation: sourceLocation)
+        // Each point verifies from the genesis before it (a chain restarts at a later genesis
+        // only after counters it holds no change of), and the head from the last genesis.
+        var genesis: SignedHead?
+        for point in points.map({ $0.signed }) + [head] {
+            let point = try #require(point, "every point is signed", sourceLocation: sourceLocation)
+            #expect(SigningKey.verify(point.signature, of: point.head.signedMessage, by: key.publicKey), sourceLocation: sourceLocation)
+            if point.head.hash == zeros {
+                genesis = point
+                continue
+            }
+            let from = try #require(genesis, "the chain starts at a genesis", sourceLocation: sourceLocation).head
+            let leaves = try store.chainLeaves(of: store.replica, from: from.counter, through: point.head.counter)
+            #expect(leaves.map(\.counter) == Array((from.counter + 1)...point.head.counter), "a leaf for every counter", sourceLocation: sourceLocation)
+            #expect(verifier.verify(from: from, leaves: leaves.map(\.leaf), to: point) == .success(point.head), sourceLocation: sourceLocation)
         }
+        #expect(points.first?.head.hash == zeros, "the first point is a genesis", sourceLocation: sourceLocation)
     }
 
     static func store(_ number: UInt8, key: SigningKey) throws -> ReplicaStore {
@@ -158,6 +163,21 @@ import Testing
         _ = try await store.append((0..<3).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 2_000)
         try await Self.expectOwnChainVerifies(store, key: key)
         #expect(try store.chainPoints(of: replica).map(\.head.counter) == [5])
+    }
+
+    /// Counters of this replica that a version-3 peer claimed without changes cannot be signed:
+    /// the chain starts again after them at a genesis, and what follows verifies.
+    @Test func claimedCountersWithoutChangesRestartTheChain() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let store = try Self.store(1, key: key)
+        _ = try await store.append((0..<3).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
+        _ = try await store.merge(Delta(coverage: [.init(replica: store.replica, from: 3, through: 10)]))
+        #expect(try store.versionVector()[store.replica] == 10)
+        _ = try await store.append([AppendRequest(stream: "taps", payload: "after")], now: 2_000)
+        try await Self.expectOwnChainVerifies(store, key: key)
+        let points = try store.chainPoints(of: store.replica)
+        #expect(points.map(\.head.counter) == [0, 3, 10])
+        #expect(points.map { $0.head.hash == Self.zeros } == [true, false, true])
     }
 
     /// A change is kept by its dot: tampering with what is stored (here, an overwritten
