@@ -27,6 +27,19 @@ package enum ChangeLeaf {
         return hasher.hash(input)
     }
 
+    /// The leaf of a counter of `replica` that holds no change (a version-3 peer claimed it
+    /// without rows): `H("lansync/v1/leaf/none" ‖ replica (16) ‖ counter (8, big-endian))`. A
+    /// receiver takes it for every counter of a range the delta carries no change of, so a relay
+    /// that leaves a change out gets another hash than the replica signed.
+    package static func none(replica: ReplicaID, counter: UInt64, hasher: ElementHasher) -> [UInt8] {
+        var input = noneTag
+        input.appendBigEndian(replica.high)
+        input.appendBigEndian(replica.low)
+        input.appendBigEndian(counter)
+        return hasher.hash(input)
+    }
+
+    static let noneTag = Array("lansync/v1/leaf/none".utf8)
     static let preferenceTag = Array("lansync/v1/leaf/pref".utf8)
     static let rowTag = Array("lansync/v1/leaf/row".utf8)
 }

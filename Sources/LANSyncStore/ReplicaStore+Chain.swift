@@ -79,14 +79,19 @@ extension ReplicaStore {
                 if chain.head.counter < counter {
                     let leaves = try Self.leaves(number: number, from: chain.head.counter, through: counter, db: db, hasher: hasher)
                     var buffer = [UInt8]()
+                    // Counters of this replica it holds no change of (a peer of protocol version 3
+                    // claimed them without rows, which version 4 refuses) take the "none" leaf.
+                    func extendOverNothing(until end: UInt64) {
+                        while chain.head.counter < end {
+                            let none = ChangeLeaf.none(replica: replica, counter: chain.head.counter + 1, hasher: hasher)
+                            chain.extend(by: none, bytes: 0, hasher: hasher, reusing: &buffer)
+                        }
+                    }
                     for leaf in leaves {
-                        // Counters of this replica it holds no change of (a peer of protocol version
-                        // 3 claimed them, which version 4 refuses) cannot be signed: the chain
-                        // starts again after them, at a genesis.
-                        if leaf.counter != chain.head.counter + 1 { chain.restart(at: leaf.counter - 1) }
+                        extendOverNothing(until: leaf.counter - 1)
                         chain.extend(by: leaf.leaf, bytes: leaf.bytes, hasher: hasher, reusing: &buffer)
                     }
-                    if chain.head.counter < counter { chain.restart(at: counter) }
+                    extendOverNothing(until: counter)
                     let point = try db.cachedStatement(sql: "INSERT OR REPLACE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)")
                     for head in chain.points {
                         try point.execute(arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature(head)])
@@ -232,15 +237,6 @@ struct OwnChain {
         }
         let genesis = ChainHead.genesis(of: replica)
         return OwnChain(head: genesis, bytesSincePoint: 0, points: [genesis])
-    }
-
-    /// Starts the chain again at a genesis at `counter`: the counters up to it are unsigned. The
-    /// head reached so far stays as a point, so the changes before the gap still verify.
-    mutating func restart(at counter: UInt64) {
-        if head.hash != ChainHead.genesis(of: head.replica).hash, points.last != head { points.append(head) }
-        head = ChainHead(replica: head.replica, counter: counter, hash: ChainHead.genesis(of: head.replica).hash)
-        points.append(head)
-        bytesSincePoint = 0
     }
 
     /// Extends the chain by one change of about `bytes` bytes whose leaf is `leaf`.
