@@ -309,8 +309,8 @@ package struct RowChangeStub: Hashable, Sendable {
     }
 
     /// The stub of `change` as written, before anything of it lost.
-    package init(of change: RowChange) {
-        self.init(kind: change.kind, causalLength: change.causalLength, hlc: change.hlc)
+    package init(of change: RowChange, lost: [RowChange.LostCell] = []) {
+        self.init(kind: change.kind, causalLength: change.causalLength, hlc: change.hlc, lost: lost)
     }
 
     /// The stub of `change`, with every cell of it lost when `allLost` (a change superseded on
@@ -320,6 +320,16 @@ package struct RowChangeStub: Hashable, Sendable {
         guard allLost else { return }
         add(change.values.map { RowChange.lost($0, hasher: hasher) })
         if change.kind != .append { add(change.totals.map { RowChange.lost($0) }) }
+    }
+
+    /// Forgets the lost cells that `shown`, the change as its row now shows it, carries.
+    package mutating func remove(_ shown: RowChange) {
+        lost.removeAll { cell in
+            switch cell.kind {
+            case .value: shown.values.contains { $0.column == cell.column }
+            case .total: shown.totals.contains { $0.column == cell.column }
+            }
+        }
     }
 
     /// Adds cells that lost; a cell known already is kept once. Returns whether any was new.

@@ -24,15 +24,29 @@ package struct Delta: Hashable, Sendable {
     /// Writes to app-table rows (each carrying only what still wins of it at the sender).
     package var rows: [RowChange]
     package var coverage: [Coverage]
+    /// Signed changes (docs/signed-changes.md): what stays of the preference writes in the ranges
+    /// that later writes superseded, so that their leaves can be rebuilt.
+    package var preferenceStubs: [PreferenceStub]
+    /// Signed changes: the cells of row changes in `rows` that lost at the sender, by the change's
+    /// dot. A change whose every cell lost is in `rows` with no cells, as written otherwise (its
+    /// kind, life and clock); the receiver checks after merging that each of these cells lost.
+    package var lostCells: [Dot: [RowChange.LostCell]]
 
-    package init(entries: [Entry] = [], preferences: [PreferenceWrite] = [], rows: [RowChange] = [], coverage: [Coverage] = []) {
+    package init(
+        entries: [Entry] = [], preferences: [PreferenceWrite] = [], rows: [RowChange] = [], coverage: [Coverage] = [],
+        preferenceStubs: [PreferenceStub] = [], lostCells: [Dot: [RowChange.LostCell]] = [:]
+    ) {
         self.entries = entries
         self.preferences = preferences
         self.rows = rows
         self.coverage = coverage
+        self.preferenceStubs = preferenceStubs
+        self.lostCells = lostCells
     }
 
-    package var isEmpty: Bool { entries.isEmpty && preferences.isEmpty && rows.isEmpty && coverage.isEmpty }
+    package var isEmpty: Bool {
+        entries.isEmpty && preferences.isEmpty && rows.isEmpty && coverage.isEmpty && preferenceStubs.isEmpty && lostCells.isEmpty
+    }
 
     /// The largest payload or preference value, in bytes, that any replica accepts.
     package static let maxValueBytes = 64 * 1024
@@ -72,8 +86,25 @@ package struct Delta: Hashable, Sendable {
             guard inRange(change.dot) else { return "row change of \(change.key) has dot \(change.dot) outside the delta's coverage" }
             if let problem = change.problem() { return problem }
         }
+        for stub in preferenceStubs {
+            guard inRange(stub.dot) else { return "the stub of preference \(stub.key) has dot \(stub.dot) outside the delta's coverage" }
+            if let problem = Names.keyProblem(stub.key) { return problem }
+            guard stub.elementHash.count == ChainHead.hashByteCount else { return "the stub of preference \(stub.key) has a malformed hash" }
+        }
+        if !lostCells.isEmpty {
+            let changes = Dictionary(rows.map { ($0.dot, $0) }, uniquingKeysWith: { first, _ in first })
+            for (dot, cells) in lostCells {
+                guard let change = changes[dot] else { return "lost cells name change \(dot), which the delta does not carry" }
+                guard change.leaf(lost: cells, hasher: Self.shapeOnly) != nil else {
+                    return "the lost cells of change \(dot) repeat a column or are malformed"
+                }
+            }
+        }
         return nil
     }
+
+    /// Checks only the shape of a leaf's input (the hash itself is the caller's business).
+    private static let shapeOnly = ElementHasher { _ in [UInt8](repeating: 0, count: ChainHead.hashByteCount) }
 
     /// Why a payload or value from another replica is unacceptable: not compact JSON, or too large.
     static func valueProblem(_ text: String) -> String? {

@@ -117,79 +117,46 @@ extension ReplicaStore {
         }
     }
 
+    /// Every change of `replica` in `(from, through]` that this replica holds, as a delta that
+    /// covers that range: what protocol version 4 sends, superseded changes included as stubs, so
+    /// that a receiver can rebuild every leaf (the caller attaches the signed heads). Rows in
+    /// counter order within each list.
+    package func signedRange(of replica: ReplicaID, after from: UInt64, through: UInt64) throws(StoreError) -> Delta {
+        precondition(from < through, "a range covers at least one counter")
+        return try Self.database {
+            try writer.read { db in
+                guard let number = try Self.number(of: replica, db) else { return Delta() }
+                var delta = try RangeContents.read(number: number, from: from, through: through, db: db).delta
+                delta.coverage = [.init(replica: replica, from: from, through: through)]
+                return delta
+            }
+        }
+    }
+
     /// The leaves of the changes numbered `(from, through]` of replica `number`, with about how
-    /// many bytes each takes on the wire as shipped.
+    /// many bytes each takes on the wire as shipped; a counter with no change has none here.
     static func leaves(number: Int64, from: UInt64, through: UInt64, db: Database, hasher: ElementHasher) throws
         -> [(counter: UInt64, leaf: [UInt8], bytes: Int)]
     {
-        let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
-        let replicas = try Self.replicaNumbers(db)
-        let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0] as Int64, $0[1] as String) })
+        let contents = try RangeContents.read(number: number, from: from, through: through, db: db)
         var leaves: [(counter: UInt64, leaf: [UInt8], bytes: Int)] = []
-        var devices = RowDecoding.DeviceCache()
-        var canonicalBytes = [UInt8]()
-        for table in ["entries", "entry_stubs"] {
-            let select = try BoundStatement(db, sql: "SELECT \(RowDecoding.entryColumns) FROM \(table) WHERE dot > ? AND dot <= ?")
-            select.bind(1, lower)
-            select.bind(2, upper)
-            try select.forEachRow { columns in
-                let entry = try RowDecoding.entry(columns, replicas: replicas, devices: &devices)
-                // `ChangeLeaf.entry`, with one buffer for every entry.
-                leaves.append((entry.dot.counter, hasher.hash(entry, reusing: &canonicalBytes), entry.byteEstimate))
-            }
+        leaves.reserveCapacity(contents.count)
+        var buffer = [UInt8]()
+        for entry in contents.entries {
+            // `ChangeLeaf.entry`, with one buffer for every entry.
+            leaves.append((entry.dot.counter, hasher.hash(entry, reusing: &buffer), entry.byteEstimate))
         }
-        for row in try Row.fetchAll(
-            db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ?", arguments: [lower, upper])
-        {
-            let write = try RowDecoding.preference(row, replicas: replicas)
+        for write in contents.preferences {
             leaves.append((write.dot.counter, ChangeLeaf.preference(write, hasher: hasher), write.byteEstimate))
         }
-        for row in try Row.fetchAll(
-            db, sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ?", arguments: [lower, upper])
-        {
-            let stub = PreferenceStub(
-                key: row[1], hlc: HybridTimestamp(rawValue: UInt64(row[2] as Int64)), dot: try RowDecoding.dot(row[0], replicas: replicas),
-                elementHash: [UInt8](row[3] as Data))
+        for stub in contents.preferenceStubs {
             leaves.append((stub.dot.counter, ChangeLeaf.preference(stub, hasher: hasher), stub.key.utf8.count + 96))
         }
-        // App-table changes: live ones rebuilt from their row's state (and their stub when a part
-        // of them lost), superseded ones from their stub alone. Read through the C API: a bulk
-        // insert's chain is extended over a row per change.
-        let rows = try BoundStatement(
-            db,
-            sql: """
-                SELECT o.dot, o.tbl, o.key, o.stub, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
-                WHERE o.dot > ? AND o.dot <= ?
-                UNION ALL
-                SELECT s.dot, s.tbl, s.key, s.stub, NULL FROM row_stubs s WHERE s.dot > ? AND s.dot <= ?
-                """)
-        rows.bind(1, lower)
-        rows.bind(2, upper)
-        rows.bind(3, lower)
-        rows.bind(4, upper)
-        var buffer = [UInt8]()
-        try rows.forEachRow { columns in
-            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
-            guard let table = tables[columns.int64(1)] else {
-                throw StoreError(.database, "change \(dot) names app table \(columns.int64(1)), which is not registered; the database is damaged")
-            }
-            let key = RowKey(table: table, primaryKey: try columns.withBlob(2) { try SQLValue.key(from: Array($0)) })
-            let state = columns.isNull(4) ? RowState() : try columns.withBlob(4) { try RowState(canonicalBytes: Array($0)) }
-            let change: RowChange
-            var lost: [RowChange.LostCell] = []
-            if !columns.isNull(3) {
-                let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
-                change = stub.change(key: key, dot: dot, in: state)
-                lost = stub.lost
-            } else if let shown = state.change(key: key, dot: dot) {
-                change = shown
-            } else {
-                throw StoreError(.database, "change \(dot) of \(key) is indexed but not in its row; the database is damaged")
-            }
+        for (change, lost) in contents.rows {
             guard let leaf = change.leaf(lost: lost, hasher: hasher, reusing: &buffer) else {
-                throw StoreError(.database, "the stub of change \(dot) of \(key) names a column twice; the database is damaged")
+                throw StoreError(.database, "the stub of change \(change.dot) of \(change.key) names a column twice; the database is damaged")
             }
-            leaves.append((dot.counter, leaf, change.byteEstimate + lost.reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 }))
+            leaves.append((change.dot.counter, leaf, change.byteEstimate + lost.reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 }))
         }
         leaves.sort { $0.counter < $1.counter }
         return leaves
@@ -251,5 +218,81 @@ struct OwnChain {
             points.append(head)
             bytesSincePoint = 0
         }
+    }
+}
+
+/// What a replica holds of another's (or its own) range of counters: each change as version 4
+/// sends it — entries (losing ones too), preference writes and the stubs of superseded ones,
+/// app-table changes with their header as written and the cells of them that lost.
+struct RangeContents {
+    var entries: [Entry] = []
+    var preferences: [PreferenceWrite] = []
+    var preferenceStubs: [PreferenceStub] = []
+    var rows: [(change: RowChange, lost: [RowChange.LostCell])] = []
+
+    var count: Int { entries.count + preferences.count + preferenceStubs.count + rows.count }
+
+    var delta: Delta {
+        var lostCells: [Dot: [RowChange.LostCell]] = [:]
+        for row in rows where !row.lost.isEmpty { lostCells[row.change.dot] = row.lost }
+        return Delta(
+            entries: entries.sorted { $0.dot.counter < $1.dot.counter }, preferences: preferences,
+            rows: rows.map(\.change).sorted { $0.dot.counter < $1.dot.counter }, preferenceStubs: preferenceStubs, lostCells: lostCells)
+    }
+
+    /// Reads the range through the C API: extending a chain over a bulk insert reads a row per change.
+    static func read(number: Int64, from: UInt64, through: UInt64, db: Database) throws -> RangeContents {
+        let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
+        let replicas = try ReplicaStore.replicaNumbers(db)
+        var contents = RangeContents()
+        var devices = RowDecoding.DeviceCache()
+        for table in ["entries", "entry_stubs"] {
+            let select = try BoundStatement(db, sql: "SELECT \(RowDecoding.entryColumns) FROM \(table) WHERE dot > ? AND dot <= ?")
+            select.bind(1, lower)
+            select.bind(2, upper)
+            try select.forEachRow { columns in contents.entries.append(try RowDecoding.entry(columns, replicas: replicas, devices: &devices)) }
+        }
+        contents.preferences = try Row.fetchAll(
+            db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot", arguments: [lower, upper]
+        ).map { try RowDecoding.preference($0, replicas: replicas) }
+        contents.preferenceStubs = try Row.fetchAll(
+            db, sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ? ORDER BY dot", arguments: [lower, upper]
+        ).map {
+            PreferenceStub(
+                key: $0[1], hlc: HybridTimestamp(rawValue: UInt64($0[2] as Int64)), dot: try RowDecoding.dot($0[0], replicas: replicas),
+                elementHash: [UInt8]($0[3] as Data))
+        }
+        // App-table changes: live ones rebuilt from their row's state (and their stub when a part
+        // of them lost), superseded ones from their stub alone.
+        let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0] as Int64, $0[1] as String) })
+        let rows = try BoundStatement(
+            db,
+            sql: """
+                SELECT o.dot, o.tbl, o.key, o.stub, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
+                WHERE o.dot > ? AND o.dot <= ?
+                UNION ALL
+                SELECT s.dot, s.tbl, s.key, s.stub, NULL FROM row_stubs s WHERE s.dot > ? AND s.dot <= ?
+                """)
+        rows.bind(1, lower)
+        rows.bind(2, upper)
+        rows.bind(3, lower)
+        rows.bind(4, upper)
+        try rows.forEachRow { columns in
+            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
+            guard let table = tables[columns.int64(1)] else {
+                throw StoreError(.database, "change \(dot) names app table \(columns.int64(1)), which is not registered; the database is damaged")
+            }
+            let key = RowKey(table: table, primaryKey: try columns.withBlob(2) { try SQLValue.key(from: Array($0)) })
+            let state = columns.isNull(4) ? RowState() : try columns.withBlob(4) { try RowState(canonicalBytes: Array($0)) }
+            if !columns.isNull(3) {
+                let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
+                contents.rows.append((stub.change(key: key, dot: dot, in: state), stub.lost))
+            } else if let shown = state.change(key: key, dot: dot) {
+                contents.rows.append((shown, []))
+            } else {
+                throw StoreError(.database, "change \(dot) of \(key) is indexed but not in its row; the database is damaged")
+            }
+        }
+        return contents
     }
 }

@@ -122,7 +122,9 @@ extension ReplicaStore {
             for index in share.changes {
                 let change = delta.rows[index]
                 context.observe(change.hlc)
-                if try context.mergeRow(change, materialize: true) { merged.changedRows.append(index) }
+                if try context.mergeRow(change, lost: delta.lostCells[change.dot] ?? [], materialize: true) {
+                    merged.changedRows.append(index)
+                }
                 merged.changesMerged += 1
                 if try lookAtLocalWrites(merged.changesMerged, &context) { break }
             }
@@ -130,7 +132,10 @@ extension ReplicaStore {
         // Writes that came meanwhile go out with this commit too.
         try taken.take(from: localWrites, into: &context)
         if share.isLast && merged.entriesMerged + merged.preferencesMerged + merged.changesMerged == share.rows {
-            try context.advance(by: delta.coverage)
+            // What the sender says lost must have lost here, with everything merged, before a
+            // range's coverage counts (see `unheldLosses`).
+            let unheld = try context.unheldLosses(of: delta)
+            try context.advance(by: unheld.isEmpty ? delta.coverage : delta.coverage.filter { !unheld.contains($0.replica) })
         }
         try context.save()
         return merged

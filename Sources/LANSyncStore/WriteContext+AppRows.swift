@@ -57,26 +57,33 @@ extension WriteContext {
     }
 
     /// Merges one change into its row: the CRDT state, the dot index, the digest, the counts,
-    /// and (when `materialize`, for changes from peers) the app's table. Returns whether the row changed.
-    mutating func mergeRow(_ change: RowChange, materialize: Bool) throws -> Bool {
+    /// and (when `materialize`, for changes from peers) the app's table. Returns whether the row
+    /// changed. `lost`: the cells of the change that lost at the sender (signed changes), kept in
+    /// its stub; the caller checks after the whole delta that they lost here too.
+    mutating func mergeRow(_ change: RowChange, lost: [RowChange.LostCell] = [], materialize: Bool) throws -> Bool {
         let table = try appTable(named: change.key.table)
         let key = SQLValue.keyBytes(change.key.primaryKey)
-        if try storeFirst(change, in: table, key: key, materialize: materialize) { return true }
-        return try mergeRow(change, table: table, key: key, held: try heldRow(table: table.number, key: key), materialize: materialize)
+        if try storeFirst(change, lost: lost, in: table, key: key, materialize: materialize) { return true }
+        return try mergeRow(
+            change, lost: lost, table: table, key: key, held: try heldRow(table: table.number, key: key), materialize: materialize)
     }
 
     /// The same, for a row already looked up.
-    mutating func mergeRow(_ change: RowChange, table: AppCatalog.Table, key: [UInt8], held: HeldRow?, materialize: Bool) throws -> Bool {
+    mutating func mergeRow(
+        _ change: RowChange, lost: [RowChange.LostCell] = [], table: AppCatalog.Table, key: [UInt8], held: HeldRow?, materialize: Bool
+    ) throws -> Bool {
         var state = held?.state ?? RowState()
         guard state.merge(change) else {
             // Nothing of it wins here: unless it is a change held already, it is superseded on
             // arrival, and only its stub is kept.
             if held?.state.liveDotList.contains(change.dot) != true {
-                try keepDeadStub(RowChangeStub(of: change, allLost: true, hasher: hasher), dot: change.dot, table: table.number, key: key)
+                var stub = RowChangeStub(of: change, allLost: true, hasher: hasher)
+                stub.add(lost)
+                try keepDeadStub(stub, dot: change.dot, table: table.number, key: key)
             }
             return false
         }
-        try store(state, of: change, in: table, key: key, replacing: held)
+        try store(state, of: change, lost: lost, in: table, key: key, replacing: held)
         if materialize, table.declared != nil { try self.materialize(state, key: change.key.primaryKey, in: table) }
         return true
     }
@@ -86,7 +93,9 @@ extension WriteContext {
     /// up first: the row's state, the change alone, is inserted unless its key is taken, and the
     /// rest of what `store` and `materialize` would write follows straight from the change,
     /// without building a `RowState` (see `RowState.appendFirst`).
-    private mutating func storeFirst(_ change: RowChange, in table: AppCatalog.Table, key: [UInt8], materialize: Bool) throws -> Bool {
+    private mutating func storeFirst(
+        _ change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], materialize: Bool
+    ) throws -> Bool {
         let statements = try rowStatements()
         var row = Self.identity(of: change.key.table, key: key)
         let prefix = row.count
@@ -94,9 +103,10 @@ extension WriteContext {
         guard try statements.insertNewState.run(table: table.number, key: key, state: row[prefix...]) == 1 else { return false }
         if live {
             try insertLiveDot(change.dot, table: table.number, key: key)
+            if !lost.isEmpty { try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot) }
         } else {
-            // An update that sets nothing: it never wins anything.
-            try keepDeadStub(RowChangeStub(of: change), dot: change.dot, table: table.number, key: key)
+            // It wins nothing: an update that sets nothing, or one whose every cell lost at the sender.
+            try keepDeadStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key)
         }
         digest.insert(hash: hasher.hash(row))
         let exists = change.causalLength % 2 == 1
@@ -114,12 +124,14 @@ extension WriteContext {
     }
 
     /// Writes a row's new state (after merging `change`) and everything kept in step with it.
-    private mutating func store(_ state: RowState, of change: RowChange, in table: AppCatalog.Table, key: [UInt8], replacing held: HeldRow?) throws {
+    private mutating func store(
+        _ state: RowState, of change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], replacing held: HeldRow?
+    ) throws {
         let rowKey = change.key
         let statements = try rowStatements()
         let before = held?.state.liveDotList ?? []
         let after = state.liveDotList
-        let stubs = try stubs(after: change, of: held?.state ?? RowState(), making: state)
+        let stubs = try stubs(after: change, lostAtSender: lost, of: held?.state ?? RowState(), making: state)
         for dot in before where !after.contains(dot) {
             statements.deleteOp.bind(1, try dotKey(dot))
             try statements.deleteOp.run()
@@ -127,9 +139,7 @@ extension WriteContext {
         for dot in after where !before.contains(dot) { try insertLiveDot(dot, table: table.number, key: key) }
         for (dot, stub) in stubs {
             if after.contains(dot) {
-                statements.setOpStub.bind(1, stub.canonicalBytes)
-                statements.setOpStub.bind(2, try dotKey(dot))
-                try statements.setOpStub.run()
+                try setLiveStub(stub, dot: dot)
             } else {
                 try keepDeadStub(stub, dot: dot, table: table.number, key: key)
             }
@@ -152,8 +162,12 @@ extension WriteContext {
     /// row that the state no longer shows whole (a cell of it lost, or its kind is no longer the
     /// row's marker), its header and every cell of it that lost, so that its leaf can still be
     /// sent (`ChangeLeaf`). A change shown whole has no stub.
-    private mutating func stubs(after change: RowChange, of held: RowState, making state: RowState) throws -> [(Dot, RowChangeStub)] {
-        let losses = Dictionary(grouping: state.losses(of: change, before: held, hasher: hasher), by: \.dot)
+    /// `lostAtSender`: the cells of `change` that lost at the sender.
+    private mutating func stubs(
+        after change: RowChange, lostAtSender: [RowChange.LostCell], of held: RowState, making state: RowState
+    ) throws -> [(Dot, RowChangeStub)] {
+        var losses = Dictionary(grouping: state.losses(of: change, before: held, hasher: hasher), by: \.dot)
+        if !lostAtSender.isEmpty { losses[change.dot, default: []] += lostAtSender.map { (change.dot, $0) } }
         var dots = held.liveDotList
         if !dots.contains(change.dot) { dots.append(change.dot) }
         var stubs: [(Dot, RowChangeStub)] = []
@@ -170,6 +184,8 @@ extension WriteContext {
                 stub = RowChangeStub(of: change)
             }
             stub.add(lost)
+            // A cell that wins here after all (it came whole from another sender) is not lost.
+            if let shown { stub.remove(shown) }
             stubs.append((dot, stub))
         }
         return stubs
@@ -187,6 +203,14 @@ extension WriteContext {
         } catch {
             throw StoreError(.database, "the stub of change \(dot) does not read (\(error)); the database is damaged")
         }
+    }
+
+    /// Keeps the stub of a live change of which a part lost.
+    private mutating func setLiveStub(_ stub: RowChangeStub, dot: Dot) throws {
+        let statement = try rowStatements().setOpStub
+        statement.bind(1, stub.canonicalBytes)
+        statement.bind(2, try dotKey(dot))
+        try statement.run()
     }
 
     /// Keeps the stub of a change of which nothing wins any more.
@@ -362,7 +386,7 @@ extension WriteContext {
         }
         let first = RowChange(
             key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
-        if try storeFirst(first, in: table, key: keyBytes, materialize: false) { return }
+        if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false) { return }
         let heldRow = try heldRow(table: table.number, key: keyBytes)
         let held = heldRow?.state ?? RowState()
         let kind: RowChange.Kind

@@ -1,0 +1,146 @@
+import Foundation
+import GRDB
+import LANSyncCore
+import LANSyncCrypto
+@testable import LANSyncStore
+import PropertyBased
+import Testing
+
+/// Signed ranges between stores, without the wire (docs/signed-changes.md, step 3): an origin's
+/// changes, superseded ones included as stubs, reach a receiver through a relay, and every store
+/// on the way keeps what rebuilds the origin's leaves exactly, so the origin's signed head
+/// verifies there (`ProvenanceCheck`). A relay that says a live change lost gets its range left
+/// uncounted.
+@Suite struct SignedRangeTests {
+    typealias Replica = AppTableConvergenceTests.Replica
+    static let hasher = ReplicaStore.elementHasher
+    static let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
+
+    /// Every range `from` holds beyond `known`, whole: one delta.
+    static func everything(_ from: ReplicaStore, beyond known: VersionVector = VersionVector()) throws -> Delta {
+        var delta = Delta()
+        for (replica, counter) in try from.versionVector().counters where counter > known[replica] {
+            let range = try from.signedRange(of: replica, after: known[replica], through: counter)
+            delta.entries += range.entries
+            delta.preferences += range.preferences
+            delta.rows += range.rows
+            delta.coverage += range.coverage
+            delta.preferenceStubs += range.preferenceStubs
+            delta.lostCells.merge(range.lostCells) { a, _ in a }
+        }
+        return delta
+    }
+
+    /// Sync in signed ranges: what `to` lacks of every replica, in one delta (again, when a range
+    /// was left uncounted because the change that superseded part of it came in another range).
+    static func ship(_ from: ReplicaStore, to: ReplicaStore) async throws {
+        for _ in 0..<3 {
+            let delta = try everything(from, beyond: try to.versionVector())
+            if delta.isEmpty { return }
+            _ = try await to.merge(delta)
+        }
+    }
+
+    /// The leaf of each change a delta carries, as a receiver computes it.
+    static func leaves(of delta: Delta) -> [Dot: [UInt8]] {
+        var leaves: [Dot: [UInt8]] = [:]
+        for entry in delta.entries { leaves[entry.dot] = ChangeLeaf.entry(entry, hasher: hasher) }
+        for write in delta.preferences { leaves[write.dot] = ChangeLeaf.preference(write, hasher: hasher) }
+        for stub in delta.preferenceStubs { leaves[stub.dot] = ChangeLeaf.preference(stub, hasher: hasher) }
+        for change in delta.rows { leaves[change.dot] = change.leaf(lost: delta.lostCells[change.dot] ?? [], hasher: hasher) }
+        return leaves
+    }
+
+    static func allLeaves(_ store: ReplicaStore, of replica: ReplicaID) throws -> [UInt64: [UInt8]] {
+        let counter = try store.versionVector()[replica]
+        guard counter > 0 else { return [:] }
+        return Dictionary(uniqueKeysWithValues: try store.chainLeaves(of: replica, from: 0, through: counter))
+    }
+
+    /// Two writers edit the same rows and preferences and sync with each other in signed ranges
+    /// (so each holds changes the other's superseded); a relay then takes both whole from one of
+    /// them, and a receiver takes them from the relay. Relay and receiver hold leaves equal to the writers', each writer's signed
+    /// head verifies against what the receiver got, and everyone ends with the same state.
+    @Test func rangesThroughARelayKeepTheOriginsLeaves() async {
+        await propertyCheck(count: 25, input: Gen.int(in: 0...1_000_000).array(of: 4...50)) { steps in
+            do {
+                let writers = [try Replica(1), try Replica(2)]
+                let relay = try Replica(3)
+                let receiver = try Replica(4)
+                var now: UInt64 = 1_000_000
+                for step in steps {
+                    now += UInt64(1 + step % 3)
+                    let writer = writers[step % 2]
+                    switch (step / 2) % 4 {
+                    case 0, 1: _ = try await AppTableConvergenceTests.write(writer, step / 8, now: now)
+                    case 2:
+                        _ = try await writer.store.setPreferences(
+                            [PreferenceRequest(key: "k\(step / 8 % 2)", value: step % 5 == 0 ? nil : "\(step)")], now: now)
+                    default: try await Self.ship(writers[1 - step % 2].store, to: writer.store)
+                    }
+                }
+                for (a, b) in [(0, 1), (1, 0)] { try await Self.ship(writers[a].store, to: writers[b].store) }
+                _ = try await relay.store.merge(try Self.everything(writers[0].store))
+                let sent = try Self.everything(relay.store)
+                _ = try await receiver.store.merge(sent)
+                let digest = try writers[0].store.status().digest
+                for store in [relay.store, receiver.store] {
+                    #expect(try store.status().digest == digest)
+                    #expect(try store.versionVector() == writers[0].store.versionVector(), "every range counted: every claim held")
+                }
+                let carried = Self.leaves(of: sent)
+                for writer in writers {
+                    let replica = writer.store.replica
+                    let origin = try Self.allLeaves(writer.store, of: replica)
+                    #expect(try Self.allLeaves(relay.store, of: replica) == origin)
+                    #expect(try Self.allLeaves(receiver.store, of: replica) == origin)
+                    guard let head = try await writer.store.extendOwnChain()?.signed else { continue }
+                    let range = ProvenanceCheck.Range(
+                        replica: replica, from: 0, through: head.head.counter, head: head,
+                        genesis: try writer.store.chainPoints(of: replica).first?.signed)
+                    #expect(Self.check.check([range], verified: [:], keys: [replica: writer.key.publicKey], leaves: carried)
+                        == .success([.verified(head.head)]))
+                }
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+    }
+
+    /// A relay that calls a live cell, or a live preference write, lost: the receiver merges
+    /// what it got but does not count the range, so it asks for it again and gets the truth.
+    @Test func aRangeWithALiveChangeCalledLostIsNotCounted() async throws {
+        let writer = try Replica(1)
+        _ = try await writer.store.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES ('a', 'Ada', 61.5)")
+        }
+        _ = try await writer.store.setPreferences([PreferenceRequest(key: "theme", value: "\"dark\"")], now: 1_001)
+        let honest = try Self.everything(writer.store)
+        let counter = try writer.store.versionVector()[writer.store.replica]
+
+        // The name, which wins, passed off as lost.
+        var hidden = honest
+        let index = try #require(hidden.rows.firstIndex { !$0.values.isEmpty })
+        let change = hidden.rows[index]
+        let name = try #require(change.values.first { $0.column == "name" })
+        hidden.lostCells[change.dot] = [RowChange.lost(name, hasher: Self.hasher)]
+        hidden.rows[index] = change.without([RowChange.lost(name, hasher: Self.hasher)])
+        #expect(Self.leaves(of: hidden) == Self.leaves(of: honest), "the leaves still match the origin's")
+        let fooled = try Replica(2)
+        _ = try await fooled.store.merge(hidden)
+        #expect(try fooled.store.versionVector()[writer.store.replica] == 0)
+        _ = try await fooled.store.merge(honest)
+        #expect(try fooled.store.versionVector()[writer.store.replica] == counter)
+        #expect(try fooled.store.status().digest == writer.store.status().digest)
+
+        // The preference write, which wins, passed off as superseded.
+        var stubbed = honest
+        let write = try #require(stubbed.preferences.first)
+        stubbed.preferences = []
+        stubbed.preferenceStubs = [PreferenceStub(write, hasher: Self.hasher)]
+        let other = try Replica(3)
+        _ = try await other.store.merge(stubbed)
+        #expect(try other.store.versionVector()[writer.store.replica] == 0)
+        #expect(try other.store.preferences(withPrefix: "theme").isEmpty)
+    }
+}
