@@ -36,6 +36,11 @@ import Testing
             return SignedHead(head: head, signature: key.sign(head.signedMessage))
         }
 
+        /// The replica's genesis at `counter`, signed.
+        func genesis(at counter: UInt64) -> ProvenanceCheck.Genesis {
+            ProvenanceCheck.Genesis(counter: counter, signature: head(at: counter, from: counter).signature)
+        }
+
         /// What a delta carries of `(from, through]`: the leaves of the changes in it.
         func carried(_ from: UInt64, _ through: UInt64) -> [Dot: [UInt8]] {
             var carried: [Dot: [UInt8]] = [:]
@@ -65,8 +70,8 @@ import Testing
             for end in ends {
                 // Start each range a little below the previous end (an overlap after a race).
                 let start = from > 0 && seed % 2 == 0 ? from - 1 : from
-                ranges.append(.init(replica: Self.replica, from: start, through: end, head: origin.head(at: end),
-                    genesis: start == 0 ? origin.head(at: 0) : nil))
+                ranges.append(.init(replica: Self.replica, from: start, through: end, signature: origin.head(at: end).signature,
+                    genesis: start == 0 ? origin.genesis(at: 0) : nil))
                 leaves.merge(origin.carried(start, end)) { a, _ in a }
                 from = end
             }
@@ -88,22 +93,24 @@ import Testing
             let origin = Origin(count: UInt64(count))
             let target = Dot(replica: Self.replica, counter: UInt64(1 + pick % count))
             var leaves = origin.carried(0, UInt64(count))
-            let range = ProvenanceCheck.Range(replica: Self.replica, from: 0, through: UInt64(count), head: origin.head(at: UInt64(count)), genesis: origin.head(at: 0))
+            let range = ProvenanceCheck.Range(
+                replica: Self.replica, from: 0, through: UInt64(count), signature: origin.head(at: UInt64(count)).signature, genesis: origin.genesis(at: 0))
             switch way {
             case 0: leaves[target] = BLAKE2b.hash(Array("altered".utf8))
             case 1: leaves[target] = nil
             case 2: leaves[Dot(replica: Self.replica, counter: target.counter)] = origin.leaf(target.counter == UInt64(count) ? 1 : target.counter + 1)
             case 3: leaves = [:]
             default:
-                // Coverage claimed past what the replica signed.
+                // Coverage claimed past what the replica signed, with its signature of where it stood.
                 let claim = ProvenanceCheck.Range(
-                    replica: Self.replica, from: 0, through: UInt64(count) + 5, head: origin.head(at: UInt64(count)), genesis: origin.head(at: 0))
+                    replica: Self.replica, from: 0, through: UInt64(count) + 5, signature: origin.head(at: UInt64(count)).signature,
+                    genesis: origin.genesis(at: 0))
                 #expect(Self.check.check([claim], verified: [:], keys: origin.keys, leaves: leaves)
-                    == .failure(.headNotAtRange(Self.replica, counter: UInt64(count))))
+                    == .failure(.chain(Self.replica, .badSignature(counter: UInt64(count) + 5))))
                 return
             }
             #expect(Self.check.check([range], verified: [:], keys: origin.keys, leaves: leaves)
-                == .failure(.chain(Self.replica, .hashMismatch(counter: UInt64(count)))))
+                == .failure(.chain(Self.replica, .badSignature(counter: UInt64(count)))))
         }
     }
 
@@ -112,18 +119,24 @@ import Testing
         let mallory = SigningKey(derivedFrom: KeyPair.generate())
         let leaves = origin.carried(0, 10)
         let honest = origin.head(at: 10)
-        let forged = SignedHead(head: honest.head, signature: mallory.sign(honest.head.signedMessage))
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, head: forged, genesis: origin.head(at: 0))],
+        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: origin.genesis(at: 0))],
+            verified: [:], keys: origin.keys, leaves: leaves) == .success([.verified(honest.head)]))
+        let forged = mallory.sign(honest.head.signedMessage)
+        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: forged, genesis: origin.genesis(at: 0))],
             verified: [:], keys: origin.keys, leaves: leaves) == .failure(.chain(Self.replica, .badSignature(counter: 10))))
-        // A genesis signed by another key, or one that is not a genesis.
-        let genesis = origin.head(at: 0)
-        let forgedGenesis = SignedHead(head: genesis.head, signature: mallory.sign(genesis.head.signedMessage))
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, head: honest, genesis: forgedGenesis)],
+        // A genesis signed by another key, one the replica never signed, one past the range.
+        let forgedGenesis = ProvenanceCheck.Genesis(counter: 0, signature: mallory.sign(origin.head(at: 0).head.signedMessage))
+        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: forgedGenesis)],
             verified: [:], keys: origin.keys, leaves: leaves) == .failure(.badGenesis(Self.replica, counter: 0)))
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, head: honest, genesis: origin.head(at: 4))],
+        let notAGenesis = ProvenanceCheck.Genesis(counter: 4, signature: origin.head(at: 4).signature)
+        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: notAGenesis)],
             verified: [:], keys: origin.keys, leaves: leaves) == .failure(.badGenesis(Self.replica, counter: 4)))
+        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: origin.genesis(at: 11))],
+            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.badGenesis(Self.replica, counter: 11)))
+        #expect(Self.check.check([.init(replica: Self.replica, from: 3, through: 3, signature: honest.signature)],
+            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.emptyRange(Self.replica, from: 3, through: 3)))
         // No key known for the replica yet.
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, head: honest, genesis: genesis)],
+        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: origin.genesis(at: 0))],
             verified: [:], keys: [:], leaves: leaves) == .failure(.unknownReplica(Self.replica)))
     }
 
@@ -132,14 +145,13 @@ import Testing
     /// genesis to bridge the gap, is left unmerged.
     @Test func genesesStartChainsAndGapsAreLeftForLater() {
         let origin = Origin(count: 12)
-        let upgraded = SignedHead(head: ChainHead(replica: Self.replica, counter: 5, hash: ChainHead.genesis(of: Self.replica).hash),
-            signature: origin.key.sign(ChainHead(replica: Self.replica, counter: 5, hash: ChainHead.genesis(of: Self.replica).hash).signedMessage))
+        let upgraded = origin.genesis(at: 5)
         let head = origin.head(at: 12, from: 5)
-        let fromGenesis = Self.check.check([.init(replica: Self.replica, from: 0, through: 12, head: head, genesis: upgraded)],
+        let fromGenesis = Self.check.check([.init(replica: Self.replica, from: 0, through: 12, signature: head.signature, genesis: upgraded)],
             verified: [:], keys: origin.keys, leaves: origin.carried(0, 12))
         #expect(fromGenesis == .success([.verified(head.head)]))
-        let gap = Self.check.check([.init(replica: Self.replica, from: 8, through: 12, head: head)],
-            verified: [Self.replica: upgraded.head], keys: origin.keys, leaves: origin.carried(8, 12))
+        let gap = Self.check.check([.init(replica: Self.replica, from: 8, through: 12, signature: head.signature)],
+            verified: [Self.replica: origin.head(at: 5, from: 5).head], keys: origin.keys, leaves: origin.carried(8, 12))
         #expect(gap == .success([.gap]))
     }
 }

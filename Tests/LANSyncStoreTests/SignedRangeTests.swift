@@ -95,9 +95,10 @@ import Testing
                     #expect(try Self.allLeaves(relay.store, of: replica) == origin)
                     #expect(try Self.allLeaves(receiver.store, of: replica) == origin)
                     guard let head = try await writer.store.extendOwnChain()?.signed else { continue }
+                    let genesis = try #require(try writer.store.chainPoints(of: replica).first?.signed)
                     let range = ProvenanceCheck.Range(
-                        replica: replica, from: 0, through: head.head.counter, head: head,
-                        genesis: try writer.store.chainPoints(of: replica).first?.signed)
+                        replica: replica, from: 0, through: head.head.counter, signature: head.signature,
+                        genesis: .init(counter: genesis.head.counter, signature: genesis.signature))
                     #expect(Self.check.check([range], verified: [:], keys: [replica: writer.key.publicKey], leaves: carried)
                         == .success([.verified(head.head)]))
                 }
