@@ -11,11 +11,17 @@ package struct Delta: Hashable, Sendable {
         package let replica: ReplicaID
         package let from: UInt64
         package let through: UInt64
+        /// Signed changes: the replica's signature of its chain's head at `through` (64 bytes),
+        /// and its latest genesis when the range starts at or below it.
+        package var signature: [UInt8]?
+        package var genesis: ProvenanceCheck.Genesis?
 
-        package init(replica: ReplicaID, from: UInt64, through: UInt64) {
+        package init(replica: ReplicaID, from: UInt64, through: UInt64, signature: [UInt8]? = nil, genesis: ProvenanceCheck.Genesis? = nil) {
             self.replica = replica
             self.from = from
             self.through = through
+            self.signature = signature
+            self.genesis = genesis
         }
     }
 
@@ -57,6 +63,8 @@ package struct Delta: Hashable, Sendable {
     package func problem() -> String? {
         var ranges: [ReplicaID: Coverage] = [:]
         for range in coverage {
+            if let signature = range.signature, signature.count != 64 { return "the signature of replica \(range.replica)'s range is malformed" }
+            if let genesis = range.genesis, genesis.signature.count != 64 { return "the genesis of replica \(range.replica) is malformed" }
             guard range.from < range.through else {
                 return "coverage of replica \(range.replica) is empty or reversed (\(range.from)...\(range.through))"
             }
@@ -101,6 +109,19 @@ package struct Delta: Hashable, Sendable {
             }
         }
         return nil
+    }
+
+    /// The leaf of each change this delta carries, by dot (`ChangeLeaf`): what a receiver checks
+    /// its ranges with. Nil when a row change's lost cells do not fit it (`problem()` says so first).
+    package func leaves(hasher: ElementHasher) -> [Dot: [UInt8]] {
+        var leaves: [Dot: [UInt8]] = [:]
+        leaves.reserveCapacity(entries.count + preferences.count + preferenceStubs.count + rows.count)
+        var buffer = [UInt8]()
+        for index in entries.indices { leaves[entries[index].dot] = hasher.hash(entries[index], reusing: &buffer) }
+        for write in preferences { leaves[write.dot] = ChangeLeaf.preference(write, hasher: hasher) }
+        for stub in preferenceStubs { leaves[stub.dot] = ChangeLeaf.preference(stub, hasher: hasher) }
+        for change in rows { leaves[change.dot] = change.leaf(lost: lostCells[change.dot] ?? [], hasher: hasher, reusing: &buffer) }
+        return leaves
     }
 
     /// Checks only the shape of a leaf's input (the hash itself is the caller's business).

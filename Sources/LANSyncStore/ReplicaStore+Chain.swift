@@ -135,15 +135,35 @@ extension ReplicaStore {
 
     /// Every change of `replica` in `(from, through]` that this replica holds, as a delta that
     /// covers that range: what protocol version 4 sends, superseded changes included as stubs, so
-    /// that a receiver can rebuild every leaf (the caller attaches the signed heads). Rows in
-    /// counter order within each list.
+    /// that a receiver can rebuild every leaf, with the replica's signature of its head at
+    /// `through` when this replica holds one (a point, or the latest head) and its genesis when
+    /// the range starts at or below it. Rows in counter order within each list.
     package func signedRange(of replica: ReplicaID, after from: UInt64, through: UInt64) throws(StoreError) -> Delta {
         precondition(from < through, "a range covers at least one counter")
         return try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return Delta() }
                 var delta = try RangeContents.read(number: number, from: from, through: through, db: db).delta
-                delta.coverage = [.init(replica: replica, from: from, through: through)]
+                let signature = try Data.fetchOne(
+                    db,
+                    sql: """
+                        SELECT signature FROM chain_points WHERE dot = ? AND signature IS NOT NULL
+                        UNION ALL SELECT signature FROM chain_heads WHERE replica = ? AND counter = ? AND signature IS NOT NULL
+                        """,
+                    arguments: [DotKey.key(number: number, counter: through), number, Int64(through)])
+                // The replica's latest genesis at or below the range's end, when the range starts at or below it.
+                let genesis = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT dot, signature FROM chain_points WHERE dot >= ? AND dot <= ? AND hash = zeroblob(32) AND signature IS NOT NULL
+                        ORDER BY dot DESC LIMIT 1
+                        """,
+                    arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: through)]
+                ).map { ProvenanceCheck.Genesis(counter: DotKey.counter($0[0]), signature: [UInt8]($0[1] as Data)) }
+                delta.coverage = [
+                    .init(replica: replica, from: from, through: through, signature: signature.map { [UInt8]($0) },
+                        genesis: genesis.flatMap { $0.counter >= from ? $0 : nil })
+                ]
                 return delta
             }
         }
@@ -310,5 +330,90 @@ struct RangeContents {
             }
         }
         return contents
+    }
+}
+
+extension ReplicaStore {
+    /// Each replica's chain as far as this replica verified it (its own: as far as it extended it).
+    package func verifiedHeads() throws(StoreError) -> [ReplicaID: ChainHead] {
+        try Self.database {
+            try writer.read { db in
+                var heads: [ReplicaID: ChainHead] = [:]
+                for row in try Row.fetchAll(
+                    db, sql: "SELECT r.replica_id, h.counter, h.hash FROM chain_heads h JOIN replicas r ON r.num = h.replica")
+                {
+                    let replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
+                    heads[replica] = ChainHead(replica: replica, counter: UInt64(row[1] as Int64), hash: [UInt8](row[2] as Data))
+                }
+                return heads
+            }
+        }
+    }
+
+    /// Merges a delta of signed ranges (docs/signed-changes.md, step 3): every range must carry
+    /// its replica's signature; each is checked against what this replica verified of that
+    /// replica's chain and the keys in `keys` (`ProvenanceCheck`) before anything is merged, and
+    /// one that fails refuses the delta whole. A range above what this replica verified is left
+    /// out (a later delta fills the gap). After the merge, the heads of the ranges that counted
+    /// (every loss they claim held) are kept, signatures and geneses included, so that this
+    /// replica can send those ranges on, verifiably, as it got them.
+    package func mergeSigned(_ delta: Delta, keys: [ReplicaID: [UInt8]]) async throws(StoreError) -> MergeResult {
+        _ = try Self.check(delta)
+        var ranges: [ProvenanceCheck.Range] = []
+        for range in delta.coverage {
+            guard let signature = range.signature else {
+                throw StoreError(.invalidDelta, "rejected a delta: its range of replica \(range.replica) is not signed")
+            }
+            ranges.append(.init(replica: range.replica, from: range.from, through: range.through, signature: signature, genesis: range.genesis))
+        }
+        let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
+        let verdicts: [ProvenanceCheck.Verdict]
+        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: delta.leaves(hasher: hasher)) {
+        case .failure(let problem): throw StoreError(.invalidDelta, "rejected a delta: \(problem)")
+        case .success(let found): verdicts = found
+        }
+        var merged = delta
+        let gaps = Set(zip(delta.coverage, verdicts).filter { $0.1 == .gap }.map(\.0.replica))
+        if !gaps.isEmpty {
+            merged.entries.removeAll { gaps.contains($0.dot.replica) }
+            merged.preferences.removeAll { gaps.contains($0.dot.replica) }
+            merged.preferenceStubs.removeAll { gaps.contains($0.dot.replica) }
+            merged.rows.removeAll { gaps.contains($0.dot.replica) }
+            merged.coverage.removeAll { gaps.contains($0.replica) }
+        }
+        let result = try await merge(merged)
+        let own = replica
+        let counted = zip(delta.coverage, verdicts).compactMap { range, verdict -> (Delta.Coverage, ChainHead)? in
+            guard case .verified(let head) = verdict, range.replica != own else { return nil }
+            return (range, head)
+        }
+        guard !counted.isEmpty else { return result }
+        try await Self.database {
+            try await writer.write { db in
+                for (range, head) in counted {
+                    guard let number = try Self.number(of: range.replica, db),
+                        let covered = try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number]),
+                        UInt64(covered) >= head.counter
+                    else { continue }
+                    let signature = range.signature.map { Data($0) }
+                    try db.execute(
+                        sql: """
+                            INSERT INTO chain_heads (replica, counter, hash, signature) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (replica) DO UPDATE SET counter = excluded.counter, hash = excluded.hash, signature = excluded.signature
+                            WHERE excluded.counter > chain_heads.counter
+                            """,
+                        arguments: [number, Int64(head.counter), Data(head.hash), signature])
+                    try db.execute(
+                        sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)",
+                        arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature])
+                    if let genesis = range.genesis {
+                        try db.execute(
+                            sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, zeroblob(32), ?)",
+                            arguments: [DotKey.key(number: number, counter: genesis.counter), Data(genesis.signature)])
+                    }
+                }
+            }
+        }
+        return result
     }
 }

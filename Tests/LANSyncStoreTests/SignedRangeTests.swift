@@ -31,13 +31,15 @@ import Testing
         return delta
     }
 
-    /// Sync in signed ranges: what `to` lacks of every replica, in one delta (again, when a range
-    /// was left uncounted because the change that superseded part of it came in another range).
-    static func ship(_ from: ReplicaStore, to: ReplicaStore) async throws {
+    /// Sync in signed ranges: what `to` lacks of every replica, in one delta, checked and merged
+    /// as version 4 will (again, when a range was left uncounted because the change that
+    /// superseded part of it came in another range).
+    static func ship(_ from: ReplicaStore, to: ReplicaStore, keys: [ReplicaID: [UInt8]]) async throws {
+        try await from.extendOwnChain()
         for _ in 0..<3 {
             let delta = try everything(from, beyond: try to.versionVector())
             if delta.isEmpty { return }
-            _ = try await to.merge(delta)
+            _ = try await to.mergeSigned(delta, keys: keys)
         }
     }
 
@@ -67,6 +69,7 @@ import Testing
                 let writers = [try Replica(1), try Replica(2)]
                 let relay = try Replica(3)
                 let receiver = try Replica(4)
+                let keys = Dictionary(uniqueKeysWithValues: writers.map { ($0.store.replica, $0.key.publicKey) })
                 var now: UInt64 = 1_000_000
                 for step in steps {
                     now += UInt64(1 + step % 3)
@@ -76,13 +79,13 @@ import Testing
                     case 2:
                         _ = try await writer.store.setPreferences(
                             [PreferenceRequest(key: "k\(step / 8 % 2)", value: step % 5 == 0 ? nil : "\(step)")], now: now)
-                    default: try await Self.ship(writers[1 - step % 2].store, to: writer.store)
+                    default: try await Self.ship(writers[1 - step % 2].store, to: writer.store, keys: keys)
                     }
                 }
-                for (a, b) in [(0, 1), (1, 0)] { try await Self.ship(writers[a].store, to: writers[b].store) }
-                _ = try await relay.store.merge(try Self.everything(writers[0].store))
+                for (a, b) in [(0, 1), (1, 0)] { try await Self.ship(writers[a].store, to: writers[b].store, keys: keys) }
+                try await Self.ship(writers[0].store, to: relay.store, keys: keys)
                 let sent = try Self.everything(relay.store)
-                _ = try await receiver.store.merge(sent)
+                try await Self.ship(relay.store, to: receiver.store, keys: keys)
                 let digest = try writers[0].store.status().digest
                 for store in [relay.store, receiver.store] {
                     #expect(try store.status().digest == digest)
@@ -106,6 +109,40 @@ import Testing
                 Issue.record("\(error)")
             }
         }
+    }
+
+    /// A relay that alters, drops or invents a change of another replica, or claims its range
+    /// without the rows, has its delta refused whole: nothing of it is merged.
+    @Test func tamperedSignedRangesAreRefusedWhole() async throws {
+        let writer = try Replica(1)
+        _ = try await writer.store.append((0..<4).map { AppendRequest(stream: "taps", payload: "{\"n\":\($0)}") }, now: 1_000)
+        _ = try await writer.store.write(now: 1_001) { db in try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')") }
+        try await writer.store.extendOwnChain()
+        let keys = [writer.store.replica: writer.key.publicKey]
+        let honest = try Self.everything(writer.store)
+        var altered = honest
+        altered.entries[1] = Entry(
+            id: altered.entries[1].id, stream: "taps", originDevice: altered.entries[1].originDevice, dot: altered.entries[1].dot,
+            hlc: altered.entries[1].hlc, wallMilliseconds: altered.entries[1].wallMilliseconds, payload: "{\"n\":99}")
+        var dropped = honest
+        dropped.entries.remove(at: 2)
+        var withoutRows = honest
+        withoutRows.entries = []
+        withoutRows.rows = []
+        var unsigned = honest
+        unsigned.coverage = honest.coverage.map { .init(replica: $0.replica, from: $0.from, through: $0.through) }
+        for tampered in [altered, dropped, withoutRows, unsigned] {
+            let receiver = try Replica(2)
+            await #expect(throws: StoreError.self) { try await receiver.store.mergeSigned(tampered, keys: keys) }
+            #expect(try receiver.store.versionVector()[writer.store.replica] == 0)
+            #expect(try receiver.store.status().entries == 0, "nothing of a refused delta is merged")
+        }
+        // With no key for the writer's device, nothing is accepted either; with it, all is.
+        let receiver = try Replica(2)
+        await #expect(throws: StoreError.self) { try await receiver.store.mergeSigned(honest, keys: [:]) }
+        _ = try await receiver.store.mergeSigned(honest, keys: keys)
+        #expect(try receiver.store.status().digest == writer.store.status().digest)
+        #expect(try receiver.store.verifiedHeads()[writer.store.replica] == writer.store.chainHead(of: writer.store.replica)?.head)
     }
 
     /// A relay that calls a live cell, or a live preference write, lost: the receiver merges
