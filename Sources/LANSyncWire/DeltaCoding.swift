@@ -27,11 +27,24 @@ package import LANSyncCore
 ///          3 TEXT string; 4 BLOB varint length · bytes; 5 TEXT that is a lowercase UUID, 16 bytes)
 /// ```
 ///
+/// With `signed` (protocol version 4, not spoken yet; docs/signed-changes.md), a section follows
+/// the rows:
+///
+/// ```
+/// ranges:      for each coverage range, in order: signature[64] · genesis flag u8 (0 none, 1 one
+///              follows) · [genesis counter varint · genesis signature[64]]
+/// pref stubs:  varint n, n × (key string, replica index, counter, hlc (zigzag difference, same
+///              sequence), element hash[32])
+/// lost cells:  varint n, n × (row index varint, strictly increasing, < the row count;
+///              varint m (1…2,000); m × (kind u8 (1 value, 2 total), column index,
+///              stand-in length u8 (value: 0…32; total: 8), stand-in bytes))
+/// ```
+///
 /// Differences keep the common case small: ids from `EntryIDs` take 16 bytes instead of 36, a
 /// counter 1–3 bytes, clock readings a byte or two. Decoding checks every count and index, so a
 /// hostile peer cannot make the receiver allocate beyond the message it actually sent.
 package enum DeltaCoding {
-    package static func encode(_ delta: Delta, into writer: inout ByteWriter) {
+    package static func encode(_ delta: Delta, into writer: inout ByteWriter, signed: Bool = false) {
         // One pass: rows are written to their own buffer while the tables fill, then the tables
         // and the rows go out in the order above.
         var replicas = Table<ReplicaID>()
@@ -109,6 +122,39 @@ package enum DeltaCoding {
                 changes.signed(total.total)
             }
         }
+        if signed {
+            for range in delta.coverage {
+                changes.raw(range.signature ?? [UInt8](repeating: 0, count: signatureLength))
+                if let genesis = range.genesis {
+                    changes.byte(1)
+                    changes.varint(genesis.counter)
+                    changes.raw(genesis.signature)
+                } else {
+                    changes.byte(0)
+                }
+            }
+            changes.varint(delta.preferenceStubs.count)
+            for stub in delta.preferenceStubs {
+                changes.string(stub.key)
+                changes.varint(replicas.index(of: stub.dot.replica))
+                changes.varint(stub.dot.counter)
+                changes.signed(Int64(bitPattern: stub.hlc.rawValue &- previousHLC))
+                previousHLC = stub.hlc.rawValue
+                changes.raw(stub.elementHash)
+            }
+            let lost = delta.rows.indices.compactMap { index in delta.lostCells[delta.rows[index].dot].map { (index, $0) } }
+            changes.varint(lost.count)
+            for (index, cells) in lost {
+                changes.varint(index)
+                changes.varint(cells.count)
+                for cell in cells {
+                    changes.byte(cell.kind.rawValue)
+                    changes.varint(columns.index(of: cell.column))
+                    changes.byte(UInt8(cell.standIn.count))
+                    changes.raw(cell.standIn)
+                }
+            }
+        }
         writer.varint(replicas.items.count)
         for replica in replicas.items { writer.raw(replica.bytes) }
         writer.varint(devices.items.count)
@@ -163,7 +209,9 @@ package enum DeltaCoding {
         }
     }
 
-    package static func decode(from reader: inout ByteReader) throws(WireError) -> Delta {
+    static let signatureLength = 64
+
+    package static func decode(from reader: inout ByteReader, signed: Bool = false) throws(WireError) -> Delta {
         var delta = Delta()
         let replicas = try (0..<reader.count(atMost: WireProtocol.maxTableEntries, "replica table")).map {
             _ throws(WireError) in ReplicaID(bytes: try reader.raw(16))!
@@ -261,6 +309,47 @@ package enum DeltaCoding {
                 RowChange(
                     key: RowKey(table: table, primaryKey: key), kind: kind, causalLength: causalLength, hlc: reading,
                     dot: Dot(replica: replica, counter: counter), values: values, totals: totals))
+        }
+        guard signed else { return delta }
+        for index in delta.coverage.indices {
+            delta.coverage[index].signature = try reader.raw(signatureLength)
+            switch try reader.byte() {
+            case 0: break
+            case 1:
+                let counter = try reader.counter(atLeast: 0, "genesis counter")
+                delta.coverage[index].genesis = ProvenanceCheck.Genesis(counter: counter, signature: try reader.raw(signatureLength))
+            case let flag: throw WireError("genesis flag \(flag) (0 or 1)")
+            }
+        }
+        let stubCount = try reader.count(
+            atMost: WireProtocol.maxRowsPerDelta - delta.entries.count - delta.preferences.count - delta.rows.count, "preference stub count")
+        for _ in 0..<stubCount {
+            let key = try reader.string(atMost: Names.maxKeyLength, "preference stub key")
+            let replica = try pick(replicas, "replica")
+            let counter = try reader.counter(atLeast: 1, "preference stub counter")
+            let reading = try hlc()
+            delta.preferenceStubs.append(
+                PreferenceStub(key: key, hlc: reading, dot: Dot(replica: replica, counter: counter), elementHash: try reader.raw(ChainHead.hashByteCount)))
+        }
+        var previousIndex = -1
+        for _ in 0..<(try reader.count(atMost: delta.rows.count, "lost cell list count")) {
+            let index = try reader.count(atMost: delta.rows.count - 1, "row index")
+            guard index > previousIndex else { throw WireError("lost cell lists out of row order") }
+            previousIndex = index
+            var cells = [RowChange.LostCell]()
+            let cellCount = try reader.count(atMost: RowChange.maxColumns, "lost cell count")
+            guard cellCount > 0 else { throw WireError("an empty lost cell list") }
+            for _ in 0..<cellCount {
+                let kindByte = try reader.byte()
+                guard let kind = RowChange.CellKind(rawValue: kindByte) else { throw WireError("unknown cell kind \(kindByte) (1-2)") }
+                let column = try pick(columns, "column")
+                let length = Int(try reader.byte())
+                guard kind == .value ? length <= ChainHead.hashByteCount : length == 8 else {
+                    throw WireError("a \(kind == .value ? "value" : "total")'s stand-in of \(length) bytes")
+                }
+                cells.append(RowChange.LostCell(kind: kind, column: column, standIn: try reader.raw(length)))
+            }
+            delta.lostCells[delta.rows[index].dot] = cells
         }
         return delta
     }

@@ -20,6 +20,15 @@ package enum WireFuzzing {
                 if let change = try? decoder.change(from: push) { _ = RowPush.delta(carrying: change).problem() }
             }
         }
+        // Version 4's signed deltas (not spoken yet): the section after the rows.
+        var reader = ByteReader(bytes)
+        if let delta = try? DeltaCoding.decode(from: &reader, signed: true), reader.remaining == 0 {
+            var writer = ByteWriter(capacity: bytes.count)
+            DeltaCoding.encode(delta, into: &writer, signed: true)
+            var again = ByteReader(writer.bytes)
+            precondition((try? DeltaCoding.decode(from: &again, signed: true)) == delta, "signed delta did not survive a round trip")
+            _ = delta.problem()
+        }
         if let hello = try? Hello.decode(bytes) {
             precondition((try? Hello.decode(hello.encoded())) == hello, "hello did not survive a round trip")
         }

@@ -53,6 +53,77 @@ import Testing
         }
     }
 
+    /// A delta with version 4's signed section (signatures, geneses, preference stubs, lost cells)
+    /// survives encoding exactly; without the section the same bytes decode to the unsigned delta.
+    static func signedDelta(_ seeds: [Int]) -> Delta {
+        var delta = rowDelta(seeds)
+        let replica = ReplicaID(high: 3, low: 4)
+        for index in delta.coverage.indices {
+            delta.coverage[index].signature = (0..<64).map { UInt8(truncatingIfNeeded: $0 &+ seeds.count) }
+            if seeds.count % 2 == 0 { delta.coverage[index].genesis = .init(counter: 0, signature: [UInt8](repeating: 7, count: 64)) }
+        }
+        for (index, seed) in seeds.enumerated() where seed % 3 == 0 {
+            let change = delta.rows[index]
+            guard change.kind != .delete, change.kind != .append else { continue }
+            delta.lostCells[change.dot] = [
+                .init(kind: .value, column: "lost\(seed % 4)", standIn: (0..<(seed % 33)).map { UInt8(truncatingIfNeeded: $0 &* seed) }),
+                .init(kind: .total, column: "xp\(seed % 2)", standIn: [UInt8](repeating: UInt8(seed % 256), count: 8)),
+            ]
+        }
+        if !delta.coverage.isEmpty {
+            delta.preferenceStubs = seeds.prefix(3).enumerated().map { index, seed in
+                PreferenceStub(
+                    key: "theme/\(seed % 5)", hlc: HybridTimestamp(rawValue: UInt64(seed) << 18), dot: Dot(replica: replica, counter: UInt64(index + 1)),
+                    elementHash: [UInt8](repeating: UInt8(seed % 256), count: 32))
+            }
+        }
+        return delta
+    }
+
+    @Test func signedSectionsRoundTripExactly() async throws {
+        await propertyCheck(input: Gen.int(in: 0...100_000).array(of: 0...40)) { seeds in
+            let delta = Self.signedDelta(seeds)
+            #expect(delta.problem() == nil)
+            var writer = ByteWriter(capacity: 64)
+            DeltaCoding.encode(delta, into: &writer, signed: true)
+            var reader = ByteReader(writer.bytes)
+            #expect((try? DeltaCoding.decode(from: &reader, signed: true)) == delta)
+            #expect(reader.remaining == 0)
+        }
+        // The section follows the rows; each number in it is checked where it is read.
+        let replica = ReplicaID(high: 3, low: 4)
+        let change = RowChange(
+            key: RowKey(table: "athletes", primaryKey: [.integer(1)]), kind: .update, causalLength: 1, hlc: HybridTimestamp(rawValue: 5),
+            dot: Dot(replica: replica, counter: 1), values: [.init(column: "c0", value: .integer(2))])
+        var one = Delta(rows: [change], coverage: [.init(replica: replica, from: 0, through: 1, signature: [UInt8](repeating: 1, count: 64))])
+        one.lostCells[change.dot] = [.init(kind: .total, column: "c0", standIn: [UInt8](repeating: 2, count: 8))]
+        var plainWriter = ByteWriter(capacity: 64)
+        DeltaCoding.encode(one, into: &plainWriter)
+        var signedWriter = ByteWriter(capacity: 64)
+        DeltaCoding.encode(one, into: &signedWriter, signed: true)
+        let section = plainWriter.bytes.count
+        #expect(signedWriter.bytes.starts(with: plainWriter.bytes))
+        // signature (64) · genesis flag · stub count · list count · row index · cell count · kind · column · length · 8 bytes
+        #expect(signedWriter.bytes.count == section + 64 + 8 + 8)
+        for (offset, value, why) in [(64, UInt8(2), "genesis flag 2"), (67, 1, "row index past the rows"), (68, 0, "an empty list"),
+            (69, 3, "cell kind 3"), (70, 1, "a column not in the table"), (71, 9, "a total's stand-in of 9 bytes")] {
+            var bytes = signedWriter.bytes
+            bytes[section + offset] = value
+            var reader = ByteReader(bytes)
+            #expect(throws: WireError.self, "\(why)") { _ = try DeltaCoding.decode(from: &reader, signed: true) }
+        }
+        let delta = Self.signedDelta([3, 6, 9])
+        var writer = ByteWriter(capacity: 64)
+        DeltaCoding.encode(delta, into: &writer, signed: true)
+        let bytes = writer.bytes
+        var unsignedReader = ByteReader(bytes)
+        #expect(throws: WireError.self) { _ = try DeltaCoding.decode(from: &unsignedReader, signed: false).entries; try unsignedReader.expectEnd("delta") }
+        var plain = ByteWriter(capacity: 64)
+        DeltaCoding.encode(delta, into: &plain)
+        var truncated = ByteReader(plain.bytes)
+        #expect(throws: WireError.self) { _ = try DeltaCoding.decode(from: &truncated, signed: true) }
+    }
+
     /// A one-column update costs its value plus a few dozen bytes (the goal: value + 64).
     @Test func aOneColumnUpdateIsSmall() throws {
         let change = RowChange(
@@ -231,6 +302,12 @@ import Testing
             "json": Array("{\"symbol_id\":12,\"grid\":[2,3],\"label\":\"more\"}".utf8),
             "compressed": WireMessage.delta(s.deltas.last!).wireBytes(),
             "delta-rows": WireMessage.delta(DeltaCodingTests.rowDelta(Array(0..<24).map { $0 * 37 })).encoded(),
+            // A version-4 delta body (no message type: the fuzzer decodes it as such on its own).
+            "delta-signed": {
+                var writer = ByteWriter(capacity: 256)
+                DeltaCoding.encode(DeltaCodingTests.signedDelta(Array(0..<12).map { $0 * 3 }), into: &writer, signed: true)
+                return writer.bytes
+            }(),
             "row-push": {
                 var encoder = RowPushEncoder()
                 let change = RowPushTests.update(
