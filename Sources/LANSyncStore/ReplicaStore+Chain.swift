@@ -169,6 +169,72 @@ extension ReplicaStore {
         }
     }
 
+    /// One bounded batch of what a replica covering `known` lacks, in signed ranges (version 4's
+    /// `delta(since:)`): for each replica, one range from what `known` covers up to a counter
+    /// where this replica holds the replica's signed head, never past `bound`. A range ends at a
+    /// signed point, so a batch takes at least one stretch between points even past `maxRows`
+    /// (at most 256 changes or 1 MiB, see `OwnChain`), then stops before the next that would pass
+    /// it. A receiver keeps the head a range ends at, so a relay's ranges are at most the batches
+    /// it received. Empty when nothing signed is left to send.
+    package func signedDelta(since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int) throws(StoreError) -> Delta {
+        var delta = Delta()
+        var rows = 0
+        for (replica, points) in try signedPoints() {
+            let from = known[replica]
+            let limit = bound?[replica] ?? .max
+            // The furthest point whose stretch still fits (or the first, when none does).
+            var through: UInt64?
+            var taken = 0
+            for point in points where point > from && point <= limit {
+                let count = try Self.database { try writer.read { db in try Self.changeCount(of: replica, from: through ?? from, through: point, db: db) } }
+                if through != nil || rows > 0, rows + taken + count > maxRows { break }
+                through = point
+                taken += count
+            }
+            guard let through else { continue }
+            let range = try signedRange(of: replica, after: from, through: through)
+            delta.entries += range.entries
+            delta.preferences += range.preferences
+            delta.preferenceStubs += range.preferenceStubs
+            delta.rows += range.rows
+            delta.lostCells.merge(range.lostCells) { first, _ in first }
+            delta.coverage += range.coverage
+            rows += taken
+            if rows >= maxRows { break }
+        }
+        return delta
+    }
+
+    /// How many changes (and stubs) of `replica` in `(from, through]` this replica holds.
+    static func changeCount(of replica: ReplicaID, from: UInt64, through: UInt64, db: Database) throws -> Int {
+        guard let number = try number(of: replica, db) else { return 0 }
+        let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
+        var count = 0
+        for table in ["entries", "entry_stubs", "preferences", "preference_stubs", "app_ops", "row_stubs"] {
+            count += try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE dot > ? AND dot <= ?", arguments: [lower, upper]) ?? 0
+        }
+        return count
+    }
+
+    /// Per replica, the counters where this replica holds its signed head (points and the latest
+    /// head, not geneses), ascending.
+    func signedPoints() throws(StoreError) -> [(ReplicaID, [UInt64])] {
+        try Self.database {
+            try writer.read { db in
+                var points: [Int64: Set<UInt64>] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT dot FROM chain_points WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
+                    let dot: Int64 = row[0]
+                    points[DotKey.number(dot), default: []].insert(DotKey.counter(dot))
+                }
+                for row in try Row.fetchAll(db, sql: "SELECT replica, counter FROM chain_heads WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
+                    points[row[0], default: []].insert(UInt64(row[1] as Int64))
+                }
+                let replicas = try Self.replicaNumbers(db)
+                return points.compactMap { number, counters in replicas[number].map { ($0, counters.sorted()) } }.sorted { $0.0 < $1.0 }
+            }
+        }
+    }
+
     /// The leaves of the changes numbered `(from, through]` of replica `number`, with about how
     /// many bytes each takes on the wire as shipped; a counter with no change has none here.
     static func leaves(number: Int64, from: UInt64, through: UInt64, db: Database, hasher: ElementHasher) throws

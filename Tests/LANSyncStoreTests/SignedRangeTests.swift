@@ -111,6 +111,34 @@ import Testing
         }
     }
 
+    /// Batches of signed ranges, each ending at a signed point, bring a peer up to date however
+    /// small the batches, and what they carry verifies: 600 appends (points at 256 and 512) and
+    /// some preference overwrites, sent in batches of at most 100 rows where a range allows.
+    @Test func batchesEndAtSignedPointsAndBringAPeerUpToDate() async throws {
+        let writer = try Replica(1)
+        _ = try await writer.store.append((0..<600).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
+        for index in 0..<5 { _ = try await writer.store.setPreferences([PreferenceRequest(key: "theme", value: "\"v\(index)\"")], now: 2_000 + UInt64(index)) }
+        try await writer.store.extendOwnChain()
+        let keys = [writer.store.replica: writer.key.publicKey]
+        let peer = try Replica(2)
+        var batches = 0
+        while true {
+            let delta = try writer.store.signedDelta(since: try peer.store.versionVector(), maxRows: 100)
+            if delta.isEmpty { break }
+            #expect(delta.coverage.allSatisfy { [256, 512, 605].contains($0.through) })
+            _ = try await peer.store.mergeSigned(delta, keys: keys)
+            batches += 1
+            #expect(batches < 10)
+        }
+        #expect(batches == 3)
+        #expect(try peer.store.status().digest == writer.store.status().digest)
+        #expect(try peer.store.versionVector() == writer.store.versionVector())
+        // The peer can now send the same ranges on, cut where it received them.
+        let third = try Replica(3)
+        _ = try await third.store.mergeSigned(try peer.store.signedDelta(since: VersionVector(), maxRows: 10_000), keys: keys)
+        #expect(try third.store.status().digest == writer.store.status().digest)
+    }
+
     /// A relay that alters, drops or invents a change of another replica, or claims its range
     /// without the rows, has its delta refused whole: nothing of it is merged.
     @Test func tamperedSignedRangesAreRefusedWhole() async throws {
