@@ -424,7 +424,7 @@ extension ReplicaStore {
     /// (every loss they claim held) are kept, signatures and geneses included, so that this
     /// replica can send those ranges on, verifiably, as it got them.
     package func mergeSigned(_ delta: Delta, keys: [ReplicaID: [UInt8]]) async throws(StoreError) -> MergeResult {
-        _ = try Self.check(delta)
+        let checked = try Self.check(delta)
         var ranges: [ProvenanceCheck.Range] = []
         for range in delta.coverage {
             guard let signature = range.signature else {
@@ -434,20 +434,23 @@ extension ReplicaStore {
         }
         let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
         let verdicts: [ProvenanceCheck.Verdict]
-        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: delta.leaves(hasher: hasher)) {
+        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: delta.leaves(hasher: hasher, entryHashes: checked.entryHashes)) {
         case .failure(let problem): throw StoreError(.invalidDelta, "rejected a delta: \(problem)")
         case .success(let found): verdicts = found
         }
-        var merged = delta
         let gaps = Set(zip(delta.coverage, verdicts).filter { $0.1 == .gap }.map(\.0.replica))
-        if !gaps.isEmpty {
+        let result: MergeResult
+        if gaps.isEmpty {
+            result = try await merge(checked)
+        } else {
+            var merged = delta
             merged.entries.removeAll { gaps.contains($0.dot.replica) }
             merged.preferences.removeAll { gaps.contains($0.dot.replica) }
             merged.preferenceStubs.removeAll { gaps.contains($0.dot.replica) }
             merged.rows.removeAll { gaps.contains($0.dot.replica) }
             merged.coverage.removeAll { gaps.contains($0.replica) }
+            result = try await merge(merged)
         }
-        let result = try await merge(merged)
         let own = replica
         let counted = zip(delta.coverage, verdicts).compactMap { range, verdict -> (Delta.Coverage, ChainHead)? in
             guard case .verified(let head) = verdict, range.replica != own else { return nil }
