@@ -99,9 +99,9 @@ extension RowChange {
     /// hash (32 bytes, so the two never share a length). Most cells are short (numbers, names),
     /// so a row's leaf costs one hash of its cells rather than one hash per cell.
     package static func standIn(for value: SQLValue, hasher: ElementHasher) -> [UInt8] {
-        var bytes = [UInt8]()
-        value.append(to: &bytes)
-        return bytes.count < ChainHead.hashByteCount ? bytes : hasher.hash(bytes)
+        var field = [UInt8]()
+        appendStandIn(for: value, to: &field, hasher: hasher)
+        return Array(field.dropFirst(4))
     }
 
     /// A counter total stands as itself: 8 bytes, big-endian.
@@ -205,8 +205,9 @@ extension RowChange {
         return true
     }
 
-    /// Appends `field(stand-in)` of a value without building the stand-in apart: the value's
-    /// canonical bytes are written in place and replaced by their hash when 32 bytes or longer.
+    /// Appends `field(stand-in)` of a value (`standIn(for:)`) without building the stand-in apart:
+    /// the value's canonical bytes are written in place and replaced by their hash when 32 bytes
+    /// or longer.
     private static func appendStandIn(for value: SQLValue, to input: inout [UInt8], hasher: ElementHasher) {
         let lengthAt = input.count
         input.appendBigEndian(UInt32(0))

@@ -143,30 +143,34 @@ extension ReplicaStore {
         return try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return Delta() }
-                var delta = try RangeContents.read(number: number, from: from, through: through, db: db).delta
-                let signature = try Data.fetchOne(
-                    db,
-                    sql: """
-                        SELECT signature FROM chain_points WHERE dot = ? AND signature IS NOT NULL
-                        UNION ALL SELECT signature FROM chain_heads WHERE replica = ? AND counter = ? AND signature IS NOT NULL
-                        """,
-                    arguments: [DotKey.key(number: number, counter: through), number, Int64(through)])
-                // The replica's latest genesis at or below the range's end, when the range starts at or below it.
-                let genesis = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT dot, signature FROM chain_points WHERE dot >= ? AND dot <= ? AND hash = zeroblob(32) AND signature IS NOT NULL
-                        ORDER BY dot DESC LIMIT 1
-                        """,
-                    arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: through)]
-                ).map { ProvenanceCheck.Genesis(counter: DotKey.counter($0[0]), signature: [UInt8]($0[1] as Data)) }
-                delta.coverage = [
-                    .init(replica: replica, from: from, through: through, signature: signature.map { [UInt8]($0) },
-                        genesis: genesis.flatMap { $0.counter >= from ? $0 : nil })
-                ]
-                return delta
+                return try Self.signedRange(of: replica, number: number, after: from, through: through, db: db)
             }
         }
+    }
+
+    static func signedRange(of replica: ReplicaID, number: Int64, after from: UInt64, through: UInt64, db: Database) throws -> Delta {
+        var delta = try RangeContents.read(number: number, from: from, through: through, db: db).delta
+        let signature = try Data.fetchOne(
+            db,
+            sql: """
+                SELECT signature FROM chain_points WHERE dot = ? AND signature IS NOT NULL
+                UNION ALL SELECT signature FROM chain_heads WHERE replica = ? AND counter = ? AND signature IS NOT NULL
+                """,
+            arguments: [DotKey.key(number: number, counter: through), number, Int64(through)])
+        // The replica's latest genesis at or below the range's end, when the range starts at or below it.
+        let genesis = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT dot, signature FROM chain_points WHERE dot >= ? AND dot <= ? AND hash = zeroblob(32) AND signature IS NOT NULL
+                ORDER BY dot DESC LIMIT 1
+                """,
+            arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: through)]
+        ).map { ProvenanceCheck.Genesis(counter: DotKey.counter($0[0]), signature: [UInt8]($0[1] as Data)) }
+        delta.coverage = [
+            .init(replica: replica, from: from, through: through, signature: signature.map { [UInt8]($0) },
+                genesis: genesis.flatMap { $0.counter >= from ? $0 : nil })
+        ]
+        return delta
     }
 
     /// One bounded batch of what a replica covering `known` lacks, in signed ranges (version 4's
@@ -175,64 +179,63 @@ extension ReplicaStore {
     /// signed point, so a batch takes at least one stretch between points even past `maxRows`
     /// (at most 256 changes or 1 MiB, see `OwnChain`), then stops before the next that would pass
     /// it. A receiver keeps the head a range ends at, so a relay's ranges are at most the batches
-    /// it received. Empty when nothing signed is left to send.
+    /// it received. Empty when nothing signed is left to send. One read transaction.
     package func signedDelta(since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int) throws(StoreError) -> Delta {
-        var delta = Delta()
-        var rows = 0
-        for (replica, points) in try signedPoints() {
-            let from = known[replica]
-            let limit = bound?[replica] ?? .max
-            // The furthest point whose stretch still fits (or the first, when none does).
-            var through: UInt64?
-            var taken = 0
-            for point in points where point > from && point <= limit {
-                let count = try Self.database { try writer.read { db in try Self.changeCount(of: replica, from: through ?? from, through: point, db: db) } }
-                if through != nil || rows > 0, rows + taken + count > maxRows { break }
-                through = point
-                taken += count
+        try Self.database {
+            try writer.read { db in
+                var delta = Delta()
+                var rows = 0
+                for (replica, number, points) in try Self.signedPoints(db) {
+                    let from = known[replica]
+                    let limit = bound?[replica] ?? .max
+                    // The furthest point whose stretch still fits (or the first, when none does).
+                    var through: UInt64?
+                    var taken = 0
+                    for point in points where point > from && point <= limit {
+                        let count = try Self.changeCount(number: number, from: through ?? from, through: point, db: db)
+                        if through != nil || rows > 0, rows + taken + count > maxRows { break }
+                        through = point
+                        taken += count
+                    }
+                    guard let through else { continue }
+                    let range = try Self.signedRange(of: replica, number: number, after: from, through: through, db: db)
+                    delta.entries += range.entries
+                    delta.preferences += range.preferences
+                    delta.preferenceStubs += range.preferenceStubs
+                    delta.rows += range.rows
+                    delta.lostCells.merge(range.lostCells) { first, _ in first }
+                    delta.coverage += range.coverage
+                    rows += taken
+                    if rows >= maxRows { break }
+                }
+                return delta
             }
-            guard let through else { continue }
-            let range = try signedRange(of: replica, after: from, through: through)
-            delta.entries += range.entries
-            delta.preferences += range.preferences
-            delta.preferenceStubs += range.preferenceStubs
-            delta.rows += range.rows
-            delta.lostCells.merge(range.lostCells) { first, _ in first }
-            delta.coverage += range.coverage
-            rows += taken
-            if rows >= maxRows { break }
         }
-        return delta
     }
 
-    /// How many changes (and stubs) of `replica` in `(from, through]` this replica holds.
-    static func changeCount(of replica: ReplicaID, from: UInt64, through: UInt64, db: Database) throws -> Int {
-        guard let number = try number(of: replica, db) else { return 0 }
+    /// Per replica, the counters where this replica holds its signed head (points and the latest
+    /// head, not geneses), ascending.
+    static func signedPoints(_ db: Database) throws -> [(ReplicaID, number: Int64, points: [UInt64])] {
+        var points: [Int64: Set<UInt64>] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT dot FROM chain_points WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
+            let dot: Int64 = row[0]
+            points[DotKey.number(dot), default: []].insert(DotKey.counter(dot))
+        }
+        for row in try Row.fetchAll(db, sql: "SELECT replica, counter FROM chain_heads WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
+            points[row[0], default: []].insert(UInt64(row[1] as Int64))
+        }
+        let replicas = try replicaNumbers(db)
+        return points.compactMap { number, counters in replicas[number].map { ($0, number, counters.sorted()) } }.sorted { $0.0 < $1.0 }
+    }
+
+    /// How many changes (and stubs) of replica `number` in `(from, through]` this replica holds.
+    static func changeCount(number: Int64, from: UInt64, through: UInt64, db: Database) throws -> Int {
         let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
         var count = 0
         for table in ["entries", "entry_stubs", "preferences", "preference_stubs", "app_ops", "row_stubs"] {
             count += try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE dot > ? AND dot <= ?", arguments: [lower, upper]) ?? 0
         }
         return count
-    }
-
-    /// Per replica, the counters where this replica holds its signed head (points and the latest
-    /// head, not geneses), ascending.
-    func signedPoints() throws(StoreError) -> [(ReplicaID, [UInt64])] {
-        try Self.database {
-            try writer.read { db in
-                var points: [Int64: Set<UInt64>] = [:]
-                for row in try Row.fetchAll(db, sql: "SELECT dot FROM chain_points WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
-                    let dot: Int64 = row[0]
-                    points[DotKey.number(dot), default: []].insert(DotKey.counter(dot))
-                }
-                for row in try Row.fetchAll(db, sql: "SELECT replica, counter FROM chain_heads WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
-                    points[row[0], default: []].insert(UInt64(row[1] as Int64))
-                }
-                let replicas = try Self.replicaNumbers(db)
-                return points.compactMap { number, counters in replicas[number].map { ($0, counters.sorted()) } }.sorted { $0.0 < $1.0 }
-            }
-        }
     }
 
     /// The leaves of the changes numbered `(from, through]` of replica `number`, with about how

@@ -122,7 +122,8 @@ extension ReplicaStore {
             for index in share.changes {
                 let change = delta.rows[index]
                 context.observe(change.hlc)
-                if try context.mergeRow(change, lost: delta.lostCells[change.dot] ?? [], materialize: true) {
+                let lost = delta.lostCells.isEmpty ? [] : delta.lostCells[change.dot] ?? []
+                if try context.mergeRow(change, lost: lost, materialize: true) {
                     merged.changedRows.append(index)
                 }
                 merged.changesMerged += 1

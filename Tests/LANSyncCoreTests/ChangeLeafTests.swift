@@ -31,11 +31,7 @@ import Testing
         /// its row's current life, and the hashes of the ones that lost.
         func shipped(_ change: RowChange) -> (change: RowChange, lost: [RowChange.LostCell]) {
             let state = rows[change.key] ?? RowState()
-            let live = state.causalLength == change.causalLength ? state.change(key: change.key, dot: change.dot) : nil
-            let shipped = RowChange(
-                key: change.key, kind: change.kind, causalLength: change.causalLength, hlc: change.hlc, dot: change.dot,
-                values: live?.values ?? [], totals: change.kind == .append ? [] : live?.totals ?? [])
-            return (shipped, Array(lost[change.dot] ?? []))
+            return (RowChangeStub(of: change).change(key: change.key, dot: change.dot, in: state), Array(lost[change.dot] ?? []))
         }
     }
 

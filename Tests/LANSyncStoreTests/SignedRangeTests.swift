@@ -43,16 +43,6 @@ import Testing
         }
     }
 
-    /// The leaf of each change a delta carries, as a receiver computes it.
-    static func leaves(of delta: Delta) -> [Dot: [UInt8]] {
-        var leaves: [Dot: [UInt8]] = [:]
-        for entry in delta.entries { leaves[entry.dot] = ChangeLeaf.entry(entry, hasher: hasher) }
-        for write in delta.preferences { leaves[write.dot] = ChangeLeaf.preference(write, hasher: hasher) }
-        for stub in delta.preferenceStubs { leaves[stub.dot] = ChangeLeaf.preference(stub, hasher: hasher) }
-        for change in delta.rows { leaves[change.dot] = change.leaf(lost: delta.lostCells[change.dot] ?? [], hasher: hasher) }
-        return leaves
-    }
-
     static func allLeaves(_ store: ReplicaStore, of replica: ReplicaID) throws -> [UInt64: [UInt8]] {
         let counter = try store.versionVector()[replica]
         guard counter > 0 else { return [:] }
@@ -91,7 +81,7 @@ import Testing
                     #expect(try store.status().digest == digest)
                     #expect(try store.versionVector() == writers[0].store.versionVector(), "every range counted: every claim held")
                 }
-                let carried = Self.leaves(of: sent)
+                let carried = sent.leaves(hasher: Self.hasher)
                 for writer in writers {
                     let replica = writer.store.replica
                     let origin = try Self.allLeaves(writer.store, of: replica)
@@ -191,7 +181,7 @@ import Testing
         let name = try #require(change.values.first { $0.column == "name" })
         hidden.lostCells[change.dot] = [RowChange.lost(name, hasher: Self.hasher)]
         hidden.rows[index] = change.without([RowChange.lost(name, hasher: Self.hasher)])
-        #expect(Self.leaves(of: hidden) == Self.leaves(of: honest), "the leaves still match the origin's")
+        #expect(hidden.leaves(hasher: Self.hasher) == honest.leaves(hasher: Self.hasher), "the leaves still match the origin's")
         let fooled = try Replica(2)
         _ = try await fooled.store.merge(hidden)
         #expect(try fooled.store.versionVector()[writer.store.replica] == 0)
