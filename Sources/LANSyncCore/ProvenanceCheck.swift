@@ -43,8 +43,6 @@ package struct ProvenanceCheck: Sendable {
 
     /// Why a delta is refused whole; the session logs it and ends the connection.
     package enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
-        /// No record names the key of the replica's device yet.
-        case unknownReplica(ReplicaID)
         /// The range is empty or reversed.
         case emptyRange(ReplicaID, from: UInt64, through: UInt64)
         /// The genesis is above the range's end, or its signature fails.
@@ -54,7 +52,6 @@ package struct ProvenanceCheck: Sendable {
 
         package var description: String {
             switch self {
-            case .unknownReplica(let replica): "no record names the key of replica \(replica)'s device"
             case .emptyRange(let replica, let from, let through): "replica \(replica)'s range (\(from), \(through)] is empty"
             case .badGenesis(let replica, let counter): "replica \(replica)'s genesis at \(counter) is not one it signed"
             case .chain(let replica, let problem): "replica \(replica): \(problem)"
@@ -71,6 +68,10 @@ package struct ProvenanceCheck: Sendable {
         /// It starts above what the receiver verified and no genesis bridges the gap: its rows
         /// are not merged (a later delta fills the gap; the version vector asks for that anyway).
         case gap
+        /// No record the receiver holds names the replica's signing key yet (the record, or the
+        /// member record that pins its device's key, may come in a later delta): like a gap, its
+        /// rows are not merged, and the range is asked for again once the key is known.
+        case keyUnknown
     }
 
     let hasher: ElementHasher
@@ -93,8 +94,11 @@ package struct ProvenanceCheck: Sendable {
         verdicts.reserveCapacity(ranges.count)
         for range in ranges {
             let replica = range.replica
-            guard let key = keys[replica] else { return .failure(.unknownReplica(replica)) }
             guard range.from < range.through else { return .failure(.emptyRange(replica, from: range.from, through: range.through)) }
+            guard let key = keys[replica] else {
+                verdicts.append(.keyUnknown)
+                continue
+            }
             var start = verified[replica]
             if let genesis = range.genesis {
                 let head = ChainHead(replica: replica, counter: genesis.counter, hash: ChainHead.genesis(of: replica).hash)

@@ -185,13 +185,12 @@ extension ReplicaStore {
             try writer.read { db in
                 var delta = Delta()
                 var rows = 0
-                for (replica, number, points) in try Self.signedPoints(db) {
+                for (replica, number, points) in try Self.signedPoints(above: known, upTo: bound, limit: maxRows + 1, db) {
                     let from = known[replica]
-                    let limit = bound?[replica] ?? .max
                     // The furthest point whose stretch still fits (or the first, when none does).
                     var through: UInt64?
                     var taken = 0
-                    for point in points where point > from && point <= limit {
+                    for point in points {
                         let count = try Self.changeCount(number: number, from: through ?? from, through: point, db: db)
                         if through != nil || rows > 0, rows + taken + count > maxRows { break }
                         through = point
@@ -213,19 +212,29 @@ extension ReplicaStore {
         }
     }
 
-    /// Per replica, the counters where this replica holds its signed head (points and the latest
-    /// head, not geneses), ascending.
-    static func signedPoints(_ db: Database) throws -> [(ReplicaID, number: Int64, points: [UInt64])] {
-        var points: [Int64: Set<UInt64>] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT dot FROM chain_points WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
-            let dot: Int64 = row[0]
-            points[DotKey.number(dot), default: []].insert(DotKey.counter(dot))
+    /// Per replica whose signed head this replica holds above `known`, the counters in
+    /// `(known, bound]` where it holds one of its signed heads (points, geneses and the latest
+    /// head), ascending: at most `limit` of them, the first ones.
+    static func signedPoints(above known: VersionVector, upTo bound: VersionVector?, limit: Int, _ db: Database) throws
+        -> [(ReplicaID, number: Int64, points: [UInt64])]
+    {
+        var found: [(ReplicaID, number: Int64, points: [UInt64])] = []
+        let heads = try Row.fetchAll(
+            db, sql: "SELECT r.replica_id, h.replica, h.counter FROM chain_heads h JOIN replicas r ON r.num = h.replica WHERE h.signature IS NOT NULL")
+        for row in heads {
+            let replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
+            let (number, head) = (row[1] as Int64, UInt64(row[2] as Int64))
+            let from = known[replica]
+            let through = min(head, bound?[replica] ?? .max)
+            guard through > from else { continue }
+            var points = try Int64.fetchAll(
+                db.cachedStatement(sql: "SELECT dot FROM chain_points WHERE dot > ? AND dot <= ? AND signature IS NOT NULL ORDER BY dot LIMIT ?"),
+                arguments: [DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), limit]
+            ).map(DotKey.counter)
+            if head == through, points.count < limit, points.last != head { points.append(head) }
+            found.append((replica, number, points))
         }
-        for row in try Row.fetchAll(db, sql: "SELECT replica, counter FROM chain_heads WHERE signature IS NOT NULL AND hash != zeroblob(32)") {
-            points[row[0], default: []].insert(UInt64(row[1] as Int64))
-        }
-        let replicas = try replicaNumbers(db)
-        return points.compactMap { number, counters in replicas[number].map { ($0, number, counters.sorted()) } }.sorted { $0.0 < $1.0 }
+        return found.sorted { $0.0 < $1.0 }
     }
 
     /// How many changes (and stubs) of replica `number` in `(from, through]` this replica holds.
@@ -422,12 +431,18 @@ extension ReplicaStore {
     /// Merges a delta of signed ranges (docs/signed-changes.md, step 3): every range must carry
     /// its replica's signature; each is checked against what this replica verified of that
     /// replica's chain and the keys in `keys` (`ProvenanceCheck`) before anything is merged, and
-    /// one that fails refuses the delta whole. A range above what this replica verified is left
-    /// out (a later delta fills the gap). After the merge, the heads of the ranges that counted
-    /// (every loss they claim held) are kept, signatures and geneses included, so that this
-    /// replica can send those ranges on, verifiably, as it got them.
+    /// one that fails refuses the delta whole. A range above what this replica verified, or of a
+    /// replica whose key is not known yet, is left out; `MergeResult.rangesNotTaken` names it,
+    /// with the ranges whose loss claims did not hold, so that the sender is asked for them again.
+    /// After the merge, the heads of the ranges that counted are kept, signatures and geneses
+    /// included, so that this replica can send those ranges on, verifiably, as it got them.
     package func mergeSigned(_ delta: Delta, keys: [ReplicaID: [UInt8]]) async throws(StoreError) -> MergeResult {
-        let checked = try Self.check(delta)
+        try await mergeSigned(Self.check(delta), keys: keys)
+    }
+
+    /// `mergeSigned` of a delta checked beforehand (`check`, which a session runs on another thread).
+    package func mergeSigned(_ checked: CheckedDelta, keys: [ReplicaID: [UInt8]]) async throws(StoreError) -> MergeResult {
+        let delta = checked.delta
         var ranges: [ProvenanceCheck.Range] = []
         for range in delta.coverage {
             guard let signature = range.signature else {
@@ -441,51 +456,105 @@ extension ReplicaStore {
         case .failure(let problem): throw StoreError(.invalidDelta, "rejected a delta: \(problem)")
         case .success(let found): verdicts = found
         }
-        let gaps = Set(zip(delta.coverage, verdicts).filter { $0.1 == .gap }.map(\.0.replica))
-        let result: MergeResult
-        if gaps.isEmpty {
-            result = try await merge(checked)
-        } else {
-            var merged = delta
-            merged.entries.removeAll { gaps.contains($0.dot.replica) }
-            merged.preferences.removeAll { gaps.contains($0.dot.replica) }
-            merged.preferenceStubs.removeAll { gaps.contains($0.dot.replica) }
-            merged.rows.removeAll { gaps.contains($0.dot.replica) }
-            merged.coverage.removeAll { gaps.contains($0.replica) }
-            result = try await merge(merged)
-        }
+        let leftOut = Set(zip(delta.coverage, verdicts).filter { $0.1 == .gap || $0.1 == .keyUnknown }.map(\.0.replica))
+        var result = try await merge(leftOut.isEmpty ? checked : checked.leavingOut(leftOut))
+        result.rangesNotTaken = leftOut.union(result.rangesNotTaken)
         let own = replica
-        let counted = zip(delta.coverage, verdicts).compactMap { range, verdict -> (Delta.Coverage, ChainHead)? in
-            guard case .verified(let head) = verdict, range.replica != own else { return nil }
-            return (range, head)
+        let kept = zip(delta.coverage, verdicts).compactMap { range, verdict -> KeptHead? in
+            guard range.replica != own else { return nil }
+            switch verdict {
+            case .verified(let head): return KeptHead(range: range, head: head, bytes: Self.bytes(of: range, in: delta))
+            case .known: return range.genesis.map { _ in KeptHead(range: range, head: nil, bytes: 0) }
+            case .gap, .keyUnknown: return nil
+            }
         }
-        guard !counted.isEmpty else { return result }
+        guard !kept.isEmpty else { return result }
         try await Self.database {
             try await writer.write { db in
-                for (range, head) in counted {
-                    guard let number = try Self.number(of: range.replica, db),
-                        let covered = try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number]),
-                        UInt64(covered) >= head.counter
-                    else { continue }
-                    let signature = range.signature.map { Data($0) }
-                    try db.execute(
-                        sql: """
-                            INSERT INTO chain_heads (replica, counter, hash, signature) VALUES (?, ?, ?, ?)
-                            ON CONFLICT (replica) DO UPDATE SET counter = excluded.counter, hash = excluded.hash, signature = excluded.signature
-                            WHERE excluded.counter > chain_heads.counter
-                            """,
-                        arguments: [number, Int64(head.counter), Data(head.hash), signature])
-                    try db.execute(
-                        sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)",
-                        arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature])
-                    if let genesis = range.genesis {
-                        try db.execute(
-                            sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, zeroblob(32), ?)",
-                            arguments: [DotKey.key(number: number, counter: genesis.counter), Data(genesis.signature)])
-                    }
-                }
+                for kept in kept { try Self.keep(kept, db: db) }
             }
         }
         return result
+    }
+
+    /// A verified range's head (nil: nothing new verified, only its genesis to keep) and about how
+    /// many bytes its changes take.
+    private struct KeptHead {
+        let range: Delta.Coverage
+        let head: ChainHead?
+        let bytes: Int
+    }
+
+    /// Keeps a verified range's head as this replica's latest of its replica (when its coverage
+    /// counted), and as a point where this replica may cut the ranges it sends on. A range of one
+    /// change (a live push) makes a point only where its origin made one (every 256th counter,
+    /// and where the changes since the last point would pass 1 MiB), so that relaying a stream of
+    /// pushes does not keep a point per change; a longer range is a batch its sender cut there.
+    private static func keep(_ kept: KeptHead, db: Database) throws {
+        let range = kept.range
+        guard let number = try number(of: range.replica, db),
+            let covered = try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number])
+        else { return }
+        if let genesis = range.genesis, UInt64(covered) >= genesis.counter {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, zeroblob(32), ?)",
+                arguments: [DotKey.key(number: number, counter: genesis.counter), Data(genesis.signature)])
+        }
+        guard let head = kept.head, UInt64(covered) >= head.counter, let signature = range.signature.map({ Data($0) }) else { return }
+        let prior = try Row.fetchOne(db, sql: "SELECT counter, hash, signature, bytes_since_point FROM chain_heads WHERE replica = ?", arguments: [number])
+        if let prior, UInt64(prior[0] as Int64) >= head.counter { return }
+        var bytesSincePoint = 0
+        var point = true
+        if range.through - range.from == 1, head.counter % OwnChain.pointInterval != 0 {
+            point = false
+            let before: Int = prior.flatMap { UInt64($0[0] as Int64) == range.from ? $0[3] : nil } ?? 0
+            if before > 0, before + kept.bytes > OwnChain.pointBytes, let prior, let priorSignature = prior[2] as Data? {
+                // The origin cut before this change: keep the head before it as a point.
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)",
+                    arguments: [DotKey.key(number: number, counter: range.from), prior[1] as Data, priorSignature])
+                bytesSincePoint = kept.bytes
+            } else {
+                bytesSincePoint = before + kept.bytes
+            }
+        }
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point) VALUES (?, ?, ?, ?, ?)",
+            arguments: [number, Int64(head.counter), Data(head.hash), signature, bytesSincePoint])
+        if point {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)",
+                arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature])
+        }
+    }
+
+    /// About how many bytes the changes of a one-change range take (as `OwnChain` counts them).
+    private static func bytes(of range: Delta.Coverage, in delta: Delta) -> Int {
+        guard range.through - range.from == 1 else { return 0 }
+        let dot = Dot(replica: range.replica, counter: range.through)
+        if let entry = delta.entries.first(where: { $0.dot == dot }) { return entry.byteEstimate }
+        if let write = delta.preferences.first(where: { $0.dot == dot }) { return write.byteEstimate }
+        if let stub = delta.preferenceStubs.first(where: { $0.dot == dot }) { return stub.key.utf8.count + 96 }
+        if let change = delta.rows.first(where: { $0.dot == dot }) {
+            return change.byteEstimate + (delta.lostCells[dot] ?? []).reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 }
+        }
+        return 0
+    }
+}
+
+extension CheckedDelta {
+    /// The delta without the changes and ranges of `replicas` (ranges a signed merge leaves for later).
+    func leavingOut(_ replicas: Set<ReplicaID>) -> CheckedDelta {
+        var delta = delta
+        var hashes: [[UInt8]] = []
+        hashes.reserveCapacity(entryHashes.count)
+        for (entry, hash) in zip(delta.entries, entryHashes) where !replicas.contains(entry.dot.replica) { hashes.append(hash) }
+        delta.entries.removeAll { replicas.contains($0.dot.replica) }
+        delta.preferences.removeAll { replicas.contains($0.dot.replica) }
+        delta.preferenceStubs.removeAll { replicas.contains($0.dot.replica) }
+        delta.rows.removeAll { replicas.contains($0.dot.replica) }
+        delta.lostCells = delta.lostCells.filter { !replicas.contains($0.key.replica) }
+        delta.coverage.removeAll { replicas.contains($0.replica) }
+        return CheckedDelta(delta: delta, entryHashes: hashes)
     }
 }

@@ -19,6 +19,7 @@ extension ReplicaStore {
         let (hasher, queue, apps) = (hasher, localWrites, apps)
         // Which rows changed the replica, by index: the writer copies no rows.
         var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
+        var uncounted: Set<ReplicaID> = []
         var pacer = MergePacer(cost: mergeCost)
         while let share = pacer.next(of: checked.delta) {
             let (part, elapsed) = try await Self.database {
@@ -50,12 +51,14 @@ extension ReplicaStore {
             changed.entries += part.changedEntries
             changed.preferences += part.changedPreferences
             changed.rows += part.changedRows
+            uncounted.formUnion(part.uncounted)
         }
         var result = MergeResult()
         let delta = checked.delta
         result.entries = changed.entries.count == delta.entries.count ? delta.entries : changed.entries.map { delta.entries[$0] }
         result.preferences = changed.preferences.map { delta.preferences[$0] }
         result.rows = changed.rows.map { delta.rows[$0] }
+        result.rangesNotTaken = uncounted
         return result
     }
 
@@ -82,6 +85,8 @@ extension ReplicaStore {
         var changedEntries: [Int] = []
         var changedPreferences: [Int] = []
         var changedRows: [Int] = []
+        /// Replicas whose coverage did not count: a loss the delta claims did not hold.
+        var uncounted: Set<ReplicaID> = []
     }
 
     /// Merges one transaction's share of a delta, taking waiting local writes along.
@@ -136,6 +141,7 @@ extension ReplicaStore {
             // What the sender says lost must have lost here, with everything merged, before a
             // range's coverage counts (see `unheldLosses`).
             let unheld = try context.unheldLosses(of: delta)
+            merged.uncounted = unheld
             try context.advance(by: unheld.isEmpty ? delta.coverage : delta.coverage.filter { !unheld.contains($0.replica) })
         }
         try context.save()

@@ -28,6 +28,8 @@ import LANSyncCore
 ///   change of which a part lost, or whose kind its row no longer shows). A stub is
 ///   kind u8 · causal length u64 · HLC u64 · lost cell count u32 · (cell kind u8 · field(column)
 ///   · field(stand-in))….
+/// - v4, protocol version 4: a replica that had made changes gets a new genesis at the counter it
+///   had reached (see the migration); no table changes.
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -36,7 +38,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 3
+    static let version: Int32 = 4
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -156,6 +158,30 @@ enum Schema {
                         SELECT (r.num << 40) | r.counter, zeroblob(32), NULL FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
                         WHERE r.counter > 0;
                     PRAGMA user_version = 3;
+                    """)
+        }
+        migrator.registerMigration("v4 protocol 4 genesis") { db in
+            // Until protocol version 4, changes travelled without their lost cells and stubs, so
+            // peers hold this replica's earlier changes in a form whose leaves are not its own and
+            // could never relay them verifiably. Its chain therefore starts again at the counter it
+            // has reached now (a genesis, signed by its next extension): the changes up to it are
+            // accepted as written unsigned, every later one must verify. Heads of other replicas
+            // were never received over version 4: there are none to keep.
+            try db.execute(
+                sql: """
+                    DELETE FROM chain_points WHERE (dot >> 40) NOT IN (
+                        SELECT r.num FROM replicas r JOIN meta m ON m.replica_id = r.replica_id);
+                    DELETE FROM chain_heads WHERE replica NOT IN (
+                        SELECT r.num FROM replicas r JOIN meta m ON m.replica_id = r.replica_id);
+                    DELETE FROM chain_points WHERE (dot >> 40) IN (
+                        SELECT r.num FROM replicas r JOIN meta m ON m.replica_id = r.replica_id WHERE r.counter > 0);
+                    INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point)
+                        SELECT r.num, r.counter, zeroblob(32), NULL, 0 FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
+                        WHERE r.counter > 0;
+                    INSERT INTO chain_points (dot, hash, signature)
+                        SELECT (r.num << 40) | r.counter, zeroblob(32), NULL FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
+                        WHERE r.counter > 0;
+                    PRAGMA user_version = 4;
                     """)
         }
         return migrator

@@ -32,6 +32,10 @@ package struct MergeResult: Sendable {
     package var preferences: [PreferenceWrite] = []
     /// App-table changes that changed a row.
     package var rows: [RowChange] = []
+    /// Replicas whose range in the delta did not count (its version vector entry did not move):
+    /// one of its loss claims did not hold here, or (a signed merge) it could not be verified
+    /// yet. The sender should send them again from where this replica stands.
+    package var rangesNotTaken: Set<ReplicaID> = []
 
     package init() {}
 

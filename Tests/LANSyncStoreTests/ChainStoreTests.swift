@@ -156,7 +156,8 @@ import Testing
                 sql: """
                     DROP TABLE chain_heads; DROP TABLE chain_points; DROP TABLE preference_stubs; DROP TABLE entry_stubs;
                     DROP TABLE row_stubs; ALTER TABLE app_ops DROP COLUMN stub;
-                    DELETE FROM grdb_migrations WHERE identifier = 'v3 signed changes'; PRAGMA user_version = 2;
+                    DELETE FROM grdb_migrations WHERE identifier IN ('v3 signed changes', 'v4 protocol 4 genesis');
+                    PRAGMA user_version = 2;
                     """)
         }
         try created.writer.close()
@@ -166,6 +167,32 @@ import Testing
         _ = try await store.append((0..<3).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 2_000)
         try await Self.expectOwnChainVerifies(store, key: key)
         #expect(try store.chainPoints(of: replica).map(\.head.counter) == [5])
+    }
+
+    /// A replica upgraded from schema 3 (protocol version 3) starts its chain again at a genesis at
+    /// the counter it had reached: peers hold its earlier changes in version 3's form, whose
+    /// leaves are not its own. Its earlier points go; the changes after the genesis verify.
+    @Test func theProtocol4UpgradeStartsTheChainAgain() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let path = NSTemporaryDirectory() + "chain-upgrade4-\(UInt64.random(in: 0...UInt64.max)).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let (created, _) = try ReplicaStore.openOrCreate(path: path, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!)
+        let signing = created.signingHeads(with: key)
+        _ = try await signing.append((0..<300).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
+        try await signing.extendOwnChain()
+        #expect(try signing.chainPoints(of: signing.replica).map(\.head.counter) == [0, 256])
+        let replica = created.replica
+        try await created.writer.write { db in
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v4 protocol 4 genesis'; PRAGMA user_version = 3;")
+        }
+        try created.writer.close()
+        let store = try ReplicaStore.open(path: path).signingHeads(with: key)
+        let genesis = try #require(try store.chainHead(of: replica))
+        #expect(genesis.head.counter == 300 && genesis.head.hash == Self.zeros && genesis.signature == nil)
+        #expect(try store.chainPoints(of: replica).map(\.head.counter) == [300])
+        _ = try await store.append((0..<3).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 2_000)
+        try await Self.expectOwnChainVerifies(store, key: key)
+        #expect(try store.chainPoints(of: replica).allSatisfy { $0.signature != nil })
     }
 
     /// Counters of this replica that a version-3 peer claimed without changes take the "none"
