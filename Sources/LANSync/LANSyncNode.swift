@@ -221,6 +221,44 @@ public final class LANSyncNode: Sendable {
         }
     }
 
+    /// What a signed merge did, and which ranges it did not take (see `mergeSigned`).
+    package struct SignedMergeOutcome: Sendable {
+        package let outcome: MergeOutcome
+        /// Each replica whose range was not taken, with where this replica now stands in it: the
+        /// sender is asked to send it again from there.
+        package let notTaken: [ReplicaID: UInt64]
+    }
+
+    /// Merges a delta of signed ranges from a peer (protocol version 4), checked beforehand with
+    /// `ReplicaStore.check`: each range is verified against its replica's signing key
+    /// (`replicaSigningKeys`, with the records the delta brings) before anything is merged, and a
+    /// range that fails refuses the delta whole. Refused too when a row's clock reading is more
+    /// than `maxSkewMilliseconds` ahead of ours. Ranges that cannot be verified yet, or whose
+    /// loss claims do not hold here, are left for the sender to send again.
+    package func mergeSigned(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> SignedMergeOutcome {
+        let delta = checked.delta
+        do {
+            try HybridLogicalClock.check(delta.newestHLC, now: clock.now(), maxSkew: maxSkewMilliseconds)
+        } catch {
+            throw LANSyncError(.clockSkew, error.description)
+        }
+        let keys = try replicaSigningKeys(alsoIn: delta)
+        do {
+            let result = try await store.mergeSigned(checked, keys: keys)
+            if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
+            if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
+            if !result.rows.isEmpty { feed.publish(.rows(tables: Set(result.rows.map(\.key.table)), local: false)) }
+            var notTaken: [ReplicaID: UInt64] = [:]
+            if !result.rangesNotTaken.isEmpty {
+                let vector = try store.versionVector()
+                for replica in result.rangesNotTaken { notTaken[replica] = vector[replica] }
+            }
+            return SignedMergeOutcome(outcome: result.outcome, notTaken: notTaken)
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
     // MARK: Reading
 
     /// Entries matching `query`, oldest first.

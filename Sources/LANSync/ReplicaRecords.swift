@@ -61,14 +61,23 @@ extension LANSyncNode {
     /// The key that signs each replica's chain, from the replica records whose signature holds
     /// and whose key is the signing key the group pinned for their device (removed devices
     /// included: what they wrote before their removal still verifies).
-    package func replicaSigningKeys() throws(LANSyncError) -> [ReplicaID: [UInt8]] {
+    ///
+    /// `alsoIn`: records that arrive with a delta count too, each checked the same way: those it
+    /// merges, and those its ranges carry for their replica's key alone (a range that starts
+    /// below its replica's record, which the receiver may not hold yet).
+    package func replicaSigningKeys(alsoIn delta: Delta? = nil) throws(LANSyncError) -> [ReplicaID: [UInt8]] {
         let pinned = Dictionary(
             try members().compactMap { member in member.signingKey.map { (member.deviceID.lowercased(), $0.lowercased()) } },
             uniquingKeysWith: { first, _ in first })
         var keys: [ReplicaID: [UInt8]] = [:]
-        for write in try records() where write.key.hasPrefix(MemberKeys.replicaPrefix) {
-            guard let replica = ReplicaID(hex: write.key.dropFirst(MemberKeys.replicaPrefix.count)),
-                let json = write.value, let record = try? JSONDecoder().decode(ReplicaRecord.self, from: Data(json.utf8)),
+        var candidates: [(key: String, json: String?)] = try records().map { ($0.key, $0.value) }
+        if let delta {
+            candidates += delta.preferences.map { ($0.key, $0.value) }
+            candidates += delta.coverage.compactMap { range in range.record.map { (MemberKeys.replica(range.replica), $0) } }
+        }
+        for (key, json) in candidates where key.hasPrefix(MemberKeys.replicaPrefix) {
+            guard let replica = ReplicaID(hex: key.dropFirst(MemberKeys.replicaPrefix.count)),
+                let json, let record = try? JSONDecoder().decode(ReplicaRecord.self, from: Data(json.utf8)),
                 let verified = record.verifiedKey(for: replica),
                 pinned[verified.device.description.lowercased()] == verified.key.hexString
             else { continue }

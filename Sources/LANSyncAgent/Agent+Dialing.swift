@@ -52,9 +52,10 @@ extension Agent {
                     // Dialed with an earlier epoch's key the tag still showed; the next dial uses
                     // the current one (a removed device is refused either way).
                     discovery.dialWithCurrentEpoch.insert(name)
-                case .notAMember?:
-                    // We refused it (removed, or a key nobody vouched for): dialing it again
-                    // changes nothing until it does; it may still dial us.
+                case .notAMember?, .versionMismatch?:
+                    // We refused it (removed, a key nobody vouched for, or no protocol version in
+                    // common): dialing it again changes nothing until it does (an upgrade changes
+                    // its record); it may still dial us.
                     discovery.refusedUntilChanged.insert(name)
                     logger.info("not dialing a refused device again until its mDNS record changes", metadata: ["mdns.name": "\(name)"])
                     return

@@ -28,8 +28,9 @@ extension Agent {
                     // Records of a new epoch (merged from a member that handed them over) may
                     // seal its key to this device.
                     if case .preferences(let writes, _) = change, Self.touchEpochs(writes) { await self.reloadGroup() }
-                    if change.isLocal { wakeChain.yield() }
-                    await self.pushAll()
+                    // A local change goes to peers once the chain covers it (signed ranges end
+                    // at signed heads): the extension pushes.
+                    if change.isLocal { wakeChain.yield() } else { await self.pushAll() }
                 }
                 wakeChain.finish()
             }
@@ -37,6 +38,7 @@ extension Agent {
                 for await _ in chainWakes {
                     do {
                         try await self.node.store.extendOwnChain()
+                        await self.pushAll()
                     } catch {
                         self.logger.warning("could not extend this replica's change chain: \(error)")
                     }
@@ -96,6 +98,14 @@ extension Agent {
         for registered in sessions.values { registered.session.push() }
     }
 
-    /// Pushes whatever each connected peer lacks (after a write by another process, say).
-    public func pushToAllPeers() { pushAll() }
+    /// Pushes whatever each connected peer lacks (after a write by another process, say): this
+    /// replica's chain is extended over its changes first, since only signed ranges are sent.
+    public func pushToAllPeers() async {
+        do {
+            try await node.store.extendOwnChain()
+        } catch {
+            logger.warning("could not extend this replica's change chain: \(error)")
+        }
+        pushAll()
+    }
 }

@@ -143,14 +143,17 @@ extension Agent {
         return ["v": v, "g": groupTag]
     }
 
-    /// Whether a TXT record announces a node we can talk to: one of our group's tags (this period
-    /// or a neighbouring one), a protocol version in common.
+    /// Whether a TXT record announces a node of our group to dial: one of our group's tags (this
+    /// period or a neighbouring one) and a version range. A node with no version in common is
+    /// dialed too, once: the handshake then tells both sides which must upgrade (a version-3 node
+    /// learns that this one speaks only version 4), and `lansync peers` shows it; it is not
+    /// dialed again until its record changes.
     static func isCompatibleMember(_ txt: [String: String], groupTags: Set<String>) -> Bool {
         guard let tag = txt["g"], groupTags.contains(tag), let v = txt["v"] else { return false }
         let parts = v.split(separator: "-", omittingEmptySubsequences: false).map { UInt16($0) }
         guard let low = parts.first ?? nil, let high = parts.count == 2 ? parts[1] : low, low <= high, parts.count <= 2
         else { return false }
-        return (low...high).overlaps(WireProtocol.versions)
+        return low >= 1
     }
 
     /// The tag period a moment falls in (now by default), for periods of `length` seconds.

@@ -54,8 +54,16 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
         case .malformed(let reason): return "malformed data from the peer: \(reason)"
         case .versionMismatch(let theirs):
             let ours = WireProtocol.versions
-            let peer = theirs.map { " (the peer speaks \($0.lowerBound)–\($0.upperBound), this node \(ours.lowerBound)–\(ours.upperBound))" } ?? ""
-            return "no protocol version in common\(peer); upgrade the older lansync"
+            func text(_ versions: ClosedRange<UInt16>) -> String {
+                versions.count == 1 ? "\(versions.lowerBound)" : "\(versions.lowerBound)–\(versions.upperBound)"
+            }
+            guard let theirs else { return "no protocol version in common; upgrade the older lansync" }
+            let spoken = "the peer speaks protocol \(text(theirs)), this node \(text(ours))"
+            if theirs.upperBound < ours.lowerBound {
+                return "no protocol version in common (\(spoken)): upgrade lansync on the peer (version 4 checks "
+                    + "every change's signature; older versions are refused so that no member can suppress another's changes)"
+            }
+            return "no protocol version in common (\(spoken)): upgrade lansync on this node"
         case .clockSkew(let ahead, let bound):
             return "clock skew: the peer's clock is \(ahead / 1000) s \(ahead > 0 ? "ahead of" : "behind") ours "
                 + "(bound \(bound / 1000) s); fix the wrong clock (timedatectl, NTP)"

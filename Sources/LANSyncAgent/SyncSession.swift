@@ -48,8 +48,7 @@ actor SyncSession {
         closeConnection = close
         machine = SyncProtocol(
             hasher: ReplicaStore.elementHasher, keepalive: configuration.keepalive,
-            announceInterval: configuration.announceInterval,
-            rowPushes: peer.version >= WireProtocol.rowPushVersion, now: .now)
+            announceInterval: configuration.announceInterval, now: .now)
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -188,21 +187,35 @@ actor SyncSession {
         merging = nil
     }
 
-    /// Merges rows from the peer (a delta, or a push made into one).
+    /// Merges rows from the peer (a delta, or a push made into one), each range checked against
+    /// its writer's signature first (`LANSyncNode.mergeSigned`).
     private func merge(_ checked: CheckedDelta) async {
         // Marked fresh before the merge commits: the commit wakes every other session at once.
         let ours = node.replicaID
         relayGrace.merged(checked.delta.coverage.filter { $0.replica != ours })
-        let outcome: MergeOutcome
+        let signed: LANSyncNode.SignedMergeOutcome
         do {
-            outcome = try await node.merge(checked, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
+            signed = try await node.mergeSigned(checked, maxSkewMilliseconds: configuration.maxClockSkewMilliseconds)
         } catch {
             // Rejected whole: nothing of it was applied.
+            if error.code != .clockSkew {
+                logger.warning(
+                    "refused a delta from the peer, closing the connection",
+                    metadata: ["peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "error": "\(error.message)"])
+            }
             finish(machine.mergeFailed(error.message, clockSkew: error.code == .clockSkew))
             return
         }
+        let outcome = signed.outcome
+        if !signed.notTaken.isEmpty {
+            logger.debug(
+                "asking the peer to send ranges again",
+                metadata: ["peer.device": "\(peer.device)", "sync.replicas": "\(signed.notTaken.keys.map(\.description).sorted())"])
+        }
         ourStateCache.changed()
-        if case .wakeSender = machine.mergeFinished(ourDigest: { try? ourState().digest }) { push() }
+        let finished = machine.mergeFinished(
+            ourDigest: { try? ourState().digest }, notTaken: signed.notTaken, changedAnything: outcome.changedAnything)
+        if case .wakeSender = finished { push() }
         mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged
         if outcome.changedAnything {
             logger.debug(
@@ -269,14 +282,16 @@ actor SyncSession {
         machine.sent(at: .now)
     }
 
-    /// The next batch of what a peer holding `known` lacks, without rows above `cap`.
+    /// The next batch of what a peer holding `known` lacks, without rows above `cap`: signed
+    /// ranges, each ending where this replica holds its writer's signed head (so this replica's
+    /// own changes go once its chain is extended over them, see `Agent.watchChanges`).
     private func nextBatch(since known: VersionVector, upTo cap: VersionVector) throws -> Delta {
-        try node.store.delta(since: known, upTo: cap, maxRows: configuration.deltaBatchRows)
+        try node.store.signedDelta(since: known, upTo: cap, maxRows: configuration.deltaBatchRows)
     }
 
     private func nextBatchInBackground(since known: VersionVector, upTo cap: VersionVector) async throws -> Delta {
         let (store, rows) = (node.store, configuration.deltaBatchRows)
-        return try await BulkWork.run { try store.delta(since: known, upTo: cap, maxRows: rows) }
+        return try await BulkWork.run { try store.signedDelta(since: known, upTo: cap, maxRows: rows) }
     }
 
     /// A wake of the sending side planned for later (an announcement or a settling relay); one at

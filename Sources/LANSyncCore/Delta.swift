@@ -15,14 +15,26 @@ package struct Delta: Hashable, Sendable {
         /// and its latest genesis when the range starts at or below it.
         package var signature: [UInt8]?
         package var genesis: ProvenanceCheck.Genesis?
+        /// The replica's record (`lansync/replica/R`'s JSON value: its device and signing key,
+        /// signed with that key) when the range starts below the counter the record was written
+        /// at: a receiver that does not hold it yet needs it to check the range, and would
+        /// otherwise get it only in a later range. Used for the key alone, never merged.
+        package var record: String?
 
-        package init(replica: ReplicaID, from: UInt64, through: UInt64, signature: [UInt8]? = nil, genesis: ProvenanceCheck.Genesis? = nil) {
+        package init(
+            replica: ReplicaID, from: UInt64, through: UInt64, signature: [UInt8]? = nil, genesis: ProvenanceCheck.Genesis? = nil,
+            record: String? = nil
+        ) {
             self.replica = replica
             self.from = from
             self.through = through
             self.signature = signature
             self.genesis = genesis
+            self.record = record
         }
+
+        /// The longest replica record a range may carry, in UTF-8 bytes (one is about 250).
+        package static let maxRecordBytes = 1_024
     }
 
     package var entries: [Entry]

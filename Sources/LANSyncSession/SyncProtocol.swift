@@ -16,7 +16,8 @@ package import LANSyncWire
 ///
 /// What the machine remembers: `peerKnown`, our belief of what the peer holds — its last
 /// announced vector, advanced by every delta we send and every delta it sends us (the peer holds
-/// what it sends; never echo it back) — and the replies owed to it (pongs, our state after a merge).
+/// what it sends; never echo it back), and lowered only when the peer asks for a range again
+/// (`resend`) — and the replies owed to it (pongs, requests to resend, our state after a merge).
 package struct SyncProtocol: Sendable {
     package enum State: Equatable, Sendable {
         case syncing
@@ -47,7 +48,12 @@ package struct SyncProtocol: Sendable {
     package private(set) var peerKnown = VersionVector()
     /// The peer's last announced state (or implied by a digest-implied push).
     package private(set) var peerAnnounced: PeerState?
-    private var pongsOwed: [UInt64] = []
+    /// Pongs and requests to resend, in order.
+    private var repliesOwed: [WireMessage] = []
+    /// The ranges we asked the peer to send again, by replica: where we stood. Not asked again
+    /// for the same place until a merge changed something (a range that could not be taken then
+    /// may be takeable after it: a key or a superseding change arrived).
+    private var resendAsked: [ReplicaID: UInt64] = [:]
     /// Set after a merge: the peer should hear our new state even if we send no rows.
     private var stateOwed = false
     /// The digest the peer last heard from us (announced, or implied by a push).
@@ -56,8 +62,6 @@ package struct SyncProtocol: Sendable {
     private var digestKnownToPeer = true
     private var pushEncoder = EntryPushEncoder()
     private var pushDecoder = EntryPushDecoder()
-    /// Whether the peer speaks row pushes (protocol version 3 and later).
-    private let rowPushes: Bool
     private var rowPushEncoder = RowPushEncoder()
     private var rowPushDecoder = RowPushDecoder()
     /// One item per merge asked for and not yet finished, in order: the digest check the row push
@@ -86,10 +90,9 @@ package struct SyncProtocol: Sendable {
 
     package init(
         hasher: ElementHasher, keepalive: Duration, announceInterval: Duration = .milliseconds(250),
-        rowPushes: Bool = true, now: ContinuousClock.Instant
+        now: ContinuousClock.Instant
     ) {
         self.hasher = hasher
-        self.rowPushes = rowPushes
         self.keepalive = keepalive
         self.announceInterval = announceInterval
         lastHeard = now
@@ -121,7 +124,7 @@ package struct SyncProtocol: Sendable {
             } catch {
                 return .end(end(.malformed(error.reason)))
             }
-            let delta = EntryPush.delta(carrying: entry)
+            let delta = EntryPush.delta(carrying: entry, signature: push.signature)
             noteHeld(delta)
             if push.digestImplied, let announced = peerAnnounced {
                 // The sender's state is its last announced one plus this entry: no state message follows.
@@ -137,14 +140,18 @@ package struct SyncProtocol: Sendable {
             } catch {
                 return .end(end(.malformed(error.reason)))
             }
-            let delta = RowPush.delta(carrying: change)
+            let delta = RowPush.delta(carrying: change, signature: push.signature)
             noteHeld(delta)
             mergesAwaiting.append(push.digestCheck.map {
                 DigestCheck(check: $0, dot: change.dot, hlc: change.hlc, afterStates: statesReceived)
             })
             return .merge(delta)
         case .ping(let value):
-            pongsOwed.append(value)
+            repliesOwed.append(.pong(value))
+            return .wakeSender
+        case .resend(let replica, let counter):
+            // The peer did not take what we sent of the replica after `counter`: send it again.
+            if peerKnown[replica] > counter { peerKnown[replica] = counter }
             return .wakeSender
         case .pong:
             return .nothing
@@ -184,9 +191,19 @@ package struct SyncProtocol: Sendable {
     /// merged rows came in a row push with a digest check (nil: unknown, the check is skipped):
     /// when our digest now starts with it, we hold exactly the peer's state (unless the peer
     /// announced a state since), so we know its digest without its `state` message.
-    package mutating func mergeFinished(ourDigest: () -> StateDigest?) -> Received {
+    /// `notTaken`: the replicas whose range the merge did not take, with where we stand in each;
+    /// the peer is asked to send them again (once per place until a merge changes something:
+    /// `changedAnything`).
+    package mutating func mergeFinished(
+        ourDigest: () -> StateDigest?, notTaken: [ReplicaID: UInt64] = [:], changedAnything: Bool = true
+    ) -> Received {
         guard state == .syncing else { return .nothing }
         stateOwed = true
+        if changedAnything { resendAsked.removeAll() }
+        for (replica, counter) in notTaken.sorted(by: { $0.key < $1.key }) where resendAsked[replica] != counter {
+            resendAsked[replica] = counter
+            repliesOwed.append(.resend(replica, after: counter))
+        }
         let pending = mergesAwaiting.isEmpty ? nil : mergesAwaiting.removeFirst()
         if let pending, pending.afterStates == statesReceived, peerAnnounced != nil, let ours = ourDigest(),
             RowPush.check(of: ours) == pending.check
@@ -221,33 +238,37 @@ package struct SyncProtocol: Sendable {
         return .state(ours)
     }
 
-    /// Replies owed to the peer (pongs), in order; the sending side sends them first.
+    /// Replies owed to the peer (pongs, requests to resend), in order; the sending side sends them first.
     package mutating func takeReplies() -> [WireMessage] {
         guard state == .syncing else { return [] }
-        defer { pongsOwed.removeAll() }
-        return pongsOwed.map { .pong($0) }
+        defer { repliesOwed.removeAll() }
+        return repliesOwed
     }
 
-    /// The message that carries `batch` (rows the peer lacks, read for `peerKnown`): a compact
-    /// push for exactly one new entry that follows what the peer holds, else a delta. `digest` is
-    /// our current digest, asked for only when a push could imply it. Advances `peerKnown`.
+    /// The message that carries `batch` (signed ranges the peer lacks, read for `peerKnown`): a
+    /// compact push for exactly one new entry or row change that follows what the peer holds,
+    /// else a delta. `digest` is our current digest, asked for only when a push could imply it.
+    /// Advances `peerKnown`.
     package mutating func outgoing(_ batch: Delta, digest: () throws -> StateDigest) rethrows -> WireMessage {
         defer { peerKnown.advance(by: batch.coverage) }
-        if batch.entries.count == 1, let entry = batch.entries.first, batch == EntryPush.delta(carrying: entry) {
+        let signature = batch.coverage.count == 1 ? batch.coverage[0].signature : nil
+        if batch.entries.count == 1, let entry = batch.entries.first, let signature,
+            batch == EntryPush.delta(carrying: entry, signature: signature)
+        {
             var implied = false
             if let told = digestToldToPeer {
                 let current = try digest()
                 implied = EntryPush.impliedDigest(after: told, adding: entry, hasher: hasher) == current
                 if implied { digestToldToPeer = current }
             }
-            if let push = pushEncoder.push(entry, digestImplied: implied) {
+            if let push = pushEncoder.push(entry, signature: signature, digestImplied: implied) {
                 if !implied { digestKnownToPeer = false }
                 return .push(push)
             }
         }
-        if rowPushes, batch.rows.count == 1, let change = batch.rows.first, batch == RowPush.delta(carrying: change) {
+        if batch.rows.count == 1, let change = batch.rows.first, let signature, batch == RowPush.delta(carrying: change, signature: signature) {
             let current = try digest()
-            if let push = rowPushEncoder.push(change, digestCheck: RowPush.check(of: current)) {
+            if let push = rowPushEncoder.push(change, signature: signature, digestCheck: RowPush.check(of: current)) {
                 // The peer learns our digest from the check when it held our last one; its next
                 // state tells us whether it did (`closingState`).
                 if digestToldToPeer != nil, checkSentAfterStates == nil { checkSentAfterStates = statesReceived }

@@ -166,9 +166,13 @@ extension ReplicaStore {
                 """,
             arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: through)]
         ).map { ProvenanceCheck.Genesis(counter: DotKey.counter($0[0]), signature: [UInt8]($0[1] as Data)) }
+        // The replica's record, when the range starts below it: a receiver may not hold it yet.
+        let record = try Row.fetchOne(
+            db, sql: "SELECT value, dot FROM preferences WHERE key = ?", arguments: [PreferenceWrite.replicaRecordPrefix + replica.description]
+        ).flatMap { row -> String? in DotKey.counter(row[1]) > from ? row[0] : nil }
         delta.coverage = [
             .init(replica: replica, from: from, through: through, signature: signature.map { [UInt8]($0) },
-                genesis: genesis.flatMap { $0.counter >= from ? $0 : nil })
+                genesis: genesis.flatMap { $0.counter >= from ? $0 : nil }, record: record)
         ]
         return delta
     }
@@ -176,25 +180,33 @@ extension ReplicaStore {
     /// One bounded batch of what a replica covering `known` lacks, in signed ranges (version 4's
     /// `delta(since:)`): for each replica, one range from what `known` covers up to a counter
     /// where this replica holds the replica's signed head, never past `bound`. A range ends at a
-    /// signed point, so a batch takes at least one stretch between points even past `maxRows`
-    /// (at most 256 changes or 1 MiB, see `OwnChain`), then stops before the next that would pass
-    /// it. A receiver keeps the head a range ends at, so a relay's ranges are at most the batches
-    /// it received. Empty when nothing signed is left to send. One read transaction.
-    package func signedDelta(since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int) throws(StoreError) -> Delta {
+    /// signed point, so a batch takes at least one stretch between points even past `maxRows` or
+    /// `maxBytes` (at most 256 changes or 1 MiB, see `OwnChain`), then stops before the next that
+    /// would pass either: one batch always fits in one wire message. A receiver keeps the head a
+    /// range ends at, so a relay's ranges are at most the batches it received. Empty when nothing
+    /// signed is left to send. One read transaction.
+    package func signedDelta(
+        since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int, maxBytes: Int = 2 << 20
+    ) throws(StoreError) -> Delta {
         try Self.database {
             try writer.read { db in
                 var delta = Delta()
                 var rows = 0
+                var bytes = 0
                 for (replica, number, points) in try Self.signedPoints(above: known, upTo: bound, limit: maxRows + 1, db) {
                     let from = known[replica]
                     // The furthest point whose stretch still fits (or the first, when none does).
                     var through: UInt64?
-                    var taken = 0
+                    var taken = (rows: 0, bytes: 0)
                     for point in points {
-                        let count = try Self.changeCount(number: number, from: through ?? from, through: point, db: db)
-                        if through != nil || rows > 0, rows + taken + count > maxRows { break }
+                        let stretch = try Self.changeSize(number: number, from: through ?? from, through: point, db: db)
+                        if through != nil || rows > 0,
+                            rows + taken.rows + stretch.rows > maxRows || bytes + taken.bytes + stretch.bytes > maxBytes
+                        {
+                            break
+                        }
                         through = point
-                        taken += count
+                        taken = (taken.rows + stretch.rows, taken.bytes + stretch.bytes)
                     }
                     guard let through else { continue }
                     let range = try Self.signedRange(of: replica, number: number, after: from, through: through, db: db)
@@ -204,8 +216,9 @@ extension ReplicaStore {
                     delta.rows += range.rows
                     delta.lostCells.merge(range.lostCells) { first, _ in first }
                     delta.coverage += range.coverage
-                    rows += taken
-                    if rows >= maxRows { break }
+                    rows += taken.rows
+                    bytes += taken.bytes
+                    if rows >= maxRows || bytes >= maxBytes { break }
                 }
                 return delta
             }
@@ -237,14 +250,29 @@ extension ReplicaStore {
         return found.sorted { $0.0 < $1.0 }
     }
 
-    /// How many changes (and stubs) of replica `number` in `(from, through]` this replica holds.
-    static func changeCount(number: Int64, from: UInt64, through: UInt64, db: Database) throws -> Int {
+    /// How many changes (and stubs) of replica `number` in `(from, through]` this replica holds,
+    /// and about how many bytes they take on the wire (an app-table change counts its row's
+    /// whole state: an upper bound).
+    static func changeSize(number: Int64, from: UInt64, through: UInt64, db: Database) throws -> (rows: Int, bytes: Int) {
         let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
-        var count = 0
-        for table in ["entries", "entry_stubs", "preferences", "preference_stubs", "app_ops", "row_stubs"] {
-            count += try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE dot > ? AND dot <= ?", arguments: [lower, upper]) ?? 0
+        var size = (rows: 0, bytes: 0)
+        let sums = [
+            "SELECT count(*), total(length(CAST(payload AS BLOB)) + length(CAST(id AS BLOB)) + 64) FROM entries WHERE dot > ? AND dot <= ?",
+            "SELECT count(*), total(length(CAST(payload AS BLOB)) + length(CAST(id AS BLOB)) + 64) FROM entry_stubs WHERE dot > ? AND dot <= ?",
+            "SELECT count(*), total(coalesce(length(CAST(value AS BLOB)), 0) + length(CAST(key AS BLOB)) + 64) FROM preferences WHERE dot > ? AND dot <= ?",
+            "SELECT count(*), total(length(CAST(key AS BLOB)) + 96) FROM preference_stubs WHERE dot > ? AND dot <= ?",
+            """
+            SELECT count(*), total(length(r.state) + coalesce(length(o.stub), 0) + 32)
+            FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key WHERE o.dot > ? AND o.dot <= ?
+            """,
+            "SELECT count(*), total(length(stub) + length(key) + 32) FROM row_stubs WHERE dot > ? AND dot <= ?",
+        ]
+        for sql in sums {
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [lower, upper]) else { continue }
+            size.rows += row[0] as Int
+            size.bytes += Int(row[1] as Double)
         }
-        return count
+        return size
     }
 
     /// The leaves of the changes numbered `(from, through]` of replica `number`, with about how

@@ -1,5 +1,6 @@
 import Foundation
 import LANSyncCore
+import LANSyncCrypto
 package import LANSyncSession
 import LANSyncStore
 import LANSyncWire
@@ -9,7 +10,10 @@ import LANSyncWire
 /// clocks at the edges of their fields, slots and steps that wrap), local writes and clock ticks.
 /// Each message is encoded, decoded as a receiver would, handed to the `SyncProtocol` state
 /// machine, and every merge it asks for is checked and merged into a real SQLite replica, as the
-/// agent does. A crash (an overflow trap included) or a broken invariant stops the fuzzer.
+/// agent does, after checking its signed ranges (`mergeSigned`): the script signs some ranges
+/// with the peer's key as an honest writer would (from a genesis at the range's start), so that
+/// merges happen, and leaves others forged or unsigned. A crash (an overflow trap included) or a
+/// broken invariant stops the fuzzer.
 ///
 /// Byte-level fuzzing of the decoders alone missed three one-message crashes: values that
 /// decoded fine and trapped later, in the session's and the store's arithmetic. This is where
@@ -61,17 +65,22 @@ package enum SessionFuzzing {
         var now: ContinuousClock.Instant
         let replicas: [ReplicaID]
         let device = DeviceID(bytes: [UInt8](repeating: 0xD1, count: 16))!
+        /// The peer's signing key (it signs the ranges of both its replicas), and every replica's key.
+        let peerKey = SigningKey(derivedFrom: try! KeyPair(secretKey: SecureBytes(copying: [UInt8](repeating: 0x5E, count: 32))))
+        let keys: [ReplicaID: [UInt8]]
         var pushEncoder = EntryPushEncoder()
         var rowPushEncoder = RowPushEncoder()
         var report = Report()
 
         init(_ bytes: [UInt8]) {
             self.bytes = bytes
-            store = try! ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 0xD0, count: 16))!)
+            let ownKey = SigningKey(derivedFrom: try! KeyPair(secretKey: SecureBytes(copying: [UInt8](repeating: 0x0E, count: 32))))
+            store = try! ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 0xD0, count: 16))!).signingHeads(with: ownKey)
             now = .now
             machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), now: now)
             // The pool of replicas rows may name: ours, and two of the peer's.
             replicas = [store.replica, ReplicaID(high: 1, low: 1), ReplicaID(high: 2, low: 2)]
+            keys = [store.replica: ownKey.publicKey, replicas[1]: peerKey.publicKey, replicas[2]: peerKey.publicKey]
         }
 
         var isAtEnd: Bool { position >= bytes.count }
@@ -136,9 +145,10 @@ package enum SessionFuzzing {
                 for _ in 0..<(byte() % 3) { delta.coverage.append(.init(replica: replica(), from: value(), through: value())) }
                 for _ in 0..<(byte() % 4) { delta.entries.append(entry(in: delta.coverage.first)) }
                 for _ in 0..<(byte() % 3) { delta.preferences.append(preference(in: delta.coverage.first)) }
+                sign(&delta)
                 return .delta(delta)
             case 2:
-                var push = pushEncoder.push(entry(), digestImplied: byte() % 2 == 0)!
+                var push = pushEncoder.push(entry(), signature: signature(), digestImplied: byte() % 2 == 0)!
                 if byte() % 4 == 0 { push.counterStep = Int64(bitPattern: value()) }
                 if byte() % 4 == 0 { push.replicaSlot = Int(byte()) }
                 return .push(push)
@@ -153,11 +163,43 @@ package enum SessionFuzzing {
                     values: byte() % 2 == 0 ? [] : [.init(column: pick(["", "reps", "notes"]), value: .integer(Int64(bitPattern: value())))],
                     totals: byte() % 4 == 0 ? [.init(column: "xp", total: Int64(bitPattern: value()))] : [])
                 let check = byte() % 2 == 0 ? value() : nil
-                guard var push = rowPushEncoder.push(change, digestCheck: check) else { return .ping(1) }
+                guard var push = rowPushEncoder.push(change, signature: signature(), digestCheck: check) else { return .ping(1) }
                 if byte() % 4 == 0 { push.counterStep = Int64(bitPattern: value()) }
                 if byte() % 8 == 0 { push.replica = .slot(Int(byte())) }
                 return .rowPush(push)
+            case 7: return .resend(replica(), after: value() & Dot.maxCounter)
             default: return .state(PeerState(versionVector: VersionVector(), digest: StateDigest(), hlc: .zero))
+            }
+        }
+
+        /// 64 bytes that are no one's signature.
+        mutating func signature() -> [UInt8] { (0..<64).map { _ in byte() } }
+
+        /// Signs each short range of `delta` as its writer would, from a genesis at the range's
+        /// start (most of the time); leaves the others unsigned or forged.
+        mutating func sign(_ delta: inout Delta) {
+            let leaves = delta.leaves(hasher: ReplicaStore.elementHasher)
+            for index in delta.coverage.indices {
+                let range = delta.coverage[index]
+                switch byte() % 4 {
+                case 0: continue
+                case 1: delta.coverage[index].signature = signature()
+                default:
+                    guard range.through > range.from, range.through - range.from <= 64, range.through <= Dot.maxCounter else {
+                        delta.coverage[index].signature = signature()
+                        continue
+                    }
+                    let key = range.replica == store.replica ? nil : peerKey
+                    guard let key else { continue }
+                    let genesis = ChainHead(replica: range.replica, counter: range.from, hash: ChainHead.genesis(of: range.replica).hash)
+                    let head = genesis.extended(
+                        by: ((range.from + 1)...range.through).map { counter in
+                            leaves[Dot(replica: range.replica, counter: counter)]
+                                ?? ChangeLeaf.none(replica: range.replica, counter: counter, hasher: ReplicaStore.elementHasher)
+                        }, hasher: ReplicaStore.elementHasher)
+                    delta.coverage[index].signature = key.sign(head.signedMessage)
+                    delta.coverage[index].genesis = ProvenanceCheck.Genesis(counter: range.from, signature: key.sign(genesis.signedMessage))
+                }
             }
         }
 
@@ -211,14 +253,18 @@ package enum SessionFuzzing {
                 _ = machine.mergeFailed("\(error)", clockSkew: error is ClockSkewError)
                 return
             }
+            let result: MergeResult
             do {
-                _ = try await store.merge(checked)
+                result = try await store.mergeSigned(checked, keys: keys)
             } catch {
                 _ = machine.mergeFailed(error.message, clockSkew: false)
                 return
             }
             let store = store
-            _ = machine.mergeFinished(ourDigest: { try? store.syncSummary().digest })
+            let vector = try! store.versionVector()
+            let notTaken = Dictionary(uniqueKeysWithValues: result.rangesNotTaken.map { ($0, vector[$0]) })
+            _ = machine.mergeFinished(
+                ourDigest: { try? store.syncSummary().digest }, notTaken: notTaken, changedAnything: result.outcome.changedAnything)
             report.merges += 1
             let summary = try! store.syncSummary()
             precondition(summary.digest == (try! store.recomputeDigest()), "the running digest drifted from the rows")
@@ -227,10 +273,11 @@ package enum SessionFuzzing {
         /// A local append, then the sending side: every batch the peer lacks, and our state.
         mutating func writeLocallyAndSend() async {
             _ = try? await store.append([AppendRequest(stream: "symbol_taps", payload: "{}")], now: 1_700_000_000_000)
+            _ = try? await store.extendOwnChain()
             for reply in machine.takeReplies() { precondition((try? WireMessage.decode(reply.wireBytes())) == reply) }
             let store = store
             var rounds = 0
-            while rounds < 4, let batch = try? store.delta(since: machine.peerKnown, maxRows: 2_000), !batch.isEmpty {
+            while rounds < 4, let batch = try? store.signedDelta(since: machine.peerKnown, maxRows: 2_000), !batch.isEmpty {
                 let outgoing = machine.outgoing(batch) { (try? store.syncSummary().digest) ?? StateDigest() }
                 precondition((try? WireMessage.decode(outgoing.wireBytes())) == outgoing, "what we send must decode")
                 report.rowsSent += batch.entries.count + batch.preferences.count

@@ -31,8 +31,9 @@ package import LANSyncCore
 /// the rows:
 ///
 /// ```
-/// ranges:      for each coverage range, in order: signature[64] · genesis flag u8 (0 none, 1 one
-///              follows) · [genesis counter varint · genesis signature[64]]
+/// ranges:      for each coverage range, in order: signature[64] · flags u8 (bit 0: a genesis
+///              follows; bit 1: the replica's record follows) · [genesis counter varint · genesis
+///              signature[64]] · [record string (1…1,024 bytes)]
 /// pref stubs:  varint n, n × (key string, replica index, counter, hlc (zigzag difference, same
 ///              sequence), element hash[32])
 /// lost cells:  varint n, n × (row index varint, strictly increasing, < the row count;
@@ -125,13 +126,12 @@ package enum DeltaCoding {
         if signed {
             for range in delta.coverage {
                 changes.raw(range.signature ?? [UInt8](repeating: 0, count: signatureLength))
+                changes.byte((range.genesis == nil ? 0 : 1) | (range.record == nil ? 0 : 2))
                 if let genesis = range.genesis {
-                    changes.byte(1)
                     changes.varint(genesis.counter)
                     changes.raw(genesis.signature)
-                } else {
-                    changes.byte(0)
                 }
+                if let record = range.record { changes.string(record) }
             }
             changes.varint(delta.preferenceStubs.count)
             for stub in delta.preferenceStubs {
@@ -313,12 +313,15 @@ package enum DeltaCoding {
         guard signed else { return delta }
         for index in delta.coverage.indices {
             delta.coverage[index].signature = try reader.raw(signatureLength)
-            switch try reader.byte() {
-            case 0: break
-            case 1:
+            let flags = try reader.flags(known: 3, "range flags")
+            if flags & 1 != 0 {
                 let counter = try reader.counter(atLeast: 0, "genesis counter")
                 delta.coverage[index].genesis = ProvenanceCheck.Genesis(counter: counter, signature: try reader.raw(signatureLength))
-            case let flag: throw WireError("genesis flag \(flag) (0 or 1)")
+            }
+            if flags & 2 != 0 {
+                let record = try reader.string(atMost: Delta.Coverage.maxRecordBytes, "replica record")
+                guard !record.isEmpty else { throw WireError("a range's replica record is empty") }
+                delta.coverage[index].record = record
             }
         }
         let stubCount = try reader.count(

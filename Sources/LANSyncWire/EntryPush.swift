@@ -27,6 +27,9 @@ package struct EntryPush: Equatable, Sendable {
     package var wallOffset: Int64
     package var payload: String
     package var digestImplied: Bool
+    /// The writer's signature of its chain's head at this entry's counter (version 4, 64 bytes):
+    /// the push completes the entry's replica by one counter, a range like any delta's.
+    package var signature: [UInt8]
 
     enum Flag {
         static let replicaDefinition: UInt8 = 1
@@ -55,6 +58,7 @@ package struct EntryPush: Equatable, Sendable {
         writer.signed(hlcStep)
         writer.signed(wallOffset)
         writer.string(payload)
+        writer.raw(signature)
     }
 
     static func decode(from reader: inout ByteReader) throws(WireError) -> EntryPush {
@@ -74,10 +78,11 @@ package struct EntryPush: Equatable, Sendable {
         let hlcStep = try reader.signed()
         let wallOffset = try reader.signed()
         let payload = try reader.string(atMost: Delta.maxValueBytes, "payload")
+        let signature = try reader.raw(64)
         return EntryPush(
             replicaDefinition: definition, streamDefinition: stream, replicaSlot: replicaSlot, streamSlot: streamSlot,
             counterStep: counterStep, id: id, hlcStep: hlcStep, wallOffset: wallOffset, payload: payload,
-            digestImplied: flags & Flag.digestImplied != 0)
+            digestImplied: flags & Flag.digestImplied != 0, signature: signature)
     }
 }
 
@@ -90,8 +95,10 @@ package struct EntryPushEncoder: Sendable {
 
     package init() {}
 
-    /// The push for `entry`, updating the tables; nil when a table is full (send a delta instead).
-    package mutating func push(_ entry: Entry, digestImplied: Bool) -> EntryPush? {
+    /// The push for `entry` with the writer's `signature` of its head there, updating the tables;
+    /// nil when a table is full (send a delta instead).
+    package mutating func push(_ entry: Entry, signature: [UInt8], digestImplied: Bool) -> EntryPush? {
+        precondition(signature.count == 64, "an Ed25519 signature is 64 bytes")
         let newReplica = replicas[entry.dot.replica] == nil
         let newStream = streams[entry.stream] == nil
         if newReplica && replicas.count >= WireProtocol.maxTableEntries { return nil }
@@ -109,7 +116,7 @@ package struct EntryPushEncoder: Sendable {
             streamDefinition: newStream ? entry.stream : nil, replicaSlot: replicaSlot, streamSlot: streamSlot,
             counterStep: counterStep, id: entry.id, hlcStep: hlcStep,
             wallOffset: entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds), payload: entry.payload,
-            digestImplied: digestImplied)
+            digestImplied: digestImplied, signature: signature)
     }
 }
 
@@ -151,12 +158,13 @@ package struct EntryPushDecoder: Sendable {
 }
 
 extension EntryPush {
-    /// The delta a push stands for: its one entry, completing the entry's replica by one counter.
-    /// Only a delta of exactly this shape may be sent as a push.
-    package static func delta(carrying entry: Entry) -> Delta {
+    /// The delta a push stands for: its one entry, completing the entry's replica by one counter,
+    /// with the writer's signature of its head there. Only a delta of exactly this shape may be
+    /// sent as a push (so none whose range needs a genesis, or carries a stub).
+    package static func delta(carrying entry: Entry, signature: [UInt8]) -> Delta {
         Delta(
             entries: [entry],
-            coverage: [.init(replica: entry.dot.replica, from: entry.dot.counter - 1, through: entry.dot.counter)])
+            coverage: [.init(replica: entry.dot.replica, from: entry.dot.counter - 1, through: entry.dot.counter, signature: signature)])
     }
 
     /// The sender's digest after a digest-implied push: the one it last announced (or implied)

@@ -1,14 +1,15 @@
 package import LANSyncCore
 
-/// LANSync's wire protocol, versions 2 and 3: the messages two members exchange after their Noise
+/// LANSync's wire protocol, version 4: the messages two members exchange after their Noise
 /// handshake. `docs/protocol.md` is the full specification; this file is its executable form.
 package enum WireProtocol {
     /// Protocol versions this build speaks.
-    /// Version 2 added app-table rows to deltas (and to the digest); version 1 is no longer spoken.
-    /// Version 3 adds the row push (message type 8); a session of version 2 never sends one.
-    package static let versions: ClosedRange<UInt16> = 2...3
-    /// The first version with row pushes.
-    package static let rowPushVersion: UInt16 = 3
+    /// Version 2 added app-table rows to deltas (and to the digest), version 3 the row push
+    /// (message type 8). Version 4 signs changes (docs/signed-changes.md): every delta's range
+    /// and every push carries its writer's signature, and a receiver checks them before merging.
+    /// Earlier versions are refused: a group that still took unsigned changes from some peers
+    /// would let any member suppress another's changes by claiming their coverage without rows.
+    package static let versions: ClosedRange<UInt16> = 4...4
     /// The Noise prologue: bound into the handshake hash, so a peer of another protocol fails.
     package static let prologue = Array("LANSync wire protocol".utf8)
     /// The most a reassembled message may hold.
@@ -162,6 +163,10 @@ package enum WireMessage: Equatable, Sendable {
     case push(EntryPush)
     /// One new app-table row change, compactly (see `RowPush`; protocol version 3 and later).
     case rowPush(RowPush)
+    /// "Send me this replica's changes after this counter again" (version 4): the receiver did
+    /// not take a range the sender sent (it could not verify it yet, or a change it calls
+    /// superseded still wins here), and its version vector did not move.
+    case resend(ReplicaID, after: UInt64)
 
     enum Kind: UInt8 {
         case state = 1, delta = 2, ping = 3, pong = 4, goodbye = 5
@@ -169,6 +174,7 @@ package enum WireMessage: Equatable, Sendable {
         case compressed = 6
         case push = 7
         case rowPush = 8
+        case resend = 9
     }
 
     /// Messages at least this long are sent compressed when that makes them smaller.
@@ -193,7 +199,7 @@ package enum WireMessage: Equatable, Sendable {
             state.encode(into: &writer)
         case .delta(let delta):
             writer.byte(Kind.delta.rawValue)
-            DeltaCoding.encode(delta, into: &writer)
+            DeltaCoding.encode(delta, into: &writer, signed: true)
         case .ping(let value):
             writer.byte(Kind.ping.rawValue)
             writer.fixed64(value)
@@ -210,6 +216,10 @@ package enum WireMessage: Equatable, Sendable {
         case .rowPush(let push):
             writer.byte(Kind.rowPush.rawValue)
             push.encode(into: &writer)
+        case .resend(let replica, let counter):
+            writer.byte(Kind.resend.rawValue)
+            writer.raw(replica.bytes)
+            writer.varint(counter)
         }
         return writer.bytes
     }
@@ -231,7 +241,7 @@ package enum WireMessage: Equatable, Sendable {
         let message: WireMessage
         switch Kind(rawValue: kind) {
         case .state: message = .state(try PeerState.decode(from: &reader))
-        case .delta: message = .delta(try DeltaCoding.decode(from: &reader))
+        case .delta: message = .delta(try DeltaCoding.decode(from: &reader, signed: true))
         case .ping: message = .ping(try reader.fixed64())
         case .pong: message = .pong(try reader.fixed64())
         case .goodbye:
@@ -239,6 +249,9 @@ package enum WireMessage: Equatable, Sendable {
             message = .goodbye(code: code, reason: try reader.string(atMost: WireProtocol.maxNameBytes, "reason"))
         case .push: message = .push(try EntryPush.decode(from: &reader))
         case .rowPush: message = .rowPush(try RowPush.decode(from: &reader))
+        case .resend:
+            let replica = ReplicaID(bytes: try reader.raw(16))!
+            message = .resend(replica, after: try reader.counter(atLeast: 0, "resend counter"))
         case .compressed: throw WireError("nested compression")
         case nil: throw WireError("unknown message type \(kind)")
         }

@@ -103,8 +103,10 @@ package enum PairingMessage: Equatable, Sendable {
 }
 
 /// The group's member records that a welcome carries after the group secret (protocol §10):
-/// each a delta message (§5.1, uncompressed) that holds exactly one preference under `lansync/`
-/// and covers exactly its dot, written as a varint length and the message's bytes.
+/// each a delta message in its unsigned form (§5.1 without the signed section, uncompressed) that
+/// holds exactly one preference under `lansync/` and covers exactly its dot, written as a varint
+/// length and the message's bytes. (The newcomer merges them to know the group; they reach it
+/// again, signed, when it syncs.)
 package enum WelcomeRecords {
     /// The records' bytes, in the order given, leaving out every record from the first that would
     /// take them past `limit` bytes (the rest reach the newcomer by sync).
@@ -112,10 +114,13 @@ package enum WelcomeRecords {
         var writer = ByteWriter(capacity: 4_096)
         var count = 0
         for record in records {
-            let message = WireMessage.delta(Delta.carrying(record)).encoded()
-            var item = ByteWriter(capacity: message.count + 3)
-            item.varint(message.count)
-            item.raw(message)
+            var message = ByteWriter()
+            message.byte(WireMessage.Kind.delta.rawValue)
+            DeltaCoding.encode(Delta.carrying(record), into: &message, signed: false)
+            let bytes = message.bytes
+            var item = ByteWriter(capacity: bytes.count + 3)
+            item.varint(bytes.count)
+            item.raw(bytes)
             guard writer.bytes.count + item.bytes.count <= limit else { break }
             writer.raw(item.bytes)
             count += 1
@@ -129,9 +134,10 @@ package enum WelcomeRecords {
         var records: [PreferenceWrite] = []
         while reader.remaining > 0 {
             let length = try reader.count(atMost: reader.remaining, "member record length")
-            guard case .delta(let delta) = try WireMessage.decode(try reader.raw(length)) else {
-                throw WireError("a member record that is not a delta")
-            }
+            var message = ByteReader(try reader.raw(length))
+            guard try message.byte() == WireMessage.Kind.delta.rawValue else { throw WireError("a member record that is not a delta") }
+            let delta = try DeltaCoding.decode(from: &message, signed: false)
+            try message.expectEnd("member record")
             guard delta.entries.isEmpty, delta.rows.isEmpty, delta.preferences.count == 1,
                 let record = delta.preferences.first, record.key.hasPrefix(PreferenceWrite.reservedPrefix), record.dot.counter > 0,
                 delta == Delta.carrying(record)

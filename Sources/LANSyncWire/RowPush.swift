@@ -49,6 +49,8 @@ package struct RowPush: Equatable, Sendable {
     package var totals: [ColumnTotal]
     /// The first 8 bytes of the sender's digest after this change, big-endian.
     package var digestCheck: UInt64?
+    /// The writer's signature of its chain's head at this change's counter (version 4, 64 bytes).
+    package var signature: [UInt8]
 
     enum Flag {
         static let digestCheck: UInt8 = 1
@@ -75,6 +77,7 @@ package struct RowPush: Equatable, Sendable {
             writer.signed(item.total)
         }
         if let digestCheck { writer.fixed64(digestCheck) }
+        writer.raw(signature)
     }
 
     static func decode(from reader: inout ByteReader) throws(WireError) -> RowPush {
@@ -112,9 +115,10 @@ package struct RowPush: Equatable, Sendable {
             totals.append(ColumnTotal(column: name, total: try reader.signed()))
         }
         let check = flags & Flag.digestCheck != 0 ? try reader.fixed64() : nil
+        let signature = try reader.raw(64)
         return RowPush(
             replica: replica, table: table, counterStep: counterStep, hlcStep: hlcStep, kind: kind,
-            causalLength: causalLength, primaryKey: key, values: values, totals: totals, digestCheck: check)
+            causalLength: causalLength, primaryKey: key, values: values, totals: totals, digestCheck: check, signature: signature)
     }
 
     private static func write<Value>(
@@ -191,9 +195,10 @@ package struct RowPushEncoder: Sendable {
 
     package init() {}
 
-    /// The push for `change`, updating the tables; nil when a table would overflow (send a delta
-    /// instead; the tables are then unchanged).
-    package mutating func push(_ change: RowChange, digestCheck: UInt64?) -> RowPush? {
+    /// The push for `change` with the writer's `signature` of its head there, updating the
+    /// tables; nil when a table would overflow (send a delta instead; the tables are then unchanged).
+    package mutating func push(_ change: RowChange, signature: [UInt8], digestCheck: UInt64?) -> RowPush? {
+        precondition(signature.count == 64, "an Ed25519 signature is 64 bytes")
         var newColumns = Set<String>()
         for item in change.values where !state.columns.contains(item.column) { newColumns.insert(item.column) }
         for item in change.totals where !state.columns.contains(item.column) { newColumns.insert(item.column) }
@@ -219,7 +224,7 @@ package struct RowPushEncoder: Sendable {
         return RowPush(
             replica: replica, table: table, counterStep: counterStep, hlcStep: hlcStep, kind: change.kind,
             causalLength: change.causalLength, primaryKey: change.key.primaryKey, values: values, totals: totals,
-            digestCheck: digestCheck)
+            digestCheck: digestCheck, signature: signature)
     }
 }
 
@@ -251,10 +256,13 @@ package struct RowPushDecoder: Sendable {
 }
 
 extension RowPush {
-    /// The delta a row push stands for: its one change, completing its replica by one counter.
-    /// Only a delta of exactly this shape may be sent as a row push.
-    package static func delta(carrying change: RowChange) -> Delta {
-        Delta(rows: [change], coverage: [.init(replica: change.dot.replica, from: change.dot.counter - 1, through: change.dot.counter)])
+    /// The delta a row push stands for: its one change (every cell of it still winning),
+    /// completing its replica by one counter, with the writer's signature of its head there. Only
+    /// a delta of exactly this shape may be sent as a row push.
+    package static func delta(carrying change: RowChange, signature: [UInt8]) -> Delta {
+        Delta(
+            rows: [change],
+            coverage: [.init(replica: change.dot.replica, from: change.dot.counter - 1, through: change.dot.counter, signature: signature)])
     }
 
     /// The digest check for `digest`: its first 8 bytes, big-endian.

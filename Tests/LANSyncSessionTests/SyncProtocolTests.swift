@@ -65,12 +65,13 @@ import Testing
         _ = machine.opening(Self.state([:], digest: digest), now: Self.start)
         let entry = Self.entry(Self.ours, 1)
         digest.insert(hash: Self.hasher.hash(entry))
-        let batch = Delta(entries: [entry], coverage: [.init(replica: Self.ours, from: 0, through: 1)])
+        let batch = EntryPush.delta(carrying: entry, signature: testSignature)
         guard case .push(let push) = machine.outgoing(batch, digest: { digest }) else {
             Issue.record("one new entry should go as a push")
             return
         }
         #expect(push.digestImplied)
+        #expect(push.signature == testSignature)
         #expect(machine.peerKnown[Self.ours] == 1)
         // The push told the peer our digest: no state message follows.
         #expect(machine.closingState(now: Self.start, { Self.state([Self.ours: 1], digest: digest) }) == .nothing)
@@ -89,7 +90,7 @@ import Testing
         _ = receiver.received(.state(Self.state([:], digest: digest)), now: Self.start)
         let entry = Self.entry(Self.ours, 1)
         digest.insert(hash: Self.hasher.hash(entry))
-        let batch = Delta(entries: [entry], coverage: [.init(replica: Self.ours, from: 0, through: 1)])
+        let batch = EntryPush.delta(carrying: entry, signature: testSignature)
         let message = sender.outgoing(batch, digest: { digest })
         #expect(receiver.received(message, now: Self.start) == .merge(batch))
         #expect(receiver.peerAnnounced?.digest == digest)
@@ -142,7 +143,7 @@ import Testing
     @Test func aPushNamingAnUndefinedSlotEndsWithGoodbyeMalformed() {
         var machine = Self.machine()
         var encoder = EntryPushEncoder()
-        guard var push = encoder.push(Self.entry(Self.theirs, 1), digestImplied: false) else {
+        guard var push = encoder.push(Self.entry(Self.theirs, 1), signature: testSignature, digestImplied: false) else {
             Issue.record("a fresh encoder makes a push")
             return
         }
@@ -231,23 +232,59 @@ import Testing
 
     static func digest(_ seed: UInt8) -> StateDigest { StateDigest(bytes: [UInt8](repeating: seed, count: 32))! }
 
-    @Test func oneRowChangeGoesAsARowPushOnlyToAVersion3Peer() throws {
-        let batch = RowPush.delta(carrying: Self.change(T.ours, 1))
-        var current = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), rowPushes: true, now: T.start)
+    /// One signed row change goes as a row push carrying its signature; a batch a push cannot
+    /// stand for exactly (no signature, a genesis, lost cells, two changes) goes as a delta.
+    @Test func oneSignedRowChangeGoesAsARowPushWithItsSignature() throws {
+        let batch = RowPush.delta(carrying: Self.change(T.ours, 1), signature: testSignature)
+        var current = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
         _ = current.opening(T.state([:], digest: Self.digest(1)), now: T.start)
         guard case .rowPush(let push) = current.outgoing(batch, digest: { Self.digest(2) }) else {
             Issue.record("one row change should go as a row push")
             return
         }
         #expect(push.digestCheck == RowPush.check(of: Self.digest(2)))
+        #expect(push.signature == testSignature)
         #expect(current.peerKnown[T.ours] == 1)
-        var older = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), rowPushes: false, now: T.start)
-        _ = older.opening(T.state([:]), now: T.start)
-        #expect(older.outgoing(batch, digest: { Self.digest(2) }) == .delta(batch))
-        // Two changes go as a delta to anyone.
+        var receiver = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
+        #expect(receiver.received(.rowPush(push), now: T.start) == .merge(batch), "the receiver gets the signed range back")
+
+        var unsigned = RowPush.delta(carrying: Self.change(T.ours, 2), signature: testSignature)
+        unsigned.coverage[0].signature = nil
+        var withGenesis = RowPush.delta(carrying: Self.change(T.ours, 3), signature: testSignature)
+        withGenesis.coverage[0].genesis = .init(counter: 2, signature: testSignature)
+        var withLostCells = RowPush.delta(carrying: Self.change(T.ours, 4), signature: testSignature)
+        withLostCells.lostCells[Dot(replica: T.ours, counter: 4)] = [.init(kind: .value, column: "name", standIn: [1])]
         let two = Delta(
-            rows: [Self.change(T.ours, 2), Self.change(T.ours, 3)], coverage: [.init(replica: T.ours, from: 1, through: 3)])
-        #expect(current.outgoing(two, digest: { Self.digest(3) }) == .delta(two))
+            rows: [Self.change(T.ours, 5), Self.change(T.ours, 6)],
+            coverage: [.init(replica: T.ours, from: 4, through: 6, signature: testSignature)])
+        for other in [unsigned, withGenesis, withLostCells, two] {
+            #expect(current.outgoing(other, digest: { Self.digest(3) }) == .delta(other))
+        }
+    }
+
+    /// A receiver that could not take a range asks for it again, once per place until a merge
+    /// changes something; the sender then sends from there again.
+    @Test func aRangeNotTakenIsAskedForAgainAndSentAgain() throws {
+        var receiver = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
+        _ = receiver.opening(T.state([:]), now: T.start)
+        #expect(receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 4], changedAnything: false) == .wakeSender)
+        #expect(receiver.takeReplies() == [.resend(T.theirs, after: 4)])
+        _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 4], changedAnything: false)
+        #expect(receiver.takeReplies().isEmpty, "not asked twice for the same place while nothing changes")
+        _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 4], changedAnything: true)
+        #expect(receiver.takeReplies() == [.resend(T.theirs, after: 4)], "asked again after a merge changed something")
+
+        var sender = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
+        _ = sender.opening(T.state([:]), now: T.start)
+        let batch = Delta(
+            rows: [Self.change(T.theirs, 5), Self.change(T.theirs, 6)],
+            coverage: [.init(replica: T.theirs, from: 0, through: 6, signature: testSignature)])
+        _ = sender.outgoing(batch, digest: { Self.digest(3) })
+        #expect(sender.peerKnown[T.theirs] == 6)
+        #expect(sender.received(.resend(T.theirs, after: 4), now: T.start) == .wakeSender)
+        #expect(sender.peerKnown[T.theirs] == 4)
+        _ = sender.received(.resend(T.theirs, after: 5), now: T.start)
+        #expect(sender.peerKnown[T.theirs] == 4, "a resend never raises what the sender believes")
     }
 
     /// A receiver that held the sender's state learns the sender's new digest from the check; one
@@ -255,11 +292,11 @@ import Testing
     @Test func aMatchingDigestCheckUpdatesThePeersAnnouncedState() throws {
         var sender = T.machine()
         _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
-        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1)), digest: { Self.digest(2) })
+        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature), digest: { Self.digest(2) })
 
         var receiver = T.machine()
         _ = receiver.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
-        #expect(receiver.received(message, now: T.start) == .merge(RowPush.delta(carrying: Self.change(T.theirs, 1))))
+        #expect(receiver.received(message, now: T.start) == .merge(RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature)))
         #expect(receiver.mergeFinished(ourDigest: { Self.digest(2) }) == .wakeSender)
         #expect(receiver.peerAnnounced?.digest == Self.digest(2))
         #expect(receiver.peerAnnounced?.versionVector[T.theirs] == 1)
@@ -275,7 +312,7 @@ import Testing
     @Test func aStateAfterThePushOutranksItsCheck() throws {
         var sender = T.machine()
         _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
-        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1)), digest: { Self.digest(2) })
+        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature), digest: { Self.digest(2) })
         var receiver = T.machine()
         _ = receiver.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
         _ = receiver.received(message, now: T.start)
@@ -291,7 +328,7 @@ import Testing
             var sender = T.machine()
             _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
             _ = sender.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
-            _ = sender.outgoing(RowPush.delta(carrying: Self.change(T.ours, 1)), digest: { Self.digest(2) })
+            _ = sender.outgoing(RowPush.delta(carrying: Self.change(T.ours, 1), signature: testSignature), digest: { Self.digest(2) })
             let ours = T.state([T.ours: 1], digest: Self.digest(2))
             #expect(sender.closingState(now: T.start, { ours }) == .nothing)
             // The peer's answer after its merge.
@@ -304,8 +341,8 @@ import Testing
 
     @Test func aRowPushNamingAnUndefinedSlotEndsTheSession() throws {
         var encoder = RowPushEncoder()
-        _ = encoder.push(Self.change(T.theirs, 1), digestCheck: nil)
-        let secondMade = encoder.push(Self.change(T.theirs, 2), digestCheck: nil)
+        _ = encoder.push(Self.change(T.theirs, 1), signature: testSignature, digestCheck: nil)
+        let secondMade = encoder.push(Self.change(T.theirs, 2), signature: testSignature, digestCheck: nil)
         let second = try #require(secondMade)
         var machine = T.machine()
         guard case .end(let why) = machine.received(.rowPush(second), now: T.start) else {

@@ -62,7 +62,7 @@ import Testing
         let atLimit = Delta(
             entries: [Self.entry(counter: Dot.maxCounter)],
             coverage: [.init(replica: Self.replicaA, from: Dot.maxCounter - 1, through: Dot.maxCounter)])
-        #expect(try WireMessage.decode(WireMessage.delta(atLimit).encoded()) == .delta(atLimit))
+        #expect(try WireMessage.decode(WireMessage.delta(atLimit.withTestSignatures).encoded()) == .delta(atLimit.withTestSignatures))
     }
 
     /// A row's wall clock lies in 0…2^48 − 1 ms; the zigzag offset that carries it wraps modulo 2^64.
@@ -73,7 +73,7 @@ import Testing
             Self.refused(WireMessage.delta(delta).encoded(), saying: "wall clock")
         }
         let edge = Delta(entries: [Self.entry(counter: 1, wall: 0)], coverage: coverage)
-        #expect(try WireMessage.decode(WireMessage.delta(edge).encoded()) == .delta(edge))
+        #expect(try WireMessage.decode(WireMessage.delta(edge.withTestSignatures).encoded()) == .delta(edge.withTestSignatures))
     }
 
     /// A Hello whose wall clock was 2^63 or more trapped in the clock-skew subtraction.
@@ -130,7 +130,8 @@ import Testing
             hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0), dot: Dot(replica: Self.replicaA, counter: 1),
             values: [.init(column: "c", value: .null)])
         let coverage = [Delta.Coverage(replica: Self.replicaA, from: 0, through: 1)]
-        let bytes = WireMessage.delta(Delta(rows: [change], coverage: coverage)).encoded()
+        let delta = Delta(rows: [change], coverage: coverage)
+        let bytes = WireMessage.delta(delta).encoded()
         // Layout: type, replicas (17), no devices, no streams, tables (1 + 1 + 1), columns (1 + 1 + 1),
         // no entries, no preferences, coverage (1 + 3), row count, table index, then the kind.
         let kindAt = 1 + 17 + 1 + 1 + 3 + 3 + 1 + 1 + 4 + 1 + 1
@@ -145,8 +146,8 @@ import Testing
         zeroLife[kindAt + 1] = 0
         Self.refused(zeroLife, saying: "causal length")
         // From the end: totals count, the value (NULL tag), its column index, the values count, the
-        // key value (tag 1, zigzag 2), then the key count.
-        let keyCountAt = bytes.indices.last! - 6
+        // key value (tag 1, zigzag 2), then the key count; before all that, the signed section.
+        let keyCountAt = bytes.indices.last! - 6 - delta.signedSectionBytes
         #expect(bytes[keyCountAt] == 1)
         for count: UInt8 in [0, 33] {
             var bad = bytes
@@ -165,7 +166,7 @@ import Testing
     /// A push's counter step wraps modulo 2^64, and the counter it lands on must be 1…2^40 − 1.
     @Test func pushCountersOutsideTheRangeAreMalformed() throws {
         var encoder = EntryPushEncoder()
-        let pushed = encoder.push(Self.entry(counter: 5), digestImplied: false)
+        let pushed = encoder.push(Self.entry(counter: 5), signature: testSignature, digestImplied: false)
         let first = try #require(pushed)
         var decoder = EntryPushDecoder()
         #expect(try decoder.entry(from: first).dot.counter == 5)

@@ -11,8 +11,8 @@ import Testing
         await propertyCheck(input: Gen.int(in: 0...10_000).array(of: 0...60)) { operations in
             let s = Scenario(operations: operations)
             for delta in s.deltas {
-                let decoded = try? WireMessage.decode(WireMessage.delta(delta).encoded())
-                #expect(decoded == .delta(delta))
+                let decoded = try? WireMessage.decode(WireMessage.delta(delta.withTestSignatures).encoded())
+                #expect(decoded == .delta(delta.withTestSignatures))
             }
         }
     }
@@ -48,8 +48,8 @@ import Testing
         await propertyCheck(input: Gen.int(in: 0...100_000).array(of: 0...40)) { seeds in
             let delta = Self.rowDelta(seeds)
             #expect(delta.problem() == nil)
-            let decoded = try? WireMessage.decode(WireMessage.delta(delta).encoded())
-            #expect(decoded == .delta(delta))
+            let decoded = try? WireMessage.decode(WireMessage.delta(delta.withTestSignatures).encoded())
+            #expect(decoded == .delta(delta.withTestSignatures))
         }
     }
 
@@ -131,10 +131,12 @@ import Testing
             causalLength: 1, hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 3),
             dot: Dot(replica: ReplicaID(high: 9, low: 9), counter: 123_456),
             values: [.init(column: "notes", value: .text("strong finish"))])
-        let bytes = WireMessage.delta(
-            Delta(rows: [change], coverage: [.init(replica: change.dot.replica, from: 123_455, through: 123_456)])).encoded()
-        // The key (36) and the table's and column's names travel too; the rest is framing.
-        #expect(bytes.count <= "strong finish".utf8.count + 36 + "rowing_sessions".utf8.count + "notes".utf8.count + 64)
+        let delta = Delta(rows: [change], coverage: [.init(replica: change.dot.replica, from: 123_455, through: 123_456)])
+        let bytes = WireMessage.delta(delta.withTestSignatures).encoded()
+        // The key (36) and the table's and column's names travel too; the rest is framing, and
+        // the signed section: the range's signature (64), no genesis, no stubs, no lost cells (3).
+        #expect(delta.signedSectionBytes == 64 + 3)
+        #expect(bytes.count <= "strong finish".utf8.count + 36 + "rowing_sessions".utf8.count + "notes".utf8.count + 64 + 64 + 3)
     }
 
     @Test func otherMessagesRoundTrip() throws {
@@ -148,12 +150,21 @@ import Testing
             version: 1, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, name: "therapy-room",
             replica: ReplicaID(high: 5, low: 6), hlc: HybridTimestamp(rawValue: 99), wallMilliseconds: 1_700_000_000_000)
         #expect(try Hello.decode(hello.encoded()) == hello)
-        // This build speaks 2–3: the highest in common wins; a version-2 peer still gets version 2.
-        #expect(try VersionOffer.decode(VersionOffer().encoded()).agreed() == 3)
-        #expect(VersionOffer(versions: 2...5).agreed() == 3)
-        #expect(VersionOffer(versions: 2...2).agreed() == 2)
+        // This build speaks 4 only: a peer of version 2 or 3 (unsigned changes) is refused.
+        #expect(try VersionOffer.decode(VersionOffer().encoded()).agreed() == 4)
+        #expect(VersionOffer(versions: 2...5).agreed() == 4)
+        #expect(VersionOffer(versions: 2...3).agreed() == nil)
         #expect(VersionOffer(versions: 1...1).agreed() == nil)
-        #expect(VersionOffer(versions: 4...5).agreed() == nil)
+        #expect(VersionOffer(versions: 5...6).agreed() == nil)
+        for message in [WireMessage.resend(ReplicaID(high: 7, low: 8), after: 0), .resend(ReplicaID(high: 7, low: 8), after: Dot.maxCounter)] {
+            #expect(try WireMessage.decode(message.encoded()) == message)
+        }
+        // A resend past the counter range is malformed.
+        var beyond = ByteWriter()
+        beyond.byte(9)
+        beyond.raw(ReplicaID(high: 7, low: 8).bytes)
+        beyond.varint(Dot.maxCounter + 1)
+        #expect(throws: WireError.self) { try WireMessage.decode(beyond.bytes) }
     }
 
     /// Generated ids travel as 16 bytes; other ids as text; both come back exactly.
@@ -170,14 +181,14 @@ import Testing
         let delta = Delta(
             entries: [entry(uuid, 1), entry("session-am", 2), entry(uuid.uppercased(), 3)],
             coverage: [.init(replica: replica, from: 0, through: 3)])
-        #expect(try WireMessage.decode(WireMessage.delta(delta).encoded()) == .delta(delta))
+        #expect(try WireMessage.decode(WireMessage.delta(delta.withTestSignatures).encoded()) == .delta(delta.withTestSignatures))
         // Near misses travel as text and come back exactly as they were.
         let nearMisses = ["0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2g", "0190a1b2+c3d4-7e5f-8a6b-7c8d9e0f1a2b",
                           "0190a1b2-c3d4-7e5f-8a6b7-c8d9e0f1a2b", "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2/", "{190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"]
         let misses = Delta(
             entries: nearMisses.enumerated().map { entry($1, UInt64($0 + 1)) },
             coverage: [.init(replica: replica, from: 0, through: UInt64(nearMisses.count))])
-        #expect(try WireMessage.decode(WireMessage.delta(misses).encoded()) == .delta(misses))
+        #expect(try WireMessage.decode(WireMessage.delta(misses.withTestSignatures).encoded()) == .delta(misses.withTestSignatures))
         // A generated id costs 16 bytes; a 36-character text id costs 37 (length + characters).
         func size(_ id: String) -> Int {
             WireMessage.delta(Delta(entries: [entry(id, 1)], coverage: [.init(replica: replica, from: 0, through: 1)]))
@@ -227,7 +238,7 @@ import Testing
                     payload: "{\"symbol_id\":\(counter % 40),\"label\":\"more please\",\"category_path\":[\"core\",\"food\"]}"))
         }
         big.coverage = [.init(replica: replica, from: 0, through: 200)]
-        let message = WireMessage.delta(big)
+        let message = WireMessage.delta(big.withTestSignatures)
         let wire = message.wireBytes()
         #expect(wire.first == 6)
         #expect(wire.count * 3 < message.encoded().count)
@@ -312,7 +323,7 @@ import Testing
                 var encoder = RowPushEncoder()
                 let change = RowPushTests.update(
                     RowPushTests.a, 3, key: "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10", column: "notes", value: .text("ok"), ms: 1 << 40)
-                return WireMessage.rowPush(encoder.push(change, digestCheck: 7)!).encoded()
+                return WireMessage.rowPush(encoder.push(change, signature: testSignature, digestCheck: 7)!).encoded()
             }(),
         ]
     }
@@ -354,7 +365,7 @@ import Testing
             .enumerated()
         {
             let entry = Self.entry(replica, UInt64(100_000 + index), stream: stream, ms: 1_795_248_555_566 + UInt64(index) * 1_500)
-            let pushMade = encoder.push(entry, digestImplied: index % 2 == 0)
+            let pushMade = encoder.push(entry, signature: testSignature, digestImplied: index % 2 == 0)
             let push = try #require(pushMade)
             let bytes = WireMessage.push(push).wireBytes()
             guard case .push(let decoded) = try WireMessage.decode(bytes) else { Issue.record("not a push"); return }
@@ -362,14 +373,15 @@ import Testing
             #expect(try decoder.entry(from: decoded) == entry)
             sizes.append(bytes.count - entry.payload.utf8.count)
         }
-        #expect(sizes.last! <= 30, "a steady-state push: \(sizes)")
+        // 30 bytes of framing, and the writer's signature of its head (64).
+        #expect(sizes.last! <= 30 + 64, "a steady-state push: \(sizes)")
     }
 
     @Test func slotsMustBeDefinedInOrderBeforeUse() throws {
         var encoder = EntryPushEncoder()
-        let firstMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 1, ms: 1_000), digestImplied: false)
+        let firstMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 1, ms: 1_000), signature: testSignature, digestImplied: false)
         let first = try #require(firstMade)
-        let secondMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 2, ms: 1_001), digestImplied: false)
+        let secondMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 2, ms: 1_001), signature: testSignature, digestImplied: false)
         let second = try #require(secondMade)
         var fresh = EntryPushDecoder()
         #expect(throws: WireError.self) { try fresh.entry(from: second) }  // names slot 0 before it is defined
@@ -385,7 +397,7 @@ import Testing
 
     @Test func everyTruncationOfAPushIsRefused() throws {
         var encoder = EntryPushEncoder()
-        let pushMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 5, ms: 1_000), digestImplied: true)
+        let pushMade = encoder.push(Self.entry(ReplicaID(high: 1, low: 1), 5, ms: 1_000), signature: testSignature, digestImplied: true)
         let push = try #require(pushMade)
         let bytes = WireMessage.push(push).encoded()
         for length in 0..<bytes.count {
@@ -412,39 +424,41 @@ import Testing
             var encoder = RowPushEncoder()
             var decoder = RowPushDecoder()
             for (index, change) in DeltaCodingTests.rowDelta(seeds).rows.enumerated() {
-                let push = encoder.push(change, digestCheck: index % 2 == 0 ? UInt64(index) << 40 : nil)
+                let push = encoder.push(change, signature: testSignature, digestCheck: index % 2 == 0 ? UInt64(index) << 40 : nil)
                 guard let push, case .rowPush(let decoded) = try? WireMessage.decode(WireMessage.rowPush(push).wireBytes()) else {
                     Issue.record("change \(index) did not travel as a row push")
                     return
                 }
                 #expect(decoded == push)
                 #expect((try? decoder.change(from: decoded)) == change)
-                #expect(RowPush.delta(carrying: change).problem() == nil)
+                #expect(RowPush.delta(carrying: change, signature: testSignature).problem() == nil)
             }
         }
     }
 
     /// The issue's goal: a one-column update of a UUID-keyed row on the wire, frame (3 bytes) and
-    /// AEAD tag (16) included, within the value + 64 bytes once the session's slots are defined.
+    /// AEAD tag (16) included, within the value + 64 bytes once the session's slots are defined,
+    /// plus the writer's 64-byte signature (version 4).
     @Test func aOneColumnUpdateFitsItsGoal() throws {
         var encoder = RowPushEncoder()
         let note = SQLValue.text("strong finish, +2.5")
         var sizes = [Int]()
         for (index, key) in ["3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10", "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d11"].enumerated() {
             let change = Self.update(Self.a, UInt64(5_000 + index), key: key, column: "notes", value: note, ms: 1_795_248_555_566 + UInt64(index) * 1_000)
-            let pushMade = encoder.push(change, digestCheck: 0x0123_4567_89AB_CDEF)
+            let pushMade = encoder.push(change, signature: testSignature, digestCheck: 0x0123_4567_89AB_CDEF)
             let push = try #require(pushMade)
             sizes.append(WireMessage.rowPush(push).wireBytes().count + 19)
         }
-        #expect(sizes[1] <= 19 + 64, "steady-state row push: \(sizes)")
+        // The value + 64 bytes, and the writer's signature of its head (64).
+        #expect(sizes[1] <= 19 + 64 + 64, "steady-state row push: \(sizes)")
         #expect(sizes[0] > sizes[1], "the first push defines the slots: \(sizes)")
     }
 
     @Test func slotsMustBeDefinedInOrderBeforeUse() throws {
         var encoder = RowPushEncoder()
         let key = "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10"
-        let firstMade = encoder.push(Self.update(Self.a, 1, key: key, column: "notes", value: .null, ms: 1_000), digestCheck: nil)
-        let secondMade = encoder.push(Self.update(Self.a, 2, key: key, column: "notes", value: .null, ms: 1_001), digestCheck: nil)
+        let firstMade = encoder.push(Self.update(Self.a, 1, key: key, column: "notes", value: .null, ms: 1_000), signature: testSignature, digestCheck: nil)
+        let secondMade = encoder.push(Self.update(Self.a, 2, key: key, column: "notes", value: .null, ms: 1_001), signature: testSignature, digestCheck: nil)
         let first = try #require(firstMade)
         let second = try #require(secondMade)
         #expect(first.replica == .define(0, Self.a) && second.replica == .slot(0))
@@ -467,7 +481,7 @@ import Testing
 
     @Test func slotsBeyondTheLimitAndUnknownFlagsAreMalformed() throws {
         var encoder = RowPushEncoder()
-        let pushMade = encoder.push(Self.update(Self.a, 1, key: "k", column: "notes", value: .integer(1), ms: 1_000), digestCheck: nil)
+        let pushMade = encoder.push(Self.update(Self.a, 1, key: "k", column: "notes", value: .integer(1), ms: 1_000), signature: testSignature, digestCheck: nil)
         let push = try #require(pushMade)
         var beyond = push
         beyond.replica = .slot(WireProtocol.maxTableEntries)
@@ -481,7 +495,7 @@ import Testing
         var encoder = RowPushEncoder()
         let pushMade = encoder.push(
             Self.update(Self.b, 9, key: "3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10", column: "stroke_rate", value: .real(31.5), ms: 1_000),
-            digestCheck: 42)
+            signature: testSignature, digestCheck: 42)
         let bytes = WireMessage.rowPush(try #require(pushMade)).encoded()
         for length in 0..<bytes.count {
             #expect(throws: WireError.self) { try WireMessage.decode(Array(bytes.prefix(length))) }
@@ -492,11 +506,11 @@ import Testing
     @Test func aFullTableFallsBackToADelta() throws {
         var encoder = RowPushEncoder()
         for counter in 1...UInt64(WireProtocol.maxTableEntries) {
-            let made = encoder.push(Self.update(Self.a, counter, key: "k", column: "c\(counter)", value: .null, ms: 1_000), digestCheck: nil)
+            let made = encoder.push(Self.update(Self.a, counter, key: "k", column: "c\(counter)", value: .null, ms: 1_000), signature: testSignature, digestCheck: nil)
             #expect(made != nil)
         }
-        #expect(encoder.push(Self.update(Self.a, 5_000, key: "k", column: "one_too_many", value: .null, ms: 1_000), digestCheck: nil) == nil)
+        #expect(encoder.push(Self.update(Self.a, 5_000, key: "k", column: "one_too_many", value: .null, ms: 1_000), signature: testSignature, digestCheck: nil) == nil)
         // Known columns still go as pushes.
-        #expect(encoder.push(Self.update(Self.a, 5_001, key: "k", column: "c7", value: .null, ms: 1_000), digestCheck: nil) != nil)
+        #expect(encoder.push(Self.update(Self.a, 5_001, key: "k", column: "c7", value: .null, ms: 1_000), signature: testSignature, digestCheck: nil) != nil)
     }
 }
