@@ -305,20 +305,26 @@ extension LANSyncNode {
         return Removal(removed: removed, epoch: next, sealedFor: sealedFor, withoutKey: withoutKey)
     }
 
-    /// Merges member records a member handed to this device outside a sync session (a pairing
-    /// welcome): each as a delta of its own that covers only its dot, through every check a peer's
-    /// delta passes; then takes a newer epoch they seal to this device, or learns its epoch's
-    /// number. Records outside `lansync/` are refused whole. Returns how many changed something.
+    /// Merges member records a member handed to this device outside a signed range (a pairing
+    /// welcome, or the records of a new epoch handed to a member that was away), through every
+    /// check a peer's write passes but without counting coverage (`ReplicaStore.mergeUncovered`:
+    /// the writers' signed ranges bring them again, verifiably); then takes a newer epoch they
+    /// seal to this device, or learns its epoch's number. Records outside `lansync/` are refused
+    /// whole. Returns how many changed something.
     package func mergeHandedRecords(_ records: [PreferenceWrite]) async throws(LANSyncError) -> Int {
         if let stray = records.first(where: { !$0.key.hasPrefix(MemberKeys.prefix) }) {
             throw LANSyncError(.invalidInput, "a handed-over record \(stray.key) is not a member record; nothing was merged")
         }
-        var changed = 0
-        for record in records {
-            changed += try await merge(Delta.carrying(record), maxSkewMilliseconds: Self.recordClockSkewMilliseconds).preferencesChanged
+        do {
+            try HybridLogicalClock.check(records.map(\.hlc).max() ?? .zero, now: clock.now(), maxSkew: Self.recordClockSkewMilliseconds)
+        } catch {
+            throw LANSyncError(.clockSkew, error.description)
         }
+        let result: MergeResult
+        do { result = try await store.mergeUncovered(records) } catch { throw Self.translate(error) }
+        if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
         _ = try adoptNewerEpoch(keyPair: identity.keyPair)
-        return changed
+        return result.preferences.count
     }
 
     /// How far ahead of this device's clock a handed-over record may be: as for a peer (2 min).

@@ -63,13 +63,16 @@ extension Agent {
     /// (It pins nothing the group does not already know: a key seen earlier by others comes first.)
     func recordSelf() async { try? await node.observeSelf() }
 
-    /// Hands a member that was away during a removal the group's member and epoch records, each
-    /// as a delta of one preference write (a delta never claims rows it does not carry), so it
-    /// can open its sealed copy of the new secret and reconnect.
+    /// Hands a member that was away during a removal the group's member and epoch records (a
+    /// `records` message: merged without coverage, they are not a signed range), so it can open
+    /// its sealed copy of the new secret and reconnect; the records then reach it again in their
+    /// writers' signed ranges.
     func handOver(to peer: Hello, sender: SealedSender) async throws {
-        let records = (try? node.records()) ?? []
-        for write in records {
-            try await sender.send(.delta(Delta.carrying(write)))
+        var records = (try? node.records()) ?? []
+        while !records.isEmpty {
+            let count = max(1, WelcomeRecords.encode(records, within: WireProtocol.maxMessageBytes - 1).count)
+            try await sender.send(.records(Array(records.prefix(count))))
+            records.removeFirst(min(count, records.count))
         }
         try? await sender.send(
             .goodbye(code: .notAMember, reason: "the group moved to epoch \(groupState.epoch) after a removal; this node handed you its records: reconnect with the new key"))

@@ -87,6 +87,14 @@ actor SyncSession {
             default: break
             }
             await startMerge(delta)
+        case .mergeRecords(let records):
+            // A member hands over a new epoch's records (it ends the session next).
+            await merging?.value
+            do {
+                _ = try await node.mergeHandedRecords(records)
+            } catch {
+                finish(machine.mergeFailed(error.message, clockSkew: error.code == .clockSkew))
+            }
         case .end(let why): finish(why)
         }
     }

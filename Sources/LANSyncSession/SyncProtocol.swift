@@ -32,6 +32,9 @@ package struct SyncProtocol: Sendable {
         case wakeSender
         /// Check and merge these rows (in order with earlier merges); report `mergeFinished` or `mergeFailed`.
         case merge(Delta)
+        /// Merge these handed-over group records without coverage (a member handing over a new
+        /// epoch); report `mergeFailed` if they are refused.
+        case mergeRecords([PreferenceWrite])
         /// End the session: send the goodbye if it has one, then close.
         case end(SessionEnd)
     }
@@ -149,6 +152,8 @@ package struct SyncProtocol: Sendable {
         case .ping(let value):
             repliesOwed.append(.pong(value))
             return .wakeSender
+        case .records(let records):
+            return .mergeRecords(records)
         case .resend(let replica, let counter):
             // The peer did not take what we sent of the replica after `counter`: send it again.
             if peerKnown[replica] > counter { peerKnown[replica] = counter }

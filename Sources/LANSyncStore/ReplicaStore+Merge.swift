@@ -14,6 +14,19 @@ extension ReplicaStore {
         try await merge(Self.check(delta))
     }
 
+    /// Merges preference writes handed over outside a sync session (a pairing welcome, a member
+    /// handing over a new epoch), each through every check a peer's write passes, without
+    /// counting any coverage: they are not a signed range, so the version vector does not move
+    /// and the writers' signed ranges still bring them (and whatever they lie in) verifiably.
+    package func mergeUncovered(_ writes: [PreferenceWrite]) async throws(StoreError) -> MergeResult {
+        for write in writes {
+            if let problem = Delta.carrying(write).problem() {
+                throw StoreError(.invalidDelta, "rejected a handed-over record: \(problem)")
+            }
+        }
+        return try await merge(CheckedDelta(delta: Delta(preferences: writes), entryHashes: []))
+    }
+
     /// Merges a delta checked beforehand (see `check`).
     package func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
         let (hasher, queue, apps) = (hasher, localWrites, apps)

@@ -44,6 +44,8 @@ package enum SessionFuzzing {
     package struct Report: Sendable {
         package var sessions = 1
         package var merges = 0
+        /// Merges that changed the replica: signed ranges that verified and brought something new.
+        package var changingMerges = 0
         package var rowsSent = 0
         /// How each session ended, in order.
         package var endings: [SessionEnd] = []
@@ -167,6 +169,24 @@ package enum SessionFuzzing {
                 if byte() % 4 == 0 { push.counterStep = Int64(bitPattern: value()) }
                 if byte() % 8 == 0 { push.replica = .slot(Int(byte())) }
                 return .rowPush(push)
+            case 7 where byte() % 3 == 0:
+                // An honest writer's range: valid entries of one of the peer's replicas, signed.
+                let replica = replicas[1 + Int(byte() % 2)]
+                let from = UInt64(byte() % 16)
+                let count = 1 + UInt64(byte() % 3)
+                var delta = Delta()
+                delta.coverage = [.init(replica: replica, from: from, through: from + count)]
+                for counter in (from + 1)...(from + count) {
+                    delta.entries.append(
+                        Entry(
+                            id: "tap-\(replica.description.prefix(4))-\(counter)", stream: "symbol_taps", originDevice: device,
+                            dot: Dot(replica: replica, counter: counter), hlc: HybridTimestamp(physicalMilliseconds: 1_699_999_000_000 + counter, logical: 0),
+                            wallMilliseconds: 1_699_999_000_000 + Int64(counter), payload: "{\"symbol\":\(counter)}"))
+                }
+                sign(&delta)
+                return .delta(delta)
+            case 7 where byte() % 2 == 0:
+                return .records((0..<(1 + byte() % 3)).map { _ in preference() }.filter { $0.dot.counter > 0 && $0.dot.counter <= Dot.maxCounter })
             case 7: return .resend(replica(), after: value() & Dot.maxCounter)
             default: return .state(PeerState(versionVector: VersionVector(), digest: StateDigest(), hlc: .zero))
             }
@@ -240,6 +260,12 @@ package enum SessionFuzzing {
             }
             switch machine.received(decoded, now: now) {
             case .merge(let delta): await merge(delta)
+            case .mergeRecords(let records):
+                do {
+                    _ = try await store.mergeUncovered(records)
+                } catch {
+                    _ = machine.mergeFailed(error.message, clockSkew: false)
+                }
             case .nothing, .wakeSender, .end: break
             }
         }
@@ -266,6 +292,7 @@ package enum SessionFuzzing {
             _ = machine.mergeFinished(
                 ourDigest: { try? store.syncSummary().digest }, notTaken: notTaken, changedAnything: result.outcome.changedAnything)
             report.merges += 1
+            if result.outcome.changedAnything { report.changingMerges += 1 }
             let summary = try! store.syncSummary()
             precondition(summary.digest == (try! store.recomputeDigest()), "the running digest drifted from the rows")
         }

@@ -167,6 +167,10 @@ package enum WireMessage: Equatable, Sendable {
     /// not take a range the sender sent (it could not verify it yet, or a change it calls
     /// superseded still wins here), and its version vector did not move.
     case resend(ReplicaID, after: UInt64)
+    /// The group's records (writes under `lansync/`), handed to a member that was away during a
+    /// removal so that it can open the new epoch's secret (§11); merged without coverage, and
+    /// followed by `goodbye(not a member)`.
+    case records([PreferenceWrite])
 
     enum Kind: UInt8 {
         case state = 1, delta = 2, ping = 3, pong = 4, goodbye = 5
@@ -175,6 +179,7 @@ package enum WireMessage: Equatable, Sendable {
         case push = 7
         case rowPush = 8
         case resend = 9
+        case records = 10
     }
 
     /// Messages at least this long are sent compressed when that makes them smaller.
@@ -220,6 +225,9 @@ package enum WireMessage: Equatable, Sendable {
             writer.byte(Kind.resend.rawValue)
             writer.raw(replica.bytes)
             writer.varint(counter)
+        case .records(let records):
+            writer.byte(Kind.records.rawValue)
+            writer.raw(WelcomeRecords.encode(records, within: WireProtocol.maxMessageBytes - 1).bytes)
         }
         return writer.bytes
     }
@@ -252,6 +260,10 @@ package enum WireMessage: Equatable, Sendable {
         case .resend:
             let replica = ReplicaID(bytes: try reader.raw(16))!
             message = .resend(replica, after: try reader.counter(atLeast: 0, "resend counter"))
+        case .records:
+            let records = try WelcomeRecords.decode(try reader.raw(reader.remaining))
+            guard !records.isEmpty else { throw WireError("a records message holds no record") }
+            message = .records(records)
         case .compressed: throw WireError("nested compression")
         case nil: throw WireError("unknown message type \(kind)")
         }

@@ -7,7 +7,7 @@ import Testing
 @Suite struct DiscoveryRulesTests {
     @Test func theTXTRecordHoldsTheVersionAndTheGroupTagOnly() {
         let txt = Agent.txtRecord(groupTag: "0bf7c311d61516c8")
-        #expect(txt == ["v": "2-3", "g": "0bf7c311d61516c8"])
+        #expect(txt == ["v": "4", "g": "0bf7c311d61516c8"])
     }
 
     /// Nodes of our group are dialed whatever versions they announce (one with none in common

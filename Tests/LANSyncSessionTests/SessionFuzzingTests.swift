@@ -13,6 +13,7 @@ import Testing
     @Test func seededScriptsRunCleanAndReachTheSessionsDepths() async {
         var generator = SplitMix64(seed: 0x1A5_5EED)
         var merges = 0
+        var changingMerges = 0
         var sent = 0
         var sessions = 0
         var endings = Set<String>()
@@ -21,11 +22,15 @@ import Testing
             let script = (0..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
             let report = await SessionFuzzing.run(script)
             merges += report.merges
+            changingMerges += report.changingMerges
             sent += report.rowsSent
             sessions += report.sessions
             for ending in report.endings { endings.insert(Self.kind(ending)) }
         }
-        #expect(merges > 100, "merges: \(merges)")
+        // Version 4 refuses most fuzzed deltas (unsigned, forged) whole; the script signs some
+        // ranges as their writer would, and those merge.
+        #expect(merges > 30, "merges: \(merges)")
+        #expect(changingMerges > 5, "merges that changed the replica: \(changingMerges)")
         #expect(sent > 200, "rows sent: \(sent)")
         #expect(sessions > 600, "sessions: \(sessions)")
         #expect(endings == ["goodbye", "malformed", "clock skew", "keepalive"], "\(endings)")
