@@ -224,6 +224,15 @@ let package = Package(
         // machine into a real replica (SessionFuzzing).
         .executableTarget(
             name: "lansync-fuzz-session", dependencies: ["LANSyncTestSupport"], swiftSettings: strict),
+        // The namespace cluster's tampering relay: an agent that alters the changes it relays.
+        .executableTarget(
+            name: "lansync-tamper-relay",
+            dependencies: [
+                "LANSync", "LANSyncAgent", "LANSyncCore", "LANSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict),
         .testTarget(
             name: "LANSyncSessionTests",
             dependencies: ["LANSyncSession", "LANSyncCore", "LANSyncCrypto", "LANSyncWire", "LANSyncTestSupport"],

@@ -1,5 +1,6 @@
 import Foundation
 import LANSyncIdentity
+package import LANSyncWire
 
 /// How an agent runs. Every field has a default that suits a home or therapy-room machine.
 public struct AgentConfiguration: Sendable {
@@ -58,6 +59,10 @@ public struct AgentConfiguration: Sendable {
     /// Unacknowledged data older than this ends a TCP connection (TCP_USER_TIMEOUT), so a peer
     /// that vanished mid-transfer is noticed without waiting for retransmissions to give up.
     public var unacknowledgedTimeout: Duration = .seconds(6)
+    /// Rewrites every message a session sends after the handshake, just before it is sealed.
+    /// Nil in the product; the namespace cluster's tests set it in `lansync-tamper-relay`, an
+    /// agent that alters what it relays, to prove that members refuse what a relay tampered with.
+    package var outgoingMessageRewrite: (@Sendable (WireMessage) -> WireMessage)?
 
     public init() {}
 }

@@ -286,7 +286,7 @@ actor SyncSession {
     /// Sends a message and tells the machine we spoke (a side that spoke within the keepalive
     /// interval does not ping; a wake that sent nothing must not count).
     private func send(_ message: WireMessage, inBackground: Bool = false) async throws {
-        try await sender.send(message, inBackground: inBackground)
+        try await sender.send(configuration.outgoingMessageRewrite?(message) ?? message, inBackground: inBackground)
         machine.sent(at: .now)
     }
 

@@ -485,8 +485,6 @@ extension ReplicaStore {
         case .success(let found): verdicts = found
         }
         let leftOut = Set(zip(delta.coverage, verdicts).filter { $0.1 == .gap || $0.1 == .keyUnknown }.map(\.0.replica))
-        var result = try await merge(leftOut.isEmpty ? checked : checked.leavingOut(leftOut))
-        result.rangesNotTaken = leftOut.union(result.rangesNotTaken)
         let own = replica
         let kept = zip(delta.coverage, verdicts).compactMap { range, verdict -> KeptHead? in
             guard range.replica != own else { return nil }
@@ -496,18 +494,14 @@ extension ReplicaStore {
             case .gap, .keyUnknown: return nil
             }
         }
-        guard !kept.isEmpty else { return result }
-        try await Self.database {
-            try await writer.write { db in
-                for kept in kept { try Self.keep(kept, db: db) }
-            }
-        }
+        var result = try await merge(leftOut.isEmpty ? checked : checked.leavingOut(leftOut), keeping: kept)
+        result.rangesNotTaken = leftOut.union(result.rangesNotTaken)
         return result
     }
 
     /// A verified range's head (nil: nothing new verified, only its genesis to keep) and about how
     /// many bytes its changes take.
-    private struct KeptHead {
+    struct KeptHead {
         let range: Delta.Coverage
         let head: ChainHead?
         let bytes: Int
@@ -518,7 +512,7 @@ extension ReplicaStore {
     /// change (a live push) makes a point only where its origin made one (every 256th counter,
     /// and where the changes since the last point would pass 1 MiB), so that relaying a stream of
     /// pushes does not keep a point per change; a longer range is a batch its sender cut there.
-    private static func keep(_ kept: KeptHead, db: Database) throws {
+    static func keep(_ kept: KeptHead, db: Database) throws {
         let range = kept.range
         guard let number = try number(of: range.replica, db),
             let covered = try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number])

@@ -29,6 +29,13 @@ extension ReplicaStore {
 
     /// Merges a delta checked beforehand (see `check`).
     package func merge(_ checked: CheckedDelta) async throws(StoreError) -> MergeResult {
+        try await merge(checked, keeping: [])
+    }
+
+    /// Merges a delta checked beforehand, and keeps `heads` (the verified heads of its signed
+    /// ranges) in the transaction that counts its coverage: a crash between the two would leave
+    /// a version vector past the verified head, and every later range would look like a gap.
+    func merge(_ checked: CheckedDelta, keeping heads: [KeptHead]) async throws(StoreError) -> MergeResult {
         let (hasher, queue, apps) = (hasher, localWrites, apps)
         // Which rows changed the replica, by index: the writer copies no rows.
         var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
@@ -45,7 +52,8 @@ extension ReplicaStore {
                         try apps.capture.with(.merging) {
                             try db.inTransaction {
                                 part = try Self.merge(
-                                    share, of: checked, db: db, hasher: hasher, apps: apps, localWrites: queue, taken: &taken)
+                                    share, of: checked, keeping: heads, db: db, hasher: hasher, apps: apps, localWrites: queue,
+                                    taken: &taken)
                                 return .commit
                             }
                         }
@@ -104,7 +112,8 @@ extension ReplicaStore {
 
     /// Merges one transaction's share of a delta, taking waiting local writes along.
     private static func merge(
-        _ share: MergePacer.Share, of checked: CheckedDelta, db: Database, hasher: ElementHasher, apps: AppTableAccess,
+        _ share: MergePacer.Share, of checked: CheckedDelta, keeping heads: [KeptHead], db: Database, hasher: ElementHasher,
+        apps: AppTableAccess,
         localWrites: LocalWriteQueue, taken: inout TakenWrites
     ) throws -> MergedShare {
         let delta = checked.delta
@@ -150,14 +159,18 @@ extension ReplicaStore {
         }
         // Writes that came meanwhile go out with this commit too.
         try taken.take(from: localWrites, into: &context)
+        var counted: [KeptHead] = []
         if share.isLast && merged.entriesMerged + merged.preferencesMerged + merged.changesMerged == share.rows {
             // What the sender says lost must have lost here, with everything merged, before a
             // range's coverage counts (see `unheldLosses`).
             let unheld = try context.unheldLosses(of: delta)
             merged.uncounted = unheld
             try context.advance(by: unheld.isEmpty ? delta.coverage : delta.coverage.filter { !unheld.contains($0.replica) })
+            counted = heads.filter { !unheld.contains($0.range.replica) }
         }
         try context.save()
+        // In the transaction that counted the coverage (saved just above).
+        for head in counted { try keep(head, db: db) }
         return merged
     }
 

@@ -273,6 +273,55 @@ struct ClusterTests {
     /// but never contacts them and gets none of their data. Along the way: three nodes asking for
     /// the same instance name all get one (Avahi's alternatives), and an avahi-daemon that stops and
     /// comes back leaves sync running and is used again.
+    /// A member that alters, forges or claims without rows another device's entries while it
+    /// relays them (`lansync-tamper-relay`, a real agent whose sessions rewrite each delta) is
+    /// refused: the receiver merges nothing of the delta, says so, and ends the connection; the
+    /// true entries still reach it over an honest path. Node 3 reaches node 1 only through the
+    /// relay on node 2 (static peers, no mDNS), then directly.
+    @Test func aRelayThatTampersIsRefusedAndTheTruthStillArrives() async throws {
+        let cluster = Cluster(prefix: "lsx3")
+        defer { cluster.down() }
+        let relay = URL(fileURLWithPath: CLI.executable).deletingLastPathComponent().appendingPathComponent("lansync-tamper-relay").path
+        try await cluster.ok("up", "3")
+        for node in 1...3 { try await cluster.lansync(node, "init", "--name", "node\(node)") }
+        try await cluster.lansync(1, "group", "create")
+        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        try await cluster.lansync(2, "group", "join", code)
+        try await cluster.lansync(3, "group", "join", code)
+        try await cluster.ok("start", "1", "--no-mdns")
+        var written = 0
+        var refusals = 0
+        for mode in ["alter", "forge", "claim"] {
+            for index in 0..<5 { try await cluster.lansync(1, "log", "append", "taps", #"{"mode":"\#(mode)","n":\#(index)}"#) }
+            written += 5
+            // The relay takes node 1's entries honestly (it checks what it receives like anyone).
+            let started = try await cluster.run(
+                ["start", "2", "--no-mdns", "--peer", "10.47.0.1:7741"], environment: ["LANSYNC_BIN": relay, "LANSYNC_TAMPER": mode])
+            #expect(started.status == 0, "\(started.output)")
+            try await cluster.ok("wait-sync", "1", "2", "--timeout", "60")
+            // Node 3 hears node 1's new entries only through the relay, which tampers with them.
+            try await cluster.ok("start", "3", "--no-mdns", "--peer", "10.47.0.2:7741")
+            let refused = await eventually(within: 30) {
+                cluster.agentLog(3).components(separatedBy: "refused a delta from the peer").count - 1 > refusals
+            }
+            #expect(refused, "\(mode): node 3 refuses the tampered delta; its log:\n\(cluster.agentLog(3).suffix(2_000))")
+            #expect(cluster.agentLog(2).contains("tampered with a delta"), "\(mode): the relay did tamper")
+            refusals = cluster.agentLog(3).components(separatedBy: "refused a delta from the peer").count - 1
+            #expect(try await cluster.status(3)["entries"] as? Int == written - 5, "\(mode): nothing of the tampered range is merged")
+            let line = cluster.agentLog(3).split(separator: "\n").last { $0.contains("refused a delta from the peer") } ?? ""
+            print("scenario: tampering relay (\(mode)): node 3 refused it: \(line.split(separator: "error=").last?.prefix(160) ?? "")")
+            try await cluster.ok("stop", "3")
+            try await cluster.ok("stop", "2")
+            // The honest path: node 1 itself.
+            try await cluster.ok("start", "3", "--no-mdns", "--peer", "10.47.0.1:7741")
+            let start = ContinuousClock.now
+            try await cluster.ok("wait-sync", "1", "3", "--timeout", "60")
+            print("scenario: tampering relay (\(mode)): the true entries reached node 3 from node 1 in \(ContinuousClock.now - start)")
+            #expect(try await cluster.status(3)["entries"] as? Int == written)
+            try await cluster.ok("stop", "3")
+        }
+    }
+
     @Test func nodesOfOneGroupFindEachOtherByMDNSAloneAndStrangersGetNothing() async throws {
         let cluster = Cluster(prefix: "lst4")
         defer { cluster.down() }
