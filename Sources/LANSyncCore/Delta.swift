@@ -140,6 +140,23 @@ package struct Delta: Hashable, Sendable {
         return leaves
     }
 
+    /// The same leaves, per replica in counter order (`ChangeLeaves`): what a receiver walks
+    /// along each range, without a hash table of dots.
+    package func changeLeaves(hasher: ElementHasher, entryHashes: [[UInt8]]? = nil) -> ChangeLeaves {
+        var leaves = ChangeLeaves()
+        var buffer = [UInt8]()
+        for index in entries.indices {
+            leaves.add(entries[index].dot, entryHashes?[index] ?? hasher.hash(entries[index], reusing: &buffer))
+        }
+        for write in preferences { leaves.add(write.dot, ChangeLeaf.preference(write, hasher: hasher)) }
+        for stub in preferenceStubs { leaves.add(stub.dot, ChangeLeaf.preference(stub, hasher: hasher)) }
+        for change in rows {
+            if let leaf = change.leaf(lost: lostCells[change.dot] ?? [], hasher: hasher, reusing: &buffer) { leaves.add(change.dot, leaf) }
+        }
+        leaves.sort()
+        return leaves
+    }
+
     /// Checks only the shape of a leaf's input (the hash itself is the caller's business).
     private static let shapeOnly = ElementHasher { _ in [UInt8](repeating: 0, count: ChainHead.hashByteCount) }
 

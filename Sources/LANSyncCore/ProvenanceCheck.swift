@@ -89,6 +89,13 @@ package struct ProvenanceCheck: Sendable {
     package func check(
         _ ranges: [Range], verified: [ReplicaID: ChainHead], keys: [ReplicaID: [UInt8]], leaves: [Dot: [UInt8]]
     ) -> Result<[Verdict], Problem> {
+        check(ranges, verified: verified, keys: keys, leaves: ChangeLeaves(leaves))
+    }
+
+    /// The same, with the leaves per replica in counter order (`Delta.changeLeaves`).
+    package func check(
+        _ ranges: [Range], verified: [ReplicaID: ChainHead], keys: [ReplicaID: [UInt8]], leaves: ChangeLeaves
+    ) -> Result<[Verdict], Problem> {
         var verified = verified
         var verdicts: [Verdict] = []
         verdicts.reserveCapacity(ranges.count)
@@ -120,8 +127,15 @@ package struct ProvenanceCheck: Sendable {
             rangeLeaves.reserveCapacity(Int(range.through - from.counter))
             // A counter the delta carries no change of takes the "none" leaf: if the replica made
             // a change there, the hash is not the one it signed.
+            let carried = leaves.of(replica)
+            var next = carried.partitioningIndex { $0.counter > from.counter }
             for counter in (from.counter + 1)...range.through {
-                rangeLeaves.append(leaves[Dot(replica: replica, counter: counter)] ?? ChangeLeaf.none(replica: replica, counter: counter, hasher: hasher))
+                if next < carried.count, carried[next].counter == counter {
+                    rangeLeaves.append(carried[next].leaf)
+                    next += 1
+                } else {
+                    rangeLeaves.append(ChangeLeaf.none(replica: replica, counter: counter, hasher: hasher))
+                }
             }
             // The head the leaves lead to; the signature says whether the replica signed it.
             let head = from.extended(by: rangeLeaves, hasher: hasher)
@@ -132,5 +146,43 @@ package struct ProvenanceCheck: Sendable {
             verdicts.append(.verified(head))
         }
         return .success(verdicts)
+    }
+}
+
+/// The leaves of the changes a delta carries, per replica in counter order: a receiver walks
+/// them along each range it checks (`ProvenanceCheck`). Two changes under one dot cannot both be
+/// right; the first added is kept (the delta's check refuses such a delta anyway).
+package struct ChangeLeaves: Sendable {
+    private var byReplica: [ReplicaID: [(counter: UInt64, leaf: [UInt8])]] = [:]
+
+    package init() {}
+
+    package init(_ leaves: [Dot: [UInt8]]) {
+        for (dot, leaf) in leaves { add(dot, leaf) }
+        sort()
+    }
+
+    mutating func add(_ dot: Dot, _ leaf: [UInt8]) { byReplica[dot.replica, default: []].append((dot.counter, leaf)) }
+
+    /// Puts each replica's leaves in counter order (they mostly come so: cheap then).
+    mutating func sort() {
+        for replica in byReplica.keys {
+            byReplica[replica]!.sort { $0.counter < $1.counter }
+        }
+    }
+
+    /// `replica`'s leaves in counter order.
+    func of(_ replica: ReplicaID) -> [(counter: UInt64, leaf: [UInt8])] { byReplica[replica] ?? [] }
+}
+
+extension Array {
+    /// The first index whose element satisfies `isAbove` (all later ones must too): a binary search.
+    func partitioningIndex(where isAbove: (Element) -> Bool) -> Int {
+        var (low, high) = (0, count)
+        while low < high {
+            let middle = (low + high) / 2
+            if isAbove(self[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
     }
 }

@@ -149,7 +149,15 @@ extension ReplicaStore {
     }
 
     static func signedRange(of replica: ReplicaID, number: Int64, after from: UInt64, through: UInt64, db: Database) throws -> Delta {
-        var delta = try RangeContents.read(number: number, from: from, through: through, db: db).delta
+        try signedRange(of: replica, number: number, after: from, through: through, holding: RangeContents.read(number: number, from: from, through: through, db: db), db: db)
+    }
+
+    /// The range `(from, through]` of `replica` made of `contents` (read beforehand), with its
+    /// signature, genesis and record.
+    static func signedRange(
+        of replica: ReplicaID, number: Int64, after from: UInt64, through: UInt64, holding contents: RangeContents, db: Database
+    ) throws -> Delta {
+        var delta = contents.delta
         let signature = try Data.fetchOne(
             db,
             sql: """
@@ -157,14 +165,15 @@ extension ReplicaStore {
                 UNION ALL SELECT signature FROM chain_heads WHERE replica = ? AND counter = ? AND signature IS NOT NULL
                 """,
             arguments: [DotKey.key(number: number, counter: through), number, Int64(through)])
-        // The replica's latest genesis at or below the range's end, when the range starts at or below it.
+        // The replica's latest genesis at or below the range's end, when the range starts at or
+        // below it (so only the points of the range itself are looked at).
         let genesis = try Row.fetchOne(
             db,
             sql: """
                 SELECT dot, signature FROM chain_points WHERE dot >= ? AND dot <= ? AND hash = zeroblob(32) AND signature IS NOT NULL
                 ORDER BY dot DESC LIMIT 1
                 """,
-            arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: through)]
+            arguments: [DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through)]
         ).map { ProvenanceCheck.Genesis(counter: DotKey.counter($0[0]), signature: [UInt8]($0[1] as Data)) }
         // The replica's record, when the range starts below it: a receiver may not hold it yet.
         let record = try Row.fetchOne(
@@ -180,13 +189,14 @@ extension ReplicaStore {
     /// One bounded batch of what a replica covering `known` lacks, in signed ranges (version 4's
     /// `delta(since:)`): for each replica, one range from what `known` covers up to a counter
     /// where this replica holds the replica's signed head, never past `bound`. A range ends at a
-    /// signed point, so a batch takes at least one stretch between points even past `maxRows` or
-    /// `maxBytes` (at most 256 changes or 1 MiB, see `OwnChain`), then stops before the next that
-    /// would pass either: one batch always fits in one wire message. A receiver keeps the head a
-    /// range ends at, so a relay's ranges are at most the batches it received. Empty when nothing
-    /// signed is left to send. One read transaction.
+    /// signed point: the batch takes whole stretches between points (at most 256 changes or about
+    /// 1 MiB each, see `OwnChain`), read once each, until it holds `maxRows` changes or `maxBytes`
+    /// bytes, so it passes them by at most one stretch: with the defaults, at most 2,256 changes
+    /// and about 3 MiB, within one wire message. A receiver keeps the head a range ends at, so a
+    /// relay's ranges are at most the batches it received. Empty when nothing signed is left to
+    /// send. One read transaction.
     package func signedDelta(
-        since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int, maxBytes: Int = 2 << 20
+        since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int, maxBytes: Int = 1 << 20
     ) throws(StoreError) -> Delta {
         try Self.database {
             try writer.read { db in
@@ -194,31 +204,40 @@ extension ReplicaStore {
                 var rows = 0
                 var bytes = 0
                 for (replica, number, points) in try Self.signedPoints(above: known, upTo: bound, limit: maxRows + 1, db) {
+                    guard rows < maxRows, bytes < maxBytes else { break }
                     let from = known[replica]
-                    // The furthest point whose stretch still fits (or the first, when none does).
-                    var through: UInt64?
-                    var taken = (rows: 0, bytes: 0)
+                    // Most batches are read in one go: up to the first point whose counters (an
+                    // upper bound on its changes) reach the rows left. Only when that passes the
+                    // bytes left (large values) is it read again stretch by stretch.
+                    var through = from
                     for point in points {
-                        let stretch = try Self.changeSize(number: number, from: through ?? from, through: point, db: db)
-                        if through != nil || rows > 0,
-                            rows + taken.rows + stretch.rows > maxRows || bytes + taken.bytes + stretch.bytes > maxBytes
-                        {
-                            break
-                        }
                         through = point
-                        taken = (taken.rows + stretch.rows, taken.bytes + stretch.bytes)
+                        if point - from >= UInt64(maxRows - rows) { break }
                     }
-                    guard let through else { continue }
-                    let range = try Self.signedRange(of: replica, number: number, after: from, through: through, db: db)
+                    guard through > from else { continue }
+                    var contents = try RangeContents.read(number: number, from: from, through: through, db: db)
+                    if bytes + contents.byteEstimate <= maxBytes || through == points[0] {
+                        rows += contents.count
+                        bytes += contents.byteEstimate
+                    } else {
+                        let end = through
+                        (through, contents) = (from, RangeContents())
+                        for point in points where point <= end {
+                            guard rows < maxRows, bytes < maxBytes else { break }
+                            let stretch = try RangeContents.read(number: number, from: through, through: point, db: db)
+                            contents.append(stretch)
+                            rows += stretch.count
+                            bytes += stretch.byteEstimate
+                            through = point
+                        }
+                    }
+                    let range = try Self.signedRange(of: replica, number: number, after: from, through: through, holding: contents, db: db)
                     delta.entries += range.entries
                     delta.preferences += range.preferences
                     delta.preferenceStubs += range.preferenceStubs
                     delta.rows += range.rows
                     delta.lostCells.merge(range.lostCells) { first, _ in first }
                     delta.coverage += range.coverage
-                    rows += taken.rows
-                    bytes += taken.bytes
-                    if rows >= maxRows || bytes >= maxBytes { break }
                 }
                 return delta
             }
@@ -248,31 +267,6 @@ extension ReplicaStore {
             found.append((replica, number, points))
         }
         return found.sorted { $0.0 < $1.0 }
-    }
-
-    /// How many changes (and stubs) of replica `number` in `(from, through]` this replica holds,
-    /// and about how many bytes they take on the wire (an app-table change counts its row's
-    /// whole state: an upper bound).
-    static func changeSize(number: Int64, from: UInt64, through: UInt64, db: Database) throws -> (rows: Int, bytes: Int) {
-        let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
-        var size = (rows: 0, bytes: 0)
-        let sums = [
-            "SELECT count(*), total(length(CAST(payload AS BLOB)) + length(CAST(id AS BLOB)) + 64) FROM entries WHERE dot > ? AND dot <= ?",
-            "SELECT count(*), total(length(CAST(payload AS BLOB)) + length(CAST(id AS BLOB)) + 64) FROM entry_stubs WHERE dot > ? AND dot <= ?",
-            "SELECT count(*), total(coalesce(length(CAST(value AS BLOB)), 0) + length(CAST(key AS BLOB)) + 64) FROM preferences WHERE dot > ? AND dot <= ?",
-            "SELECT count(*), total(length(CAST(key AS BLOB)) + 96) FROM preference_stubs WHERE dot > ? AND dot <= ?",
-            """
-            SELECT count(*), total(length(r.state) + coalesce(length(o.stub), 0) + 32)
-            FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key WHERE o.dot > ? AND o.dot <= ?
-            """,
-            "SELECT count(*), total(length(stub) + length(key) + 32) FROM row_stubs WHERE dot > ? AND dot <= ?",
-        ]
-        for sql in sums {
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [lower, upper]) else { continue }
-            size.rows += row[0] as Int
-            size.bytes += Int(row[1] as Double)
-        }
-        return size
     }
 
     /// The leaves of the changes numbered `(from, through]` of replica `number`, with about how
@@ -374,11 +368,28 @@ struct RangeContents {
 
     var count: Int { entries.count + preferences.count + preferenceStubs.count + rows.count }
 
+    /// About how many bytes these changes take on the wire.
+    var byteEstimate: Int {
+        entries.reduce(0) { $0 + $1.byteEstimate } + preferences.reduce(0) { $0 + $1.byteEstimate }
+            + preferenceStubs.reduce(0) { $0 + $1.key.utf8.count + 96 }
+            + rows.reduce(0) { $0 + $1.change.byteEstimate + $1.lost.reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 } }
+    }
+
+    /// Adds the changes of the stretch that follows.
+    mutating func append(_ other: RangeContents) {
+        entries += other.entries
+        preferences += other.preferences
+        preferenceStubs += other.preferenceStubs
+        rows += other.rows
+    }
+
     var delta: Delta {
         var lostCells: [Dot: [RowChange.LostCell]] = [:]
         for row in rows where !row.lost.isEmpty { lostCells[row.change.dot] = row.lost }
+        // Entries come in counter order unless losing ones (`entry_stubs`) were read too.
+        let inOrder = entries.indices.dropFirst().allSatisfy { entries[$0 - 1].dot.counter < entries[$0].dot.counter }
         return Delta(
-            entries: entries.sorted { $0.dot.counter < $1.dot.counter }, preferences: preferences,
+            entries: inOrder ? entries : entries.sorted { $0.dot.counter < $1.dot.counter }, preferences: preferences,
             rows: rows.map(\.change).sorted { $0.dot.counter < $1.dot.counter }, preferenceStubs: preferenceStubs, lostCells: lostCells)
     }
 
@@ -480,7 +491,7 @@ extension ReplicaStore {
         }
         let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
         let verdicts: [ProvenanceCheck.Verdict]
-        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: delta.leaves(hasher: hasher, entryHashes: checked.entryHashes)) {
+        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)) {
         case .failure(let problem): throw StoreError(.invalidDelta, "rejected a delta: \(problem)")
         case .success(let found): verdicts = found
         }

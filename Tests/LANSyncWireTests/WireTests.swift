@@ -313,12 +313,24 @@ import Testing
             "json": Array("{\"symbol_id\":12,\"grid\":[2,3],\"label\":\"more\"}".utf8),
             "compressed": WireMessage.delta(s.deltas.last!).wireBytes(),
             "delta-rows": WireMessage.delta(DeltaCodingTests.rowDelta(Array(0..<24).map { $0 * 37 })).encoded(),
-            // A version-4 delta body (no message type: the fuzzer decodes it as such on its own).
+            // Signatures, geneses, a replica record, preference stubs and lost cells.
             "delta-signed": {
-                var writer = ByteWriter(capacity: 256)
-                DeltaCoding.encode(DeltaCodingTests.signedDelta(Array(0..<12).map { $0 * 3 }), into: &writer, signed: true)
-                return writer.bytes
+                var delta = DeltaCodingTests.signedDelta(Array(0..<12).map { $0 * 3 })
+                delta.coverage[0].record = #"{"device_id":"AEAQCAI-BAEAQCA-AIBAEAQ-CAIBAEC","signature":"c2ln","signing_key":"00"}"#
+                return WireMessage.delta(delta).encoded()
             }(),
+            "push": {
+                var encoder = EntryPushEncoder()
+                let entry = Entry(
+                    id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b", stream: "symbol_taps", originDevice: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!,
+                    dot: Dot(replica: ReplicaID(high: 1, low: 2), counter: 5), hlc: HybridTimestamp(rawValue: 1 << 40), wallMilliseconds: 1 << 24,
+                    payload: #"{"symbol_id":12}"#)
+                return WireMessage.push(encoder.push(entry, signature: testSignature, digestImplied: true)!).encoded()
+            }(),
+            "resend": WireMessage.resend(ReplicaID(high: 1, low: 2), after: 300).encoded(),
+            "records": WireMessage.records([PreferenceWrite(
+                key: "lansync/seen/a/b", value: "{}", originDevice: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!,
+                dot: Dot(replica: ReplicaID(high: 1, low: 2), counter: 3), hlc: HybridTimestamp(rawValue: 1 << 40), wallMilliseconds: 1 << 24)]).encoded(),
             "row-push": {
                 var encoder = RowPushEncoder()
                 let change = RowPushTests.update(
