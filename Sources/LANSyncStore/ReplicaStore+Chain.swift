@@ -203,7 +203,7 @@ extension ReplicaStore {
                 var delta = Delta()
                 var rows = 0
                 var bytes = 0
-                for (replica, number, points) in try Self.signedPoints(above: known, upTo: bound, limit: maxRows + 1, db) {
+                for (replica, number, points) in try Self.signedPoints(above: known, upTo: bound, limit: Self.pointsPerBatch, db) {
                     guard rows < maxRows, bytes < maxBytes else { break }
                     let from = known[replica]
                     // Most batches are read in one go: up to the first point whose counters (an
@@ -243,6 +243,11 @@ extension ReplicaStore {
             }
         }
     }
+
+    /// The most points a batch looks at per replica: points are at most 256 counters apart at
+    /// their origin, so 64 of them span more than a batch's rows; where values are large, the
+    /// 1 MiB points come closer, but then the batch's bytes end it first.
+    static let pointsPerBatch = 64
 
     /// Per replica whose signed head this replica holds above `known`, the counters in
     /// `(known, bound]` where it holds one of its signed heads (points, geneses and the latest
