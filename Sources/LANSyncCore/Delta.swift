@@ -145,9 +145,19 @@ package struct Delta: Hashable, Sendable {
     package func changeLeaves(hasher: ElementHasher, entryHashes: [[UInt8]]? = nil) -> ChangeLeaves {
         var leaves = ChangeLeaves()
         var buffer = [UInt8]()
+        // Entries come grouped by replica: each group goes in at once.
+        var group: (replica: ReplicaID, leaves: [(counter: UInt64, leaf: [UInt8])])?
         for index in entries.indices {
-            leaves.add(entries[index].dot, entryHashes?[index] ?? hasher.hash(entries[index], reusing: &buffer))
+            let dot = entries[index].dot
+            let leaf = entryHashes?[index] ?? hasher.hash(entries[index], reusing: &buffer)
+            if group?.replica != dot.replica {
+                if let group { leaves.add(group.replica, group.leaves) }
+                group = (dot.replica, [])
+                group!.leaves.reserveCapacity(entries.count - index)
+            }
+            group!.leaves.append((dot.counter, leaf))
         }
+        if let group { leaves.add(group.replica, group.leaves) }
         for write in preferences { leaves.add(write.dot, ChangeLeaf.preference(write, hasher: hasher)) }
         for stub in preferenceStubs { leaves.add(stub.dot, ChangeLeaf.preference(stub, hasher: hasher)) }
         for change in rows {

@@ -49,12 +49,17 @@ package struct ProvenanceCheck: Sendable {
         case badGenesis(ReplicaID, counter: UInt64)
         /// The range failed the chain check.
         case chain(ReplicaID, ChainVerifier.Problem)
+        /// The range asks for more counters without a change than anyone may claim
+        /// (`maxCountersWithoutChange`): checking it would cost a hash each.
+        case tooManyWithoutChange(ReplicaID, count: UInt64)
 
         package var description: String {
             switch self {
             case .emptyRange(let replica, let from, let through): "replica \(replica)'s range (\(from), \(through)] is empty"
             case .badGenesis(let replica, let counter): "replica \(replica)'s genesis at \(counter) is not one it signed"
             case .chain(let replica, let problem): "replica \(replica): \(problem)"
+            case .tooManyWithoutChange(let replica, let count):
+                "replica \(replica)'s range leaves \(count) counters without a change (at most \(ProvenanceCheck.maxCountersWithoutChange))"
             }
         }
     }
@@ -73,6 +78,11 @@ package struct ProvenanceCheck: Sendable {
         /// rows are not merged, and the range is asked for again once the key is known.
         case keyUnknown
     }
+
+    /// The most counters of one range that may carry no change (each takes the "none" leaf, one
+    /// hash to check): only counters a version-3 peer once claimed without rows do, so an honest
+    /// range has few; a hostile one cannot make the receiver hash for long.
+    package static let maxCountersWithoutChange: UInt64 = 65_536
 
     let hasher: ElementHasher
     let signatureIsValid: @Sendable (SignedHead, _ key: [UInt8]) -> Bool
@@ -123,22 +133,31 @@ package struct ProvenanceCheck: Sendable {
                 verdicts.append(.known)
                 continue
             }
-            var rangeLeaves: [[UInt8]] = []
-            rangeLeaves.reserveCapacity(Int(range.through - from.counter))
             // A counter the delta carries no change of takes the "none" leaf: if the replica made
             // a change there, the hash is not the one it signed.
             let carried = leaves.of(replica)
-            var next = carried.partitioningIndex { $0.counter > from.counter }
+            let first = carried.partitioningIndex { $0.counter > from.counter }
+            let inRange = carried[first...].prefix { $0.counter <= range.through }.count
+            let missing = range.through - from.counter - UInt64(inRange)
+            guard missing <= Self.maxCountersWithoutChange else { return .failure(.tooManyWithoutChange(replica, count: missing)) }
+            // The head the leaves lead to (one buffer for every step); the signature says
+            // whether the replica signed it.
+            var hash = from.hash
+            var input = [UInt8]()
+            input.reserveCapacity(2 * ChainHead.hashByteCount)
+            var next = first
             for counter in (from.counter + 1)...range.through {
+                input.removeAll(keepingCapacity: true)
+                input.append(contentsOf: hash)
                 if next < carried.count, carried[next].counter == counter {
-                    rangeLeaves.append(carried[next].leaf)
+                    input.append(contentsOf: carried[next].leaf)
                     next += 1
                 } else {
-                    rangeLeaves.append(ChangeLeaf.none(replica: replica, counter: counter, hasher: hasher))
+                    input.append(contentsOf: ChangeLeaf.none(replica: replica, counter: counter, hasher: hasher))
                 }
+                hash = hasher.hash(input)
             }
-            // The head the leaves lead to; the signature says whether the replica signed it.
-            let head = from.extended(by: rangeLeaves, hasher: hasher)
+            let head = ChainHead(replica: replica, counter: range.through, hash: hash)
             guard signatureIsValid(SignedHead(head: head, signature: range.signature), key) else {
                 return .failure(.chain(replica, .badSignature(counter: range.through)))
             }
@@ -163,6 +182,12 @@ package struct ChangeLeaves: Sendable {
     }
 
     mutating func add(_ dot: Dot, _ leaf: [UInt8]) { byReplica[dot.replica, default: []].append((dot.counter, leaf)) }
+
+    /// Adds the leaves of one replica's changes at once (a delta's entries come grouped so).
+    mutating func add(_ replica: ReplicaID, _ leaves: [(counter: UInt64, leaf: [UInt8])]) {
+        guard !leaves.isEmpty else { return }
+        if byReplica[replica] == nil { byReplica[replica] = leaves } else { byReplica[replica]!.append(contentsOf: leaves) }
+    }
 
     /// Puts each replica's leaves in counter order (they mostly come so: cheap then).
     mutating func sort() {

@@ -135,6 +135,9 @@ import Testing
             verified: [:], keys: origin.keys, leaves: leaves) == .failure(.badGenesis(Self.replica, counter: 11)))
         #expect(Self.check.check([.init(replica: Self.replica, from: 3, through: 3, signature: honest.signature)],
             verified: [:], keys: origin.keys, leaves: leaves) == .failure(.emptyRange(Self.replica, from: 3, through: 3)))
+        // Coverage of a vast range without changes is refused before any hashing.
+        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 1 << 39, signature: honest.signature, genesis: origin.genesis(at: 0))],
+            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.tooManyWithoutChange(Self.replica, count: (1 << 39) - 10)))
         // No key known for the replica yet: left for later, whatever it carries, and the range
         // after it of a replica whose key is known is still checked.
         #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: forged, genesis: origin.genesis(at: 0))],
