@@ -167,9 +167,9 @@ actor SyncSession {
     private func checked(_ delta: Delta) async -> CheckedDelta? {
         do {
             if delta.entries.count + delta.preferences.count + delta.rows.count < Self.rowsCheckedInline {
-                return try ReplicaStore.check(delta)
+                return try ReplicaStore.check(delta, signed: true)
             }
-            return try await BulkWork.run { try ReplicaStore.check(delta) }
+            return try await BulkWork.run { try ReplicaStore.check(delta, signed: true) }
         } catch let error as StoreError {
             finish(machine.mergeFailed(error.message, clockSkew: false))
         } catch {

@@ -7,10 +7,14 @@ package struct CheckedDelta: Sendable {
     package let delta: Delta
     /// `delta.entries[i]`'s hash at index `i` (also its leaf in its replica's `ChainHead` chain).
     package let entryHashes: [[UInt8]]
+    /// The leaf of every change it carries (`Delta.changeLeaves`), when the check was asked for
+    /// them (`check(_:signed:)`): computed with the rest, off the merge's path.
+    let leaves: ChangeLeaves?
 
-    init(delta: Delta, entryHashes: [[UInt8]]) {
+    init(delta: Delta, entryHashes: [[UInt8]], leaves: ChangeLeaves? = nil) {
         precondition(entryHashes.count == delta.entries.count, "one hash per entry")
         self.delta = delta
         self.entryHashes = entryHashes
+        self.leaves = leaves
     }
 }

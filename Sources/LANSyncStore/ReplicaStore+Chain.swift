@@ -481,7 +481,7 @@ extension ReplicaStore {
     /// After the merge, the heads of the ranges that counted are kept, signatures and geneses
     /// included, so that this replica can send those ranges on, verifiably, as it got them.
     package func mergeSigned(_ delta: Delta, keys: [ReplicaID: [UInt8]]) async throws(StoreError) -> MergeResult {
-        try await mergeSigned(Self.check(delta), keys: keys)
+        try await mergeSigned(Self.check(delta, signed: true), keys: keys)
     }
 
     /// `mergeSigned` of a delta checked beforehand (`check`, which a session runs on another thread).
@@ -496,7 +496,7 @@ extension ReplicaStore {
         }
         let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
         let verdicts: [ProvenanceCheck.Verdict]
-        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)) {
+        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: checked.leaves ?? delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)) {
         case .failure(let problem): throw StoreError(.invalidDelta, "rejected a delta: \(problem)")
         case .success(let found): verdicts = found
         }

@@ -86,7 +86,10 @@ extension ReplicaStore {
     /// Checks a delta from another replica (see `Delta.problem()`) and hashes its entries: the
     /// part of a merge that needs no database, so a receiver can run it on any thread while the
     /// batch before is being written. Rejects the delta whole when anything is wrong.
-    package static func check(_ delta: Delta) throws(StoreError) -> CheckedDelta {
+    /// With `signed`, also computes the leaf of every change (for `mergeSigned`): a session runs
+    /// the check on another thread while the batch before is merged, so the leaves cost the
+    /// merge nothing.
+    package static func check(_ delta: Delta, signed: Bool = false) throws(StoreError) -> CheckedDelta {
         if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
         // One buffer for every entry's canonical bytes, and entries read in place by index.
         var hashes = [[UInt8]]()
@@ -94,7 +97,7 @@ extension ReplicaStore {
         let hasher = elementHasher
         var buffer = [UInt8]()
         for index in delta.entries.indices { hashes.append(hasher.hash(delta.entries[index], reusing: &buffer)) }
-        return CheckedDelta(delta: delta, entryHashes: hashes)
+        return CheckedDelta(delta: delta, entryHashes: hashes, leaves: signed ? delta.changeLeaves(hasher: hasher, entryHashes: hashes) : nil)
     }
 
     /// What one merge transaction did with its share: how far it got (it stops early once a local

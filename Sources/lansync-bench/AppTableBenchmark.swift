@@ -89,7 +89,7 @@ struct AppTableBenchmark {
         var batches = [Delta]()
         var known = VersionVector()
         while true {
-            let next = try node.store.delta(since: known, maxRows: 2_000)
+            let next = try node.store.signedDelta(since: known, maxRows: 2_000)
             if next.isEmpty { return batches }
             known.advance(by: next.coverage)
             batches.append(next)
@@ -110,10 +110,12 @@ struct AppTableBenchmark {
                 print(String(format: "chain %.0f rows/s", Double(rows) / (ContinuousClock.now - chainStart).seconds))
             }
             guard CommandLine.arguments.contains("merge") else { continue }
+            try await node.store.extendOwnChain()
             let batches = try Self.deltas(of: node)
+            let keys = [node.replicaID: node.identity.signingKey.publicKey]
             let target = try freshNode()
             let mergeStart = ContinuousClock.now
-            for batch in batches { try await target.merge(batch, maxSkewMilliseconds: 60_000) }
+            for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
             print(String(format: "merge %.0f rows/s", Double(rows) / (ContinuousClock.now - mergeStart).seconds))
         }
     }
@@ -180,7 +182,7 @@ struct AppTableBenchmark {
 
         // What a one-column update puts on the wire to a connected peer: a row push, measured as
         // the second one of a session (the first defines the replica, table and column slots),
-        // and the delta a protocol-version-2 peer gets instead.
+        // and the same change as a delta. Both carry the writer's 64-byte signature (version 4).
         let store = node.store
         func summary() throws -> PeerState {
             let summary = try store.syncSummary()
@@ -194,15 +196,17 @@ struct AppTableBenchmark {
         for key in [7, 8] {
             let before = try store.versionVector()
             try await node.write { db in try db.execute(sql: "UPDATE sets SET notes = ? WHERE id = ?", arguments: [note, Self.uuid(key)]) }
-            let update = try store.delta(since: before, maxRows: 10)
+            try await store.extendOwnChain()
+            let update = try store.signedDelta(since: before, maxRows: 10)
             deltaBytes = WireMessage.delta(update).wireBytes().count + Self.frameBytes
             let message = try session.outgoing(update) { try summary().digest }
             guard case .rowPush = message else { fatalError("a one-column update did not go as a row push") }
             pushes.append(message.wireBytes().count + Self.frameBytes)
         }
-        let goal = note.utf8.count + 64
+        // Issue 13's goal (value + 64), and the 64-byte signature version 4 adds to every push.
+        let goal = note.utf8.count + 64 + 64
         print(String(format: "one-column update, encoded (frame and AEAD tag included): %d bytes for a %d-byte value as a "
-            + "row push (%d for a session's first, which defines its slots; %d as a delta to a version-2 peer)",
+            + "row push, its 64-byte signature included (%d for a session's first, which defines its slots; %d as a delta)",
             pushes[1], note.utf8.count, pushes[0], deltaBytes))
         // The same between two running agents: everything the editing side sends per update.
         var wire = NetworkBenchmark(root: root + "/tables-update", baseline: nil)
@@ -210,11 +214,15 @@ struct AppTableBenchmark {
         let sent = try await wire.tableUpdateBytes(count: rows >= 100_000 ? 200 : 50) { "strong finish, +2.\(($0 / 10) % 10)" }.sorted()
         let median = sent[sent.count / 2]
         print(String(format: "one-column update between two agents: median %d bytes sent [%d-%d] for a %d-byte value "
-            + "(everything the editing agent sent, framing included); goal <= value + 64 = %d: %@",
+            + "(everything the editing agent sent, framing included); goal <= value + 64, + 64 for the signature = %d: %@",
             median, sent[0], sent[sent.count - 1], note.utf8.count, goal, median <= goal ? "met" : "MISSED"))
 
         // Catch-up of every row into an empty peer, and the merge alone against the baseline.
         guard let source else { return }
+        // Signed ranges, as version 4 sends them: the source's chain is extended first (after its
+        // writes, as a running agent does; timed above), and each receiver checks every range.
+        try await source.store.extendOwnChain()
+        let keys = [source.replicaID: source.identity.signingKey.publicKey]
         let batches = try Self.deltas(of: source)
         var catchUps = [Double]()
         var merges = [Double]()
@@ -224,16 +232,16 @@ struct AppTableBenchmark {
             var start = clock.now
             var known = VersionVector()
             while true {
-                let next = try source.store.delta(since: known, maxRows: 2_000)
+                let next = try source.store.signedDelta(since: known, maxRows: 2_000)
                 if next.isEmpty { break }
                 known.advance(by: next.coverage)
                 guard case .delta(let received) = try WireMessage.decode(WireMessage.delta(next).wireBytes()) else { fatalError() }
-                try await target.merge(received, maxSkewMilliseconds: 60_000)
+                _ = try await target.store.mergeSigned(received, keys: keys)
             }
             catchUps.append((clock.now - start).seconds)
             let merged = try freshNode()
             start = clock.now
-            for batch in batches { try await merged.merge(batch, maxSkewMilliseconds: 60_000) }
+            for batch in batches { _ = try await merged.store.mergeSigned(batch, keys: keys) }
             merges.append(Double(rows) / (clock.now - start).seconds)
             let (mergedDigest, sourceDigest) = (try merged.status().digest, try source.status().digest)
             precondition(mergedDigest == sourceDigest, "the merged replica differs from its source")
@@ -245,7 +253,7 @@ struct AppTableBenchmark {
         let sorted = catchUps.sorted()
         print(String(format: "catch-up of %d rows into an empty peer, every step on one thread (read, encode, decode, check, "
             + "merge): median %.2f s [%.2f-%.2f]", rows, sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1]))
-        Self.compare("merge of a peer's deltas, 2,000 rows each", merges, plain, unit: "rows/s", goal: 0.5)
+        Self.compare("merge of a peer's signed deltas, 2,000 rows each, each range checked", merges, plain, unit: "rows/s", goal: 0.5)
         // The same catch-up between two agents on loopback: the sender reads and encodes while the
         // receiver decodes, checks and merges, as two machines would.
         var network = NetworkBenchmark(root: root + "/tables-net", baseline: nil)

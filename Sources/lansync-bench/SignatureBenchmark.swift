@@ -104,7 +104,7 @@ enum SignatureBenchmark {
                 var reader = ByteReader(writer.bytes)
                 received = try DeltaCoding.decode(from: &reader, signed: false)
             }
-            let checked = try ReplicaStore.check(received)
+            let checked = try ReplicaStore.check(received, signed: signed)
             let result = signed ? try await target.mergeSigned(checked, keys: keys) : try await target.merge(checked)
             precondition(result.rangesNotTaken.isEmpty, "every range of the benchmark's own catch-up is taken")
         }
