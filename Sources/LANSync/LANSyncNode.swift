@@ -1,5 +1,6 @@
 import Foundation
 public import LANSyncCore
+import Synchronization
 public import LANSyncIdentity
 public import LANSyncStore
 
@@ -15,6 +16,10 @@ public final class LANSyncNode: Sendable {
     package let store: ReplicaStore
     package let clock: NodeClock
     let feed = ChangeFeed()
+    /// The replicas' signing keys the records held here name, with the fingerprint of the records
+    /// they were derived from (`replicaSigningKeys`): every merge of a peer's delta asks, and
+    /// deriving them checks signatures.
+    let signingKeyCache = Mutex<(fingerprint: [Int64], keys: [ReplicaID: [UInt8]], pinned: [String: String])?>(nil)
 
     public var deviceID: DeviceID { identity.deviceID }
     package var replicaID: ReplicaID { store.replica }

@@ -66,15 +66,31 @@ extension LANSyncNode {
     /// merges, and those its ranges carry for their replica's key alone (a range that starts
     /// below its replica's record, which the receiver may not hold yet).
     package func replicaSigningKeys(alsoIn delta: Delta? = nil) throws(LANSyncError) -> [ReplicaID: [UInt8]] {
-        let pinned = Dictionary(
-            try members().compactMap { member in member.signingKey.map { (member.deviceID.lowercased(), $0.lowercased()) } },
-            uniquingKeysWith: { first, _ in first })
-        var keys: [ReplicaID: [UInt8]] = [:]
-        var candidates: [(key: String, json: String?)] = try records().map { ($0.key, $0.value) }
-        if let delta {
-            candidates += delta.preferences.map { ($0.key, $0.value) }
-            candidates += delta.coverage.compactMap { range in range.record.map { (MemberKeys.replica(range.replica), $0) } }
+        // What the records held here say, derived again only when they changed.
+        let fingerprint: [Int64]
+        do { fingerprint = try store.fingerprint(ofPreferencesWithPrefix: MemberKeys.prefix) } catch { throw Self.translate(error) }
+        var (keys, pinned): ([ReplicaID: [UInt8]], [String: String])
+        if let cached = signingKeyCache.withLock({ $0 }), cached.fingerprint == fingerprint {
+            (keys, pinned) = (cached.keys, cached.pinned)
+        } else {
+            pinned = Dictionary(
+                try members().compactMap { member in member.signingKey.map { (member.deviceID.lowercased(), $0.lowercased()) } },
+                uniquingKeysWith: { first, _ in first })
+            keys = Self.signingKeys(in: try records().map { ($0.key, $0.value) }, pinned: pinned)
+            let derived = (fingerprint, keys, pinned)
+            signingKeyCache.withLock { $0 = derived }
         }
+        guard let delta else { return keys }
+        var arriving: [(key: String, json: String?)] = delta.preferences.map { ($0.key, $0.value) }
+        arriving += delta.coverage.compactMap { range in range.record.map { (MemberKeys.replica(range.replica), $0) } }
+        keys.merge(Self.signingKeys(in: arriving, pinned: pinned)) { held, _ in held }
+        return keys
+    }
+
+    /// The keys that replica records among `candidates` name, where their signature holds and the
+    /// key is the one `pinned` holds for their device.
+    static func signingKeys(in candidates: [(key: String, json: String?)], pinned: [String: String]) -> [ReplicaID: [UInt8]] {
+        var keys: [ReplicaID: [UInt8]] = [:]
         for (key, json) in candidates where key.hasPrefix(MemberKeys.replicaPrefix) {
             guard let replica = ReplicaID(hex: key.dropFirst(MemberKeys.replicaPrefix.count)),
                 let json, let record = try? JSONDecoder().decode(ReplicaRecord.self, from: Data(json.utf8)),

@@ -154,6 +154,18 @@ extension ReplicaStore {
         } }
     }
 
+    /// A value that changes whenever the set of winning writes under `prefix` changes (their
+    /// count and the sum of their dots): a cache of what is derived from them stays valid while
+    /// it holds. One pass over the key index's range.
+    package func fingerprint(ofPreferencesWithPrefix prefix: String) throws(StoreError) -> [Int64] {
+        try Self.database { try writer.read { db in
+            let row = try Row.fetchOne(
+                db, sql: "SELECT count(*), total(dot), max(dot) FROM preferences WHERE key >= ? AND key < ?",
+                arguments: [prefix, Self.prefixEnd(prefix)])
+            return [row?[0] ?? 0, Int64(row?[1] as Double? ?? 0), row?[2] ?? 0]
+        } }
+    }
+
     /// A bound above every key that starts with `prefix` and below every other key after it: the
     /// prefix followed by U+10FFFF (keys are ASCII), for a range of the key index.
     private static func prefixEnd(_ prefix: String) -> String { prefix + "\u{10FFFF}" }
