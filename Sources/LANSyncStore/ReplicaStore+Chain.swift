@@ -13,7 +13,7 @@ extension ReplicaStore {
         try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return nil }
-                let row = try Row.fetchOne(db, sql: "SELECT counter, hash, signature FROM chain_heads WHERE replica = ?", arguments: [number])
+                let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, hash, signature FROM chain_heads WHERE replica = ?"), arguments: [number])
                 return row.map {
                     SignedChainPoint(
                         head: ChainHead(replica: replica, counter: UInt64($0[0] as Int64), hash: [UInt8]($0[1] as Data)),
@@ -83,11 +83,11 @@ extension ReplicaStore {
         -> SignedChainPoint?
     {
         guard let number = try Self.number(of: replica, db) else { return nil }
-        let counter = UInt64(try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number]) ?? 0)
+        let counter = UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT counter FROM replicas WHERE num = ?"), arguments: [number]) ?? 0)
         // Nothing made here yet: no chain.
         guard counter > 0 else { return nil }
         var chain = try OwnChain.load(replica: replica, number: number, db: db)
-        let stored = try Row.fetchOne(db, sql: "SELECT counter, signature FROM chain_heads WHERE replica = ?", arguments: [number])
+        let stored = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, signature FROM chain_heads WHERE replica = ?"), arguments: [number])
         let storedSignature = stored?[1] as Data?
         if chain.head.counter == counter, storedSignature != nil || signer == nil {
             // Up to date: nothing to write.
@@ -159,25 +159,25 @@ extension ReplicaStore {
     ) throws -> Delta {
         var delta = contents.delta
         let signature = try Data.fetchOne(
-            db,
-            sql: """
+            db.cachedStatement(
+                sql: """
                 SELECT signature FROM chain_points WHERE dot = ? AND signature IS NOT NULL
                 UNION ALL SELECT signature FROM chain_heads WHERE replica = ? AND counter = ? AND signature IS NOT NULL
-                """,
+                """),
             arguments: [DotKey.key(number: number, counter: through), number, Int64(through)])
         // The replica's latest genesis at or below the range's end, when the range starts at or
         // below it (so only the points of the range itself are looked at).
         let genesis = try Row.fetchOne(
-            db,
-            sql: """
+            db.cachedStatement(
+                sql: """
                 SELECT dot, signature FROM chain_points WHERE dot >= ? AND dot <= ? AND hash = zeroblob(32) AND signature IS NOT NULL
                 ORDER BY dot DESC LIMIT 1
-                """,
+                """),
             arguments: [DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through)]
         ).map { ProvenanceCheck.Genesis(counter: DotKey.counter($0[0]), signature: [UInt8]($0[1] as Data)) }
         // The replica's record, when the range starts below it: a receiver may not hold it yet.
         let record = try Row.fetchOne(
-            db, sql: "SELECT value, dot FROM preferences WHERE key = ?", arguments: [PreferenceWrite.replicaRecordPrefix + replica.description]
+            db.cachedStatement(sql: "SELECT value, dot FROM preferences WHERE key = ?"), arguments: [PreferenceWrite.replicaRecordPrefix + replica.description]
         ).flatMap { row -> String? in DotKey.counter(row[1]) > from ? row[0] : nil }
         delta.coverage = [
             .init(replica: replica, from: from, through: through, signature: signature.map { [UInt8]($0) },
@@ -257,7 +257,8 @@ extension ReplicaStore {
     {
         var found: [(ReplicaID, number: Int64, points: [UInt64])] = []
         let heads = try Row.fetchAll(
-            db, sql: "SELECT r.replica_id, h.replica, h.counter FROM chain_heads h JOIN replicas r ON r.num = h.replica WHERE h.signature IS NOT NULL")
+            db.cachedStatement(
+                sql: "SELECT r.replica_id, h.replica, h.counter FROM chain_heads h JOIN replicas r ON r.num = h.replica WHERE h.signature IS NOT NULL"))
         for row in heads {
             let replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
             let (number, head) = (row[1] as Int64, UInt64(row[2] as Int64))
@@ -304,7 +305,7 @@ extension ReplicaStore {
     }
 
     static func number(of replica: ReplicaID, _ db: Database) throws -> Int64? {
-        try Int64.fetchOne(db, sql: "SELECT num FROM replicas WHERE replica_id = ?", arguments: [Data(replica.bytes)])
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT num FROM replicas WHERE replica_id = ?"), arguments: [Data(replica.bytes)])
     }
 }
 
@@ -339,7 +340,7 @@ struct OwnChain {
     /// genesis at the counter it had reached, stored by the schema's migration: its earlier
     /// changes were written unsigned.)
     static func load(replica: ReplicaID, number: Int64, db: Database) throws -> OwnChain {
-        if let row = try Row.fetchOne(db, sql: "SELECT counter, hash, bytes_since_point FROM chain_heads WHERE replica = ?", arguments: [number]) {
+        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, hash, bytes_since_point FROM chain_heads WHERE replica = ?"), arguments: [number]) {
             let hash = [UInt8](row[1] as Data)
             return OwnChain(head: ChainHead(replica: replica, counter: UInt64(row[0] as Int64), hash: hash), bytesSincePoint: row[2])
         }
@@ -411,10 +412,10 @@ struct RangeContents {
             try select.forEachRow { columns in contents.entries.append(try RowDecoding.entry(columns, replicas: replicas, devices: &devices)) }
         }
         contents.preferences = try Row.fetchAll(
-            db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot", arguments: [lower, upper]
+            db.cachedStatement(sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot"), arguments: [lower, upper]
         ).map { try RowDecoding.preference($0, replicas: replicas) }
         contents.preferenceStubs = try Row.fetchAll(
-            db, sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ? ORDER BY dot", arguments: [lower, upper]
+            db.cachedStatement(sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ? ORDER BY dot"), arguments: [lower, upper]
         ).map {
             PreferenceStub(
                 key: $0[1], hlc: HybridTimestamp(rawValue: UInt64($0[2] as Int64)), dot: try RowDecoding.dot($0[0], replicas: replicas),
@@ -422,7 +423,7 @@ struct RangeContents {
         }
         // App-table changes: live ones rebuilt from their row's state (and their stub when a part
         // of them lost), superseded ones from their stub alone.
-        let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0] as Int64, $0[1] as String) })
+        let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_tables")).map { ($0[0] as Int64, $0[1] as String) })
         let rows = try BoundStatement(
             db,
             sql: """
@@ -462,7 +463,7 @@ extension ReplicaStore {
             try writer.read { db in
                 var heads: [ReplicaID: ChainHead] = [:]
                 for row in try Row.fetchAll(
-                    db, sql: "SELECT r.replica_id, h.counter, h.hash FROM chain_heads h JOIN replicas r ON r.num = h.replica")
+                    db.cachedStatement(sql: "SELECT r.replica_id, h.counter, h.hash FROM chain_heads h JOIN replicas r ON r.num = h.replica"))
                 {
                     let replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
                     heads[replica] = ChainHead(replica: replica, counter: UInt64(row[1] as Int64), hash: [UInt8](row[2] as Data))
@@ -531,7 +532,7 @@ extension ReplicaStore {
     static func keep(_ kept: KeptHead, db: Database) throws {
         let range = kept.range
         guard let number = try number(of: range.replica, db),
-            let covered = try Int64.fetchOne(db, sql: "SELECT counter FROM replicas WHERE num = ?", arguments: [number])
+            let covered = try Int64.fetchOne(db.cachedStatement(sql: "SELECT counter FROM replicas WHERE num = ?"), arguments: [number])
         else { return }
         if let genesis = range.genesis, UInt64(covered) >= genesis.counter {
             try db.execute(
@@ -539,7 +540,7 @@ extension ReplicaStore {
                 arguments: [DotKey.key(number: number, counter: genesis.counter), Data(genesis.signature)])
         }
         guard let head = kept.head, UInt64(covered) >= head.counter, let signature = range.signature.map({ Data($0) }) else { return }
-        let prior = try Row.fetchOne(db, sql: "SELECT counter, hash, signature, bytes_since_point FROM chain_heads WHERE replica = ?", arguments: [number])
+        let prior = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, hash, signature, bytes_since_point FROM chain_heads WHERE replica = ?"), arguments: [number])
         if let prior, UInt64(prior[0] as Int64) >= head.counter { return }
         var bytesSincePoint = 0
         var point = true
