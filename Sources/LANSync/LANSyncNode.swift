@@ -209,21 +209,30 @@ public final class LANSyncNode: Sendable {
     /// another thread while the batch before is being written.
     @discardableResult
     package func merge(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
-        let delta = checked.delta
-        do {
-            try HybridLogicalClock.check(delta.newestHLC, now: clock.now(), maxSkew: maxSkewMilliseconds)
-        } catch {
-            throw LANSyncError(.clockSkew, error.description)
-        }
+        try checkClock(checked.delta.newestHLC, maxSkewMilliseconds: maxSkewMilliseconds)
         do {
             let result = try await store.merge(checked)
-            if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
-            if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
-            if !result.rows.isEmpty { feed.publish(.rows(tables: Set(result.rows.map(\.key.table)), local: false)) }
+            publish(result)
             return result.outcome
         } catch {
             throw Self.translate(error)
         }
+    }
+
+    /// Refuses rows whose newest clock reading is more than `maxSkewMilliseconds` ahead of ours.
+    func checkClock(_ newest: HybridTimestamp, maxSkewMilliseconds: UInt64) throws(LANSyncError) {
+        do {
+            try HybridLogicalClock.check(newest, now: clock.now(), maxSkew: maxSkewMilliseconds)
+        } catch {
+            throw LANSyncError(.clockSkew, error.description)
+        }
+    }
+
+    /// Tells observers what a merge of another replica's rows changed.
+    func publish(_ result: MergeResult) {
+        if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
+        if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
+        if !result.rows.isEmpty { feed.publish(.rows(tables: Set(result.rows.map(\.key.table)), local: false)) }
     }
 
     /// What a signed merge did, and which ranges it did not take (see `mergeSigned`).
@@ -241,18 +250,11 @@ public final class LANSyncNode: Sendable {
     /// than `maxSkewMilliseconds` ahead of ours. Ranges that cannot be verified yet, or whose
     /// loss claims do not hold here, are left for the sender to send again.
     package func mergeSigned(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> SignedMergeOutcome {
-        let delta = checked.delta
-        do {
-            try HybridLogicalClock.check(delta.newestHLC, now: clock.now(), maxSkew: maxSkewMilliseconds)
-        } catch {
-            throw LANSyncError(.clockSkew, error.description)
-        }
-        let keys = try replicaSigningKeys(alsoIn: delta)
+        try checkClock(checked.delta.newestHLC, maxSkewMilliseconds: maxSkewMilliseconds)
+        let keys = try replicaSigningKeys(alsoIn: checked.delta)
         do {
             let result = try await store.mergeSigned(checked, keys: keys)
-            if !result.entries.isEmpty { feed.publish(.entries(result.entries, local: false)) }
-            if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
-            if !result.rows.isEmpty { feed.publish(.rows(tables: Set(result.rows.map(\.key.table)), local: false)) }
+            publish(result)
             var notTaken: [ReplicaID: UInt64] = [:]
             if !result.rangesNotTaken.isEmpty {
                 let vector = try store.versionVector()

@@ -315,14 +315,10 @@ extension LANSyncNode {
         if let stray = records.first(where: { !$0.key.hasPrefix(MemberKeys.prefix) }) {
             throw LANSyncError(.invalidInput, "a handed-over record \(stray.key) is not a member record; nothing was merged")
         }
-        do {
-            try HybridLogicalClock.check(records.map(\.hlc).max() ?? .zero, now: clock.now(), maxSkew: Self.recordClockSkewMilliseconds)
-        } catch {
-            throw LANSyncError(.clockSkew, error.description)
-        }
+        try checkClock(records.map(\.hlc).max() ?? .zero, maxSkewMilliseconds: Self.recordClockSkewMilliseconds)
         let result: MergeResult
         do { result = try await store.mergeUncovered(records) } catch { throw Self.translate(error) }
-        if !result.preferences.isEmpty { feed.publish(.preferences(result.preferences, local: false)) }
+        publish(result)
         _ = try adoptNewerEpoch(keyPair: identity.keyPair)
         return result.preferences.count
     }

@@ -35,14 +35,7 @@ extension Agent {
                 wakeChain.finish()
             }
             tasks.addTask {
-                for await _ in chainWakes {
-                    do {
-                        try await self.node.store.extendOwnChain()
-                        await self.pushAll()
-                    } catch {
-                        self.logger.warning("could not extend this replica's change chain: \(error)")
-                    }
-                }
+                for await _ in chainWakes { await self.pushToAllPeers() }
             }
             tasks.addTask { await self.watchOtherWriters(onChange: { wakeChain.yield() }) }
         }
@@ -98,8 +91,9 @@ extension Agent {
         for registered in sessions.values { registered.session.push() }
     }
 
-    /// Pushes whatever each connected peer lacks (after a write by another process, say): this
-    /// replica's chain is extended over its changes first, since only signed ranges are sent.
+    /// Pushes whatever each connected peer lacks (after a local write, or one by another
+    /// process): this replica's chain is extended over its changes first, since only signed
+    /// ranges are sent.
     public func pushToAllPeers() async {
         do {
             try await node.store.extendOwnChain()

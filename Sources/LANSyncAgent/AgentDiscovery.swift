@@ -148,7 +148,7 @@ extension Agent {
     /// dialed too, once: the handshake then tells both sides which must upgrade (a version-3 node
     /// learns that this one speaks only version 4), and `lansync peers` shows it; it is not
     /// dialed again until its record changes.
-    static func isCompatibleMember(_ txt: [String: String], groupTags: Set<String>) -> Bool {
+    static func isDialableMember(_ txt: [String: String], groupTags: Set<String>) -> Bool {
         guard let tag = txt["g"], groupTags.contains(tag), let v = txt["v"] else { return false }
         let parts = v.split(separator: "-", omittingEmptySubsequences: false).map { UInt16($0) }
         guard let low = parts.first ?? nil, let high = parts.count == 2 ? parts[1] : low, low <= high, parts.count <= 2
@@ -238,7 +238,7 @@ extension Agent {
     private func appeared(_ service: DiscoveredService) {
         let name = service.name
         let tags = Set(groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds).keys)
-        guard Self.isCompatibleMember(service.txt, groupTags: tags) else {
+        guard Self.isDialableMember(service.txt, groupTags: tags) else {
             if discovery.otherGroups.insert(name).inserted {
                 logger.debug("ignoring a LANSync node of another group", metadata: ["mdns.name": "\(name)"])
             }

@@ -128,16 +128,7 @@ package struct Delta: Hashable, Sendable {
     /// `entryHashes`: the entries' element hashes when the caller has them (a checked delta),
     /// which are their leaves.
     package func leaves(hasher: ElementHasher, entryHashes: [[UInt8]]? = nil) -> [Dot: [UInt8]] {
-        var leaves: [Dot: [UInt8]] = [:]
-        leaves.reserveCapacity(entries.count + preferences.count + preferenceStubs.count + rows.count)
-        var buffer = [UInt8]()
-        for index in entries.indices {
-            leaves[entries[index].dot] = entryHashes?[index] ?? hasher.hash(entries[index], reusing: &buffer)
-        }
-        for write in preferences { leaves[write.dot] = ChangeLeaf.preference(write, hasher: hasher) }
-        for stub in preferenceStubs { leaves[stub.dot] = ChangeLeaf.preference(stub, hasher: hasher) }
-        for change in rows { leaves[change.dot] = change.leaf(lost: lostCells[change.dot] ?? [], hasher: hasher, reusing: &buffer) }
-        return leaves
+        changeLeaves(hasher: hasher, entryHashes: entryHashes).byDot
     }
 
     /// The same leaves, per replica in counter order (`ChangeLeaves`): what a receiver walks

@@ -140,24 +140,19 @@ package struct ProvenanceCheck: Sendable {
             let inRange = carried[first...].prefix { $0.counter <= range.through }.count
             let missing = range.through - from.counter - UInt64(inRange)
             guard missing <= Self.maxCountersWithoutChange else { return .failure(.tooManyWithoutChange(replica, count: missing)) }
-            // The head the leaves lead to (one buffer for every step); the signature says
+            // The head the leaves lead to, walked without building a list; the signature says
             // whether the replica signed it.
-            var hash = from.hash
-            var input = [UInt8]()
-            input.reserveCapacity(2 * ChainHead.hashByteCount)
-            var next = first
-            for counter in (from.counter + 1)...range.through {
-                input.removeAll(keepingCapacity: true)
-                input.append(contentsOf: hash)
-                if next < carried.count, carried[next].counter == counter {
-                    input.append(contentsOf: carried[next].leaf)
-                    next += 1
-                } else {
-                    input.append(contentsOf: ChangeLeaf.none(replica: replica, counter: counter, hasher: hasher))
+            let (through, hasher) = (range.through, hasher)
+            let rangeLeaves = sequence(state: (counter: from.counter, next: first)) { state -> [UInt8]? in
+                guard state.counter < through else { return nil }
+                state.counter += 1
+                guard state.next < carried.count, carried[state.next].counter == state.counter else {
+                    return ChangeLeaf.none(replica: replica, counter: state.counter, hasher: hasher)
                 }
-                hash = hasher.hash(input)
+                state.next += 1
+                return carried[state.next - 1].leaf
             }
-            let head = ChainHead(replica: replica, counter: range.through, hash: hash)
+            let head = from.extended(by: rangeLeaves, hasher: hasher)
             guard signatureIsValid(SignedHead(head: head, signature: range.signature), key) else {
                 return .failure(.chain(replica, .badSignature(counter: range.through)))
             }
@@ -198,6 +193,17 @@ package struct ChangeLeaves: Sendable {
 
     /// `replica`'s leaves in counter order.
     func of(_ replica: ReplicaID) -> [(counter: UInt64, leaf: [UInt8])] { byReplica[replica] ?? [] }
+
+    /// Every leaf by its change's dot (the first added where two share one).
+    var byDot: [Dot: [UInt8]] {
+        var leaves: [Dot: [UInt8]] = [:]
+        for (replica, list) in byReplica {
+            for (counter, leaf) in list where leaves[Dot(replica: replica, counter: counter)] == nil {
+                leaves[Dot(replica: replica, counter: counter)] = leaf
+            }
+        }
+        return leaves
+    }
 }
 
 extension Array {

@@ -292,13 +292,13 @@ extension ReplicaStore {
             leaves.append((write.dot.counter, ChangeLeaf.preference(write, hasher: hasher), write.byteEstimate))
         }
         for stub in contents.preferenceStubs {
-            leaves.append((stub.dot.counter, ChangeLeaf.preference(stub, hasher: hasher), stub.key.utf8.count + 96))
+            leaves.append((stub.dot.counter, ChangeLeaf.preference(stub, hasher: hasher), stub.byteEstimate))
         }
         for (change, lost) in contents.rows {
             guard let leaf = change.leaf(lost: lost, hasher: hasher, reusing: &buffer) else {
                 throw StoreError(.database, "the stub of change \(change.dot) of \(change.key) names a column twice; the database is damaged")
             }
-            leaves.append((change.dot.counter, leaf, change.byteEstimate + lost.reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 }))
+            leaves.append((change.dot.counter, leaf, change.byteEstimate(lost: lost)))
         }
         leaves.sort { $0.counter < $1.counter }
         return leaves
@@ -377,8 +377,7 @@ struct RangeContents {
     /// About how many bytes these changes take on the wire.
     var byteEstimate: Int {
         entries.reduce(0) { $0 + $1.byteEstimate } + preferences.reduce(0) { $0 + $1.byteEstimate }
-            + preferenceStubs.reduce(0) { $0 + $1.key.utf8.count + 96 }
-            + rows.reduce(0) { $0 + $1.change.byteEstimate + $1.lost.reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 } }
+            + preferenceStubs.reduce(0) { $0 + $1.byteEstimate } + rows.reduce(0) { $0 + $1.change.byteEstimate(lost: $1.lost) }
     }
 
     /// Adds the changes of the stretch that follows.
@@ -573,10 +572,8 @@ extension ReplicaStore {
         let dot = Dot(replica: range.replica, counter: range.through)
         if let entry = delta.entries.first(where: { $0.dot == dot }) { return entry.byteEstimate }
         if let write = delta.preferences.first(where: { $0.dot == dot }) { return write.byteEstimate }
-        if let stub = delta.preferenceStubs.first(where: { $0.dot == dot }) { return stub.key.utf8.count + 96 }
-        if let change = delta.rows.first(where: { $0.dot == dot }) {
-            return change.byteEstimate + (delta.lostCells[dot] ?? []).reduce(0) { $0 + $1.column.utf8.count + $1.standIn.count + 8 }
-        }
+        if let stub = delta.preferenceStubs.first(where: { $0.dot == dot }) { return stub.byteEstimate }
+        if let change = delta.rows.first(where: { $0.dot == dot }) { return change.byteEstimate(lost: delta.lostCells[dot] ?? []) }
         return 0
     }
 }

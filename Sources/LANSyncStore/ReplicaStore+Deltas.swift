@@ -164,7 +164,17 @@ extension PreferenceWrite {
     var byteEstimate: Int { (value?.utf8.count ?? 0) + key.utf8.count + 64 }
 }
 
+extension PreferenceStub {
+    /// About what the stub costs on the wire (its key, dot, clock and element hash).
+    var byteEstimate: Int { key.utf8.count + 96 }
+}
+
 extension RowChange {
+    /// About what the change costs on the wire with `lost` cells beside it (signed ranges).
+    func byteEstimate(lost: [LostCell]) -> Int {
+        lost.reduce(byteEstimate) { $0 + $1.column.utf8.count + $1.standIn.count + 8 }
+    }
+
     /// About what the change costs on the wire: what sizes a delta's batches.
     var byteEstimate: Int {
         64 + key.table.utf8.count + key.primaryKey.reduce(0) { $0 + $1.byteCount }

@@ -40,6 +40,17 @@ enum Schema {
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
     static let version: Int32 = 4
 
+    /// A replica with changes of its own gets a genesis at the counter it has reached (signed by
+    /// its next extension): its chain starts after those changes, which were written unsigned.
+    static let ownGenesis = """
+        INSERT INTO chain_heads (replica, counter, hash, signature, bytes_since_point)
+            SELECT r.num, r.counter, zeroblob(32), NULL, 0 FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
+            WHERE r.counter > 0;
+        INSERT INTO chain_points (dot, hash, signature)
+            SELECT (r.num << 40) | r.counter, zeroblob(32), NULL FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
+            WHERE r.counter > 0;
+        """
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
@@ -149,16 +160,7 @@ enum Schema {
                         stub BLOB NOT NULL
                     );
                     ALTER TABLE app_ops ADD COLUMN stub BLOB;
-                    -- A replica upgraded with changes of its own: they were written unsigned, and
-                    -- its chain starts after them, at a genesis (signed by its first extension).
-                    INSERT INTO chain_heads (replica, counter, hash, signature, bytes_since_point)
-                        SELECT r.num, r.counter, zeroblob(32), NULL, 0 FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
-                        WHERE r.counter > 0;
-                    INSERT INTO chain_points (dot, hash, signature)
-                        SELECT (r.num << 40) | r.counter, zeroblob(32), NULL FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
-                        WHERE r.counter > 0;
-                    PRAGMA user_version = 3;
-                    """)
+                    """ + ownGenesis + "PRAGMA user_version = 3;")
         }
         migrator.registerMigration("v4 protocol 4 genesis") { db in
             // Until protocol version 4, changes travelled without their lost cells and stubs, so
@@ -167,22 +169,7 @@ enum Schema {
             // has reached now (a genesis, signed by its next extension): the changes up to it are
             // accepted as written unsigned, every later one must verify. Heads of other replicas
             // were never received over version 4: there are none to keep.
-            try db.execute(
-                sql: """
-                    DELETE FROM chain_points WHERE (dot >> 40) NOT IN (
-                        SELECT r.num FROM replicas r JOIN meta m ON m.replica_id = r.replica_id);
-                    DELETE FROM chain_heads WHERE replica NOT IN (
-                        SELECT r.num FROM replicas r JOIN meta m ON m.replica_id = r.replica_id);
-                    DELETE FROM chain_points WHERE (dot >> 40) IN (
-                        SELECT r.num FROM replicas r JOIN meta m ON m.replica_id = r.replica_id WHERE r.counter > 0);
-                    INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point)
-                        SELECT r.num, r.counter, zeroblob(32), NULL, 0 FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
-                        WHERE r.counter > 0;
-                    INSERT INTO chain_points (dot, hash, signature)
-                        SELECT (r.num << 40) | r.counter, zeroblob(32), NULL FROM replicas r JOIN meta m ON m.replica_id = r.replica_id
-                        WHERE r.counter > 0;
-                    PRAGMA user_version = 4;
-                    """)
+            try db.execute(sql: "DELETE FROM chain_points; DELETE FROM chain_heads;" + ownGenesis + "PRAGMA user_version = 4;")
         }
         return migrator
     }

@@ -76,7 +76,8 @@ enum SignatureBenchmark {
         let perCheck = (ContinuousClock.now - start).seconds / Double(sample)
         let projected = (median(unsigned).seconds + perCheck * Double(entries)) / median(unsigned).seconds
         print(String(format: "    one signature per entry instead: %.1f µs per check → %.1f × (projected)", perCheck * 1e6, projected))
-        print("    on the wire: 64 bytes more per live push (its signature), 66 per range of a delta")
+        print(String(format: "    on the wire: 64 bytes more per live push (its signature); %d more for this catch-up's deltas "
+            + "(65 per range, 2 per delta)", bytes[true]! - bytes[false]!))
     }
 
     /// Sends everything `origin` holds to a new replica at `path`, batch by batch; returns the

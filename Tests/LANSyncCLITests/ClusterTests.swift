@@ -283,11 +283,7 @@ struct ClusterTests {
         defer { cluster.down() }
         let relay = URL(fileURLWithPath: CLI.executable).deletingLastPathComponent().appendingPathComponent("lansync-tamper-relay").path
         try await cluster.ok("up", "3")
-        for node in 1...3 { try await cluster.lansync(node, "init", "--name", "node\(node)") }
-        try await cluster.lansync(1, "group", "create")
-        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
-        try await cluster.lansync(2, "group", "join", code)
-        try await cluster.lansync(3, "group", "join", code)
+        try await cluster.group(1...3)
         try await cluster.ok("start", "1", "--no-mdns")
         var written = 0
         var refusals = 0
