@@ -96,14 +96,25 @@ struct AppTableBenchmark {
         }
     }
 
-    /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile [merge] [chain]`).
+    /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile [merge] [chain]
+    /// [baseline]`). With `baseline`, the baseline's insert follows each round's, and each round
+    /// prints the ratio: a quick reading of the two goals while working on them.
     mutating func profileInsert() async throws {
         let rowArguments = (0..<rows).map(Self.arguments)
+        let withBaseline = CommandLine.arguments.contains("baseline")
         for _ in 0..<3 {
             let node = try freshNode()
             let start = ContinuousClock.now
             try await Self.insert(rowArguments, batch: 1_000) { try await node.write($0) }
-            print(String(format: "insert %.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
+            let inserted = Double(rows) / (ContinuousClock.now - start).seconds
+            print(String(format: "insert %.0f rows/s", inserted))
+            if withBaseline {
+                let pool = try freshBaseline()
+                let baselineStart = ContinuousClock.now
+                try await Self.insert(rowArguments, batch: 1_000) { try await pool.write($0) }
+                let baseline = Double(rows) / (ContinuousClock.now - baselineStart).seconds
+                print(String(format: "    baseline %.0f rows/s, ratio %.2f", baseline, inserted / baseline))
+            }
             if CommandLine.arguments.contains("chain") {
                 let chainStart = ContinuousClock.now
                 try await node.store.extendOwnChain()
@@ -116,7 +127,15 @@ struct AppTableBenchmark {
             let target = try freshNode()
             let mergeStart = ContinuousClock.now
             for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
-            print(String(format: "merge %.0f rows/s", Double(rows) / (ContinuousClock.now - mergeStart).seconds))
+            let merged = Double(rows) / (ContinuousClock.now - mergeStart).seconds
+            print(String(format: "merge %.0f rows/s", merged))
+            if withBaseline {
+                let pool = try freshBaseline()
+                let baselineStart = ContinuousClock.now
+                try await Self.insert(rowArguments, batch: 2_000) { try await pool.write($0) }
+                let baseline = Double(rows) / (ContinuousClock.now - baselineStart).seconds
+                print(String(format: "    baseline %.0f rows/s, ratio %.2f", baseline, merged / baseline))
+            }
         }
     }
 

@@ -22,7 +22,8 @@ struct Benchmark {
           (none)               every speed goal: 100,000 rows, app tables, signatures, local API, network
           --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
           --tables [--quick]   app tables only
-          --tables-profile [merge] [chain]  LANSync's app-table bulk insert (and merge, chain signing) alone, for a profiler
+          --tables-profile [merge] [chain] [baseline]  LANSync's app-table bulk insert (and merge, chain signing)
+                       alone, for a profiler; with baseline, each beside the baseline
           --api [--quick]      the local API only
           --signatures [N]     what verifying signed changes costs, over N entries (1,000,000)
           --stages             each catch-up step's cost per row
@@ -30,7 +31,7 @@ struct Benchmark {
           --idle S             an idle agent's CPU and wakeups over S seconds
         """
     static let options: Set<String> = [
-        "--quick", "--tables", "--tables-profile", "merge", "chain", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+        "--quick", "--tables", "--tables-profile", "merge", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
     ]
 
     static func main() async throws {
