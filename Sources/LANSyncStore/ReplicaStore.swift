@@ -128,6 +128,8 @@ package struct ReplicaStore: Sendable {
         // ON DELETE rules run as LANSync's triggers on the app's own deletes (see `AppTriggers`).
         configuration.foreignKeysEnabled = false
         configuration.prepareDatabase { db in
+            // Takes effect only when the file is created (an existing replica keeps its size).
+            try db.execute(sql: "PRAGMA page_size = \(Schema.pageSize)")
             // Durable at commit: an acknowledged write survives power loss, not only a crash.
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // Checkpoints run in the background (see `Checkpointer`), not inside a commit.
