@@ -68,7 +68,7 @@ extension ReplicaStore {
                         let rows = try Row.fetchCursor(db, sql: "SELECT key, state FROM app_rows WHERE tbl = ?", arguments: [table.number])
                         while let row = try rows.next() {
                             let key = try SQLValue.key(from: [UInt8](row[0] as Data))
-                            try context.materialize(try RowState(canonicalBytes: [UInt8](row[1] as Data)), key: key, in: table)
+                            try context.materialize(try context.storedState(row[1] as Data), key: key, in: table)
                         }
                     }
                 }
@@ -144,10 +144,11 @@ extension ReplicaStore {
                     sql += " WHERE t.name = ?"
                     arguments += [table]
                 }
+                let (columns, replicas) = (try ColumnNumbering.load(db).names, try Self.replicaNumbers(db))
                 let rows = try Row.fetchCursor(db, sql: sql + " ORDER BY t.name, r.key", arguments: arguments)
                 while let row = try rows.next() {
                     let key = RowKey(table: row[0], primaryKey: try SQLValue.key(from: [UInt8](row[1] as Data)))
-                    try body(key, try RowState(canonicalBytes: [UInt8](row[2] as Data)))
+                    try body(key, try StoredRowState.decode(row[2] as Data, columns: columns, replicas: replicas))
                 }
             }
         }
@@ -162,7 +163,7 @@ extension ReplicaStore {
                         db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?",
                         arguments: [number, Data(SQLValue.keyBytes(key.primaryKey))])
                 else { return nil }
-                return try RowState(canonicalBytes: [UInt8](blob))
+                return try StoredRowState.decode(blob, columns: ColumnNumbering.load(db).names, replicas: Self.replicaNumbers(db))
             }
         }
     }

@@ -423,6 +423,7 @@ struct RangeContents {
         // App-table changes: live ones rebuilt from their row's state (and their stub when a part
         // of them lost), superseded ones from their stub alone.
         let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_tables")).map { ($0[0] as Int64, $0[1] as String) })
+        let columnNames = try ColumnNumbering.load(db).names
         let rows = try BoundStatement(
             db,
             sql: """
@@ -441,7 +442,7 @@ struct RangeContents {
                 throw StoreError(.database, "change \(dot) names app table \(columns.int64(1)), which is not registered; the database is damaged")
             }
             let key = RowKey(table: table, primaryKey: try columns.withBlob(2) { try SQLValue.key(from: Array($0)) })
-            let state = columns.isNull(4) ? RowState() : try columns.withBlob(4) { try RowState(canonicalBytes: Array($0)) }
+            let state = columns.isNull(4) ? RowState() : try columns.withBlob(4) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
             if !columns.isNull(3) {
                 let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
                 contents.rows.append((stub.change(key: key, dot: dot, in: state), stub.lost))

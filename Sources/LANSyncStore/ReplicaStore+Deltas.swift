@@ -107,6 +107,7 @@ struct AppRowReader {
     let db: Database
     let replicas: [Int64: ReplicaID]
     private var tableNames: [Int64: String]?
+    private var columnNames: [Int64: String]?
     /// Whether the last range read stopped at its limit.
     private(set) var wasCut = false
 
@@ -130,6 +131,8 @@ struct AppRowReader {
             tableNames = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0], $0[1]) })
         }
         let names = tableNames ?? [:]
+        if columnNames == nil { columnNames = try ColumnNumbering.load(db).names }
+        let columnNames = columnNames ?? [:]
         var changes = [RowChange]()
         // Consecutive writes of one row (an insert, then its updates) share one decoded state.
         var last: (table: Int64, key: [UInt8], rowKey: RowKey, state: RowState)?
@@ -141,7 +144,7 @@ struct AppRowReader {
                 guard let name = names[table] else {
                     throw StoreError(.database, "a write names app table \(table), which is not registered; the database is damaged")
                 }
-                let state = try RowState(canonicalBytes: columns.withBlob(3) { Array($0) })
+                let state = try columns.withBlob(3) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
                 last = (table, key, RowKey(table: name, primaryKey: try SQLValue.key(from: key)), state)
             }
             guard let change = last!.state.change(key: last!.rowKey, dot: dot) else {

@@ -185,11 +185,12 @@ extension ReplicaStore {
             let preferences = try Row.fetchCursor(
                 db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key")
             while let row = try preferences.next() { try preference(try RowDecoding.preference(row, replicas: replicas)) }
+            let columns = try ColumnNumbering.load(db).names
             let rows = try Row.fetchCursor(
                 db, sql: "SELECT t.name, r.key, r.state FROM app_rows r JOIN app_tables t ON t.num = r.tbl ORDER BY t.name, r.key")
             while let held = try rows.next() {
                 let key = RowKey(table: held[0], primaryKey: try SQLValue.key(from: [UInt8](held[1] as Data)))
-                try row(key, try RowState(canonicalBytes: [UInt8](held[2] as Data)))
+                try row(key, try StoredRowState.decode(held[2] as Data, columns: columns, replicas: replicas))
             }
             return try Self.readVersionVector(db)
         } }

@@ -12,8 +12,8 @@ import LANSyncCore
 ///
 /// - `app_tables` (v2): every app table heard of, numbered, whether this replica's app declared
 ///   it, and its live row count. `app_schema`: the schema text the app last applied.
-/// - `app_rows`: per app-table row, its CRDT state (`RowState`'s canonical bytes); the app's own
-///   table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan.
+/// - `app_rows`: per app-table row, its CRDT state (`RowState`'s canonical bytes; from v5, the
+///   compact form of `StoredRowState`); the app's own table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan.
 ///
 /// - v3, signed changes (docs/signed-changes.md): `chain_heads`, per replica the latest head of
 ///   its chain this replica holds (for its own, as far as it was last extended, and how many
@@ -30,6 +30,8 @@ import LANSyncCore
 ///   · field(stand-in))….
 /// - v4, protocol version 4: a replica that had made changes gets a new genesis at the counter it
 ///   had reached (see the migration); no table changes.
+/// - v5: `app_columns` numbers column names, so that `app_rows.state` keeps a state in the
+///   compact form `StoredRowState` describes (states stored before stay canonical and still read).
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -38,7 +40,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 4
+    static let version: Int32 = 5
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -174,6 +176,16 @@ enum Schema {
             // accepted as written unsigned, every later one must verify. Heads of other replicas
             // were never received over version 4: there are none to keep.
             try db.execute(sql: "DELETE FROM chain_points; DELETE FROM chain_heads;" + ownGenesis + "PRAGMA user_version = 4;")
+        }
+        migrator.registerMigration("v5 stored row states") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE app_columns (
+                        num INTEGER PRIMARY KEY,
+                        name TEXT NOT NULL UNIQUE
+                    );
+                    PRAGMA user_version = 5;
+                    """)
         }
         return migrator
     }

@@ -7,10 +7,9 @@ import Synchronization
 /// writes), merging changes from peers, and keeping the app's tables, the dot index, the digest
 /// and the row counts in step with each row's CRDT state.
 extension WriteContext {
-    /// A row's held state and its stored bytes (nil when the row was never heard of).
+    /// A row's held state (nil when the row was never heard of).
     struct HeldRow {
         let state: RowState
-        let bytes: [UInt8]
     }
 
     mutating func catalog() throws -> AppCatalog {
@@ -46,14 +45,35 @@ extension WriteContext {
         let select = try rowStatements().selectState
         select.bind(1, table)
         select.bind(2, key)
-        var bytes: [UInt8]?
-        try select.forEachRow { columns in bytes = columns.withBlob(0) { Array($0) } }
-        guard let bytes else { return nil }
-        do {
-            return HeldRow(state: try RowState(canonicalBytes: bytes), bytes: bytes)
-        } catch {
-            throw StoreError(.database, "a stored app-table row does not read (\(error)); the database is damaged")
+        let (names, replicas) = (try columnNumbers().names, replicasByNumber)
+        var state: RowState?
+        try select.forEachRow { columns in
+            state = try columns.withBlob(0) { try StoredRowState.decode($0, columns: names, replicas: replicas) }
         }
+        return state.map(HeldRow.init)
+    }
+
+    /// The numbering of column names in stored states, loaded on first use in the transaction.
+    mutating func columnNumbers() throws -> ColumnNumbering {
+        if let columnNumbering { return columnNumbering }
+        let numbering = try ColumnNumbering.load(db)
+        columnNumbering = numbering
+        return numbering
+    }
+
+    /// A state as `app_rows` keeps it, read.
+    mutating func storedState(_ data: Data) throws -> RowState {
+        try StoredRowState.decode(data, columns: try columnNumbers().names, replicas: replicasByNumber)
+    }
+
+    /// `state` as `app_rows` keeps it (see `StoredRowState`).
+    private mutating func storedBytes(of state: RowState) throws -> [UInt8] {
+        _ = try columnNumbers()
+        for stamp in state.stamps { _ = try number(of: stamp.dot.replica) }
+        var out = [UInt8]()
+        out.reserveCapacity(160)
+        try StoredRowState.encode(state, columns: &columnNumbering!, replicas: numbers, db, to: &out)
+        return out
     }
 
     /// Merges one change into its row: the CRDT state, the dot index, the digest, the counts,
@@ -97,10 +117,14 @@ extension WriteContext {
         _ change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], materialize: Bool
     ) throws -> Bool {
         let statements = try rowStatements()
+        _ = try columnNumbers()
+        _ = try number(of: change.dot.replica)
+        var stored = [UInt8]()
+        stored.reserveCapacity(160)
+        try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &stored)
+        guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else { return false }
         var row = Self.identity(of: change.key.table, key: key)
-        let prefix = row.count
         let live = RowState.appendFirst(change, to: &row)
-        guard try statements.insertNewState.run(table: table.number, key: key, state: row[prefix...]) == 1 else { return false }
         if live {
             try insertLiveDot(change.dot, table: table.number, key: key)
             if !lost.isEmpty { try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot) }
@@ -145,13 +169,12 @@ extension WriteContext {
             }
         }
         var identity = Self.identity(of: rowKey.table, key: key)
-        let prefix = identity.count
         var row = identity
         state.append(to: &row)
-        try statements.upsertState.run(table: table.number, key: key, state: row[prefix...])
+        try statements.upsertState.run(table: table.number, key: key, state: try storedBytes(of: state)[...])
         digest.insert(hash: hasher.hash(row))
         if let held {
-            identity.append(contentsOf: held.bytes)
+            held.state.append(to: &identity)
             digest.remove(hash: hasher.hash(identity))
         }
         let existed = held?.state.exists ?? false

@@ -32,6 +32,8 @@ struct WriteContext {
     let apps: AppTableAccess
     var appCatalog: AppCatalog?
     var appStatements: AppRowStatements?
+    /// The numbers stored row states give column names (loaded on first use in the transaction).
+    var columnNumbering: ColumnNumbering?
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
     var rowCount: Int

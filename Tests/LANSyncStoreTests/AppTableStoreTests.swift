@@ -234,6 +234,75 @@ import Testing
         #expect(throws: DatabaseError.self) { try DatabaseQueue(path: path).write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") } }
     }
 
+    /// A row's state is stored in the compact form (`StoredRowState`), well under its canonical
+    /// size, and reads back as the same state.
+    @Test func aRowsStateIsStoredCompactly() async throws {
+        let store = try Self.store()
+        _ = try await store.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg, photo, xp) VALUES ('a', 'Ada Lovelace', 61.5, x'00ff10', 12)")
+            try db.execute(sql: "UPDATE athletes SET name = 'Ada' WHERE id = 'a'")
+        }
+        let stored = try #require(try store.read { try Data.fetchOne($0, sql: "SELECT state FROM app_rows") })
+        let state = try #require(try store.row(RowKey(table: "athletes", primaryKey: [.text("a")])))
+        #expect(stored.first == StoredRowState.tag)
+        #expect(state.value(of: "name") == .text("Ada") && state.value(of: "photo") == .blob([0, 0xFF, 0x10]))
+        #expect(state.counters.map(\.sum) == [12])
+        // Two stamps, three columns and a counter.
+        #expect(stored.count * 2 < state.canonicalBytes.count, "\(stored.count) bytes stored, \(state.canonicalBytes.count) canonical")
+    }
+
+    /// A replica whose rows were stored before the compact form (schema 4 kept canonical states)
+    /// reads them, changes them (storing the changed rows compactly) and syncs them, with its
+    /// digest in step; a stored state that does not read says the database is damaged.
+    @Test func statesStoredCanonicallyStillReadAndChange() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        var before: [RowKey: RowState] = [:]
+        do {
+            let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+            _ = try store.applySchema(Self.schema)
+            _ = try await store.write(now: 1_000) { db in
+                try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg, xp) VALUES ('a', 'Ada', 61.5, 3), ('b', 'Bo', 80, 0)")
+                try db.execute(sql: "INSERT INTO sessions (id, athlete_id, notes) VALUES ('s', 'a', 'row')")
+            }
+            try store.forEachAppRow { key, state in before[key] = state }
+            // As schema 4 left it: canonical states, no column numbering.
+            let held = before
+            try await store.writer.write { db in
+                for (key, state) in held {
+                    try db.execute(
+                        sql: "UPDATE app_rows SET state = ? WHERE key = ? AND tbl = (SELECT num FROM app_tables WHERE name = ?)",
+                        arguments: [Data(state.canonicalBytes), Data(SQLValue.keyBytes(key.primaryKey)), key.table])
+                }
+                try db.execute(sql: "DROP TABLE app_columns; DELETE FROM grdb_migrations WHERE identifier = 'v5 stored row states'; PRAGMA user_version = 4;")
+            }
+            try store.writer.close()
+        }
+        let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+        var after: [RowKey: RowState] = [:]
+        try store.forEachAppRow { key, state in after[key] = state }
+        #expect(after == before)
+        #expect(try store.recomputeDigest() == store.status().digest)
+        _ = try await store.write(now: 2_000) { db in
+            try db.execute(sql: "UPDATE athletes SET weight_kg = 62, xp = xp + 2 WHERE id = 'a'")
+            try db.execute(sql: "DELETE FROM athletes WHERE id = 'b'")
+        }
+        let forms = try store.read { try String.fetchAll($0, sql: "SELECT hex(substr(state, 1, 1)) FROM app_rows ORDER BY key") }
+        #expect(forms == ["C5", "C5", "00"], "a and b changed (compact), s did not (canonical)")
+        #expect(try store.recomputeDigest() == store.status().digest)
+        let peer = try Self.store(2)
+        try await Self.sync(store, to: peer)
+        #expect(try peer.status().digest == store.status().digest)
+        #expect(try Self.rows(peer, "SELECT id, weight_kg, xp FROM athletes") == [["id": "a".databaseValue, "weight_kg": 62.0.databaseValue, "xp": 5.databaseValue]])
+
+        try await store.writer.write { db in try db.execute(sql: "UPDATE app_rows SET state = x'c50101' WHERE key = ?", arguments: [Data(SQLValue.keyBytes([.text("a")]))]) }
+        #expect {
+            _ = try store.row(RowKey(table: "athletes", primaryKey: [.text("a")]))
+        } throws: { error in
+            (error as? StoreError)?.description.contains("the database is damaged") == true
+        }
+    }
+
     @Test(arguments: [
         ("CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT)", "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT, CHECK (lansync_guard()))"),
         ("CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')') WITHOUT ROWID",

@@ -182,18 +182,34 @@ package struct RowState: Hashable, Sendable {
         package let name: String
         package let stamp: Stamp
         package let value: SQLValue
+
+        package init(name: String, stamp: Stamp, value: SQLValue) {
+            self.name = name
+            self.stamp = stamp
+            self.value = value
+        }
     }
 
     /// One replica's latest total of a counter column.
     package struct CounterCell: Hashable, Sendable {
         package let stamp: Stamp
         package let total: Int64
+
+        package init(stamp: Stamp, total: Int64) {
+            self.stamp = stamp
+            self.total = total
+        }
     }
 
     /// A counter column: each replica's latest total, sorted by replica.
     package struct Counter: Hashable, Sendable {
         package let name: String
         package var cells: [CounterCell]
+
+        package init(name: String, cells: [CounterCell]) {
+            self.name = name
+            self.cells = cells
+        }
 
         /// The column's value: the sum of the totals. Sums wrap, as totals are bounded by what the
         /// store accepts (a total that would overflow is refused).
