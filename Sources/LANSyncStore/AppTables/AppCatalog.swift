@@ -6,7 +6,9 @@ import Synchronization
 /// of tables this replica's app has not declared are kept and relayed: promise 8), and, for the
 /// declared ones, how their columns map to the values LANSync captures.
 struct AppCatalog: Sendable {
-    struct Table: Sendable {
+    /// A class: every captured row and merged change looks its table up, and a struct of this
+    /// many arrays cost a retain and release of each on every copy.
+    final class Table: Sendable {
         let number: Int64
         /// Lowercase, as changes carry it.
         let name: String
