@@ -257,7 +257,7 @@ extension WriteContext {
     }
 
     /// Indexes a write that wins somewhere in a row's state, so that deltas find it by its dot.
-    private mutating func insertLiveDot(_ dot: Dot, table: Int64, key: [UInt8]) throws {
+    mutating func insertLiveDot(_ dot: Dot, table: Int64, key: [UInt8]) throws {
         let insert = try rowStatements().insertOp
         insert.bind(1, try dotKey(dot))
         insert.bind(2, table)
@@ -265,7 +265,7 @@ extension WriteContext {
         guard try insert.run() == 1 else { throw dotReused(dot) }
     }
 
-    private mutating func countRows(in table: Int64, by change: Int) {
+    mutating func countRows(in table: Int64, by change: Int) {
         rowCountChanges[table, default: 0] += change
         rowCount += change
     }
@@ -333,7 +333,8 @@ extension WriteContext {
         try db.inSavepoint {
             do {
                 result = try recorder.with(.local, catalog: try catalog()) { try body(db) }
-                for event in recorder.takeEvents() { try apply(event, now: now) }
+                let captured = recorder.takeEvents()
+                for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
                 return .commit
             } catch {
                 _ = recorder.takeEvents()
@@ -350,9 +351,12 @@ extension WriteContext {
     }
 
     /// Turns one captured row operation into changes (see `AppWriteCapture.Event` for the arguments).
-    private mutating func apply(_ event: AppWriteCapture.Event, now: UInt64) throws {
+    private mutating func apply(_ event: AppWriteCapture.Event, encoded: [UInt8], now: UInt64) throws {
         guard let table = try catalog().tables[event.table], let declared = table.declared else {
             throw StoreError(.database, "a write was captured for app table \(event.table), which is not declared; the database is damaged")
+        }
+        if let range = event.encoded {
+            return try insertEncoded(encoded[range], into: table, now: now)
         }
         let arguments = event.arguments
         switch event.operation {
@@ -387,11 +391,11 @@ extension WriteContext {
         }
     }
 
-    private func malformedCapture(_ table: AppSchema.Table) -> StoreError {
+    func malformedCapture(_ table: AppSchema.Table) -> StoreError {
         StoreError(.database, "a captured write to \(table.name) does not match its declaration; the database is damaged")
     }
 
-    private mutating func insert(_ values: [SQLValue], into table: AppCatalog.Table, now: UInt64) throws {
+    mutating func insert(_ values: [SQLValue], into table: AppCatalog.Table, now: UInt64, stamp: (HybridTimestamp, Dot)? = nil) throws {
         let key = try checkedKey(table.keyColumns.map { values[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
@@ -399,17 +403,19 @@ extension WriteContext {
         try checkSize(plain, of: rowKey)
         // Most rows an app inserts are new to this replica: the change that opens the row is
         // tried first, and a row held already (deleted, or in a life its table does not show) is
-        // looked up after, keeping the same stamp.
-        let (hlc, dot) = (tick(now: now), nextDot())
+        // looked up after, keeping the same stamp. `stamp`: the row was tried already, with it.
+        let (hlc, dot) = stamp ?? (tick(now: now), nextDot())
         var firstTotals = [RowChange.Total]()
         if !table.appendOnly {
             for index in table.counterColumns {
                 firstTotals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
             }
         }
-        let first = RowChange(
-            key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
-        if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false) { return }
+        if stamp == nil {
+            let first = RowChange(
+                key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
+            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false) { return }
+        }
         let heldRow = try heldRow(table: table.number, key: keyBytes)
         let held = heldRow?.state ?? RowState()
         let kind: RowChange.Kind
@@ -486,7 +492,7 @@ extension WriteContext {
         return total
     }
 
-    private func checkedKey(_ key: [SQLValue], _ table: AppCatalog.Table) throws -> [SQLValue] {
+    func checkedKey(_ key: [SQLValue], _ table: AppCatalog.Table) throws -> [SQLValue] {
         if key.contains(.null) {
             throw StoreError(.sql, "the primary key of \(table.declared!.name) must not be NULL: rows are matched across devices by it")
         }
@@ -520,7 +526,7 @@ struct IsolatedWriteFailure: Error {
 extension BoundStatement {
     /// Runs `upsertState` or `insertNewState` for a row's state bytes; returns the rows changed.
     @discardableResult
-    fileprivate func run(table: Int64, key: [UInt8], state: ArraySlice<UInt8>) throws -> Int {
+    func run(table: Int64, key: [UInt8], state: ArraySlice<UInt8>) throws -> Int {
         bind(1, table)
         bind(2, key)
         state.withUnsafeBytes { bind(3, $0) }

@@ -34,6 +34,8 @@ struct WriteContext {
     var appStatements: AppRowStatements?
     /// The numbers stored row states give column names (loaded on first use in the transaction).
     var columnNumbering: ColumnNumbering?
+    /// Per app table, what its encoded inserts share (see `WriteContext+EncodedInserts`).
+    var insertLayouts: [Int64: InsertLayout] = [:]
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
     var rowCount: Int

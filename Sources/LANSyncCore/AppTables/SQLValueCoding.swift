@@ -58,6 +58,16 @@ extension SQLValue {
     }
 }
 
+extension SQLValue {
+    /// Reads consecutive canonical values to the end of `bytes` (no count before them).
+    package static func values(from bytes: [UInt8]) throws(SQLValueDecodingError) -> [SQLValue] {
+        var reader = CanonicalReader(bytes: bytes)
+        var values = [SQLValue]()
+        while !reader.isAtEnd { values.append(try reader.value()) }
+        return values
+    }
+}
+
 /// Bytes that are not the canonical encoding of SQL values.
 package struct SQLValueDecodingError: Error, Equatable, Sendable, CustomStringConvertible {
     package let description: String

@@ -30,12 +30,25 @@ final class AppWriteCapture: Sendable {
         ///   the old values of the key columns, the old values of the counter columns, then the
         ///   new value of every column;
         /// - delete: the old values of the key columns.
+        /// Empty for an insert into a table without counters: see `encoded`.
         let arguments: [SQLValue]
+        /// For an insert into a table without counter columns, where in `Captured.encoded` the
+        /// new value of every column is, in declaration order, as canonical bytes
+        /// (`SQLValue.append(to:)`): what a bulk insert writes, turned into the row's stored and
+        /// hashed state without building a `SQLValue` or a `String` for each value
+        /// (`WriteContext.insertEncoded`).
+        var encoded: Range<Int>? = nil
+    }
+
+    /// The events of an app's write, and the bytes their `encoded` ranges point into.
+    struct Captured {
+        var events: [Event] = []
+        var encoded: [UInt8] = []
     }
 
     private struct State: ~Copyable {
         var mode: Mode = .idle
-        var events: [Event] = []
+        var captured = Captured()
         /// The catalog of the app's write running, whose declared tables are captured.
         var catalog: AppCatalog?
         /// The table last looked up, by the address of the name SQLite passed (the same
@@ -73,11 +86,11 @@ final class AppWriteCapture: Sendable {
     }
 
     /// Takes the captured events, leaving none.
-    func takeEvents() -> [Event] {
+    func takeEvents() -> Captured {
         state.withLock { state in
-            let events = state.events
-            state.events.removeAll()
-            return events
+            let captured = state.captured
+            state.captured = Captured()
+            return captured
         }
     }
 
@@ -95,7 +108,16 @@ final class AppWriteCapture: Sendable {
                 (state.lastName, state.lastTable) = (address, found)
                 table = found
             }
-            state.events.append(Event(table: table.number, operation: operation, arguments: Self.arguments(row, operation, table)))
+            if operation == .insert, table.counterColumns.isEmpty {
+                let start = state.captured.encoded.count
+                for (column, physical) in table.physicalColumns.enumerated() {
+                    row.appendNew(physical, real: table.realColumns[column], to: &state.captured.encoded)
+                }
+                state.captured.events.append(
+                    Event(table: table.number, operation: .insert, arguments: [], encoded: start..<state.captured.encoded.count))
+                return
+            }
+            state.captured.events.append(Event(table: table.number, operation: operation, arguments: Self.arguments(row, operation, table)))
         }
     }
 
@@ -137,6 +159,9 @@ final class AppWriteCapture: Sendable {
 protocol PreUpdateRow {
     func old(_ column: Int32) -> SQLValue
     func new(_ column: Int32) -> SQLValue
+    /// Appends the canonical bytes of `new(column)` as the table shows it (`real`: the column
+    /// has REAL affinity, so a whole number stored as an integer shows as a real).
+    func appendNew(_ column: Int32, real: Bool, to out: inout [UInt8])
 }
 
 extension SQLValue {

@@ -173,6 +173,23 @@ enum StoredRowState {
         }
     }
 
+    /// Appends, in this form, a value given as its canonical bytes (`SQLValue.append(to:)`; a
+    /// local insert's captured values), without decoding it. `canonical` must be one whole value.
+    static func appendValue(canonical value: ArraySlice<UInt8>, to out: inout [UInt8]) {
+        let tag = value[value.startIndex]
+        out.append(tag)
+        let payload = value.dropFirst(tag == 3 || tag == 4 ? 5 : 1)
+        switch tag {
+        case 1:
+            out.appendVarint(zigzag(Int64(bitPattern: payload.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })))
+        case 3, 4:
+            out.appendVarint(payload.count)
+            out.append(contentsOf: payload)
+        default:
+            out.append(contentsOf: payload)
+        }
+    }
+
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
     private static func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
 
@@ -239,7 +256,7 @@ enum StoredRowState {
 
 extension Array where Element == UInt8 {
     /// An unsigned LEB128 varint.
-    fileprivate mutating func appendVarint(_ value: UInt64) {
+    mutating func appendVarint(_ value: UInt64) {
         var rest = value
         while rest >= 0x80 {
             append(UInt8(truncatingIfNeeded: rest) | 0x80)
@@ -248,8 +265,8 @@ extension Array where Element == UInt8 {
         append(UInt8(rest))
     }
 
-    fileprivate mutating func appendVarint(_ value: Int) { appendVarint(UInt64(value)) }
-    fileprivate mutating func appendVarint(_ value: Int64) { appendVarint(UInt64(value)) }
+    mutating func appendVarint(_ value: Int) { appendVarint(UInt64(value)) }
+    mutating func appendVarint(_ value: Int64) { appendVarint(UInt64(value)) }
 }
 
 /// The numbers stored states give column names (`app_columns`), both ways.
