@@ -108,13 +108,7 @@ struct AppTableBenchmark {
             try await Self.insert(rowArguments, batch: 1_000) { try await node.write($0) }
             let inserted = Double(rows) / (ContinuousClock.now - start).seconds
             print(String(format: "insert %.0f rows/s", inserted))
-            if withBaseline {
-                let pool = try freshBaseline()
-                let baselineStart = ContinuousClock.now
-                try await Self.insert(rowArguments, batch: 1_000) { try await pool.write($0) }
-                let baseline = Double(rows) / (ContinuousClock.now - baselineStart).seconds
-                print(String(format: "    baseline %.0f rows/s, ratio %.2f", baseline, inserted / baseline))
-            }
+            if withBaseline { try await printBaseline(rowArguments, batch: 1_000, beside: inserted) }
             if CommandLine.arguments.contains("chain") {
                 let chainStart = ContinuousClock.now
                 try await node.store.extendOwnChain()
@@ -129,14 +123,17 @@ struct AppTableBenchmark {
             for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
             let merged = Double(rows) / (ContinuousClock.now - mergeStart).seconds
             print(String(format: "merge %.0f rows/s", merged))
-            if withBaseline {
-                let pool = try freshBaseline()
-                let baselineStart = ContinuousClock.now
-                try await Self.insert(rowArguments, batch: 2_000) { try await pool.write($0) }
-                let baseline = Double(rows) / (ContinuousClock.now - baselineStart).seconds
-                print(String(format: "    baseline %.0f rows/s, ratio %.2f", baseline, merged / baseline))
-            }
+            if withBaseline { try await printBaseline(rowArguments, batch: 2_000, beside: merged) }
         }
+    }
+
+    /// Inserts the rows into a fresh baseline database and prints its rate beside `rate`.
+    private mutating func printBaseline(_ rowArguments: [StatementArguments], batch: Int, beside rate: Double) async throws {
+        let pool = try freshBaseline()
+        let start = ContinuousClock.now
+        try await Self.insert(rowArguments, batch: batch) { try await pool.write($0) }
+        let baseline = Double(rows) / (ContinuousClock.now - start).seconds
+        print(String(format: "    baseline %.0f rows/s, ratio %.2f", baseline, rate / baseline))
     }
 
     mutating func run() async throws {
