@@ -7,11 +7,6 @@ import Synchronization
 /// writes), merging changes from peers, and keeping the app's tables, the dot index, the digest
 /// and the row counts in step with each row's CRDT state.
 extension WriteContext {
-    /// A row's held state (nil when the row was never heard of).
-    struct HeldRow {
-        let state: RowState
-    }
-
     mutating func catalog() throws -> AppCatalog {
         if let appCatalog { return appCatalog }
         let catalog = try apps.catalogCache.catalog(db)
@@ -41,7 +36,8 @@ extension WriteContext {
         return statements
     }
 
-    mutating func heldRow(table: Int64, key: [UInt8]) throws -> HeldRow? {
+    /// A row's held state; nil when the row was never heard of.
+    mutating func heldRow(table: Int64, key: [UInt8]) throws -> RowState? {
         let select = try rowStatements().selectState
         select.bind(1, table)
         select.bind(2, key)
@@ -50,7 +46,7 @@ extension WriteContext {
         try select.forEachRow { columns in
             state = try columns.withBlob(0) { try StoredRowState.decode($0, columns: names, replicas: replicas) }
         }
-        return state.map(HeldRow.init)
+        return state
     }
 
     /// The numbering of column names in stored states, loaded on first use in the transaction.
@@ -90,13 +86,13 @@ extension WriteContext {
 
     /// The same, for a row already looked up.
     mutating func mergeRow(
-        _ change: RowChange, lost: [RowChange.LostCell] = [], table: AppCatalog.Table, key: [UInt8], held: HeldRow?, materialize: Bool
+        _ change: RowChange, lost: [RowChange.LostCell] = [], table: AppCatalog.Table, key: [UInt8], held: RowState?, materialize: Bool
     ) throws -> Bool {
-        var state = held?.state ?? RowState()
+        var state = held ?? RowState()
         guard state.merge(change) else {
             // Nothing of it wins here: unless it is a change held already, it is superseded on
             // arrival, and only its stub is kept.
-            if held?.state.liveDotList.contains(change.dot) != true {
+            if held?.liveDotList.contains(change.dot) != true {
                 var stub = RowChangeStub(of: change, allLost: true, hasher: hasher)
                 stub.add(lost)
                 try keepDeadStub(stub, dot: change.dot, table: table.number, key: key)
@@ -149,13 +145,13 @@ extension WriteContext {
 
     /// Writes a row's new state (after merging `change`) and everything kept in step with it.
     private mutating func store(
-        _ state: RowState, of change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], replacing held: HeldRow?
+        _ state: RowState, of change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], replacing held: RowState?
     ) throws {
         let rowKey = change.key
         let statements = try rowStatements()
-        let before = held?.state.liveDotList ?? []
+        let before = held?.liveDotList ?? []
         let after = state.liveDotList
-        let stubs = try stubs(after: change, lostAtSender: lost, of: held?.state ?? RowState(), making: state)
+        let stubs = try stubs(after: change, lostAtSender: lost, of: held ?? RowState(), making: state)
         for dot in before where !after.contains(dot) {
             statements.deleteOp.bind(1, try dotKey(dot))
             try statements.deleteOp.run()
@@ -174,10 +170,10 @@ extension WriteContext {
         try statements.upsertState.run(table: table.number, key: key, state: try storedBytes(of: state)[...])
         digest.insert(hash: hasher.hash(row))
         if let held {
-            held.state.append(to: &identity)
+            held.append(to: &identity)
             digest.remove(hash: hasher.hash(identity))
         }
-        let existed = held?.state.exists ?? false
+        let existed = held?.exists ?? false
         if existed != state.exists { countRows(in: table.number, by: state.exists ? 1 : -1) }
     }
 
@@ -416,8 +412,8 @@ extension WriteContext {
                 key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
             if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false) { return }
         }
-        let heldRow = try heldRow(table: table.number, key: keyBytes)
-        let held = heldRow?.state ?? RowState()
+        let heldState = try heldRow(table: table.number, key: keyBytes)
+        let held = heldState ?? RowState()
         let kind: RowChange.Kind
         let life: UInt64
         var totals = [RowChange.Total]()
@@ -437,7 +433,7 @@ extension WriteContext {
             // A new life starts every counter from nothing, as the first change did.
             (kind, life, totals) = (.insert, held.causalLength + 1, firstTotals)
         }
-        try makeChange(rowKey, kind: kind, life: life, values: plain, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldRow)
+        try makeChange(rowKey, kind: kind, life: life, values: plain, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldState)
     }
 
     private mutating func update(
@@ -446,10 +442,9 @@ extension WriteContext {
         let key = try checkedKey(key, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
-        guard let heldRow = try heldRow(table: table.number, key: keyBytes), heldRow.state.exists else {
+        guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else {
             throw StoreError(.database, "row \(rowKey) is in its table but not in LANSync's state; the database is damaged")
         }
-        let held = heldRow.state
         var values = [RowChange.Value]()
         var totals = [RowChange.Total]()
         for index in changed where !table.keyColumns.contains(index) {
@@ -462,17 +457,17 @@ extension WriteContext {
         guard !values.isEmpty || !totals.isEmpty else { return }
         try makeChange(
             rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, hlc: tick(now: now), dot: nextDot(),
-            table: table, key: keyBytes, held: heldRow)
+            table: table, key: keyBytes, held: held)
     }
 
     private mutating func delete(key: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
         let key = try checkedKey(key, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
-        guard let heldRow = try heldRow(table: table.number, key: keyBytes), heldRow.state.exists else { return }
+        guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else { return }
         try makeChange(
-            rowKey, kind: .delete, life: heldRow.state.causalLength + 1, values: [], totals: [], hlc: tick(now: now), dot: nextDot(),
-            table: table, key: keyBytes, held: heldRow)
+            rowKey, kind: .delete, life: held.causalLength + 1, values: [], totals: [], hlc: tick(now: now), dot: nextDot(),
+            table: table, key: keyBytes, held: held)
     }
 
     /// This replica's new total of a counter column: its old total plus what the app added
@@ -493,10 +488,12 @@ extension WriteContext {
     }
 
     func checkedKey(_ key: [SQLValue], _ table: AppCatalog.Table) throws -> [SQLValue] {
-        if key.contains(.null) {
-            throw StoreError(.sql, "the primary key of \(table.declared!.name) must not be NULL: rows are matched across devices by it")
-        }
+        if key.contains(.null) { throw nullKey(table) }
         return key
+    }
+
+    func nullKey(_ table: AppCatalog.Table) -> StoreError {
+        StoreError(.sql, "the primary key of \(table.declared!.name) must not be NULL: rows are matched across devices by it")
     }
 
     private func checkSize(_ values: [RowChange.Value], of key: RowKey) throws {
@@ -509,7 +506,7 @@ extension WriteContext {
 
     private mutating func makeChange(
         _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], hlc: HybridTimestamp,
-        dot: Dot, table: AppCatalog.Table, key keyBytes: [UInt8], held: HeldRow?
+        dot: Dot, table: AppCatalog.Table, key keyBytes: [UInt8], held: RowState?
     ) throws {
         try checkSize(values, of: key)
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)

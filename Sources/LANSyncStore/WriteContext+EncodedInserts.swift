@@ -14,19 +14,20 @@ extension WriteContext {
         let kind: RowChange.Kind
         /// Declaration indexes of the key columns, in key order.
         let keyColumns: [Int]
-        /// Declaration indexes of the other columns, by name (as a change lists them), with the
-        /// canonical field of each name and its number in stored states.
-        let plain: [(index: Int, nameField: [UInt8], number: Int64)]
+        /// Declaration indexes of the other columns, by name (as a change lists them), with what
+        /// precedes each one's value in the canonical state (`RowState.appendFirstCell`) and its
+        /// number in stored states.
+        let plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]
     }
 
     mutating func insertLayout(_ table: AppCatalog.Table) throws -> InsertLayout {
         if let layout = insertLayouts[table.number] { return layout }
         _ = try columnNumbers()
-        var plain = [(index: Int, nameField: [UInt8], number: Int64)]()
+        var plain = [(index: Int, cellPrefix: [UInt8], number: Int64)]()
         for index in table.plainColumns {
-            var field = [UInt8]()
-            field.appendField(table.columns[index])
-            plain.append((index, field, try columnNumbering!.number(table.columns[index], db)))
+            var prefix = [UInt8]()
+            RowState.appendFirstCell(named: table.columns[index], to: &prefix)
+            plain.append((index, prefix, try columnNumbering!.number(table.columns[index], db)))
         }
         var identity = [UInt8]()
         identity.appendField(table.name)
@@ -60,7 +61,7 @@ extension WriteContext {
 
         var key = [UInt8(layout.keyColumns.count)]
         for index in layout.keyColumns {
-            if bytes[starts[index]] == 0 { _ = try checkedKey([.null], table) }
+            if bytes[starts[index]] == 0 { throw nullKey(table) }
             key.append(contentsOf: value(index))
         }
         var size = 0
@@ -80,15 +81,9 @@ extension WriteContext {
         let (hlc, dot) = (tick(now: now), nextDot())
         var stored = [UInt8]()
         stored.reserveCapacity(24 + bytes.count)
-        stored.append(StoredRowState.tag)
-        stored.appendVarint(UInt64(1))
-        stored.append(layout.kind.rawValue)
-        stored.appendVarint(UInt64(1))
-        stored.appendBigEndian(hlc.rawValue)
-        stored.appendVarint(try number(of: dot.replica))
-        stored.appendVarint(dot.counter)
-        stored.append(0)
-        stored.appendVarint(layout.plain.count)
+        StoredRowState.appendFirstHeader(
+            causalLength: 1, marker: layout.kind, stamp: (hlc, try number(of: dot.replica), dot.counter), cells: layout.plain.count,
+            to: &stored)
         for column in layout.plain {
             stored.appendVarint(column.number)
             stored.append(0)
@@ -104,21 +99,13 @@ extension WriteContext {
         var row = layout.identity
         row.reserveCapacity(layout.identity.count + key.count + 64 + bytes.count + layout.plain.count * 24)
         row.append(contentsOf: key)
-        row.appendBigEndian(UInt64(1))
-        row.append(layout.kind.rawValue)
-        row.appendBigEndian(UInt32(1))
-        row.appendBigEndian(hlc.rawValue)
-        row.appendBigEndian(dot.replica.high)
-        row.appendBigEndian(dot.replica.low)
-        row.appendBigEndian(dot.counter)
-        row.appendBigEndian(UInt32(0))
-        row.appendBigEndian(UInt32(layout.plain.count))
+        RowState.appendFirstHeader(
+            causalLength: 1, marker: layout.kind, stamp: RowState.Stamp(hlc: hlc, dot: dot), cells: layout.plain.count, to: &row)
         for column in layout.plain {
-            row.append(contentsOf: column.nameField)
-            row.appendBigEndian(UInt32(0))
+            row.append(contentsOf: column.cellPrefix)
             row.append(contentsOf: value(column.index))
         }
-        row.appendBigEndian(UInt32(0))
+        row.appendBigEndian(UInt32(0))  // no counters
         digest.insert(hash: hasher.hash(row))
         countRows(in: table.number, by: 1)
     }

@@ -51,7 +51,7 @@ extension WriteContext {
         for change in delta.rows where !failed.contains(change.dot.replica) {
             guard let cells = delta.lostCells[change.dot] else { continue }
             let table = try appTable(named: change.key.table).number
-            let state = try heldRow(table: table, key: SQLValue.keyBytes(change.key.primaryKey))?.state ?? RowState()
+            let state = try heldRow(table: table, key: SQLValue.keyBytes(change.key.primaryKey)) ?? RowState()
             if cells.contains(where: { !state.hasSuperseded($0, ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind) }) {
                 failed.insert(change.dot.replica)
             }

@@ -21,10 +21,6 @@ struct WriteContext {
     private(set) var counters: [ReplicaID: UInt64]
     private(set) var replicasByNumber: [Int64: ReplicaID]
     private var changedCounters: Set<ReplicaID> = []
-    /// This replica's own number, once known (looked up for every change it makes).
-    private var ownNumber: Int64?
-    /// Whether `changedCounters` holds this replica since the last save.
-    private var ownCounterChanged = false
     /// Device IDs as blobs, made once per transaction instead of once per row.
     private var deviceBlobs: [DeviceID: Data] = [:]
     private var insertEntryStatement: BoundStatement?
@@ -69,7 +65,6 @@ struct WriteContext {
         }
         self.numbers = numbers
         self.counters = counters
-        ownNumber = numbers[replica]
         replicasByNumber = Dictionary(uniqueKeysWithValues: numbers.map { ($0.value, $0.key) })
     }
 
@@ -77,7 +72,6 @@ struct WriteContext {
 
     /// The local number of a replica, registering it on first sight.
     mutating func number(of id: ReplicaID) throws -> Int64 {
-        if id == replica, let ownNumber { return ownNumber }
         if let number = numbers[id] { return number }
         guard Int64(numbers.count) < DotKey.maxReplicaNumber else {
             throw StoreError(.database, "this replica has heard of too many replicas (\(numbers.count))")
@@ -98,10 +92,7 @@ struct WriteContext {
             return counter
         }
         let counter = increment(&counters[replica, default: 0])
-        if !ownCounterChanged {
-            changedCounters.insert(replica)
-            ownCounterChanged = true
-        }
+        changedCounters.insert(replica)
         return Dot(replica: replica, counter: counter)
     }
 
@@ -250,7 +241,6 @@ struct WriteContext {
             try counter.execute(arguments: [Int64(counters[id] ?? 0), Data(id.bytes)])
         }
         changedCounters.removeAll()
-        ownCounterChanged = false
         let meta = try db.cachedStatement(
             sql: "UPDATE meta SET hlc = ?, digest = ?, entry_count = ?, preference_count = ?, row_count = ?")
         try meta.execute(arguments: [

@@ -55,15 +55,11 @@ extension RowState {
         // An append keeps no counters (a valid one has none).
         let totals = change.kind == .append ? [] : change.totals
         let stamped = marked || !change.values.isEmpty || !totals.isEmpty
-        out.appendBigEndian(change.causalLength)
-        out.append(marked ? change.kind.rawValue : 0)
-        out.appendBigEndian(UInt32(stamped ? 1 : 0))
-        if stamped { change.stamp.append(to: &out) }
-        if marked { out.appendBigEndian(UInt32(0)) }
-        out.appendBigEndian(UInt32(change.values.count))
+        appendFirstHeader(
+            causalLength: change.causalLength, marker: marked ? change.kind : nil, stamp: stamped ? change.stamp : nil,
+            cells: change.values.count, to: &out)
         for value in change.values {
-            out.appendField(value.column)
-            out.appendBigEndian(UInt32(0))
+            appendFirstCell(named: value.column, to: &out)
             value.value.append(to: &out)
         }
         out.appendBigEndian(UInt32(totals.count))
@@ -74,6 +70,25 @@ extension RowState {
             out.appendBigEndian(UInt64(bitPattern: total.total))
         }
         return stamped
+    }
+
+    /// What a first change's canonical state starts with, before its cells: its life, its marker
+    /// (nil for an update), its one stamp (nil for an update that sets nothing) and the number of
+    /// cells. `appendFirst` and the store's encoded inserts share it.
+    package static func appendFirstHeader(causalLength: UInt64, marker: RowChange.Kind?, stamp: Stamp?, cells: Int, to out: inout [UInt8]) {
+        out.appendBigEndian(causalLength)
+        out.append(marker?.rawValue ?? 0)
+        out.appendBigEndian(UInt32(stamp == nil ? 0 : 1))
+        stamp?.append(to: &out)
+        if marker != nil { out.appendBigEndian(UInt32(0)) }
+        out.appendBigEndian(UInt32(cells))
+    }
+
+    /// What precedes a first change's cell value: its column's field and the index of the
+    /// change's one stamp. The store's encoded inserts make it once per column and copy it.
+    package static func appendFirstCell(named name: String, to out: inout [UInt8]) {
+        out.appendField(name)
+        out.appendBigEndian(UInt32(0))
     }
 
     /// Reads what `canonicalBytes` wrote; throws on anything else (including names out of order

@@ -28,10 +28,23 @@ extension SQLValue {
             out.append(3)
             out.appendField(text)
         case .blob(let bytes):
-            out.append(4)
-            out.appendBigEndian(UInt32(bytes.count))
-            out.append(contentsOf: bytes)
+            bytes.withUnsafeBytes { Self.appendCanonical(blob: $0, to: &out) }
         }
+    }
+
+    /// What `append(to:)` writes for `.text` of these UTF-8 bytes (which must be valid), without
+    /// building the `String`: the capture of an app's inserts reads values straight from SQLite.
+    package static func appendCanonical(text utf8: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        out.append(3)
+        out.appendBigEndian(UInt32(utf8.count))
+        out.append(contentsOf: utf8)
+    }
+
+    /// What `append(to:)` writes for `.blob` of these bytes, without building the array.
+    package static func appendCanonical(blob bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        out.append(4)
+        out.appendBigEndian(UInt32(bytes.count))
+        out.append(contentsOf: bytes)
     }
 
     /// The canonical bytes of a primary key's values.

@@ -73,43 +73,31 @@ extension AppWriteCapture {
         }
     }
 
+    /// Appends a value's canonical bytes (`SQLValue.append(to:)`) read straight from SQLite: TEXT
+    /// and BLOB without a `String` or an array for them.
     fileprivate static func append(_ value: OpaquePointer?, real: Bool, to out: inout [UInt8]) {
-        func appendBigEndian(_ bits: UInt64) { withUnsafeBytes(of: bits.bigEndian) { out.append(contentsOf: $0) } }
-        func appendLength(_ count: Int) { withUnsafeBytes(of: UInt32(count).bigEndian) { out.append(contentsOf: $0) } }
         switch sqlite3_value_type(value) {
-        case SQLITE_INTEGER where real:
-            out.append(2)
-            appendBigEndian(Double(sqlite3_value_int64(value)).bitPattern)
-        case SQLITE_INTEGER:
-            out.append(1)
-            appendBigEndian(UInt64(bitPattern: sqlite3_value_int64(value)))
-        case SQLITE_FLOAT:
-            out.append(2)
-            appendBigEndian(sqlite3_value_double(value).bitPattern)
+        case SQLITE_INTEGER where real: SQLValue.real(Double(sqlite3_value_int64(value))).append(to: &out)
+        case SQLITE_INTEGER: SQLValue.integer(sqlite3_value_int64(value)).append(to: &out)
+        case SQLITE_FLOAT: SQLValue.real(sqlite3_value_double(value)).append(to: &out)
         case SQLITE_TEXT:
-            out.append(3)
             // The text first, then its length (SQLite's rule: reading the text may convert it).
             let start = sqlite3_value_text(value)
             let count = Int(sqlite3_value_bytes(value))
-            guard count > 0, let start else { return appendLength(0) }
-            let utf8 = UnsafeBufferPointer(start: start, count: count)
+            guard count > 0, let start else { return SQLValue.text("").append(to: &out) }
+            let utf8 = UnsafeRawBufferPointer(start: start, count: count)
             if utf8.allSatisfy({ $0 < 0x80 }) {
-                appendLength(count)
-                out.append(contentsOf: utf8)
+                SQLValue.appendCanonical(text: utf8, to: &out)
             } else {
                 // As `value` reads it: a `String`, with what is not UTF-8 repaired.
-                let text = String(decoding: utf8, as: UTF8.self)
-                appendLength(text.utf8.count)
-                out.append(contentsOf: text.utf8)
+                SQLValue.text(String(decoding: utf8, as: UTF8.self)).append(to: &out)
             }
         case SQLITE_BLOB:
-            out.append(4)
             let count = Int(sqlite3_value_bytes(value))
-            appendLength(count)
-            guard count > 0, let start = sqlite3_value_blob(value) else { return }
-            out.append(contentsOf: UnsafeRawBufferPointer(start: start, count: count))
+            guard count > 0, let start = sqlite3_value_blob(value) else { return SQLValue.blob([]).append(to: &out) }
+            SQLValue.appendCanonical(blob: UnsafeRawBufferPointer(start: start, count: count), to: &out)
         default:
-            out.append(0)
+            SQLValue.null.append(to: &out)
         }
     }
 

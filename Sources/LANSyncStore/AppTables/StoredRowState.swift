@@ -66,13 +66,9 @@ enum StoredRowState {
         let marked = change.kind != .update
         let totals = change.kind == .append ? [] : change.totals
         let stamped = marked || !change.values.isEmpty || !totals.isEmpty
-        out.append(tag)
-        out.appendVarint(change.causalLength)
-        out.append(marked ? change.kind.rawValue : 0)
-        out.appendVarint(stamped ? 1 : 0)
-        if stamped { append(change.stamp, replicas: replicas, to: &out) }
-        if marked { out.append(0) }
-        out.appendVarint(change.values.count)
+        appendFirstHeader(
+            causalLength: change.causalLength, marker: marked ? change.kind : nil,
+            stamp: stamped ? (change.hlc, replicas[change.dot.replica]!, change.dot.counter) : nil, cells: change.values.count, to: &out)
         for (position, value) in change.values.enumerated() {
             out.appendVarint(try columns.number(value.column, position: position, db))
             out.append(0)
@@ -85,6 +81,26 @@ enum StoredRowState {
             out.append(0)
             out.appendVarint(zigzag(total.total))
         }
+    }
+
+    /// What a first change's state starts with, before its cells: the tag, its life, its marker
+    /// (nil for an update), its one stamp (nil for an update that sets nothing; the replica by
+    /// its number) and the number of cells. `encodeFirst` and the store's encoded inserts share it.
+    static func appendFirstHeader(
+        causalLength: UInt64, marker: RowChange.Kind?, stamp: (hlc: HybridTimestamp, replica: Int64, counter: UInt64)?, cells: Int,
+        to out: inout [UInt8]
+    ) {
+        out.append(tag)
+        out.appendVarint(causalLength)
+        out.append(marker?.rawValue ?? 0)
+        out.appendVarint(stamp == nil ? 0 : 1)
+        if let stamp {
+            out.appendBigEndian(stamp.hlc.rawValue)
+            out.appendVarint(stamp.replica)
+            out.appendVarint(stamp.counter)
+        }
+        if marker != nil { out.append(0) }
+        out.appendVarint(cells)
     }
 
     /// Reads a stored state, in this form or the canonical one. `columns` and `replicas` number
