@@ -18,8 +18,10 @@ extension Agent {
     /// any other writer is noticed through the replica's files changing, `FileWatch`). Nothing here
     /// wakes on a timer.
     func watchChanges() async {
-        // This replica's change chain is extended and signed after its local writes, off their
-        // path; wake-ups that come while it runs fold into one.
+        // A local change goes to peers once this replica's signed chain covers it: a small
+        // commit extends the chain itself (`extendChainInCommits`), and then the push goes at
+        // once; otherwise (a bulk insert, another process's write) the chain is extended here
+        // first, off the writes' path. Wake-ups that come while that runs fold into one.
         let (chainWakes, wakeChain) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         wakeChain.yield()
         await withDiscardingTaskGroup { tasks in
@@ -28,16 +30,21 @@ extension Agent {
                     // Records of a new epoch (merged from a member that handed them over) may
                     // seal its key to this device.
                     if case .preferences(let writes, _) = change, Self.touchEpochs(writes) { await self.reloadGroup() }
-                    // A local change goes to peers once the chain covers it (signed ranges end
-                    // at signed heads): the extension pushes.
                     if change.isLocal { wakeChain.yield() } else { await self.pushAll() }
                 }
                 wakeChain.finish()
             }
             tasks.addTask {
-                for await _ in chainWakes { await self.pushToAllPeers() }
+                for await _ in chainWakes {
+                    if self.node.store.chainCoversKnownWrites { await self.pushAll() } else { await self.pushToAllPeers() }
+                }
             }
-            tasks.addTask { await self.watchOtherWriters(onChange: { wakeChain.yield() }) }
+            tasks.addTask {
+                await self.watchOtherWriters(onChange: {
+                    self.node.store.noteWriteByAnotherProcess()
+                    wakeChain.yield()
+                })
+            }
         }
     }
 

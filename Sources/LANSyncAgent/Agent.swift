@@ -125,6 +125,10 @@ public actor Agent: Service {
                 await self.recordSelf()
                 await self.reloadGroup()
                 ready()
+                // While the agent runs, a small commit signs the chain over its own changes, so
+                // that they can be pushed at once (`extendChainInCommits`).
+                self.node.store.extendChainInCommits(true)
+                defer { self.node.store.extendChainInCommits(false) }
                 await self.watchChanges()
             },
             AgentPart(name: "network watch", states: states) { ready in

@@ -1,6 +1,7 @@
 import Foundation
 package import GRDB
 package import LANSyncCore
+import LANSyncCrypto
 
 /// Local writes: appends and preference writes made on this replica, durable when they return.
 extension ReplicaStore {
@@ -67,6 +68,7 @@ extension ReplicaStore {
         _ write: @escaping @Sendable (inout WriteContext) throws -> T, onCommit: (@Sendable (T) -> Void)?
     ) async throws(StoreError) -> T {
         let (writer, hasher, queue, checkpointer, apps) = (writer, hasher, localWrites, checkpointer, apps)
+        let chain = (coverage: chainCoverage, replica: replica, signer: headSigner)
         return try await Self.database {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 queue.add(
@@ -80,7 +82,7 @@ extension ReplicaStore {
                         },
                         fail: { continuation.resume(throwing: $0) }))
                 writer.asyncWriteWithoutTransaction { db in
-                    if Self.commitWaiting(queue, db: db, hasher: hasher, apps: apps) { checkpointer?.committed() }
+                    if Self.commitWaiting(queue, db: db, hasher: hasher, apps: apps, extendingChain: chain) { checkpointer?.committed() }
                 }
             }
         }
@@ -88,20 +90,28 @@ extension ReplicaStore {
 
     /// Commits every waiting local write in one transaction (none, when a merge took them).
     /// Returns whether it committed anything.
-    private static func commitWaiting(_ queue: LocalWriteQueue, db: Database, hasher: ElementHasher, apps: AppTableAccess) -> Bool {
+    private static func commitWaiting(
+        _ queue: LocalWriteQueue, db: Database, hasher: ElementHasher, apps: AppTableAccess,
+        extendingChain chain: (coverage: ChainCoverage, replica: ReplicaID, signer: SigningKey?)
+    ) -> Bool {
         guard queue.hasWaiting else { return false }
         var taken = TakenWrites()
+        var coveringChain = false
         do {
             try db.inTransaction {
                 var context = try WriteContext(db, hasher: hasher, apps: apps)
                 try taken.take(from: queue, into: &context)
-                if !taken.writes.isEmpty { try context.save() }
+                if !taken.writes.isEmpty {
+                    try context.save()
+                    coveringChain = extendInCommit(chain.coverage, replica: chain.replica, signer: chain.signer, db: db, hasher: hasher)
+                }
                 return .commit
             }
         } catch {
             for write in taken.writes { write.fail(error) }
             return false
         }
+        if !taken.writes.isEmpty { chain.coverage.committed(coveringChain: coveringChain) }
         taken.reportCommitted()
         return !taken.writes.isEmpty
     }

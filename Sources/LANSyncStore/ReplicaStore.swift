@@ -19,6 +19,8 @@ package struct ReplicaStore: Sendable {
     let checkpointer: Checkpointer?
     /// App tables: the functions their triggers call, and the catalog.
     let apps: AppTableAccess
+    /// Whether local commits extend this replica's chain themselves, and which writes it may not cover.
+    let chainCoverage = ChainCoverage()
     /// The device's key, which signs the heads of this replica's change chain; nil until
     /// `signingHeads(with:)` (heads are then kept unsigned until a store with the key commits).
     private(set) var headSigner: SigningKey?

@@ -76,6 +76,8 @@ import Testing
             do {
                 let keys = (0..<3).map { _ in SigningKey(derivedFrom: KeyPair.generate()) }
                 let stores = try (0..<3).map { try Self.store(UInt8($0 + 1), key: keys[$0]) }
+                // One extends its chain in its small commits, as while an agent runs.
+                stores[0].extendChainInCommits(true)
                 var now: UInt64 = 1_000
                 for step in steps {
                     now += UInt64(step % 3)
@@ -100,6 +102,91 @@ import Testing
                 Issue.record("\(error)")
             }
         }
+    }
+
+    /// While asked (an agent runs), a small commit extends and signs the chain itself: the head
+    /// is at the replica's counter when the write returns, and the store knows that the chain
+    /// covers every write it knows of. A commit of more changes than the limit, a chain already
+    /// further behind, and another process's write leave the chain to `extendOwnChain`.
+    @Test func smallCommitsExtendTheChainThemselvesWhileAsked() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let store = try Self.store(1, key: key)
+        func head() throws -> (counter: UInt64, signed: Bool, replica: UInt64) {
+            let head = try store.chainHead(of: store.replica)
+            let signed = head?.signed.map { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: key.publicKey) } ?? false
+            return (head?.head.counter ?? 0, signed, try store.versionVector()[store.replica])
+        }
+        _ = try await store.append([AppendRequest(stream: "taps", payload: "0")], now: 1_000)
+        #expect(try head().counter == 0, "not asked yet: the commit leaves the chain alone")
+        #expect(!store.chainCoversKnownWrites)
+
+        store.extendChainInCommits(true)
+        _ = try await store.append([AppendRequest(stream: "taps", payload: "1")], now: 1_001)
+        #expect(try head() == (2, true, 2), "the commit extended the chain over both changes")
+        #expect(!store.chainCoversKnownWrites, "what was written before the store opened is not known to be covered")
+        try await store.extendOwnChain()
+        #expect(store.chainCoversKnownWrites)
+        for step in 0..<6 {
+            if step % 2 == 0 {
+                _ = try await store.append((0...step).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_010 + UInt64(step))
+            } else {
+                _ = try await store.setPreferences([PreferenceRequest(key: "theme", value: "\"\(step)\"")], now: 1_010 + UInt64(step))
+            }
+            let now = try head()
+            #expect(now.counter == now.replica && now.signed, "step \(step): \(now)")
+            #expect(store.chainCoversKnownWrites)
+        }
+
+        // More changes than the limit: left to `extendOwnChain`, and so is the next small commit.
+        _ = try await store.append((0..<Int(ChainCoverage.limit) + 1).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 2_000)
+        #expect(try head().counter < head().replica)
+        #expect(!store.chainCoversKnownWrites)
+        _ = try await store.append([AppendRequest(stream: "taps", payload: "after")], now: 2_001)
+        #expect(try head().counter < head().replica)
+        try await store.extendOwnChain()
+        #expect(try head().counter == head().replica && store.chainCoversKnownWrites)
+
+        store.noteWriteByAnotherProcess()
+        #expect(!store.chainCoversKnownWrites)
+        try await store.extendOwnChain()
+        #expect(store.chainCoversKnownWrites)
+
+        store.extendChainInCommits(false)
+        _ = try await store.append([AppendRequest(stream: "taps", payload: "off")], now: 3_000)
+        #expect(try head().counter < head().replica && !store.chainCoversKnownWrites)
+        try await Self.expectOwnChainVerifies(store, key: key)
+        #expect(store.chainCoversKnownWrites)
+
+        // Without the device's key there is nothing to sign with: commits leave the chain alone.
+        let unsigned = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
+        unsigned.extendChainInCommits(true)
+        _ = try await unsigned.append([AppendRequest(stream: "taps", payload: "0")], now: 1_000)
+        #expect(try unsigned.chainHead(of: unsigned.replica) == nil)
+    }
+
+    /// Extensions read the replica beside the writer and store what they made afterwards; with
+    /// commits extending the chain meanwhile (and bulk commits that do not), each stores only what
+    /// still follows from the head it read, and the chain verifies whole.
+    @Test func extensionsRacingCommitsKeepOneChain() async throws {
+        let key = SigningKey(derivedFrom: KeyPair.generate())
+        let path = NSTemporaryDirectory() + "chain-race-\(UInt64.random(in: 0...UInt64.max)).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try ReplicaStore.openOrCreate(path: path, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!).0.signingHeads(with: key)
+        store.extendChainInCommits(true)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                for step in 0..<300 {
+                    let count = step % 50 == 49 ? 100 : 1 + step % 3
+                    _ = try await store.append((0..<count).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000 + UInt64(step))
+                }
+            }
+            for _ in 0..<2 {
+                tasks.addTask { for _ in 0..<100 { try await store.extendOwnChain() } }
+            }
+            try await tasks.waitForAll()
+        }
+        try await Self.expectOwnChainVerifies(store, key: key)
+        #expect(store.chainCoversKnownWrites)
     }
 
     /// A large commit keeps a signed point at every 256th counter (where catch-ups are cut).
