@@ -37,7 +37,7 @@ extension ReplicaStore {
     /// a version vector past the verified head, and every later range would look like a gap.
     func merge(_ checked: CheckedDelta, keeping heads: [KeptHead]) async throws(StoreError) -> MergeResult {
         let (hasher, queue, apps) = (hasher, localWrites, apps)
-        let (coverage, replica, signer) = (chainCoverage, replica, headSigner)
+        let coverage = chainCoverage
         // Which rows changed the replica, by index: the writer copies no rows.
         var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
         var uncounted: Set<ReplicaID> = []
@@ -49,17 +49,12 @@ extension ReplicaStore {
                     let begin = ContinuousClock.now
                     var part = MergedShare()
                     var taken = TakenWrites()
-                    var coveringChain = false
                     do {
                         try apps.capture.with(.merging) {
                             try db.inTransaction {
                                 part = try Self.merge(
                                     share, of: checked, keeping: heads, db: db, hasher: hasher, apps: apps, localWrites: queue,
                                     taken: &taken)
-                                // Local writes that rode along: the chain over them, as their own commit would.
-                                if !taken.writes.isEmpty {
-                                    coveringChain = Self.extendInCommit(coverage, replica: replica, signer: signer, db: db, hasher: hasher)
-                                }
                                 return .commit
                             }
                         }
@@ -68,7 +63,9 @@ extension ReplicaStore {
                         queue.putBack(taken.writes)
                         throw error
                     }
-                    if !taken.writes.isEmpty { coverage.committed(coveringChain: coveringChain) }
+                    // Local writes that rode along leave the chain to the agent: extended here, the
+                    // chain made every write that rode along a catch-up wait 0.16 ms more (p50).
+                    if !taken.writes.isEmpty { coverage.committed(coveringChain: false) }
                     taken.reportCommitted()
                     return (part, ContinuousClock.now - begin)
                 }
