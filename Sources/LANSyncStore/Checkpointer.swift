@@ -23,16 +23,18 @@ import Synchronization
 /// with a background checkpoint always a commit or two behind, that never happens. The WAL then
 /// grows by everything a catch-up writes (250 MB for a million entries), and every frame goes to
 /// a new part of the file, which the kernel must allocate and zero first: 0.36 s of the writer's
-/// time in a profiled 1M catch-up. So a merge, once the WAL passes `rewindFrames`, waits between
+/// time in a profiled 1M catch-up. So a merge, once the WAL passes `rewindBytes`, waits between
 /// two transactions for a checkpoint of everything (`checkpointBeforeRewind()`); its next
 /// transaction rewinds the WAL, and the file's pages, already cached, are written over. The WAL
 /// stays near 32 MB, and over five alternating runs the 1M catch-up took 4.65-4.77 s (median
 /// 4.69) against 4.73-5.30 s (median 4.97) without.
 final class Checkpointer: Sendable {
     static let commitsPerCheckpoint = 4
-    /// WAL frames (page-sized) past which a merge lets the checkpoint catch up: about 32 MB.
+    /// WAL bytes past which a merge lets the checkpoint catch up: 32 MiB, whatever the page size
+    /// (a count of frames let the WAL of a replica with 16 KiB pages grow to 128 MiB, and a
+    /// million-entry catch-up took 5.82-6.32 s against 6.11-7.60 s, three runs each alternated).
     /// Tests set a smaller one.
-    let rewindFrames = Atomic<Int>(8_192)
+    let rewindBytes = Atomic<Int>(32 << 20)
 
     private let path: String
     private let queue = DispatchQueue(label: "lansync.checkpoint", qos: .utility)
@@ -41,6 +43,8 @@ final class Checkpointer: Sendable {
     private let connection = Mutex<DatabaseQueue?>(nil)
     /// Frames in the WAL when the last checkpoint ran.
     private let walFrames = Atomic<Int>(0)
+    /// The bytes of a WAL frame: the replica's page and the frame's 24-byte header.
+    private let frameBytes = Atomic<Int>(4_096 + 24)
 
     init(path: String) { self.path = path }
 
@@ -55,12 +59,12 @@ final class Checkpointer: Sendable {
         }
     }
 
-    /// When the WAL has grown past `rewindFrames`: checkpoints everything committed so far and
+    /// When the WAL has grown past `rewindBytes`: checkpoints everything committed so far and
     /// returns once done, so that the caller's next write transaction rewinds the WAL. Runs on
     /// the checkpoint thread, after any checkpoint already under way; the caller holds no
     /// transaction meanwhile, so the app's writes still commit.
     func checkpointBeforeRewind() async {
-        guard walFrames.load(ordering: .relaxed) > rewindFrames.load(ordering: .relaxed) else { return }
+        guard walFrames.load(ordering: .relaxed) * frameBytes.load(ordering: .relaxed) > rewindBytes.load(ordering: .relaxed) else { return }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             queue.async { [self] in
                 checkpoint()
@@ -79,6 +83,9 @@ final class Checkpointer: Sendable {
                     var configuration = Configuration()
                     configuration.label = "lansync.checkpoint"
                     connection = try DatabaseQueue(path: path, configuration: configuration)
+                    if let pageSize = try connection?.read({ try Int.fetchOne($0, sql: "PRAGMA page_size") }) {
+                        frameBytes.store(pageSize + 24, ordering: .relaxed)
+                    }
                 }
                 try connection?.writeWithoutTransaction { db in
                     // One row: busy flag, frames in the WAL, frames checkpointed.

@@ -343,7 +343,7 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let path = directory.path + "/replica.sqlite"
         let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
         let checkpointer = try #require(store.checkpointer)
-        checkpointer.rewindFrames.store(64, ordering: .relaxed)  // 256 KB
+        checkpointer.rewindBytes.store(256 << 10, ordering: .relaxed)
         let replica = ReplicaID(high: 7, low: 7)
         let payload = "{\"text\":\"" + String(repeating: "x", count: 400) + "\"}"
         let count = 30_000
