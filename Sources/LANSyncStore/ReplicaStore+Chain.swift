@@ -107,11 +107,11 @@ extension ReplicaStore {
     /// transaction of the chain's own. A larger commit (a bulk insert) leaves its changes to
     /// `extendOwnChain`, off the write path.
     ///
-    /// Measured with `lansync-bench --api`, three runs of each build alternated: the library's
-    /// appends back to back in an agent's process, p99 1.17-1.31 ms with a separate extension
-    /// after each commit, 0.88-1.07 ms extended in the commit; API appends p99 1.38-2.13 ms
-    /// against 1.18-1.43 ms. (The p50 barely moved: the commit itself, which flushes about six
-    /// 16 KiB pages, is most of it.)
+    /// Measured with `lansync-bench --api`, three runs of each build alternated (both builds still
+    /// had the `synchronous` switch that `extendOwnChain` no longer makes): the library's appends
+    /// back to back in an agent's process, p99 1.17-1.31 ms with a separate extension after each
+    /// commit, 0.88-1.07 ms extended in the commit; API appends p99 1.38-2.13 ms against
+    /// 1.18-1.43 ms.
     package func extendChainInCommits(_ enabled: Bool) {
         chainCoverage.extendsInCommits.store(enabled && headSigner != nil, ordering: .relaxed)
     }
@@ -119,8 +119,7 @@ extension ReplicaStore {
     /// Whether this replica's chain covers every write this store knows of: its own local
     /// commits, and writes by other processes reported with `noteWriteByAnotherProcess`. When
     /// it does, there is nothing for `extendOwnChain` to do, and the agent pushes at once
-    /// without reading the replica first: even a read that finds the chain up to date, after
-    /// every commit, made the app's appends wait about 0.3 ms more (`lansync-bench --api`).
+    /// without reading the replica first.
     package var chainCoversKnownWrites: Bool {
         chainCoverage.covered.load(ordering: .acquiring) >= chainCoverage.uncovered.load(ordering: .acquiring)
     }
