@@ -84,12 +84,13 @@ extension ReplicaStore {
             return try await writer.writeWithoutTransaction { db in
                 var head: SignedChainPoint?
                 try db.inTransaction {
-                    // Another extension may have stored its own since the snapshot: then plan
-                    // again, inside this transaction.
-                    if let planned, try planned.store(db) {
+                    // Another extension (a commit's, say) may have stored its own since the
+                    // snapshot: then plan again, inside this transaction.
+                    if let planned, try planned.headUnchanged(db) {
+                        try planned.write(db)
                         head = planned.result
                     } else if let replanned = try ChainExtension.plan(of: replica, db: db, hasher: hasher, signer: signer) {
-                        _ = try replanned.store(db)
+                        try replanned.write(db)
                         head = replanned.result
                     }
                     return .commit
@@ -124,7 +125,9 @@ extension ReplicaStore {
         chainCoverage.covered.load(ordering: .acquiring) >= chainCoverage.uncovered.load(ordering: .acquiring)
     }
 
-    /// Another process wrote to the replica: its changes are not in the chain until `extendOwnChain`.
+    /// The replica changed in a way this store may not have made (another process's write; the
+    /// agent's file watch sees every commit, this process's too): the chain is not known to cover
+    /// it until the next `extendOwnChain`, which finds nothing to do when it was this process's.
     package func noteWriteByAnotherProcess() {
         chainCoverage.uncovered.add(1, ordering: .releasing)
     }
@@ -138,7 +141,9 @@ extension ReplicaStore {
         do {
             guard let planned = try ChainExtension.plan(of: replica, db: db, hasher: hasher, signer: signer, limit: ChainCoverage.limit)
             else { return false }
-            return planned.writes ? try planned.store(db) : true
+            // Planned in this transaction: the head it read is still the stored one.
+            try planned.write(db)
+            return true
         } catch {
             return false
         }
@@ -147,8 +152,7 @@ extension ReplicaStore {
     /// `extendOwnChain`'s work: what a read of the replica says to store, and the head it makes.
     struct ChainExtension {
         let number: Int64
-        /// The stored head's counter and whether it was signed, as read: the store goes ahead only
-        /// when they have not changed since.
+        /// The stored head's counter and whether it was signed, as read (`headUnchanged`).
         let stored: (counter: Int64, signed: Bool)?
         /// Points of the chain passed (every 256th counter, and where 1 MiB of changes passed).
         var points: [(dot: Int64, hash: Data, signature: Data?)] = []
@@ -168,11 +172,11 @@ extension ReplicaStore {
             guard let number = try ReplicaStore.number(of: replica, db) else { return nil }
             let counter = UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT counter FROM replicas WHERE num = ?"), arguments: [number]) ?? 0)
             guard counter > 0 else { return nil }
-            var chain = try OwnChain.load(replica: replica, number: number, db: db)
+            let loaded = try OwnChain.load(replica: replica, number: number, db: db)
+            var chain = loaded.chain
             guard counter - chain.head.counter <= limit else { return nil }
-            let storedRow = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, signature FROM chain_heads WHERE replica = ?"), arguments: [number])
-            let storedSignature = storedRow?[1] as Data?
-            let stored = storedRow.map { (counter: $0[0] as Int64, signed: storedSignature != nil) }
+            let storedSignature = loaded.signature
+            let stored = loaded.stored ? (counter: Int64(chain.head.counter), signed: storedSignature != nil) : nil
             if chain.head.counter == counter, storedSignature != nil || signer == nil {
                 // Up to date: nothing to write.
                 return ChainExtension(number: number, stored: stored, result: SignedChainPoint(head: chain.head, signature: storedSignature.map { [UInt8]($0) }))
@@ -203,8 +207,10 @@ extension ReplicaStore {
                 number: number, stored: stored, points: points,
                 head: (Int64(chain.head.counter), Data(chain.head.hash), headSignature, chain.bytesSincePoint),
                 result: SignedChainPoint(head: chain.head, signature: headSignature.map { [UInt8]($0) }))
-            if signer != nil {
-                // Points a call without the key kept unsigned (the partial index finds them without a scan).
+            if signer != nil, stored?.signed != true {
+                // Points a call without the key kept unsigned (the partial index finds them without a
+                // scan). There are none under a signed head: an extension without the key leaves its
+                // head unsigned too, and the next one with the key signs both.
                 let unsigned = try Row.fetchAll(
                     db.cachedStatement(sql: "SELECT dot, hash FROM chain_points WHERE signature IS NULL AND dot >= ? AND dot <= ?"),
                     arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: Dot.maxCounter)])
@@ -216,12 +222,16 @@ extension ReplicaStore {
             return plan
         }
 
-        /// Stores the plan inside the caller's write transaction; false (storing nothing) when the
-        /// stored head is no longer the one the plan was made from.
-        func store(_ db: Database) throws -> Bool {
+        /// Whether the stored head is still the one the plan was made from: a plan made on an
+        /// earlier snapshot may be stored only then.
+        func headUnchanged(_ db: Database) throws -> Bool {
             let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, signature FROM chain_heads WHERE replica = ?"), arguments: [number])
             let now = row.map { (counter: $0[0] as Int64, signed: ($0[1] as Data?) != nil) }
-            guard now?.counter == stored?.counter, now?.signed == stored?.signed else { return false }
+            return now?.counter == stored?.counter && now?.signed == stored?.signed
+        }
+
+        /// Writes the plan in the caller's write transaction.
+        func write(_ db: Database) throws {
             let point = try db.cachedStatement(sql: "INSERT OR REPLACE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)")
             for each in points { try point.execute(arguments: [each.dot, each.hash, each.signature]) }
             if let head {
@@ -232,7 +242,6 @@ extension ReplicaStore {
             for each in signedLater {
                 try db.execute(sql: "UPDATE chain_points SET signature = ? WHERE dot = ?", arguments: [each.signature, each.dot])
             }
-            return true
         }
     }
 
@@ -439,16 +448,17 @@ struct OwnChain {
     /// A point before a change that would take the changes since the last one past this size.
     static let pointBytes = 1 << 20
 
-    /// The stored head of the chain; without one, a genesis at 0. (An upgraded replica has its
-    /// genesis at the counter it had reached, stored by the schema's migration: its earlier
-    /// changes were written unsigned.)
-    static func load(replica: ReplicaID, number: Int64, db: Database) throws -> OwnChain {
-        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, hash, bytes_since_point FROM chain_heads WHERE replica = ?"), arguments: [number]) {
-            let hash = [UInt8](row[1] as Data)
-            return OwnChain(head: ChainHead(replica: replica, counter: UInt64(row[0] as Int64), hash: hash), bytesSincePoint: row[2])
+    /// The stored head of the chain and its signature (nil while unsigned); without one, a genesis
+    /// at 0, `stored` false. (An upgraded replica has its genesis at the counter it had reached,
+    /// stored by the schema's migration: its earlier changes were written unsigned.)
+    static func load(replica: ReplicaID, number: Int64, db: Database) throws -> (chain: OwnChain, stored: Bool, signature: Data?) {
+        let sql = "SELECT counter, hash, bytes_since_point, signature FROM chain_heads WHERE replica = ?"
+        if let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [number]) {
+            let head = ChainHead(replica: replica, counter: UInt64(row[0] as Int64), hash: [UInt8](row[1] as Data))
+            return (OwnChain(head: head, bytesSincePoint: row[2]), true, row[3])
         }
         let genesis = ChainHead.genesis(of: replica)
-        return OwnChain(head: genesis, bytesSincePoint: 0, points: [genesis])
+        return (OwnChain(head: genesis, bytesSincePoint: 0, points: [genesis]), false, nil)
     }
 
     /// Extends the chain by one change of about `bytes` bytes whose leaf is `leaf`.

@@ -63,8 +63,8 @@ extension ReplicaStore {
                         queue.putBack(taken.writes)
                         throw error
                     }
-                    // Local writes that rode along leave the chain to the agent: extended here, the
-                    // chain made every write that rode along a catch-up wait 0.16 ms more (p50).
+                    // Local writes that rode along leave the chain to the agent: extended here, it
+                    // took 0.16 ms (p50) of a catch-up's merge transaction, which they wait for.
                     if !taken.writes.isEmpty { coverage.committed(coveringChain: false) }
                     taken.reportCommitted()
                     return (part, ContinuousClock.now - begin)

@@ -196,9 +196,9 @@ struct NetworkBenchmark {
             _ = try await source.append((index..<end).map { AppendRequest(stream: "symbol_taps", payload: Workload.payload($0)) })
             index = end
         }
-        // A running agent extends and signs its chain after each commit, off the write path: the
-        // catch-up starts from a signed chain, as it would after the writes. Timed apart, and
-        // printed below: a source whose agent was not running while it wrote pays it first.
+        // A running agent signs its chain over bulk commits like these after them, off the write
+        // path: the catch-up starts from a signed chain, as it would after the writes. Timed
+        // apart, and printed below: a source whose agent was not running while it wrote pays it first.
         let signingStart = clock.now
         try await source.store.extendOwnChain()
         let signing = (clock.now - signingStart).seconds

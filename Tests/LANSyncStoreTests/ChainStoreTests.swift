@@ -166,7 +166,8 @@ import Testing
 
     /// Extensions read the replica beside the writer and store what they made afterwards; with
     /// commits extending the chain meanwhile (and bulk commits that do not), each stores only what
-    /// still follows from the head it read, and the chain verifies whole.
+    /// still follows from the head it read: the stored head never moves back, and the chain
+    /// verifies whole.
     @Test func extensionsRacingCommitsKeepOneChain() async throws {
         let key = SigningKey(derivedFrom: KeyPair.generate())
         let path = NSTemporaryDirectory() + "chain-race-\(UInt64.random(in: 0...UInt64.max)).sqlite"
@@ -182,6 +183,15 @@ import Testing
             }
             for _ in 0..<2 {
                 tasks.addTask { for _ in 0..<100 { try await store.extendOwnChain() } }
+            }
+            tasks.addTask {
+                var seen: UInt64 = 0
+                for _ in 0..<2_000 {
+                    let counter = try store.chainHead(of: store.replica)?.head.counter ?? 0
+                    #expect(counter >= seen, "the stored head moved back from \(seen) to \(counter)")
+                    seen = max(seen, counter)
+                    await Task.yield()
+                }
             }
             try await tasks.waitForAll()
         }
