@@ -10,11 +10,44 @@ package struct CheckedDelta: Sendable {
     /// The leaf of every change it carries (`Delta.changeLeaves`), when the check was asked for
     /// them (`check(_:signed:)`): computed with the rest, off the merge's path.
     let leaves: ChangeLeaves?
+    /// `delta.rows[i]`'s key and first state (see `FirstRow`) at index `i`, or empty: what a merge
+    /// writes for a row it has never heard of, computed with the rest of the check, off the
+    /// writer's path.
+    let firstRows: [FirstRow]
 
-    init(delta: Delta, entryHashes: [[UInt8]], leaves: ChangeLeaves? = nil) {
+    init(delta: Delta, entryHashes: [[UInt8]], leaves: ChangeLeaves? = nil, firstRows: [FirstRow] = []) {
         precondition(entryHashes.count == delta.entries.count, "one hash per entry")
+        precondition(firstRows.isEmpty || firstRows.count == delta.rows.count, "one first row per change, or none")
         self.delta = delta
         self.entryHashes = entryHashes
         self.leaves = leaves
+        self.firstRows = firstRows
+    }
+
+    /// The first row at `index` of `delta.rows`, when the check made them.
+    func firstRow(_ index: Int) -> FirstRow? { firstRows.isEmpty ? nil : firstRows[index] }
+}
+
+/// What a change makes of a row no replica had told this one of, as the store keeps it: the
+/// row's key bytes (`SQLValue.keyBytes`), the digest's hash of its state (the change alone,
+/// `RowState.appendFirst`), and whether anything of the change wins (so it is indexed by its dot).
+/// None of it depends on the database, so a receiver computes it beside the merge before.
+struct FirstRow: Sendable {
+    let key: [UInt8]
+    let digestHash: [UInt8]
+    let isLive: Bool
+
+    init(_ change: RowChange, hasher: ElementHasher, buffer: inout [UInt8]) {
+        key = SQLValue.keyBytes(change.key.primaryKey)
+        buffer.removeAll(keepingCapacity: true)
+        FirstRow.appendIdentity(table: change.key.table, key: key, to: &buffer)
+        isLive = RowState.appendFirst(change, to: &buffer)
+        digestHash = hasher.hash(buffer)
+    }
+
+    /// What the digest hashes for a row before its state: the row's identity (table, key).
+    static func appendIdentity(table: String, key: [UInt8], to bytes: inout [UInt8]) {
+        bytes.appendField(table)
+        bytes.append(contentsOf: key)
     }
 }

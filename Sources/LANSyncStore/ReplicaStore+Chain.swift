@@ -537,33 +537,48 @@ struct RangeContents {
         // of them lost), superseded ones from their stub alone.
         let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_tables")).map { ($0[0] as Int64, $0[1] as String) })
         let columnNames = try ColumnNumbering.load(db).names
-        let rows = try BoundStatement(
-            db,
-            sql: """
-                SELECT o.dot, o.tbl, o.key, o.stub, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
-                WHERE o.dot > ? AND o.dot <= ?
-                UNION ALL
-                SELECT s.dot, s.tbl, s.key, s.stub, NULL FROM row_stubs s WHERE s.dot > ? AND s.dot <= ?
-                """)
-        rows.bind(1, lower)
-        rows.bind(2, upper)
-        rows.bind(3, lower)
-        rows.bind(4, upper)
-        try rows.forEachRow { columns in
-            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
-            guard let table = tables[columns.int64(1)] else {
-                throw StoreError(.database, "change \(dot) names app table \(columns.int64(1)), which is not registered; the database is damaged")
+        func rowKey(_ table: Int64, _ key: [UInt8], dot: Dot) throws -> RowKey {
+            guard let name = tables[table] else {
+                throw StoreError(.database, "change \(dot) names app table \(table), which is not registered; the database is damaged")
             }
-            let key = RowKey(table: table, primaryKey: try columns.withBlob(2) { try SQLValue.key(from: Array($0)) })
-            let state = columns.isNull(4) ? RowState() : try columns.withBlob(4) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
-            if !columns.isNull(3) {
-                let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
+            return RowKey(table: name, primaryKey: try SQLValue.key(from: key))
+        }
+        let selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
+        var last: (table: Int64, key: [UInt8], state: RowState)?
+        try IndexedWrites.forEach(db, lower: lower, upper: upper) { write in
+            let dot = try RowDecoding.dot(write.dot, replicas: replicas)
+            let key = try rowKey(write.table, write.key, dot: dot)
+            if last == nil || last!.table != write.table || last!.key != write.key {
+                selectState.bind(1, write.table)
+                selectState.bind(2, write.key)
+                var state: RowState?
+                try selectState.forEachRow { columns in
+                    state = try columns.withBlob(0) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
+                }
+                guard let state else { throw StoreError(.database, "change \(dot) of \(key) is indexed, but its row is not; the database is damaged") }
+                last = (write.table, write.key, state)
+            }
+            let state = last!.state
+            if let stub = write.stub {
+                let stub = try RowChangeStub(canonicalBytes: stub)
                 contents.rows.append((stub.change(key: key, dot: dot, in: state), stub.lost))
             } else if let shown = state.change(key: key, dot: dot) {
                 contents.rows.append((shown, []))
-            } else {
+            } else if !write.inRun {
                 throw StoreError(.database, "change \(dot) of \(key) is indexed but not in its row; the database is damaged")
             }
+            // A run's change that a later one superseded is read from `row_stubs`, below (see `DotRun`).
+            return true
+        }
+        // Changes of which nothing wins any more: from their stubs alone.
+        let stubs = try BoundStatement(db, sql: "SELECT dot, tbl, key, stub FROM row_stubs WHERE dot > ? AND dot <= ?")
+        stubs.bind(1, lower)
+        stubs.bind(2, upper)
+        try stubs.forEachRow { columns in
+            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
+            let key = try rowKey(columns.int64(1), columns.withBlob(2) { Array($0) }, dot: dot)
+            let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
+            contents.rows.append((stub.change(key: key, dot: dot, in: RowState()), stub.lost))
         }
         return contents
     }
@@ -699,13 +714,14 @@ extension CheckedDelta {
         var hashes: [[UInt8]] = []
         hashes.reserveCapacity(entryHashes.count)
         for (entry, hash) in zip(delta.entries, entryHashes) where !replicas.contains(entry.dot.replica) { hashes.append(hash) }
+        let firstRows = firstRows.isEmpty ? [] : zip(delta.rows, firstRows).filter { !replicas.contains($0.0.dot.replica) }.map(\.1)
         delta.entries.removeAll { replicas.contains($0.dot.replica) }
         delta.preferences.removeAll { replicas.contains($0.dot.replica) }
         delta.preferenceStubs.removeAll { replicas.contains($0.dot.replica) }
         delta.rows.removeAll { replicas.contains($0.dot.replica) }
         delta.lostCells = delta.lostCells.filter { !replicas.contains($0.key.replica) }
         delta.coverage.removeAll { replicas.contains($0.replica) }
-        return CheckedDelta(delta: delta, entryHashes: hashes)
+        return CheckedDelta(delta: delta, entryHashes: hashes, firstRows: firstRows)
     }
 }
 

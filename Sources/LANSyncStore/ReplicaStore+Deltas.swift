@@ -117,40 +117,43 @@ struct AppRowReader {
     }
 
     mutating func changes(lower: Int64, upper: Int64, limit: Int) throws -> [RowChange] {
-        // One statement for the writes and their rows' states (read through the C API).
-        let select = try BoundStatement(
-            db,
-            sql: """
-                SELECT o.dot, o.tbl, o.key, r.state FROM app_ops o JOIN app_rows r ON r.tbl = o.tbl AND r.key = o.key
-                WHERE o.dot > ? AND o.dot <= ? ORDER BY o.dot LIMIT ?
-                """)
-        select.bind(1, lower)
-        select.bind(2, upper)
-        select.bind(3, Int64(limit))
         if tableNames == nil {
             tableNames = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0], $0[1]) })
         }
         let names = tableNames ?? [:]
         if columnNames == nil { columnNames = try ColumnNumbering.load(db).names }
         let columnNames = columnNames ?? [:]
+        let selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
         var changes = [RowChange]()
+        guard limit > 0 else {
+            wasCut = true
+            return changes
+        }
         // Consecutive writes of one row (an insert, then its updates) share one decoded state.
         var last: (table: Int64, key: [UInt8], rowKey: RowKey, state: RowState)?
-        try select.forEachRow { columns in
-            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
-            let table = columns.int64(1)
-            let key = columns.withBlob(2) { Array($0) }
-            if last == nil || last!.table != table || last!.key != key {
-                guard let name = names[table] else {
-                    throw StoreError(.database, "a write names app table \(table), which is not registered; the database is damaged")
+        try IndexedWrites.forEach(db, lower: lower, upper: upper, limit: limit) { write in
+            let dot = try RowDecoding.dot(write.dot, replicas: replicas)
+            if last == nil || last!.table != write.table || last!.key != write.key {
+                guard let name = names[write.table] else {
+                    throw StoreError(.database, "a write names app table \(write.table), which is not registered; the database is damaged")
                 }
-                let state = try columns.withBlob(3) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
-                last = (table, key, RowKey(table: name, primaryKey: try SQLValue.key(from: key)), state)
+                let rowKey = RowKey(table: name, primaryKey: try SQLValue.key(from: write.key))
+                selectState.bind(1, write.table)
+                selectState.bind(2, write.key)
+                var state: RowState?
+                try selectState.forEachRow { columns in
+                    state = try columns.withBlob(0) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
+                }
+                guard let state else { throw StoreError(.database, "write \(dot) of \(rowKey) is indexed, but its row is not; the database is damaged") }
+                last = (write.table, write.key, rowKey, state)
             }
             guard let change = last!.state.change(key: last!.rowKey, dot: dot) else {
+                // A run's write that a later one superseded (see `DotRun`).
+                if write.inRun { return true }
                 throw StoreError(.database, "write \(dot) of \(last!.rowKey) is indexed but not in the row; the database is damaged")
             }
             changes.append(change)
+            return changes.count < limit
         }
         wasCut = changes.count == limit
         return changes

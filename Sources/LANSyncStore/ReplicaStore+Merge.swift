@@ -87,9 +87,10 @@ extension ReplicaStore {
         return result
     }
 
-    /// Checks a delta from another replica (see `Delta.problem()`) and hashes its entries: the
-    /// part of a merge that needs no database, so a receiver can run it on any thread while the
-    /// batch before is being written. Rejects the delta whole when anything is wrong.
+    /// Checks a delta from another replica (see `Delta.problem()`), hashes its entries and works
+    /// out what each change makes of a row not heard of yet (`FirstRow`): the part of a merge
+    /// that needs no database, so a receiver can run it on any thread while the batch before is
+    /// being written. Rejects the delta whole when anything is wrong.
     /// With `signed`, also computes the leaf of every change (for `mergeSigned`): a session runs
     /// the check on another thread while the batch before is merged, so the leaves cost the
     /// merge nothing.
@@ -101,7 +102,12 @@ extension ReplicaStore {
         let hasher = elementHasher
         var buffer = [UInt8]()
         for index in delta.entries.indices { hashes.append(hasher.hash(delta.entries[index], reusing: &buffer)) }
-        return CheckedDelta(delta: delta, entryHashes: hashes, leaves: signed ? delta.changeLeaves(hasher: hasher, entryHashes: hashes) : nil)
+        var firstRows = [FirstRow]()
+        firstRows.reserveCapacity(delta.rows.count)
+        for index in delta.rows.indices { firstRows.append(FirstRow(delta.rows[index], hasher: hasher, buffer: &buffer)) }
+        return CheckedDelta(
+            delta: delta, entryHashes: hashes, leaves: signed ? delta.changeLeaves(hasher: hasher, entryHashes: hashes) : nil,
+            firstRows: firstRows)
     }
 
     /// What one merge transaction did with its share: how far it got (it stops early once a local
@@ -157,7 +163,7 @@ extension ReplicaStore {
                 let change = delta.rows[index]
                 context.observe(change.hlc)
                 let lost = delta.lostCells.isEmpty ? [] : delta.lostCells[change.dot] ?? []
-                if try context.mergeRow(change, lost: lost, materialize: true) {
+                if try context.mergeRow(change, lost: lost, materialize: true, first: checked.firstRow(index)) {
                     merged.changedRows.append(index)
                 }
                 merged.changesMerged += 1

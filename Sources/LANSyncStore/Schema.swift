@@ -13,7 +13,8 @@ import LANSyncCore
 /// - `app_tables` (v2): every app table heard of, numbered, whether this replica's app declared
 ///   it, and its live row count. `app_schema`: the schema text the app last applied.
 /// - `app_rows`: per app-table row, its CRDT state (`RowState`'s canonical bytes; from v5, the
-///   compact form of `StoredRowState`); the app's own table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan.
+///   compact form of `StoredRowState`); the app's own table holds the values it shows. `app_ops`: the live writes by dot, so a delta is a range scan
+///   (from v6, writes that made new rows are indexed in runs instead, `app_op_runs`).
 ///
 /// - v3, signed changes (docs/signed-changes.md): `chain_heads`, per replica the latest head of
 ///   its chain this replica holds (for its own, as far as it was last extended, and how many
@@ -32,6 +33,10 @@ import LANSyncCore
 ///   had reached (see the migration); no table changes.
 /// - v5: `app_columns` numbers column names, so that `app_rows.state` keeps a state in the
 ///   compact form `StoredRowState` describes (states stored before stay canonical and still read).
+/// - v6: `app_op_runs` indexes the dots of new rows a run at a time: a run of consecutive dots of
+///   one replica into one table (`first` to `last`, packed as `DotKey`s) and each dot's row key
+///   in order, each as a varint length and its bytes (see `DotRun`). `app_ops` keeps the other
+///   live writes and the stubs of live ones; readers take both.
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -40,7 +45,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 5
+    static let version: Int32 = 6
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -185,6 +190,18 @@ enum Schema {
                         name TEXT NOT NULL UNIQUE
                     );
                     PRAGMA user_version = 5;
+                    """)
+        }
+        migrator.registerMigration("v6 dot runs") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE app_op_runs (
+                        last INTEGER PRIMARY KEY,
+                        first INTEGER NOT NULL,
+                        tbl INTEGER NOT NULL,
+                        keys BLOB NOT NULL
+                    );
+                    PRAGMA user_version = 6;
                     """)
         }
         return migrator

@@ -76,10 +76,11 @@ extension WriteContext {
     /// and (when `materialize`, for changes from peers) the app's table. Returns whether the row
     /// changed. `lost`: the cells of the change that lost at the sender (signed changes), kept in
     /// its stub; the caller checks after the whole delta that they lost here too.
-    mutating func mergeRow(_ change: RowChange, lost: [RowChange.LostCell] = [], materialize: Bool) throws -> Bool {
+    /// `first`: what the change makes of a row not heard of yet, when the check computed it.
+    mutating func mergeRow(_ change: RowChange, lost: [RowChange.LostCell] = [], materialize: Bool, first: FirstRow? = nil) throws -> Bool {
         let table = try appTable(named: change.key.table)
-        let key = SQLValue.keyBytes(change.key.primaryKey)
-        if try storeFirst(change, lost: lost, in: table, key: key, materialize: materialize) { return true }
+        let key = first?.key ?? SQLValue.keyBytes(change.key.primaryKey)
+        if try storeFirst(change, lost: lost, in: table, key: key, materialize: materialize, first: first) { return true }
         return try mergeRow(
             change, lost: lost, table: table, key: key, held: try heldRow(table: table.number, key: key), materialize: materialize)
     }
@@ -110,7 +111,7 @@ extension WriteContext {
     /// rest of what `store` and `materialize` would write follows straight from the change,
     /// without building a `RowState` (see `RowState.appendFirst`).
     private mutating func storeFirst(
-        _ change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], materialize: Bool
+        _ change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], materialize: Bool, first: FirstRow?
     ) throws -> Bool {
         let statements = try rowStatements()
         _ = try columnNumbers()
@@ -119,16 +120,15 @@ extension WriteContext {
         stored.reserveCapacity(160)
         try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &stored)
         guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else { return false }
-        var row = Self.identity(of: change.key.table, key: key)
-        let live = RowState.appendFirst(change, to: &row)
-        if live {
-            try insertLiveDot(change.dot, table: table.number, key: key)
-            if !lost.isEmpty { try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot) }
+        let first = first ?? FirstRow(change, hasher: hasher, buffer: &firstRowBuffer)
+        if first.isLive {
+            try indexNewRow(change.dot, table: table.number, key: key)
+            if !lost.isEmpty { try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key) }
         } else {
             // It wins nothing: an update that sets nothing, or one whose every cell lost at the sender.
             try keepDeadStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key)
         }
-        digest.insert(hash: hasher.hash(row))
+        digest.insert(hash: first.digestHash)
         let exists = change.causalLength % 2 == 1
         if exists { countRows(in: table.number, by: 1) }
         guard materialize, table.declared != nil else { return true }
@@ -159,7 +159,7 @@ extension WriteContext {
         for dot in after where !before.contains(dot) { try insertLiveDot(dot, table: table.number, key: key) }
         for (dot, stub) in stubs {
             if after.contains(dot) {
-                try setLiveStub(stub, dot: dot)
+                try setLiveStub(stub, dot: dot, table: table.number, key: key)
             } else {
                 try keepDeadStub(stub, dot: dot, table: table.number, key: key)
             }
@@ -224,11 +224,17 @@ extension WriteContext {
         }
     }
 
-    /// Keeps the stub of a live change of which a part lost.
-    private mutating func setLiveStub(_ stub: RowChangeStub, dot: Dot) throws {
+    /// Keeps the stub of a live change of which a part lost, in its own `app_ops` row (also for a
+    /// change a run indexes: readers take that row for its dot).
+    private mutating func setLiveStub(_ stub: RowChangeStub, dot: Dot, table: Int64, key: [UInt8]) throws {
+        let number = try dotKey(dot)
+        // Its run is stored first: a run is stored only while no `app_ops` row holds one of its dots.
+        if pendingRun?.contains(number) == true { try storePendingRun() }
         let statement = try rowStatements().setOpStub
-        statement.bind(1, stub.canonicalBytes)
-        statement.bind(2, try dotKey(dot))
+        statement.bind(1, number)
+        statement.bind(2, table)
+        statement.bind(3, key)
+        statement.bind(4, stub.canonicalBytes)
         try statement.run()
     }
 
@@ -247,18 +253,39 @@ extension WriteContext {
     private static func identity(of table: String, key: [UInt8]) -> [UInt8] {
         var bytes = [UInt8]()
         bytes.reserveCapacity(key.count + table.utf8.count + 4 + 256)
-        bytes.appendField(table)
-        bytes.append(contentsOf: key)
+        FirstRow.appendIdentity(table: table, key: key, to: &bytes)
         return bytes
     }
 
     /// Indexes a write that wins somewhere in a row's state, so that deltas find it by its dot.
     mutating func insertLiveDot(_ dot: Dot, table: Int64, key: [UInt8]) throws {
+        let number = try dotKey(dot)
+        if pendingRun?.contains(number) == true { throw dotReused(dot) }
+        if try DotRun.holds(number, db) { throw dotReused(dot) }
         let insert = try rowStatements().insertOp
-        insert.bind(1, try dotKey(dot))
+        insert.bind(1, number)
         insert.bind(2, table)
         insert.bind(3, key)
         guard try insert.run() == 1 else { throw dotReused(dot) }
+    }
+
+    /// Indexes the write that made a new row: in a run with the dots before it when they are
+    /// consecutive (a bulk insert, a catch-up), else in a run of its own (see `DotRun`).
+    mutating func indexNewRow(_ dot: Dot, table: Int64, key: [UInt8]) throws {
+        let number = try dotKey(dot)
+        if pendingRun?.extend(table: table, dot: number, key: key) == true { return }
+        try storePendingRun()
+        pendingRun = DotRun(table: table, dot: number, key: key)
+    }
+
+    /// Stores the run of new rows' dots under way: before the transaction saves, and after each
+    /// of the app's writes (whose savepoint then holds it whole).
+    mutating func storePendingRun() throws {
+        guard let run = pendingRun else { return }
+        pendingRun = nil
+        if let taken = try run.write(db) {
+            throw dotReused(try RowDecoding.dot(taken, replicas: replicasByNumber))
+        }
     }
 
     mutating func countRows(in table: Int64, by change: Int) {
@@ -331,6 +358,7 @@ extension WriteContext {
                 result = try recorder.with(.local, catalog: try catalog()) { try body(db) }
                 let captured = recorder.takeEvents()
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
+                try storePendingRun()
                 return .commit
             } catch {
                 _ = recorder.takeEvents()
@@ -410,7 +438,7 @@ extension WriteContext {
         if stamp == nil {
             let first = RowChange(
                 key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
-            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false) { return }
+            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false, first: nil) { return }
         }
         let heldState = try heldRow(table: table.number, key: keyBytes)
         let held = heldState ?? RowState()
@@ -554,7 +582,8 @@ final class AppRowStatements {
         insertOp = try BoundStatement(db, sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
         deleteOp = try BoundStatement(db, sql: "DELETE FROM app_ops WHERE dot = ?")
         selectOpStub = try BoundStatement(db, sql: "SELECT stub FROM app_ops WHERE dot = ?")
-        setOpStub = try BoundStatement(db, sql: "UPDATE app_ops SET stub = ? WHERE dot = ?")
+        setOpStub = try BoundStatement(
+            db, sql: "INSERT INTO app_ops (dot, tbl, key, stub) VALUES (?, ?, ?, ?) ON CONFLICT (dot) DO UPDATE SET stub = excluded.stub")
         insertDeadStub = try BoundStatement(db, sql: "INSERT OR REPLACE INTO row_stubs (dot, tbl, key, stub) VALUES (?, ?, ?, ?)")
     }
 

@@ -93,7 +93,7 @@ extension WriteContext {
         guard try rowStatements().insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else {
             return try insert(try SQLValue.values(from: Array(bytes)), into: table, now: now, stamp: (hlc, dot))
         }
-        try insertLiveDot(dot, table: table.number, key: key)
+        try indexNewRow(dot, table: table.number, key: key)
 
         // The canonical bytes of the row and its state (`RowState.appendFirst`), for the digest.
         var row = layout.identity

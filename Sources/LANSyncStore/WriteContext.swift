@@ -36,6 +36,10 @@ struct WriteContext {
     var columnNumbering: ColumnNumbering?
     /// Per app table, what its encoded inserts share (see `WriteContext+EncodedInserts`).
     var insertLayouts: [Int64: InsertLayout] = [:]
+    /// One buffer for the bytes of every first row this transaction hashes itself (`FirstRow`).
+    var firstRowBuffer: [UInt8] = []
+    /// New rows' dots not yet stored in the dot index, as one run (see `DotRun`).
+    var pendingRun: DotRun?
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
     var rowCount: Int
@@ -234,6 +238,7 @@ struct WriteContext {
 
     /// Writes the bookkeeping back: version vector entries that moved, clock, digest, counts.
     mutating func save() throws {
+        try storePendingRun()
         try saveRowCounts()
         let counter = try db.cachedStatement(sql: "UPDATE replicas SET counter = ? WHERE replica_id = ?")
         for id in changedCounters {

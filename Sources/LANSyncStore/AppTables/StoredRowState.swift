@@ -209,8 +209,9 @@ enum StoredRowState {
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
     private static func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
 
-    /// Reads the bytes of one stored state; any inconsistency means the database is damaged.
-    private struct Reader {
+    /// Reads the bytes of one stored state (and the keys of a `DotRun`); any inconsistency means
+    /// the database is damaged.
+    struct Reader {
         static let damaged = StoreError(.database, "a stored app-table row does not read; the database is damaged")
 
         let bytes: UnsafeRawBufferPointer

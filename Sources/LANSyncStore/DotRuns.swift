@@ -1,0 +1,190 @@
+import GRDB
+import LANSyncCore
+
+/// The dot index of rows that were new when written, kept one run at a time.
+///
+/// Deltas find app-table changes by their dots, so every change that wins somewhere in its row
+/// is indexed by its dot. A change that updates a held row gets an `app_ops` row of its own. The
+/// rows a bulk insert or a catch-up writes are new and come with consecutive dots, so they are
+/// indexed as runs instead (`app_op_runs`): one row per run of consecutive dots of one replica
+/// into one table, holding each dot's row key in order. That is one B-tree row per run instead
+/// of one per row, about a tenth of what storing a new row cost.
+///
+/// A run says which row each of its dots wrote, not that the change still wins: a later change
+/// may supersede it. Readers therefore look each run dot up in its row's state and skip one the
+/// row no longer shows; its stub is in `row_stubs`, as for every superseded change. When a run
+/// dot needs a stub while it still wins (a part of it lost), it gets an `app_ops` row with the
+/// stub, and that row is what readers take for that dot.
+struct DotRun {
+    /// Each run stays small enough to read whole for a delta of a few rows.
+    static let maxDots: Int64 = 4_096
+    static let maxKeyBytes = 64 * 1_024
+
+    let table: Int64
+    /// The first and last dot (`DotKey`s of one replica); every dot between is in the run.
+    let first: Int64
+    private(set) var last: Int64
+    /// Each dot's row key, in dot order, each as a varint length and its bytes.
+    private(set) var keys: [UInt8]
+
+    init(table: Int64, dot: Int64, key: [UInt8]) {
+        self.table = table
+        first = dot
+        last = dot
+        keys = []
+        keys.reserveCapacity(4_096)
+        keys.appendVarint(key.count)
+        keys.append(contentsOf: key)
+    }
+
+    /// Adds `dot` (of `table`, writing `key`) when it continues the run; false when it does not.
+    mutating func extend(table: Int64, dot: Int64, key: [UInt8]) -> Bool {
+        guard table == self.table, dot == last + 1, DotKey.number(dot) == DotKey.number(first), dot - first < Self.maxDots,
+            keys.count + key.count <= Self.maxKeyBytes
+        else { return false }
+        last = dot
+        keys.appendVarint(key.count)
+        keys.append(contentsOf: key)
+        return true
+    }
+
+    func contains(_ dot: Int64) -> Bool { first <= dot && dot <= last }
+
+    /// Stores the run, unless one of its dots is indexed already (then the dot is returned and
+    /// nothing is written): a dot names one change, and two rows written by one dot are a delta
+    /// that reuses it.
+    func write(_ db: Database) throws -> Int64? {
+        let op = try BoundStatement(db, sql: "SELECT dot FROM app_ops WHERE dot BETWEEN ? AND ? LIMIT 1")
+        op.bind(1, first)
+        op.bind(2, last)
+        var taken: Int64?
+        try op.forEachRow { taken = $0.int64(0) }
+        if let taken { return taken }
+        if let other = try Self.run(reaching: first, db), other.first <= last { return max(first, other.first) }
+        let insert = try BoundStatement(db, sql: "INSERT INTO app_op_runs (last, first, tbl, keys) VALUES (?, ?, ?, ?)")
+        insert.bind(1, last)
+        insert.bind(2, first)
+        insert.bind(3, table)
+        insert.bind(4, keys)
+        try insert.run()
+        return nil
+    }
+
+    /// The stored run whose last dot is the first at or after `dot`: the only one that may hold it.
+    static func run(reaching dot: Int64, _ db: Database) throws -> (first: Int64, last: Int64)? {
+        let select = try BoundStatement(db, sql: "SELECT first, last FROM app_op_runs WHERE last >= ? ORDER BY last LIMIT 1")
+        select.bind(1, dot)
+        var found: (first: Int64, last: Int64)?
+        try select.forEachRow { found = ($0.int64(0), $0.int64(1)) }
+        return found
+    }
+
+    /// Whether a stored run holds `dot`.
+    static func holds(_ dot: Int64, _ db: Database) throws -> Bool {
+        guard let run = try run(reaching: dot, db) else { return false }
+        return run.first <= dot
+    }
+
+    /// The keys of a stored run, in dot order.
+    static func keys(_ bytes: UnsafeRawBufferPointer, count: Int) throws -> [[UInt8]] {
+        var reader = StoredRowState.Reader(bytes: bytes, position: 0)
+        var keys = [[UInt8]]()
+        keys.reserveCapacity(count)
+        do {
+            while reader.position < bytes.count { keys.append(Array(try reader.take(try reader.count()))) }
+        } catch {
+            throw StoreError(.database, "a run of the dot index does not read; the database is damaged")
+        }
+        guard keys.count == count else {
+            throw StoreError(.database, "a run of the dot index holds \(keys.count) keys for \(count) dots; the database is damaged")
+        }
+        return keys
+    }
+}
+
+/// The writes indexed in one dot range, in dot order, from both forms of the index (`app_ops`
+/// and `app_op_runs`; see `DotRun`).
+struct IndexedWrites {
+    struct Write {
+        let dot: Int64
+        let table: Int64
+        let key: [UInt8]
+        /// The stub kept for a live change of which a part lost (`app_ops.stub`).
+        let stub: [UInt8]?
+        /// From a run: the change may have been superseded since; the row's state tells.
+        let inRun: Bool
+    }
+
+    /// Calls `body` with each write indexed in `(lower, upper]`, in dot order, until it returns
+    /// false. `limit`: at most this many are read from `app_ops` (which holds only live writes),
+    /// for a caller that stops after that many live writes.
+    static func forEach(_ db: Database, lower: Int64, upper: Int64, limit: Int? = nil, _ body: (Write) throws -> Bool) throws {
+        let ops = try BoundStatement(
+            db, sql: "SELECT dot, tbl, key, stub FROM app_ops WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?")
+        ops.bind(1, lower)
+        ops.bind(2, upper)
+        ops.bind(3, Int64(limit ?? -1))
+        var listed = [Write]()
+        try ops.forEachRow { columns in
+            listed.append(
+                Write(
+                    dot: columns.int64(0), table: columns.int64(1), key: columns.withBlob(2) { Array($0) },
+                    stub: columns.isNull(3) ? nil : columns.withBlob(3) { Array($0) }, inRun: false))
+        }
+        // Runs overlapping the range, one at a time: a run ends at most `maxDots` past `upper`.
+        let runs = try BoundStatement(
+            db, sql: "SELECT last, first, tbl, keys FROM app_op_runs WHERE last > ? AND last <= ? AND first <= ? ORDER BY last LIMIT 1")
+        var run: (dots: ClosedRange<Int64>, table: Int64, keys: [[UInt8]])?
+        /// The next dot of `run` to read.
+        var runDot: Int64 = 0
+        func nextRun(after dot: Int64) throws {
+            run = nil
+            runs.bind(1, dot)
+            runs.bind(2, upper &+ DotRun.maxDots)
+            runs.bind(3, upper)
+            try runs.forEachRow { columns in
+                let (last, first) = (columns.int64(0), columns.int64(1))
+                guard first <= last, last - first < DotRun.maxDots else {
+                    throw StoreError(.database, "a run of the dot index spans dots \(first) to \(last); the database is damaged")
+                }
+                let keys = try columns.withBlob(3) { try DotRun.keys($0, count: Int(last - first + 1)) }
+                run = (first...last, columns.int64(2), keys)
+            }
+            if let run { runDot = max(lower + 1, run.dots.lowerBound) }
+        }
+        try nextRun(after: lower)
+        var index = 0
+        while true {
+            if let current = run, runDot > current.dots.upperBound || runDot > upper {
+                // This run is read: the next one, unless this one reached the range's end.
+                if current.dots.upperBound >= upper { run = nil } else { try nextRun(after: current.dots.upperBound) }
+                continue
+            }
+            let fromRun = run.map { current in
+                Write(dot: runDot, table: current.table, key: current.keys[Int(runDot - current.dots.lowerBound)], stub: nil, inRun: true)
+            }
+            let fromOps = index < listed.count ? listed[index] : nil
+            let write: Write
+            switch (fromOps, fromRun) {
+            case (nil, nil): return
+            case (let op?, nil):
+                write = op
+                index += 1
+            case (nil, let inRun?):
+                write = inRun
+                runDot += 1
+            case (let op?, let inRun?):
+                if op.dot <= inRun.dot {
+                    write = op
+                    index += 1
+                    // A run dot with an `app_ops` row of its own is read from there.
+                    if op.dot == inRun.dot { runDot += 1 }
+                } else {
+                    write = inRun
+                    runDot += 1
+                }
+            }
+            guard try body(write) else { return }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import GRDB
+import LANSyncCore
+@testable import LANSyncStore
+import PropertyBased
+import Testing
+
+/// The dot index kept in runs (`DotRun`): new rows written together are indexed by one run, and
+/// whatever supersedes some of them later, every reader (unsigned deltas cut at any row count,
+/// signed ranges, a chain's leaves) still finds exactly the changes that win and the stubs of
+/// those that do not.
+@Suite struct DotRunTests {
+    typealias Replica = AppTableConvergenceTests.Replica
+    static let keys = (0..<24).map { "k\($0)" }
+
+    static func count(_ store: ReplicaStore, _ sql: String) throws -> Int {
+        try store.read { try Int.fetchOne($0, sql: sql) } ?? 0
+    }
+
+    @Test func aBulkInsertIsIndexedByOneRunAndReadInSmallBatches() async throws {
+        let (a, b) = (try Replica(1), try Replica(2))
+        _ = try await a.store.write(now: 1_000) { db in
+            for (index, key) in Self.keys.enumerated() {
+                try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES (?, ?, ?)", arguments: [key, "n\(index)", Double(index)])
+            }
+        }
+        #expect(try Self.count(a.store, "SELECT count(*) FROM app_op_runs") == 1)
+        #expect(try Self.count(a.store, "SELECT count(*) FROM app_ops") == 0)
+        #expect(try Self.count(a.store, "SELECT last - first + 1 FROM app_op_runs") == Self.keys.count)
+        // Supersede some of them: a cell (the insert still wins, with a stub), a whole row's
+        // cells, and a row deleted and inserted again.
+        _ = try await a.store.write(now: 2_000) { db in
+            try db.execute(sql: "UPDATE athletes SET name = 'renamed' WHERE id = 'k3'")
+            try db.execute(sql: "UPDATE athletes SET name = 'x', weight = 1, notes = 'y' WHERE id = 'k7'")
+            try db.execute(sql: "DELETE FROM athletes WHERE id = 'k11'")
+            try db.execute(sql: "INSERT INTO athletes (id, notes) VALUES ('k11', 'back')")
+        }
+        // Unsigned deltas of two rows at a time, and signed ranges, reach the same state.
+        try await AppTableConvergenceTests.ship(a, b, maxRows: 2, twice: false)
+        #expect(try b.store.status().digest == a.store.status().digest)
+        let c = try Replica(3)
+        try await SignedRangeTests.ship(a.store, to: c.store, keys: [a.store.replica: a.key.publicKey])
+        #expect(try c.store.status().digest == a.store.status().digest)
+        #expect(try c.store.versionVector() == a.store.versionVector())
+        // The receivers indexed what they took as runs too.
+        #expect(try Self.count(c.store, "SELECT count(*) FROM app_op_runs WHERE last > first") >= 1)
+        for replica in [a, b, c] { #expect(try replica.store.recomputeDigest() == replica.store.status().digest) }
+    }
+
+    /// A peer that sends two rows under one dot is refused, whether the dot is in a run stored
+    /// earlier, in the run under way, or in `app_ops`.
+    @Test func aDotReusedForAnotherRowIsRefused() async throws {
+        let a = try Replica(1)
+        _ = try await a.store.write(now: 1_000) { db in
+            for key in ["k0", "k1", "k2"] { try db.execute(sql: "INSERT INTO athletes (id, name) VALUES (?, 'n')", arguments: [key]) }
+        }
+        let b = try Replica(2)
+        _ = try await b.store.merge(try a.store.delta(since: VersionVector(), maxRows: 10))
+        let sent = try a.store.delta(since: VersionVector(), maxRows: 10).rows
+        func delta(_ changes: [RowChange]) -> Delta {
+            let counter = changes[0].dot.counter
+            return Delta(rows: changes, coverage: [.init(replica: a.store.replica, from: counter - 1, through: counter)])
+        }
+        func forged(_ change: RowChange, key: String) -> RowChange {
+            RowChange(
+                key: RowKey(table: "athletes", primaryKey: [.text(key)]), kind: change.kind, causalLength: change.causalLength,
+                hlc: change.hlc, dot: change.dot, values: change.values, totals: change.totals)
+        }
+        func expectRefused(_ merge: () async throws -> Void) async {
+            do {
+                try await merge()
+                Issue.record("a delta that reuses a dot was merged")
+            } catch let error as StoreError {
+                #expect(error.message.contains("is already held with different contents"), "\(error.message)")
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+        // Dot 2 again, for a row b has not heard of: its run is stored already.
+        await expectRefused { _ = try await b.store.merge(delta([forged(sent[1], key: "other")])) }
+        // Two new rows under one dot in one delta: the second run meets the first.
+        let fresh = try Replica(4)
+        await expectRefused { _ = try await fresh.store.merge(delta([forged(sent[0], key: "x"), forged(sent[0], key: "y")])) }
+        // A dot of a run, used by an update of a held row: `app_ops` meets the run.
+        var update = forged(sent[2], key: "k0")
+        update = RowChange(
+            key: update.key, kind: .update, causalLength: 1, hlc: HybridTimestamp(rawValue: update.hlc.rawValue + 1), dot: update.dot,
+            values: [.init(column: "name", value: .text("other"))], totals: [])
+        await expectRefused { _ = try await b.store.merge(delta([update])) }
+        #expect(try b.store.status().digest == a.store.status().digest)
+    }
+
+    /// Random bulk inserts, edits, deletes and re-inserts on three replicas that sync in signed
+    /// ranges at random moments: all converge, and a newcomer taking everything from one of them,
+    /// as signed ranges or as unsigned deltas of a few rows each, holds the same.
+    @Test func runsKeepEveryReaderExact() async {
+        await propertyCheck(count: 30, input: Gen.int(in: 0...1_000_000).array(of: 4...40)) { steps in
+            do {
+                let replicas = try (1...3).map { try Replica($0) }
+                let keys = Dictionary(uniqueKeysWithValues: replicas.map { ($0.store.replica, $0.key.publicKey) })
+                var now: UInt64 = 1_000
+                for step in steps {
+                    now += 10
+                    let replica = replicas[step % 3]
+                    let first = (step / 3) % Self.keys.count
+                    let count = 1 + (step / 97) % 9
+                    let chosen = (0..<count).map { Self.keys[(first + $0 * 5) % Self.keys.count] }
+                    switch (step / 7) % 5 {
+                    case 0, 1:
+                        _ = try await replica.store.write(now: now) { db in
+                            for key in chosen {
+                                try db.execute(
+                                    sql: "INSERT OR IGNORE INTO athletes (id, name, weight) VALUES (?, ?, ?)", arguments: [key, "n\(step % 13)", Double(step % 50)])
+                            }
+                        }
+                    case 2:
+                        let column = ["name", "weight", "notes"][(step / 11) % 3]
+                        _ = try await replica.store.write(now: now) { db in
+                            for key in chosen.prefix(3) {
+                                let value = column == "name" ? "n\(step % 13)".databaseValue : AppTableConvergenceTests.value(step)
+                                try db.execute(sql: "UPDATE athletes SET \(column) = ? WHERE id = ?", arguments: [value, key])
+                            }
+                        }
+                    case 3:
+                        _ = try await replica.store.write(now: now) { db in
+                            for key in chosen.prefix(2) { try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [key]) }
+                        }
+                    default:
+                        let other = replicas[(step / 5) % 3]
+                        guard other !== replica else { continue }
+                        try await SignedRangeTests.ship(replica.store, to: other.store, keys: keys)
+                    }
+                }
+                for _ in 0..<2 {
+                    for from in replicas {
+                        for to in replicas where to !== from { try await SignedRangeTests.ship(from.store, to: to.store, keys: keys) }
+                    }
+                }
+                let digest = try replicas[0].store.status().digest
+                for replica in replicas {
+                    #expect(try replica.store.status().digest == digest)
+                    #expect(try replica.store.recomputeDigest() == digest)
+                }
+                let unsigned = try Replica(4)
+                try await AppTableConvergenceTests.ship(replicas[1], unsigned, maxRows: 1 + steps.count % 4, twice: false)
+                #expect(try unsigned.store.status().digest == digest)
+                let signed = try Replica(5)
+                try await SignedRangeTests.ship(replicas[2].store, to: signed.store, keys: keys)
+                #expect(try signed.store.status().digest == digest)
+                #expect(try signed.store.versionVector() == replicas[0].store.versionVector())
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+    }
+}
