@@ -96,6 +96,23 @@ struct AppTableBenchmark {
         }
     }
 
+    /// Merges `batches` into `store` as a receiving session does (`SyncSession`): each batch is
+    /// checked (`ReplicaStore.check`) on another thread while the one before is merged, so the
+    /// check and the merge's writes share the machine's two cores.
+    static func mergeAsASession(_ batches: [Delta], into store: ReplicaStore, keys: [ReplicaID: [UInt8]]) async throws {
+        func check(_ index: Int) -> Task<CheckedDelta, any Error>? {
+            guard index < batches.count else { return nil }
+            let batch = batches[index]
+            return Task.detached { try ReplicaStore.check(batch, signed: true) }
+        }
+        var next = check(0)
+        for index in batches.indices {
+            let checked = try await next!.value
+            next = check(index + 1)
+            _ = try await store.mergeSigned(checked, keys: keys)
+        }
+    }
+
     /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile [merge] [chain]
     /// [baseline]`). With `baseline`, the baseline's insert follows each round's, and each round
     /// prints the ratio: a quick reading of the two goals while working on them.
@@ -119,10 +136,14 @@ struct AppTableBenchmark {
             let batches = try Self.deltas(of: node)
             let keys = [node.replicaID: node.identity.signingKey.publicKey]
             let target = try freshNode()
-            let mergeStart = ContinuousClock.now
+            var mergeStart = ContinuousClock.now
             for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
+            print(String(format: "merge on one thread %.0f rows/s", Double(rows) / (ContinuousClock.now - mergeStart).seconds))
+            let pipelined = try freshNode()
+            mergeStart = ContinuousClock.now
+            try await Self.mergeAsASession(batches, into: pipelined.store, keys: keys)
             let merged = Double(rows) / (ContinuousClock.now - mergeStart).seconds
-            print(String(format: "merge %.0f rows/s", merged))
+            print(String(format: "merge as a session %.0f rows/s", merged))
             if withBaseline { try await printBaseline(rowArguments, batch: 2_000, beside: merged) }
         }
     }
@@ -242,6 +263,7 @@ struct AppTableBenchmark {
         let batches = try Self.deltas(of: source)
         var catchUps = [Double]()
         var merges = [Double]()
+        var oneThreadMerges = [Double]()
         var plain = [Double]()
         for _ in 0..<rounds {
             let target = try freshNode()
@@ -255,12 +277,19 @@ struct AppTableBenchmark {
                 _ = try await target.store.mergeSigned(received, keys: keys)
             }
             catchUps.append((clock.now - start).seconds)
+            let oneThread = try freshNode()
+            start = clock.now
+            for batch in batches { _ = try await oneThread.store.mergeSigned(batch, keys: keys) }
+            oneThreadMerges.append(Double(rows) / (clock.now - start).seconds)
             let merged = try freshNode()
             start = clock.now
-            for batch in batches { _ = try await merged.store.mergeSigned(batch, keys: keys) }
+            try await Self.mergeAsASession(batches, into: merged.store, keys: keys)
             merges.append(Double(rows) / (clock.now - start).seconds)
-            let (mergedDigest, sourceDigest) = (try merged.status().digest, try source.status().digest)
-            precondition(mergedDigest == sourceDigest, "the merged replica differs from its source")
+            let sourceDigest = try source.status().digest
+            for replica in [oneThread, merged] {
+                let digest = try replica.status().digest
+                precondition(digest == sourceDigest, "the merged replica differs from its source")
+            }
             let pool = try freshBaseline()
             start = clock.now
             try await Self.insert(rowArguments, batch: 2_000) { try await pool.write($0) }
@@ -269,7 +298,13 @@ struct AppTableBenchmark {
         let sorted = catchUps.sorted()
         print(String(format: "catch-up of %d rows into an empty peer, every step on one thread (read, encode, decode, check, "
             + "merge): median %.2f s [%.2f-%.2f]", rows, sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1]))
-        Self.compare("merge of a peer's signed deltas, 2,000 rows each, each range checked", merges, plain, unit: "rows/s", goal: 0.5)
+        Self.compare(
+            "merge of a peer's signed deltas as a session runs it (2,000 rows each, every range checked, a batch's check beside the merge of the one before)",
+            merges, plain, unit: "rows/s", goal: 0.5)
+        let oneThreadRatio = oneThreadMerges.sorted()[oneThreadMerges.count / 2] / plain.sorted()[plain.count / 2]
+        let sortedOneThread = oneThreadMerges.sorted()
+        print(String(format: "    the same with check and merge one after the other on one thread: %.0f [%.0f-%.0f] rows/s, %.2f x baseline",
+            sortedOneThread[sortedOneThread.count / 2], sortedOneThread[0], sortedOneThread[sortedOneThread.count - 1], oneThreadRatio))
         // The same catch-up between two agents on loopback: the sender reads and encodes while the
         // receiver decodes, checks and merges, as two machines would.
         var network = NetworkBenchmark(root: root + "/tables-net", baseline: nil)
