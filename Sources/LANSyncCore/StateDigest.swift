@@ -38,6 +38,17 @@ public struct StateDigest: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Adds the elements `other` holds (a digest of elements this one does not hold).
+    package mutating func add(_ other: StateDigest) {
+        var carry: UInt64 = 0
+        for index in (0..<4).reversed() {
+            let (sum1, overflow1) = limbs[index].addingReportingOverflow(other.limbs[index])
+            let (sum2, overflow2) = sum1.addingReportingOverflow(carry)
+            limbs[index] = sum2
+            carry = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
+        }
+    }
+
     package mutating func remove(hash: [UInt8]) {
         precondition(hash.count == 32, "an element hash must be 32 bytes")
         var borrow: UInt64 = 0

@@ -358,6 +358,7 @@ extension WriteContext {
                 result = try recorder.with(.local, catalog: try catalog()) { try body(db) }
                 let captured = recorder.takeEvents()
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
+                hashEncodedInserts()
                 try storePendingRun()
                 return .commit
             } catch {

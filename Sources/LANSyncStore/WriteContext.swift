@@ -40,6 +40,8 @@ struct WriteContext {
     var firstRowBuffer: [UInt8] = []
     /// New rows' dots not yet stored in the dot index, as one run (see `DotRun`).
     var pendingRun: DotRun?
+    /// What `insertEncoded` reuses from row to row, and the rows it has yet to hash.
+    var encodedInsertBuffers = EncodedInsertBuffers()
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
     var rowCount: Int

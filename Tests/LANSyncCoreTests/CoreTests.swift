@@ -80,6 +80,22 @@ extension DeviceIDTests {
         #expect(StateDigest(bytes: b.bytes) == b)
     }
 
+    /// A digest of part of the elements added to one of the rest is the digest of them all,
+    /// carries between limbs included (hashes of all ones carry through every limb).
+    @Test func addingDigestsOfTwoPartsGivesTheWhole() {
+        let hashes = (0..<40).map { SHA256.hash([UInt8($0)]) } + Array(repeating: [UInt8](repeating: 0xFF, count: 32), count: 3)
+        for cut in [0, 1, 20, hashes.count] {
+            var whole = StateDigest()
+            var (first, second) = (StateDigest(), StateDigest())
+            for (index, hash) in hashes.enumerated() {
+                whole.insert(hash: hash)
+                if index < cut { first.insert(hash: hash) } else { second.insert(hash: hash) }
+            }
+            first.add(second)
+            #expect(first == whole)
+        }
+    }
+
     @Test func differentSetsHaveDifferentDigests() {
         var a = StateDigest()
         a.insert(hash: SHA256.hash([1]))
