@@ -77,7 +77,7 @@ extension WriteContext {
         var key = [UInt8(layout.keyColumns.count)]
         for index in layout.keyColumns {
             if bytes[starts[index]] == 0 { throw nullKey(table) }
-            key.append(contentsOf: value(index))
+            key.appendBytes(value(index))
         }
         var size = 0
         for column in layout.plain {
@@ -117,7 +117,7 @@ extension WriteContext {
             to: &buffers.digestInput)
         for column in layout.plain {
             buffers.digestInput.append(contentsOf: column.cellPrefix)
-            buffers.digestInput.append(contentsOf: value(column.index))
+            buffers.digestInput.appendBytes(value(column.index))
         }
         buffers.digestInput.appendBigEndian(UInt32(0))  // no counters
         buffers.digestInputEnds.append(buffers.digestInput.count)

@@ -200,9 +200,9 @@ enum StoredRowState {
             out.appendVarint(zigzag(Int64(bitPattern: payload.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })))
         case 3, 4:
             out.appendVarint(payload.count)
-            out.append(contentsOf: payload)
+            out.appendBytes(payload)
         default:
-            out.append(contentsOf: payload)
+            out.appendBytes(payload)
         }
     }
 
