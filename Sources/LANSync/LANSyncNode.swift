@@ -201,7 +201,7 @@ public final class LANSyncNode: Sendable {
     @discardableResult
     package func merge(_ delta: Delta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
         let checked: CheckedDelta
-        do { checked = try ReplicaStore.check(delta) } catch { throw Self.translate(error) }
+        do { checked = try store.check(delta) } catch { throw Self.translate(error) }
         return try await merge(checked, maxSkewMilliseconds: maxSkewMilliseconds)
     }
 

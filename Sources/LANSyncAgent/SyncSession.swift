@@ -169,7 +169,8 @@ actor SyncSession {
             if delta.entries.count + delta.preferences.count + delta.rows.count < Self.rowsCheckedInline {
                 return try ReplicaStore.check(delta, signed: true)
             }
-            return try await BulkWork.run { try ReplicaStore.check(delta, signed: true) }
+            let store = node.store
+            return try await BulkWork.run { try store.check(delta, signed: true) }
         } catch let error as StoreError {
             finish(machine.mergeFailed(error.message, clockSkew: false))
         } catch {

@@ -36,8 +36,12 @@ struct FirstRow: Sendable {
     let key: [UInt8]
     let digestHash: [UInt8]
     let isLive: Bool
+    /// The state as `app_rows` stores it (`StoredRowState.encodeFirst`), when the numbers it
+    /// needs were known (`StoredNumbering`).
+    let stored: [UInt8]?
 
-    init(_ change: RowChange, hasher: ElementHasher, buffer: inout [UInt8]) {
+    init(_ change: RowChange, hasher: ElementHasher, buffer: inout [UInt8], numbering: StoredNumbering? = nil) {
+        stored = numbering.flatMap { StoredRowState.encodeFirst(change, numbering: $0) }
         key = SQLValue.keyBytes(change.key.primaryKey)
         buffer.removeAll(keepingCapacity: true)
         FirstRow.appendIdentity(table: change.key.table, key: key, to: &buffer)

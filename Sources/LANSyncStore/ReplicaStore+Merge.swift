@@ -95,6 +95,17 @@ extension ReplicaStore {
     /// the check on another thread while the batch before is merged, so the leaves cost the
     /// merge nothing.
     package static func check(_ delta: Delta, signed: Bool = false) throws(StoreError) -> CheckedDelta {
+        try check(delta, signed: signed, numbering: nil)
+    }
+
+    /// The same, with the states of new rows encoded as this store keeps them (its numbers of
+    /// columns and replicas read first), so that the merge's writer only writes them.
+    package func check(_ delta: Delta, signed: Bool = false) throws(StoreError) -> CheckedDelta {
+        let numbering = delta.rows.isEmpty ? nil : try Self.database { try writer.read { try StoredNumbering.load($0) } }
+        return try Self.check(delta, signed: signed, numbering: numbering)
+    }
+
+    private static func check(_ delta: Delta, signed: Bool, numbering: StoredNumbering?) throws(StoreError) -> CheckedDelta {
         if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
         // One buffer for every entry's canonical bytes, and entries read in place by index.
         var hashes = [[UInt8]]()
@@ -104,7 +115,9 @@ extension ReplicaStore {
         for index in delta.entries.indices { hashes.append(hasher.hash(delta.entries[index], reusing: &buffer)) }
         var firstRows = [FirstRow]()
         firstRows.reserveCapacity(delta.rows.count)
-        for index in delta.rows.indices { firstRows.append(FirstRow(delta.rows[index], hasher: hasher, buffer: &buffer)) }
+        for index in delta.rows.indices {
+            firstRows.append(FirstRow(delta.rows[index], hasher: hasher, buffer: &buffer, numbering: numbering))
+        }
         return CheckedDelta(
             delta: delta, entryHashes: hashes, leaves: signed ? delta.changeLeaves(hasher: hasher, entryHashes: hashes) : nil,
             firstRows: firstRows)

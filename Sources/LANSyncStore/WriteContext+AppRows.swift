@@ -116,9 +116,15 @@ extension WriteContext {
         let statements = try rowStatements()
         _ = try columnNumbers()
         _ = try number(of: change.dot.replica)
-        var stored = [UInt8]()
-        stored.reserveCapacity(160)
-        try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &stored)
+        let stored: [UInt8]
+        if let encoded = first?.stored {
+            stored = encoded
+        } else {
+            var bytes = [UInt8]()
+            bytes.reserveCapacity(160)
+            try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
+            stored = bytes
+        }
         guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else { return false }
         let first = first ?? FirstRow(change, hasher: hasher, buffer: &firstRowBuffer)
         if first.isLive {

@@ -103,7 +103,7 @@ struct AppTableBenchmark {
         func check(_ index: Int) -> Task<CheckedDelta, any Error>? {
             guard index < batches.count else { return nil }
             let batch = batches[index]
-            return Task.detached { try ReplicaStore.check(batch, signed: true) }
+            return Task.detached { try store.check(batch, signed: true) }
         }
         var next = check(0)
         for index in batches.indices {

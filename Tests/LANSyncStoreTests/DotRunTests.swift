@@ -47,6 +47,37 @@ import Testing
         for replica in [a, b, c] { #expect(try replica.store.recomputeDigest() == replica.store.status().digest) }
     }
 
+    /// A receiving store that checks a batch itself (as a session does, beside the merge before)
+    /// encodes new rows' states with the numbers of columns and replicas it holds, and they
+    /// are stored exactly as the writer would have encoded them.
+    @Test func statesEncodedByTheCheckAreTheWritersOwn() async throws {
+        let a = try Replica(1)
+        let checkedHere = try Replica(2)
+        var encodedAhead = [Bool]()
+        for round in 0..<2 {
+            _ = try await a.store.write(now: 1_000 + UInt64(round)) { db in
+                for index in 0..<20 {
+                    try db.execute(
+                        sql: "INSERT INTO athletes (id, name, weight, xp) VALUES (?, ?, ?, ?)", arguments: ["r\(round)-\(index)", "n", Double(index), index])
+                }
+            }
+            try await a.store.extendOwnChain()
+            let delta = try SignedRangeTests.everything(a.store, beyond: try checkedHere.store.versionVector())
+            let checked = try checkedHere.store.check(delta, signed: true)
+            encodedAhead.append(checked.firstRows.allSatisfy { $0.stored != nil })
+            _ = try await checkedHere.store.mergeSigned(checked, keys: [a.store.replica: a.key.publicKey])
+        }
+        let checkedAlone = try Replica(3)
+        // The first batch finds no numbers yet; the second finds every one it needs.
+        #expect(encodedAhead == [false, true])
+        try await SignedRangeTests.ship(a.store, to: checkedAlone.store, keys: [a.store.replica: a.key.publicKey])
+        let states = { (store: ReplicaStore) in
+            try store.read { try Row.fetchAll($0, sql: "SELECT key, state FROM app_rows ORDER BY key").map { [$0[0] as Data, $0[1] as Data] } }
+        }
+        #expect(try states(checkedHere.store) == states(checkedAlone.store))
+        #expect(try checkedHere.store.status().digest == a.store.status().digest)
+    }
+
     /// A peer that sends two rows under one dot is refused, whether the dot is in a run stored
     /// earlier, in the run under way, or in `app_ops`.
     @Test func aDotReusedForAnotherRowIsRefused() async throws {
@@ -148,6 +179,20 @@ import Testing
                 try await SignedRangeTests.ship(replicas[2].store, to: signed.store, keys: keys)
                 #expect(try signed.store.status().digest == digest)
                 #expect(try signed.store.versionVector() == replicas[0].store.versionVector())
+                // Checked by the receiving store, as a session does: new rows' states come encoded
+                // with the numbers it held when it checked.
+                let prepared = try Replica(6)
+                for _ in 0..<3 {
+                    let delta = try SignedRangeTests.everything(replicas[2].store, beyond: try prepared.store.versionVector())
+                    if delta.isEmpty { break }
+                    _ = try await prepared.store.mergeSigned(try prepared.store.check(delta, signed: true), keys: keys)
+                }
+                #expect(try prepared.store.status().digest == digest)
+                #expect(try prepared.store.recomputeDigest() == digest)
+                var (held, merged) = ([RowKey: RowState](), [RowKey: RowState]())
+                try replicas[2].store.forEachAppRow { held[$0] = $1 }
+                try prepared.store.forEachAppRow { merged[$0] = $1 }
+                #expect(merged == held)
             } catch {
                 Issue.record("\(error)")
             }

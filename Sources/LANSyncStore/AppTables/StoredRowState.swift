@@ -63,24 +63,47 @@ enum StoredRowState {
     static func encodeFirst(
         _ change: RowChange, columns: inout ColumnNumbering, replicas: [ReplicaID: Int64], _ db: Database, to out: inout [UInt8]
     ) throws {
+        _ = try encodeFirst(change, replica: replicas[change.dot.replica]!, to: &out) { name, position in
+            try columns.number(name, position: position, db)
+        }
+    }
+
+    /// The same with the numbers of a snapshot (`StoredNumbering`), off the writer: nil when it
+    /// has no number for a column or the replica yet (the writer gives one then).
+    static func encodeFirst(_ change: RowChange, numbering: StoredNumbering) -> [UInt8]? {
+        guard let replica = numbering.replicas[change.dot.replica] else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(64 + change.values.count * 24)
+        guard encodeFirst(change, replica: replica, to: &out, number: { name, _ in numbering.columns[name] }) else { return nil }
+        return out
+    }
+
+    /// `number(name, position)`: a column's number (`position`: where it is among the state's
+    /// cells; `Int.max` for a counter), or nil, which stops the encoding: false.
+    private static func encodeFirst(
+        _ change: RowChange, replica: Int64, to out: inout [UInt8], number: (String, Int) throws -> Int64?
+    ) rethrows -> Bool {
         let marked = change.kind != .update
         let totals = change.kind == .append ? [] : change.totals
         let stamped = marked || !change.values.isEmpty || !totals.isEmpty
         appendFirstHeader(
             causalLength: change.causalLength, marker: marked ? change.kind : nil,
-            stamp: stamped ? (change.hlc, replicas[change.dot.replica]!, change.dot.counter) : nil, cells: change.values.count, to: &out)
+            stamp: stamped ? (change.hlc, replica, change.dot.counter) : nil, cells: change.values.count, to: &out)
         for (position, value) in change.values.enumerated() {
-            out.appendVarint(try columns.number(value.column, position: position, db))
+            guard let column = try number(value.column, position) else { return false }
+            out.appendVarint(column)
             out.append(0)
             append(value.value, to: &out)
         }
         out.appendVarint(totals.count)
         for total in totals {
-            out.appendVarint(try columns.number(total.column, db))
+            guard let column = try number(total.column, Int.max) else { return false }
+            out.appendVarint(column)
             out.append(1)
             out.append(0)
             out.appendVarint(zigzag(total.total))
         }
+        return true
     }
 
     /// What a first change's state starts with, before its cells: the tag, its life, its marker
@@ -284,6 +307,23 @@ extension Array where Element == UInt8 {
 
     mutating func appendVarint(_ value: Int) { appendVarint(UInt64(value)) }
     mutating func appendVarint(_ value: Int64) { appendVarint(UInt64(value)) }
+}
+
+/// The numbers stored states give column names and replicas, as committed when read: numbers
+/// are only ever added, so a snapshot agrees with the writer on every number it holds. A check
+/// off the writer encodes new rows' states with it (`FirstRow`).
+package struct StoredNumbering: Sendable {
+    var columns: [String: Int64] = [:]
+    var replicas: [ReplicaID: Int64] = [:]
+
+    static func load(_ db: Database) throws -> StoredNumbering {
+        var numbering = StoredNumbering()
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_columns")) { numbering.columns[row[1]] = row[0] }
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, replica_id FROM replicas")) {
+            if let replica = ReplicaID(bytes: [UInt8](row[1] as Data)) { numbering.replicas[replica] = row[0] }
+        }
+        return numbering
+    }
 }
 
 /// The numbers stored states give column names (`app_columns`), both ways.
