@@ -346,6 +346,19 @@ import Testing
     /// An INSERT into a table without counters takes the encoded path (`insertEncoded`): the
     /// state it stores, the bytes it hashes into the digest and the change a peer merges must be
     /// what the general path makes of the same row, for every kind of value SQLite can hand it.
+    /// The capture's ASCII test, eight bytes at a time, finds a high byte wherever it is.
+    @Test func theCapturesASCIITestFindsEveryHighByte() {
+        for count in 0..<20 {
+            let plain = [UInt8](repeating: 0x41, count: count)
+            #expect(plain.withUnsafeBytes { AppWriteCapture.isASCII($0) })
+            for position in 0..<count {
+                var bytes = plain
+                bytes[position] = 0xC3
+                #expect(!bytes.withUnsafeBytes { AppWriteCapture.isASCII($0) }, "a high byte at \(position) of \(count)")
+            }
+        }
+    }
+
     @Test func encodedInsertsWriteWhatTheGeneralPathWrites() async throws {
         let schema = """
             CREATE TABLE readings (id TEXT PRIMARY KEY, r REAL, i INTEGER, t TEXT, b BLOB, n NUMERIC);

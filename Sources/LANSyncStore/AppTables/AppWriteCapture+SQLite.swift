@@ -76,17 +76,25 @@ extension AppWriteCapture {
     /// Appends a value's canonical bytes (`SQLValue.append(to:)`) read straight from SQLite: TEXT
     /// and BLOB without a `String` or an array for them.
     fileprivate static func append(_ value: OpaquePointer?, real: Bool, to out: inout [UInt8]) {
+        // Numbers as `SQLValue.append(to:)` writes them (tag, 8 bytes big-endian), without the
+        // enum: this runs for every column of every row an app inserts.
         switch sqlite3_value_type(value) {
-        case SQLITE_INTEGER where real: SQLValue.real(Double(sqlite3_value_int64(value))).append(to: &out)
-        case SQLITE_INTEGER: SQLValue.integer(sqlite3_value_int64(value)).append(to: &out)
-        case SQLITE_FLOAT: SQLValue.real(sqlite3_value_double(value)).append(to: &out)
+        case SQLITE_INTEGER where real:
+            out.append(2)
+            out.appendBigEndian(Double(sqlite3_value_int64(value)).bitPattern)
+        case SQLITE_INTEGER:
+            out.append(1)
+            out.appendBigEndian(UInt64(bitPattern: sqlite3_value_int64(value)))
+        case SQLITE_FLOAT:
+            out.append(2)
+            out.appendBigEndian(sqlite3_value_double(value).bitPattern)
         case SQLITE_TEXT:
             // The text first, then its length (SQLite's rule: reading the text may convert it).
             let start = sqlite3_value_text(value)
             let count = Int(sqlite3_value_bytes(value))
             guard count > 0, let start else { return SQLValue.text("").append(to: &out) }
             let utf8 = UnsafeRawBufferPointer(start: start, count: count)
-            if utf8.allSatisfy({ $0 < 0x80 }) {
+            if isASCII(utf8) {
                 SQLValue.appendCanonical(text: utf8, to: &out)
             } else {
                 // As `value` reads it: a `String`, with what is not UTF-8 repaired.
@@ -99,6 +107,21 @@ extension AppWriteCapture {
         default:
             SQLValue.null.append(to: &out)
         }
+    }
+
+    /// Whether every byte is below 0x80, eight bytes at a time.
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        var high: UInt64 = 0
+        while index + 8 <= bytes.count {
+            high |= bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < bytes.count {
+            high |= UInt64(bytes[index])
+            index += 1
+        }
+        return high & 0x8080_8080_8080_8080 == 0
     }
 
     fileprivate static func value(_ value: OpaquePointer?) -> SQLValue {
