@@ -187,4 +187,30 @@ struct IndexedWrites {
             guard try body(write) else { return }
         }
     }
+
+    /// The same, with each write's row state (`app_rows`), read once for consecutive writes of
+    /// one row (an insert, then its updates).
+    static func forEachWithState(
+        _ db: Database, lower: Int64, upper: Int64, limit: Int? = nil, columns: [Int64: String], replicas: [Int64: ReplicaID],
+        _ body: (Write, RowState) throws -> Bool
+    ) throws {
+        let select = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
+        var last: (table: Int64, key: [UInt8], state: RowState)?
+        try forEach(db, lower: lower, upper: upper, limit: limit) { write in
+            if last == nil || last!.table != write.table || last!.key != write.key {
+                select.bind(1, write.table)
+                select.bind(2, write.key)
+                var state: RowState?
+                try select.forEachRow { row in
+                    state = try row.withBlob(0) { try StoredRowState.decode($0, columns: columns, replicas: replicas) }
+                }
+                guard let state else {
+                    let dot = try RowDecoding.dot(write.dot, replicas: replicas)
+                    throw StoreError(.database, "change \(dot) is indexed, but its row is not; the database is damaged")
+                }
+                last = (write.table, write.key, state)
+            }
+            return try body(write, last!.state)
+        }
+    }
 }

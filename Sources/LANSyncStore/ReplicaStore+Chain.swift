@@ -543,22 +543,9 @@ struct RangeContents {
             }
             return RowKey(table: name, primaryKey: try SQLValue.key(from: key))
         }
-        let selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
-        var last: (table: Int64, key: [UInt8], state: RowState)?
-        try IndexedWrites.forEach(db, lower: lower, upper: upper) { write in
+        try IndexedWrites.forEachWithState(db, lower: lower, upper: upper, columns: columnNames, replicas: replicas) { write, state in
             let dot = try RowDecoding.dot(write.dot, replicas: replicas)
             let key = try rowKey(write.table, write.key, dot: dot)
-            if last == nil || last!.table != write.table || last!.key != write.key {
-                selectState.bind(1, write.table)
-                selectState.bind(2, write.key)
-                var state: RowState?
-                try selectState.forEachRow { columns in
-                    state = try columns.withBlob(0) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
-                }
-                guard let state else { throw StoreError(.database, "change \(dot) of \(key) is indexed, but its row is not; the database is damaged") }
-                last = (write.table, write.key, state)
-            }
-            let state = last!.state
             if let stub = write.stub {
                 let stub = try RowChangeStub(canonicalBytes: stub)
                 contents.rows.append((stub.change(key: key, dot: dot, in: state), stub.lost))

@@ -123,31 +123,22 @@ struct AppRowReader {
         let names = tableNames ?? [:]
         if columnNames == nil { columnNames = try ColumnNumbering.load(db).names }
         let columnNames = columnNames ?? [:]
-        let selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
         var changes = [RowChange]()
         guard limit > 0 else {
             wasCut = true
             return changes
         }
-        // Consecutive writes of one row (an insert, then its updates) share one decoded state.
-        var last: (table: Int64, key: [UInt8], rowKey: RowKey, state: RowState)?
-        try IndexedWrites.forEach(db, lower: lower, upper: upper, limit: limit) { write in
+        // The row's key is built once for its consecutive writes (an insert, then its updates).
+        var last: (table: Int64, key: [UInt8], rowKey: RowKey)?
+        try IndexedWrites.forEachWithState(db, lower: lower, upper: upper, limit: limit, columns: columnNames, replicas: replicas) { write, state in
             let dot = try RowDecoding.dot(write.dot, replicas: replicas)
             if last == nil || last!.table != write.table || last!.key != write.key {
                 guard let name = names[write.table] else {
                     throw StoreError(.database, "a write names app table \(write.table), which is not registered; the database is damaged")
                 }
-                let rowKey = RowKey(table: name, primaryKey: try SQLValue.key(from: write.key))
-                selectState.bind(1, write.table)
-                selectState.bind(2, write.key)
-                var state: RowState?
-                try selectState.forEachRow { columns in
-                    state = try columns.withBlob(0) { try StoredRowState.decode($0, columns: columnNames, replicas: replicas) }
-                }
-                guard let state else { throw StoreError(.database, "write \(dot) of \(rowKey) is indexed, but its row is not; the database is damaged") }
-                last = (write.table, write.key, rowKey, state)
+                last = (write.table, write.key, RowKey(table: name, primaryKey: try SQLValue.key(from: write.key)))
             }
-            guard let change = last!.state.change(key: last!.rowKey, dot: dot) else {
+            guard let change = state.change(key: last!.rowKey, dot: dot) else {
                 // A run's write that a later one superseded (see `DotRun`).
                 if write.inRun { return true }
                 throw StoreError(.database, "write \(dot) of \(last!.rowKey) is indexed but not in the row; the database is damaged")
