@@ -85,18 +85,24 @@ struct DotRun {
         return run.first <= dot
     }
 
-    /// The keys of a stored run, in dot order.
-    static func keys(_ bytes: UnsafeRawBufferPointer, count: Int) throws -> [[UInt8]] {
+    /// The keys at `wanted` (positions in dot order) of a stored run of `count` dots; the keys
+    /// before them are stepped over without being copied (a delta may need a few of a run's).
+    static func keys(_ bytes: UnsafeRawBufferPointer, count: Int, wanted: ClosedRange<Int>) throws -> [[UInt8]] {
         var reader = StoredRowState.Reader(bytes: bytes, position: 0)
         var keys = [[UInt8]]()
-        keys.reserveCapacity(count)
+        keys.reserveCapacity(wanted.count)
+        var position = 0
         do {
-            while reader.position < bytes.count { keys.append(Array(try reader.take(try reader.count()))) }
+            while reader.position < bytes.count {
+                let key = try reader.take(try reader.count())
+                if wanted.contains(position) { keys.append(Array(key)) }
+                position += 1
+            }
         } catch {
             throw StoreError(.database, "a run of the dot index does not read; the database is damaged")
         }
-        guard keys.count == count else {
-            throw StoreError(.database, "a run of the dot index holds \(keys.count) keys for \(count) dots; the database is damaged")
+        guard position == count else {
+            throw StoreError(.database, "a run of the dot index holds \(position) keys for \(count) dots; the database is damaged")
         }
         return keys
     }
@@ -134,6 +140,7 @@ struct IndexedWrites {
         // Runs overlapping the range, one at a time: a run ends at most `maxDots` past `upper`.
         let runs = try BoundStatement(
             db, sql: "SELECT last, first, tbl, keys FROM app_op_runs WHERE last > ? AND last <= ? AND first <= ? ORDER BY last LIMIT 1")
+        /// The run being read: its dots inside the range, its table, and their keys.
         var run: (dots: ClosedRange<Int64>, table: Int64, keys: [[UInt8]])?
         /// The next dot of `run` to read.
         var runDot: Int64 = 0
@@ -147,15 +154,19 @@ struct IndexedWrites {
                 guard first <= last, last - first < DotRun.maxDots else {
                     throw StoreError(.database, "a run of the dot index spans dots \(first) to \(last); the database is damaged")
                 }
-                let keys = try columns.withBlob(3) { try DotRun.keys($0, count: Int(last - first + 1)) }
-                run = (first...last, columns.int64(2), keys)
+                // Only the dots inside the range are read: the keys of the others are stepped over.
+                let dots = max(first, lower + 1)...min(last, upper)
+                let keys = try columns.withBlob(3) {
+                    try DotRun.keys($0, count: Int(last - first + 1), wanted: Int(dots.lowerBound - first)...Int(dots.upperBound - first))
+                }
+                run = (dots, columns.int64(2), keys)
             }
-            if let run { runDot = max(lower + 1, run.dots.lowerBound) }
+            if let run { runDot = run.dots.lowerBound }
         }
         try nextRun(after: lower)
         var index = 0
         while true {
-            if let current = run, runDot > current.dots.upperBound || runDot > upper {
+            if let current = run, runDot > current.dots.upperBound {
                 // This run is read: the next one, unless this one reached the range's end.
                 if current.dots.upperBound >= upper { run = nil } else { try nextRun(after: current.dots.upperBound) }
                 continue
