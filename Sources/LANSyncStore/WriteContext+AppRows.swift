@@ -364,6 +364,7 @@ extension WriteContext {
                 result = try recorder.with(.local, catalog: try catalog()) { try body(db) }
                 let captured = recorder.takeEvents()
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
+                try storeQueuedStates()
                 hashEncodedInserts()
                 try storePendingRun()
                 return .commit
@@ -389,6 +390,8 @@ extension WriteContext {
         if let range = event.encoded {
             return try insertEncoded(encoded[range], into: table, now: now)
         }
+        // Anything else may read a row's state: the new rows queued before go in first.
+        try storeQueuedStates()
         let arguments = event.arguments
         switch event.operation {
         case .insert:
@@ -573,6 +576,8 @@ final class AppRowStatements {
     let upsertState: BoundStatement
     /// Inserts a row's state unless the row is held (then it changes nothing).
     let insertNewState: BoundStatement
+    /// The same for several rows at once, by their number.
+    private var insertNewStatesOf: [Int: BoundStatement] = [:]
     let insertOp: BoundStatement
     let deleteOp: BoundStatement
     let selectOpStub: BoundStatement
@@ -592,6 +597,15 @@ final class AppRowStatements {
         setOpStub = try BoundStatement(
             db, sql: "INSERT INTO app_ops (dot, tbl, key, stub) VALUES (?, ?, ?, ?) ON CONFLICT (dot) DO UPDATE SET stub = excluded.stub")
         insertDeadStub = try BoundStatement(db, sql: "INSERT OR REPLACE INTO row_stubs (dot, tbl, key, stub) VALUES (?, ?, ?, ?)")
+    }
+
+    /// `insertNewState` for `count` rows in one statement.
+    func insertNewStates(_ count: Int, _ db: Database) throws -> BoundStatement {
+        if let statement = insertNewStatesOf[count] { return statement }
+        let rows = Array(repeating: "(?, ?, ?)", count: count).joined(separator: ", ")
+        let statement = try BoundStatement(db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES \(rows) ON CONFLICT DO NOTHING")
+        insertNewStatesOf[count] = statement
+        return statement
     }
 
     /// `INSERT OR REPLACE` of a row's key and `columns` (indexes into the table's columns).

@@ -423,6 +423,19 @@ import Testing
         _ = try await a.write(now: 7_000) { try $0.execute(sql: "INSERT INTO readings (id) VALUES ('after')") }
         #expect(try a.recomputeDigest() == a.status().digest)
         #expect(try a.status().tables.first { $0.name == "readings" }?.rows == 206)
+        // New rows' states go in many to a statement; a row held already among them (deleted,
+        // then inserted again between new ones) goes the general way and revives.
+        _ = try await a.write(now: 8_000) { try $0.execute(sql: "DELETE FROM readings WHERE id = 'bulk5'") }
+        _ = try await a.write(now: 9_000) { db in
+            for index in 0..<100 {
+                try db.execute(sql: "INSERT INTO readings (id, t) VALUES (?, 'more')", arguments: ["more\(index)"])
+                if index == 40 { try db.execute(sql: "INSERT INTO readings (id, t) VALUES ('bulk5', 'again')") }
+            }
+        }
+        let again = try #require(try a.row(RowKey(table: "readings", primaryKey: [.text("bulk5")])))
+        #expect(again.causalLength == 3 && again.value(of: "t") == .text("again"))
+        #expect(try a.recomputeDigest() == a.status().digest)
+        #expect(try a.status().tables.first { $0.name == "readings" }?.rows == 306)
         try await Self.sync(a, to: b, maxRows: 50)
         #expect(try b.status().digest == a.status().digest)
     }
