@@ -40,11 +40,12 @@ struct FirstRow: Sendable {
     /// needs were known (`StoredNumbering`).
     let stored: [UInt8]?
 
-    init(_ change: RowChange, hasher: ElementHasher, buffer: inout [UInt8], numbering: StoredNumbering? = nil) {
+    /// `key`: the change's key bytes, when the caller has them already.
+    init(_ change: RowChange, key: [UInt8]? = nil, hasher: ElementHasher, buffer: inout [UInt8], numbering: StoredNumbering? = nil) {
         stored = numbering.flatMap { StoredRowState.encodeFirst(change, numbering: $0) }
-        key = SQLValue.keyBytes(change.key.primaryKey)
+        self.key = key ?? SQLValue.keyBytes(change.key.primaryKey)
         buffer.removeAll(keepingCapacity: true)
-        FirstRow.appendIdentity(table: change.key.table, key: key, to: &buffer)
+        FirstRow.appendIdentity(table: change.key.table, key: self.key, to: &buffer)
         isLive = RowState.appendFirst(change, to: &buffer)
         digestHash = hasher.hash(buffer)
     }

@@ -16,7 +16,9 @@ import LANSyncCore
 /// dot needs a stub while it still wins (a part of it lost), it gets an `app_ops` row with the
 /// stub, and that row is what readers take for that dot.
 struct DotRun {
-    /// Each run stays small enough to read whole for a delta of a few rows.
+    /// A reader steps over the keys of a run's dots before its range (`keys(_:count:wanted:)`),
+    /// and a catch-up batch or a chain extension reads at most a few hundred: runs stay short
+    /// enough that this costs little.
     static let maxDots: Int64 = 4_096
     static let maxKeyBytes = 64 * 1_024
 

@@ -114,19 +114,19 @@ extension WriteContext {
         _ change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], materialize: Bool, first: FirstRow?
     ) throws -> Bool {
         let statements = try rowStatements()
-        _ = try columnNumbers()
         _ = try number(of: change.dot.replica)
         let stored: [UInt8]
         if let encoded = first?.stored {
             stored = encoded
         } else {
+            _ = try columnNumbers()
             var bytes = [UInt8]()
             bytes.reserveCapacity(160)
             try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
             stored = bytes
         }
         guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else { return false }
-        let first = first ?? FirstRow(change, hasher: hasher, buffer: &firstRowBuffer)
+        let first = first ?? FirstRow(change, key: key, hasher: hasher, buffer: &firstRowBuffer)
         if first.isLive {
             try indexNewRow(change.dot, table: table.number, key: key)
             if !lost.isEmpty { try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key) }
@@ -387,11 +387,16 @@ extension WriteContext {
         guard let table = try catalog().tables[event.table], let declared = table.declared else {
             throw StoreError(.database, "a write was captured for app table \(event.table), which is not declared; the database is damaged")
         }
-        if let range = event.encoded {
-            return try insertEncoded(encoded[range], into: table, now: now)
+        if let range = event.encoded, try insertEncoded(encoded[range], into: table, now: now) {
+            if encodedInsertBuffers.queued.count >= Self.statesPerStatement { try storeQueuedStates() }
+            return
         }
         // Anything else may read a row's state: the new rows queued before go in first.
         try storeQueuedStates()
+        if let range = event.encoded {
+            // Values too large for a change: the general way refuses them, saying why.
+            return try insert(try SQLValue.values(from: Array(encoded[range])), into: table, now: now)
+        }
         let arguments = event.arguments
         switch event.operation {
         case .insert:

@@ -240,8 +240,6 @@ struct WriteContext {
 
     /// Writes the bookkeeping back: version vector entries that moved, clock, digest, counts.
     mutating func save() throws {
-        try storeQueuedStates()
-        hashEncodedInserts()
         try storePendingRun()
         try saveRowCounts()
         let counter = try db.cachedStatement(sql: "UPDATE replicas SET counter = ? WHERE replica_id = ?")
