@@ -112,6 +112,20 @@ struct BoundStatement {
         return Int(sqlite3_changes(connection))
     }
 
+    /// Binds a blob without SQLite copying it (`SQLITE_STATIC`): the bytes must stay valid and
+    /// unchanged until `runClearingBindings` returns. For the many blobs of a multi-row INSERT,
+    /// where each copy is a malloc and a free.
+    func bindStatic(_ index: Int32, _ bytes: UnsafeRawBufferPointer) {
+        _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), nil)
+    }
+
+    /// `run`, then clears every binding, so that no pointer bound by `bindStatic` outlives it.
+    @discardableResult
+    func runClearingBindings() throws -> Int {
+        defer { sqlite3_clear_bindings(handle) }
+        return try run()
+    }
+
     private func error(_ code: Int32) -> DatabaseError {
         DatabaseError(
             resultCode: ResultCode(rawValue: code), message: connection.map { String(cString: sqlite3_errmsg($0)) },

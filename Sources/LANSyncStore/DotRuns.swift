@@ -29,24 +29,24 @@ struct DotRun {
     /// Each dot's row key, in dot order, each as a varint length and its bytes.
     private(set) var keys: [UInt8]
 
-    init(table: Int64, dot: Int64, key: [UInt8]) {
+    init(table: Int64, dot: Int64, key: ArraySlice<UInt8>) {
         self.table = table
         first = dot
         last = dot
         keys = []
         keys.reserveCapacity(4_096)
         keys.appendVarint(key.count)
-        keys.append(contentsOf: key)
+        keys.appendBytes(key)
     }
 
     /// Adds `dot` (of `table`, writing `key`) when it continues the run; false when it does not.
-    mutating func extend(table: Int64, dot: Int64, key: [UInt8]) -> Bool {
+    mutating func extend(table: Int64, dot: Int64, key: ArraySlice<UInt8>) -> Bool {
         guard table == self.table, dot == last + 1, DotKey.number(dot) == DotKey.number(first), dot - first < Self.maxDots,
             keys.count + key.count <= Self.maxKeyBytes
         else { return false }
         last = dot
         keys.appendVarint(key.count)
-        keys.append(contentsOf: key)
+        keys.appendBytes(key)
         return true
     }
 

@@ -128,7 +128,7 @@ extension WriteContext {
         guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else { return false }
         let first = first ?? FirstRow(change, key: key, hasher: hasher, buffer: &firstRowBuffer)
         if first.isLive {
-            try indexNewRow(change.dot, table: table.number, key: key)
+            try indexNewRow(change.dot, table: table.number, key: key[...])
             if !lost.isEmpty { try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key) }
         } else {
             // It wins nothing: an update that sets nothing, or one whose every cell lost at the sender.
@@ -277,8 +277,12 @@ extension WriteContext {
 
     /// Indexes the write that made a new row: in a run with the dots before it when they are
     /// consecutive (a bulk insert, a catch-up), else in a run of its own (see `DotRun`).
-    mutating func indexNewRow(_ dot: Dot, table: Int64, key: [UInt8]) throws {
-        let number = try dotKey(dot)
+    mutating func indexNewRow(_ dot: Dot, table: Int64, key: ArraySlice<UInt8>) throws {
+        try indexNewRow(dotKey: try dotKey(dot), table: table, key: key)
+    }
+
+    /// The same for a dot given as its `DotKey`.
+    mutating func indexNewRow(dotKey number: Int64, table: Int64, key: ArraySlice<UInt8>) throws {
         if pendingRun?.extend(table: table, dot: number, key: key) == true { return }
         try storePendingRun()
         pendingRun = DotRun(table: table, dot: number, key: key)
@@ -364,7 +368,7 @@ extension WriteContext {
                 result = try recorder.with(.local, catalog: try catalog()) { try body(db) }
                 let captured = recorder.takeEvents()
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
-                try storeQueuedStates()
+                try storeQueuedStates(captured.encoded)
                 hashEncodedInserts()
                 try storePendingRun()
                 return .commit
@@ -387,12 +391,12 @@ extension WriteContext {
         guard let table = try catalog().tables[event.table], let declared = table.declared else {
             throw StoreError(.database, "a write was captured for app table \(event.table), which is not declared; the database is damaged")
         }
-        if let range = event.encoded, try insertEncoded(encoded[range], into: table, now: now) {
-            if encodedInsertBuffers.queued.count >= Self.statesPerStatement { try storeQueuedStates() }
+        if let range = event.encoded, try insertEncoded(encoded, range: range, into: table, now: now) {
+            if encodedInsertBuffers.queued.count >= Self.statesPerStatement { try storeQueuedStates(encoded) }
             return
         }
         // Anything else may read a row's state: the new rows queued before go in first.
-        try storeQueuedStates()
+        try storeQueuedStates(encoded)
         if let range = event.encoded {
             // Values too large for a change: the general way refuses them, saying why.
             return try insert(try SQLValue.values(from: Array(encoded[range])), into: table, now: now)

@@ -10,28 +10,50 @@ import LANSyncCore
 /// that general way, keeping the stamp this one took.
 extension WriteContext {
     /// What every encoded insert into one table shares, made once per transaction (a class: each
-    /// row uses it without copying its arrays).
+    /// row uses it without copying its arrays). The per-column parts are flat byte arrays with
+    /// where each column's part ends, so that a row copies them without retaining an array per
+    /// column (the tuples of arrays this replaced cost a retain and a release per value).
     final class InsertLayout {
+        let table: AppCatalog.Table
         /// field(table name): what the digest hashes before the key.
         let identity: [UInt8]
         let kind: RowChange.Kind
         /// Declaration indexes of the key columns, in key order.
         let keyColumns: [Int]
-        /// Declaration indexes of the other columns, by name (as a change lists them), with what
-        /// precedes each one's value in the canonical state (`RowState.appendFirstCell`) and its
-        /// number in stored states.
-        let plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]
+        /// Declaration indexes of the other columns, by name (as a change lists them).
+        let plainColumns: [Int]
+        /// What precedes each plain column's value in the canonical state
+        /// (`RowState.appendFirstCell`), one after another; `cellPrefixEnds[i]` ends column i's.
+        let cellPrefixes: [UInt8]
+        let cellPrefixEnds: [Int]
+        /// The same in the stored state: the column's number (varint) and stamp index 0.
+        let storedPrefixes: [UInt8]
+        let storedPrefixEnds: [Int]
 
-        init(identity: [UInt8], kind: RowChange.Kind, keyColumns: [Int], plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]) {
+        init(table: AppCatalog.Table, identity: [UInt8], kind: RowChange.Kind, plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]) {
+            self.table = table
             self.identity = identity
             self.kind = kind
-            self.keyColumns = keyColumns
-            self.plain = plain
+            keyColumns = table.keyColumns
+            plainColumns = plain.map(\.index)
+            var (cells, cellEnds, stored, storedEnds) = ([UInt8](), [Int](), [UInt8](), [Int]())
+            for column in plain {
+                cells += column.cellPrefix
+                cellEnds.append(cells.count)
+                stored.appendVarint(column.number)
+                stored.append(0)
+                storedEnds.append(stored.count)
+            }
+            (cellPrefixes, cellPrefixEnds, storedPrefixes, storedPrefixEnds) = (cells, cellEnds, stored, storedEnds)
         }
     }
 
     mutating func insertLayout(_ table: AppCatalog.Table) throws -> InsertLayout {
-        if let layout = insertLayouts[table.number] { return layout }
+        if let layout = encodedInsertBuffers.lastLayout, layout.table.number == table.number { return layout }
+        if let layout = insertLayouts[table.number] {
+            encodedInsertBuffers.lastLayout = layout
+            return layout
+        }
         _ = try columnNumbers()
         var plain = [(index: Int, cellPrefix: [UInt8], number: Int64)]()
         for index in table.plainColumns {
@@ -41,70 +63,100 @@ extension WriteContext {
         }
         var identity = [UInt8]()
         identity.appendField(table.name)
-        let layout = InsertLayout(identity: identity, kind: table.appendOnly ? .append : .insert, keyColumns: table.keyColumns, plain: plain)
+        let layout = InsertLayout(table: table, identity: identity, kind: table.appendOnly ? .append : .insert, plain: plain)
         insertLayouts[table.number] = layout
+        encodedInsertBuffers.lastLayout = layout
         return layout
     }
 
     /// Queues a row an app's statement wrote, given as the canonical bytes of its values in
-    /// declaration order (see the extension's comment): its state goes in with the next rows'
-    /// (`storeQueuedStates`), and its digest hash is added with the write's (`hashEncodedInserts`).
-    /// False, taking nothing, when its values are too large: the general way says why.
-    mutating func insertEncoded(_ bytes: ArraySlice<UInt8>, into table: AppCatalog.Table, now: UInt64) throws -> Bool {
+    /// declaration order (`encoded[range]`, see the extension's comment): its state goes in with
+    /// the next rows' (`storeQueuedStates`), and its digest hash is added with the write's
+    /// (`hashEncodedInserts`). False, taking nothing, when its values are too large: the general
+    /// way says why. Every row queued refers to the same `encoded`, the write's captured bytes.
+    mutating func insertEncoded(_ encoded: [UInt8], range: Range<Int>, into table: AppCatalog.Table, now: UInt64) throws -> Bool {
         let layout = try insertLayout(table)
+        if encodedInsertBuffers.ownNumber < 0 { encodedInsertBuffers.ownNumber = try number(of: replica) }
         // The buffers of the rows before, reused (taken out so that `self` stays free to use).
         var buffers = encodedInsertBuffers
         encodedInsertBuffers = EncodedInsertBuffers()
         defer { encodedInsertBuffers = buffers }
-        guard Self.valueStarts(bytes, into: &buffers.starts), buffers.starts.count == table.columns.count + 1 else {
+        let startsStart = buffers.starts.count
+        guard Self.appendValueStarts(encoded[range], to: &buffers.starts),
+            buffers.starts.count - startsStart == table.columns.count + 1
+        else {
+            buffers.starts.removeSubrange(startsStart...)
             throw malformedCapture(table.declared!)
         }
-        let starts = buffers.starts
-        func value(_ index: Int) -> ArraySlice<UInt8> { bytes[starts[index] ..< starts[index + 1]] }
-
-        var key = [UInt8(layout.keyColumns.count)]
-        for index in layout.keyColumns {
-            if bytes[starts[index]] == 0 { throw nullKey(table) }
-            key.appendBytes(value(index))
+        let size = buffers.starts.withUnsafeBufferPointer { all in
+            let starts = UnsafeBufferPointer(rebasing: all[startsStart...])
+            var size = 0
+            for index in layout.plainColumns {
+                let start = starts[index]
+                switch encoded[start] {
+                case 0: size += 1
+                case 1, 2: size += 8
+                default: size += starts[index + 1] - start - 5
+                }
+            }
+            return size
         }
-        var size = 0
-        for column in layout.plain {
-            let start = starts[column.index]
-            switch bytes[start] {
-            case 0: size += 1
-            case 1, 2: size += 8
-            default: size += starts[column.index + 1] - start - 5
+        guard size <= RowChange.maxValueBytes else {
+            buffers.starts.removeSubrange(startsStart...)
+            return false
+        }
+        let keyStart = buffers.queuedKeys.count
+        buffers.queuedKeys.append(UInt8(layout.keyColumns.count))
+        var nullKey = false
+        buffers.starts.withUnsafeBufferPointer { all in
+            let starts = UnsafeBufferPointer(rebasing: all[startsStart...])
+            for index in layout.keyColumns {
+                if encoded[starts[index]] == 0 { nullKey = true }
+                buffers.queuedKeys.appendBytes(encoded[starts[index] ..< starts[index + 1]])
             }
         }
-        guard size <= RowChange.maxValueBytes else { return false }
+        if nullKey {
+            buffers.starts.removeSubrange(startsStart...)
+            buffers.queuedKeys.removeSubrange(keyStart...)
+            throw self.nullKey(table)
+        }
 
         let (hlc, dot) = (tick(now: now), nextDot())
         let storedStart = buffers.queuedStates.count
         StoredRowState.appendFirstHeader(
-            causalLength: 1, marker: layout.kind, stamp: (hlc, try number(of: dot.replica), dot.counter), cells: layout.plain.count,
+            causalLength: 1, marker: layout.kind, stamp: (hlc, buffers.ownNumber, dot.counter), cells: layout.plainColumns.count,
             to: &buffers.queuedStates)
-        for column in layout.plain {
-            buffers.queuedStates.appendVarint(column.number)
-            buffers.queuedStates.append(0)
-            StoredRowState.appendValue(canonical: value(column.index), to: &buffers.queuedStates)
+        buffers.starts.withUnsafeBufferPointer { all in
+            let starts = UnsafeBufferPointer(rebasing: all[startsStart...])
+            layout.storedPrefixes.withUnsafeBufferPointer { prefixes in
+                var prefixStart = 0
+                for (position, index) in layout.plainColumns.enumerated() {
+                    let prefixEnd = layout.storedPrefixEnds[position]
+                    buffers.queuedStates.append(contentsOf: UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
+                    prefixStart = prefixEnd
+                    StoredRowState.appendValue(canonical: encoded[starts[index] ..< starts[index + 1]], to: &buffers.queuedStates)
+                }
+            }
         }
         buffers.queuedStates.appendVarint(UInt64(0))
         buffers.queued.append(
             QueuedRow(
-                table: table, layout: layout, key: key, state: storedStart..<buffers.queuedStates.count, values: bytes,
-                stamp: RowState.Stamp(hlc: hlc, dot: dot), now: now))
+                layout: layout, key: keyStart..<buffers.queuedKeys.count, state: storedStart..<buffers.queuedStates.count,
+                starts: startsStart, stamp: RowState.Stamp(hlc: hlc, dot: dot), now: now))
         return true
     }
 
-    /// A new row `insertEncoded` has yet to store: its state waits to go in with others.
+    /// A new row `insertEncoded` has yet to store: its state waits to go in with others. Its
+    /// parts are ranges of `EncodedInsertBuffers`, so that queuing one allocates nothing.
     struct QueuedRow {
-        let table: AppCatalog.Table
         let layout: InsertLayout
-        let key: [UInt8]
+        /// Its key, in `EncodedInsertBuffers.queuedKeys`.
+        let key: Range<Int>
         /// Its stored state, in `EncodedInsertBuffers.queuedStates`.
         let state: Range<Int>
-        /// Its values' canonical bytes, as captured.
-        let values: ArraySlice<UInt8>
+        /// Where its values start in the write's captured bytes, and their end: the first of
+        /// `columns + 1` positions in `EncodedInsertBuffers.starts`.
+        let starts: Int
         let stamp: RowState.Stamp
         let now: UInt64
     }
@@ -117,71 +169,92 @@ extension WriteContext {
     /// Stores the states `insertEncoded` queued, and what follows from each: its dot, its digest
     /// input, the row count. A row whose key was held already (deleted, say) goes the general way
     /// with the stamp it took. Called when a statement's worth is queued, before anything else
-    /// reads or writes a row's state, and at the end of each of the app's writes.
-    mutating func storeQueuedStates() throws {
+    /// reads or writes a row's state, and at the end of each of the app's writes. `encoded`: the
+    /// write's captured bytes, which the queued rows' values are in.
+    mutating func storeQueuedStates(_ encoded: [UInt8]) throws {
         var buffers = encodedInsertBuffers
         encodedInsertBuffers = EncodedInsertBuffers()
         defer { encodedInsertBuffers = buffers }
         let rows = buffers.queued
         guard !rows.isEmpty else { return }
         buffers.queued.removeAll(keepingCapacity: true)
-        let states = buffers.queuedStates
+        let (states, keys, allStarts) = (buffers.queuedStates, buffers.queuedKeys, buffers.starts)
         buffers.queuedStates.removeAll(keepingCapacity: true)
+        buffers.queuedKeys.removeAll(keepingCapacity: true)
+        buffers.starts.removeAll(keepingCapacity: true)
         let statements = try rowStatements()
         var first = 0
         while first < rows.count {
             let chunk = rows[first ..< min(first + Self.statesPerStatement, rows.count)]
             first = chunk.endIndex
             let insert = try statements.insertNewStates(chunk.count, db)
-            var parameter: Int32 = 1
-            for row in chunk {
-                insert.bind(parameter, row.table.number)
-                insert.bind(parameter + 1, row.key)
-                states[row.state].withUnsafeBytes { insert.bind(parameter + 2, $0) }
-                parameter += 3
+            let inserted = try keys.withUnsafeBytes { keys in
+                try states.withUnsafeBytes { states in
+                    var parameter: Int32 = 1
+                    for row in chunk {
+                        insert.bind(parameter, row.layout.table.number)
+                        insert.bindStatic(parameter + 1, UnsafeRawBufferPointer(rebasing: keys[row.key]))
+                        insert.bindStatic(parameter + 2, UnsafeRawBufferPointer(rebasing: states[row.state]))
+                        parameter += 3
+                    }
+                    return try insert.runClearingBindings()
+                }
             }
-            let inserted = try insert.run()
             for row in chunk {
+                let layout = row.layout
+                let key = keys[row.key]
                 // When some were held already, each tells by whether its own state went in.
-                let stored = try inserted == chunk.count || holds(row, state: states[row.state])
+                let stored = try inserted == chunk.count || holds(table: layout.table.number, key: key, state: states[row.state])
+                let values = allStarts[row.starts] ..< allStarts[row.starts + layout.table.columns.count]
                 guard stored else {
                     try self.insert(
-                        try SQLValue.values(from: Array(row.values)), into: row.table, now: row.now, stamp: (row.stamp.hlc, row.stamp.dot))
+                        try SQLValue.values(from: Array(encoded[values])), into: layout.table, now: row.now,
+                        stamp: (row.stamp.hlc, row.stamp.dot))
                     continue
                 }
-                try indexNewRow(row.stamp.dot, table: row.table.number, key: row.key)
+                // Its dot is this replica's (`dotKey` without looking the number up again).
+                guard row.stamp.dot.counter <= UInt64(DotKey.counterMask) else { _ = try dotKey(row.stamp.dot); continue }
+                try indexNewRow(
+                    dotKey: DotKey.key(number: buffers.ownNumber, counter: row.stamp.dot.counter), table: layout.table.number, key: key)
                 // The canonical bytes of the row and its state (`RowState.appendFirst`), for the
                 // digest, built only for a row that went in. (Built when queued and copied here
                 // instead, bulk inserts were 0.45x against 0.47x, 36 alternated figures each.)
-                guard Self.valueStarts(row.values, into: &buffers.starts) else { throw malformedCapture(row.table.declared!) }
-                let layout = row.layout
                 buffers.digestInput.append(contentsOf: layout.identity)
-                buffers.digestInput.append(contentsOf: row.key)
-                RowState.appendFirstHeader(causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: layout.plain.count, to: &buffers.digestInput)
-                for column in layout.plain {
-                    buffers.digestInput.append(contentsOf: column.cellPrefix)
-                    buffers.digestInput.appendBytes(row.values[buffers.starts[column.index] ..< buffers.starts[column.index + 1]])
+                buffers.digestInput.appendBytes(key)
+                RowState.appendFirstHeader(
+                    causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: layout.plainColumns.count, to: &buffers.digestInput)
+                allStarts.withUnsafeBufferPointer { all in
+                    let starts = UnsafeBufferPointer(rebasing: all[row.starts...])
+                    layout.cellPrefixes.withUnsafeBufferPointer { prefixes in
+                        var prefixStart = 0
+                        for (position, index) in layout.plainColumns.enumerated() {
+                            let prefixEnd = layout.cellPrefixEnds[position]
+                            buffers.digestInput.append(contentsOf: UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
+                            prefixStart = prefixEnd
+                            buffers.digestInput.appendBytes(encoded[starts[index] ..< starts[index + 1]])
+                        }
+                    }
                 }
                 buffers.digestInput.appendBigEndian(UInt32(0))  // no counters
                 buffers.digestInputEnds.append(buffers.digestInput.count)
-                countRows(in: row.table.number, by: 1)
+                countRows(in: layout.table.number, by: 1)
             }
         }
     }
 
     /// Whether `app_rows` holds exactly `state` for the row (its own, just inserted).
-    private mutating func holds(_ row: QueuedRow, state: ArraySlice<UInt8>) throws -> Bool {
+    private mutating func holds(table: Int64, key: ArraySlice<UInt8>, state: ArraySlice<UInt8>) throws -> Bool {
         let select = try rowStatements().selectState
-        select.bind(1, row.table.number)
-        select.bind(2, row.key)
+        select.bind(1, table)
+        key.withUnsafeBytes { select.bind(2, $0) }
         var same = false
         try select.forEachRow { columns in same = columns.withBlob(0) { $0.elementsEqual(state) } }
         return same
     }
 
-    /// Where each value of a row's canonical bytes starts, and the end; false when they do not read.
-    static func valueStarts(_ bytes: ArraySlice<UInt8>, into starts: inout [Int]) -> Bool {
-        starts.removeAll(keepingCapacity: true)
+    /// Appends where each value of a row's canonical bytes starts, and the end; false when they
+    /// do not read.
+    static func appendValueStarts(_ bytes: ArraySlice<UInt8>, to starts: inout [Int]) -> Bool {
         var position = bytes.startIndex
         while position < bytes.endIndex {
             starts.append(position)
@@ -235,8 +308,15 @@ extension WriteContext {
 
 /// Buffers `insertEncoded` reuses from row to row, and the rows it queued.
 struct EncodedInsertBuffers {
+    /// The queued rows' value positions (`QueuedRow.starts`).
     var starts: [Int] = []
     var queued: [WriteContext.QueuedRow] = []
+    /// The queued rows' keys, one after another.
+    var queuedKeys: [UInt8] = []
+    /// This replica's number (`replicas.num`), once looked up: every queued row's dot is its own.
+    var ownNumber: Int64 = -1
+    /// The layout of the table last inserted into (a bulk insert's rows are of one table).
+    var lastLayout: WriteContext.InsertLayout?
     /// The queued rows' stored states, one after another.
     var queuedStates: [UInt8] = []
     /// The bytes each new row's digest hash is of, one after another, and where each ends.
