@@ -369,6 +369,7 @@ extension WriteContext {
                 let captured = recorder.takeEvents()
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
                 try storeQueuedStates(captured.encoded)
+                recorder.recycle(captured)
                 hashEncodedInserts()
                 try storePendingRun()
                 return .commit

@@ -175,13 +175,21 @@ extension WriteContext {
         var buffers = encodedInsertBuffers
         encodedInsertBuffers = EncodedInsertBuffers()
         defer { encodedInsertBuffers = buffers }
-        let rows = buffers.queued
-        guard !rows.isEmpty else { return }
-        buffers.queued.removeAll(keepingCapacity: true)
-        let (states, keys, allStarts) = (buffers.queuedStates, buffers.queuedKeys, buffers.starts)
-        buffers.queuedStates.removeAll(keepingCapacity: true)
-        buffers.queuedKeys.removeAll(keepingCapacity: true)
-        buffers.starts.removeAll(keepingCapacity: true)
+        guard !buffers.queued.isEmpty else { return }
+        // Taken out whole and put back emptied, keeping their capacity (emptied in place while
+        // still shared, each would have been allocated again).
+        var (rows, states, keys, allStarts) = ([QueuedRow](), [UInt8](), [UInt8](), [Int]())
+        swap(&rows, &buffers.queued)
+        swap(&states, &buffers.queuedStates)
+        swap(&keys, &buffers.queuedKeys)
+        swap(&allStarts, &buffers.starts)
+        defer {
+            rows.removeAll(keepingCapacity: true)
+            states.removeAll(keepingCapacity: true)
+            keys.removeAll(keepingCapacity: true)
+            allStarts.removeAll(keepingCapacity: true)
+            (buffers.queued, buffers.queuedStates, buffers.queuedKeys, buffers.starts) = (rows, states, keys, allStarts)
+        }
         let statements = try rowStatements()
         var first = 0
         while first < rows.count {
@@ -276,11 +284,21 @@ extension WriteContext {
     /// many rows hashes them on two threads: hashing is a sixth of what storing a new row costs
     /// the writer, and the app's write is waiting.
     mutating func hashEncodedInserts() {
-        let (bytes, ends) = (encodedInsertBuffers.digestInput, encodedInsertBuffers.digestInputEnds)
-        guard !ends.isEmpty else { return }
-        encodedInsertBuffers.digestInput.removeAll(keepingCapacity: true)
-        encodedInsertBuffers.digestInputEnds.removeAll(keepingCapacity: true)
-        let hasher = hasher
+        guard !encodedInsertBuffers.digestInputEnds.isEmpty else { return }
+        // Taken out and put back emptied, keeping their capacity (see `storeQueuedStates`).
+        var (bytes, ends) = ([UInt8](), [Int]())
+        swap(&bytes, &encodedInsertBuffers.digestInput)
+        swap(&ends, &encodedInsertBuffers.digestInputEnds)
+        defer {
+            bytes.removeAll(keepingCapacity: true)
+            ends.removeAll(keepingCapacity: true)
+            (encodedInsertBuffers.digestInput, encodedInsertBuffers.digestInputEnds) = (bytes, ends)
+        }
+        digest.add(Self.digest(of: bytes, ends: ends, hasher: hasher))
+    }
+
+    /// The digest of the rows whose hashed bytes are `bytes`, each ending at its `ends` position.
+    private static func digest(of bytes: [UInt8], ends: [Int], hasher: ElementHasher) -> StateDigest {
         let count = ends.count
         @Sendable func hash(_ range: Range<Int>) -> StateDigest {
             var digest = StateDigest()
@@ -290,16 +308,15 @@ extension WriteContext {
             }
             return digest
         }
-        if count < Self.rowsHashedOnTwoThreads {
-            digest.add(hash(0..<count))
-        } else {
-            let halves = Mutex<[StateDigest]>([])
-            DispatchQueue.concurrentPerform(iterations: 2) { half in
-                let part = hash(half == 0 ? 0..<count / 2 : count / 2..<count)
-                halves.withLock { $0.append(part) }
-            }
-            for part in halves.withLock({ $0 }) { digest.add(part) }
+        if count < Self.rowsHashedOnTwoThreads { return hash(0..<count) }
+        let halves = Mutex<[StateDigest]>([])
+        DispatchQueue.concurrentPerform(iterations: 2) { half in
+            let part = hash(half == 0 ? 0..<count / 2 : count / 2..<count)
+            halves.withLock { $0.append(part) }
         }
+        var digest = StateDigest()
+        for part in halves.withLock({ $0 }) { digest.add(part) }
+        return digest
     }
 
     /// Fewer rows are hashed where they are: handing them to another thread would cost more.

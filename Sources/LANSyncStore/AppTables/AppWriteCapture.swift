@@ -88,9 +88,21 @@ final class AppWriteCapture: Sendable {
     /// Takes the captured events, leaving none.
     func takeEvents() -> Captured {
         state.withLock { state in
-            let captured = state.captured
-            state.captured = Captured()
+            var captured = Captured()
+            swap(&captured, &state.captured)
             return captured
+        }
+    }
+
+    /// Gives back the buffers of events taken and handled, emptied, for the next write to
+    /// capture into: a bulk write's bytes are a few hundred kilobytes, and a new buffer for each
+    /// write was grown again, copy by copy, into freshly faulted-in pages.
+    func recycle(_ captured: consuming Captured) {
+        var captured = captured
+        captured.events.removeAll(keepingCapacity: true)
+        captured.encoded.removeAll(keepingCapacity: true)
+        state.withLock { state in
+            if state.captured.events.isEmpty && state.captured.encoded.isEmpty { swap(&captured, &state.captured) }
         }
     }
 
