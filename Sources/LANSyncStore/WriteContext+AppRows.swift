@@ -370,7 +370,6 @@ extension WriteContext {
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
                 try storeQueuedStates(captured.encoded)
                 recorder.recycle(captured)
-                hashEncodedInserts()
                 try storePendingRun()
                 return .commit
             } catch {
@@ -393,7 +392,7 @@ extension WriteContext {
             throw StoreError(.database, "a write was captured for app table \(event.table), which is not declared; the database is damaged")
         }
         if let range = event.encoded, try insertEncoded(encoded, range: range, into: table, now: now) {
-            if encodedInsertBuffers.queued.count >= Self.statesPerStatement { try storeQueuedStates(encoded) }
+            if encodedInsertBuffers.queued.count >= Self.rowsQueued { try storeQueuedStates(encoded) }
             return
         }
         // Anything else may read a row's state: the new rows queued before go in first.
