@@ -243,6 +243,8 @@ struct EncodedRows: Sendable {
     /// Each row's digest hash: of its identity, key and canonical state (`RowState.appendFirst`).
     private(set) var hashes: [[UInt8]] = []
     private var digestInput: [UInt8] = []
+    /// Where a row's cells are written before they are appended whole (see `ByteWriter`).
+    private var scratch: [UInt8] = []
 
     /// Fewer rows are made on the writer: handing them to another thread would cost more.
     static let rowsMadeOnTwoThreads = 64
@@ -331,40 +333,61 @@ struct EncodedRows: Sendable {
             let keyStart = keys.count
             allStarts.withUnsafeBufferPointer { all in
                 let starts = UnsafeBufferPointer(rebasing: all[row.starts...])
-                keys.append(UInt8(layout.keyColumns.count))
-                for index in layout.keyColumns { keys.appendBytes(encoded[starts[index] ..< starts[index + 1]]) }
-                keyEnds.append(keys.count)
+                encoded.withUnsafeBufferPointer { encoded in
+                    func value(_ index: Int) -> UnsafeBufferPointer<UInt8> {
+                        UnsafeBufferPointer(rebasing: encoded[starts[index] ..< starts[index + 1]])
+                    }
+                    keys.append(UInt8(layout.keyColumns.count))
+                    for index in layout.keyColumns { keys.append(contentsOf: value(index)) }
+                    keyEnds.append(keys.count)
 
-                StoredRowState.appendFirstHeader(
-                    causalLength: 1, marker: layout.kind, stamp: (row.stamp.hlc, ownNumber, row.stamp.dot.counter),
-                    cells: layout.plainColumns.count, to: &states)
-                layout.storedPrefixes.withUnsafeBufferPointer { prefixes in
-                    var prefixStart = 0
-                    for (position, index) in layout.plainColumns.enumerated() {
-                        let prefixEnd = layout.storedPrefixEnds[position]
-                        states.append(contentsOf: UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
-                        prefixStart = prefixEnd
-                        StoredRowState.appendValue(canonical: encoded[starts[index] ..< starts[index + 1]], to: &states)
+                    // The plain columns' part of the stored state and of the hashed bytes, written
+                    // into `scratch`: each cell's prefix then its value (stored: two bytes more at most), then the
+                    // counters' count (one byte stored, four hashed).
+                    let valueBytes = starts[layout.table.columns.count] - starts[0]
+                    let needed = valueBytes + 2 * layout.plainColumns.count + max(layout.cellPrefixes.count, layout.storedPrefixes.count) + 8
+                    if scratch.count < needed { scratch = [UInt8](repeating: 0, count: needed * 2) }
+
+                    StoredRowState.appendFirstHeader(
+                        causalLength: 1, marker: layout.kind, stamp: (row.stamp.hlc, ownNumber, row.stamp.dot.counter),
+                        cells: layout.plainColumns.count, to: &states)
+                    scratch.withUnsafeMutableBufferPointer { scratch in
+                        layout.storedPrefixes.withUnsafeBufferPointer { prefixes in
+                            var out = ByteWriter(scratch.baseAddress!)
+                            var prefixStart = 0
+                            for (position, index) in layout.plainColumns.enumerated() {
+                                let prefixEnd = layout.storedPrefixEnds[position]
+                                out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
+                                prefixStart = prefixEnd
+                                StoredRowState.writeValue(canonical: value(index), to: &out)
+                            }
+                            out.byte(0)  // no counters
+                            states.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: out.position - scratch.baseAddress!))
+                        }
+                    }
+                    stateEnds.append(states.count)
+
+                    // The canonical bytes of the row and its state (`RowState.appendFirst`), hashed.
+                    digestInput.removeAll(keepingCapacity: true)
+                    digestInput.append(contentsOf: layout.identity)
+                    digestInput.appendBytes(keys[keyStart...])
+                    RowState.appendFirstHeader(
+                        causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: layout.plainColumns.count, to: &digestInput)
+                    scratch.withUnsafeMutableBufferPointer { scratch in
+                        layout.cellPrefixes.withUnsafeBufferPointer { prefixes in
+                            var out = ByteWriter(scratch.baseAddress!)
+                            var prefixStart = 0
+                            for (position, index) in layout.plainColumns.enumerated() {
+                                let prefixEnd = layout.cellPrefixEnds[position]
+                                out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
+                                prefixStart = prefixEnd
+                                out.bytes(value(index))
+                            }
+                            for _ in 0..<4 { out.byte(0) }  // no counters
+                            digestInput.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: out.position - scratch.baseAddress!))
+                        }
                     }
                 }
-                states.appendVarint(UInt64(0))
-                stateEnds.append(states.count)
-
-                // The canonical bytes of the row and its state (`RowState.appendFirst`), hashed.
-                digestInput.removeAll(keepingCapacity: true)
-                digestInput.append(contentsOf: layout.identity)
-                digestInput.appendBytes(keys[keyStart...])
-                RowState.appendFirstHeader(causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: layout.plainColumns.count, to: &digestInput)
-                layout.cellPrefixes.withUnsafeBufferPointer { prefixes in
-                    var prefixStart = 0
-                    for (position, index) in layout.plainColumns.enumerated() {
-                        let prefixEnd = layout.cellPrefixEnds[position]
-                        digestInput.append(contentsOf: UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
-                        prefixStart = prefixEnd
-                        digestInput.appendBytes(encoded[starts[index] ..< starts[index + 1]])
-                    }
-                }
-                digestInput.appendBigEndian(UInt32(0))  // no counters
             }
             hashes.append(hasher.hash(digestInput))
         }

@@ -212,20 +212,22 @@ enum StoredRowState {
         }
     }
 
-    /// Appends, in this form, a value given as its canonical bytes (`SQLValue.append(to:)`; a
-    /// local insert's captured values), without decoding it. `canonical` must be one whole value.
-    static func appendValue(canonical value: ArraySlice<UInt8>, to out: inout [UInt8]) {
-        let tag = value[value.startIndex]
-        out.append(tag)
-        let payload = value.dropFirst(tag == 3 || tag == 4 ? 5 : 1)
+    /// Writes, in this form, a value given as its canonical bytes (`SQLValue.append(to:)`; a
+    /// local insert's captured values), without decoding it: at most two bytes more than
+    /// `canonical`, which must be one whole value.
+    static func writeValue(canonical value: UnsafeBufferPointer<UInt8>, to out: inout ByteWriter) {
+        let tag = value[0]
+        out.byte(tag)
         switch tag {
         case 1:
-            out.appendVarint(zigzag(Int64(bitPattern: payload.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })))
+            var bits: UInt64 = 0
+            for index in 1..<9 { bits = bits << 8 | UInt64(value[index]) }
+            out.varint(zigzag(Int64(bitPattern: bits)))
         case 3, 4:
-            out.appendVarint(payload.count)
-            out.appendBytes(payload)
+            out.varint(UInt64(value.count - 5))
+            out.bytes(UnsafeBufferPointer(rebasing: value[5...]))
         default:
-            out.appendBytes(payload)
+            out.bytes(UnsafeBufferPointer(rebasing: value[1...]))
         }
     }
 
@@ -365,5 +367,34 @@ struct ColumnNumbering {
         numbers[name] = number
         names[number] = name
         return number
+    }
+}
+
+/// Writes bytes through a pointer into memory the caller sized for them: for the bulk path's
+/// many small pieces per row, which appended to an array one by one cost a uniqueness and a
+/// capacity check each.
+struct ByteWriter {
+    private(set) var position: UnsafeMutablePointer<UInt8>
+
+    init(_ start: UnsafeMutablePointer<UInt8>) { position = start }
+
+    mutating func byte(_ value: UInt8) {
+        position.pointee = value
+        position += 1
+    }
+
+    mutating func bytes(_ source: UnsafeBufferPointer<UInt8>) {
+        guard let base = source.baseAddress, source.count > 0 else { return }
+        position.update(from: base, count: source.count)
+        position += source.count
+    }
+
+    mutating func varint(_ value: UInt64) {
+        var rest = value
+        while rest >= 0x80 {
+            byte(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        byte(UInt8(rest))
     }
 }
