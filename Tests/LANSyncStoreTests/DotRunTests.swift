@@ -78,6 +78,49 @@ import Testing
         #expect(try checkedHere.store.status().digest == a.store.status().digest)
     }
 
+    /// A change that comes with the state the check made of it as a new row, while its row is
+    /// held (an edit of a row taken before, a second change of a row new in the same delta),
+    /// merges the general way, and the replica ends where the sender is.
+    @Test func checkedStatesOfHeldRowsMergeTheGeneralWay() async throws {
+        let (a, b) = (try Replica(1), try Replica(2))
+        let keys = [a.store.replica: a.key.publicKey]
+        func take() async throws -> [Bool] {
+            try await a.store.extendOwnChain()
+            let checked = try b.store.check(try SignedRangeTests.everything(a.store, beyond: try b.store.versionVector()), signed: true)
+            _ = try await b.store.mergeSigned(checked, keys: keys)
+            return checked.firstRows.map { $0.stored != nil }
+        }
+        _ = try await a.store.write(now: 1_000) { db in
+            for index in 0..<20 {
+                try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES (?, 'n', ?)", arguments: ["old\(index)", Double(index)])
+            }
+        }
+        _ = try await take()
+        // Edits of held rows among new rows, and new rows edited again, in one delta.
+        _ = try await a.store.write(now: 2_000) { db in
+            for index in 0..<10 {
+                try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES (?, 'new', ?)", arguments: ["new\(index)", Double(index)])
+                try db.execute(sql: "UPDATE athletes SET name = ? WHERE id = ?", arguments: ["edited\(index)", "old\(index)"])
+            }
+            try db.execute(sql: "DELETE FROM athletes WHERE id = 'old15'")
+        }
+        _ = try await a.store.write(now: 3_000) { db in
+            for index in 0..<10 where index % 2 == 0 {
+                try db.execute(sql: "UPDATE athletes SET weight = 100 WHERE id = ?", arguments: ["new\(index)"])
+            }
+            try db.execute(sql: "INSERT INTO athletes (id, notes) VALUES ('old15', 'back')")
+        }
+        let encodedAhead = try await take()
+        #expect(encodedAhead.count > 20 && encodedAhead.allSatisfy { $0 }, "every change came with a state made by the check")
+        #expect(try b.store.status().digest == a.store.status().digest)
+        #expect(try b.store.recomputeDigest() == b.store.status().digest)
+        let rows = { (store: ReplicaStore) in
+            try store.read { try Row.fetchAll($0, sql: "SELECT id, name, weight, notes FROM athletes ORDER BY id").map(\.description) }
+        }
+        #expect(try rows(b.store) == rows(a.store))
+        #expect(try rows(b.store).contains { $0.contains("edited3") })
+    }
+
     /// A peer that sends two rows under one dot is refused, whether the dot is in a run stored
     /// earlier, in the run under way, or in `app_ops`.
     @Test func aDotReusedForAnotherRowIsRefused() async throws {
