@@ -319,6 +319,28 @@ struct EncodedRows: Sendable {
         }
     }
 
+    /// Appends each plain column's prefix (`prefixes`, each ending at its `ends` position) and
+    /// value, in the stored form or the canonical one, then the count of counters (none: one byte
+    /// stored, four canonical), written through `scratch` and appended in one copy.
+    private static func appendCells(
+        _ layout: WriteContext.InsertLayout, prefixes: [UInt8], ends: [Int], stored: Bool, value: (Int) -> UnsafeBufferPointer<UInt8>,
+        scratch: inout [UInt8], to destination: inout [UInt8]
+    ) {
+        scratch.withUnsafeMutableBufferPointer { scratch in
+            prefixes.withUnsafeBufferPointer { prefixes in
+                var out = ByteWriter(scratch.baseAddress!)
+                var prefixStart = 0
+                for (position, index) in layout.plainColumns.enumerated() {
+                    out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart ..< ends[position]]))
+                    prefixStart = ends[position]
+                    if stored { StoredRowState.writeValue(canonical: value(index), to: &out) } else { out.bytes(value(index)) }
+                }
+                for _ in 0 ..< (stored ? 1 : 4) { out.byte(0) }
+                destination.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: out.position - scratch.baseAddress!))
+            }
+        }
+    }
+
     /// Makes `rows`, replacing what this part held.
     private mutating func make(
         _ rows: ArraySlice<WriteContext.QueuedRow>, starts allStarts: [Int], encoded: [UInt8], ownNumber: Int64, hasher: ElementHasher
@@ -341,9 +363,8 @@ struct EncodedRows: Sendable {
                     for index in layout.keyColumns { keys.append(contentsOf: value(index)) }
                     keyEnds.append(keys.count)
 
-                    // The plain columns' part of the stored state and of the hashed bytes, written
-                    // into `scratch`: each cell's prefix then its value (stored: two bytes more at most), then the
-                    // counters' count (one byte stored, four hashed).
+                    // Room in `scratch` for the cells of the stored state or of the hashed bytes
+                    // (`appendCells`): a stored value is two bytes more than its canonical one at most.
                     let valueBytes = starts[layout.table.columns.count] - starts[0]
                     let needed = valueBytes + 2 * layout.plainColumns.count + max(layout.cellPrefixes.count, layout.storedPrefixes.count) + 8
                     if scratch.count < needed { scratch = [UInt8](repeating: 0, count: needed * 2) }
@@ -351,20 +372,9 @@ struct EncodedRows: Sendable {
                     StoredRowState.appendFirstHeader(
                         causalLength: 1, marker: layout.kind, stamp: (row.stamp.hlc, ownNumber, row.stamp.dot.counter),
                         cells: layout.plainColumns.count, to: &states)
-                    scratch.withUnsafeMutableBufferPointer { scratch in
-                        layout.storedPrefixes.withUnsafeBufferPointer { prefixes in
-                            var out = ByteWriter(scratch.baseAddress!)
-                            var prefixStart = 0
-                            for (position, index) in layout.plainColumns.enumerated() {
-                                let prefixEnd = layout.storedPrefixEnds[position]
-                                out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
-                                prefixStart = prefixEnd
-                                StoredRowState.writeValue(canonical: value(index), to: &out)
-                            }
-                            out.byte(0)  // no counters
-                            states.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: out.position - scratch.baseAddress!))
-                        }
-                    }
+                    Self.appendCells(
+                        layout, prefixes: layout.storedPrefixes, ends: layout.storedPrefixEnds, stored: true, value: value, scratch: &scratch,
+                        to: &states)
                     stateEnds.append(states.count)
 
                     // The canonical bytes of the row and its state (`RowState.appendFirst`), hashed.
@@ -373,20 +383,9 @@ struct EncodedRows: Sendable {
                     digestInput.appendBytes(keys[keyStart...])
                     RowState.appendFirstHeader(
                         causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: layout.plainColumns.count, to: &digestInput)
-                    scratch.withUnsafeMutableBufferPointer { scratch in
-                        layout.cellPrefixes.withUnsafeBufferPointer { prefixes in
-                            var out = ByteWriter(scratch.baseAddress!)
-                            var prefixStart = 0
-                            for (position, index) in layout.plainColumns.enumerated() {
-                                let prefixEnd = layout.cellPrefixEnds[position]
-                                out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart..<prefixEnd]))
-                                prefixStart = prefixEnd
-                                out.bytes(value(index))
-                            }
-                            for _ in 0..<4 { out.byte(0) }  // no counters
-                            digestInput.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: out.position - scratch.baseAddress!))
-                        }
-                    }
+                    Self.appendCells(
+                        layout, prefixes: layout.cellPrefixes, ends: layout.cellPrefixEnds, stored: false, value: value, scratch: &scratch,
+                        to: &digestInput)
                 }
             }
             hashes.append(hasher.hash(digestInput))
