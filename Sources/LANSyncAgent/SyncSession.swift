@@ -167,6 +167,8 @@ actor SyncSession {
     private func checked(_ delta: Delta) async -> CheckedDelta? {
         do {
             if delta.entries.count + delta.preferences.count + delta.rows.count < Self.rowsCheckedInline {
+                // Without reading the store's numbers (`store.check`): for a few rows that read
+                // costs more than the writer encoding their states itself.
                 return try ReplicaStore.check(delta, signed: true)
             }
             let store = node.store

@@ -176,11 +176,8 @@ extension WriteContext {
                         stamp: (row.stamp.hlc, row.stamp.dot))
                     continue
                 }
-                // Its dot is this replica's (`dotKey` without looking the number up again).
-                guard row.stamp.dot.counter <= UInt64(DotKey.counterMask) else { _ = try dotKey(row.stamp.dot); continue }
                 try indexNewRow(
-                    dotKey: DotKey.key(number: encodedInsertBuffers.ownNumber, counter: row.stamp.dot.counter), table: layout.table.number,
-                    key: key)
+                    dotKey: try Self.dotKey(row.stamp.dot, number: encodedInsertBuffers.ownNumber), table: layout.table.number, key: key)
                 digest.insert(hash: parts[part].hashes[position])
                 countRows(in: layout.table.number, by: 1)
             }
@@ -253,30 +250,27 @@ struct EncodedRows: Sendable {
     static func make(
         _ rows: [WriteContext.QueuedRow], starts: [Int], encoded: [UInt8], ownNumber: Int64, hasher: ElementHasher, reusing: [EncodedRows]
     ) -> [EncodedRows] {
-        let count = rows.count < rowsMadeOnTwoThreads ? 1 : 2
         var parts = reusing
-        while parts.count < count { parts.append(EncodedRows()) }
-        parts.removeLast(parts.count - count)
-        @Sendable func range(_ part: Int) -> Range<Int> { count == 1 ? 0..<rows.count : part == 0 ? 0..<rows.count / 2 : rows.count / 2..<rows.count }
-        if count == 1 {
-            parts[0].make(rows[range(0)], starts: starts, encoded: encoded, ownNumber: ownNumber, hasher: hasher)
+        if parts.isEmpty { parts.append(EncodedRows()) }
+        guard rows.count >= rowsMadeOnTwoThreads else {
+            parts.removeLast(parts.count - 1)
+            parts[0].make(rows[...], starts: starts, encoded: encoded, ownNumber: ownNumber, hasher: hasher)
             return parts
         }
+        if parts.count == 1 { parts.append(EncodedRows()) }
+        let halves = [0 ..< rows.count / 2, rows.count / 2 ..< rows.count]
         let shared = Mutex(parts)
-        DispatchQueue.concurrentPerform(iterations: count) { part in
+        DispatchQueue.concurrentPerform(iterations: 2) { part in
+            // Taken out of the mutex while it is made, so that its buffers are not copied.
             var made = shared.withLock { parts in
                 var taken = EncodedRows()
                 swap(&taken, &parts[part])
                 return taken
             }
-            made.make(rows[range(part)], starts: starts, encoded: encoded, ownNumber: ownNumber, hasher: hasher)
+            made.make(rows[halves[part]], starts: starts, encoded: encoded, ownNumber: ownNumber, hasher: hasher)
             shared.withLock { parts in swap(&made, &parts[part]) }
         }
-        return shared.withLock { parts in
-            var taken = [EncodedRows]()
-            swap(&taken, &parts)
-            return taken
-        }
+        return shared.withLock { $0 }
     }
 
     /// Which part row `index` of the rows `make` made is in, and where in it.
@@ -284,8 +278,11 @@ struct EncodedRows: Sendable {
         index < parts[0].keyEnds.count ? (0, index) : (1, index - parts[0].keyEnds.count)
     }
 
-    func key(_ position: Int) -> ArraySlice<UInt8> { keys[(position == 0 ? 0 : keyEnds[position - 1]) ..< keyEnds[position]] }
-    func state(_ position: Int) -> ArraySlice<UInt8> { states[(position == 0 ? 0 : stateEnds[position - 1]) ..< stateEnds[position]] }
+    func key(_ position: Int) -> ArraySlice<UInt8> { keys[Self.range(position, ends: keyEnds)] }
+    func state(_ position: Int) -> ArraySlice<UInt8> { states[Self.range(position, ends: stateEnds)] }
+
+    /// Where the piece at `position` is in bytes laid one after another, each ending at its `ends` entry.
+    private static func range(_ position: Int, ends: [Int]) -> Range<Int> { (position == 0 ? 0 : ends[position - 1]) ..< ends[position] }
 
     /// The rows' keys and states as raw bytes, valid during `body`: for binding without a copy.
     struct Bytes {
@@ -295,14 +292,12 @@ struct EncodedRows: Sendable {
 
         func key(_ index: Int) -> UnsafeRawBufferPointer {
             let (part, position) = EncodedRows.locate(index, in: parts)
-            let ends = parts[part].keyEnds
-            return UnsafeRawBufferPointer(rebasing: keys[part][(position == 0 ? 0 : ends[position - 1]) ..< ends[position]])
+            return UnsafeRawBufferPointer(rebasing: keys[part][EncodedRows.range(position, ends: parts[part].keyEnds)])
         }
 
         func state(_ index: Int) -> UnsafeRawBufferPointer {
             let (part, position) = EncodedRows.locate(index, in: parts)
-            let ends = parts[part].stateEnds
-            return UnsafeRawBufferPointer(rebasing: states[part][(position == 0 ? 0 : ends[position - 1]) ..< ends[position]])
+            return UnsafeRawBufferPointer(rebasing: states[part][EncodedRows.range(position, ends: parts[part].stateEnds)])
         }
     }
 

@@ -189,10 +189,20 @@ struct WriteContext {
     }
 
     mutating func dotKey(_ dot: Dot) throws -> Int64 {
+        try Self.checkCounter(of: dot)
+        return DotKey.key(number: try number(of: dot.replica), counter: dot.counter)
+    }
+
+    /// The same for a dot whose replica's number the caller holds (its own, in a bulk insert).
+    static func dotKey(_ dot: Dot, number: Int64) throws -> Int64 {
+        try checkCounter(of: dot)
+        return DotKey.key(number: number, counter: dot.counter)
+    }
+
+    private static func checkCounter(of dot: Dot) throws {
         guard dot.counter > 0, dot.counter <= UInt64(DotKey.counterMask) else {
             throw StoreError(.invalidDelta, "counter \(dot.counter) of replica \(dot.replica) is out of range")
         }
-        return DotKey.key(number: try number(of: dot.replica), counter: dot.counter)
     }
 
     func dotReused(_ dot: Dot) -> StoreError {

@@ -98,7 +98,6 @@ final class AppWriteCapture: Sendable {
     /// capture into: a bulk write's bytes are a few hundred kilobytes, and a new buffer for each
     /// write was grown again, copy by copy, into freshly faulted-in pages.
     func recycle(_ captured: consuming Captured) {
-        var captured = captured
         captured.events.removeAll(keepingCapacity: true)
         captured.encoded.removeAll(keepingCapacity: true)
         state.withLock { state in

@@ -298,14 +298,7 @@ enum StoredRowState {
 
 extension Array where Element == UInt8 {
     /// An unsigned LEB128 varint.
-    mutating func appendVarint(_ value: UInt64) {
-        var rest = value
-        while rest >= 0x80 {
-            append(UInt8(truncatingIfNeeded: rest) | 0x80)
-            rest >>= 7
-        }
-        append(UInt8(rest))
-    }
+    mutating func appendVarint(_ value: UInt64) { forEachVarintByte(value) { append($0) } }
 
     mutating func appendVarint(_ value: Int) { appendVarint(UInt64(value)) }
     mutating func appendVarint(_ value: Int64) { appendVarint(UInt64(value)) }
@@ -389,12 +382,16 @@ struct ByteWriter {
         position += source.count
     }
 
-    mutating func varint(_ value: UInt64) {
-        var rest = value
-        while rest >= 0x80 {
-            byte(UInt8(truncatingIfNeeded: rest) | 0x80)
-            rest >>= 7
-        }
-        byte(UInt8(rest))
+    mutating func varint(_ value: UInt64) { forEachVarintByte(value) { byte($0) } }
+}
+
+/// The bytes of `value` as an unsigned LEB128 varint (seven bits a byte, low bits first, the
+/// high bit set on every byte but the last), for `Array.appendVarint` and `ByteWriter.varint`.
+@inline(__always) private func forEachVarintByte(_ value: UInt64, _ emit: (UInt8) -> Void) {
+    var rest = value
+    while rest >= 0x80 {
+        emit(UInt8(truncatingIfNeeded: rest) | 0x80)
+        rest >>= 7
     }
+    emit(UInt8(rest))
 }
