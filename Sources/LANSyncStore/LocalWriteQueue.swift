@@ -17,13 +17,26 @@ final class LocalWriteQueue: Sendable {
     static let rideAlongDelay = Duration.microseconds(500)
     /// Merged rows between two looks at the queue (a look is an atomic load).
     static let rowsBetweenLooks = 16
+    /// How long after the app's last write a merge still counts it as writing, and keeps its
+    /// transactions short for the next one (see `MergePacer`): an app that writes every second
+    /// or so (a rowing session, a tap log in use) is writing throughout.
+    static let writingWindow = Duration.seconds(2)
 
     private let waiting = Mutex<[LocalWrite]>([])
     private let count = Atomic<Int>(0)
+    private let origin = ContinuousClock.now
+    /// When the last write was added, in nanoseconds since `origin`; never: far in the past.
+    private let lastAdded = Atomic<Int>(Int.min / 2)
 
     func add(_ write: LocalWrite) {
+        lastAdded.store((ContinuousClock.now - origin).nanoseconds, ordering: .relaxed)
         waiting.withLock { $0.append(write) }
         count.add(1, ordering: .releasing)
+    }
+
+    /// Whether the app wrote within `writingWindow`.
+    var appIsWriting: Bool {
+        (ContinuousClock.now - origin).nanoseconds - lastAdded.load(ordering: .relaxed) < Self.writingWindow.nanoseconds
     }
 
     /// Whether any write waits; cheap enough to ask every few rows.

@@ -42,7 +42,7 @@ extension ReplicaStore {
         var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
         var uncounted: Set<ReplicaID> = []
         var pacer = MergePacer(cost: mergeCost)
-        while let share = pacer.next(of: checked.delta) {
+        while let share = pacer.next(of: checked.delta, appWriting: queue.appIsWriting) {
             let (part, elapsed) = try await Self.database {
                 try await writer.writeWithoutTransaction { db in
                     // Timed on the writer from BEGIN to the end of COMMIT: not the wait for the writer.

@@ -12,6 +12,7 @@ import Synchronization
 ///     swift run -c release lansync-bench --stages           # each catch-up step's cost per row
 ///     swift run -c release lansync-bench --signatures [N]   # what verifying signed changes costs
 ///     swift run -c release lansync-bench --idle 60          # an idle agent's CPU and wakeups
+///     swift run -c release lansync-bench --streams          # streams and preferences alone (single node)
 ///     swift run -c release lansync-bench --tables [--quick] # app tables only
 ///     swift run -c release lansync-bench --api [--quick]    # the local API only
 @main
@@ -22,6 +23,7 @@ struct Benchmark {
           (none)               every speed goal: 100,000 rows, app tables, signatures, local API, network
           --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
           --tables [--quick]   app tables only
+          --streams [--quick]  streams and preferences alone: appends, merge, append latency idle and during a merge
           --tables-profile [merge] [chain] [baseline]  LANSync's app-table bulk insert (and merge, chain signing)
                        alone, for a profiler; with baseline, each beside the baseline
           --api [--quick]      the local API only
@@ -31,7 +33,7 @@ struct Benchmark {
           --idle S             an idle agent's CPU and wakeups over S seconds
         """
     static let options: Set<String> = [
-        "--quick", "--tables", "--tables-profile", "merge", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+        "--quick", "--streams", "--tables", "--tables-profile", "merge", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
     ]
 
     static func main() async throws {
@@ -70,6 +72,7 @@ struct Benchmark {
             return
         }
         let baseline = try await singleNode(quick: quick, root: root)
+        if CommandLine.arguments.contains("--streams") { return }
         var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
         try await tables.run()
         print("")

@@ -150,7 +150,7 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let delta = Delta(entries: entries, preferences: writes, coverage: [.init(replica: replica, from: 0, through: 2_501)])
         var pacer = MergePacer(cost: MergeCost())
         var chunks = [Delta]()
-        while let share = pacer.next(of: delta) {
+        while let share = pacer.next(of: delta, appWriting: true) {
             chunks.append(
                 Delta(
                     entries: Array(delta.entries[share.entries]), preferences: Array(delta.preferences[share.preferences]),
@@ -158,7 +158,7 @@ func fileHash(_ path: String) throws -> [UInt8] {
             pacer.record(share, merged: (share.entries.count, share.preferences.count, 0), elapsed: .milliseconds(100))
         }
         #expect(chunks.count > 3)
-        #expect(chunks[0].entries.count == MergePacer(cost: MergeCost()).rows)  // the target at the first guess
+        #expect(chunks[0].entries.count == MergePacer(cost: MergeCost()).rows(appWriting: true))  // the target at the first guess
         #expect(chunks[1].entries.count < chunks[0].entries.count)  // rows measured slower: shorter transactions
         #expect(chunks.dropLast().allSatisfy { $0.coverage.isEmpty })
         #expect(chunks.last?.coverage == delta.coverage)
@@ -171,16 +171,26 @@ func fileHash(_ path: String) throws -> [UInt8] {
             entries: Array(entries.prefix(300)), coverage: [.init(replica: replica, from: 0, through: 300)])
         let cost = MergeCost()
         var partial = MergePacer(cost: cost)
-        guard let first = partial.next(of: small) else { Issue.record("no first share"); return }
+        guard let first = partial.next(of: small, appWriting: true) else { Issue.record("no first share"); return }
         #expect(first.isLast)  // 300 rows fit in one transaction at the first guess
         partial.record(first, merged: (100, 0, 0), elapsed: .microseconds(500))
-        guard let second = partial.next(of: small) else { Issue.record("no second share"); return }
+        guard let second = partial.next(of: small, appWriting: true) else { Issue.record("no second share"); return }
         #expect(second.entries.lowerBound == 100)
         #expect(second.isLast)
         partial.record(second, merged: (second.entries.count, second.preferences.count, 0), elapsed: .milliseconds(5))
-        #expect(partial.next(of: small) == nil)
+        #expect(partial.next(of: small, appWriting: true) == nil)
         // What a row cost is remembered for the next merge.
-        #expect(MergePacer(cost: cost).rows != MergePacer(cost: MergeCost()).rows)
+        #expect(MergePacer(cost: cost).rows(appWriting: true) != MergePacer(cost: MergeCost()).rows(appWriting: true))
+        // While the app is not writing, transactions are four times as long: 4 ms and 16 ms at 10 µs a row.
+        let tenMicroseconds = MergeCost()
+        tenMicroseconds.perRow = 10_000
+        #expect(MergePacer(cost: tenMicroseconds).rows(appWriting: true) == 400)
+        #expect(MergePacer(cost: tenMicroseconds).rows(appWriting: false) == 1_600)
+        // The app counts as writing from its first write on (for `writingWindow`), not before.
+        let queue = LocalWriteQueue()
+        #expect(!queue.appIsWriting)
+        queue.add(LocalWrite(apply: { _ in {} }, fail: { _ in }))
+        #expect(queue.appIsWriting)
         let store = try ReplicaStore.inMemory(device: device)
         #expect(try await store.merge(delta).outcome == MergeOutcome(entriesAdded: 2_500, preferencesChanged: 1))
         #expect(try store.versionVector()[replica] == 2_501)
