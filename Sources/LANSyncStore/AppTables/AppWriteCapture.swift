@@ -18,7 +18,7 @@ import Synchronization
 /// - `lansync_local()`: 1 during an app's write, 0 while LANSync writes merged rows; guards the
 ///   triggers that only local writes fire (cascades, the append-only refusal).
 final class AppWriteCapture: Sendable {
-    enum Mode: Sendable { case idle, local, merging }
+    enum Mode: UInt8, Sendable, AtomicRepresentable { case idle, local, merging }
 
     /// What one statement did to one row, in the layout `WriteContext.apply` reads.
     struct Event: Sendable {
@@ -47,7 +47,6 @@ final class AppWriteCapture: Sendable {
     }
 
     private struct State: ~Copyable {
-        var mode: Mode = .idle
         var captured = Captured()
         /// The catalog of the app's write running, whose declared tables are captured.
         var catalog: AppCatalog?
@@ -58,8 +57,11 @@ final class AppWriteCapture: Sendable {
     }
 
     private let state = Mutex<State>(State())
+    /// Outside the mutex: the guard function and the hook read it for every row LANSync writes
+    /// when it merges (its own tables' rows too), and only an app's write needs the rest.
+    private let currentMode = Atomic<Mode>(.idle)
 
-    var mode: Mode { state.withLock { $0.mode } }
+    var mode: Mode { currentMode.load(ordering: .acquiring) }
 
     static let outsideWrite =
         "app tables are written through LANSync only (node.write, `lansync exec`, or the local API), so that every write syncs"
@@ -68,8 +70,8 @@ final class AppWriteCapture: Sendable {
     /// transaction that took it along). A local write captures the rows of `catalog`'s declared tables.
     func with<T>(_ mode: Mode, catalog: AppCatalog? = nil, _ body: () throws -> T) rethrows -> T {
         let previous = state.withLock { state in
-            let previous = (state.mode, state.catalog)
-            state.mode = mode
+            let previous = (self.mode, state.catalog)
+            currentMode.store(mode, ordering: .releasing)
             if let catalog { state.catalog = catalog }
             state.lastName = 0
             state.lastTable = nil
@@ -77,7 +79,8 @@ final class AppWriteCapture: Sendable {
         }
         defer {
             state.withLock { state in
-                (state.mode, state.catalog) = previous
+                currentMode.store(previous.0, ordering: .releasing)
+                state.catalog = previous.1
                 state.lastName = 0
                 state.lastTable = nil
             }
@@ -108,8 +111,8 @@ final class AppWriteCapture: Sendable {
     /// Called by the pre-update hook for every row a statement on this connection is about to
     /// change: records it when it is an app's write to a declared table.
     func rowWillChange(_ row: some PreUpdateRow, operation: Event.Operation, table name: UnsafePointer<CChar>) {
+        guard mode == .local else { return }
         state.withLock { state in
-            guard state.mode == .local else { return }
             let table: AppCatalog.Table
             let address = Int(bitPattern: name)
             if state.lastName == address, let last = state.lastTable {
