@@ -172,16 +172,32 @@ extension ReplicaStore {
             }
         }
         if merged.entriesMerged == share.entries.count && merged.preferencesMerged == share.preferences.count {
+            // Changes that open new rows wait in `newRows` and go in many to a statement (see
+            // `WriteContext.mergeNewRows`); anything else, or a look at local writes, sends them first.
+            var newRows = [Int]()
+            newRows.reserveCapacity(WriteContext.newRowsPerBatch)
+            func mergeNewRows() throws {
+                guard !newRows.isEmpty else { return }
+                try context.mergeNewRows(newRows[...], of: checked, changed: &merged.changedRows)
+                newRows.removeAll(keepingCapacity: true)
+            }
             for index in share.changes {
                 let change = delta.rows[index]
                 context.observe(change.hlc)
                 let lost = delta.lostCells.isEmpty ? [] : delta.lostCells[change.dot] ?? []
-                if try context.mergeRow(change, lost: lost, materialize: true, first: checked.firstRow(index)) {
-                    merged.changedRows.append(index)
+                if let first = checked.firstRow(index), WriteContext.batchable(change, first: first, lost: lost) {
+                    newRows.append(index)
+                } else {
+                    try mergeNewRows()
+                    if try context.mergeRow(change, lost: lost, materialize: true, first: checked.firstRow(index)) {
+                        merged.changedRows.append(index)
+                    }
                 }
                 merged.changesMerged += 1
+                if merged.changesMerged % LocalWriteQueue.rowsBetweenLooks == 0 { try mergeNewRows() }
                 if try lookAtLocalWrites(merged.changesMerged, &context) { break }
             }
+            try mergeNewRows()
         }
         // Writes that came meanwhile go out with this commit too.
         try taken.take(from: localWrites, into: &context)

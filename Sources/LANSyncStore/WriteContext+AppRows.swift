@@ -319,7 +319,7 @@ extension WriteContext {
 
     /// Writes row `key` of the app's table with `columns` (declaration indexes and values; the
     /// rest take their defaults), or deletes it when `columns` is nil or the row breaks a rule.
-    private mutating func materialize(key: [SQLValue], in table: AppCatalog.Table, columns: AppCatalog.Table.Present?) throws {
+    mutating func materialize(key: [SQLValue], in table: AppCatalog.Table, columns: AppCatalog.Table.Present?) throws {
         let statements = try rowStatements()
         func deleteRow() throws {
             let delete = try statements.delete(from: table, db)
@@ -587,6 +587,7 @@ final class AppRowStatements {
     let insertNewState: BoundStatement
     /// The same for several rows at once, by their number.
     private var insertNewStatesOf: [Int: BoundStatement] = [:]
+    private var insertStatesOf: [Int: BoundStatement] = [:]
     let insertOp: BoundStatement
     let deleteOp: BoundStatement
     let selectOpStub: BoundStatement
@@ -594,6 +595,7 @@ final class AppRowStatements {
     let insertDeadStub: BoundStatement
     private var replaces: [[Int]: BoundStatement] = [:]
     private var replaceTable: Int64 = -1
+    private var replacesOf: [ReplaceShape: BoundStatement] = [:]
     private var deletes: [Int64: BoundStatement] = [:]
 
     init(_ db: Database) throws {
@@ -606,6 +608,16 @@ final class AppRowStatements {
         setOpStub = try BoundStatement(
             db, sql: "INSERT INTO app_ops (dot, tbl, key, stub) VALUES (?, ?, ?, ?) ON CONFLICT (dot) DO UPDATE SET stub = excluded.stub")
         insertDeadStub = try BoundStatement(db, sql: "INSERT OR REPLACE INTO row_stubs (dot, tbl, key, stub) VALUES (?, ?, ?, ?)")
+    }
+
+    /// A plain INSERT of `count` rows' states in one statement, which SQLite refuses whole when a
+    /// row of them is held (`WriteContext.mergeNewRows`).
+    func insertStates(_ count: Int, _ db: Database) throws -> BoundStatement {
+        if let statement = insertStatesOf[count] { return statement }
+        let rows = Array(repeating: "(?, ?, ?)", count: count).joined(separator: ", ")
+        let statement = try BoundStatement(db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES \(rows)")
+        insertStatesOf[count] = statement
+        return statement
     }
 
     /// `insertNewState` for `count` rows in one statement.
@@ -624,14 +636,30 @@ final class AppRowStatements {
             replaceTable = table.number
         }
         if let statement = replaces[columns] { return statement }
+        let statement = try replace(into: table, columns: columns, rows: 1, db)
+        replaces[columns] = statement
+        return statement
+    }
+
+    /// The same for `rows` rows in one statement (`WriteContext.mergeNewRows`).
+    func replace(into table: AppCatalog.Table, columns: [Int], rows: Int, _ db: Database) throws -> BoundStatement {
+        let shape = ReplaceShape(table: table.number, columns: columns, rows: rows)
+        if let statement = replacesOf[shape] { return statement }
         let declared = table.declared!
         let names = declared.primaryKey + columns.map { declared.columns[$0].name }
+        let row = "(" + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
         let statement = try BoundStatement(
             db,
             sql: "INSERT OR REPLACE INTO \(declared.name.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
-                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))")
-        replaces[columns] = statement
+                + "VALUES " + Array(repeating: row, count: rows).joined(separator: ", "))
+        replacesOf[shape] = statement
         return statement
+    }
+
+    private struct ReplaceShape: Hashable {
+        let table: Int64
+        let columns: [Int]
+        let rows: Int
     }
 
     func delete(from table: AppCatalog.Table, _ db: Database) throws -> BoundStatement {

@@ -113,9 +113,11 @@ struct AppTableBenchmark {
         }
     }
 
-    /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile [merge] [chain]
-    /// [baseline]`). With `baseline`, the baseline's insert follows each round's, and each round
-    /// prints the ratio: a quick reading of the two goals while working on them.
+    /// Only LANSync's bulk insert, three times: for profiling (`--tables-profile [merge [session]]
+    /// [chain] [baseline]`). With `merge`, the rows are then merged into a fresh replica on one
+    /// thread and as a session (`session`: as a session only). With `baseline`, the baseline's
+    /// insert follows each round's, and each round prints the ratio: a quick reading of the goals
+    /// while working on them.
     mutating func profileInsert() async throws {
         let rowArguments = (0..<rows).map(Self.arguments)
         let withBaseline = CommandLine.arguments.contains("baseline")
@@ -135,12 +137,14 @@ struct AppTableBenchmark {
             try await node.store.extendOwnChain()
             let batches = try Self.deltas(of: node)
             let keys = [node.replicaID: node.identity.signingKey.publicKey]
-            let target = try freshNode()
-            var mergeStart = ContinuousClock.now
-            for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
-            print(String(format: "merge on one thread %.0f rows/s", Double(rows) / (ContinuousClock.now - mergeStart).seconds))
+            if !CommandLine.arguments.contains("session") {
+                let target = try freshNode()
+                let start = ContinuousClock.now
+                for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
+                print(String(format: "merge on one thread %.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
+            }
             let pipelined = try freshNode()
-            mergeStart = ContinuousClock.now
+            let mergeStart = ContinuousClock.now
             try await Self.mergeAsASession(batches, into: pipelined.store, keys: keys)
             let merged = Double(rows) / (ContinuousClock.now - mergeStart).seconds
             print(String(format: "merge as a session %.0f rows/s", merged))

@@ -24,8 +24,9 @@ struct Benchmark {
           --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
           --tables [--quick]   app tables only
           --streams [--quick]  streams and preferences alone: appends, merge, append latency idle and during a merge
-          --tables-profile [merge] [chain] [baseline]  LANSync's app-table bulk insert (and merge, chain signing)
-                       alone, for a profiler; with baseline, each beside the baseline
+          --tables-profile [merge [session]] [chain] [baseline]  LANSync's app-table bulk insert (and merge
+                       on one thread and as a session, or as a session only; chain signing) alone, for a
+                       profiler; with baseline, each beside the baseline
           --api [--quick]      the local API only
           --signatures [N]     what verifying signed changes costs, over N entries (1,000,000)
           --stages             each catch-up step's cost per row
@@ -33,7 +34,7 @@ struct Benchmark {
           --idle S             an idle agent's CPU and wakeups over S seconds
         """
     static let options: Set<String> = [
-        "--quick", "--streams", "--tables", "--tables-profile", "merge", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+        "--quick", "--streams", "--tables", "--tables-profile", "merge", "session", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
     ]
 
     static func main() async throws {
