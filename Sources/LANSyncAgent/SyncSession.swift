@@ -156,10 +156,18 @@ actor SyncSession {
     /// torn down under it.
     func farewellSaid() async { await farewell?.value }
 
-    /// The merge under way, if any: merges run one at a time and in order, but the receiving task
-    /// does not wait for one to finish before it reads and decodes the next message, so decoding
-    /// a batch overlaps merging the one before (the catch-up's two slowest steps, on two cores).
+    /// The last merge started, if any: merges run one at a time and in order, each task waiting
+    /// for the one before, but the receiving task does not wait for one to finish before it
+    /// reads, decodes and checks the next message, so checking a batch overlaps merging the one
+    /// before (the catch-up's two slowest steps, on two cores).
     private var merging: Task<Void, Never>?
+    /// The merge before `merging`: the receiving task waits for it before it starts another, so
+    /// that at most one checked batch waits behind the merge under way. With the receiving task
+    /// waiting for the merge under way itself, the check thread idled whenever a check finished
+    /// before the merge beside it: merges of app-table rows as a session ran 145k rows/s (0.455x
+    /// the baseline) against 158k (0.49x) so, medians of 24 runs each, alternated
+    /// (`lansync-bench --tables-profile merge session baseline`).
+    private var mergingBefore: Task<Void, Never>?
 
     /// Checks a delta before it is merged (`ReplicaStore.check`); a batch is checked on a
     /// bulk-work thread, while the batch before is being merged. Nil (and the session ends) when
@@ -187,15 +195,23 @@ actor SyncSession {
     /// Checks `delta`, then merges it once the merge before it is done.
     private func startMerge(_ delta: Delta) async {
         guard let checked = await checked(delta) else { return }
-        await merging?.value
+        await mergingBefore?.value
         guard !machine.isEnded else { return }
-        merging = Task { await self.merge(checked) }
+        let before = merging
+        mergingBefore = before
+        merging = Task {
+            await before?.value
+            // A merge before it failed: the session ended, and nothing after it merges.
+            guard !self.machine.isEnded else { return }
+            await self.merge(checked)
+        }
     }
 
-    /// Waits for the merge under way: the receiving task calls it when the peer stops sending.
+    /// Waits for the merges under way: the receiving task calls it when the peer stops sending.
     func finishMerging() async {
         await merging?.value
         merging = nil
+        mergingBefore = nil
     }
 
     /// Merges rows from the peer (a delta, or a push made into one), each range checked against
