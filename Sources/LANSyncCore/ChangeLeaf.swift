@@ -140,8 +140,9 @@ extension RowChange {
     }
 
     /// The same, with the input built in `buffer` (cleared first): a store hashing every change
-    /// it writes reuses one buffer instead of allocating one per change.
-    package func leaf(lost: [LostCell], hasher: ElementHasher, reusing input: inout [UInt8]) -> [UInt8]? {
+    /// it writes reuses one buffer instead of allocating one per change. `keyBytes`: the key's
+    /// bytes (`SQLValue.keyBytes`), when the caller has them already.
+    package func leaf(lost: [LostCell], hasher: ElementHasher, reusing input: inout [UInt8], keyBytes: [UInt8]? = nil) -> [UInt8]? {
         var lostValues: [LostCell] = []
         var lostTotals: [LostCell] = []
         if !lost.isEmpty {
@@ -152,7 +153,11 @@ extension RowChange {
         input.append(contentsOf: ChangeLeaf.rowTag)
         input.reserveCapacity(input.count + 96 + (values.count + totals.count) * 40 + lost.count * 48)
         input.appendField(key.table)
-        input.append(contentsOf: SQLValue.keyBytes(key.primaryKey))
+        if let keyBytes {
+            input.append(contentsOf: keyBytes)
+        } else {
+            input.append(contentsOf: SQLValue.keyBytes(key.primaryKey))
+        }
         input.append(kind.rawValue)
         input.appendBigEndian(causalLength)
         stamp.append(to: &input)

@@ -132,8 +132,9 @@ package struct Delta: Hashable, Sendable {
     }
 
     /// The same leaves, per replica in counter order (`ChangeLeaves`): what a receiver walks
-    /// along each range, without a hash table of dots.
-    package func changeLeaves(hasher: ElementHasher, entryHashes: [[UInt8]]? = nil) -> ChangeLeaves {
+    /// along each range, without a hash table of dots. `rowKeys(i)`: the key bytes of `rows[i]`,
+    /// when the caller has them already (a check that made each row's first state).
+    package func changeLeaves(hasher: ElementHasher, entryHashes: [[UInt8]]? = nil, rowKeys: ((Int) -> [UInt8])? = nil) -> ChangeLeaves {
         var leaves = ChangeLeaves()
         var buffer = [UInt8]()
         // Entries come grouped by replica: each group goes in at once.
@@ -151,8 +152,10 @@ package struct Delta: Hashable, Sendable {
         if let group { leaves.add(group.replica, group.leaves) }
         for write in preferences { leaves.add(write.dot, ChangeLeaf.preference(write, hasher: hasher)) }
         for stub in preferenceStubs { leaves.add(stub.dot, ChangeLeaf.preference(stub, hasher: hasher)) }
-        for change in rows {
-            if let leaf = change.leaf(lost: lostCells[change.dot] ?? [], hasher: hasher, reusing: &buffer) { leaves.add(change.dot, leaf) }
+        for index in rows.indices {
+            let dot = rows[index].dot
+            let lost = lostCells.isEmpty ? [] : lostCells[dot] ?? []
+            if let leaf = rows[index].leaf(lost: lost, hasher: hasher, reusing: &buffer, keyBytes: rowKeys?(index)) { leaves.add(dot, leaf) }
         }
         leaves.sort()
         return leaves

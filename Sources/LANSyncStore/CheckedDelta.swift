@@ -40,9 +40,10 @@ struct FirstRow: Sendable {
     /// needs were known (`StoredNumbering`).
     let stored: [UInt8]?
 
-    /// `key`: the change's key bytes, when the caller has them already.
-    init(_ change: RowChange, key: [UInt8]? = nil, hasher: ElementHasher, buffer: inout [UInt8], numbering: StoredNumbering? = nil) {
-        stored = numbering.flatMap { StoredRowState.encodeFirst(change, numbering: $0) }
+    /// `key`: the change's key bytes, when the caller has them already; `stored`: its state as
+    /// `app_rows` keeps it, when the caller could encode it.
+    init(_ change: RowChange, key: [UInt8]? = nil, hasher: ElementHasher, buffer: inout [UInt8], stored: [UInt8]? = nil) {
+        self.stored = stored
         self.key = key ?? SQLValue.keyBytes(change.key.primaryKey)
         buffer.removeAll(keepingCapacity: true)
         FirstRow.appendIdentity(table: change.key.table, key: self.key, to: &buffer)

@@ -115,11 +115,14 @@ extension ReplicaStore {
         for index in delta.entries.indices { hashes.append(hasher.hash(delta.entries[index], reusing: &buffer)) }
         var firstRows = [FirstRow]()
         firstRows.reserveCapacity(delta.rows.count)
+        var columns = StoredNumbering.LastColumns()
         for index in delta.rows.indices {
-            firstRows.append(FirstRow(delta.rows[index], hasher: hasher, buffer: &buffer, numbering: numbering))
+            let stored = numbering.flatMap { StoredRowState.encodeFirst(delta.rows[index], numbering: $0, last: &columns) }
+            firstRows.append(FirstRow(delta.rows[index], hasher: hasher, buffer: &buffer, stored: stored))
         }
         return CheckedDelta(
-            delta: delta, entryHashes: hashes, leaves: signed ? delta.changeLeaves(hasher: hasher, entryHashes: hashes) : nil,
+            delta: delta, entryHashes: hashes,
+            leaves: signed ? delta.changeLeaves(hasher: hasher, entryHashes: hashes, rowKeys: { firstRows[$0].key }) : nil,
             firstRows: firstRows)
     }
 

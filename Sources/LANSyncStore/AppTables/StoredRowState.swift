@@ -69,13 +69,27 @@ enum StoredRowState {
     }
 
     /// The same with the numbers of a snapshot (`StoredNumbering`), off the writer: nil when it
-    /// has no number for a column or the replica yet (the writer gives one then).
-    static func encodeFirst(_ change: RowChange, numbering: StoredNumbering) -> [UInt8]? {
+    /// has no number for a column or the replica yet (the writer gives one then). `last`: the
+    /// numbers of the cells' columns of the change encoded before, reused when this one lists
+    /// the same columns (each lookup by name hashes the name).
+    static func encodeFirst(_ change: RowChange, numbering: StoredNumbering, last: inout StoredNumbering.LastColumns) -> [UInt8]? {
         guard let replica = numbering.replicas[change.dot.replica] else { return nil }
+        if !last.lists(change.values) {
+            var numbers = [Int64]()
+            numbers.reserveCapacity(change.values.count)
+            for value in change.values {
+                guard let number = numbering.columns[value.column] else { return nil }
+                numbers.append(number)
+            }
+            last = StoredNumbering.LastColumns(names: change.values.map(\.column), numbers: numbers)
+        }
+        let numbers = last.numbers
         var out = [UInt8]()
         out.reserveCapacity(64 + change.values.count * 24)
-        guard encodeFirst(change, replica: replica, to: &out, number: { name, _ in numbering.columns[name] }) else { return nil }
-        return out
+        let encoded = encodeFirst(change, replica: replica, to: &out) { name, position in
+            position == Int.max ? numbering.columns[name] : numbers[position]
+        }
+        return encoded ? out : nil
     }
 
     /// `number(name, position)`: a column's number (`position`: where it is among the state's
@@ -310,6 +324,19 @@ extension Array where Element == UInt8 {
 package struct StoredNumbering: Sendable {
     var columns: [String: Int64] = [:]
     var replicas: [ReplicaID: Int64] = [:]
+
+    /// The numbers of one change's cells' columns, in its order.
+    struct LastColumns {
+        var names: [String] = []
+        var numbers: [Int64] = []
+
+        /// Whether `values` are cells of these columns, in this order.
+        func lists(_ values: [RowChange.Value]) -> Bool {
+            guard values.count == names.count else { return false }
+            for (value, name) in zip(values, names) where value.column != name { return false }
+            return true
+        }
+    }
 
     static func load(_ db: Database) throws -> StoredNumbering {
         var numbering = StoredNumbering()
