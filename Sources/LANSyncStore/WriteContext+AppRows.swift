@@ -585,8 +585,7 @@ final class AppRowStatements {
     let upsertState: BoundStatement
     /// Inserts a row's state unless the row is held (then it changes nothing).
     let insertNewState: BoundStatement
-    /// The same for several rows at once, by their number.
-    private var insertNewStatesOf: [Int: BoundStatement] = [:]
+    /// `insertStates`, by their number of rows (negative: not skipping held rows).
     private var insertStatesOf: [Int: BoundStatement] = [:]
     let insertOp: BoundStatement
     let deleteOp: BoundStatement
@@ -610,22 +609,16 @@ final class AppRowStatements {
         insertDeadStub = try BoundStatement(db, sql: "INSERT OR REPLACE INTO row_stubs (dot, tbl, key, stub) VALUES (?, ?, ?, ?)")
     }
 
-    /// A plain INSERT of `count` rows' states in one statement, which SQLite refuses whole when a
-    /// row of them is held (`WriteContext.mergeNewRows`).
-    func insertStates(_ count: Int, _ db: Database) throws -> BoundStatement {
-        if let statement = insertStatesOf[count] { return statement }
+    /// One INSERT of `count` rows' states. `skippingHeld`: a row held already is skipped (`ON
+    /// CONFLICT DO NOTHING`, as `insertNewState`); otherwise SQLite refuses the whole statement
+    /// when a row of them is held (`WriteContext.mergeNewRows`).
+    func insertStates(_ count: Int, skippingHeld: Bool, _ db: Database) throws -> BoundStatement {
+        let shape = skippingHeld ? count : -count
+        if let statement = insertStatesOf[shape] { return statement }
         let rows = Array(repeating: "(?, ?, ?)", count: count).joined(separator: ", ")
-        let statement = try BoundStatement(db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES \(rows)")
-        insertStatesOf[count] = statement
-        return statement
-    }
-
-    /// `insertNewState` for `count` rows in one statement.
-    func insertNewStates(_ count: Int, _ db: Database) throws -> BoundStatement {
-        if let statement = insertNewStatesOf[count] { return statement }
-        let rows = Array(repeating: "(?, ?, ?)", count: count).joined(separator: ", ")
-        let statement = try BoundStatement(db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES \(rows) ON CONFLICT DO NOTHING")
-        insertNewStatesOf[count] = statement
+        let statement = try BoundStatement(
+            db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES \(rows)" + (skippingHeld ? " ON CONFLICT DO NOTHING" : ""))
+        insertStatesOf[shape] = statement
         return statement
     }
 

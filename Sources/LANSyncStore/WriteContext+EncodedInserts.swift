@@ -152,7 +152,7 @@ extension WriteContext {
         while first < rows.count {
             let chunk = first ..< min(first + Self.statesPerStatement, rows.count)
             first = chunk.upperBound
-            let insert = try statements.insertNewStates(chunk.count, db)
+            let insert = try statements.insertStates(chunk.count, skippingHeld: true, db)
             let inserted = try EncodedRows.withBytes(of: parts) { bytes in
                 var parameter: Int32 = 1
                 for index in chunk {

@@ -74,7 +74,7 @@ extension WriteContext {
     /// Inserts the stored states of the changes at `chunk` in one statement; false, having
     /// written nothing, when a row of them is held already.
     private mutating func insertNewStates(_ chunk: ArraySlice<Int>, tables: [AppCatalog.Table], of checked: CheckedDelta) throws -> Bool {
-        let insert = try rowStatements().insertStates(chunk.count, db)
+        let insert = try rowStatements().insertStates(chunk.count, skippingHeld: false, db)
         var parameter: Int32 = 1
         for (index, table) in zip(chunk, tables) {
             let first = checked.firstRows[index]
