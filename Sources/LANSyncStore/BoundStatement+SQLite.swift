@@ -66,6 +66,19 @@ struct BoundStatement {
         }
     }
 
+    /// Binds a row's key and then its values (`SQLValue`s, exactly) from parameter `position` on,
+    /// and moves `position` past them: one row of an INSERT OR REPLACE into an app's table.
+    func bind(_ key: [SQLValue], _ values: [SQLValue], from position: inout Int32) {
+        for value in key {
+            bind(position, value)
+            position += 1
+        }
+        for value in values {
+            bind(position, value)
+            position += 1
+        }
+    }
+
     /// Runs a query with the values bound since the last run, calling `body` for each row.
     func forEachRow(_ body: (Columns) throws -> Void) throws {
         defer { sqlite3_reset(handle) }

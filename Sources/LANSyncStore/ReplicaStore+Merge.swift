@@ -188,11 +188,12 @@ extension ReplicaStore {
                 let change = delta.rows[index]
                 context.observe(change.hlc)
                 let lost = delta.lostCells.isEmpty ? [] : delta.lostCells[change.dot] ?? []
-                if let first = checked.firstRow(index), WriteContext.batchable(change, first: first, lost: lost) {
+                let first = checked.firstRow(index)
+                if let first, WriteContext.batchable(change, first: first, lost: lost) {
                     newRows.append(index)
                 } else {
                     try mergeNewRows()
-                    if try context.mergeRow(change, lost: lost, materialize: true, first: checked.firstRow(index)) {
+                    if try context.mergeRow(change, lost: lost, materialize: true, first: first) {
                         merged.changedRows.append(index)
                     }
                 }

@@ -142,10 +142,7 @@ extension WriteContext {
             try self.materialize(key: change.key.primaryKey, in: table, columns: nil)
             return true
         }
-        let present = table.present(
-            cells: change.values, name: \.column, value: \.value,
-            counted: change.kind == .append ? [] : change.totals, name: \.column, total: \.total)
-        try self.materialize(key: change.key.primaryKey, in: table, columns: present)
+        try self.materialize(key: change.key.primaryKey, in: table, columns: table.present(of: change))
         return true
     }
 
@@ -329,14 +326,7 @@ extension WriteContext {
         guard let columns else { return try deleteRow() }
         let insert = try statements.replace(into: table, columns: columns.indexes, db)
         var position: Int32 = 1
-        for value in key {
-            insert.bind(position, value)
-            position += 1
-        }
-        for value in columns.values {
-            insert.bind(position, value)
-            position += 1
-        }
+        insert.bind(key, columns.values, from: &position)
         do {
             try insert.run()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -592,8 +582,6 @@ final class AppRowStatements {
     let selectOpStub: BoundStatement
     let setOpStub: BoundStatement
     let insertDeadStub: BoundStatement
-    private var replaces: [[Int]: BoundStatement] = [:]
-    private var replaceTable: Int64 = -1
     private var replacesOf: [ReplaceShape: BoundStatement] = [:]
     private var deletes: [Int64: BoundStatement] = [:]
 
@@ -622,20 +610,9 @@ final class AppRowStatements {
         return statement
     }
 
-    /// `INSERT OR REPLACE` of a row's key and `columns` (indexes into the table's columns).
-    func replace(into table: AppCatalog.Table, columns: [Int], _ db: Database) throws -> BoundStatement {
-        if replaceTable != table.number {
-            replaces.removeAll()
-            replaceTable = table.number
-        }
-        if let statement = replaces[columns] { return statement }
-        let statement = try replace(into: table, columns: columns, rows: 1, db)
-        replaces[columns] = statement
-        return statement
-    }
-
-    /// The same for `rows` rows in one statement (`WriteContext.mergeNewRows`).
-    func replace(into table: AppCatalog.Table, columns: [Int], rows: Int, _ db: Database) throws -> BoundStatement {
+    /// `INSERT OR REPLACE` of `rows` rows' keys and `columns` (indexes into the table's
+    /// columns) in one statement: one row, or many (`WriteContext.mergeNewRows`).
+    func replace(into table: AppCatalog.Table, columns: [Int], rows: Int = 1, _ db: Database) throws -> BoundStatement {
         let shape = ReplaceShape(table: table.number, columns: columns, rows: rows)
         if let statement = replacesOf[shape] { return statement }
         let declared = table.declared!

@@ -100,11 +100,7 @@ extension WriteContext {
         var rows = [NewAppRow]()
         rows.reserveCapacity(chunk.count)
         for (index, table) in zip(chunk, tables) where table.declared != nil {
-            let change = delta.rows[index]
-            let present = table.present(
-                cells: change.values, name: \.column, value: \.value,
-                counted: change.kind == .append ? [] : change.totals, name: \.column, total: \.total)
-            rows.append(NewAppRow(key: change.key.primaryKey, present: present, table: table))
+            rows.append(NewAppRow(key: delta.rows[index].key.primaryKey, present: table.present(of: delta.rows[index]), table: table))
         }
         var start = 0
         while start < rows.count {
@@ -127,16 +123,7 @@ extension WriteContext {
         guard group.count > 1 else { return try materialize(key: first.key, in: first.table, columns: first.present) }
         let insert = try rowStatements().replace(into: first.table, columns: first.present.indexes, rows: group.count, db)
         var position: Int32 = 1
-        for row in group {
-            for value in row.key {
-                insert.bind(position, value)
-                position += 1
-            }
-            for value in row.present.values {
-                insert.bind(position, value)
-                position += 1
-            }
-        }
+        for row in group { insert.bind(row.key, row.present.values, from: &position) }
         do {
             try insert.run()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {

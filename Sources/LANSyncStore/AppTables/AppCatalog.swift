@@ -86,6 +86,14 @@ struct AppCatalog: Sendable {
             return present
         }
 
+        /// The columns a row made by `change` alone has values for (a row's first change: an
+        /// append-only row shows no totals).
+        func present(of change: RowChange) -> Present {
+            present(
+                cells: change.values, name: \.column, value: \.value,
+                counted: change.kind == .append ? [] : change.totals, name: \.column, total: \.total)
+        }
+
         /// SQLite's rule for a declared type's affinity (sqlite.org/datatype3.html, 3.1), as far
         /// as REAL: a type naming INT is INTEGER, CHAR, CLOB or TEXT is TEXT, BLOB or none is BLOB,
         /// and only then REAL, FLOA or DOUB is REAL.
