@@ -49,6 +49,8 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         // One sqlite3_config call Swift cannot make itself (the function is variadic); see SQLiteProcessSettings+SQLite.swift.
         .systemLibrary(name: "CSQLiteConfig"),
+        // A policy in front of GRDB's SQLite authorizer: what an app's SQL may touch (AppSQLGuard).
+        .target(name: "CSQLiteAuthorizer", linkerSettings: [.linkedLibrary("sqlite3")]),
         // libavahi-client, as Debian's libavahi-client-dev provides: mDNS through the system's avahi-daemon.
         .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
         // CRDT core: HLC, version vectors, entries, LWW registers, deltas, digests. No I/O.
@@ -69,6 +71,7 @@ let package = Package(
                 // SQLite's C API, for the statements on hot paths (BoundStatement+SQLite.swift).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 "CSQLiteConfig",
+                "CSQLiteAuthorizer",
             ],
             swiftSettings: strict
         ),

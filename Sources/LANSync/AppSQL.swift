@@ -4,26 +4,11 @@ package import GRDB
 /// Running and rendering the SQL that apps send through `lansync exec`/`query`, the local API
 /// and the dashboard: one place, so they refuse and print alike.
 package enum AppSQL {
-    /// Why `sql` cannot run as an app's write, or nil. Schema statements belong in `schema apply`,
-    /// where they are checked and synced; transaction control in LANSync's own transaction.
-    package static func writeProblem(_ sql: String) -> String? {
-        let words = ["CREATE", "DROP", "ALTER", "ATTACH", "DETACH", "PRAGMA", "VACUUM", "BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"]
-        for statement in sql.split(separator: ";") {
-            let first = statement.split(whereSeparator: { $0.isWhitespace || $0 == "(" }).first.map { $0.uppercased() } ?? ""
-            if words.contains(first) {
-                return first == "CREATE" || first == "DROP" || first == "ALTER"
-                    ? "\(first) changes the schema; declare tables and indexes with `lansync schema apply FILE`"
-                    : "\(first) cannot run here: each write runs in one transaction of its own"
-            }
-        }
-        return nil
-    }
-
     /// Runs `sql` as an app's write: one durable transaction that syncs, all of it or nothing.
-    /// Returns how many rows it changed. Schema statements and transaction control are refused
-    /// before anything runs; every refusal says that nothing was applied.
+    /// Returns how many rows it changed. It reaches the app's declared tables only: SQLite refuses
+    /// the rest as it compiles each statement (see `AppSQLGuard` in the store), and every refusal
+    /// says that nothing was applied.
     package static func execute(_ sql: String, arguments: StatementArguments = [], on node: LANSyncNode) async throws(LANSyncError) -> Int {
-        if let problem = writeProblem(sql) { throw LANSyncError(.invalidInput, problem + "; nothing was applied") }
         do {
             return try await node.write { db -> Int in
                 let before = db.totalChangesCount

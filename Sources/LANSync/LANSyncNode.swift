@@ -309,6 +309,7 @@ public final class LANSyncNode: Sendable {
             case .database: return LANSyncError(.storage, error.message)
             case .schema: return LANSyncError(.schema, error.message)
             case .sql: return LANSyncError(.sql, error.message)
+            case .refused: return LANSyncError(.invalidInput, error.message)
             }
         }
         return LANSyncError(.storage, "\(error)")

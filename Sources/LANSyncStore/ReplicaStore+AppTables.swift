@@ -122,7 +122,22 @@ extension ReplicaStore {
 
     /// Runs `body` on a consistent snapshot of the replica: plain SQL on the app's tables. The
     /// app's own errors pass through; SQLite's become a `StoreError` of code `.sql`.
+    /// It reaches the app's declared tables only (`AppSQLGuard`): LANSync's own are refused.
     package func read<T>(_ body: (Database) throws -> T) throws -> T {
+        let apps = apps
+        do {
+            return try writer.read { db in
+                guard let guardian = AppSQLGuard.of(db) else { return try body(db) }
+                return try guardian.with(try apps.catalogCache.catalog(db).appScope(writes: false)) { try body(db) }
+            }
+        } catch let error as DatabaseError {
+            throw StoreError(.sql, Self.sqlMessage(error))
+        }
+    }
+
+    /// Runs `body` on a consistent snapshot with no guard: LANSync's own tables too. For LANSync's
+    /// own diagnostics and tests, never for SQL an app sends.
+    package func readInternals<T>(_ body: (Database) throws -> T) throws -> T {
         do {
             return try writer.read(body)
         } catch let error as DatabaseError {

@@ -142,6 +142,7 @@ package struct ReplicaStore: Sendable {
             // twice as slow, and holds nothing worth keeping past a crash.
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             apps.capture.register(on: db)
+            AppSQLGuard.install(on: db)
         }
         return configuration
     }

@@ -16,6 +16,8 @@ package struct StoreError: Error, CustomStringConvertible, Sendable {
         /// An app's SQL write or query failed (SQLite's error, or a rule of app tables); nothing
         /// of that write was applied.
         case sql
+        /// An app's SQL reached past its declared tables (`AppSQLGuard`); nothing of it was applied.
+        case refused
     }
 
     package let code: Code

@@ -355,7 +355,11 @@ extension WriteContext {
         var failure: (any Error)?
         try db.inSavepoint {
             do {
-                result = try recorder.with(.local, catalog: try catalog()) { try body(db) }
+                let catalog = try catalog()
+                result = try recorder.with(.local, catalog: catalog) {
+                    guard let guardian = AppSQLGuard.of(db) else { return try body(db) }
+                    return try guardian.with(catalog.appScope(writes: true)) { try body(db) }
+                }
                 let captured = recorder.takeEvents()
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
                 try storeQueuedStates(captured.encoded)

@@ -51,6 +51,33 @@ import Testing
         #expect(b?.stop() == 0)
     }
 
+    /// The outside tester's two faults: `exec "DELETE FROM entries"` said "ok: 3 rows changed" and
+    /// lost the log for good; `exec "DELETE FROM meta"` killed the running agent and the replica.
+    @Test func execCannotReachLANSyncsOwnTablesWhileTheAgentRuns() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        _ = try await cli.group(of: "a")
+        try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
+        for index in 0..<3 { try await cli.ok(["log", "append", "taps", "{\"n\":\(index)}"], node: "a") }
+        let agent = try AgentProcess(cli, node: "a")
+        let digest = try await cli.digest("a")
+        for sql in ["DELETE FROM entries", "DELETE FROM meta", "DROP TABLE athletes", "PRAGMA writable_schema = 1"] {
+            let refused = try await cli.run(["exec", sql], node: "a")
+            #expect(refused.status == 1, "\(sql): \(refused.stdout)")
+            #expect(refused.stderr.contains("nothing was applied") && refused.stderr.contains("athletes"), "\(refused.stderr)")
+            #expect(!refused.stdout.contains("ok:"))
+        }
+        let query = try await cli.run(["query", "SELECT * FROM meta"], node: "a")
+        #expect(query.status == 1 && query.stderr.contains("LANSync's own table"), "\(query.stderr)")
+        #expect(try await cli.ok(["log", "list", "taps"], node: "a").split(separator: "\n").count == 3)
+        #expect(try await cli.digest("a") == digest)
+        // The agent kept running, and its replica still works.
+        #expect(agent.process.isRunning)
+        try await cli.ok(["exec", "INSERT INTO athletes (id, name) VALUES ('ana', 'Ana')"], node: "a")
+        #expect(try await cli.ok(["log", "append", "taps", "{\"n\":3}"], node: "a").isEmpty == false)
+        #expect(agent.stop() == 0)
+    }
+
     @Test func badInputIsRefusedWithWhatToDoAndNothingChanges() async throws {
         let cli = try CLI()
         defer { cli.remove() }

@@ -242,7 +242,7 @@ import Testing
             try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg, photo, xp) VALUES ('a', 'Ada Lovelace', 61.5, x'00ff10', 12)")
             try db.execute(sql: "UPDATE athletes SET name = 'Ada' WHERE id = 'a'")
         }
-        let stored = try #require(try store.read { try Data.fetchOne($0, sql: "SELECT state FROM app_rows") })
+        let stored = try #require(try store.readInternals { try Data.fetchOne($0, sql: "SELECT state FROM app_rows") })
         let state = try #require(try store.row(RowKey(table: "athletes", primaryKey: [.text("a")])))
         #expect(stored.first == StoredRowState.tag)
         #expect(state.value(of: "name") == .text("Ada") && state.value(of: "photo") == .blob([0, 0xFF, 0x10]))
@@ -287,7 +287,7 @@ import Testing
             try db.execute(sql: "UPDATE athletes SET weight_kg = 62, xp = xp + 2 WHERE id = 'a'")
             try db.execute(sql: "DELETE FROM athletes WHERE id = 'b'")
         }
-        let forms = try store.read { try String.fetchAll($0, sql: "SELECT hex(substr(state, 1, 1)) FROM app_rows ORDER BY key") }
+        let forms = try store.readInternals { try String.fetchAll($0, sql: "SELECT hex(substr(state, 1, 1)) FROM app_rows ORDER BY key") }
         #expect(forms == ["C5", "C5", "00"], "a and b changed (compact), s did not (canonical)")
         #expect(try store.recomputeDigest() == store.status().digest)
         let peer = try Self.store(2)

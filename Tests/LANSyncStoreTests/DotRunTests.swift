@@ -14,7 +14,7 @@ import Testing
     static let keys = (0..<24).map { "k\($0)" }
 
     static func count(_ store: ReplicaStore, _ sql: String) throws -> Int {
-        try store.read { try Int.fetchOne($0, sql: sql) } ?? 0
+        try store.readInternals { try Int.fetchOne($0, sql: sql) } ?? 0
     }
 
     @Test func aBulkInsertIsIndexedByOneRunAndReadInSmallBatches() async throws {
@@ -72,7 +72,7 @@ import Testing
         #expect(encodedAhead == [false, true])
         try await SignedRangeTests.ship(a.store, to: checkedAlone.store, keys: [a.store.replica: a.key.publicKey])
         let states = { (store: ReplicaStore) in
-            try store.read { try Row.fetchAll($0, sql: "SELECT key, state FROM app_rows ORDER BY key").map { [$0[0] as Data, $0[1] as Data] } }
+            try store.readInternals { try Row.fetchAll($0, sql: "SELECT key, state FROM app_rows ORDER BY key").map { [$0[0] as Data, $0[1] as Data] } }
         }
         #expect(try states(checkedHere.store) == states(checkedAlone.store))
         #expect(try checkedHere.store.status().digest == a.store.status().digest)
@@ -115,7 +115,7 @@ import Testing
         #expect(try b.store.status().digest == a.store.status().digest)
         #expect(try b.store.recomputeDigest() == b.store.status().digest)
         let rows = { (store: ReplicaStore) in
-            try store.read { try Row.fetchAll($0, sql: "SELECT id, name, weight, notes FROM athletes ORDER BY id").map(\.description) }
+            try store.readInternals { try Row.fetchAll($0, sql: "SELECT id, name, weight, notes FROM athletes ORDER BY id").map(\.description) }
         }
         #expect(try rows(b.store) == rows(a.store))
         #expect(try rows(b.store).contains { $0.contains("edited3") })

@@ -28,7 +28,7 @@ import Testing
 
     /// What a replica's app tables show, and the live rows each table counts.
     static func shown(_ store: ReplicaStore) throws -> [String] {
-        try store.read { db in
+        try store.readInternals { db in
             try Row.fetchAll(db, sql: "SELECT * FROM athletes ORDER BY id").map(\.description)
                 + Row.fetchAll(db, sql: "SELECT * FROM scores ORDER BY id").map(\.description)
                 + Row.fetchAll(db, sql: "SELECT name, row_count FROM app_tables ORDER BY name").map(\.description)

@@ -148,6 +148,11 @@ struct AppCatalog: Sendable {
     }
 
     func table(named name: String) -> Table? { numbers[name].flatMap { tables[$0] } }
+
+    /// What an app's SQL may reach (`AppSQLGuard`): the declared tables.
+    func appScope(writes: Bool) -> AppSQLGuard.Scope {
+        AppSQLGuard.Scope(tables: Set(schema.tables.map { $0.name.lowercased() }), writes: writes)
+    }
 }
 
 /// The catalog as of the database's `schema_version`, so a transaction loads it only after a
