@@ -24,9 +24,10 @@ struct LocalAPIRoutes: Sendable {
         v1.post("streams/:stream/entries/batch") { request, context in try await appendBatch(request, context) }
         v1.get("streams/:stream/entries") { request, context in try entries(request, context) }
         v1.get("preferences") { _, _ in try preferences() }
-        v1.get("preferences/:key") { _, context in try preference(context) }
-        v1.put("preferences/:key") { request, context in try await setPreference(request, context) }
-        v1.delete("preferences/:key") { _, context in try await unsetPreference(context) }
+        // Keys hold slashes ("caregiver/active"): the rest of the path is the key.
+        v1.get("preferences/**") { request, context in try preference(request, context) }
+        v1.put("preferences/**") { request, context in try await setPreference(request, context) }
+        v1.delete("preferences/**") { request, context in try await unsetPreference(request, context) }
         v1.post("query") { request, _ in try await query(request) }
         v1.post("exec") { request, _ in try await exec(request) }
         v1.get("changes") { request, _ in try changes(request) }
@@ -110,8 +111,26 @@ struct LocalAPIRoutes: Sendable {
         return Self.json("{\"preferences\":[" + all.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}")
     }
 
-    func preference(_ context: BasicRequestContext) throws -> Response {
-        let key = try context.parameters.require("key")
+    /// The preference key a route's path names after `/v1/preferences/`: its segments joined by
+    /// `/`, each percent-decoded (so `caregiver%2Factive` names `caregiver/active` too).
+    static func preferenceKey(_ request: Request) throws -> String {
+        let path = request.uri.path
+        guard let range = path.range(of: "/preferences/") else { throw APIError(.notFound, "no_route", "no such route") }
+        let segments = path[range.upperBound...].split(separator: "/", omittingEmptySubsequences: false)
+        var decoded = [String]()
+        for segment in segments {
+            guard let text = String(segment).removingPercentEncoding else {
+                throw APIError(.badRequest, "invalid_input", "the key in the path is not valid percent-encoded UTF-8")
+            }
+            decoded.append(text)
+        }
+        let key = decoded.joined(separator: "/")
+        guard !key.isEmpty else { throw APIError(.badRequest, "invalid_input", "name a preference: /v1/preferences/KEY, e.g. /v1/preferences/caregiver/active") }
+        return key
+    }
+
+    func preference(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let key = try Self.preferenceKey(request)
         guard let value = try Self.node({ () throws(LANSyncError) in try node.preference(key) }) else {
             throw APIError(.notFound, "not_set", "preference '\(key)' is not set; set it with PUT /v1/preferences/\(key)")
         }
@@ -119,14 +138,14 @@ struct LocalAPIRoutes: Sendable {
     }
 
     func setPreference(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let key = try context.parameters.require("key")
+        let key = try Self.preferenceKey(request)
         let value = try await Self.text(request)
         let write = try await Self.node { () async throws(LANSyncError) in try await node.set(key, to: value) }
         return Self.json(ExportFile.object(ExportFile.fields(of: write)))
     }
 
-    func unsetPreference(_ context: BasicRequestContext) async throws -> Response {
-        let key = try context.parameters.require("key")
+    func unsetPreference(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let key = try Self.preferenceKey(request)
         let write = try await Self.node { () async throws(LANSyncError) in try await node.unset(key) }
         return Self.json(ExportFile.object(ExportFile.fields(of: write)))
     }
@@ -249,7 +268,11 @@ struct LocalAPIRoutes: Sendable {
         } catch {
             throw APIError(.contentTooLarge, "too_large", "the body is over \(maxBody >> 20) MiB; send fewer entries per request")
         }
-        return String(buffer: buffer)
+        do {
+            return try StrictUTF8.decode(buffer.readableBytesView, "the body")
+        } catch {
+            throw APIError(.badRequest, "invalid_input", error.message)
+        }
     }
 
     static func decode<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {

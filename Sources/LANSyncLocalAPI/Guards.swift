@@ -67,3 +67,18 @@ struct TokenGuard<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 }
+
+/// Answers a path no route serves with the API's JSON error, not an empty body: a client that
+/// reads `error.message` learns what went wrong.
+struct UnknownRouteAsJSON<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound || error.status == .methodNotAllowed {
+            let status = error.status
+            throw APIError(
+                status, status == .notFound ? "no_route" : "method_not_allowed",
+                "\(request.method) \(request.uri.path) is not a route of the local API; docs/openapi.json lists them")
+        }
+    }
+}

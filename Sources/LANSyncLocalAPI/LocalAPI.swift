@@ -116,6 +116,7 @@ public final class LocalAPI: Service, Sendable {
         // Every request: addressed to loopback, from no other site. The API's routes: the token.
         // The dashboard's pages: a browser session (`SessionGuard`); its login link: the one-time code.
         router.add(middleware: LoopbackGuard())
+        router.add(middleware: UnknownRouteAsJSON())
         let api = router.group("v1").add(middleware: TokenGuard(token: token))
         LocalAPIRoutes(agent: agent, node: node, feeds: feeds).register(on: api)
         DashboardRoutes(agent: agent, node: node, sessions: sessions).register(on: router, api: api)

@@ -37,6 +37,7 @@ struct Lansync: AsyncParsableCommand {
     static func main() async {
         let arguments: [String]
         do {
+            try StrictUTF8.checkCommandLine()
             arguments = try LoadedConfig.load(
                 arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
         } catch {

@@ -47,7 +47,9 @@ struct Log: AsyncParsableCommand {
                 guard isatty(STDIN_FILENO) == 0 else {
                     throw ValidationError("give the payload as an argument, or pipe it on standard input")
                 }
-                payload = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                payload = try await reportingErrors { () throws(LANSyncError) in
+                    try StrictUTF8.decode(FileHandle.standardInput.readDataToEndOfFile(), "standard input")
+                }
             }
             let entry = try await reportingErrors {
                 let node = try global.openNode()
@@ -69,9 +71,9 @@ struct Log: AsyncParsableCommand {
             var finished = false
             func take(_ line: ArraySlice<UInt8>) throws {
                 number += 1
-                let text = String(decoding: line, as: UTF8.self)
-                guard !text.allSatisfy(\.isWhitespace) else { return }
                 do {
+                    let text = try StrictUTF8.decode(line, "it", saying: false)
+                    guard !text.allSatisfy(\.isWhitespace) else { return }
                     requests.append(try LANSyncNode.validated(AppendRequest(stream: stream, payload: text)))
                     lineOf.append(number)
                 } catch {

@@ -38,13 +38,15 @@ struct SchemaCommand: AsyncParsableCommand {
         func run() async throws {
             let text: String
             if file == "-" {
-                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                text = try await reportingErrors { () throws(LANSyncError) in
+                    try StrictUTF8.decode(FileHandle.standardInput.readDataToEndOfFile(), "standard input")
+                }
             } else {
                 guard let data = FileManager.default.contents(atPath: file) else {
                     note("lansync: error: cannot read \(file); check the path")
                     throw ExitCode(1)
                 }
-                text = String(decoding: data, as: UTF8.self)
+                text = try await reportingErrors { () throws(LANSyncError) in try StrictUTF8.decode(data, file) }
             }
             let added = try await reportingErrors {
                 let node = try global.openNode()
@@ -128,7 +130,7 @@ struct Exec: AsyncParsableCommand {
                 note("lansync: error: cannot read \(file); check the path")
                 throw ExitCode(1)
             }
-            text = String(decoding: data, as: UTF8.self)
+            text = try await reportingErrors { () throws(LANSyncError) in try StrictUTF8.decode(data, file == "-" ? "standard input" : file) }
         }
         let statement = text
         let changed = try await reportingErrors { try await AppSQL.execute(statement, on: try global.openNode()) }

@@ -36,9 +36,9 @@ struct CLI {
     /// Runs `lansync ARGS` with the data directory `node` and, optionally, standard input; waits
     /// without holding a thread (`Process.runUntilExit`).
     @discardableResult
-    func run(_ arguments: [String], node: String? = "a", stdin: String? = nil, environment: [String: String] = [:])
-        async throws -> Result
-    {
+    func run(
+        _ arguments: [String], node: String? = "a", stdin: String? = nil, stdinBytes: [UInt8]? = nil, environment: [String: String] = [:]
+    ) async throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
         process.arguments = arguments + (node.map { ["--data-dir", dataDir($0)] } ?? [])
@@ -53,9 +53,9 @@ struct CLI {
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        if let stdin {
+        if let stdin = stdinBytes ?? stdin.map({ Array($0.utf8) }) {
             let inPath = root + "/in-\(UUID().uuidString)"
-            try stdin.write(toFile: inPath, atomically: true, encoding: .utf8)
+            try Data(stdin).write(to: URL(fileURLWithPath: inPath))
             process.standardInput = FileHandle(forReadingAtPath: inPath)
         } else {
             process.standardInput = FileHandle(forReadingAtPath: "/dev/null")

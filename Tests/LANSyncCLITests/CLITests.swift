@@ -73,6 +73,24 @@ import Testing
         #expect(try await cli.ok(["log", "list", "--since", "2999-01-01"]).isEmpty)
     }
 
+    /// `printf '{"a":"\xff\xfe\xc0"}' | lansync log append s` stored U+FFFD for each byte and exited 0.
+    @Test func textThatIsNotUTF8IsRefusedNotRewritten() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.ok(["init", "--name", "a"])
+        let invalid: [UInt8] = Array(#"{"a":""#.utf8) + [0xFF, 0xFE, 0xC0] + Array(#""}"#.utf8)
+        let piped = try await cli.run(["log", "append", "s"], stdinBytes: invalid)
+        #expect(piped.status == 1 && piped.stderr.contains("not valid UTF-8 (byte 6 is not)"), "\(piped.stderr)")
+        let lines = try await cli.run(["log", "append", "s", "--lines"], stdinBytes: Array("{\"ok\":1}\n".utf8) + invalid)
+        #expect(lines.status == 1 && lines.stderr.contains("line 2") && lines.stderr.contains("UTF-8"), "\(lines.stderr)")
+        let schema = try await cli.run(["schema", "apply", "-"], stdinBytes: Array("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT DEFAULT '".utf8) + [0xFF] + Array("');".utf8))
+        #expect(schema.status == 1 && schema.stderr.contains("UTF-8"), "\(schema.stderr)")
+        #expect(try await cli.status()["entries"] as? Int == 0)
+        // Valid UTF-8, beyond ASCII, goes in as given.
+        try await cli.ok(["log", "append", "s"], stdin: #"{"a":"é✓🙂"}"#)
+        #expect(try await cli.ok(["log", "list", "s"]).contains(#"{"a":"é✓🙂"}"#))
+    }
+
     @Test func badInputExitsNonZeroAndWritesNothing() async throws {
         let cli = try CLI()
         defer { cli.remove() }

@@ -46,7 +46,7 @@ import Testing
         #expect(run.status == 0, "\(run.errors)")
         let results = try #require(
             try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: [String: Any]], "\(run.output) \(run.errors)")
-        #expect(results.count >= 23)
+        #expect(results.count >= 30)
         for (name, result) in results.sorted(by: { $0.key < $1.key }) {
             #expect(result["ok"] as? Bool == true, "\(name): \(result["detail"] ?? "")")
         }

@@ -140,8 +140,9 @@ import Testing
         // The API's routes; the dashboard's pages (/dashboard/…, /login) are HTML for people.
         let served = Set(router.routes.map { route in
             // Hummingbird writes "/v1/streams/:stream/entries"; OpenAPI "/v1/streams/{stream}/entries".
+            // A preference's key is the rest of the path ("**"), as it may hold slashes.
             "\(route.method) " + route.path.description.split(separator: "/", omittingEmptySubsequences: false).map { part in
-                part.hasPrefix(":") ? "{\(part.dropFirst())}" : String(part)
+                part == "**" ? "{key}" : part.hasPrefix(":") ? "{\(part.dropFirst())}" : String(part)
             }.joined(separator: "/")
         }.filter { $0.contains(" /v1/") })
         let document = try #require(

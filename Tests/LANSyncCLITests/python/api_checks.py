@@ -151,4 +151,22 @@ check("unix_socket", response.status == 200 and answer["entries"] == before + 18
 mode = os.stat(os.path.join(data_dir, "api.sock")).st_mode & 0o777
 check("unix_socket_owner_only", mode == 0o600, oct(mode))
 
+# Keys with "/" are the documented form: every preference route takes them as is and percent-encoded.
+status, _, answer = raw("PUT", "/v1/preferences/caregiver/active", {**auth, "Content-Type": "application/json"}, b'"mum"')
+check("slash_key_put", status == 200 and answer["key"] == "caregiver/active", (status, answer))
+status, _, answer = raw("GET", "/v1/preferences/caregiver/active", auth)
+check("slash_key_get", status == 200 and answer["value"] == "mum", (status, answer))
+status, _, answer = raw("GET", "/v1/preferences/caregiver%2Factive", auth)
+check("slash_key_get_encoded", status == 200 and answer["value"] == "mum", (status, answer))
+status, _, answer = raw("DELETE", "/v1/preferences/caregiver/active", auth)
+check("slash_key_delete", status == 200 and node.preference("caregiver/active") is None, (status, answer))
+# An unknown route answers the API's JSON error, never an empty body.
+status, _, answer = raw("GET", "/v1/no-such-route", auth)
+check("unknown_route_json", status == 404 and error_code(answer) == "no_route", (status, answer))
+# A body that is not UTF-8 is refused whole, not rewritten with U+FFFD.
+before = node.status()["entries"]
+status, _, answer = raw("POST", "/v1/streams/taps/entries", {**auth, "Content-Type": "application/json"}, b'{"a":"\xff\xfe\xc0"}')
+check("invalid_utf8_refused", status == 400 and "UTF-8" in (answer or {}).get("error", {}).get("message", "")
+      and node.status()["entries"] == before, (status, answer))
+
 print(json.dumps(results))
