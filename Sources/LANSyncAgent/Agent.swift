@@ -40,6 +40,10 @@ public actor Agent: Service {
     let partStates = AgentPartStates()
     /// Where each part stands, without the rest of `report()` (peers, the digest read from disk).
     package nonisolated var partStatuses: [AgentPartStatus] { partStates.all }
+    /// Lets a service beside the agent (the local API) show where it stands among the parts.
+    package nonisolated func reportPart(_ name: String, _ state: AgentPartState, detail: String? = nil) {
+        partStates.set(name, state, detail: detail)
+    }
     let eventLoops = MultiThreadedEventLoopGroup.singleton
 
     struct Registered {

@@ -4,6 +4,7 @@ public import LANSyncAgent
 package import LANSync
 public import Logging
 public import ServiceLifecycle
+import NIOCore
 import Synchronization
 
 /// Where the local API listens.
@@ -13,8 +14,13 @@ public struct LocalAPIConfiguration: Sendable {
     public var host = "127.0.0.1"
     /// 0 picks a free port (`LocalAPI.address()` says which).
     public var port = LocalAPIConfiguration.defaultPort
-    /// Also serve on `api.sock` in the data directory (mode 0600).
+    /// Also serve on `api.sock` in the data directory (mode 0600). It does not depend on the
+    /// TCP port: it serves when the port cannot be had.
     public var unixSocket = true
+    /// When `port` is taken (another agent of another data directory on this machine), take a
+    /// free one instead and say so; `api-address` tells clients which. Off when the port was
+    /// chosen: a chosen port that is taken is an error to fix.
+    public var takeAFreePortWhenTaken = true
 
     public static let defaultPort = 7742
     public init() {}
@@ -73,40 +79,96 @@ public final class LocalAPI: Service, Sendable {
         let feeds = OpenFeeds()
         let responder = Self.router(agent: agent, node: node, token: token, feeds: feeds).buildResponder()
         let host = configuration.host
-        var servers: [any Service] = [
-            Application(
-                responder: responder, configuration: .init(address: .hostname(host, port: configuration.port), serverName: nil),
-                onServerRunning: { [self] channel in listening(on: channel.localAddress?.port ?? 0, host: host) },
-                eventLoopGroupProvider: .singleton, logger: logger)
-        ]
-        if configuration.unixSocket {
-            if socketPath.utf8.count < 108 {
-                unlink(socketPath)
-                let path = socketPath
-                servers.append(
-                    Application(
-                        responder: responder, configuration: .init(address: .unixDomainSocket(path: path), serverName: nil),
-                        onServerRunning: { _ in chmod(path, 0o600) }, eventLoopGroupProvider: .singleton, logger: logger))
-            } else {
-                logger.warning("local API: no Unix socket, the data directory's path is too long for one", metadata: ["path": "\(socketPath)"])
-            }
+        let agent = agent
+        let logger = logger
+        agent.reportPart(Self.partName, .starting)
+        let serving = ServingState(unixSocket: configuration.unixSocket && socketPath.utf8.count < 108)
+        if configuration.unixSocket && !serving.unixSocket {
+            logger.warning("local API: no Unix socket, the data directory's path is too long for one", metadata: ["path": "\(socketPath)"])
         }
         defer {
             unlink(addressFile)
-            if configuration.unixSocket { unlink(socketPath) }
+            if serving.unixSocket { unlink(socketPath) }
+            agent.reportPart(Self.partName, .stopped)
         }
-        do {
-            try await withGracefulShutdownHandler {
-                try await ServiceGroup(services: servers, logger: logger).run()
-            } onGracefulShutdown: {
-                feeds.closeAll()
+        await withGracefulShutdownHandler {
+            // Each server on its own: a TCP port that cannot be had leaves the Unix socket serving.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { [self] in
+                    await serveTCP(responder: responder, host: host, serving: serving)
+                }
+                if serving.unixSocket {
+                    let path = socketPath
+                    unlink(path)
+                    group.addTask { [self] in
+                        let server = Application(
+                            responder: responder, configuration: .init(address: .unixDomainSocket(path: path), serverName: nil),
+                            onServerRunning: { [self] _ in
+                                chmod(path, 0o600)
+                                serving.update { $0.socket = .running(0) }
+                                reportServing(serving)
+                            },
+                            eventLoopGroupProvider: .singleton, logger: logger)
+                        do {
+                            try await server.run()
+                        } catch {
+                            serving.update { $0.socket = .failed("\(error)") }
+                            reportServing(serving)
+                            logger.error("local API: the Unix socket \(path) stopped: \(error)")
+                        }
+                    }
+                }
             }
-        } catch {
-            // Sync goes on without the API (the port may be another program's): say so and stay up.
-            logger.error(
-                "local API stopped: \(error); apps cannot reach it until the agent restarts (choose another port with --api HOST:PORT)")
+            // Both servers ended (each has logged why): stay up until the agent stops, since a
+            // service that returns ends the whole group, and sync goes on without the API.
             try? await gracefulShutdown()
+        } onGracefulShutdown: {
+            feeds.closeAll()
         }
+    }
+
+    /// The name the API has among the agent's parts (`lansync status`).
+    static let partName = "local API"
+
+    /// Serves TCP on the configured port, or on a free one when that is taken and the
+    /// configuration allows it. A failure is logged and shown in `status`; it never ends the agent.
+    private func serveTCP(responder: some HTTPResponder<BasicRequestContext>, host: String, serving: ServingState) async {
+        var port = configuration.port
+        while true {
+            let server = Application(
+                responder: responder, configuration: .init(address: .hostname(host, port: port), serverName: nil),
+                onServerRunning: { [self] channel in
+                    let bound = channel.localAddress?.port ?? 0
+                    serving.update { $0.tcp = .running(bound) }
+                    listening(on: bound, host: host)
+                    reportServing(serving)
+                },
+                eventLoopGroupProvider: .singleton, logger: logger)
+            do {
+                try await server.run()
+                return
+            } catch let error as IOError where error.errnoCode == EADDRINUSE && port != 0 && configuration.takeAFreePortWhenTaken {
+                logger.warning(
+                    "local API: port \(port) is taken (another agent on this machine?); taking a free one, which api-address names",
+                    metadata: ["api.port.taken": "\(port)"])
+                serving.update { $0.taken = port }
+                port = 0
+            } catch {
+                let why = (error as? IOError)?.errnoCode == EADDRINUSE
+                    ? "\(host):\(port) is taken (choose another with --api HOST:PORT, or leave --api out)" : "\(error)"
+                serving.update { $0.tcp = .failed(why) }
+                reportServing(serving)
+                logger.error(
+                    "local API on \(host):\(port) stopped: \(error); apps reach it on the Unix socket only until the agent restarts (choose another port with --api HOST:PORT)")
+                return
+            }
+        }
+    }
+
+    /// Shows where the API stands in the agent's parts: running while either server serves.
+    private func reportServing(_ serving: ServingState) {
+        let (state, detail) = serving.summary(host: configuration.host, socket: socketPath)
+        agent.reportPart(Self.partName, state, detail: detail)
     }
 
     /// Every route behind the guard (the OpenAPI test lists them from here).
@@ -133,5 +195,52 @@ public final class LocalAPI: Service, Sendable {
             return bound.waiters
         }
         for waiter in waiters { waiter.resume(returning: port) }
+    }
+}
+
+/// What the local API's servers are doing, for its line in `lansync status`.
+final class ServingState: Sendable {
+    enum Server: Sendable, Equatable {
+        case starting
+        case running(Int)
+        case failed(String)
+    }
+
+    struct State: Sendable {
+        var tcp = Server.starting
+        var socket = Server.starting
+        /// The configured port, when it was taken and a free one was used instead.
+        var taken: Int?
+    }
+
+    let unixSocket: Bool
+    private let state = Mutex(State())
+
+    init(unixSocket: Bool) { self.unixSocket = unixSocket }
+
+    func update(_ change: (inout State) -> Void) { state.withLock { change(&$0) } }
+
+    func summary(host: String, socket path: String) -> (AgentPartState, String) {
+        let state = state.withLock { $0 }
+        var parts = [String]()
+        switch state.tcp {
+        case .running(let port):
+            let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+            parts.append("http://\(address)" + (state.taken.map { " (port \($0) was taken)" } ?? ""))
+        case .failed(let why): parts.append("no TCP port: \(why)")
+        case .starting: parts.append("TCP starting")
+        }
+        if unixSocket {
+            switch state.socket {
+            case .running: parts.append("unix \(path)")
+            case .failed(let why): parts.append("no Unix socket: \(why)")
+            case .starting: break
+            }
+        }
+        let serving = { (server: Server) -> Bool in if case .running = server { return true } else { return false } }
+        let failedAll = !serving(state.tcp) && (!unixSocket || !serving(state.socket))
+            && ({ if case .failed = state.tcp { return true } else { return false } }())
+        let running = serving(state.tcp) || (unixSocket && serving(state.socket))
+        return (running ? .running : failedAll ? .failed : .starting, parts.joined(separator: "; "))
     }
 }

@@ -117,6 +117,8 @@ struct Run: AsyncParsableCommand {
             if let address = api.flatMap({ PeerAddress($0) }) ?? file.api {
                 apiConfiguration.host = address.host
                 apiConfiguration.port = address.port
+                // A port someone chose and cannot have is theirs to fix; the default one is not.
+                apiConfiguration.takeAFreePortWhenTaken = false
             }
             let localAPI = await LocalAPI(agent: agent, configuration: apiConfiguration, logger: logger)
             services.append(localAPI)

@@ -61,6 +61,7 @@ struct Status: AsyncParsableCommand {
                 ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
                 ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
             ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])
+                + (agent.map { agent in [["api", Self.describeAPI(agent.parts)]] } ?? [])
                 + (agent.map { [["parts", Self.describe($0.parts)]] } ?? [])) { out.line(line) }
             if let agent { out.line(PeersView.verdict(agent)) }
             if let duplicate = agent?.duplicateDeviceID { note("lansync: warning: \(duplicate)") }
@@ -75,6 +76,12 @@ struct Status: AsyncParsableCommand {
     }
 
     /// "all 7 running", or each part that is not, with its state.
+    /// Where the local API listens, from its part's detail, or why it does not.
+    static func describeAPI(_ parts: [AgentPartStatus]) -> String {
+        guard let api = parts.first(where: { $0.name == "local API" }) else { return "off (the agent runs without the local API)" }
+        return "\(api.state.rawValue)" + (api.detail.map { ", \($0)" } ?? "")
+    }
+
     static func describe(_ parts: [AgentPartStatus]) -> String {
         let notRunning = parts.filter { $0.state != .running }
         if notRunning.isEmpty { return "all \(parts.count) running" }

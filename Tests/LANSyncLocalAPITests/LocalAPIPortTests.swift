@@ -1,0 +1,98 @@
+import Foundation
+import LANSync
+import LANSyncAgent
+import Logging
+import ServiceLifecycle
+import Testing
+
+@testable import LANSyncLocalAPI
+
+/// A second agent on one machine (another data directory) lost its whole API when the default
+/// port was taken: neither TCP nor its Unix socket served, and `status` said all was running.
+@Suite struct LocalAPIPortTests {
+    /// A loopback TCP port held by this test while `body` runs, as another program would hold it.
+    static func withTakenPort<T>(_ body: (Int) async throws -> T) async throws -> T {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(socket >= 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                Glibc.bind(socket, address, length) == 0 && listen(socket, 1) == 0 && getsockname(socket, address, &length) == 0
+            }
+        }
+        #expect(bound)
+        return try await body(Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// Runs an agent and its API with `configuration` until `check` returns true for the API's
+    /// part (or 30 s pass), then stops both; returns the part's last status and the data directory's files.
+    static func run(_ configure: (inout LocalAPIConfiguration) -> Void) async throws -> (AgentPartStatus?, apiAddress: String?, socket: Bool) {
+        let root = NSTemporaryDirectory() + "lansync-api-port-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        _ = try LANSyncNode.initialize(at: DataDirectory(path: root), name: "second", machineIDPath: "/nonexistent")
+        let node = try LANSyncNode.open(at: DataDirectory(path: root))
+        _ = try node.createGroup()
+        var agentConfiguration = AgentConfiguration()
+        agentConfiguration.listenHost = "127.0.0.1"
+        agentConfiguration.listenPort = 0
+        agentConfiguration.discovery = false
+        let agent = try Agent(node: node, configuration: agentConfiguration, logger: Logger(label: "test"))
+        var configuration = LocalAPIConfiguration()
+        configure(&configuration)
+        let api = await LocalAPI(agent: agent, configuration: configuration, logger: Logger(label: "test"))
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [.init(service: agent), .init(service: api)], logger: Logger(label: "test")))
+        let running = Task { try await group.run() }
+        defer { running.cancel() }
+        var part: AgentPartStatus?
+        _ = await eventually {
+            part = agent.partStatuses.first { $0.name == LocalAPI.partName }
+            guard let part, part.state != .starting else { return false }
+            // Both servers have had their say.
+            return part.detail?.contains("unix") == true || part.detail?.contains("no Unix socket") == true
+        }
+        let address = try? String(contentsOfFile: root + "/api-address", encoding: .utf8)
+        let socket = FileManager.default.fileExists(atPath: root + "/api.sock")
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
+        return (part, address?.trimmingCharacters(in: .whitespacesAndNewlines), socket)
+    }
+
+    @Test func theDefaultPortTakenByAnotherProgramMakesTheAPITakeAFreeOneAndSaySo() async throws {
+        try await Self.withTakenPort { taken in
+            let (part, address, socket) = try await Self.run { $0.port = taken }
+            #expect(part?.state == .running, "\(String(describing: part))")
+            #expect(part?.detail?.contains("(port \(taken) was taken)") == true, "\(String(describing: part))")
+            let port = address.flatMap { $0.split(separator: ":").last }.flatMap { Int($0) }
+            #expect(port != nil && port != taken, "\(String(describing: address))")
+            #expect(socket)
+        }
+    }
+
+    @Test func aChosenPortThatIsTakenLeavesTheUnixSocketServingAndStatusSaysWhy() async throws {
+        try await Self.withTakenPort { taken in
+            let (part, address, socket) = try await Self.run {
+                $0.port = taken
+                $0.takeAFreePortWhenTaken = false
+            }
+            #expect(part?.state == .running, "\(String(describing: part))")
+            #expect(part?.detail?.contains("no TCP port") == true && part?.detail?.contains("unix") == true, "\(String(describing: part))")
+            #expect(address == nil)
+            #expect(socket)
+        }
+    }
+}
+
+/// Waits for `condition`, checking every 50 ms, for at most `seconds`.
+func eventually(within seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return try await condition()
+}
