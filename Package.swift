@@ -123,7 +123,11 @@ let package = Package(
                 "LANSyncStore",
                 "LANSyncAgent",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // The HTTP/1 server's settings: idle timeout, connection bound.
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                // The HTTP parts a channel handler sees (ConnectionBoundHandler).
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -258,7 +262,7 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: strict),
         // Runs the built `lansync` executable the way a user would.
-        .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync"], exclude: ["python"], swiftSettings: strict),
+        .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync", "LANSyncLocalAPI"], exclude: ["python"], swiftSettings: strict),
         .testTarget(
             name: "LANSyncLocalAPITests",
             dependencies: [

@@ -9,11 +9,14 @@ package struct APIError: HTTPResponseError, Sendable {
     /// A stable, machine-readable name (documented in docs/openapi.json).
     package let code: String
     package let message: String
+    /// Seconds to wait before trying again (a `Retry-After` header), for a server at its bounds.
+    package var retryAfter: Int?
 
-    package init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+    package init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfter: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     /// A node's error: bad input is the client's to fix (400), a schema or SQL problem too (422),
@@ -38,6 +41,7 @@ package struct APIError: HTTPResponseError, Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer realm=\"lansync\"" }
+        if let retryAfter { headers[.retryAfter] = "\(retryAfter)" }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json + "\n")))
     }
 }

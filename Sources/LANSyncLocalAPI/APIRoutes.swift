@@ -249,6 +249,8 @@ struct LocalAPIRoutes: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
+        // Released by the feed as it ends.
+        try feeds.reserve()
         return Response(status: .ok, headers: headers, body: ChangeFeedStream(node: node, cursor: cursor, open: feeds).body())
     }
 

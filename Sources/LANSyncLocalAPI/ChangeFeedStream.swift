@@ -51,6 +51,7 @@ struct ChangeFeedStream: Sendable {
         let registration = open.add { wake.finish() }
         defer {
             open.remove(registration)
+            open.release()
             forward.cancel()
             beat.cancel()
         }
@@ -103,9 +104,28 @@ struct ChangeFeedStream: Sendable {
 /// The change feeds being served, so that stopping the agent ends them: an open event stream
 /// would otherwise hold the server's graceful shutdown until the client hangs up.
 package final class OpenFeeds: Sendable {
-    private let state = Mutex<(next: Int, closers: [Int: @Sendable () -> Void], closed: Bool)>((0, [:], false))
+    private let state = Mutex<(next: Int, closers: [Int: @Sendable () -> Void], closed: Bool, reserved: Int)>((0, [:], false, 0))
+    private let limit: Int
 
-    package init() {}
+    package init(limit: Int = APILimits.feeds) { self.limit = limit }
+
+    /// Takes one of the `limit` places for a feed about to start, or answers 503 with Retry-After
+    /// when all are taken. The feed gives it back with `release()` as it ends.
+    package func reserve() throws(APIError) {
+        let taken = state.withLock { state in
+            guard state.reserved < limit else { return false }
+            state.reserved += 1
+            return true
+        }
+        guard taken else {
+            throw APIError(
+                .serviceUnavailable, "too_many_feeds",
+                "\(limit) change feeds are open already; retry in \(APILimits.retryAfterSeconds) s, or share one feed between your program's parts",
+                retryAfter: APILimits.retryAfterSeconds)
+        }
+    }
+
+    package func release() { state.withLock { $0.reserved -= 1 } }
 
     /// Registers a feed's closer (run at once when already closed); returns its registration.
     package func add(_ close: @escaping @Sendable () -> Void) -> Int {

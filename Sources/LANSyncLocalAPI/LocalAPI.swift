@@ -1,5 +1,6 @@
 import Foundation
 package import Hummingbird
+import HummingbirdCore
 public import LANSyncAgent
 package import LANSync
 public import Logging
@@ -82,6 +83,7 @@ public final class LocalAPI: Service, Sendable {
         let agent = agent
         let logger = logger
         agent.reportPart(Self.partName, .starting)
+        let connections = OpenConnections()
         let serving = ServingState(unixSocket: configuration.unixSocket && socketPath.utf8.count < 108)
         if configuration.unixSocket && !serving.unixSocket {
             logger.warning("local API: no Unix socket, the data directory's path is too long for one", metadata: ["path": "\(socketPath)"])
@@ -95,14 +97,17 @@ public final class LocalAPI: Service, Sendable {
             // Each server on its own: a TCP port that cannot be had leaves the Unix socket serving.
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { [self] in
-                    await serveTCP(responder: responder, host: host, serving: serving)
+                    await serveTCP(responder: responder, host: host, serving: serving, connections: connections)
                 }
                 if serving.unixSocket {
                     let path = socketPath
                     unlink(path)
                     group.addTask { [self] in
                         let server = Application(
-                            responder: responder, configuration: .init(address: .unixDomainSocket(path: path), serverName: nil),
+                            responder: responder, server: Self.http1(connections),
+                            configuration: .init(
+                                address: .unixDomainSocket(path: path), serverName: nil,
+                                availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)),
                             onServerRunning: { [self] _ in
                                 chmod(path, 0o600)
                                 serving.update { $0.socket = .running(0) }
@@ -127,16 +132,30 @@ public final class LocalAPI: Service, Sendable {
         }
     }
 
+    /// HTTP/1.1 as the API serves it: connections counted against `APILimits.connections`
+    /// across both servers, and closed when a request head is not complete, or no request comes,
+    /// within `APILimits.idleSeconds` (a request under way, a change feed too, is never cut).
+    static func http1(_ connections: OpenConnections) -> HTTPServerBuilder {
+        .http1(
+            configuration: .init(
+                additionalChannelHandlers: [ConnectionBoundHandler(connections)], idleTimeout: .seconds(APILimits.idleSeconds)))
+    }
+
     /// The name the API has among the agent's parts (`lansync status`).
     static let partName = "local API"
 
     /// Serves TCP on the configured port, or on a free one when that is taken and the
     /// configuration allows it. A failure is logged and shown in `status`; it never ends the agent.
-    private func serveTCP(responder: some HTTPResponder<BasicRequestContext>, host: String, serving: ServingState) async {
+    private func serveTCP(
+        responder: some HTTPResponder<BasicRequestContext>, host: String, serving: ServingState, connections: OpenConnections
+    ) async {
         var port = configuration.port
         while true {
             let server = Application(
-                responder: responder, configuration: .init(address: .hostname(host, port: port), serverName: nil),
+                responder: responder, server: Self.http1(connections),
+                configuration: .init(
+                    address: .hostname(host, port: port), serverName: nil,
+                    availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)),
                 onServerRunning: { [self] channel in
                     let bound = channel.localAddress?.port ?? 0
                     serving.update { $0.tcp = .running(bound) }

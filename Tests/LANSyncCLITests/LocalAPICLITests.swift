@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncLocalAPI
 import Testing
 
 /// The local API of a running agent, over real HTTP from Python's standard library (another
@@ -8,6 +9,7 @@ import Testing
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let tapsScript = root.appendingPathComponent("Examples/python/taps.py").path
     static let checksScript = root.appendingPathComponent("Tests/LANSyncCLITests/python/api_checks.py").path
+    static let limitsScript = root.appendingPathComponent("Tests/LANSyncCLITests/python/api_limits.py").path
 
     /// Runs python3 with `arguments` to the end; returns its status and output.
     static func python(_ arguments: [String], dataDir: String) throws -> (status: Int32, output: String, errors: String) {
@@ -31,6 +33,37 @@ import Testing
         process.standardError = errors
         try process.run()
         return (process, output, errors)
+    }
+
+    /// Half-sent requests held connections forever, and 3,000 change feeds were all accepted
+    /// (file descriptors 258 → 3,034): the API bounds what its clients may hold, and says so.
+    @Test func theAPIClosesHalfSentRequestsAndBoundsFeedsAndConnections() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.ok(["init", "--name", "a"], node: "a")
+        try await cli.ok(["group", "create"], node: "a")
+        let agent = try AgentProcess(cli, node: "a")
+        defer { agent.stop() }
+        #expect(await eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
+        let limits = "{\"connections\": \(APILimits.connections), \"feeds\": \(APILimits.feeds), \"idle_seconds\": \(APILimits.idleSeconds)}"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.limitsScript, cli.dataDir("a"), limits]
+        let output = cli.root + "/limits.out"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        _ = FileManager.default.createFile(atPath: output + ".err", contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: output + ".err"))
+        // Waits without holding one of the few threads the other suites run on.
+        let status = try await process.runUntilExit()
+        let text = try String(contentsOfFile: output, encoding: .utf8)
+        #expect(status == 0, "\((try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "")")
+        let results = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: [String: Any]], "\(text)")
+        #expect(results.count == 4)
+        for (name, result) in results.sorted(by: { $0.key < $1.key }) {
+            #expect(result["ok"] as? Bool == true, "\(name): \(result["detail"] ?? "")")
+        }
+        #expect(agent.process.isRunning)
     }
 
     @Test func theAPIAnswersAsDocumentedAndRefusesWhatItMust() async throws {
