@@ -277,6 +277,14 @@ struct Group: AsyncParsableCommand {
             if !records.isEmpty {
                 out.line("members: " + members.map { "\($0.name) (\($0.deviceID))" }.joined(separator: ", "))
             }
+            if changed && records.isEmpty {
+                // With the join code alone this device cannot know whether the group pinned an
+                // earlier key of its device ID; the members will refuse it if so.
+                out.line(
+                    "if this device was in the group before (reinstalled, or its data wiped), its members pinned its old key "
+                        + "and refuse this one until one vouches for it: run `lansync group invite` on a member, then "
+                        + "`lansync group join SHORTCODE --replace` here; `lansync peers` shows a refusal as it happens")
+            }
         }
     }
 
