@@ -32,6 +32,13 @@ extension ReplicaStore {
                 return StoreError(
                     .database,
                     "the replica is locked by another process for too long; try again (SQLite \(error.extendedResultCode.rawValue))")
+            case .SQLITE_READONLY:
+                return StoreError(.database, ReadOnlyReplica.writeRefusal)
+            case .SQLITE_CANTOPEN:
+                return StoreError(
+                    .database,
+                    "cannot open the replica (\(error.message ?? "unable to open database file")): check that its data directory "
+                        + "exists and that this user may read it")
             case .SQLITE_FULL:
                 return StoreError(.database, "the disk is full; free some space and try again (nothing of this write was committed)")
             case .SQLITE_CORRUPT:

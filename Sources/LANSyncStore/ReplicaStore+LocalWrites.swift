@@ -48,6 +48,7 @@ extension ReplicaStore {
     private static func storeError(_ error: any Error) -> StoreError {
         switch error {
         case let error as StoreError: return error
+        case let error as DatabaseError where error.resultCode == .SQLITE_READONLY: return StoreError(.database, ReadOnlyReplica.writeRefusal)
         case let error as DatabaseError: return StoreError(.sql, sqlMessage(error))
         default:
             var wrapped = StoreError(.sql, "the write failed: \(error)")

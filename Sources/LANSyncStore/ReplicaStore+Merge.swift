@@ -224,12 +224,15 @@ extension ReplicaStore {
     /// `body` throws, everything is rolled back and nothing is written. For imports.
     package func importing<T>(_ body: (inout ImportSession) throws -> T) throws -> (T, MergeOutcome) {
         let (hasher, apps) = (hasher, apps)
-        return try writer.write { db in
-            try apps.capture.with(.merging) {
-                var session = ImportSession(context: try WriteContext(db, hasher: hasher, apps: apps))
-                let result = try body(&session)
-                try session.finish()
-                return (result, session.outcome)
+        // SQLite's errors (a full disk) become the store's, which say what failed: the replica.
+        return try Self.databaseCallingBack {
+            try writer.write { db in
+                try apps.capture.with(.merging) {
+                    var session = ImportSession(context: try WriteContext(db, hasher: hasher, apps: apps))
+                    let result = try body(&session)
+                    try session.finish()
+                    return (result, session.outcome)
+                }
             }
         }
     }

@@ -24,6 +24,10 @@ package struct ReplicaStore: Sendable {
     /// The device's key, which signs the heads of this replica's change chain; nil until
     /// `signingHeads(with:)` (heads are then kept unsigned until a store with the key commits).
     private(set) var headSigner: SigningKey?
+    /// Opened read-only (`openReadOnly`): what a reader should know, or nil when nothing.
+    package private(set) var readOnlyNote: String?
+    /// Whether this replica was opened read-only (its directory cannot be written).
+    package private(set) var isReadOnly = false
 
     /// This store, signing its chain's heads with `key` (the device's signing key).
     package func signingHeads(with key: SigningKey) -> ReplicaStore {
@@ -57,11 +61,31 @@ package struct ReplicaStore: Sendable {
         guard FileManager.default.fileExists(atPath: path) else {
             throw StoreError(.notInitialized, "no replica at \(path); run `lansync init` first")
         }
+        if ReadOnlyReplica.directoryIsReadOnly(path) { return try openReadOnly(path: path) }
         guard try probe(path: path) else {
             throw StoreError(.notInitialized, "the replica at \(path) is empty; run `lansync init`")
         }
         let apps = AppTableAccess()
         return try ReplicaStore(writer: pool(path: path, apps: apps), apps: apps, path: path)
+    }
+
+    /// Opens a replica whose directory cannot be written (a read-only mount, a backup on a
+    /// read-only medium): reads work; every write fails saying why (`ReadOnlyReplica`).
+    /// SQLite cannot make the WAL's index there, so the file is read as it stands, without
+    /// what a leftover `-wal` file holds (`ReadOnlyReplica.unappliedWAL` tells when there is some).
+    static func openReadOnly(path: String) throws(StoreError) -> ReplicaStore {
+        let uri = ReadOnlyReplica.uri(path)
+        guard try probe(path: uri) else {
+            throw StoreError(.notInitialized, "the replica at \(path) is empty; run `lansync init` where it can be written")
+        }
+        let apps = AppTableAccess()
+        var configuration = configuration(apps: apps, readOnly: true)
+        configuration.readonly = true
+        let queue = try database { try DatabaseQueue(path: uri, configuration: configuration) }
+        var store = try ReplicaStore(writer: queue, apps: apps)
+        store.isReadOnly = true
+        store.readOnlyNote = ReadOnlyReplica.note(path)
+        return store
     }
 
     /// Opens the replica at `path`, creating it for `device` with a fresh replica ID when there is
@@ -123,13 +147,18 @@ package struct ReplicaStore: Sendable {
     }
 
     /// How every connection to a replica is set up.
-    static func configuration(apps: AppTableAccess) -> Configuration {
+    static func configuration(apps: AppTableAccess, readOnly: Bool = false) -> Configuration {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         // App tables' REFERENCES are not enforced (a child may arrive before its parent); their
         // ON DELETE rules run as LANSync's triggers on the app's own deletes (see `AppTriggers`).
         configuration.foreignKeysEnabled = false
         configuration.prepareDatabase { db in
+            guard !readOnly else {
+                apps.capture.register(on: db)
+                AppSQLGuard.install(on: db)
+                return
+            }
             // Takes effect only when the file is created (an existing replica keeps its size).
             try db.execute(sql: "PRAGMA page_size = \(Schema.pageSize)")
             // Durable at commit: an acknowledged write survives power loss, not only a crash.

@@ -110,7 +110,9 @@ struct GlobalOptions: ParsableArguments {
 
     /// Opens the initialised node, or fails with a message that says to run `init`.
     func openNode() throws -> LANSyncNode {
-        try LANSyncNode.open(
+        let node = try LANSyncNode.open(
             at: dataDirectory, clock: NodeClock.fromEnvironment(ProcessInfo.processInfo.environment))
+        if let readOnly = node.store.readOnlyNote { note("lansync: warning: \(readOnly)") }
+        return node
     }
 }

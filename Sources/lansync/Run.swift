@@ -101,7 +101,14 @@ struct Run: AsyncParsableCommand {
         if let maxConnections { configuration.maxConnections = maxConnections }
         if let path = LoadedConfig.path { logger.info("configuration file", metadata: ["config.path": "\(path)"]) }
         let agent = try await reportingErrors {
-            try Agent(node: try global.openNode(), configuration: configuration, logger: logger)
+            let node = try global.openNode()
+            guard !node.store.isReadOnly else {
+                throw LANSyncError(
+                    .invalidInput,
+                    "the data directory \(node.dataDirectory.path) is read-only, and the agent writes what it syncs; "
+                        + "make it writable (or copy it somewhere that is) to run the agent. Reading works: status, log list, query, export")
+            }
+            return try Agent(node: node, configuration: configuration, logger: logger)
         }
         let host = configuration.listenHost
         Task {

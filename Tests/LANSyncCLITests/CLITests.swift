@@ -477,6 +477,8 @@ struct FullDiskTests {
         let imported = try await cli.run(["import", export], node: "small-disk/node")
         #expect(imported.status != 0)
         #expect(imported.stderr.contains("nothing of \(export) was imported"), "\(imported.stderr)")
+        // The replica's disk is full; the export file was read fine and is not to blame.
+        #expect(imported.stderr.contains("the disk is full") && !imported.stderr.contains("cannot read"), "\(imported.stderr)")
         #expect(try await cli.status("small-disk/node")["entries"] as? Int == printed)
     }
 }
@@ -535,5 +537,39 @@ struct FullDiskTests {
         let bad = try await cli.run(["report", "usage", "Bad Stream"])
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("stream name"))
+    }
+}
+
+/// A data directory that cannot be written (here a read-only bind mount): every command said
+/// "database error: unable to open database file". Reading commands now work; writing ones say
+/// that the directory is read-only, and write nothing.
+@Suite(.serialized, .enabled(if: getuid() == 0, "a read-only bind mount needs root"))
+struct ReadOnlyDataDirectoryTests {
+    @Test func readingCommandsWorkAndWritesSayTheDirectoryIsReadOnly() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.ok(["init", "--name", "archive"], node: "rw")
+        try await cli.ok(["group", "create"], node: "rw")
+        try await cli.ok(["schema", "apply", "-"], node: "rw", stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);")
+        try await cli.ok(["exec", "INSERT INTO notes (id, body) VALUES ('n1', 'kept')"], node: "rw")
+        for index in 0..<3 { try await cli.ok(["log", "append", "taps", "{\"n\":\(index)}"], node: "rw") }
+        let digest = try await cli.digest("rw")
+        let mountPoint = cli.dataDir("ro")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        #expect(try await CLI.shell("mount --bind '\(cli.dataDir("rw"))' '\(mountPoint)' && mount -o remount,ro,bind '\(mountPoint)'") == 0)
+        defer { _ = try? CLI.shell("umount '\(mountPoint)'") }
+
+        #expect(try await cli.digest("ro") == digest)
+        #expect(try await cli.ok(["log", "list", "taps"], node: "ro").split(separator: "\n").count == 3)
+        #expect(try await cli.ok(["query", "SELECT body FROM notes", "--csv"], node: "ro") == "body\r\nkept\r\n")
+        #expect(try await cli.ok(["export"], node: "ro").contains("\"type\":\"end\""))
+        for write in [["log", "append", "taps", "{}"], ["pref", "set", "ui/theme", "\"dark\""], ["exec", "DELETE FROM notes"]] {
+            let refused = try await cli.run(write, node: "ro")
+            #expect(refused.status == 1 && refused.stderr.contains("read-only"), "\(write): \(refused.stderr)")
+            #expect(!refused.stderr.contains("unable to open database file"), "\(refused.stderr)")
+        }
+        let run = try await cli.run(["run", "--no-mdns", "--listen", "127.0.0.1:0", "--no-api"], node: "ro")
+        #expect(run.status == 1 && run.stderr.contains("is read-only, and the agent writes what it syncs"), "\(run.stderr)")
+        #expect(try await cli.digest("rw") == digest)
     }
 }
