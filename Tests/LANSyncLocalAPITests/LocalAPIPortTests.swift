@@ -51,9 +51,9 @@ import Testing
         var part: AgentPartStatus?
         _ = await eventually {
             part = agent.partStatuses.first { $0.name == LocalAPI.partName }
-            guard let part, part.state != .starting else { return false }
-            // Both servers have had their say.
-            return part.detail?.contains("unix") == true || part.detail?.contains("no Unix socket") == true
+            guard let part, part.state != .starting, let detail = part.detail else { return false }
+            // Both servers have had their say: TCP is bound or failed, the socket too.
+            return !detail.contains("TCP starting") && (detail.contains("unix") || detail.contains("no Unix socket"))
         }
         let address = try? String(contentsOfFile: root + "/api-address", encoding: .utf8)
         let socket = FileManager.default.fileExists(atPath: root + "/api.sock")
