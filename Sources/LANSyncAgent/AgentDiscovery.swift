@@ -87,7 +87,7 @@ struct DiscoveryState {
     var revivedUntil: [String: ContinuousClock.Instant] = [:]
 
     /// Asks discovery to browse afresh (a new browser queries the network at once).
-    var refresh: AsyncStream<Void>.Continuation?
+    var refresh: AsyncStream<DiscoveryRefresh>.Continuation?
     /// Services whose earlier-epoch tag turned out stale (the node there already holds our
     /// current epoch, and handed us over when we dialed with the old key): dialed with the
     /// current key until their record changes.
@@ -175,7 +175,7 @@ extension Agent {
         let period = configuration.mdnsTagPeriodSeconds
         let advertisement = ServiceAdvertisement(
             name: name, port: port, txt: Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(period))))
-        let (refreshes, refresh) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.updateTXT = updateTXT
@@ -296,7 +296,10 @@ extension Agent {
     /// milliseconds, not seconds), and dial peers that left mDNS while it was down (our daemon
     /// dropped them with the link) at once at their last known addresses, for `redialFor`.
     func redialPeersThatLeft() {
-        discovery.refresh?.yield()
+        // With no peer connected, announce ourselves again too: our daemon may have announced us
+        // while the link was down (it often does not notice a link that drops), and then nobody
+        // heard it; a peer that never met us would find us only at its next query, seconds away.
+        discovery.refresh?.yield(sessions.isEmpty ? .announceAndBrowse : .browse)
         let now = ContinuousClock.now
         for (name, known) in discovery.lastKnown {
             guard now - known.left < DiscoveryState.rememberLeft else {

@@ -79,6 +79,8 @@ final class AvahiConnection: @unchecked Sendable {
     /// The name and type of the service last published (for TXT updates).
     private var publishedName: String?
     private var publishedType: String?
+    /// The port and TXT record published last, to publish again (`announceAgain`).
+    private var published: (port: UInt16, txt: [String])?
     private var browser: OpaquePointer?
     private var resolvers: [AvahiServiceKey: OpaquePointer] = [:]
     private let events: AsyncStream<AvahiEvent>.Continuation
@@ -138,7 +140,23 @@ final class AvahiConnection: @unchecked Sendable {
             guard committed >= 0 else { throw AvahiFailure(code: committed) }
             publishedName = name
             publishedType = type
+            published = (port, txt)
         }
+    }
+
+    /// Withdraws the published service and publishes it again, so the daemon probes and announces
+    /// it anew. After our link comes back the daemon (unless configured with use-iff-running)
+    /// never noticed it was gone: what it announced meanwhile reached nobody, and a peer that
+    /// never heard of us would only find us at its next query, seconds away on its doubling
+    /// schedule (measured: 6-7 s after an 8 s outage that began before the first announcement,
+    /// against 0.4 s when announced again). Does nothing before the first `publish`.
+    func announceAgain() throws(AvahiFailure) {
+        let last = try locked { () throws(AvahiFailure) -> (name: String, type: String, port: UInt16, txt: [String])? in
+            guard let name = publishedName, let type = publishedType, let published else { return nil }
+            return (name, type, published.port, published.txt)
+        }
+        guard let last else { return }
+        try publish(name: last.name, type: last.type, port: last.port, txt: last.txt)
     }
 
     /// Replaces the TXT record of the published service in place (no withdrawal: peers see the
@@ -152,6 +170,7 @@ final class AvahiConnection: @unchecked Sendable {
             let updated = avahi_entry_group_update_service_txt_strlst(
                 group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0), name, type, nil, list)
             guard updated >= 0 else { throw AvahiFailure(code: updated) }
+            published?.txt = txt
         }
     }
 
@@ -170,8 +189,9 @@ final class AvahiConnection: @unchecked Sendable {
     func browseAfresh(type: String) throws(AvahiFailure) {
         try locked { () throws(AvahiFailure) in
             guard let old = browser else { return }
-            browser = try newBrowser(type: type)
             avahi_service_browser_free(old)
+            browser = nil
+            browser = try newBrowser(type: type)
         }
     }
 

@@ -59,6 +59,16 @@ package enum DiscoveryStatus: Sendable, Equatable {
     case unavailable(reason: String)
 }
 
+/// What to do when a network interface comes up (`MDNSDiscovery.events`).
+package enum DiscoveryRefresh: Sendable, Equatable {
+    /// Browse afresh: a new browser, so services announced while the link was down are found.
+    case browse
+    /// Also withdraw and publish the advertisement again, so peers that never heard it hear it
+    /// now. Peers that knew it see it leave and come back (and reconnect), so only when no
+    /// peer is connected.
+    case announceAndBrowse
+}
+
 package enum DiscoveryEvent: Sendable, Equatable {
     case status(DiscoveryStatus)
     /// A service appeared, or its addresses or TXT record changed.
@@ -73,13 +83,13 @@ package enum MDNSDiscovery {
     /// Survives the daemon being absent, stopping and restarting: it reports `unavailable` once,
     /// retries every `retryInterval`, then publishes and browses again. Ends when the consumer
     /// stops iterating (its task is cancelled); the advertisement is withdrawn then. Each element
-    /// of `refreshes` replaces the browser with a new one, which queries the network at once: send
-    /// one when a network interface comes up.
+    /// of `refreshes` replaces the browser with a new one and, if asked, announces the
+    /// advertisement again: send one when a network interface comes up.
     /// `txtUpdates`: new TXT records for the advertisement, applied in place (and used from then
     /// on when the daemon connection is re-established).
     package static func events(
         serviceType: String, advertising advertisement: ServiceAdvertisement?, retryInterval: Duration = .seconds(2),
-        refreshes: AsyncStream<Void>? = nil, txtUpdates: AsyncStream<[String: String]>? = nil
+        refreshes: AsyncStream<DiscoveryRefresh>? = nil, txtUpdates: AsyncStream<[String: String]>? = nil
     ) -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
         let current = CurrentConnection()
@@ -89,7 +99,11 @@ package enum MDNSDiscovery {
         }
         let refresher = Task {
             guard let refreshes else { return }
-            for await _ in refreshes { try? current.connection.withLock { $0 }?.browseAfresh(type: serviceType) }
+            for await refresh in refreshes {
+                let connection = current.connection.withLock { $0 }
+                if refresh == .announceAndBrowse { try? connection?.announceAgain() }
+                try? connection?.browseAfresh(type: serviceType)
+            }
         }
         let updater = Task {
             guard let txtUpdates else { return }

@@ -327,6 +327,35 @@ struct ClusterTests {
         }
     }
 
+    /// Agents start, node 2's link drops 0.3 s later (before mDNS announced either), node 2 logs
+    /// taps, the link comes back: its avahi-daemon never noticed the link was gone, so what it
+    /// announced reached nobody, and node 1 would find it only at its own next query, on a
+    /// doubling schedule (11-12 s after the link came back here, 7 s after an 8 s outage). The
+    /// agent announces itself again when its link comes back with no peer connected.
+    @Test func aNodeWhoseLinkDroppedBeforeItsPeersMetItIsFoundOnceTheLinkIsBack() async throws {
+        let cluster = Cluster(prefix: "lstn")
+        defer { cluster.down() }
+        try await cluster.ok("up", "2")
+        for node in 1...2 { try await cluster.lansync(node, "init", "--name", "node\(node)") }
+        try await cluster.lansync(1, "group", "create")
+        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        try await cluster.lansync(2, "group", "join", code)
+        try await cluster.ok("start", "1")
+        try await cluster.ok("start", "2")
+        // The scenario's own timing: the drop comes before the first announcement (about 1 s).
+        try await Task.sleep(for: .milliseconds(300))
+        try await cluster.ok("link", "2", "down")
+        try await cluster.ok(["lansync", "2", "log", "append", "taps", "--lines"], stdin: (0..<20).map { "{\"tap\":\($0)}" }.joined(separator: "\n"))
+        // Past node 1's queries at 1, 2, 4, 8 and 16 s: its next one is at 32 s.
+        try await Task.sleep(for: .seconds(20))
+        try await cluster.ok("link", "2", "up")
+        let back = ContinuousClock.now
+        #expect(
+            try await eventually(within: 8) { try await cluster.status(1)["entries"] as? Int == 20 },
+            "node 1 did not get node 2's taps within 8 s of the link coming back\n\(cluster.agentLog(2))")
+        print("scenario: link dropped 0.3 s after start; node 1 had node 2's taps \(ContinuousClock.now - back) after the link came back")
+    }
+
     @Test func nodesOfOneGroupFindEachOtherByMDNSAloneAndStrangersGetNothing() async throws {
         let cluster = Cluster(prefix: "lst4")
         defer { cluster.down() }
