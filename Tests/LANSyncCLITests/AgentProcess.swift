@@ -34,7 +34,8 @@ final class AgentProcess {
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         try process.run()
         var found: Int?
-        for _ in 0..<200 {
+        // A generous deadline: on a busy machine (CI beside other work) an agent may take seconds to start.
+        for _ in 0..<1_200 {
             let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
             if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
                 let port = Int(line.split(separator: ":").last ?? "")
