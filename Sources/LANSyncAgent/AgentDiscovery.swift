@@ -221,6 +221,7 @@ extension Agent {
                 if wasUnavailable { logger.notice("mDNS discovery is back") }
                 if let advertisedAs, advertisedAs != wasAdvertisedAs {
                     logger.info("advertising over mDNS", metadata: ["mdns.name": "\(advertisedAs)", "mdns.type": "\(Self.serviceType)"])
+                    if let wasAdvertisedAs { renamed(from: wasAdvertisedAs) }
                 }
             }
         case .appeared(let service):
@@ -233,6 +234,17 @@ extension Agent {
             }
             discovery.otherGroups.remove(name)
         }
+    }
+
+    /// Our advertisement lost its name to a peer's (a collision) and took another. The old name
+    /// is no longer ours: a peer holds it now, and is dialed like any other. Browsing afresh
+    /// reports the services known again, the peer that took the name among them, in case it
+    /// appeared while the name still counted as ours (seen under load: a node that never
+    /// counted that peer as a member of its group).
+    private func renamed(from old: String) {
+        let names = [old] + (discovery.requestedName.map { [$0] } ?? [])
+        for name in names where name != discovery.advertisedAs { discovery.ownServices.remove(name) }
+        discovery.refresh?.yield(.browse)
     }
 
     private func appeared(_ service: DiscoveredService) {
