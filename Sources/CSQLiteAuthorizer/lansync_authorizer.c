@@ -48,20 +48,21 @@ static int composite(void *context, int action, const char *argument1, const cha
     return inner ? inner(atomic_load(&slot->inner_context), action, argument1, argument2, database, trigger) : SQLITE_OK;
 }
 
-/// The slot of `db`, made if missing (NULL when memory is short). `made` tells which.
-static struct slot *slot_of(sqlite3 *db, int *made) {
-    pthread_mutex_lock(&slots_lock);
+/// The slot of `db`, or NULL. Call with `slots_lock` held.
+static struct slot *find_slot(sqlite3 *db) {
     struct slot *slot = slots;
     while (slot && slot->db != db) slot = slot->next;
-    *made = 0;
-    if (!slot) {
-        slot = calloc(1, sizeof *slot);
-        if (slot) {
-            slot->db = db;
-            slot->next = slots;
-            slots = slot;
-            *made = 1;
-        }
+    return slot;
+}
+
+/// The slot of `db`, made if missing (NULL when memory is short).
+static struct slot *slot_of(sqlite3 *db) {
+    pthread_mutex_lock(&slots_lock);
+    struct slot *slot = find_slot(db);
+    if (!slot && (slot = calloc(1, sizeof *slot))) {
+        slot->db = db;
+        slot->next = slots;
+        slots = slot;
     }
     pthread_mutex_unlock(&slots_lock);
     return slot;
@@ -70,8 +71,7 @@ static struct slot *slot_of(sqlite3 *db, int *made) {
 int sqlite3_set_authorizer(sqlite3 *db, authorizer_function function, void *context) {
     set_authorizer_function real = real_set_authorizer();
     if (!real) return SQLITE_ERROR;
-    int made;
-    struct slot *slot = slot_of(db, &made);
+    struct slot *slot = slot_of(db);
     if (!slot) return real(db, function, context);
     atomic_store(&slot->inner, function);
     atomic_store(&slot->inner_context, context);
@@ -85,10 +85,8 @@ int sqlite3_set_authorizer(sqlite3 *db, authorizer_function function, void *cont
 int lansync_authorizer_set_policy(sqlite3 *db, lansync_authorizer_policy policy, void *context) {
     set_authorizer_function real = real_set_authorizer();
     if (!real) return SQLITE_ERROR;
-    int made;
-    struct slot *slot = slot_of(db, &made);
+    struct slot *slot = slot_of(db);
     if (!slot) return SQLITE_NOMEM;
-    (void)made;
     atomic_store(&slot->policy_context, context);
     atomic_store(&slot->policy, policy);
     // Installs the composite in case nobody set an authorizer on this connection through this file
@@ -98,8 +96,7 @@ int lansync_authorizer_set_policy(sqlite3 *db, lansync_authorizer_policy policy,
 
 void *lansync_authorizer_policy_context(sqlite3 *db) {
     pthread_mutex_lock(&slots_lock);
-    struct slot *slot = slots;
-    while (slot && slot->db != db) slot = slot->next;
+    struct slot *slot = find_slot(db);
     void *context = slot && atomic_load(&slot->policy) ? atomic_load(&slot->policy_context) : NULL;
     pthread_mutex_unlock(&slots_lock);
     return context;

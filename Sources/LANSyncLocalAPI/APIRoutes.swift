@@ -25,9 +25,9 @@ struct LocalAPIRoutes: Sendable {
         v1.get("streams/:stream/entries") { request, context in try entries(request, context) }
         v1.get("preferences") { _, _ in try preferences() }
         // Keys hold slashes ("caregiver/active"): the rest of the path is the key.
-        v1.get("preferences/**") { request, context in try preference(request, context) }
+        v1.get("preferences/**") { _, context in try preference(context) }
         v1.put("preferences/**") { request, context in try await setPreference(request, context) }
-        v1.delete("preferences/**") { request, context in try await unsetPreference(request, context) }
+        v1.delete("preferences/**") { _, context in try await unsetPreference(context) }
         v1.post("query") { request, _ in try await query(request) }
         v1.post("exec") { request, _ in try await exec(request) }
         v1.get("changes") { request, _ in try changes(request) }
@@ -111,26 +111,21 @@ struct LocalAPIRoutes: Sendable {
         return Self.json("{\"preferences\":[" + all.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}")
     }
 
-    /// The preference key a route's path names after `/v1/preferences/`: its segments joined by
-    /// `/`, each percent-decoded (so `caregiver%2Factive` names `caregiver/active` too).
-    static func preferenceKey(_ request: Request) throws -> String {
-        let path = request.uri.path
-        guard let range = path.range(of: "/preferences/") else { throw APIError(.notFound, "no_route", "no such route") }
-        let segments = path[range.upperBound...].split(separator: "/", omittingEmptySubsequences: false)
-        var decoded = [String]()
-        for segment in segments {
+    /// The preference key a route's path names after `/v1/preferences/` (its `**`): the segments
+    /// joined by `/`, each percent-decoded (so `caregiver%2Factive` names `caregiver/active` too).
+    static func preferenceKey(_ context: BasicRequestContext) throws -> String {
+        let key = try context.parameters.getCatchAll().map { segment in
             guard let text = String(segment).removingPercentEncoding else {
                 throw APIError(.badRequest, "invalid_input", "the key in the path is not valid percent-encoded UTF-8")
             }
-            decoded.append(text)
-        }
-        let key = decoded.joined(separator: "/")
+            return text
+        }.joined(separator: "/")
         guard !key.isEmpty else { throw APIError(.badRequest, "invalid_input", "name a preference: /v1/preferences/KEY, e.g. /v1/preferences/caregiver/active") }
         return key
     }
 
-    func preference(_ request: Request, _ context: BasicRequestContext) throws -> Response {
-        let key = try Self.preferenceKey(request)
+    func preference(_ context: BasicRequestContext) throws -> Response {
+        let key = try Self.preferenceKey(context)
         guard let value = try Self.node({ () throws(LANSyncError) in try node.preference(key) }) else {
             throw APIError(.notFound, "not_set", "preference '\(key)' is not set; set it with PUT /v1/preferences/\(key)")
         }
@@ -138,14 +133,14 @@ struct LocalAPIRoutes: Sendable {
     }
 
     func setPreference(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let key = try Self.preferenceKey(request)
+        let key = try Self.preferenceKey(context)
         let value = try await Self.text(request)
         let write = try await Self.node { () async throws(LANSyncError) in try await node.set(key, to: value) }
         return Self.json(ExportFile.object(ExportFile.fields(of: write)))
     }
 
-    func unsetPreference(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let key = try Self.preferenceKey(request)
+    func unsetPreference(_ context: BasicRequestContext) async throws -> Response {
+        let key = try Self.preferenceKey(context)
         let write = try await Self.node { () async throws(LANSyncError) in try await node.unset(key) }
         return Self.json(ExportFile.object(ExportFile.fields(of: write)))
     }

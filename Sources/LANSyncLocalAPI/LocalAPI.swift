@@ -103,17 +103,11 @@ public final class LocalAPI: Service, Sendable {
                     let path = socketPath
                     unlink(path)
                     group.addTask { [self] in
-                        let server = Application(
-                            responder: responder, server: Self.http1(connections),
-                            configuration: .init(
-                                address: .unixDomainSocket(path: path), serverName: nil,
-                                availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)),
-                            onServerRunning: { [self] _ in
-                                chmod(path, 0o600)
-                                serving.update { $0.socket = .running(0) }
-                                reportServing(serving)
-                            },
-                            eventLoopGroupProvider: .singleton, logger: logger)
+                        let server = Self.server(responder, at: .unixDomainSocket(path: path), connections: connections, logger: logger) { [self] _ in
+                            chmod(path, 0o600)
+                            serving.update { $0.socket = .running }
+                            reportServing(serving)
+                        }
                         do {
                             try await server.run()
                         } catch {
@@ -132,13 +126,22 @@ public final class LocalAPI: Service, Sendable {
         }
     }
 
-    /// HTTP/1.1 as the API serves it: connections counted against `APILimits.connections`
-    /// across both servers, and closed when a request head is not complete, or no request comes,
-    /// within `APILimits.idleSeconds` (a request under way, a change feed too, is never cut).
-    static func http1(_ connections: OpenConnections) -> HTTPServerBuilder {
-        .http1(
+    /// One of the API's servers, HTTP/1.1 at `address`: connections counted against
+    /// `APILimits.connections` across both servers, and closed when a request head is not
+    /// complete, or no request comes, within `APILimits.idleSeconds` (a request under way, a
+    /// change feed too, is never cut).
+    static func server(
+        _ responder: some HTTPResponder<BasicRequestContext>, at address: BindAddress, connections: OpenConnections, logger: Logger,
+        onRunning: @escaping @Sendable (any Channel) async -> Void
+    ) -> some Service {
+        Application(
+            responder: responder,
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ConnectionBoundHandler(connections)], idleTimeout: .seconds(APILimits.idleSeconds))),
             configuration: .init(
-                additionalChannelHandlers: [ConnectionBoundHandler(connections)], idleTimeout: .seconds(APILimits.idleSeconds)))
+                address: address, serverName: nil, availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)),
+            onServerRunning: onRunning, eventLoopGroupProvider: .singleton, logger: logger)
     }
 
     /// The name the API has among the agent's parts (`lansync status`).
@@ -151,18 +154,16 @@ public final class LocalAPI: Service, Sendable {
     ) async {
         var port = configuration.port
         while true {
-            let server = Application(
-                responder: responder, server: Self.http1(connections),
-                configuration: .init(
-                    address: .hostname(host, port: port), serverName: nil,
-                    availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)),
-                onServerRunning: { [self] channel in
-                    let bound = channel.localAddress?.port ?? 0
-                    serving.update { $0.tcp = .running(bound) }
-                    listening(on: bound, host: host)
-                    reportServing(serving)
-                },
-                eventLoopGroupProvider: .singleton, logger: logger)
+            let server = Self.server(responder, at: .hostname(host, port: port), connections: connections, logger: logger) {
+                [self] channel in
+                let bound = channel.localAddress?.port ?? 0
+                serving.update {
+                    $0.tcp = .running
+                    $0.port = bound
+                }
+                listening(on: bound, host: host)
+                reportServing(serving)
+            }
             do {
                 try await server.run()
                 return
@@ -221,13 +222,17 @@ public final class LocalAPI: Service, Sendable {
 final class ServingState: Sendable {
     enum Server: Sendable, Equatable {
         case starting
-        case running(Int)
+        case running
         case failed(String)
+
+        var isFailed: Bool { if case .failed = self { true } else { false } }
     }
 
     struct State: Sendable {
         var tcp = Server.starting
         var socket = Server.starting
+        /// The TCP port bound.
+        var port = 0
         /// The configured port, when it was taken and a free one was used instead.
         var taken: Int?
     }
@@ -243,8 +248,8 @@ final class ServingState: Sendable {
         let state = state.withLock { $0 }
         var parts = [String]()
         switch state.tcp {
-        case .running(let port):
-            let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        case .running:
+            let address = host.contains(":") ? "[\(host)]:\(state.port)" : "\(host):\(state.port)"
             parts.append("http://\(address)" + (state.taken.map { " (port \($0) was taken)" } ?? ""))
         case .failed(let why): parts.append("no TCP port: \(why)")
         case .starting: parts.append("TCP starting")
@@ -256,10 +261,9 @@ final class ServingState: Sendable {
             case .starting: break
             }
         }
-        let serving = { (server: Server) -> Bool in if case .running = server { return true } else { return false } }
-        let failedAll = !serving(state.tcp) && (!unixSocket || !serving(state.socket))
-            && ({ if case .failed = state.tcp { return true } else { return false } }())
-        let running = serving(state.tcp) || (unixSocket && serving(state.socket))
-        return (running ? .running : failedAll ? .failed : .starting, parts.joined(separator: "; "))
+        // Running while either server serves; failed once each one it has has failed.
+        let running = state.tcp == .running || (unixSocket && state.socket == .running)
+        let failed = state.tcp.isFailed && (!unixSocket || state.socket.isFailed)
+        return (running ? .running : failed ? .failed : .starting, parts.joined(separator: "; "))
     }
 }

@@ -127,8 +127,7 @@ extension ReplicaStore {
         let apps = apps
         do {
             return try writer.read { db in
-                guard let guardian = AppSQLGuard.of(db) else { return try body(db) }
-                return try guardian.with(try apps.catalogCache.catalog(db).appScope(writes: false)) { try body(db) }
+                try AppSQLGuard.run(on: db, try apps.catalogCache.catalog(db).appScope(writes: false)) { try body(db) }
             }
         } catch let error as DatabaseError {
             throw StoreError(.sql, Self.sqlMessage(error))

@@ -72,16 +72,14 @@ package struct ReplicaStore: Sendable {
     /// Opens a replica whose directory cannot be written (a read-only mount, a backup on a
     /// read-only medium): reads work; every write fails saying why (`ReadOnlyReplica`).
     /// SQLite cannot make the WAL's index there, so the file is read as it stands, without
-    /// what a leftover `-wal` file holds (`ReadOnlyReplica.unappliedWAL` tells when there is some).
+    /// what a leftover `-wal` file holds (`ReadOnlyReplica.note` tells when there is some).
     static func openReadOnly(path: String) throws(StoreError) -> ReplicaStore {
         let uri = ReadOnlyReplica.uri(path)
         guard try probe(path: uri) else {
             throw StoreError(.notInitialized, "the replica at \(path) is empty; run `lansync init` where it can be written")
         }
         let apps = AppTableAccess()
-        var configuration = configuration(apps: apps, readOnly: true)
-        configuration.readonly = true
-        let queue = try database { try DatabaseQueue(path: uri, configuration: configuration) }
+        let queue = try database { try DatabaseQueue(path: uri, configuration: configuration(apps: apps, readOnly: true)) }
         var store = try ReplicaStore(writer: queue, apps: apps)
         store.isReadOnly = true
         store.readOnlyNote = ReadOnlyReplica.note(path)
@@ -153,6 +151,7 @@ package struct ReplicaStore: Sendable {
         // App tables' REFERENCES are not enforced (a child may arrive before its parent); their
         // ON DELETE rules run as LANSync's triggers on the app's own deletes (see `AppTriggers`).
         configuration.foreignKeysEnabled = false
+        configuration.readonly = readOnly
         configuration.prepareDatabase { db in
             guard !readOnly else {
                 apps.capture.register(on: db)

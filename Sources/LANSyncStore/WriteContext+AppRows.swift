@@ -357,8 +357,7 @@ extension WriteContext {
             do {
                 let catalog = try catalog()
                 result = try recorder.with(.local, catalog: catalog) {
-                    guard let guardian = AppSQLGuard.of(db) else { return try body(db) }
-                    return try guardian.with(catalog.appScope(writes: true)) { try body(db) }
+                    try AppSQLGuard.run(on: db, catalog.appScope(writes: true)) { try body(db) }
                 }
                 let captured = recorder.takeEvents()
                 for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }

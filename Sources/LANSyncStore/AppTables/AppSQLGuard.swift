@@ -52,6 +52,13 @@ final class AppSQLGuard: Sendable {
         return Unmanaged<AppSQLGuard>.fromOpaque(context).takeUnretainedValue()
     }
 
+    /// Runs the app's `body` on `db` within `scope` (`with(_:_:)`); on a connection without a
+    /// guard (opened without LANSync's configuration), as it is.
+    static func run<T>(on db: Database, _ scope: Scope, _ body: () throws -> T) throws -> T {
+        guard let guardian = of(db) else { return try body() }
+        return try guardian.with(scope, body)
+    }
+
     /// Runs the app's `body` within `scope`. A statement it refused fails with SQLite's "not
     /// authorized"; that error comes out as a `StoreError` of code `.refused` that says why.
     func with<T>(_ scope: Scope, _ body: () throws -> T) throws -> T {
