@@ -311,6 +311,20 @@ extension RowState {
     }
 }
 
+extension RowState {
+    /// Whether this state shows `cell` of the change with `stamp` in life `causalLength` as live:
+    /// the column (or the replica's total, or the append marker) holds that very change.
+    package func shows(_ cell: RowChange.LostCell, ofChangeAt stamp: Stamp, life: UInt64, kind: RowChange.Kind) -> Bool {
+        if kind == .append { return isAppended && marker?.stamp == stamp }
+        guard causalLength == life else { return false }
+        switch cell.kind {
+        case .value: return columns.first(where: { $0.name == cell.column })?.stamp == stamp
+        case .total:
+            return counters.first(where: { $0.name == cell.column })?.cells.contains(where: { $0.stamp == stamp }) ?? false
+        }
+    }
+}
+
 /// What a store keeps of an app-table change that its row's state no longer shows whole (some of
 /// its cells lost, or its kind is no longer its row's marker): the header the leaf needs and the
 /// cells that lost. The change's key and dot are kept beside it.

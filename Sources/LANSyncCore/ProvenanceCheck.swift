@@ -192,7 +192,7 @@ package struct ChangeLeaves: Sendable {
     }
 
     /// `replica`'s leaves in counter order.
-    func of(_ replica: ReplicaID) -> [(counter: UInt64, leaf: [UInt8])] { byReplica[replica] ?? [] }
+    package func of(_ replica: ReplicaID) -> [(counter: UInt64, leaf: [UInt8])] { byReplica[replica] ?? [] }
 
     /// Every leaf by its change's dot (the first added where two share one).
     var byDot: [Dot: [UInt8]] {

@@ -302,9 +302,9 @@ extension ReplicaStore {
     /// `delta(since:)`): for each replica, one range from what `known` covers up to a counter
     /// where this replica holds the replica's signed head, never past `bound`. A range ends at a
     /// signed point: the batch takes whole stretches between points (at most 256 changes or about
-    /// 1 MiB each, see `OwnChain`), read once each, until it holds `maxRows` changes or `maxBytes`
-    /// bytes, so it passes them by at most one stretch: with the defaults, at most 2,256 changes
-    /// and about 3 MiB, within one wire message. A receiver keeps the head a range ends at, so a
+    /// 1 MiB each, see `OwnChain`), read once each, while they fit in `maxRows` changes; it passes
+    /// `maxRows` only when its first stretch alone does, and `maxBytes` by at most one stretch:
+    /// with the defaults, at most 2,000 changes and about 2 MiB, within one wire message. A receiver keeps the head a range ends at, so a
     /// relay's ranges are at most the batches it received. Empty when nothing signed is left to
     /// send. One read transaction.
     package func signedDelta(
@@ -321,8 +321,11 @@ extension ReplicaStore {
                     // Most batches are read in one go: up to the first point whose counters (an
                     // upper bound on its changes) reach the rows left. Only when that passes the
                     // bytes left (large values) is it read again stretch by stretch.
+                    // The last point whose counters (an upper bound on its changes) fit in the
+                    // rows left; the first point when none does (a batch takes at least one stretch).
                     var through = from
                     for point in points {
+                        if point - from > UInt64(maxRows - rows), through > from || rows > 0 { break }
                         through = point
                         if point - from >= UInt64(maxRows - rows) { break }
                     }
@@ -612,10 +615,13 @@ extension ReplicaStore {
         }
         let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
         let verdicts: [ProvenanceCheck.Verdict]
-        switch check.check(ranges, verified: try verifiedHeads(), keys: keys, leaves: checked.leaves ?? delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)) {
+        let verified = try verifiedHeads()
+        let leaves = checked.leaves ?? delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)
+        switch check.check(ranges, verified: verified, keys: keys, leaves: leaves) {
         case .failure(let problem): throw StoreError(.invalidDelta, "rejected a delta: \(problem)")
         case .success(let found): verdicts = found
         }
+        try checkAgainstVerified(leaves, coverage: delta.coverage, verified: verified)
         let leftOut = Set(zip(delta.coverage, verdicts).filter { $0.1 == .gap || $0.1 == .keyUnknown }.map(\.0.replica))
         let own = replica
         let kept = zip(delta.coverage, verdicts).compactMap { range, verdict -> KeptHead? in
@@ -629,6 +635,29 @@ extension ReplicaStore {
         var result = try await merge(leftOut.isEmpty ? checked : checked.leavingOut(leftOut), keeping: kept)
         result.rangesNotTaken = leftOut.union(result.rangesNotTaken)
         return result
+    }
+
+    /// Changes a delta carries at counters this replica verified already (a range sent again, or
+    /// one that starts below where this replica stands) are not checked by their range's
+    /// signature, which covers only what lies above: each must be the very change this replica
+    /// verified there, leaf for leaf (a live change and its stub share one leaf, so a change sent
+    /// whole where this replica keeps its stub passes). Anything else is a change its writer
+    /// never made, and refuses the delta whole.
+    func checkAgainstVerified(_ leaves: ChangeLeaves, coverage: [Delta.Coverage], verified: [ReplicaID: ChainHead]) throws(StoreError) {
+        for replica in Set(coverage.map(\.replica)) {
+            guard let head = verified[replica]?.counter, head > 0 else { continue }
+            let below = leaves.of(replica).prefix { $0.counter <= head }
+            guard let first = below.first?.counter, let last = below.last?.counter else { continue }
+            let held = Dictionary(try chainLeaves(of: replica, from: first - 1, through: last).map { ($0.counter, $0.leaf) }) { a, _ in a }
+            for (counter, leaf) in below {
+                let expected = held[counter] ?? ChangeLeaf.none(replica: replica, counter: counter, hasher: hasher)
+                guard leaf == expected else {
+                    throw StoreError(
+                        .invalidDelta,
+                        "rejected a delta: its change \(counter) of replica \(replica) is not the change this replica verified there")
+                }
+            }
+        }
     }
 
     /// A verified range's head (nil: nothing new verified, only its genesis to keep) and about how

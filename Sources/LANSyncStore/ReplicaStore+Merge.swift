@@ -40,7 +40,7 @@ extension ReplicaStore {
         let coverage = chainCoverage
         // Which rows changed the replica, by index: the writer copies no rows.
         var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
-        var uncounted: Set<ReplicaID> = []
+        var claimsOpened: Set<ReplicaID> = []
         var pacer = MergePacer(cost: mergeCost)
         while let share = pacer.next(of: checked.delta, appWriting: queue.appIsWriting) {
             let (part, elapsed) = try await Self.database {
@@ -76,14 +76,14 @@ extension ReplicaStore {
             changed.entries += part.changedEntries
             changed.preferences += part.changedPreferences
             changed.rows += part.changedRows
-            uncounted.formUnion(part.uncounted)
+            claimsOpened.formUnion(part.claimsOpened)
         }
         var result = MergeResult()
         let delta = checked.delta
         result.entries = changed.entries.count == delta.entries.count ? delta.entries : changed.entries.map { delta.entries[$0] }
         result.preferences = changed.preferences.map { delta.preferences[$0] }
         result.rows = changed.rows.map { delta.rows[$0] }
-        result.rangesNotTaken = uncounted
+        result.claimsOpened = claimsOpened
         return result
     }
 
@@ -135,8 +135,8 @@ extension ReplicaStore {
         var changedEntries: [Int] = []
         var changedPreferences: [Int] = []
         var changedRows: [Int] = []
-        /// Replicas whose coverage did not count: a loss the delta claims did not hold.
-        var uncounted: Set<ReplicaID> = []
+        /// Replicas whose ranges claim losses that have not happened here yet (open claims).
+        var claimsOpened: Set<ReplicaID> = []
     }
 
     /// Merges one transaction's share of a delta, taking waiting local writes along.
@@ -207,12 +207,12 @@ extension ReplicaStore {
         try taken.take(from: localWrites, into: &context)
         var counted: [KeptHead] = []
         if share.isLast && merged.entriesMerged + merged.preferencesMerged + merged.changesMerged == share.rows {
-            // What the sender says lost must have lost here, with everything merged, before a
-            // range's coverage counts (see `unheldLosses`).
-            let unheld = try context.unheldLosses(of: delta)
-            merged.uncounted = unheld
-            try context.advance(by: unheld.isEmpty ? delta.coverage : delta.coverage.filter { !unheld.contains($0.replica) })
-            counted = heads.filter { !unheld.contains($0.range.replica) }
+            // What the sender says lost and has not lost here yet stays an open claim; the ranges
+            // count (see `openClaims`), and claims this delta's changes settle close.
+            merged.claimsOpened = try context.openClaims(of: delta)
+            _ = try context.closeOpenClaims()
+            try context.advance(by: delta.coverage)
+            counted = heads
         }
         try context.save()
         // In the transaction that counted the coverage (saved just above).

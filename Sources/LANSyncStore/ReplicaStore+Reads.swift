@@ -232,3 +232,25 @@ extension ReplicaStore {
         }
     }
 }
+
+extension ReplicaStore {
+    /// The changes received ranges said lost at their senders that have not lost here yet (see
+    /// `WriteContext.openClaims`), per replica: the lowest counter of each replica's. A session
+    /// that finds it lacks nothing its peer holds asks the peer to send those ranges again from
+    /// just before it: the peer's copy then either carries the superseding change or the change
+    /// itself, live, and the claim closes either way.
+    package func openClaims() throws(StoreError) -> [ReplicaID: UInt64] {
+        try Self.database {
+            try writer.read { db in
+                var lowest: [ReplicaID: UInt64] = [:]
+                let rows = try Row.fetchAll(
+                    db.cachedStatement(
+                        sql: "SELECT r.replica_id, min(c.dot) FROM open_claims c JOIN replicas r ON r.num = c.dot >> \(DotKey.counterBits) GROUP BY r.num"))
+                for row in rows {
+                    lowest[ReplicaID(bytes: [UInt8](row[0] as Data))!] = DotKey.counter(row[1])
+                }
+                return lowest
+            }
+        }
+    }
+}

@@ -37,6 +37,12 @@ import LANSyncCore
 ///   one replica into one table (`first` to `last`, packed as `DotKey`s) and each dot's row key
 ///   in order, each as a varint length and its bytes (see `DotRun`). `app_ops` keeps the other
 ///   live writes and the stubs of live ones; readers take both.
+/// - v7: `open_claims`, the changes a received range says lost at its sender that have not lost
+///   here yet (the change that superseded them comes later, often further along the same
+///   replica's chain): per change, its dot (`DotKey`), the app table (NULL for a preference), the
+///   row's key bytes (or the preference key's UTF-8), and the stub (a preference's HLC, 8 bytes
+///   big-endian; a row change's `RowChangeStub` with the cells still open). Each closes when a
+///   change that supersedes it is merged (see `WriteContext.closeOpenClaims`).
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -45,7 +51,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 6
+    static let version: Int32 = 7
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -202,6 +208,18 @@ enum Schema {
                         keys BLOB NOT NULL
                     );
                     PRAGMA user_version = 6;
+                    """)
+        }
+        migrator.registerMigration("v7 open claims") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE open_claims (
+                        dot INTEGER PRIMARY KEY,
+                        tbl TEXT,
+                        key BLOB NOT NULL,
+                        stub BLOB NOT NULL
+                    );
+                    PRAGMA user_version = 7;
                     """)
         }
         return migrator

@@ -33,9 +33,13 @@ package struct MergeResult: Sendable {
     /// App-table changes that changed a row.
     package var rows: [RowChange] = []
     /// Replicas whose range in the delta did not count (its version vector entry did not move):
-    /// one of its loss claims did not hold here, or (a signed merge) it could not be verified
-    /// yet. The sender should send them again from where this replica stands.
+    /// (a signed merge) it could not be verified yet — it starts past what this replica holds,
+    /// or its writer's key is not known here yet. The sender should send them again from where
+    /// this replica stands.
     package var rangesNotTaken: Set<ReplicaID> = []
+    /// Replicas whose ranges counted with loss claims that have not happened here yet (open
+    /// claims: the superseding change comes later).
+    package var claimsOpened: Set<ReplicaID> = []
 
     package init() {}
 

@@ -166,9 +166,11 @@ import Testing
         #expect(try receiver.store.verifiedHeads()[writer.store.replica] == writer.store.chainHead(of: writer.store.replica)?.head)
     }
 
-    /// A relay that calls a live cell, or a live preference write, lost: the receiver merges
-    /// what it got but does not count the range, so it asks for it again and gets the truth.
-    @Test func aRangeWithALiveChangeCalledLostIsNotCounted() async throws {
+    /// A relay that calls a live cell, or a live preference write, lost: the receiver counts the
+    /// range (an honest sender's claim may rest on a change further along the chain, which a
+    /// range cut before it cannot carry) but keeps the claim open; the honest copy of the range,
+    /// which a session asks for once it lacks nothing the peer holds, closes it.
+    @Test func aLiveChangeCalledLostStaysAnOpenClaimUntilTheTruthComes() async throws {
         let writer = try Replica(1)
         _ = try await writer.store.write(now: 1_000) { db in
             try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES ('a', 'Ada', 61.5)")
@@ -186,10 +188,13 @@ import Testing
         hidden.rows[index] = change.without([RowChange.lost(name, hasher: Self.hasher)])
         #expect(hidden.leaves(hasher: Self.hasher) == honest.leaves(hasher: Self.hasher), "the leaves still match the origin's")
         let fooled = try Replica(2)
-        let notCounted = try await fooled.store.merge(hidden)
-        #expect(notCounted.rangesNotTaken == [writer.store.replica], "the receiver asks for the range again")
-        #expect(try fooled.store.versionVector()[writer.store.replica] == 0)
+        let opened = try await fooled.store.merge(hidden)
+        #expect(opened.claimsOpened == [writer.store.replica])
+        #expect(opened.rangesNotTaken.isEmpty)
+        #expect(try fooled.store.openClaims() == [writer.store.replica: change.dot.counter])
+        #expect(try fooled.store.status().digest != writer.store.status().digest)
         _ = try await fooled.store.merge(honest)
+        #expect(try fooled.store.openClaims().isEmpty, "the truth closed the claim")
         #expect(try fooled.store.versionVector()[writer.store.replica] == counter)
         #expect(try fooled.store.status().digest == writer.store.status().digest)
 
@@ -199,8 +204,40 @@ import Testing
         stubbed.preferences = []
         stubbed.preferenceStubs = [PreferenceStub(write, hasher: Self.hasher)]
         let other = try Replica(3)
-        #expect(try await other.store.merge(stubbed).rangesNotTaken == [writer.store.replica])
-        #expect(try other.store.versionVector()[writer.store.replica] == 0)
+        #expect(try await other.store.merge(stubbed).claimsOpened == [writer.store.replica])
+        #expect(try other.store.openClaims() == [writer.store.replica: write.dot.counter])
         #expect(try other.store.preferences(withPrefix: "theme").isEmpty)
+        _ = try await other.store.merge(honest)
+        #expect(try other.store.openClaims().isEmpty)
+        #expect(try other.store.status().digest == writer.store.status().digest)
+        #expect(try Self.allLeaves(other.store, of: writer.store.replica) == Self.allLeaves(writer.store, of: writer.store.replica),
+            "the false stub went: one leaf per counter")
+    }
+
+    /// A range sent again, below where the receiver verified its writer's chain, is not checked
+    /// by its signature (which covers only what lies above): a relay that alters a change there
+    /// (a record given a later clock and another value) has its delta refused whole, while the
+    /// honest copy passes.
+    @Test func anAlteredChangeBelowTheVerifiedHeadIsRefused() async throws {
+        let writer = try Replica(1)
+        _ = try await writer.store.setPreferences([PreferenceRequest(key: "theme", value: "\"dark\"")], now: 1_000)
+        _ = try await writer.store.append((0..<5).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_001)
+        try await writer.store.extendOwnChain()
+        let keys = [writer.store.replica: writer.key.publicKey]
+        let receiver = try Replica(2)
+        let honest = try writer.store.signedDelta(since: VersionVector(), maxRows: 100)
+        _ = try await receiver.store.mergeSigned(honest, keys: keys)
+        let digest = try receiver.store.status().digest
+        #expect(digest == (try writer.store.status().digest))
+
+        var altered = honest
+        let write = try #require(altered.preferences.first)
+        altered.preferences[0] = PreferenceWrite(
+            key: write.key, value: "\"light\"", originDevice: write.originDevice, dot: write.dot,
+            hlc: HybridTimestamp(physicalMilliseconds: 9_000, logical: 0), wallMilliseconds: 9_000)
+        await #expect(throws: StoreError.self) { try await receiver.store.mergeSigned(altered, keys: keys) }
+        #expect(try receiver.store.status().digest == digest, "nothing of it merged")
+        _ = try await receiver.store.mergeSigned(honest, keys: keys)
+        #expect(try receiver.store.status().digest == digest)
     }
 }
