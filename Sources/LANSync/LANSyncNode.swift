@@ -19,7 +19,7 @@ public final class LANSyncNode: Sendable {
     /// The replicas' signing keys the records held here name, with the fingerprint of the records
     /// they were derived from (`replicaSigningKeys`): every merge of a peer's delta asks, and
     /// deriving them checks signatures.
-    let signingKeyCache = Mutex<(fingerprint: [Int64], keys: [ReplicaID: [UInt8]], pinned: [String: String])?>(nil)
+    let signingKeyCache = Mutex<(fingerprint: [Int64], keys: [ReplicaID: [UInt8]], pinned: [String: Set<String>])?>(nil)
 
     public var deviceID: DeviceID { identity.deviceID }
     package var replicaID: ReplicaID { store.replica }

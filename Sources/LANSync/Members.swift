@@ -26,6 +26,11 @@ package struct GroupMember: Codable, Sendable, Equatable {
     package var key: String?
     /// The device's Ed25519 signing key (hex), seen with `key`: what its records are checked with.
     package var signingKey: String?
+    /// The signing keys the group pinned for this device before a member vouched for it again
+    /// (a reinstall re-keys a device): its replicas from before still verify with them, so a
+    /// device that joins later can take what the device wrote then. The vouching member carries
+    /// them over from the record it replaces, with the key pinned until then.
+    package var signingKeysBefore: [String]?
     package var addedBy: String?
     package var addedAt: String?
     /// How it came in: "created the group", "short code" (vouched for by `addedBy`), "group secret"
@@ -37,6 +42,13 @@ package struct GroupMember: Codable, Sendable, Equatable {
     package var removedInEpoch: UInt64?
 
     package var isRemoved: Bool { removedBy != nil }
+
+    /// Every signing key the group pinned for this device: the current one and those before.
+    package var signingKeysEver: [String] {
+        var keys = (signingKeysBefore ?? []).map { $0.lowercased() }
+        if let signingKey { keys.append(signingKey.lowercased()) }
+        return keys
+    }
 
     package init(
         deviceID: String, name: String, key: String?, signingKey: String? = nil, addedBy: String?, addedAt: String?, via: String
@@ -51,7 +63,8 @@ package struct GroupMember: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case deviceID = "device_id", name, key, signingKey = "signing_key", addedBy = "added_by", addedAt = "added_at", via
+        case deviceID = "device_id", name, key, signingKey = "signing_key", signingKeysBefore = "signing_keys_before"
+        case addedBy = "added_by", addedAt = "added_at", via
         case removedBy = "removed_by", removedAt = "removed_at", removedInEpoch = "removed_in_epoch"
     }
 
@@ -198,6 +211,19 @@ extension LANSyncNode {
     /// Writes a member record (the records' own writer; apps cannot write under `lansync/`).
     package func record(_ member: GroupMember) async throws(LANSyncError) {
         try await writeRecords([(MemberKeys.member(member.deviceID), Self.json(member))])
+    }
+
+    /// Vouches for `device` (a pairing run let it in): a member record whose key the device's
+    /// first connection pins, carrying over the signing keys pinned for it before, so that what
+    /// it wrote under an earlier key still verifies everywhere.
+    package func vouch(for device: DeviceID, name: String, at milliseconds: Int64? = nil) async throws(LANSyncError) {
+        var record = GroupMember(
+            deviceID: device.description, name: name, key: nil, addedBy: deviceID.description,
+            addedAt: Timestamps.iso8601(milliseconds: milliseconds ?? Int64(clock.now())), via: "short code")
+        if let before = try member(device)?.signingKeysEver, !before.isEmpty {
+            record.signingKeysBefore = before.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+        }
+        try await self.record(record)
     }
 
     /// Records this device as the group's creator.

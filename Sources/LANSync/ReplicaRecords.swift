@@ -69,12 +69,12 @@ extension LANSyncNode {
         // What the records held here say, derived again only when they changed.
         let fingerprint: [Int64]
         do { fingerprint = try store.fingerprint(ofPreferencesWithPrefix: MemberKeys.prefix) } catch { throw Self.translate(error) }
-        var (keys, pinned): ([ReplicaID: [UInt8]], [String: String])
+        var (keys, pinned): ([ReplicaID: [UInt8]], [String: Set<String>])
         if let cached = signingKeyCache.withLock({ $0 }), cached.fingerprint == fingerprint {
             (keys, pinned) = (cached.keys, cached.pinned)
         } else {
             pinned = Dictionary(
-                try members().compactMap { member in member.signingKey.map { (member.deviceID.lowercased(), $0.lowercased()) } },
+                try members().map { member in (member.deviceID.lowercased(), Set(member.signingKeysEver)) },
                 uniquingKeysWith: { first, _ in first })
             keys = Self.signingKeys(in: try records().map { ($0.key, $0.value) }, pinned: pinned)
             let derived = (fingerprint, keys, pinned)
@@ -88,14 +88,14 @@ extension LANSyncNode {
     }
 
     /// The keys that replica records among `candidates` name, where their signature holds and the
-    /// key is the one `pinned` holds for their device.
-    static func signingKeys(in candidates: [(key: String, json: String?)], pinned: [String: String]) -> [ReplicaID: [UInt8]] {
+    /// key is one the group pinned for their device, now or before a re-key (`pinned`).
+    static func signingKeys(in candidates: [(key: String, json: String?)], pinned: [String: Set<String>]) -> [ReplicaID: [UInt8]] {
         var keys: [ReplicaID: [UInt8]] = [:]
         for (key, json) in candidates where key.hasPrefix(MemberKeys.replicaPrefix) {
             guard let replica = ReplicaID(hex: key.dropFirst(MemberKeys.replicaPrefix.count)),
                 let json, let record = try? JSONDecoder().decode(ReplicaRecord.self, from: Data(json.utf8)),
                 let verified = record.verifiedKey(for: replica),
-                pinned[verified.device.description.lowercased()] == verified.key.hexString
+                pinned[verified.device.description.lowercased()]?.contains(verified.key.hexString) == true
             else { continue }
             keys[replica] = verified.key
         }

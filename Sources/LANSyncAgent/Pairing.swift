@@ -97,11 +97,7 @@ extension Agent {
                                 logger.notice("pairing: a device joined", metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"])
                                 // This member vouches for it: the group pins the key it presents
                                 // first (a reinstalled or removed device is let back in this way).
-                                try? await node.record(
-                                    GroupMember(
-                                        deviceID: device.device.description, name: device.name, key: nil,
-                                        addedBy: me.0.description, addedAt: Timestamps.iso8601(milliseconds: Int64(now)),
-                                        via: "short code"))
+                                try? await node.vouch(for: device.device, name: device.name, at: Int64(now))
                             case .failed(let reason, _)?:
                                 logger.warning("pairing: a run failed: \(reason)", metadata: [
                                     "pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"])

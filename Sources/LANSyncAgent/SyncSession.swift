@@ -79,7 +79,10 @@ actor SyncSession {
         case .nothing: break
         case .wakeSender:
             // A state changes who lacks what; a ping only owes a pong.
-            if case .state = message { await recordProgress() }
+            if case .state = message {
+                await recordProgress()
+                askToSettleOpenClaims()
+            }
             push()
         case .merge(let delta):
             switch message {
@@ -242,6 +245,7 @@ actor SyncSession {
         ourStateCache.changed()
         let finished = machine.mergeFinished(
             ourDigest: { try? ourState().digest }, notTaken: signed.notTaken, changedAnything: outcome.changedAnything)
+        askToSettleOpenClaims()
         if case .wakeSender = finished { push() }
         mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged
         if outcome.changedAnything {
@@ -252,6 +256,19 @@ actor SyncSession {
         }
         let now = Int64(node.clock.now())
         await directory.update(device: peer.device.description) { $0.lastSync = now }
+    }
+
+    /// Asks the peer to send again the ranges of changes said lost here that have not lost yet,
+    /// once we lack nothing it holds (`SyncProtocol.claimsOpen`). A read of an almost always
+    /// empty table.
+    private func askToSettleOpenClaims() {
+        guard let claims = try? node.store.openClaims(), !claims.isEmpty, let ours = try? ourState() else { return }
+        if case .wakeSender = machine.claimsOpen(claims, ourVector: ours.versionVector) {
+            logger.notice(
+                "asking the peer to send again ranges whose claimed losses have not happened here",
+                metadata: ["peer.device": "\(peer.device)", "sync.replicas": "\(claims.keys.map(\.description).sorted())"])
+            push()
+        }
     }
 
     /// Sends queued replies, every batch the peer lacks, then our state when it is owed. The

@@ -57,6 +57,8 @@ package struct SyncProtocol: Sendable {
     /// for the same place until a merge changed something (a range that could not be taken then
     /// may be takeable after it: a key or a superseding change arrived).
     private var resendAsked: [ReplicaID: UInt64] = [:]
+    /// Open claims the peer was asked to settle, by replica: the claim's counter.
+    private var claimAsked: [ReplicaID: UInt64] = [:]
     /// Set after a merge: the peer should hear our new state even if we send no rows.
     private var stateOwed = false
     /// The digest the peer last heard from us (announced, or implied by a push).
@@ -216,6 +218,26 @@ package struct SyncProtocol: Sendable {
             advanceAnnounced(digest: ours, dot: pending.dot, hlc: pending.hlc)
         }
         return .wakeSender
+    }
+
+    /// Open claims here (`ReplicaStore.openClaims`: per replica, the lowest counter of a change a
+    /// received range said lost that has not lost here), looked at after the peer's state or a
+    /// merge. Once we lack nothing the peer announced, the peer holds whatever superseded those
+    /// changes, or the changes themselves, live: it is asked to send each such replica again
+    /// from just before the claim (protocol §6, "Asking again"). Once per place per session, so
+    /// a peer that holds no better copy is not asked in a loop.
+    package mutating func claimsOpen(_ claims: [ReplicaID: UInt64], ourVector: VersionVector) -> Received {
+        guard state == .syncing, !claims.isEmpty, let announced = peerAnnounced,
+            ourVector.dominates(announced.versionVector)
+        else { return .nothing }
+        var asked = false
+        for (replica, counter) in claims.sorted(by: { $0.key < $1.key })
+        where counter > 0 && announced.versionVector[replica] >= counter && claimAsked[replica] != counter {
+            claimAsked[replica] = counter
+            repliesOwed.append(.resend(replica, after: counter - 1))
+            asked = true
+        }
+        return asked ? .wakeSender : .nothing
     }
 
     /// The peer's announced state after one pushed row whose digest we know: that digest, its

@@ -38,6 +38,23 @@ import Testing
         #expect(machine.peerKnown[Self.ours] == 1)
     }
 
+    /// Open claims are settled by asking the peer for the range again from just before each, but
+    /// only once we lack nothing it announced (before, what superseded the change may still be
+    /// on its way), only for changes it holds, and once per place.
+    @Test func openClaimsAreAskedForAgainOnceWeLackNothingThePeerHolds() {
+        var machine = Self.machine()
+        _ = machine.opening(Self.state([:]), now: Self.start)
+        let claims = [Self.theirs: UInt64(7)]
+        #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9])) == .nothing, "no state from the peer yet")
+        _ = machine.received(.state(Self.state([Self.theirs: 9, Self.third: 2])), now: Self.start)
+        #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9])) == .nothing, "we still lack the third's changes")
+        #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .wakeSender)
+        #expect(machine.takeReplies() == [.resend(Self.theirs, after: 6)])
+        #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .nothing, "once per place")
+        #expect(machine.claimsOpen([Self.third: 5], ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .nothing,
+            "the peer does not hold that change")
+    }
+
     @Test func aDeltaIsMergedAndNeverEchoedBack() {
         var machine = Self.machine()
         let delta = Delta(entries: [Self.entry(Self.theirs, 1)], coverage: [.init(replica: Self.theirs, from: 0, through: 1)])

@@ -72,6 +72,67 @@ import Testing
         #expect(try home.replicaSigningKeys().count == 3)
     }
 
+    /// Syncs `to` from `from` in signed ranges, as a session does (ranges not taken are sent again).
+    static func syncSigned(_ from: LANSyncNode, to: LANSyncNode) async throws {
+        try await from.store.extendOwnChain()
+        var known = try to.store.versionVector()
+        for _ in 0..<20 {
+            let delta = try from.store.signedDelta(since: known, maxRows: 2_000)
+            if delta.isEmpty { return }
+            known.advance(by: delta.coverage)
+            let outcome = try await to.mergeSigned(try to.store.check(delta, signed: true), maxSkewMilliseconds: 60_000)
+            for (replica, counter) in outcome.notTaken { known[replica] = counter }
+        }
+    }
+
+    /// Two devices that met in a handshake: each records the keys the other presented, and its own.
+    static func meet(_ device: LANSyncNode, _ member: LANSyncNode) async throws {
+        for (one, other) in [(device, member), (member, device)] {
+            try await one.observe(
+                other.deviceID, name: other.identity.name, key: other.identity.publicKeyHex,
+                signingKey: other.identity.signingKey.publicKey.hexString)
+            try await one.observeSelf()
+        }
+    }
+
+    /// The first flow: a device that was reinstalled (same machine, new keys) and vouched
+    /// for again wrote under two signing keys; a device that joins later gets what it wrote under
+    /// both, because the vouch carries the key pinned before it over.
+    @Test func aReinstalledDevicesEarlierWritesReachADeviceThatJoinsLater() async throws {
+        let home = try TemporaryNode(name: "home")
+        let secret = try home.node.createGroup()
+        try await home.node.recordCreator()
+        try await home.node.observeSelf()
+        let machineID = "0123456789abcdef0123456789abcdef"
+        let laptop = try TemporaryNode(name: "laptop", machineID: machineID)
+        try laptop.node.joinGroup(code: secret.joinCode)
+        try await Self.meet(laptop.node, home.node)
+        _ = try await laptop.node.append(to: "notes", payload: "\"before the reinstall\"")
+        try await Self.syncSigned(home.node, to: laptop.node)
+        try await Self.syncSigned(laptop.node, to: home.node)
+
+        let reinstalled = try TemporaryNode(name: "laptop", machineID: machineID)
+        #expect(reinstalled.node.deviceID == laptop.node.deviceID)
+        #expect(reinstalled.node.identity.signingKey.publicKey != laptop.node.identity.signingKey.publicKey)
+        try reinstalled.node.joinGroup(code: secret.joinCode)
+        try await home.node.vouch(for: reinstalled.node.deviceID, name: "laptop")
+        try await Self.meet(reinstalled.node, home.node)
+        try await Self.syncSigned(home.node, to: reinstalled.node)
+        _ = try await reinstalled.node.append(to: "notes", payload: "\"after the reinstall\"")
+        try await Self.syncSigned(reinstalled.node, to: home.node)
+        #expect(try home.node.status().entries == 2)
+
+        let late = try TemporaryNode(name: "therapy-room")
+        try late.node.joinGroup(code: secret.joinCode)
+        try await Self.meet(late.node, home.node)
+        try await Self.syncSigned(home.node, to: late.node)
+        try await Self.syncSigned(late.node, to: home.node)
+        #expect(try late.node.status().entries == 2)
+        #expect(try late.node.status().digest == home.node.status().digest)
+        let member = try #require(try home.node.member(laptop.node.deviceID))
+        #expect(member.signingKeysBefore == [laptop.node.identity.signingKey.publicKey.hexString])
+    }
+
     @Test func sealedBoxesOpenOnlyWithTheirKey() throws {
         let alice = KeyPair.generate()
         let mallory = KeyPair.generate()

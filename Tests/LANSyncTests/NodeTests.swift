@@ -8,9 +8,10 @@ final class TemporaryNode {
     let root = NSTemporaryDirectory() + "lansync-node-\(UUID().uuidString)"
     let node: LANSyncNode
 
-    init(name: String = "test-node", clock: NodeClock = NodeClock()) throws {
+    /// `machineID`: the machine's ID (a reinstall on the same machine keeps it); random by default.
+    init(name: String = "test-node", clock: NodeClock = NodeClock(), machineID id: String? = nil) throws {
         let machineID = root + "-machine-id"
-        try (UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+        try (id ?? UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
             .write(toFile: machineID, atomically: true, encoding: .utf8)
         _ = try LANSyncNode.initialize(at: DataDirectory(path: root), name: name, machineIDPath: machineID)
         node = try LANSyncNode.open(at: DataDirectory(path: root), clock: clock)
