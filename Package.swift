@@ -232,6 +232,20 @@ let package = Package(
         // machine into a real replica (SessionFuzzing).
         .executableTarget(
             name: "lansync-fuzz-session", dependencies: ["LANSyncTestSupport"], swiftSettings: strict),
+        // The group simulator: whole groups of real nodes on a simulated network and clock, one
+        // seed per run (GroupSimulation); `lansync-simulate` runs many seeds.
+        .target(
+            name: "LANSyncSimulation",
+            dependencies: [
+                "LANSync", "LANSyncCore", "LANSyncCrypto", "LANSyncIdentity", "LANSyncSession", "LANSyncStore", "LANSyncWire",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "lansync-simulate",
+            dependencies: ["LANSyncSimulation", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict),
+        .testTarget(name: "LANSyncSimulationTests", dependencies: ["LANSyncSimulation"], swiftSettings: strict),
         // The namespace cluster's tampering relay: an agent that alters the changes it relays.
         .executableTarget(
             name: "lansync-tamper-relay",

@@ -88,6 +88,26 @@ public final class LANSyncNode: Sendable {
             machineIDProblem: problem)
     }
 
+    /// Creates a node with a given identity and replica ID (a group simulation draws both from its
+    /// seed, so a seed replays exactly), or opens it when it exists.
+    package static func create(
+        at dataDirectory: DataDirectory, identity: DeviceIdentity, replica: ReplicaID, clock: NodeClock
+    ) throws(LANSyncError) -> LANSyncNode {
+        do {
+            try SecretFile.makePrivateDirectory(dataDirectory.path)
+            let file = IdentityFile(path: dataDirectory.identityPath)
+            if try file.load() == nil { try file.save(identity) }
+        } catch {
+            throw LANSyncError(.storage, "\(error)")
+        }
+        do {
+            let (store, _) = try ReplicaStore.openOrCreate(path: dataDirectory.replicaPath, device: identity.deviceID, replica: replica)
+            return LANSyncNode(dataDirectory: dataDirectory, identity: identity, store: store, clock: clock)
+        } catch {
+            throw translate(error)
+        }
+    }
+
     /// Opens the node in `dataDirectory`; it must have been initialised.
     public static func open(at dataDirectory: DataDirectory) throws(LANSyncError) -> LANSyncNode {
         try open(at: dataDirectory, clock: NodeClock())

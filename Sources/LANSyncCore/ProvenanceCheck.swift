@@ -52,6 +52,8 @@ package struct ProvenanceCheck: Sendable {
         /// The range asks for more counters without a change than anyone may claim
         /// (`maxCountersWithoutChange`): checking it would cost a hash each.
         case tooManyWithoutChange(ReplicaID, count: UInt64)
+        /// The delta carries two changes under one counter of the replica.
+        case twoChangesAtOneCounter(ReplicaID, counter: UInt64)
 
         package var description: String {
             switch self {
@@ -60,6 +62,7 @@ package struct ProvenanceCheck: Sendable {
             case .chain(let replica, let problem): "replica \(replica): \(problem)"
             case .tooManyWithoutChange(let replica, let count):
                 "replica \(replica)'s range leaves \(count) counters without a change (at most \(ProvenanceCheck.maxCountersWithoutChange))"
+            case .twoChangesAtOneCounter(let replica, let counter): "the delta carries two changes under counter \(counter) of replica \(replica)"
             }
         }
     }
@@ -138,6 +141,11 @@ package struct ProvenanceCheck: Sendable {
             let carried = leaves.of(replica)
             let first = carried.partitioningIndex { $0.counter > from.counter }
             let inRange = carried[first...].prefix { $0.counter <= range.through }.count
+            // Two changes under one counter (a preference and a stub of it, say) would be counted
+            // twice below: refused before they are.
+            for index in first..<(first + inRange) where index > first && carried[index].counter == carried[index - 1].counter {
+                return .failure(.twoChangesAtOneCounter(replica, counter: carried[index].counter))
+            }
             let missing = range.through - from.counter - UInt64(inRange)
             guard missing <= Self.maxCountersWithoutChange else { return .failure(.tooManyWithoutChange(replica, count: missing)) }
             // The head the leaves lead to, walked without building a list; the signature says

@@ -87,14 +87,14 @@ package struct ReplicaStore: Sendable {
     }
 
     /// Opens the replica at `path`, creating it for `device` with a fresh replica ID when there is
-    /// none. Returns whether it was created.
-    package static func openOrCreate(path: String, device: DeviceID) throws(StoreError) -> (ReplicaStore, created: Bool) {
+    /// none (`replica`, when given: a simulation's, drawn from its seed). Returns whether it was created.
+    package static func openOrCreate(path: String, device: DeviceID, replica: ReplicaID? = nil) throws(StoreError) -> (ReplicaStore, created: Bool) {
         if FileManager.default.fileExists(atPath: path) { _ = try probe(path: path) }
         let apps = AppTableAccess()
         let pool = try pool(path: path, apps: apps)
         // Health data: only the owner may read the replica (its -wal and -shm inherit this mode).
         chmod(path, 0o600)
-        let created = try initialize(pool, device: device)
+        let created = try initialize(pool, device: device, replica: replica)
         return (try ReplicaStore(writer: pool, apps: apps, path: path), created)
     }
 
@@ -234,11 +234,11 @@ package struct ReplicaStore: Sendable {
     }
 
     /// Writes the metadata row with a new replica ID unless there is one. Returns whether it wrote.
-    static func initialize(_ writer: any DatabaseWriter, device: DeviceID) throws(StoreError) -> Bool {
+    static func initialize(_ writer: any DatabaseWriter, device: DeviceID, replica chosen: ReplicaID? = nil) throws(StoreError) -> Bool {
         try database {
             try writer.write { db in
                 guard try Int.fetchOne(db, sql: "SELECT count(*) FROM meta") == 0 else { return false }
-                let replica = ReplicaID(bytes: randomBytes(16))!
+                let replica = chosen ?? ReplicaID(bytes: randomBytes(16))!
                 try db.execute(
                     sql: """
                         INSERT INTO meta (singleton, replica_id, device_id, created_ms, hlc, digest)

@@ -240,4 +240,20 @@ import Testing
         _ = try await receiver.store.mergeSigned(honest, keys: keys)
         #expect(try receiver.store.status().digest == digest)
     }
+
+    /// A delta that carries a preference write and a stub of it under one counter (found by the
+    /// Byzantine group simulator: it trapped the receiver's range check on an overflow) is refused.
+    @Test func twoChangesUnderOneCounterAreRefusedNotATrap() async throws {
+        let writer = try Replica(1)
+        _ = try await writer.store.setPreferences([PreferenceRequest(key: "theme", value: "\"dark\"")], now: 1_000)
+        try await writer.store.extendOwnChain()
+        var doubled = try writer.store.signedDelta(since: VersionVector(), maxRows: 100)
+        let write = try #require(doubled.preferences.first)
+        doubled.preferenceStubs.append(PreferenceStub(write, hasher: Self.hasher))
+        let receiver = try Replica(2)
+        await #expect(throws: StoreError.self) {
+            try await receiver.store.mergeSigned(doubled, keys: [writer.store.replica: writer.key.publicKey])
+        }
+        #expect(try receiver.store.versionVector()[writer.store.replica] == 0)
+    }
 }

@@ -1,0 +1,86 @@
+import GRDB
+import LANSync
+import LANSyncCore
+import LANSyncStore
+
+/// What must hold of a simulated group once its network healed (see `GroupSimulation`).
+struct GroupChecker {
+    let simulation: GroupSimulation
+
+    /// The devices the promises are about: set up, still in the group, and honest.
+    var honest: [(index: Int, node: LANSyncNode)] {
+        simulation.nodes.compactMap { simulated in
+            guard let node = simulated.node, !simulated.removed, simulated.index != simulation.schedule.byzantine else { return nil }
+            return (simulated.index, node)
+        }
+    }
+
+    /// Whether every honest device holds the same state, with no loss claim open.
+    func converged() async throws -> Bool {
+        let devices = honest
+        guard let first = devices.first else { return true }
+        let reference = try first.node.store.syncSummary()
+        for (_, node) in devices {
+            let summary = try node.store.syncSummary()
+            guard summary.digest == reference.digest, summary.versionVector == reference.versionVector,
+                try node.store.openClaims().isEmpty
+            else { return false }
+        }
+        return true
+    }
+
+    /// Which device first differs from the first honest one, and how.
+    func divergence(_ headline: String) async throws -> String {
+        let devices = honest
+        var lines = [headline]
+        for (index, node) in devices {
+            let summary = try node.store.syncSummary()
+            let status = try node.status()
+            lines.append(
+                "  n\(index): digest \(summary.digest.description.prefix(12)), \(status.entries) entries, vector \(summary.versionVector), "
+                    + "open claims \(try node.store.openClaims())")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The promises, once converged: every acknowledged write of a device still in the group is
+    /// on every honest device exactly once, and the app's tables are the same everywhere.
+    func check() async throws -> String? {
+        let devices = honest
+        var expectedEntries = Set<String>()
+        var expectedStrokes = Set<String>()
+        for simulated in simulation.nodes where !simulated.removed && simulated.index != simulation.schedule.byzantine {
+            let (entries, strokes) = simulation.acknowledged[simulated.index] ?? ([], [])
+            expectedEntries.formUnion(entries)
+            expectedStrokes.formUnion(strokes)
+            expectedEntries.formUnion(simulated.retired.entries)
+            expectedStrokes.formUnion(simulated.retired.strokes)
+        }
+        var tables: String?
+        for (index, node) in devices {
+            let entries = try node.store.readInternals { db in try String.fetchAll(db, sql: "SELECT id FROM entries") }
+            if Set(entries).count != entries.count { return "n\(index) holds an entry twice" }
+            if let missing = expectedEntries.subtracting(entries).sorted().first {
+                return "n\(index) lacks the acknowledged entry \(missing) (of \(expectedEntries.subtracting(entries).count) missing)"
+            }
+            let strokes = try Self.strokeIDs(node)
+            if let missing = expectedStrokes.subtracting(strokes).sorted().first {
+                return "n\(index) lacks the acknowledged stroke \(missing)"
+            }
+            let shown = try node.read { db in
+                try Row.fetchAll(db, sql: "SELECT id, name, note, level, total FROM items ORDER BY id").map(\.description).joined(separator: "\n")
+            }
+            if let tables, tables != shown { return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)" }
+            tables = shown
+        }
+        return nil
+    }
+
+    static func entryIDs(_ node: LANSyncNode) throws -> Set<String> {
+        Set(try node.store.readInternals { db in try String.fetchAll(db, sql: "SELECT id FROM entries") })
+    }
+
+    static func strokeIDs(_ node: LANSyncNode) throws -> Set<String> {
+        Set(try node.read { db in try String.fetchAll(db, sql: "SELECT id FROM strokes") })
+    }
+}

@@ -1,0 +1,577 @@
+import Foundation
+import GRDB
+import LANSync
+import LANSyncCore
+import LANSyncCrypto
+import LANSyncIdentity
+import LANSyncSession
+import LANSyncStore
+import LANSyncWire
+import Synchronization
+
+/// A deterministic simulation of a whole group (in the way FoundationDB and TigerBeetle test
+/// theirs): real nodes — each a `LANSyncNode` with its SQLite replica in a temporary directory,
+/// real signing and checking — talking through the real `SyncProtocol` machine and the real
+/// wire encoding, over a simulated network (delays, connection losses, partitions, links that
+/// come and go) on a simulated clock. One seed fixes the schedule of what users do and devices go
+/// through (`Schedule`) and every choice of the network, so a seed replays exactly.
+///
+/// At the end the network heals, every device comes back and connects to every other, and the
+/// checker asserts (`GroupChecker`): the group converges within a bound of simulated time; every
+/// acknowledged write of a device still in the group is on every device exactly once; no session
+/// asked for the same range again without progress more than a bounded number of times; no
+/// loss claim stays open. In Byzantine mode one member sends hostile changes as well (altered
+/// changes below what the receiver verified, live changes passed off as lost, batches withheld),
+/// and the honest devices must still converge on the honest data.
+///
+/// What it does not model: the handshake's cryptography (admission follows its rules, reading
+/// each side's records), keepalive timing, the relay grace, and a kill in the middle of a merge
+/// (kills fall between events).
+package final class GroupSimulation {
+    /// What a run found.
+    package struct Outcome: Sendable {
+        package var failure: String?
+        /// Simulated events handled (actions, deliveries, sends).
+        package var events = 0
+        package var messages = 0
+        package var simulatedMilliseconds: Int64 = 0
+        package var claimsOpened = 0
+        package var refusedDeltas = 0
+    }
+
+    let schedule: Schedule
+    var network: SeededRandom
+    let root: String
+    let clock = SimulatedClock()
+    var nodes: [SimulatedNode] = []
+    var connections: [Int: Connection] = [:]
+    var nextConnection = 0
+    var queue = EventQueue<Event>()
+    var now: Int64 = 0
+    var partition: Int?
+    var outcome = Outcome()
+    var joinCode = ""
+    /// Every acknowledged write the group must keep: entry ids and stroke ids, by writer.
+    var acknowledged: [Int: (entries: Set<String>, strokes: Set<String>)] = [:]
+    var written = 0
+    /// The resend bound: how often a session may ask for one place of one replica again.
+    static let resendsWithoutProgress = 8
+    /// How long the healed network has to converge, in simulated milliseconds.
+    static let convergenceBound: Int64 = 120_000
+
+    enum Event {
+        case action(Int)
+        case deliver(connection: Int, toward: Int)
+        case pump(connection: Int, side: Int)
+        case extendChain(node: Int)
+        case reconnectAll
+    }
+
+    package init(schedule: Schedule, networkSeed: UInt64, root: String) {
+        self.schedule = schedule
+        network = SeededRandom(seed: networkSeed)
+        self.root = root
+    }
+
+    /// Runs the schedule, heals the network and checks the group.
+    package func run() async -> Outcome {
+        do {
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            defer {
+                try? FileManager.default.removeItem(atPath: root)
+                // The runs' shared parent goes with the last of them (rmdir removes only an empty one).
+                rmdir((root as NSString).deletingLastPathComponent)
+            }
+            try await setUp()
+            for (index, item) in schedule.actions.enumerated() { queue.schedule(.action(index), at: item.at) }
+            let end = (schedule.actions.last?.at ?? 0) + 1
+            queue.schedule(.reconnectAll, at: end)
+            var healedAt: Int64?
+            while let (at, event) = queue.next() {
+                now = max(now, at)
+                clock.set(now)
+                outcome.events += 1
+                switch event {
+                case .action(let index): try await perform(schedule.actions[index].action)
+                case .deliver(let connection, let toward): try await deliver(connection, toward: toward)
+                case .pump(let connection, let side): try await pump(connection, side: side)
+                case .extendChain(let node): try await extendChain(node)
+                case .reconnectAll:
+                    if healedAt == nil { healedAt = now }
+                    try await healEverything()
+                    if try await GroupChecker(simulation: self).converged() { break }
+                    if now - healedAt! > Self.convergenceBound {
+                        outcome.failure = try await GroupChecker(simulation: self).divergence(
+                            "the group did not converge within \(Self.convergenceBound / 1000) simulated seconds of the network healing")
+                        break
+                    }
+                    queue.schedule(.reconnectAll, at: now + 1_000)
+                }
+                if outcome.failure != nil { break }
+            }
+            if outcome.failure == nil { outcome.failure = try await GroupChecker(simulation: self).check() }
+        } catch {
+            outcome.failure = "the simulation failed: \(error)"
+        }
+        outcome.simulatedMilliseconds = now
+        nodes.removeAll()
+        return outcome
+    }
+
+    // MARK: Nodes
+
+    func setUp() async throws {
+        var identities = SeededRandom(seed: network.next())
+        for index in 0..<schedule.nodes {
+            nodes.append(SimulatedNode(index: index, deviceID: DeviceID(bytes: identities.bytes(16))!, keys: identities.split()))
+        }
+        let first = try await install(0)
+        joinCode = try first.createGroup().joinCode
+        try await first.recordCreator()
+        try await first.observeSelf()
+        for index in 1..<schedule.nodes where !schedule.lateJoiners.contains(index) { _ = try await install(index) }
+    }
+
+    /// Sets the node up in a fresh directory (its next generation: a first install or a reinstall).
+    @discardableResult
+    func install(_ index: Int) async throws -> LANSyncNode {
+        let simulated = nodes[index]
+        simulated.generation += 1
+        let directory = DataDirectory(path: root + "/n\(index)-g\(simulated.generation)")
+        let secret = SecureBytes(copying: simulated.keys.bytes(32))
+        let identity = DeviceIdentity(deviceID: simulated.deviceID, source: .machineID, name: "n\(index)", keyPair: try KeyPair(secretKey: secret))
+        let replica = ReplicaID(bytes: simulated.keys.bytes(16))!
+        let clock = clock
+        let skew = Int64(index) * 700 - 1_000
+        let node = try LANSyncNode.create(
+            at: directory, identity: identity, replica: replica,
+            clock: NodeClock(reading: { UInt64(Int64(clock.milliseconds) + skew) }))
+        node.store.extendChainInCommits(true)
+        if index != 0 { _ = try node.joinGroup(code: joinCode) }
+        try await node.observeSelf()
+        _ = try node.applySchema(simulated.schemaVersion >= 2 ? AppSchema.second : AppSchema.first)
+        simulated.schemaVersion = max(simulated.schemaVersion, 1)
+        simulated.node = node
+        simulated.online = true
+        acknowledged[index] = ([], [])
+        return node
+    }
+
+    /// Nodes that take part: set up, online and not removed.
+    func active(_ index: Int) -> LANSyncNode? {
+        let node = nodes[index]
+        guard node.online, !node.removed else { return nil }
+        return node.node
+    }
+
+    // MARK: Actions
+
+    func perform(_ action: Schedule.Action) async throws {
+        switch action {
+        case .append(let index, let count):
+            guard let node = nodes[index].node else { return }
+            let ids = (0..<count).map { _ in nextID("e", index) }
+            _ = try await node.append(ids.map { AppendRequest(id: $0, stream: "taps", payload: "{\"n\":\(written)}") })
+            acknowledged[index]!.entries.formUnion(ids)
+            await wrote(index, bulk: count > 64)
+        case .setPreference(let index, let key, let value):
+            guard let node = nodes[index].node else { return }
+            if let value { _ = try await node.set("app/k\(key)", to: "\(value)") } else { _ = try await node.unset("app/k\(key)") }
+            await wrote(index, bulk: false)
+        case .insertRow(let index, let row, let value):
+            try await appWrite(index, sql: "INSERT OR IGNORE INTO items (id, name, level) VALUES (?, ?, ?)", ["r\(row)", "v\(value)", value])
+        case .editRow(let index, let row, let column, let value):
+            let columns = nodes[index].schemaVersion >= 2 ? ["name", "note", "level", "extra"] : ["name", "note", "level"]
+            let name = columns[column % columns.count]
+            try await appWrite(index, sql: "UPDATE items SET \(name) = ? WHERE id = ?", [name == "level" ? value : "v\(value)", "r\(row)"])
+        case .deleteRow(let index, let row):
+            try await appWrite(index, sql: "DELETE FROM items WHERE id = ?", ["r\(row)"])
+        case .addToCounter(let index, let row, let amount):
+            try await appWrite(index, sql: "UPDATE items SET total = total + ? WHERE id = ?", [amount, "r\(row)"])
+        case .appendRows(let index, let count):
+            guard let node = nodes[index].node else { return }
+            let ids = (0..<count).map { _ in nextID("s", index) }
+            let watts = written
+            try await node.write { db in
+                for id in ids { try db.execute(sql: "INSERT INTO strokes (id, watts) VALUES (?, ?)", arguments: [id, watts]) }
+            }
+            acknowledged[index]!.strokes.formUnion(ids)
+            await wrote(index, bulk: count > 64)
+        case .upgradeSchema(let index):
+            guard let node = nodes[index].node, nodes[index].schemaVersion < 2 else { return }
+            _ = try node.applySchema(AppSchema.second)
+            nodes[index].schemaVersion = 2
+        case .connect(let a, let b): try await connect(a, b)
+        case .disconnect(let a, let b):
+            for connection in connections.values where Set([connection.ends.0, connection.ends.1]) == Set([a, b]) { try await drop(connection) }
+        case .partition(let mask):
+            partition = mask
+            for connection in connections.values where !reachable(connection.ends.0, connection.ends.1) { try await drop(connection) }
+        case .heal: partition = nil
+        case .kill(let index):
+            guard let node = nodes[index].node else { return }
+            try await dropConnections(of: index)
+            let directory = node.dataDirectory
+            let clock = node.clock
+            nodes[index].node = nil
+            let reopened = try LANSyncNode.open(at: directory, clock: clock)
+            reopened.store.extendChainInCommits(true)
+            nodes[index].node = reopened
+        case .goAway(let index):
+            guard nodes[index].node != nil else { return }
+            nodes[index].online = false
+            try await dropConnections(of: index)
+        case .comeBack(let index):
+            nodes[index].online = true
+        case .reinstall(let index, let voucher):
+            guard nodes[index].node != nil, !nodes[index].removed, index != schedule.byzantine, let vouching = active(voucher) else { return }
+            try await dropConnections(of: index)
+            // What it wrote and nobody else holds is gone with the wipe: the group cannot keep it.
+            let (entries, strokes) = acknowledged[index]!
+            var keptEntries = Set<String>()
+            var keptStrokes = Set<String>()
+            for other in nodes.indices where other != index {
+                guard let node = nodes[other].node else { continue }
+                keptEntries.formUnion(try GroupChecker.entryIDs(node).intersection(entries))
+                keptStrokes.formUnion(try GroupChecker.strokeIDs(node).intersection(strokes))
+            }
+            let old = nodes[index].node!.dataDirectory.path
+            nodes[index].node = nil
+            try? FileManager.default.removeItem(atPath: old)
+            nodes[index].retired.entries.formUnion(keptEntries)
+            nodes[index].retired.strokes.formUnion(keptStrokes)
+            let fresh = try await install(index)
+            try await vouching.vouch(for: fresh.deviceID, name: "n\(index)")
+            await wrote(voucher, bulk: false)
+        case .join(let index):
+            guard nodes[index].node == nil, nodes[index].generation == 0 else { return }
+            try await install(index)
+        case .remove(let index, let by):
+            guard nodes[index].node != nil, !nodes[index].removed, let remover = active(by) else { return }
+            // The removed member, if hostile, is simply gone; the checker leaves it out either way.
+            // A remover whose records do not know the device yet is refused, as `group remove` is.
+            guard try remover.member(nodes[index].deviceID) != nil else { return }
+            _ = try await remover.removeMember(nodes[index].deviceID)
+            nodes[index].removed = true
+            try await dropConnections(of: index)
+            await wrote(by, bulk: false)
+        case .extendChain(let index): try await extendChain(index)
+        }
+    }
+
+    func nextID(_ kind: String, _ index: Int) -> String {
+        written += 1
+        return "\(kind)\(index)-\(nodes[index].generation)-\(written)"
+    }
+
+    func appWrite(_ index: Int, sql: String, _ arguments: StatementArguments) async throws {
+        guard let node = nodes[index].node else { return }
+        try await node.write { db in try db.execute(sql: sql, arguments: arguments) }
+        await wrote(index, bulk: false)
+    }
+
+    /// A local commit: the agent signs its chain over it (small commits sign themselves) and
+    /// wakes every session.
+    func wrote(_ index: Int, bulk: Bool) async {
+        if bulk { queue.schedule(.extendChain(node: index), at: now + 20) }
+        wakeSessions(of: index)
+    }
+
+    func extendChain(_ index: Int) async throws {
+        guard let node = nodes[index].node else { return }
+        try await node.store.extendOwnChain()
+        wakeSessions(of: index)
+    }
+
+    func wakeSessions(of index: Int) {
+        for connection in connections.values {
+            for side in 0..<2 where connection.ends(side) == index { schedulePump(connection, side: side, at: now + 1) }
+        }
+    }
+
+    func schedulePump(_ connection: Connection, side: Int, at time: Int64) {
+        guard connection.open, !connection.pumpScheduled[side] || time < connection.pumpAt[side] else { return }
+        connection.pumpScheduled[side] = true
+        connection.pumpAt[side] = time
+        queue.schedule(.pump(connection: connection.id, side: side), at: time)
+    }
+
+    // MARK: Network
+
+    func reachable(_ a: Int, _ b: Int) -> Bool {
+        guard let mask = partition else { return true }
+        return (mask >> a) & 1 == (mask >> b) & 1
+    }
+
+    /// Every device back, the network whole, everyone connected to everyone its records admit.
+    /// A device that a member refuses because the group pinned another key for it (reinstalled,
+    /// and the vouch for it never reached that member: its voucher was wiped too, say) gets what
+    /// a user gives it after the refusal's advice: that member vouches for it.
+    func healEverything() async throws {
+        partition = nil
+        for node in nodes where node.node != nil { node.online = true }
+        for member in nodes.indices {
+            guard let voucher = active(member) else { continue }
+            for device in nodes.indices where device != member {
+                guard let node = active(device), let record = try voucher.member(node.deviceID), !record.isRemoved,
+                    let key = record.key, key != node.identity.publicKeyHex
+                else { continue }
+                try await voucher.vouch(for: node.deviceID, name: "n\(device)")
+                await wrote(member, bulk: false)
+            }
+        }
+        for index in nodes.indices {
+            try await extendChain(index)
+            for other in nodes.indices where other > index { try await connect(index, other) }
+        }
+    }
+
+    /// A handshake between two devices: each admits the other by its own records (a device the
+    /// group pinned another key for, or removed, is refused); each then records the keys the
+    /// other presented, as the agent does.
+    func connect(_ a: Int, _ b: Int) async throws {
+        guard a != b, let first = active(a), let second = active(b), reachable(a, b),
+            !connections.values.contains(where: { Set([$0.ends.0, $0.ends.1]) == Set([a, b]) })
+        else { return }
+        for (one, other) in [(first, second), (second, first)] {
+            if let member = try one.member(other.deviceID) {
+                if member.isRemoved { return }
+                if let key = member.key, key != other.identity.publicKeyHex { return }
+            }
+        }
+        for (one, other) in [(first, second), (second, first)] {
+            try await one.observe(other.deviceID, name: other.identity.name, key: other.identity.publicKeyHex,
+                signingKey: other.identity.signingKey.publicKey.hexString)
+        }
+        let connection = Connection(id: nextConnection, ends: (a, b), now: clock.instant(now))
+        nextConnection += 1
+        connections[connection.id] = connection
+        for side in 0..<2 {
+            let node = nodes[connection.ends(side)].node!
+            let summary = try node.store.syncSummary()
+            let opening = connection.sessions[side].opening(
+                PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc), now: clock.instant(now))
+            send(opening, on: connection, from: side)
+        }
+        wakeSessions(of: a)
+        wakeSessions(of: b)
+    }
+
+    func dropConnections(of index: Int) async throws {
+        for connection in connections.values where connection.ends.0 == index || connection.ends.1 == index { try await drop(connection) }
+    }
+
+    /// The connection is lost: both sides see it close, and what was in flight is gone.
+    func drop(_ connection: Connection) async throws {
+        guard connection.open else { return }
+        connection.open = false
+        for side in 0..<2 { _ = connection.sessions[side].peerClosed() }
+        connections[connection.id] = nil
+    }
+
+    /// Sends `message` from `side`: encoded as on the wire, delivered in order after a delay.
+    func send(_ message: WireMessage, on connection: Connection, from side: Int) {
+        guard connection.open else { return }
+        let toward = 1 - side
+        let delay: Int64 = network.chance(0.05) ? Int64.random(in: 50...400, using: &network) : Int64.random(in: 1...25, using: &network)
+        let at = max(connection.lastDelivery[toward], now + delay)
+        connection.lastDelivery[toward] = at
+        connection.inFlight[toward].append(message.wireBytes())
+        connection.sessions[side].sent(at: clock.instant(now))
+        outcome.messages += 1
+        queue.schedule(.deliver(connection: connection.id, toward: toward), at: at)
+    }
+
+    func deliver(_ id: Int, toward side: Int) async throws {
+        guard let connection = connections[id], connection.open, !connection.inFlight[side].isEmpty else { return }
+        let bytes = connection.inFlight[side].removeFirst()
+        // Now and then a link drops, as Wi-Fi does.
+        if network.chance(0.002) {
+            try await drop(connection)
+            return
+        }
+        guard let node = nodes[connection.ends(side)].node else { return }
+        let message: WireMessage
+        do {
+            message = try WireMessage.decode(bytes)
+        } catch {
+            end(connection, side: side, connection.sessions[side].receiveFailed(error.description))
+            return
+        }
+        switch connection.sessions[side].received(message, now: clock.instant(now)) {
+        case .nothing: break
+        case .wakeSender:
+            if case .state = message { try askToSettleClaims(connection, side: side, node: node) }
+            schedulePump(connection, side: side, at: now + 1)
+        case .merge(let delta): try await merge(delta, on: connection, side: side, node: node)
+        case .mergeRecords(let records):
+            do {
+                _ = try await node.mergeHandedRecords(records)
+            } catch {
+                end(connection, side: side, connection.sessions[side].mergeFailed(error.message, clockSkew: false))
+            }
+        case .end(let why): end(connection, side: side, why)
+        }
+    }
+
+    func merge(_ delta: Delta, on connection: Connection, side: Int, node: LANSyncNode) async throws {
+        let signed: LANSyncNode.SignedMergeOutcome
+        do {
+            let checked = try node.store.check(delta, signed: true)
+            signed = try await node.mergeSigned(checked, maxSkewMilliseconds: 60_000)
+        } catch {
+            outcome.refusedDeltas += 1
+            end(connection, side: side, connection.sessions[side].mergeFailed("\(error)", clockSkew: false))
+            return
+        }
+        _ = connection.sessions[side].mergeFinished(
+            ourDigest: { try? node.store.syncSummary().digest }, notTaken: signed.notTaken, changedAnything: signed.outcome.changedAnything)
+        try askToSettleClaims(connection, side: side, node: node)
+        // Every session of this node hears of the merge (its state changed), this one first.
+        schedulePump(connection, side: side, at: now + 1)
+        if signed.outcome.changedAnything { wakeSessions(of: connection.ends(side)) }
+    }
+
+    func askToSettleClaims(_ connection: Connection, side: Int, node: LANSyncNode) throws {
+        let claims = try node.store.openClaims()
+        guard !claims.isEmpty else { return }
+        outcome.claimsOpened += 1
+        if case .wakeSender = connection.sessions[side].claimsOpen(claims, ourVector: try node.store.versionVector()) {
+            schedulePump(connection, side: side, at: now + 1)
+        }
+    }
+
+    /// Ends one side's session as the machine decided (its goodbye sent, if any), and the connection with it.
+    func end(_ connection: Connection, side: Int, _ why: SessionEnd?) {
+        guard let why, connection.open else { return }
+        if let goodbye = why.goodbye { send(goodbye, on: connection, from: side) }
+        connection.open = false
+        _ = connection.sessions[1 - side].peerClosed()
+        connections[connection.id] = nil
+    }
+
+    /// The sending side of one session, as the agent's `SyncSession.pushMissing`: replies owed,
+    /// then every batch the peer lacks (signed ranges, up to what this node holds now), then our
+    /// state when it is owed.
+    func pump(_ id: Int, side: Int) async throws {
+        guard let connection = connections[id], connection.open, let node = nodes[connection.ends(side)].node else { return }
+        connection.pumpScheduled[side] = false
+        for reply in connection.sessions[side].takeReplies() {
+            if case .resend(let replica, let counter) = reply, !connection.noteResend(side: side, replica, counter) {
+                outcome.failure = "n\(connection.ends(side)) asked n\(connection.ends(1 - side)) for replica \(replica) after \(counter) "
+                    + "more than \(Self.resendsWithoutProgress) times without progress"
+                return
+            }
+            send(reply, on: connection, from: side)
+        }
+        let summary = try node.store.syncSummary()
+        let ours = PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc)
+        var batches = 0
+        while connection.open, batches < 64 {
+            let known = connection.sessions[side].peerKnown
+            guard ours.versionVector.counters.contains(where: { $0.value > known[$0.key] }) else { break }
+            var delta = try node.store.signedDelta(since: known, upTo: ours.versionVector, maxRows: 2_000)
+            if delta.isEmpty { break }
+            batches += 1
+            let hostile = connection.ends(side) == schedule.byzantine ? try hostileCopy(of: delta, node: node, peerKnown: known) : nil
+            let message = try connection.sessions[side].outgoing(delta) { try node.store.syncSummary().digest }
+            switch hostile {
+            case .withhold?: continue
+            case .replace(let altered)?: delta = altered
+                send(.delta(delta), on: connection, from: side)
+            case .prepend(let extra)?:
+                send(.delta(extra), on: connection, from: side)
+                send(message, on: connection, from: side)
+            case nil: send(message, on: connection, from: side)
+            }
+        }
+        switch connection.sessions[side].closingState(now: clock.instant(now), { ours }) {
+        case .nothing: break
+        case .send(let state): send(state, on: connection, from: side)
+        case .later(let when): schedulePump(connection, side: side, at: now + clock.milliseconds(until: when, from: now))
+        }
+    }
+}
+
+/// The simulation's clock: milliseconds since the epoch, moved only by the event loop.
+final class SimulatedClock: Sendable {
+    private let current = Mutex<Int64>(1_800_000_000_000)
+    private let origin = ContinuousClock.now
+
+    var milliseconds: Int64 { current.withLock { $0 } }
+    func set(_ simulated: Int64) { current.withLock { $0 = 1_800_000_000_000 + simulated } }
+    /// A machine instant for simulated time `simulated` (the session machine reads instants).
+    func instant(_ simulated: Int64) -> ContinuousClock.Instant { origin + .milliseconds(simulated) }
+    /// Milliseconds from simulated time `from` until `instant` (at least 1).
+    func milliseconds(until instant: ContinuousClock.Instant, from simulated: Int64) -> Int64 {
+        let delta = instant - self.instant(simulated)
+        return max(1, delta.components.seconds * 1000 + delta.components.attoseconds / 1_000_000_000_000_000)
+    }
+}
+
+/// One simulated device across its installs.
+final class SimulatedNode {
+    let index: Int
+    /// Its machine's device ID: the same across reinstalls.
+    let deviceID: DeviceID
+    /// Keys and replica IDs for each install, from the seed.
+    var keys: SeededRandom
+    var node: LANSyncNode?
+    var generation = 0
+    var online = false
+    var removed = false
+    var schemaVersion = 0
+    /// Writes of earlier installs that others held when it was wiped: still the group's.
+    var retired: (entries: Set<String>, strokes: Set<String>) = ([], [])
+
+    init(index: Int, deviceID: DeviceID, keys: SeededRandom) {
+        self.index = index
+        self.deviceID = deviceID
+        self.keys = keys
+    }
+}
+
+/// A connection between two nodes: a session machine at each end, and what is in flight toward each.
+final class Connection {
+    let id: Int
+    let ends: (Int, Int)
+    var sessions: [SyncProtocol]
+    var inFlight: [[[UInt8]]] = [[], []]
+    var lastDelivery: [Int64] = [0, 0]
+    var open = true
+    var pumpScheduled = [false, false]
+    var pumpAt: [Int64] = [0, 0]
+    /// Per side and replica: the last place asked for again, and how often.
+    var resends: [[ReplicaID: (counter: UInt64, times: Int)]] = [[:], [:]]
+
+    init(id: Int, ends: (Int, Int), now: ContinuousClock.Instant) {
+        self.id = id
+        self.ends = ends
+        sessions = (0..<2).map { _ in
+            SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), announceInterval: .milliseconds(250), now: now)
+        }
+    }
+
+    func ends(_ side: Int) -> Int { side == 0 ? ends.0 : ends.1 }
+
+    /// Counts a request to send `replica` again after `counter`; false past the bound.
+    func noteResend(side: Int, _ replica: ReplicaID, _ counter: UInt64) -> Bool {
+        var entry = resends[side][replica] ?? (counter, 0)
+        if entry.counter != counter { entry = (counter, 0) }
+        entry.times += 1
+        resends[side][replica] = entry
+        return entry.times <= GroupSimulation.resendsWithoutProgress
+    }
+}
+
+/// The app the simulated devices run: rows edited column by column, a counter, an append-only
+/// log of strokes, and a second schema version that adds a column.
+enum AppSchema {
+    static let first = """
+        -- lansync: counter items.total
+        CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, note TEXT, level INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0);
+        -- lansync: append-only strokes
+        CREATE TABLE strokes (id TEXT PRIMARY KEY, watts INTEGER);
+        """
+    static let second = first.replacingOccurrences(of: "total INTEGER NOT NULL DEFAULT 0);", with: "total INTEGER NOT NULL DEFAULT 0, extra TEXT);")
+}

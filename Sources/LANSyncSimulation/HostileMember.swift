@@ -1,0 +1,46 @@
+import LANSync
+import LANSyncCore
+import LANSyncStore
+
+/// What the hostile member of a Byzantine run does to a batch it sends: nothing, most of the
+/// time; else one of the attacks an independent implementation found against §12.
+enum HostileAction {
+    /// The batch is not sent (the peer gets those changes elsewhere, or later).
+    case withhold
+    /// Another batch goes in its place.
+    case replace(Delta)
+    /// A hostile delta goes before the batch.
+    case prepend(Delta)
+}
+
+extension GroupSimulation {
+    /// The hostile member's version of `delta`, or nil to send it as it is.
+    func hostileCopy(of delta: Delta, node: LANSyncNode, peerKnown: VersionVector) throws -> HostileAction? {
+        guard network.chance(0.3) else { return nil }
+        switch Int.random(in: 0..<3, using: &network) {
+        case 0:
+            return .withhold
+        case 1:
+            // A live preference write of another replica passed off as lost: its leaf, and so the
+            // range's signature, still hold.
+            var altered = delta
+            guard let index = altered.preferences.firstIndex(where: { $0.dot.replica != node.replicaID && $0.value != nil })
+            else { return nil }
+            let write = altered.preferences.remove(at: index)
+            altered.preferenceStubs.append(PreferenceStub(write, hasher: ReplicaStore.elementHasher))
+            return .replace(altered)
+        default:
+            // A range the peer verified long ago, sent again with one change altered: a later
+            // clock and another value for a preference (a record, perhaps).
+            guard let replica = peerKnown.counters.keys.sorted().first(where: { $0 != node.replicaID && peerKnown[$0] > 0 }) else { return nil }
+            var replay = try node.store.signedDelta(since: VersionVector(), upTo: VersionVector([replica: peerKnown[replica]]), maxRows: 200)
+            guard let index = replay.preferences.firstIndex(where: { $0.dot.replica == replica }) else { return nil }
+            let write = replay.preferences[index]
+            replay.preferences[index] = PreferenceWrite(
+                key: write.key, value: "\"forged\"", originDevice: write.originDevice, dot: write.dot,
+                hlc: HybridTimestamp(physicalMilliseconds: write.hlc.physicalMilliseconds + 1, logical: 0),
+                wallMilliseconds: write.wallMilliseconds)
+            return .prepend(replay)
+        }
+    }
+}
