@@ -298,11 +298,14 @@ struct FaultScenarioTests {
     /// 5. Wipe a node's data directory entirely and init again on the same machine: same device ID,
     /// new replica ID and key. The group refuses the new key until a member vouches for it (an
     /// invite); then it is refilled from peers, with no collisions, and peers see the re-key.
+    /// A device that joins after all that gets what the node wrote under both keys.
     @Test func reinstall() async throws {
         let cluster = Cluster(prefix: "lsf5")
         defer { cluster.down() }
         var report = ScenarioReport(scenario: "reinstall")
-        try await cluster.startGroup(3)
+        try await cluster.ok("up", "4")
+        try await cluster.group(1...3)
+        try await cluster.startAll(1...3)
         var acknowledged = try await cluster.tap(3, count: 30, session: "old-install")
         acknowledged += try await cluster.tap(1, count: 30, session: "home")
         #expect(await cluster.secondsToEqualDigests([1, 2, 3]) != nil)
@@ -332,7 +335,13 @@ struct FaultScenarioTests {
         #expect(await cluster.secondsToEqualDigests([1, 2, 3]) != nil, "the new install's writes spread; \(cluster.logTails([1, 3]))")
         #expect(try await cluster.entries(1).ids.count == 90, "new entries never collide with old ones")
         #expect(try await eventually { try await cluster.lansync(1, "peers").contains("re-keyed") }, "peers show the re-key")
-        try await cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "data dir wiped; same device ID, new replica ID; refused until vouched for by an invite; 60 entries refilled, 30 new ones distinct; peers show re-keyed")
+        // A device that joins later verifies what node 3 wrote before its reinstall too.
+        try await cluster.lansync(4, "init", "--name", "node4")
+        try await cluster.lansync(4, "group", "join", code)
+        try await cluster.ok("start", "4")
+        #expect(await cluster.secondsToEqualDigests([1, 2, 3, 4], timeout: 60) != nil, "the late joiner converged; \(cluster.logTails([1, 4]))")
+        #expect(try await cluster.entries(4).ids.count == 90, "all 90 entries, the old install's 30 included")
+        try await cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3, 4], note: "data dir wiped; same device ID, new replica ID; refused until vouched for by an invite; 60 entries refilled, 30 new ones distinct; peers show re-keyed; a device joining later gets all 90")
     }
 
     /// 6. Two machines with one machine-id: the duplicate device ID is reported with the fix. The
