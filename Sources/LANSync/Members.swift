@@ -337,16 +337,40 @@ extension LANSyncNode {
     /// the writers' signed ranges bring them again, verifiably); then takes a newer epoch they
     /// seal to this device, or learns its epoch's number. Records outside `lansync/` are refused
     /// whole. Returns how many changed something.
+    ///
+    /// Only what a hand-over needs is taken (`handOverTakes`): epoch records, and the member and
+    /// key records of devices this device knows nothing of yet. Unchecked by any signed range,
+    /// a member record for a device it knows could pin another key for it and lock it out; a
+    /// replica record could bind a replica to another key; a write in this device's own replica
+    /// would be a change it never made. Those wait for their writers' signed ranges.
     package func mergeHandedRecords(_ records: [PreferenceWrite]) async throws(LANSyncError) -> Int {
         if let stray = records.first(where: { !$0.key.hasPrefix(MemberKeys.prefix) }) {
             throw LANSyncError(.invalidInput, "a handed-over record \(stray.key) is not a member record; nothing was merged")
         }
         try checkClock(records.map(\.hlc).max() ?? .zero, maxSkewMilliseconds: Self.recordClockSkewMilliseconds)
+        let known = Set(try members().map { $0.deviceID.uppercased() })
+        let taken = records.filter { Self.handOverTakes($0, known: known, own: replicaID) }
+        guard !taken.isEmpty else { return 0 }
         let result: MergeResult
-        do { result = try await store.mergeUncovered(records) } catch { throw Self.translate(error) }
+        do { result = try await store.mergeUncovered(taken) } catch { throw Self.translate(error) }
         publish(result)
         _ = try adoptNewerEpoch(keyPair: identity.keyPair)
         return result.preferences.count
+    }
+
+    /// Whether a handed-over record is one a hand-over may bring (see `mergeHandedRecords`).
+    static func handOverTakes(_ record: PreferenceWrite, known: Set<String>, own: ReplicaID) -> Bool {
+        guard record.dot.replica != own else { return false }
+        if record.key.hasPrefix(MemberKeys.epochPrefix) { return true }
+        let device: Substring
+        if record.key.hasPrefix(MemberKeys.memberPrefix) {
+            device = record.key.dropFirst(MemberKeys.memberPrefix.count)
+        } else if record.key.hasPrefix(MemberKeys.seenPrefix) {
+            device = record.key.dropFirst(MemberKeys.seenPrefix.count).prefix { $0 != "/" }
+        } else {
+            return false
+        }
+        return !known.contains(device.uppercased())
     }
 
     /// How far ahead of this device's clock a handed-over record may be: as for a peer (2 min).

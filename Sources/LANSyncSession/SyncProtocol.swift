@@ -155,6 +155,11 @@ package struct SyncProtocol: Sendable {
             repliesOwed.append(.pong(value))
             return .wakeSender
         case .records(let records):
+            // Only a hand-over sends records: a member answering a connection from one that was
+            // away during a removal, before any state and instead of a session (protocol §11).
+            guard statesReceived == 0 else {
+                return .end(end(.malformed("a records message in a sync session (records come only in a hand-over, before any state)")))
+            }
             return .mergeRecords(records)
         case .resend(let replica, let counter):
             // The peer did not take what we sent of the replica after `counter`: send it again.

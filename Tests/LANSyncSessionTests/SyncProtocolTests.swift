@@ -55,6 +55,23 @@ import Testing
             "the peer does not hold that change")
     }
 
+    /// `records` come only in a hand-over, before the peer's first state: in a session they end
+    /// it (an independent implementation merged member records through them, outside any range).
+    @Test func recordsComeOnlyBeforeAnyState() {
+        let write = PreferenceWrite(
+            key: "lansync/epoch/2", value: "{}", originDevice: Self.device, dot: Dot(replica: Self.theirs, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0), wallMilliseconds: 1)
+        var handOver = Self.machine()
+        #expect(handOver.received(.records([write]), now: Self.start) == .mergeRecords([write]))
+        var session = Self.machine()
+        _ = session.received(.state(Self.state([Self.theirs: 1])), now: Self.start)
+        guard case .end(.malformed) = session.received(.records([write]), now: Self.start) else {
+            Issue.record("records in a session must end it")
+            return
+        }
+        #expect(session.isEnded)
+    }
+
     @Test func aDeltaIsMergedAndNeverEchoedBack() {
         var machine = Self.machine()
         let delta = Delta(entries: [Self.entry(Self.theirs, 1)], coverage: [.init(replica: Self.theirs, from: 0, through: 1)])

@@ -133,6 +133,35 @@ import Testing
         #expect(member.signingKeysBefore == [laptop.node.identity.signingKey.publicKey.hexString])
     }
 
+    /// A hand-over brings epoch records and the records of devices the receiver does not know;
+    /// a member record that would re-pin a known device's key, a replica record and a write in
+    /// the receiver's own replica are not taken from it.
+    @Test func aHandOverTakesOnlyWhatAMemberThatWasAwayNeeds() async throws {
+        let nodes = try await Self.group()
+        let (home, laptop) = (nodes[0].node, nodes[1].node)
+        let stranger = DeviceID(bytes: [UInt8](repeating: 0x5A, count: 16))!
+        var counter: UInt64 = 100
+        func write(_ key: String, _ value: String, in replica: ReplicaID) -> PreferenceWrite {
+            counter += 1
+            return PreferenceWrite(
+                key: key, value: value, originDevice: home.deviceID, dot: Dot(replica: replica, counter: counter),
+                hlc: HybridTimestamp(physicalMilliseconds: home.clock.now(), logical: 0), wallMilliseconds: 1)
+        }
+        let pinned = try #require(try laptop.member(home.deviceID)?.key)
+        let hijack = GroupMember(deviceID: home.deviceID.description, name: "home", key: String(repeating: "ab", count: 32), addedBy: nil, addedAt: nil, via: "short code")
+        let newcomer = GroupMember(deviceID: stranger.description, name: "tablet", key: String(repeating: "cd", count: 32), addedBy: nil, addedAt: nil, via: "short code")
+        let records = [
+            write(MemberKeys.member(home.deviceID.description), String(decoding: try JSONEncoder().encode(hijack), as: UTF8.self), in: home.replicaID),
+            write(MemberKeys.member(stranger.description), String(decoding: try JSONEncoder().encode(newcomer), as: UTF8.self), in: home.replicaID),
+            write(MemberKeys.seen(laptop.deviceID.description, by: home.deviceID.description), "{}", in: laptop.replicaID),
+        ]
+        #expect(try await laptop.mergeHandedRecords(records) == 1)
+        #expect(try laptop.member(home.deviceID)?.key == pinned, "a known device's key is not re-pinned")
+        #expect(try laptop.member(stranger)?.name == "tablet", "a device it did not know is taken")
+        #expect(try laptop.preference(MemberKeys.seen(laptop.deviceID.description, by: home.deviceID.description)) == nil,
+            "nothing is written in its own replica's name")
+    }
+
     @Test func sealedBoxesOpenOnlyWithTheirKey() throws {
         let alice = KeyPair.generate()
         let mallory = KeyPair.generate()
