@@ -261,6 +261,8 @@ public final class LANSyncNode: Sendable {
         /// Each replica whose range was not taken, with where this replica now stands in it: the
         /// sender is asked to send it again from there.
         package let notTaken: [ReplicaID: UInt64]
+        /// Replicas whose ranges claimed losses that have not happened here yet (open claims).
+        package var claimsOpened: Set<ReplicaID> = []
     }
 
     /// Merges a delta of signed ranges from a peer (protocol version 4), checked beforehand with
@@ -280,7 +282,7 @@ public final class LANSyncNode: Sendable {
                 let vector = try store.versionVector()
                 for replica in result.rangesNotTaken { notTaken[replica] = vector[replica] }
             }
-            return SignedMergeOutcome(outcome: result.outcome, notTaken: notTaken)
+            return SignedMergeOutcome(outcome: result.outcome, notTaken: notTaken, claimsOpened: result.claimsOpened)
         } catch {
             throw Self.translate(error)
         }

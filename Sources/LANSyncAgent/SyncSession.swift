@@ -242,6 +242,13 @@ actor SyncSession {
                 "asking the peer to send ranges again",
                 metadata: ["peer.device": "\(peer.device)", "sync.replicas": "\(signed.notTaken.keys.map(\.description).sorted())"])
         }
+        if !signed.claimsOpened.isEmpty {
+            // Usual in a catch-up (the superseding change comes later); a claim still open once in
+            // sync with every peer was made up, and this line names who sent it.
+            logger.debug(
+                "the peer's ranges say changes lost that have not lost here yet",
+                metadata: ["peer.device": "\(peer.device)", "sync.replicas": "\(signed.claimsOpened.map(\.description).sorted())"])
+        }
         ourStateCache.changed()
         let finished = machine.mergeFinished(
             ourDigest: { try? ourState().digest }, notTaken: signed.notTaken, changedAnything: outcome.changedAnything)

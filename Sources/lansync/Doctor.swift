@@ -42,6 +42,7 @@ struct Doctor: AsyncParsableCommand {
             throw ExitCode(1)
         }
         findings.append(Self.checkIntegrity(node))
+        findings.append(Self.checkOpenClaims(node))
         if let tag = try? node.group()?.tag {
             findings.append(Finding(verdict: .ok, text: "in group \(tag)"))
         } else {
@@ -83,6 +84,21 @@ struct Doctor: AsyncParsableCommand {
         } catch {
             return Finding(verdict: .fail, text: "the replica file could not be checked: \(error)", fix: fix)
         }
+    }
+
+    /// Changes a peer said lost that have not lost here (protocol §12.4): normal while a catch-up
+    /// runs (what superseded them is on its way); once in sync with every peer, a peer made the
+    /// loss up and a value is missing here.
+    static func checkOpenClaims(_ node: LANSyncNode) -> Finding {
+        guard let claims = try? node.store.openClaims() else {
+            return Finding(verdict: .warn, text: "open loss claims could not be read")
+        }
+        guard !claims.isEmpty else { return Finding(verdict: .ok, text: "no open loss claims") }
+        return Finding(
+            verdict: .warn,
+            text: "changes of \(claims.count) replica\(claims.count == 1 ? "" : "s") that a peer said lost have not lost here yet",
+            fix: "keep the agent running until `lansync peers` shows every peer in sync: the agent asks them for those changes "
+                + "again; a warning that stays then means a peer passed a live change off as lost (its device is in the log)")
     }
 
     static func print(_ findings: [Finding]) {
