@@ -98,7 +98,7 @@ struct Doctor: AsyncParsableCommand {
             verdict: .warn,
             text: "changes of \(claims.count) replica\(claims.count == 1 ? "" : "s") that a peer said lost have not lost here yet",
             fix: "keep the agent running until `lansync peers` shows every peer in sync: the agent asks them for those changes "
-                + "again; a warning that stays then means a peer passed a live change off as lost (its device is in the log)")
+                + "again; a warning that stays then means a peer passed a live change off as lost (`lansync run --log-level debug` names the peer)")
     }
 
     static func print(_ findings: [Finding]) {
