@@ -470,15 +470,15 @@ package final class GroupSimulation {
         while connection.open, batches < 64 {
             let known = connection.sessions[side].peerKnown
             guard ours.versionVector.counters.contains(where: { $0.value > known[$0.key] }) else { break }
-            var delta = try node.store.signedDelta(since: known, upTo: ours.versionVector, maxRows: 2_000)
+            let delta = try node.store.signedDelta(since: known, upTo: ours.versionVector, maxRows: 2_000)
             if delta.isEmpty { break }
             batches += 1
             let hostile = connection.ends(side) == schedule.byzantine ? try hostileCopy(of: delta, node: node, peerKnown: known) : nil
+            // The machine takes the batch as sent whatever the hostile member does with it.
             let message = try connection.sessions[side].outgoing(delta) { try node.store.syncSummary().digest }
             switch hostile {
             case .withhold?: continue
-            case .replace(let altered)?: delta = altered
-                send(.delta(delta), on: connection, from: side)
+            case .replace(let altered)?: send(.delta(altered), on: connection, from: side)
             case .prepend(let extra)?:
                 send(.delta(extra), on: connection, from: side)
                 send(message, on: connection, from: side)

@@ -1,17 +1,13 @@
-/// A random number generator that one 64-bit seed fixes (SplitMix64): every choice a simulation
-/// makes comes from one of these, so a seed replays exactly.
-package struct SeededRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+import LANSyncCore
 
-    package init(seed: UInt64) { state = seed }
+/// A random number generator that one 64-bit seed fixes (the core's `SplitMix64`): every choice
+/// a simulation makes comes from one of these, so a seed replays exactly.
+package struct SeededRandom: RandomNumberGenerator {
+    private var generator: SplitMix64
 
-    package mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    package init(seed: UInt64) { generator = SplitMix64(seed: seed) }
+
+    package mutating func next() -> UInt64 { generator.next() }
 
     /// A generator for one purpose, independent of this one's later draws.
     package mutating func split() -> SeededRandom { SeededRandom(seed: next()) }
