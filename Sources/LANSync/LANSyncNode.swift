@@ -20,6 +20,9 @@ public final class LANSyncNode: Sendable {
     /// they were derived from (`replicaSigningKeys`): every merge of a peer's delta asks, and
     /// deriving them checks signatures.
     let signingKeyCache = Mutex<(fingerprint: [Int64], keys: [ReplicaID: [UInt8]], pinned: [String: Set<String>])?>(nil)
+    /// The `lansync/keys/DEVICE/KEY` records known to be held (`recordPinnedKeys`): a merge that
+    /// pinned nothing new writes nothing and reads nothing.
+    let attestedKeys = Mutex<Set<String>>([])
 
     public var deviceID: DeviceID { identity.deviceID }
     package var replicaID: ReplicaID { store.replica }
@@ -274,9 +277,16 @@ public final class LANSyncNode: Sendable {
     package func mergeSigned(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> SignedMergeOutcome {
         try checkClock(checked.delta.newestHLC, maxSkewMilliseconds: maxSkewMilliseconds)
         let keys = try replicaSigningKeys(alsoIn: checked.delta)
+        let pinnedBefore = signingKeyCache.withLock { $0?.pinned } ?? [:]
         do {
             let result = try await store.mergeSigned(checked, keys: keys)
             publish(result)
+            // Every key this merge verified with, and every key its records pin now, is kept as a
+            // grow-only record: a vouch in the same delta may have replaced the record that
+            // pinned the key, and a device joining later must still verify what it signed.
+            _ = try? replicaSigningKeys()
+            let pinnedAfter = signingKeyCache.withLock { $0?.pinned } ?? [:]
+            try await recordPinnedKeys(also: pinnedBefore.merging(pinnedAfter) { $0.union($1) })
             var notTaken: [ReplicaID: UInt64] = [:]
             if !result.rangesNotTaken.isEmpty {
                 let vector = try store.versionVector()

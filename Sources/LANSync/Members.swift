@@ -15,6 +15,11 @@ import LANSyncStore
 ///   each other, nor a member record.
 /// - `lansync/epoch/N`: one removal (`EpochRecord`), signed by the remover: removals are read
 ///   from these alone.
+/// - `lansync/keys/DEVICE/SIGNINGKEY/BY`: a signing key the group pinned for DEVICE, as member BY
+///   saw it pinned (written by BY only, never for itself). One record per key and member, never
+///   overwritten by another: a device's keys ever are a grow-only set, so the replicas it wrote
+///   before a reinstall verify on every device, whoever vouched for it since and whatever that
+///   member knew.
 /// A device's pinned key is its member record's, or else the first observation (made after the
 /// record, when a vouch reset the key).
 package struct GroupMember: Codable, Sendable, Equatable {
@@ -117,6 +122,13 @@ package struct EpochRecord: Codable, Sendable, Equatable {
     }
 }
 
+/// The value of `lansync/keys/DEVICE/KEY`: when and by whom the key was seen pinned (the key
+/// itself is in the record's key).
+package struct PinnedKey: Codable, Sendable, Equatable {
+    package var at: String
+    package var by: String
+}
+
 /// One member's observation of another's key.
 package struct KeyObservation: Codable, Sendable, Equatable {
     package var name: String
@@ -147,6 +159,10 @@ package enum MemberKeys {
 
     package static func member(_ device: String) -> String { memberPrefix + device.lowercased() }
     package static func epoch(_ number: UInt64) -> String { epochPrefix + String(number) }
+    package static let keysPrefix = prefix + "keys/"
+    package static func pinnedKey(_ device: String, _ signingKey: String, by member: String) -> String {
+        keysPrefix + device.lowercased() + "/" + signingKey.lowercased() + "/" + member.lowercased()
+    }
 }
 
 extension LANSyncNode {
@@ -188,6 +204,33 @@ extension LANSyncNode {
             return
         }
         try await writeRecords([(record.key, Self.json(record.observation))])
+        try await recordPinnedKeys()
+    }
+
+    /// Writes `lansync/keys/DEVICE/KEY` for every signing key the records pin now that has none
+    /// yet (one commit; nothing when all are there): after an admission pins a key, before a
+    /// vouch replaces a member record, and when an agent starts (history from before these
+    /// records existed).
+    /// `also`: keys pinned by device (lowercase device ID → signing keys), such as those a merge
+    /// verified with before its records changed. Cheap when every one is known to be held.
+    package func recordPinnedKeys(also extra: [String: Set<String>] = [:]) async throws(LANSyncError) {
+        // Each member attests for itself, in its own replica, and never for its own device: a
+        // record that only the device's own replica holds could not help anyone verify it.
+        let me = deviceID.description.lowercased()
+        var wanted = Set(
+            extra.filter { $0.key.lowercased() != me }.flatMap { device, keys in keys.map { MemberKeys.pinnedKey(device, $0, by: me) } })
+        let known = attestedKeys.withLock { $0 }
+        if !extra.isEmpty, wanted.isSubset(of: known) { return }
+        for member in try members() where member.deviceID.lowercased() != me {
+            for signingKey in member.signingKeysEver { wanted.insert(MemberKeys.pinnedKey(member.deviceID, signingKey, by: me)) }
+        }
+        let held = Set(try records().filter { $0.key.hasPrefix(MemberKeys.keysPrefix) && $0.value != nil }.map(\.key))
+        let missing = wanted.subtracting(held).sorted()
+        if !missing.isEmpty {
+            let value = Self.json(PinnedKey(at: nowText, by: deviceID.description))
+            try await writeRecords(missing.map { ($0, value) })
+        }
+        attestedKeys.withLock { $0.formUnion(held.union(missing)) }
     }
 
     /// Records this device's own keys, as the others will see them, and which key signs this
@@ -195,6 +238,7 @@ extension LANSyncNode {
     package func observeSelf() async throws(LANSyncError) {
         try await observe(deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
         try await recordReplica()
+        try await recordPinnedKeys()
     }
 
     /// This device's observation of `device`, and the key it is filed under.
@@ -220,6 +264,7 @@ extension LANSyncNode {
         var record = GroupMember(
             deviceID: device.description, name: name, key: nil, addedBy: deviceID.description,
             addedAt: Timestamps.iso8601(milliseconds: milliseconds ?? Int64(clock.now())), via: "short code")
+        try await recordPinnedKeys()
         if let before = try member(device)?.signingKeysEver, !before.isEmpty {
             record.signingKeysBefore = before.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
         }
@@ -367,6 +412,8 @@ extension LANSyncNode {
             device = record.key.dropFirst(MemberKeys.memberPrefix.count)
         } else if record.key.hasPrefix(MemberKeys.seenPrefix) {
             device = record.key.dropFirst(MemberKeys.seenPrefix.count).prefix { $0 != "/" }
+        } else if record.key.hasPrefix(MemberKeys.keysPrefix) {
+            device = record.key.dropFirst(MemberKeys.keysPrefix.count).prefix { $0 != "/" }
         } else {
             return false
         }
@@ -414,12 +461,18 @@ package enum GroupMembership {
     package static func derive(from records: [(key: String, value: String)]) -> (members: [GroupMember], epochs: [EpochRecord]) {
         var memberRecords: [String: GroupMember] = [:]
         var seen: [String: [(by: String, observation: KeyObservation)]] = [:]
+        var pinnedBefore: [String: [String]] = [:]
         let decoder = JSONDecoder()
         for (key, value) in records {
             if key.hasPrefix(MemberKeys.memberPrefix), let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8)),
                 MemberKeys.member(record.deviceID) == key
             {
                 memberRecords[record.deviceID] = record
+            } else if key.hasPrefix(MemberKeys.keysPrefix) {
+                // A device's attestation of its own key counts for nothing (only its own replica holds it).
+                let parts = key.dropFirst(MemberKeys.keysPrefix.count).split(separator: "/")
+                guard parts.count == 3, parts[0] != parts[2] else { continue }
+                pinnedBefore[parts[0].uppercased(), default: []].append(String(parts[1]))
             } else if key.hasPrefix(MemberKeys.seenPrefix),
                 let observation = try? decoder.decode(KeyObservation.self, from: Data(value.utf8))
             {
@@ -451,6 +504,11 @@ package enum GroupMembership {
             if member.signingKey == nil, let key = member.key {
                 member.signingKey = observations.first { $0.observation.key == key && $0.observation.signingKey != nil }?.observation.signingKey
             }
+            // Keys pinned before, from the vouch and from the grow-only key records.
+            let current = member.signingKey?.lowercased()
+            var before = member.signingKeysBefore ?? []
+            for key in (pinnedBefore[device] ?? []).sorted() where key != current && !before.contains(key) { before.append(key) }
+            member.signingKeysBefore = before.isEmpty ? nil : before
             members[device] = member
         }
         // Removals: epoch records signed by a member's pinned signing key, by a remover not

@@ -147,7 +147,8 @@ package final class GroupSimulation {
             at: directory, identity: identity, replica: replica,
             clock: NodeClock(reading: { UInt64(Int64(clock.milliseconds) + skew) }))
         node.store.extendChainInCommits(true)
-        if index != 0 { _ = try node.joinGroup(code: joinCode) }
+        // The creator's first install made the group; every other install joins it.
+        if index != 0 || simulated.generation > 1 { _ = try node.joinGroup(code: joinCode) }
         try await node.observeSelf()
         _ = try node.applySchema(simulated.schemaVersion >= 2 ? AppSchema.second : AppSchema.first)
         simulated.schemaVersion = max(simulated.schemaVersion, 1)
@@ -227,19 +228,12 @@ package final class GroupSimulation {
             guard nodes[index].node != nil, !nodes[index].removed, index != schedule.byzantine, let vouching = active(voucher) else { return }
             try await dropConnections(of: index)
             // What it wrote and nobody else holds is gone with the wipe: the group cannot keep it.
-            let (entries, strokes) = acknowledged[index]!
-            var keptEntries = Set<String>()
-            var keptStrokes = Set<String>()
-            for other in nodes.indices where other != index {
-                guard let node = nodes[other].node else { continue }
-                keptEntries.formUnion(try GroupChecker.entryIDs(node).intersection(entries))
-                keptStrokes.formUnion(try GroupChecker.strokeIDs(node).intersection(strokes))
-            }
+            let held = try forgetWritesHeldOnlyBy(index)
             let old = nodes[index].node!.dataDirectory.path
             nodes[index].node = nil
             try? FileManager.default.removeItem(atPath: old)
-            nodes[index].retired.entries.formUnion(keptEntries)
-            nodes[index].retired.strokes.formUnion(keptStrokes)
+            nodes[index].retired.entries.formUnion(acknowledged[index]!.entries.intersection(held.entries))
+            nodes[index].retired.strokes.formUnion(acknowledged[index]!.strokes.intersection(held.strokes))
             let fresh = try await install(index)
             try await vouching.vouch(for: fresh.deviceID, name: "n\(index)")
             await wrote(voucher, bulk: false)
@@ -252,11 +246,30 @@ package final class GroupSimulation {
             // A remover whose records do not know the device yet is refused, as `group remove` is.
             guard try remover.member(nodes[index].deviceID) != nil else { return }
             _ = try await remover.removeMember(nodes[index].deviceID)
+            // What only the removed device held (relayed from a device wiped since) leaves with it.
+            _ = try forgetWritesHeldOnlyBy(index)
             nodes[index].removed = true
             try await dropConnections(of: index)
             await wrote(by, bulk: false)
         case .extendChain(let index): try await extendChain(index)
         }
+    }
+
+    /// Before a device's data leaves the group (wiped, or removed): earlier installs' writes that
+    /// no other device in the group holds are no longer the group's to keep. Returns what the
+    /// others hold.
+    func forgetWritesHeldOnlyBy(_ index: Int) throws -> (entries: Set<String>, strokes: Set<String>) {
+        var held: (entries: Set<String>, strokes: Set<String>) = ([], [])
+        for other in nodes.indices where other != index {
+            guard let node = nodes[other].node, !nodes[other].removed else { continue }
+            held.entries.formUnion(try GroupChecker.entryIDs(node))
+            held.strokes.formUnion(try GroupChecker.strokeIDs(node))
+        }
+        for node in nodes {
+            node.retired.entries.formIntersection(held.entries)
+            node.retired.strokes.formIntersection(held.strokes)
+        }
+        return held
     }
 
     func nextID(_ kind: String, _ index: Int) -> String {

@@ -133,6 +133,44 @@ import Testing
         #expect(member.signingKeysBefore == [laptop.node.identity.signingKey.publicKey.hexString])
     }
 
+    /// A member that never heard of a device's earlier key vouches for it after a reinstall: its
+    /// member record carries no history, and it replaces the record everyone held. The earlier
+    /// key survives in the other members' grow-only key records (`lansync/keys/...`), so a device
+    /// that joins later still verifies what the device wrote under it.
+    @Test func anUninformedVouchLosesNoKeyHistory() async throws {
+        let home = try TemporaryNode(name: "home")
+        let secret = try home.node.createGroup()
+        try await home.node.recordCreator()
+        try await home.node.observeSelf()
+        let machineID = "fedcba9876543210fedcba9876543210"
+        let laptop = try TemporaryNode(name: "laptop", machineID: machineID)
+        let tablet = try TemporaryNode(name: "tablet")
+        for node in [laptop.node, tablet.node] { try node.joinGroup(code: secret.joinCode) }
+        try await Self.meet(laptop.node, home.node)
+        _ = try await laptop.node.append(to: "notes", payload: "\"before the reinstall\"")
+        try await Self.syncSigned(laptop.node, to: home.node)
+        let oldKey = laptop.node.identity.signingKey.publicKey.hexString
+        #expect(try home.node.records().contains { $0.key == MemberKeys.pinnedKey(laptop.node.deviceID.description, oldKey, by: home.node.deviceID.description) })
+
+        // The tablet, which never met the laptop, vouches for its new install.
+        let reinstalled = try TemporaryNode(name: "laptop", machineID: machineID)
+        try reinstalled.node.joinGroup(code: secret.joinCode)
+        try await Self.meet(tablet.node, home.node)
+        try await tablet.node.vouch(for: reinstalled.node.deviceID, name: "laptop")
+        #expect(try tablet.node.member(reinstalled.node.deviceID)?.signingKeysBefore == nil, "the tablet knew no earlier key")
+        try await Self.meet(reinstalled.node, tablet.node)
+        _ = try await reinstalled.node.append(to: "notes", payload: "\"after the reinstall\"")
+        try await Self.syncSigned(reinstalled.node, to: tablet.node)
+        try await Self.syncSigned(tablet.node, to: home.node)
+        #expect(try home.node.member(reinstalled.node.deviceID)?.signingKeysEver.contains(oldKey) == true)
+
+        let late = try TemporaryNode(name: "therapy-room")
+        try late.node.joinGroup(code: secret.joinCode)
+        try await Self.meet(late.node, home.node)
+        try await Self.syncSigned(home.node, to: late.node)
+        #expect(try late.node.status().entries == 2, "both installs' entries verify on a device that joined later")
+    }
+
     /// A hand-over brings epoch records and the records of devices the receiver does not know;
     /// a member record that would re-pin a known device's key, a replica record and a write in
     /// the receiver's own replica are not taken from it.
