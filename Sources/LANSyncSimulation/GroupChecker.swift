@@ -45,23 +45,16 @@ struct GroupChecker {
         var all = VersionVector()
         for (_, node) in devices { all = all.merged(with: try node.store.versionVector()) }
         for (index, node) in devices {
-            let keys = try node.replicaSigningKeys()
-            let n4 = try node.members().filter { $0.name == "n4" || $0.name == "n6" }.map { "\($0.name) \($0.signingKeysEver.map { $0.prefix(8) }) key \($0.key?.prefix(8) ?? "-")" }
-            lines.append("  n\(index) sees \(n4); knows keys of \(keys.keys.map { $0.description.prefix(4) }.sorted())")
-        }
-        for (index, node) in devices {
             let vector = try node.store.versionVector()
             let keys = try node.replicaSigningKeys()
             for (replica, counter) in all.counters.sorted(by: { $0.key < $1.key }) where vector[replica] < counter {
-                let keyRecords = try node.records().filter { $0.key.hasPrefix(MemberKeys.keysPrefix) }.map { $0.key.suffix(75).prefix(40) }
-                lines.append("    key records here: \(keyRecords)")
                 let held = try devices.lazy.compactMap { try $0.node.preference(MemberKeys.replica(replica)) }.first
                 var record = "no record here"
                 if let held, let decoded = try? JSONDecoder().decode(ReplicaRecord.self, from: Data(held.utf8)),
                     let member = try node.members().first(where: { $0.deviceID == decoded.deviceID })
                 {
-                    record = "its record (elsewhere) names \(member.name) with key \(decoded.signingKey.prefix(8)), "
-                        + "pinned here: \(member.signingKeysEver.map { $0.prefix(8) })"
+                    record = "its record (held elsewhere) names \(member.name) with key \(decoded.signingKey.prefix(8)); "
+                        + "keys pinned for it here: \(member.signingKeysEver.map { $0.prefix(8) })"
                 }
                 lines.append(
                     "  n\(index) holds \(vector[replica]) of \(counter) of replica \(replica): \(record), "
