@@ -286,7 +286,7 @@ public final class LANSyncNode: Sendable {
             // pinned the key, and a device joining later must still verify what it signed.
             _ = try? replicaSigningKeys()
             let pinnedAfter = signingKeyCache.withLock { $0?.pinned } ?? [:]
-            try await recordPinnedKeys(also: pinnedBefore.merging(pinnedAfter) { $0.union($1) })
+            try await recordPinnedKeys(also: pinnedBefore.merging(pinnedAfter) { $0.union($1) }, onlyThose: true)
             var notTaken: [ReplicaID: UInt64] = [:]
             if !result.rangesNotTaken.isEmpty {
                 let vector = try store.versionVector()

@@ -211,16 +211,17 @@ extension LANSyncNode {
     /// yet (one commit; nothing when all are there): after an admission pins a key, before a
     /// vouch replaces a member record, and when an agent starts (history from before these
     /// records existed).
-    /// `also`: keys pinned by device (lowercase device ID → signing keys), such as those a merge
-    /// verified with before its records changed. Cheap when every one is known to be held.
-    package func recordPinnedKeys(also extra: [String: Set<String>] = [:]) async throws(LANSyncError) {
+    /// `also`: keys pinned by device (device ID → signing keys), such as those a merge verified
+    /// with before its records changed. With `onlyThose` (a merge: `also` holds every key the
+    /// records pin, before and after it), nothing is read when each is known to be held.
+    package func recordPinnedKeys(also extra: [String: Set<String>] = [:], onlyThose: Bool = false) async throws(LANSyncError) {
         // Each member attests for itself, in its own replica, and never for its own device: a
         // record that only the device's own replica holds could not help anyone verify it.
         let me = deviceID.description.lowercased()
         var wanted = Set(
             extra.filter { $0.key.lowercased() != me }.flatMap { device, keys in keys.map { MemberKeys.pinnedKey(device, $0, by: me) } })
         let known = attestedKeys.withLock { $0 }
-        if !extra.isEmpty, wanted.isSubset(of: known) { return }
+        if onlyThose, wanted.isSubset(of: known) { return }
         for member in try members() where member.deviceID.lowercased() != me {
             for signingKey in member.signingKeysEver { wanted.insert(MemberKeys.pinnedKey(member.deviceID, signingKey, by: me)) }
         }
