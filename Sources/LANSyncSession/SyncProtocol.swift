@@ -57,6 +57,8 @@ package struct SyncProtocol: Sendable {
     /// for the same place until a merge changed something (a range that could not be taken then
     /// may be takeable after it: a key or a superseding change arrived).
     private var resendAsked: [ReplicaID: UInt64] = [:]
+    /// Places of replicas whose range a merge did not take, until this replica holds them.
+    private var waiting: [ReplicaID: UInt64] = [:]
     /// Open claims the peer was asked to settle, by replica: the claim's counter.
     private var claimAsked: [ReplicaID: UInt64] = [:]
     /// Set after a merge: the peer should hear our new state even if we send no rows.
@@ -206,13 +208,24 @@ package struct SyncProtocol: Sendable {
     /// `notTaken`: the replicas whose range the merge did not take, with where we stand in each;
     /// the peer is asked to send them again (once per place until a merge changes something:
     /// `changedAnything`).
+    ///
+    /// A place not taken waits until this replica holds it (`ourVector`): a merge that changed
+    /// preferences (`preferencesChanged`: the group's records, which give replicas' keys, are
+    /// preferences) asks for every waiting place again, since the key it lacked may have come
+    /// in another replica's range. Without that, a range left out for want of a key that arrived
+    /// one batch later was never asked for again in the session.
     package mutating func mergeFinished(
-        ourDigest: () -> StateDigest?, notTaken: [ReplicaID: UInt64] = [:], changedAnything: Bool = true
+        ourDigest: () -> StateDigest?, notTaken: [ReplicaID: UInt64] = [:], changedAnything: Bool = true,
+        preferencesChanged: Bool = false, ourVector: VersionVector? = nil
     ) -> Received {
         guard state == .syncing else { return .nothing }
         stateOwed = true
         if changedAnything { resendAsked.removeAll() }
-        for (replica, counter) in notTaken.sorted(by: { $0.key < $1.key }) where resendAsked[replica] != counter {
+        if let ourVector { waiting = waiting.filter { ourVector[$0.key] <= $0.value } }
+        var asks = notTaken
+        if preferencesChanged { asks.merge(waiting) { current, _ in current } }
+        waiting.merge(notTaken) { _, new in new }
+        for (replica, counter) in asks.sorted(by: { $0.key < $1.key }) where resendAsked[replica] != counter {
             resendAsked[replica] = counter
             repliesOwed.append(.resend(replica, after: counter))
         }

@@ -56,6 +56,14 @@ struct GroupChecker {
                     record = "its record (held elsewhere) names \(member.name) with key \(decoded.signingKey.prefix(8)); "
                         + "keys pinned for it here: \(member.signingKeysEver.map { $0.prefix(8) })"
                 }
+                for (other, holder) in devices where try holder.store.versionVector()[replica] == counter {
+                    let delta = try holder.store.signedDelta(since: vector, maxRows: 2_000)
+                    let range = delta.coverage.first { $0.replica == replica }
+                    lines.append("    n\(other) would send it \(range.map { "(\($0.from), \($0.through)] genesis \($0.genesis?.counter.description ?? "none") record \($0.record != nil)" } ?? "nothing")")
+                    let keys = try node.replicaSigningKeys(alsoIn: delta)
+                    lines.append("    with that, the key is known: \(keys[replica] != nil); verified head here: \(try node.store.verifiedHeads()[replica].map { "\($0.counter)" } ?? "none")")
+                    break
+                }
                 lines.append(
                     "  n\(index) holds \(vector[replica]) of \(counter) of replica \(replica): \(record), "
                         + (keys[replica] == nil ? "no key" : "key known"))

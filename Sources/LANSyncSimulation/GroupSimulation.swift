@@ -54,6 +54,9 @@ package final class GroupSimulation {
     /// Every acknowledged write the group must keep: entry ids and stroke ids, by writer.
     var acknowledged: [Int: (entries: Set<String>, strokes: Set<String>)] = [:]
     var written = 0
+    /// `LANSYNC_SIMULATE_TRACE=1`: print every merge (its ranges, and those not taken) and every
+    /// refused connection, to follow a failing seed.
+    static let tracing = ProcessInfo.processInfo.environment["LANSYNC_SIMULATE_TRACE"] != nil
     /// The resend bound: how often a session may ask for one place of one replica again.
     static let resendsWithoutProgress = 8
     /// How long the healed network has to converge, in simulated milliseconds.
@@ -348,8 +351,10 @@ package final class GroupSimulation {
         else { return }
         for (one, other) in [(first, second), (second, first)] {
             if let member = try one.member(other.deviceID) {
-                if member.isRemoved { return }
-                if let key = member.key, key != other.identity.publicKeyHex { return }
+                if member.isRemoved || (member.key.map { $0 != other.identity.publicKeyHex } ?? false) {
+                    if Self.tracing { print("t=\(now) \(one.identity.name) refuses \(other.identity.name): removed \(member.isRemoved)") }
+                    return
+                }
             }
         }
         for (one, other) in [(first, second), (second, first)] {
@@ -437,8 +442,12 @@ package final class GroupSimulation {
             end(connection, side: side, connection.sessions[side].mergeFailed("\(error)", clockSkew: false))
             return
         }
+        if Self.tracing {
+            print("t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) merged \(delta.coverage.map { "\($0.replica.description.prefix(4))(\($0.from),\($0.through)]" }) notTaken \(signed.notTaken.map { "\($0.key.description.prefix(4))@\($0.value)" })")
+        }
         _ = connection.sessions[side].mergeFinished(
-            ourDigest: { try? node.store.syncSummary().digest }, notTaken: signed.notTaken, changedAnything: signed.outcome.changedAnything)
+            ourDigest: { try? node.store.syncSummary().digest }, notTaken: signed.notTaken, changedAnything: signed.outcome.changedAnything,
+            preferencesChanged: signed.outcome.preferencesChanged > 0, ourVector: try node.store.versionVector())
         try askToSettleClaims(connection, side: side, node: node)
         // Every session of this node hears of the merge (its state changed), this one first.
         schedulePump(connection, side: side, at: now + 1)

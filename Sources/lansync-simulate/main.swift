@@ -15,8 +15,9 @@ struct SimulateCommand: AsyncParsableCommand {
             away, come back, are killed, reinstalled, removed and join late. Then the network heals \
             and the checker asserts that the group converges and keeps every acknowledged write.
 
-            A failing seed prints its schedule, shrunk, and the first device that diverged; \
-            `--seed N` replays it exactly.
+            A failing seed prints its schedule, shrunk, and the devices that diverged, with the \
+            replicas each lacks and why; `--seed N` replays it exactly, and \
+            LANSYNC_SIMULATE_TRACE=1 prints every merge and refused connection as it runs.
 
             Examples:
               lansync-simulate --seeds 1000
