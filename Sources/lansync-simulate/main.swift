@@ -22,6 +22,7 @@ struct SimulateCommand: AsyncParsableCommand {
             Examples:
               lansync-simulate --seeds 1000
               lansync-simulate --seeds 1000 --byzantine
+              lansync-simulate --seeds 100000 --minutes 60
               lansync-simulate --seed 4242 --byzantine --verbose
             """)
 
@@ -40,6 +41,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "How many actions each schedule has.")
     var length = Simulator.defaultLength
 
+    @Option(help: "Stop starting seeds after this many minutes (the summary says how many ran).")
+    var minutes: Double?
+
     @Flag(help: "Print each seed's schedule.")
     var verbose = false
 
@@ -51,6 +55,7 @@ struct SimulateCommand: AsyncParsableCommand {
         let started = ContinuousClock.now
         var (runs, events, messages, failures, refused, claims) = (0, 0, 0, 0, 0, 0)
         for current in range {
+            if let minutes, ContinuousClock.now - started > .seconds(minutes * 60) { break }
             let run = await Simulator.run(seed: current, length: length, byzantine: byzantine)
             runs += 1
             events += run.outcome.events
