@@ -403,9 +403,14 @@ package final class GroupSimulation {
     func deliver(_ id: Int, toward side: Int) async throws {
         guard let connection = connections[id], connection.open, !connection.inFlight[side].isEmpty else { return }
         let bytes = connection.inFlight[side].removeFirst()
-        // Now and then a link drops, as Wi-Fi does.
+        // Now and then a link drops, as Wi-Fi does; or the path duplicates or reorders a frame,
+        // which the transport's authentication turns into the end of the connection (§4).
         if network.chance(0.002) {
             try await drop(connection)
+            return
+        }
+        if network.chance(0.001) {
+            end(connection, side: side, connection.sessions[side].receiveFailed("a frame failed authentication (duplicated or reordered)"))
             return
         }
         guard let node = nodes[connection.ends(side)].node else { return }
