@@ -761,3 +761,15 @@ final class ChainCoverage: Sendable {
         if !coveringChain { uncovered.add(1, ordering: .releasing) }
     }
 }
+
+/// A flag the copies of one store share.
+final class SharedFlag: Sendable {
+    private let stored: Atomic<Bool>
+
+    init(_ value: Bool) { stored = Atomic(value) }
+
+    var value: Bool {
+        get { stored.load(ordering: .acquiring) }
+        set { stored.store(newValue, ordering: .releasing) }
+    }
+}

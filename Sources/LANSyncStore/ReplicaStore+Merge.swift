@@ -77,6 +77,7 @@ extension ReplicaStore {
             changed.preferences += part.changedPreferences
             changed.rows += part.changedRows
             claimsOpened.formUnion(part.claimsOpened)
+            if let left = part.claimsLeft { openClaimsMayExist.value = left > 0 }
         }
         var result = MergeResult()
         let delta = checked.delta
@@ -137,6 +138,8 @@ extension ReplicaStore {
         var changedRows: [Int] = []
         /// Replicas whose ranges claim losses that have not happened here yet (open claims).
         var claimsOpened: Set<ReplicaID> = []
+        /// How many open claims stay after the share that counted the coverage (nil: another share).
+        var claimsLeft: Int?
     }
 
     /// Merges one transaction's share of a delta, taking waiting local writes along.
@@ -210,7 +213,7 @@ extension ReplicaStore {
             // What the sender says lost and has not lost here yet stays an open claim; the ranges
             // count (see `openClaims`), and claims this delta's changes settle close.
             merged.claimsOpened = try context.openClaims(of: delta)
-            _ = try context.closeOpenClaims()
+            merged.claimsLeft = try context.closeOpenClaims()
             try context.advance(by: delta.coverage)
             counted = heads
         }

@@ -240,7 +240,8 @@ extension ReplicaStore {
     /// just before it: the peer's copy then either carries the superseding change or the change
     /// itself, live, and the claim closes either way.
     package func openClaims() throws(StoreError) -> [ReplicaID: UInt64] {
-        try Self.database {
+        guard openClaimsMayExist.value else { return [:] }
+        return try Self.database {
             try writer.read { db in
                 var lowest: [ReplicaID: UInt64] = [:]
                 let rows = try Row.fetchAll(

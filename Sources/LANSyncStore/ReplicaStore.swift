@@ -21,6 +21,9 @@ package struct ReplicaStore: Sendable {
     let apps: AppTableAccess
     /// Whether local commits extend this replica's chain themselves, and which writes it may not cover.
     let chainCoverage = ChainCoverage()
+    /// Whether `open_claims` may hold a row (false only once a merge left none): a session asks
+    /// after every merge, so the usual answer costs no read.
+    let openClaimsMayExist = SharedFlag(true)
     /// The device's key, which signs the heads of this replica's change chain; nil until
     /// `signingHeads(with:)` (heads are then kept unsigned until a store with the key commits).
     private(set) var headSigner: SigningKey?
