@@ -266,6 +266,8 @@ public final class LANSyncNode: Sendable {
         package let notTaken: [ReplicaID: UInt64]
         /// Replicas whose ranges claimed losses that have not happened here yet (open claims).
         package var claimsOpened: Set<ReplicaID> = []
+        /// The replicas whose signing key the records held here name, after the merge.
+        package var keysKnown: Set<ReplicaID> = []
     }
 
     /// Merges a delta of signed ranges from a peer (protocol version 4), checked beforehand with
@@ -284,7 +286,7 @@ public final class LANSyncNode: Sendable {
             // Every key this merge verified with, and every key its records pin now, is kept as a
             // grow-only record: a vouch in the same delta may have replaced the record that
             // pinned the key, and a device joining later must still verify what it signed.
-            _ = try? replicaSigningKeys()
+            let keysAfter = (try? replicaSigningKeys()) ?? keys
             let pinnedAfter = signingKeyCache.withLock { $0?.pinned } ?? [:]
             try await recordPinnedKeys(also: pinnedBefore.merging(pinnedAfter) { $0.union($1) }, onlyThose: true)
             var notTaken: [ReplicaID: UInt64] = [:]
@@ -292,7 +294,8 @@ public final class LANSyncNode: Sendable {
                 let vector = try store.versionVector()
                 for replica in result.rangesNotTaken { notTaken[replica] = vector[replica] }
             }
-            return SignedMergeOutcome(outcome: result.outcome, notTaken: notTaken, claimsOpened: result.claimsOpened)
+            return SignedMergeOutcome(
+                outcome: result.outcome, notTaken: notTaken, claimsOpened: result.claimsOpened, keysKnown: Set(keysAfter.keys))
         } catch {
             throw Self.translate(error)
         }

@@ -252,7 +252,7 @@ actor SyncSession {
         ourStateCache.changed()
         let finished = machine.mergeFinished(
             ourDigest: { try? ourState().digest }, notTaken: signed.notTaken, changedAnything: outcome.changedAnything,
-            preferencesChanged: outcome.preferencesChanged > 0, ourVector: try? ourState().versionVector)
+            keysKnown: signed.keysKnown, ourVector: try? ourState().versionVector)
         askToSettleOpenClaims()
         if case .wakeSender = finished { push() }
         mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged

@@ -59,6 +59,8 @@ package struct SyncProtocol: Sendable {
     private var resendAsked: [ReplicaID: UInt64] = [:]
     /// Places of replicas whose range a merge did not take, until this replica holds them.
     private var waiting: [ReplicaID: UInt64] = [:]
+    /// Waiting places asked for again once their replica's key was known, by replica.
+    private var askedOnceKnown: [ReplicaID: UInt64] = [:]
     /// Open claims the peer was asked to settle, by replica: the claim's counter.
     private var claimAsked: [ReplicaID: UInt64] = [:]
     /// Set after a merge: the peer should hear our new state even if we send no rows.
@@ -209,21 +211,26 @@ package struct SyncProtocol: Sendable {
     /// the peer is asked to send them again (once per place until a merge changes something:
     /// `changedAnything`).
     ///
-    /// A place not taken waits until this replica holds it (`ourVector`): a merge that changed
-    /// preferences (`preferencesChanged`: the group's records, which give replicas' keys, are
-    /// preferences) asks for every waiting place again, since the key it lacked may have come
-    /// in another replica's range. Without that, a range left out for want of a key that arrived
-    /// one batch later was never asked for again in the session.
+    /// A place not taken waits until this replica holds it (`ourVector`). Once the replica's key
+    /// is known here (`keysKnown`: it may come in another replica's range, after the range that
+    /// needed it was refused), the place is asked for again, once. Without that, a range left
+    /// out for want of a key that arrived one batch later was never asked for again in the
+    /// session; asking after every merge that changed records instead asked for a replica whose
+    /// key never comes (a device nobody here pinned) over and over.
     package mutating func mergeFinished(
         ourDigest: () -> StateDigest?, notTaken: [ReplicaID: UInt64] = [:], changedAnything: Bool = true,
-        preferencesChanged: Bool = false, ourVector: VersionVector? = nil
+        keysKnown: Set<ReplicaID> = [], ourVector: VersionVector? = nil
     ) -> Received {
         guard state == .syncing else { return .nothing }
         stateOwed = true
         if changedAnything { resendAsked.removeAll() }
         if let ourVector { waiting = waiting.filter { ourVector[$0.key] <= $0.value } }
         var asks = notTaken
-        if preferencesChanged { asks.merge(waiting) { current, _ in current } }
+        for (replica, counter) in waiting where notTaken[replica] == nil && keysKnown.contains(replica) && askedOnceKnown[replica] != counter {
+            askedOnceKnown[replica] = counter
+            asks[replica] = counter
+            resendAsked[replica] = nil
+        }
         waiting.merge(notTaken) { _, new in new }
         for (replica, counter) in asks.sorted(by: { $0.key < $1.key }) where resendAsked[replica] != counter {
             resendAsked[replica] = counter

@@ -259,11 +259,12 @@ package final class GroupSimulation {
     }
 
     /// Before a device's data leaves the group (wiped, or removed): earlier installs' writes that
-    /// no other device in the group holds are no longer the group's to keep. Returns what the
-    /// others hold.
+    /// no other honest device in the group holds are no longer the group's to keep. Returns what
+    /// the others hold.
     func forgetWritesHeldOnlyBy(_ index: Int) throws -> (entries: Set<String>, strokes: Set<String>) {
         var held: (entries: Set<String>, strokes: Set<String>) = ([], [])
-        for other in nodes.indices where other != index {
+        // The hostile member counts as no holder: it may withhold what it holds for good.
+        for other in nodes.indices where other != index && other != schedule.byzantine {
             guard let node = nodes[other].node, !nodes[other].removed else { continue }
             held.entries.formUnion(try GroupChecker.entryIDs(node))
             held.strokes.formUnion(try GroupChecker.strokeIDs(node))
@@ -452,7 +453,7 @@ package final class GroupSimulation {
         }
         _ = connection.sessions[side].mergeFinished(
             ourDigest: { try? node.store.syncSummary().digest }, notTaken: signed.notTaken, changedAnything: signed.outcome.changedAnything,
-            preferencesChanged: signed.outcome.preferencesChanged > 0, ourVector: try node.store.versionVector())
+            keysKnown: signed.keysKnown, ourVector: try node.store.versionVector())
         try askToSettleClaims(connection, side: side, node: node)
         // Every session of this node hears of the merge (its state changed), this one first.
         schedulePump(connection, side: side, at: now + 1)

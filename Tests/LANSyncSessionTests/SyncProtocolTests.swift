@@ -298,23 +298,26 @@ import Testing
 
     /// A receiver that could not take a range asks for it again, once per place until a merge
     /// changes something; the sender then sends from there again.
-    /// A range left out for want of a key is asked for again once a later merge changed
-    /// preferences (the key's records may have come in another replica's range) — found by the
-    /// Byzantine group simulator, where such a range was never asked for again — and no longer
-    /// once it is held.
-    @Test func aPlaceNotTakenIsAskedForAgainAfterRecordsArrive() throws {
+    /// A range left out for want of a key is asked for again once the key is known (it may come
+    /// in another replica's range) — found by the Byzantine group simulator, where such a range
+    /// was never asked for again — once, and no longer once it is held.
+    @Test func aPlaceNotTakenIsAskedForAgainOnceItsKeyIsKnown() throws {
         var receiver = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
         _ = receiver.opening(T.state([:]), now: T.start)
         _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 0], changedAnything: true)
         #expect(receiver.takeReplies() == [.resend(T.theirs, after: 0)])
         _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 0], changedAnything: false)
         #expect(receiver.takeReplies().isEmpty)
-        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, preferencesChanged: false, ourVector: VersionVector())
-        #expect(receiver.takeReplies().isEmpty, "a merge of no preferences brings no key")
-        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, preferencesChanged: true, ourVector: VersionVector())
-        #expect(receiver.takeReplies() == [.resend(T.theirs, after: 0)], "records arrived: asked again")
+        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, keysKnown: [T.third], ourVector: VersionVector())
+        #expect(receiver.takeReplies().isEmpty, "another replica's key brings nothing for this one")
+        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, keysKnown: [T.theirs], ourVector: VersionVector())
+        #expect(receiver.takeReplies() == [.resend(T.theirs, after: 0)], "its key is known: asked again")
+        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, keysKnown: [T.theirs], ourVector: VersionVector())
+        #expect(receiver.takeReplies().isEmpty, "once")
+        _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 3], changedAnything: true)
+        _ = receiver.takeReplies()
         _ = receiver.mergeFinished(
-            ourDigest: { nil }, changedAnything: true, preferencesChanged: true, ourVector: VersionVector([T.theirs: 5]))
+            ourDigest: { nil }, changedAnything: true, keysKnown: [T.theirs], ourVector: VersionVector([T.theirs: 5]))
         #expect(receiver.takeReplies().isEmpty, "held now: no longer waiting")
     }
 
