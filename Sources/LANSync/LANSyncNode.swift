@@ -285,13 +285,15 @@ public final class LANSyncNode: Sendable {
             publish(result)
             // Every key this merge verified with, and every key its records pin now, is kept as a
             // grow-only record: a vouch in the same delta may have replaced the record that
-            // pinned the key, and a device joining later must still verify what it signed.
-            // Derived again only when the merge changed the group's records (a catch-up's batches
-            // of entries and rows leave them alone: 500 batches of 1M entries read them 500 times).
+            // pinned the key, and a device joining later must still verify what it signed. A
+            // merge that left the records alone pins nothing new: the keys it verified with were
+            // attested when the records last changed (or by the first merge since the start).
             let recordsChanged = result.preferences.contains { $0.key.hasPrefix(MemberKeys.prefix) }
             let keysAfter = recordsChanged ? ((try? replicaSigningKeys()) ?? keys) : keys
-            let pinnedAfter = recordsChanged ? signingKeyCache.withLock { $0?.pinned } ?? [:] : pinnedBefore
-            try await recordPinnedKeys(also: pinnedBefore.merging(pinnedAfter) { $0.union($1) }, onlyThose: true)
+            if recordsChanged || attestedKeys.withLock({ $0.isEmpty }) {
+                let pinnedAfter = signingKeyCache.withLock { $0?.pinned } ?? [:]
+                try await recordPinnedKeys(also: pinnedBefore.merging(pinnedAfter) { $0.union($1) }, onlyThose: true)
+            }
             var notTaken: [ReplicaID: UInt64] = [:]
             if !result.rangesNotTaken.isEmpty {
                 let vector = try store.versionVector()

@@ -48,10 +48,12 @@ package struct GroupMember: Codable, Sendable, Equatable {
 
     package var isRemoved: Bool { removedBy != nil }
 
-    /// Every signing key the group pinned for this device: the current one and those before.
+    /// Every signing key the group pinned for this device, each once: those before, then the current one.
     package var signingKeysEver: [String] {
-        var keys = (signingKeysBefore ?? []).map { $0.lowercased() }
-        if let signingKey { keys.append(signingKey.lowercased()) }
+        var keys: [String] = []
+        for key in (signingKeysBefore ?? []) + [signingKey].compactMap({ $0 }) where !keys.contains(key.lowercased()) {
+            keys.append(key.lowercased())
+        }
         return keys
     }
 
@@ -196,15 +198,18 @@ extension LANSyncNode {
     }
 
     /// Records the keys this device saw `device` present (once per pair of keys).
-    package func observe(_ device: DeviceID, name: String, key: String, signingKey: String?) async throws(LANSyncError) {
+    /// Returns whether it wrote (and attested the keys the records then pin, `recordPinnedKeys`).
+    @discardableResult
+    package func observe(_ device: DeviceID, name: String, key: String, signingKey: String?) async throws(LANSyncError) -> Bool {
         let record = observation(of: device, name: name, key: key, signingKey: signingKey)
         if let value = try preference(record.key), let held = try? JSONDecoder().decode(KeyObservation.self, from: Data(value.utf8)),
             held.key == key, held.signingKey == signingKey
         {
-            return
+            return false
         }
         try await writeRecords([(record.key, Self.json(record.observation))])
         try await recordPinnedKeys()
+        return true
     }
 
     /// Writes `lansync/keys/DEVICE/KEY` for every signing key the records pin now that has none
@@ -237,9 +242,11 @@ extension LANSyncNode {
     /// Records this device's own keys, as the others will see them, and which key signs this
     /// replica's chain (`ReplicaRecord`).
     package func observeSelf() async throws(LANSyncError) {
-        try await observe(deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
+        let observed = try await observe(
+            deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
         try await recordReplica()
-        try await recordPinnedKeys()
+        // An agent's start attests what the records pin (history from before these records).
+        if !observed { try await recordPinnedKeys() }
     }
 
     /// This device's observation of `device`, and the key it is filed under.
@@ -266,9 +273,7 @@ extension LANSyncNode {
             deviceID: device.description, name: name, key: nil, addedBy: deviceID.description,
             addedAt: Timestamps.iso8601(milliseconds: milliseconds ?? Int64(clock.now())), via: "short code")
         try await recordPinnedKeys()
-        if let before = try member(device)?.signingKeysEver, !before.isEmpty {
-            record.signingKeysBefore = before.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
-        }
+        if let before = try member(device)?.signingKeysEver, !before.isEmpty { record.signingKeysBefore = before }
         try await self.record(record)
     }
 
@@ -408,17 +413,11 @@ extension LANSyncNode {
     static func handOverTakes(_ record: PreferenceWrite, known: Set<String>, own: ReplicaID) -> Bool {
         guard record.dot.replica != own else { return false }
         if record.key.hasPrefix(MemberKeys.epochPrefix) { return true }
-        let device: Substring
-        if record.key.hasPrefix(MemberKeys.memberPrefix) {
-            device = record.key.dropFirst(MemberKeys.memberPrefix.count)
-        } else if record.key.hasPrefix(MemberKeys.seenPrefix) {
-            device = record.key.dropFirst(MemberKeys.seenPrefix.count).prefix { $0 != "/" }
-        } else if record.key.hasPrefix(MemberKeys.keysPrefix) {
-            device = record.key.dropFirst(MemberKeys.keysPrefix.count).prefix { $0 != "/" }
-        } else {
-            return false
+        // The device a member, observation or key record is about: the key's segment after its prefix.
+        for prefix in [MemberKeys.memberPrefix, MemberKeys.seenPrefix, MemberKeys.keysPrefix] where record.key.hasPrefix(prefix) {
+            return !known.contains(record.key.dropFirst(prefix.count).prefix { $0 != "/" }.uppercased())
         }
-        return !known.contains(device.uppercased())
+        return false
     }
 
     /// How far ahead of this device's clock a handed-over record may be: as for a peer (2 min).

@@ -507,6 +507,9 @@ package final class GroupSimulation {
             switch hostile {
             case .withhold?: continue
             case .replace(let altered)?: send(.delta(altered), on: connection, from: side)
+            case .records(let records)?:
+                send(.records(records), on: connection, from: side)
+                send(message, on: connection, from: side)
             case .prepend(let extra)?:
                 send(.delta(extra), on: connection, from: side)
                 send(message, on: connection, from: side)

@@ -1,3 +1,4 @@
+import Foundation
 import LANSync
 import LANSyncCore
 import LANSyncStore
@@ -11,13 +12,28 @@ enum HostileAction {
     case replace(Delta)
     /// A hostile delta goes before the batch.
     case prepend(Delta)
+    /// Records go before the batch, outside any hand-over (the receiver must end the session).
+    case records([PreferenceWrite])
 }
 
 extension GroupSimulation {
     /// The hostile member's version of `delta`, or nil to send it as it is.
     func hostileCopy(of delta: Delta, node: LANSyncNode, peerKnown: VersionVector) throws -> HostileAction? {
         guard network.chance(0.3) else { return nil }
-        switch Int.random(in: 0..<3, using: &network) {
+        switch Int.random(in: 0..<4, using: &network) {
+        case 3:
+            // A member record that re-pins another member's key, sent as a hand-over would.
+            guard let victim = try node.members().first(where: { $0.deviceID != node.deviceID.description && !$0.isRemoved }) else { return nil }
+            var forged = victim
+            forged.key = String(repeating: "ab", count: 32)
+            let value = String(decoding: (try? JSONEncoder().encode(forged)) ?? Data(), as: UTF8.self)
+            let counter = try node.store.versionVector()[node.replicaID] + 1
+            return .records([
+                PreferenceWrite(
+                    key: MemberKeys.member(victim.deviceID), value: value, originDevice: node.deviceID,
+                    dot: Dot(replica: node.replicaID, counter: counter), hlc: HybridTimestamp(physicalMilliseconds: node.clock.now(), logical: 0),
+                    wallMilliseconds: Int64(node.clock.now()))
+            ])
         case 0:
             return .withhold
         case 1:
