@@ -91,10 +91,10 @@ public final class LANSyncNode: Sendable {
             machineIDProblem: problem)
     }
 
-    /// Creates a node with a given identity and replica ID (a group simulation draws both from its
-    /// seed, so a seed replays exactly), or opens it when it exists.
+    /// Creates a node with a given identity and replica (a group simulation draws the identity and
+    /// the replica's nonce from its seed, so a seed replays exactly), or opens it when it exists.
     package static func create(
-        at dataDirectory: DataDirectory, identity: DeviceIdentity, replica: ReplicaID, clock: NodeClock
+        at dataDirectory: DataDirectory, identity: DeviceIdentity, replica: ReplicaStore.ReplicaChoice, clock: NodeClock
     ) throws(LANSyncError) -> LANSyncNode {
         do {
             try SecretFile.makePrivateDirectory(dataDirectory.path)
@@ -104,7 +104,7 @@ public final class LANSyncNode: Sendable {
             throw LANSyncError(.storage, "\(error)")
         }
         do {
-            let (store, _) = try ReplicaStore.openOrCreate(path: dataDirectory.replicaPath, device: identity.deviceID, replica: replica)
+            let (store, _) = try ReplicaStore.openOrCreate(path: dataDirectory.replicaPath, device: identity.deviceID, choosing: replica)
             return LANSyncNode(dataDirectory: dataDirectory, identity: identity, store: store, clock: clock)
         } catch {
             throw translate(error)

@@ -11,31 +11,49 @@ import LANSyncIdentity
 /// record must carry that device's signature, nor overwrite a replica's record, since only the
 /// replica itself may write under its key (`PreferenceWrite.problem`); and a device's replicas
 /// before and after a reinstall each have their own record.
+///
+/// A derived replica ID (`ReplicaBinding`) is bound to its device: its record counts only when
+/// its `nonce` derives the ID from the device it names, so no member can present another
+/// device's replica as its own either (and make that device's changes unverifiable to a
+/// receiver that had not heard of the replica yet).
 package struct ReplicaRecord: Codable, Sendable, Equatable {
     package var deviceID: String
     package var signingKey: String
     /// Base64 of the Ed25519 signature, by `signingKey`, of `signedBytes(replica:)`.
     package var signature: String
+    /// The nonce (32 lowercase hex digits) that derives the replica's ID from `deviceID`; absent
+    /// for a legacy replica ID.
+    package var nonce: String?
 
-    enum CodingKeys: String, CodingKey { case deviceID = "device_id", signingKey = "signing_key", signature }
+    enum CodingKeys: String, CodingKey { case deviceID = "device_id", signingKey = "signing_key", signature, nonce }
 
     /// "lansync/v1/replica" · replica ID (16 bytes) · device ID (16 bytes) · signing key (32 bytes).
     static func signedBytes(replica: ReplicaID, device: DeviceID, signingKey: [UInt8]) -> [UInt8] {
         Array("lansync/v1/replica".utf8) + replica.bytes + device.bytes + signingKey
     }
 
-    package init(replica: ReplicaID, device: DeviceID, key: SigningKey) {
+    package init(replica: ReplicaID, device: DeviceID, key: SigningKey, nonce: [UInt8]?) {
         deviceID = device.description
         signingKey = key.publicKey.hexString
         signature = Data(key.sign(Self.signedBytes(replica: replica, device: device, signingKey: key.publicKey))).base64EncodedString()
+        self.nonce = nonce?.hexString
     }
 
-    /// The signing key this record names for `replica`, when its signature holds.
+    /// The signing key this record names for `replica`, when its signature holds and, for a
+    /// derived replica ID, its nonce derives the ID from the device it names (a legacy ID's
+    /// record has no nonce).
     func verifiedKey(for replica: ReplicaID) -> (device: DeviceID, key: [UInt8])? {
         guard let device = DeviceID(deviceID), let key = [UInt8](hexString: signingKey),
             let signature = Data(base64Encoded: signature),
             SigningKey.verify([UInt8](signature), of: Self.signedBytes(replica: replica, device: device, signingKey: key), by: key)
         else { return nil }
+        if ReplicaBinding.isDerived(replica) {
+            guard let nonce, nonce.utf8.count == 2 * ReplicaBinding.nonceLength, nonce == nonce.lowercased(),
+                let bytes = [UInt8](hexString: nonce), ReplicaBinding.binds(replica, to: device, nonce: bytes)
+            else { return nil }
+        } else if nonce != nil {
+            return nil  // no nonce derives a legacy ID
+        }
         return (device, key)
     }
 }
@@ -48,7 +66,7 @@ extension MemberKeys {
 extension LANSyncNode {
     /// This replica's record, as a record to write.
     var selfReplicaRecord: (key: String, json: String) {
-        (MemberKeys.replica(store.replica), Self.json(ReplicaRecord(replica: store.replica, device: deviceID, key: identity.signingKey)))
+        (MemberKeys.replica(store.replica), Self.json(ReplicaRecord(replica: store.replica, device: deviceID, key: identity.signingKey, nonce: store.replicaNonce)))
     }
 
     /// Writes this replica's record unless it holds it already.
@@ -89,7 +107,7 @@ extension LANSyncNode {
 
     /// The keys that replica records among `candidates` name, where their signature holds and the
     /// key is one the group pinned for their device, now or before a re-key (`pinned`).
-    static func signingKeys(in candidates: [(key: String, json: String?)], pinned: [String: Set<String>]) -> [ReplicaID: [UInt8]] {
+    package static func signingKeys(in candidates: [(key: String, json: String?)], pinned: [String: Set<String>]) -> [ReplicaID: [UInt8]] {
         var keys: [ReplicaID: [UInt8]] = [:]
         for (key, json) in candidates where key.hasPrefix(MemberKeys.replicaPrefix) {
             guard let replica = ReplicaID(hex: key.dropFirst(MemberKeys.replicaPrefix.count)),

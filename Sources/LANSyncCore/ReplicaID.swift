@@ -1,4 +1,6 @@
-/// The CRDT actor: one per install of LANSync, random, never reused.
+/// The CRDT actor: one per install of LANSync, never reused. A new one is derived from its
+/// device ID and a random nonce, which binds it to that device (`ReplicaBinding`, protocol §11);
+/// one made before that rule is 16 random bytes.
 ///
 /// A reinstalled device keeps its device ID but gets a new replica ID, so no `(replica, counter)`
 /// pair is ever issued twice. Ordered by its 16 bytes read big-endian, which is the tie-break for

@@ -37,6 +37,8 @@ package final class GroupSimulation {
         package var simulatedMilliseconds: Int64 = 0
         package var claimsOpened = 0
         package var refusedDeltas = 0
+        /// Hostile sends in a Byzantine run (altered, forged, claimed, withheld or unsolicited).
+        package var hostileSends = 0
     }
 
     let schedule: Schedule
@@ -54,6 +56,8 @@ package final class GroupSimulation {
     /// Every acknowledged write the group must keep: entry ids and stroke ids, by writer.
     var acknowledged: [Int: (entries: Set<String>, strokes: Set<String>)] = [:]
     var written = 0
+    /// The hostile member's nodes that claim another device's replica ID as its own, by that ID.
+    var claims: [ReplicaID: LANSyncNode] = [:]
     /// `LANSYNC_SIMULATE_TRACE=1`: print every merge (its ranges, and those not taken) and every
     /// refused connection, to follow a failing seed.
     static let tracing = ProcessInfo.processInfo.environment["LANSYNC_SIMULATE_TRACE"] != nil
@@ -143,7 +147,7 @@ package final class GroupSimulation {
         let directory = DataDirectory(path: root + "/n\(index)-g\(simulated.generation)")
         let secret = SecureBytes(copying: simulated.keys.bytes(32))
         let identity = DeviceIdentity(deviceID: simulated.deviceID, source: .machineID, name: "n\(index)", keyPair: try KeyPair(secretKey: secret))
-        let replica = ReplicaID(bytes: simulated.keys.bytes(16))!
+        let replica = ReplicaStore.ReplicaChoice.derived(nonce: simulated.keys.bytes(16))
         let clock = clock
         let skew = Int64(index) * 700 - 1_000
         let node = try LANSyncNode.create(
@@ -501,7 +505,8 @@ package final class GroupSimulation {
             let delta = try node.store.signedDelta(since: known, upTo: ours.versionVector, maxRows: 2_000)
             if delta.isEmpty { break }
             batches += 1
-            let hostile = connection.ends(side) == schedule.byzantine ? try hostileCopy(of: delta, node: node, peerKnown: known) : nil
+            let hostile = connection.ends(side) == schedule.byzantine ? try await hostileCopy(of: delta, node: node, peerKnown: known) : nil
+            if hostile != nil { outcome.hostileSends += 1 }
             // The machine takes the batch as sent whatever the hostile member does with it.
             let message = try connection.sessions[side].outgoing(delta) { try node.store.syncSummary().digest }
             switch hostile {

@@ -17,10 +17,40 @@ enum HostileAction {
 }
 
 extension GroupSimulation {
+    /// A range of `replica` in the hostile member's name: a node of its device (its identity, so
+    /// its pinned keys) whose replica ID is `replica`, with a record that names its device and
+    /// copies the true owner's nonce when the hostile member holds the owner's record.
+    func claim(_ replica: ReplicaID, as node: LANSyncNode) async throws -> Delta {
+        let claimer: LANSyncNode
+        if let made = claims[replica] {
+            claimer = made
+        } else {
+            claimer = try LANSyncNode.create(
+                at: DataDirectory(path: root + "/claim-\(replica)"), identity: node.identity, replica: .exactly(replica),
+                clock: node.clock)
+            claims[replica] = claimer
+        }
+        let owners = try node.preference(MemberKeys.replica(replica)).flatMap { try? JSONDecoder().decode(ReplicaRecord.self, from: Data($0.utf8)) }
+        var record = ReplicaRecord(replica: replica, device: node.deviceID, key: node.identity.signingKey, nonce: nil)
+        record.nonce = owners?.nonce
+        let json = String(decoding: try JSONEncoder().encode(record), as: UTF8.self)
+        _ = try await claimer.store.setPreferences([PreferenceRequest(key: MemberKeys.replica(replica), value: json)], now: node.clock.now())
+        _ = try await claimer.store.extendOwnChain()
+        return try claimer.store.signedDelta(since: VersionVector(), maxRows: 200)
+    }
+
     /// The hostile member's version of `delta`, or nil to send it as it is.
-    func hostileCopy(of delta: Delta, node: LANSyncNode, peerKnown: VersionVector) throws -> HostileAction? {
+    func hostileCopy(of delta: Delta, node: LANSyncNode, peerKnown: VersionVector) async throws -> HostileAction? {
         guard network.chance(0.3) else { return nil }
-        switch Int.random(in: 0..<4, using: &network) {
+        switch Int.random(in: 0..<5, using: &network) {
+        case 4:
+            // Another device's replica the peer has not heard of yet, claimed as the hostile
+            // member's own: a record naming its device and key, and a change, signed with its key.
+            let mine = node.replicaID
+            guard let victim = try node.store.versionVector().counters.keys.sorted().first(where: { $0 != mine && peerKnown[$0] == 0 })
+            else { return nil }
+            if Self.tracing { print("t=\(now) n\(schedule.byzantine ?? -1) claims replica \(victim.description.prefix(12))") }
+            return .prepend(try await claim(victim, as: node))
         case 3:
             // A member record that re-pins another member's key, sent as a hand-over would.
             guard let victim = try node.members().first(where: { $0.deviceID != node.deviceID.description && !$0.isRemoved }) else { return nil }

@@ -10,6 +10,9 @@ package struct ReplicaStore: Sendable {
     let writer: any DatabaseWriter
     package let replica: ReplicaID
     package let device: DeviceID
+    /// The nonce this replica's ID is derived with from `device` (`ReplicaBinding`); nil for a
+    /// replica made before IDs were derived (a legacy ID).
+    package let replicaNonce: [UInt8]?
     let hasher: ElementHasher
     /// Local writes waiting for the writer; merges take them along (see `LocalWriteQueue`).
     let localWrites = LocalWriteQueue()
@@ -48,13 +51,15 @@ package struct ReplicaStore: Sendable {
         hasher = Self.elementHasher
         checkpointer = path.map(Checkpointer.init(path:))
         let ids = try Self.database {
-            try writer.read { db in try Row.fetchOne(db, sql: "SELECT replica_id, device_id FROM meta") }
+            // `SELECT *`: a replica opened read-only may predate the nonce column (schema v8).
+            try writer.read { db in try Row.fetchOne(db, sql: "SELECT * FROM meta") }
         }
         guard let ids else {
             throw StoreError(.notInitialized, "the replica's initialisation never finished; run `lansync init` again")
         }
-        replica = ReplicaID(bytes: [UInt8](ids[0] as Data))!
-        device = DeviceID(bytes: [UInt8](ids[1] as Data))!
+        replica = ReplicaID(bytes: [UInt8](ids["replica_id"] as Data))!
+        device = DeviceID(bytes: [UInt8](ids["device_id"] as Data))!
+        replicaNonce = (ids["replica_nonce"] as Data?).map { [UInt8]($0) }
     }
 
     // MARK: Opening
@@ -89,24 +94,27 @@ package struct ReplicaStore: Sendable {
         return store
     }
 
-    /// Opens the replica at `path`, creating it for `device` with a fresh replica ID when there is
-    /// none (`replica`, when given: a simulation's, drawn from its seed). Returns whether it was created.
-    package static func openOrCreate(path: String, device: DeviceID, replica: ReplicaID? = nil) throws(StoreError) -> (ReplicaStore, created: Bool) {
+    /// Opens the replica at `path`, creating it for `device` with a fresh replica ID derived from
+    /// the device when there is none (`ReplicaBinding`). `choice`: a simulation's nonce, drawn
+    /// from its seed, or a test's ID as it is. Returns whether it was created.
+    package static func openOrCreate(
+        path: String, device: DeviceID, choosing choice: ReplicaChoice = .derived(nonce: nil)
+    ) throws(StoreError) -> (ReplicaStore, created: Bool) {
         if FileManager.default.fileExists(atPath: path) { _ = try probe(path: path) }
         let apps = AppTableAccess()
         let pool = try pool(path: path, apps: apps)
         // Health data: only the owner may read the replica (its -wal and -shm inherit this mode).
         chmod(path, 0o600)
-        let created = try initialize(pool, device: device, replica: replica)
+        let created = try initialize(pool, device: device, choosing: choice)
         return (try ReplicaStore(writer: pool, apps: apps, path: path), created)
     }
 
     /// A replica in memory, for tests.
-    package static func inMemory(device: DeviceID) throws(StoreError) -> ReplicaStore {
+    package static func inMemory(device: DeviceID, choosing choice: ReplicaChoice = .derived(nonce: nil)) throws(StoreError) -> ReplicaStore {
         let apps = AppTableAccess()
         let queue = try database { try DatabaseQueue(configuration: configuration(apps: apps)) }
         try database { try Schema.migrator.migrate(queue) }
-        _ = try initialize(queue, device: device)
+        _ = try initialize(queue, device: device, choosing: choice)
         return try ReplicaStore(writer: queue, apps: apps)
     }
 
@@ -236,20 +244,36 @@ package struct ReplicaStore: Sendable {
         }
     }
 
+    /// How a new replica's ID is chosen.
+    package enum ReplicaChoice: Sendable {
+        /// Derived from the device and a nonce (`ReplicaBinding`): a fresh random one when nil.
+        case derived(nonce: [UInt8]?)
+        /// This ID as it is, with no nonce: a legacy replica in a test, or a hostile member's claim
+        /// of another device's ID in the group simulator.
+        case exactly(ReplicaID)
+    }
+
     /// Writes the metadata row with a new replica ID unless there is one. Returns whether it wrote.
-    static func initialize(_ writer: any DatabaseWriter, device: DeviceID, replica chosen: ReplicaID? = nil) throws(StoreError) -> Bool {
+    static func initialize(_ writer: any DatabaseWriter, device: DeviceID, choosing choice: ReplicaChoice = .derived(nonce: nil)) throws(StoreError) -> Bool {
         try database {
             try writer.write { db in
                 guard try Int.fetchOne(db, sql: "SELECT count(*) FROM meta") == 0 else { return false }
-                let replica = chosen ?? ReplicaID(bytes: randomBytes(16))!
+                let (replica, nonce): (ReplicaID, [UInt8]?)
+                switch choice {
+                case .derived(let chosen):
+                    let drawn = chosen ?? randomBytes(ReplicaBinding.nonceLength)
+                    (replica, nonce) = (ReplicaBinding.replicaID(device: device, nonce: drawn), drawn)
+                case .exactly(let id):
+                    (replica, nonce) = (id, nil)
+                }
                 try db.execute(
                     sql: """
-                        INSERT INTO meta (singleton, replica_id, device_id, created_ms, hlc, digest)
-                        VALUES (1, ?, ?, ?, 0, ?)
+                        INSERT INTO meta (singleton, replica_id, device_id, created_ms, hlc, digest, replica_nonce)
+                        VALUES (1, ?, ?, ?, 0, ?, ?)
                         """,
                     arguments: [
                         Data(replica.bytes), Data(device.bytes), Int64(Date().timeIntervalSince1970 * 1000),
-                        Data(StateDigest().bytes),
+                        Data(StateDigest().bytes), nonce.map { Data($0) },
                     ])
                 try db.execute(
                     sql: "INSERT INTO replicas (replica_id, counter) VALUES (?, 0)", arguments: [Data(replica.bytes)])

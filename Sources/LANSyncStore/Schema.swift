@@ -43,6 +43,8 @@ import LANSyncCore
 ///   row's key bytes (or the preference key's UTF-8), and the stub (a preference's HLC, 8 bytes
 ///   big-endian; a row change's `RowChangeStub` with the cells still open). Each closes when a
 ///   change that supersedes it is merged (see `WriteContext.closeOpenClaims`).
+/// - v8: `meta.replica_nonce`, the nonce the replica's ID is derived with from its device
+///   (`ReplicaBinding`); NULL for a replica made before (its ID stays as it was).
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -51,7 +53,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 7
+    static let version: Int32 = 8
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -220,6 +222,13 @@ enum Schema {
                         stub BLOB NOT NULL
                     );
                     PRAGMA user_version = 7;
+                    """)
+        }
+        migrator.registerMigration("v8 replica nonce") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE meta ADD COLUMN replica_nonce BLOB;
+                    PRAGMA user_version = 8;
                     """)
         }
         return migrator

@@ -53,7 +53,7 @@ struct SimulateCommand: AsyncParsableCommand {
     func run() async throws {
         let range = seed.map { $0...$0 } ?? first...(first + UInt64(max(1, seeds)) - 1)
         let started = ContinuousClock.now
-        var (runs, events, messages, failures, refused, claims) = (0, 0, 0, 0, 0, 0)
+        var (runs, events, messages, failures, refused, claims, hostile) = (0, 0, 0, 0, 0, 0, 0)
         for current in range {
             if let minutes, ContinuousClock.now - started > .seconds(minutes * 60) { break }
             let run = await Simulator.run(seed: current, length: length, byzantine: byzantine)
@@ -62,6 +62,7 @@ struct SimulateCommand: AsyncParsableCommand {
             messages += run.outcome.messages
             refused += run.outcome.refusedDeltas
             claims += run.outcome.claimsOpened
+            hostile += run.outcome.hostileSends
             if verbose { print("seed \(current):\n\(run.schedule)") }
             guard let failure = run.outcome.failure else { continue }
             failures += 1
@@ -75,8 +76,8 @@ struct SimulateCommand: AsyncParsableCommand {
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         print(String(
-            format: "%d seeds%@: %d failed; %d simulated events, %d messages, %d deltas refused, %d looks at open claims; %.1f s, %.1f seeds/s",
-            runs, byzantine ? " (byzantine)" : "", failures, events, messages, refused, claims, seconds, Double(runs) / max(seconds, 0.001)))
+            format: "%d seeds%@: %d failed; %d simulated events, %d messages, %d hostile sends, %d deltas refused, %d looks at open claims; %.1f s, %.1f seeds/s",
+            runs, byzantine ? " (byzantine)" : "", failures, events, messages, hostile, refused, claims, seconds, Double(runs) / max(seconds, 0.001)))
         if failures > 0 { throw ExitCode(1) }
     }
 }

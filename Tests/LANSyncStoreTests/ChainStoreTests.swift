@@ -292,6 +292,40 @@ import Testing
         #expect(try store.chainPoints(of: replica).allSatisfy { $0.signature != nil })
     }
 
+    /// A new replica's ID is derived from its device (`ReplicaBinding`); a replica made before
+    /// (schema 7, a random ID) keeps its ID and has no nonce after the upgrade, read-only too.
+    @Test func newReplicasAreDerivedAndOlderOnesKeepTheirID() async throws {
+        let device = DeviceID(bytes: [UInt8](repeating: 7, count: 16))!
+        let path = NSTemporaryDirectory() + "replica-id-\(UInt64.random(in: 0...UInt64.max)).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let fresh = try ReplicaStore.inMemory(device: device)
+        #expect(ReplicaBinding.isDerived(fresh.replica))
+        #expect(fresh.replicaNonce.map { ReplicaBinding.binds(fresh.replica, to: device, nonce: $0) } == true)
+        let other = DeviceID(bytes: [UInt8](repeating: 8, count: 16))!
+        #expect(fresh.replicaNonce.map { ReplicaBinding.binds(fresh.replica, to: other, nonce: $0) } == false)
+
+        let legacy = ReplicaID(high: 0x0123_4567_89AB_CDEF, low: 42)
+        #expect(!ReplicaBinding.isDerived(legacy))
+        let (created, _) = try ReplicaStore.openOrCreate(path: path, device: device, choosing: .exactly(legacy))
+        _ = try await created.append([AppendRequest(stream: "taps", payload: "1")], now: 1_000)
+        try await created.writer.write { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE meta DROP COLUMN replica_nonce;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v8 replica nonce';
+                    PRAGMA user_version = 7;
+                    """)
+        }
+        try await created.writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+        try created.writer.close()
+        let readOnly = try ReplicaStore.openReadOnly(path: path)
+        #expect(readOnly.replica == legacy && readOnly.replicaNonce == nil)
+        try readOnly.writer.close()
+        let upgraded = try ReplicaStore.open(path: path)
+        #expect(upgraded.replica == legacy && upgraded.replicaNonce == nil)
+        #expect(try upgraded.status().entries == 1)
+    }
+
     /// Counters of this replica that a version-3 peer claimed without changes take the "none"
     /// leaf: the chain runs on through them, and what follows verifies.
     @Test func claimedCountersWithoutChangesTakeTheNoneLeaf() async throws {

@@ -50,7 +50,7 @@ import Testing
         }
 
         // The tablet writes a record in the laptop's replica's name, claiming its own key.
-        let json = String(decoding: try JSONEncoder().encode(ReplicaRecord(replica: laptop.replicaID, device: tablet.deviceID, key: tablet.identity.signingKey)), as: UTF8.self)
+        let json = String(decoding: try JSONEncoder().encode(ReplicaRecord(replica: laptop.replicaID, device: tablet.deviceID, key: tablet.identity.signingKey, nonce: nil)), as: UTF8.self)
         let counter = try tablet.store.versionVector()[tablet.replicaID] + 1
         let forged = PreferenceWrite(
             key: MemberKeys.replica(laptop.replicaID), value: json, originDevice: tablet.deviceID,
@@ -60,7 +60,7 @@ import Testing
 
         // A replica that says it is the laptop's but signs with a key the group never pinned.
         let stranger = ReplicaID(high: 0xFEED, low: 1)
-        let record = ReplicaRecord(replica: stranger, device: laptop.deviceID, key: SigningKey(derivedFrom: KeyPair.generate()))
+        let record = ReplicaRecord(replica: stranger, device: laptop.deviceID, key: SigningKey(derivedFrom: KeyPair.generate()), nonce: nil)
         let claim = PreferenceWrite(
             key: MemberKeys.replica(stranger), value: String(decoding: try JSONEncoder().encode(record), as: UTF8.self),
             originDevice: laptop.deviceID, dot: Dot(replica: stranger, counter: 1), hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
@@ -70,6 +70,88 @@ import Testing
         #expect(try home.preference(MemberKeys.replica(stranger)) != nil)
         #expect(try home.replicaSigningKeys()[stranger] == nil)
         #expect(try home.replicaSigningKeys().count == 3)
+    }
+
+    /// A member claims another device's replica, one a device that joined later has not heard
+    /// of yet, as its own: it runs a replica with that ID, writes in it and signs it with its own
+    /// key, with a record naming itself (with no nonce, and with the owner's nonce copied). A
+    /// derived replica ID binds the replica to its device (`ReplicaBinding`), so neither record
+    /// counts: the range is not taken, and the owner's own changes still verify and converge.
+    @Test func aMemberCannotClaimAnotherDevicesReplica() async throws {
+        let nodes = [try TemporaryNode(name: "home"), try TemporaryNode(name: "laptop"), try TemporaryNode(name: "tablet")]
+        let (home, laptop, tablet) = (nodes[0].node, nodes[1].node, nodes[2].node)
+        let secret = try home.createGroup()
+        try await home.recordCreator()
+        try await home.observeSelf()
+        for node in [laptop, tablet] {
+            try node.joinGroup(code: secret.joinCode)
+            try await Self.meet(node, home)
+        }
+        for node in [home, laptop, tablet] { try await node.recordReplica() }
+        #expect(ReplicaBinding.isDerived(laptop.replicaID))
+        #expect(laptop.store.replicaNonce.map { ReplicaBinding.binds(laptop.replicaID, to: laptop.deviceID, nonce: $0) } == true)
+        _ = try await laptop.append(to: "notes", payload: "\"the laptop's\"")
+        for (from, to) in [(laptop, home), (tablet, home), (home, tablet), (home, laptop)] { try await Self.syncSigned(from, to: to) }
+        let owners = try #require(try tablet.preference(MemberKeys.replica(laptop.replicaID)))
+        let ownersNonce = try JSONDecoder().decode(ReplicaRecord.self, from: Data(owners.utf8)).nonce
+        #expect(ownersNonce != nil)
+
+        for copied in [nil, ownersNonce] {
+            let late = try TemporaryNode(name: "therapy-room")
+            try late.node.joinGroup(code: secret.joinCode)
+            try await Self.meet(late.node, home)
+            try await Self.meet(late.node, tablet)
+            // It met the tablet (it holds its keys) and has heard nothing of the laptop's replica.
+            #expect(try late.node.store.versionVector()[laptop.replicaID] == 0)
+            let root = NSTemporaryDirectory() + "lansync-claim-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            let claimer = try LANSyncNode.create(
+                at: DataDirectory(path: root), identity: tablet.identity, replica: .exactly(laptop.replicaID), clock: tablet.clock)
+            var record = ReplicaRecord(replica: laptop.replicaID, device: tablet.deviceID, key: tablet.identity.signingKey, nonce: nil)
+            record.nonce = copied
+            let json = String(decoding: try JSONEncoder().encode(record), as: UTF8.self)
+            _ = try await claimer.store.setPreferences([PreferenceRequest(key: MemberKeys.replica(laptop.replicaID), value: json)], now: tablet.clock.now())
+            _ = try await claimer.append(to: "notes", payload: "\"claimed\"")
+            _ = try await claimer.store.extendOwnChain()
+            let forged = try claimer.store.signedDelta(since: VersionVector(), maxRows: 100)
+            #expect(forged.coverage.map(\.replica) == [laptop.replicaID])
+
+            let outcome = try await late.node.mergeSigned(try late.node.store.check(forged, signed: true), maxSkewMilliseconds: 60_000)
+            #expect(outcome.notTaken[laptop.replicaID] == 0, "no key for the claimed replica: its range is not taken")
+            #expect(try late.node.replicaSigningKeys()[laptop.replicaID] == nil)
+            #expect(try late.node.preference(MemberKeys.replica(laptop.replicaID)) == nil)
+
+            try await Self.syncSigned(home, to: late.node)
+            try await Self.syncSigned(late.node, to: home)
+            #expect(try late.node.replicaSigningKeys()[laptop.replicaID] == laptop.identity.signingKey.publicKey)
+            #expect(try late.node.entries().map(\.payload) == ["\"the laptop's\""], "the owner's entry, and not the claimer's")
+            #expect(try late.node.status().digest == home.status().digest, "the owner's changes verify and converge")
+        }
+    }
+
+    /// What a replica record must show to count: its signature, a key pinned for its device, and
+    /// for a derived ID a nonce that derives it from that device. A legacy ID (made before IDs were
+    /// derived) needs no nonce, and a derived-form ID without one counts for nothing.
+    @Test func aDerivedReplicaIDCountsOnlyForTheDeviceItIsDerivedFrom() throws {
+        let (owner, other) = (DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
+        let (ownerKey, otherKey) = (SigningKey(derivedFrom: KeyPair.generate()), SigningKey(derivedFrom: KeyPair.generate()))
+        let pinned = [owner.description.lowercased(): Set([ownerKey.publicKey.hexString]), other.description.lowercased(): Set([otherKey.publicKey.hexString])]
+        let nonce = [UInt8](repeating: 0xAB, count: 16)
+        let derived = ReplicaBinding.replicaID(device: owner, nonce: nonce)
+        let legacy = ReplicaID(high: 0x0123_4567_89AB_CDEF, low: 7)
+        func counts(_ replica: ReplicaID, _ device: DeviceID, _ key: SigningKey, _ nonce: [UInt8]?, edit: (inout ReplicaRecord) -> Void = { _ in }) throws -> Bool {
+            var record = ReplicaRecord(replica: replica, device: device, key: key, nonce: nonce)
+            edit(&record)
+            let json = String(decoding: try JSONEncoder().encode(record), as: UTF8.self)
+            return LANSyncNode.signingKeys(in: [(MemberKeys.replica(replica), json)], pinned: pinned)[replica] == key.publicKey
+        }
+        #expect(try counts(derived, owner, ownerKey, nonce))
+        #expect(try !counts(derived, owner, ownerKey, nil), "a derived-form ID needs its nonce")
+        #expect(try !counts(derived, other, otherKey, nonce), "another device cannot present it, even with the owner's nonce")
+        #expect(try !counts(derived, other, otherKey, nil))
+        #expect(try !counts(derived, owner, ownerKey, nonce) { $0.nonce = $0.nonce?.uppercased() }, "one text form: lowercase hex")
+        #expect(try counts(legacy, owner, ownerKey, nil), "a legacy ID keeps the rule it had")
+        #expect(try !counts(legacy, owner, ownerKey, nonce), "no nonce derives a legacy ID")
     }
 
     /// Syncs `to` from `from` in signed ranges, as a session does (ranges not taken are sent again).
