@@ -176,8 +176,8 @@ extension Agent {
         throw ConnectionError.session(await session.ending ?? .peerClosed)
     }
 
-    /// The sync session's three loops: receive (never writes), push, keepalive. Returns once the
-    /// connection has closed; the session says why.
+    /// The sync session's two loops: receive (never writes) and send (pings included: the
+    /// session's timer queues them). Returns once the connection has closed; the session says why.
     nonisolated func serve(
         _ session: SyncSession, channel: FramedChannel, sender: SealedSender, receiver: inout SealedReceiver
     ) async throws {
@@ -188,17 +188,6 @@ extension Agent {
                     for await _ in session.wakes { try await session.pushMissing() }
                 } catch {
                     channel.channel.close(promise: nil)
-                }
-            }
-            tasks.addTask { [configuration] in
-                while !Task.isCancelled {
-                    try await Task.sleep(for: configuration.keepalive)
-                    // The receiving task never writes; a ping is sent from here, in turn with other messages.
-                    switch await session.tick() {
-                    case .ping(let counter): try await sender.send(.ping(counter))
-                    case .nothing: continue
-                    case .end: return
-                    }
                 }
             }
             defer { tasks.cancelAll() }

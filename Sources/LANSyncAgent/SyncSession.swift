@@ -5,12 +5,13 @@ import Logging
 
 /// The sync protocol with one connected peer, after the handshake: carries out what the pure
 /// state machine `SyncProtocol` decides (sends, merges, the goodbye and close that end a
-/// session), and keeps `lansync peers` informed.
+/// session, a timer at the machine's next deadline), and keeps `lansync peers` informed.
 ///
 /// One task receives and one task sends, and the receiving task never waits on a write: replies
-/// (state announcements, pongs) are queued for the sending task. Otherwise two peers pushing to
-/// each other under backpressure would each block in a write while neither reads — a deadlock
-/// that a bulk catch-up with writes in both directions reliably provokes.
+/// (state announcements, pings, pongs) are queued for the sending task, the only one that
+/// writes. Otherwise two peers pushing to each other under backpressure would each block in a
+/// write while neither reads — a deadlock that a bulk catch-up with writes in both directions
+/// reliably provokes.
 actor SyncSession {
     let peer: Hello
     let node: LANSyncNode
@@ -55,13 +56,11 @@ actor SyncSession {
     /// Asks the push loop to send whatever the peer lacks now.
     nonisolated func push() { wake.yield() }
 
-    var lastReceived: ContinuousClock.Instant { machine.lastHeardFrom }
+    /// When the peer was last heard from: a connection silent for long is stuck (`Agent.isStuck`).
+    private(set) var lastReceived = ContinuousClock.now
 
     /// Why the session ended, once it has.
-    var ending: SessionEnd? {
-        if case .ended(let why) = machine.state { return why }
-        return nil
-    }
+    var ending: SessionEnd? { machine.ending }
 
     func ourState() throws -> PeerState {
         try ourStateCache.read {
@@ -70,11 +69,17 @@ actor SyncSession {
         }
     }
 
-    /// Our first message: our state.
-    func opening() throws -> WireMessage { machine.opening(try ourState(), now: .now) }
+    /// Our first message: our state. Starts the timer.
+    func opening() throws -> WireMessage {
+        let message = machine.opening(try ourState(), now: .now)
+        armTimer()
+        return message
+    }
 
     /// Handles one message from the peer.
     func handle(_ message: WireMessage) async {
+        lastReceived = .now
+        defer { armTimer() }
         switch machine.received(message, now: .now) {
         case .nothing: break
         case .wakeSender:
@@ -114,13 +119,6 @@ actor SyncSession {
     /// A newer connection to this peer replaces this one: goodbye(duplicate connection), then close.
     func replaced() { finish(machine.replaced()) }
 
-    /// The keepalive timer: a ping to send, or the end of a silent session.
-    func tick() -> SyncProtocol.Tick {
-        let tick = machine.tick(now: .now)
-        if case .end(let why) = tick { finish(why) }
-        return tick
-    }
-
     /// Carries out an ending the machine decided: the goodbye it carries, if any, then the close.
     /// The goodbye is bounded in time (a peer that reads nothing cannot hold the connection open).
     private func finish(_ why: SessionEnd?) {
@@ -134,21 +132,16 @@ actor SyncSession {
             return
         }
         let sender = sender
-        // Not a task group: it would wait for both, and a send stuck behind a full socket (or
-        // behind a batch waiting for one) cannot be cancelled. Whichever comes first closes the
-        // connection; that fails the stuck write, and its task ends.
-        let (done, finished) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        Task {
-            try? await sender.send(goodbye)
-            finished.yield()
-        }
-        Task {
-            try? await Task.sleep(for: .seconds(1))
-            finished.yield()
-        }
         farewell = Task {
-            for await _ in done { break }
-            close()
+            await withTaskGroup(of: Void.self) { race in
+                race.addTask { try? await sender.send(goodbye) }
+                race.addTask { try? await Task.sleep(for: .seconds(1)) }
+                // Whichever comes first closes the connection: a send stuck behind a full socket
+                // cannot be cancelled, but the close fails it, so the group's wait ends.
+                await race.next()
+                close()
+                race.cancelAll()
+            }
         }
     }
 
@@ -255,7 +248,7 @@ actor SyncSession {
             keysKnown: signed.keysKnown, ourVector: try? ourState().versionVector)
         askToSettleOpenClaims()
         if case .wakeSender = finished { push() }
-        mergedSinceLog += outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged
+        mergeLog.merged(outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged)
         if outcome.changedAnything {
             logger.debug(
                 "merged a delta",
@@ -312,13 +305,12 @@ actor SyncSession {
             sent += delta.entries.count + delta.preferences.count + delta.rows.count
             delta = try await readAhead?.value ?? nextBatch(since: machine.peerKnown, upTo: cap)
         }
-        switch machine.closingState(now: .now, { sent > 0 ? (try? ourState()) ?? ours : ours }) {
-        case .nothing: break
-        case .send(let state): try await send(state)
-        case .later(let when): wake(at: when)
+        if case .send(let state) = machine.closingState(now: .now, { sent > 0 ? (try? ourState()) ?? ours : ours }) {
+            try await send(state)
         }
-        // Rows held back for the peer: look again once they settle, in case it still lacks them.
-        if let settles, held.contains(where: { machine.peerKnown[$0.key] < ours.versionVector[$0.key] }) { wake(at: settles) }
+        // Rows held back for the peer: the timer looks again once they settle, in case it still lacks them.
+        machine.heldBack(held, settles: settles, ourVector: ours.versionVector)
+        armTimer()
         if sent > 0 {
             logger.debug("sent rows", metadata: ["peer.device": "\(peer.device)", "sync.rows": "\(sent)"])
             let now = Int64(node.clock.now())
@@ -346,12 +338,15 @@ actor SyncSession {
         return try await BulkWork.run { try store.signedDelta(since: known, upTo: cap, maxRows: rows) }
     }
 
-    /// A wake of the sending side planned for later (an announcement or a settling relay); one at
-    /// a time, the soonest wins.
+    /// The one timer: at the machine's next deadline (`SyncProtocol.nextDeadline`: a ping, the
+    /// end of a silent session, a held-back state or relay), or the flush of the "synced" log line
+    /// if sooner. Armed again after every event; a timer that fires early (the deadline moved
+    /// later meanwhile) finds nothing due and arms itself for the new one.
     private var timer: (at: ContinuousClock.Instant, task: Task<Void, Never>)?
 
-    private func wake(at deadline: ContinuousClock.Instant) {
-        guard !machine.isEnded else { return }
+    private func armTimer() {
+        guard var deadline = machine.nextDeadline else { return }
+        if let flush = mergeLog.flushAt { deadline = min(deadline, flush) }
         if let timer, timer.at <= deadline { return }
         timer?.task.cancel()
         timer = (deadline, Task { [weak self] in
@@ -363,7 +358,14 @@ actor SyncSession {
 
     private func timerFired() {
         timer = nil
-        push()
+        let now = ContinuousClock.now
+        if let flush = mergeLog.flushAt, flush <= now, let line = mergeLog.flush(now: now) { log(line) }
+        switch machine.timerFired(now: now) {
+        case .nothing: break
+        case .wakeSender: push()
+        case .end(let why): finish(why)
+        }
+        armTimer()
     }
 
     /// Updates what `lansync peers` shows: who is behind whom.
@@ -381,39 +383,21 @@ actor SyncSession {
             record.lastSeen = now
             record.versionVector = vector
         }
-        // One log line per burst of merges: when in sync again and nothing more arrived for a second
-        // (live pushes of single taps stay at debug), and one every 10 s while a long catch-up runs.
-        remainingToReceive = weLack
-        if mergedSinceLog > 0, weLack > 0, ContinuousClock.now - lastProgressLog > .seconds(10) {
-            logSynced(done: false)
-        } else if mergedSinceLog > 0, weLack == 0, logFlush == nil {
-            logFlush = Task { [weak self] in
-                try? await Task.sleep(for: .seconds(1))
-                await self?.flushSyncedLog()
-            }
-        }
+        let flushWasDue = mergeLog.flushAt
+        if let line = mergeLog.progress(weLack: weLack, now: .now) { log(line) }
+        if mergeLog.flushAt != flushWasDue { armTimer() }
     }
 
-    private func flushSyncedLog() {
-        logFlush = nil
-        guard mergedSinceLog > 0 else { return }
-        if remainingToReceive == 0 { logSynced(done: true) } else { logSynced(done: false) }
-    }
-
-    private func logSynced(done: Bool) {
+    private func log(_ line: MergeLog.Line) {
         logger.log(
-            level: done && mergedSinceLog < 10 ? .debug : .info, done ? "synced" : "syncing",
+            level: line.isNotable ? .info : .debug, line.done ? "synced" : "syncing",
             metadata: [
-                "peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "sync.received": "\(mergedSinceLog)",
-                "sync.remaining": "\(remainingToReceive)",
+                "peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "sync.received": "\(line.received)",
+                "sync.remaining": "\(line.remaining)",
             ])
-        mergedSinceLog = 0
-        lastProgressLog = .now
     }
 
     var announced: PeerState? { machine.peerAnnounced }
-    private var mergedSinceLog = 0
-    private var remainingToReceive: UInt64 = 0
-    private var lastProgressLog = ContinuousClock.now
-    private var logFlush: Task<Void, Never>?
+    /// When to log what was merged (a pure policy; the timer brings its "synced" line).
+    private var mergeLog = MergeLog(now: .now)
 }

@@ -4,24 +4,101 @@ package import LANSyncWire
 /// The sync protocol with one peer after the handshake (`docs/protocol.md` §6), as a pure state
 /// machine: each event is one mutating method that returns what to do; nothing here reads a
 /// socket, a clock or the store. The agent's session actor carries the actions out (sends,
-/// merges, closes), so every rule below — and every way a session ends — is tested without a
-/// connection, and the session fuzz target drives it with arbitrary message sequences.
+/// merges, closes, a timer), so every rule below — its timing and every way a session ends
+/// included — is tested without a connection, the session fuzz target drives it with arbitrary
+/// message sequences, and the group simulator runs it on a simulated clock.
 ///
-/// States: `syncing` until the session ends, then `ended(why)` for good; once ended, every event
-/// returns no action. A session ends when the peer says goodbye or closes, when its bytes or rows
-/// are malformed (we say `goodbye(malformed)`), when a merge refuses its clock (`goodbye(clock
-/// skew)`), when nothing was heard for three keepalive intervals (no goodbye: the peer is
-/// unreachable), when we shut down (`goodbye(shutting down)`) or when a newer connection to the
-/// same peer replaces this one (`goodbye(duplicate connection)`).
+/// Phases (`State`): `opened` until the peer's first `state`, then `syncing`, then `ended(why)`
+/// for good; once ended, every event returns no action. Only while `opened` may the peer hand
+/// records over (protocol §11). A session ends when the peer says goodbye or closes, when its
+/// bytes or rows are malformed (we say `goodbye(malformed)`), when a merge refuses its clock
+/// (`goodbye(clock skew)`), when nothing was heard for three keepalive intervals (no goodbye: the
+/// peer is unreachable), when we shut down (`goodbye(shutting down)`) or when a newer connection
+/// to the same peer replaces this one (`goodbye(duplicate connection)`).
 ///
-/// What the machine remembers: `peerKnown`, our belief of what the peer holds — its last
-/// announced vector, advanced by every delta we send and every delta it sends us (the peer holds
-/// what it sends; never echo it back), and lowered only when the peer asks for a range again
-/// (`resend`) — and the replies owed to it (pongs, requests to resend, our state after a merge).
+/// Time comes in as the `now` of each event. What is due later — a ping after a keepalive
+/// interval of our silence, the end of a silent session, our state held back by the announce
+/// interval, rows held back for a relay to settle — is one deadline (`nextDeadline`); the shell
+/// calls `timerFired(now:)` when it passes.
+///
+/// What the machine remembers (`Conversation`): `peerKnown`, our belief of what the peer holds —
+/// its last announced vector, advanced by every delta we send and every delta it sends us (the
+/// peer holds what it sends; never echo it back), and lowered only when the peer asks for a range
+/// again (`resend`) — and the replies owed to it (pings, pongs, requests to resend, our state
+/// after a merge).
 package struct SyncProtocol: Sendable {
-    package enum State: Equatable, Sendable {
-        case syncing
+    /// The session's phase, with the data it needs.
+    package enum State: Sendable {
+        /// Connected; the peer has not announced its state yet.
+        case opened(Conversation)
+        /// The peer has announced its state at least once (`Conversation.peerAnnounced`).
+        case syncing(Conversation)
+        /// For good: why, and what we told the peer.
         case ended(SessionEnd)
+        /// Never seen from outside: holds the place while an event updates the conversation in
+        /// place, so that its buffers are not copied (as swift-nio's state machines do).
+        case modifying
+    }
+
+    /// What a session remembers while it is open.
+    package struct Conversation: Sendable {
+        /// What we believe the peer holds.
+        package fileprivate(set) var peerKnown = VersionVector()
+        /// The peer's last announced state (or implied by a digest-implied push); nil while `opened`.
+        package fileprivate(set) var peerAnnounced: PeerState?
+        /// Pings, pongs and requests to resend, in order.
+        fileprivate var repliesOwed: [WireMessage] = []
+        /// The ranges we asked the peer to send again, by replica: where we stood. Not asked again
+        /// for the same place until a merge changed something (a range that could not be taken then
+        /// may be takeable after it: a key or a superseding change arrived).
+        fileprivate var resendAsked: [ReplicaID: UInt64] = [:]
+        /// Places of replicas whose range a merge did not take, until this replica holds them.
+        fileprivate var waiting: [ReplicaID: UInt64] = [:]
+        /// Waiting places asked for again once their replica's key was known, by replica.
+        fileprivate var askedOnceKnown: [ReplicaID: UInt64] = [:]
+        /// Open claims the peer was asked to settle, by replica: the claim's counter.
+        fileprivate var claimAsked: [ReplicaID: UInt64] = [:]
+        /// Set after a merge: the peer should hear our new state even if we send no rows.
+        fileprivate var stateOwed = false
+        /// The digest the peer last heard from us (announced, or implied by a push).
+        fileprivate var digestToldToPeer: StateDigest?
+        /// Whether every row sent since the last `state` went as a digest-implied push.
+        fileprivate var digestKnownToPeer = true
+        fileprivate var pushEncoder = EntryPushEncoder()
+        fileprivate var pushDecoder = EntryPushDecoder()
+        fileprivate var rowPushEncoder = RowPushEncoder()
+        fileprivate var rowPushDecoder = RowPushDecoder()
+        /// One item per merge asked for and not yet finished, in order: the digest check the row push
+        /// being merged carried, if any.
+        fileprivate var mergesAwaiting: [DigestCheck?] = []
+        /// How many `state` messages the peer has sent: a check only counts when none came after it.
+        fileprivate var statesReceived = 0
+        /// Set when we sent a row push whose digest check stands for our state: `statesReceived` then.
+        /// The peer's next state either shows it holds our digest, or we owe it our state.
+        fileprivate var checkSentAfterStates: Int?
+        fileprivate var lastHeard: ContinuousClock.Instant
+        /// When we last sent the peer anything (`sent(at:)`): a side that spoke within the last
+        /// interval has nothing to prove, so it does not ping.
+        fileprivate var lastSpoke: ContinuousClock.Instant
+        fileprivate var pingsSent: UInt64 = 0
+        /// When we last sent our state.
+        fileprivate var lastAnnounced: ContinuousClock.Instant?
+        /// When our state, held back by the announce interval, may go.
+        fileprivate var announceAt: ContinuousClock.Instant?
+        /// When rows held back from this peer (`RelayGrace`) settle, if it still lacks them then.
+        fileprivate var relaySettlesAt: ContinuousClock.Instant?
+        /// Set by an event that ends the session.
+        fileprivate var ending: SessionEnd?
+
+        fileprivate init(now: ContinuousClock.Instant) {
+            lastHeard = now
+            lastSpoke = now
+        }
+
+        fileprivate mutating func end(_ why: SessionEnd) -> SessionEnd {
+            ending = why
+            return why
+        }
     }
 
     /// What to do after a message from the peer.
@@ -39,53 +116,16 @@ package struct SyncProtocol: Sendable {
         case end(SessionEnd)
     }
 
-    /// What a keepalive tick asks for.
-    package enum Tick: Equatable, Sendable {
+    /// What the timer asks for (`timerFired`).
+    package enum Timer: Equatable, Sendable {
         case nothing
-        case ping(UInt64)
+        /// Something is due to the peer (a ping among the replies, our state, held-back rows).
+        case wakeSender
+        /// Nothing heard for three keepalive intervals: close, with no goodbye.
         case end(SessionEnd)
     }
 
-    package private(set) var state: State = .syncing
-    /// What we believe the peer holds.
-    package private(set) var peerKnown = VersionVector()
-    /// The peer's last announced state (or implied by a digest-implied push).
-    package private(set) var peerAnnounced: PeerState?
-    /// Pongs and requests to resend, in order.
-    private var repliesOwed: [WireMessage] = []
-    /// The ranges we asked the peer to send again, by replica: where we stood. Not asked again
-    /// for the same place until a merge changed something (a range that could not be taken then
-    /// may be takeable after it: a key or a superseding change arrived).
-    private var resendAsked: [ReplicaID: UInt64] = [:]
-    /// Places of replicas whose range a merge did not take, until this replica holds them.
-    private var waiting: [ReplicaID: UInt64] = [:]
-    /// Waiting places asked for again once their replica's key was known, by replica.
-    private var askedOnceKnown: [ReplicaID: UInt64] = [:]
-    /// Open claims the peer was asked to settle, by replica: the claim's counter.
-    private var claimAsked: [ReplicaID: UInt64] = [:]
-    /// Set after a merge: the peer should hear our new state even if we send no rows.
-    private var stateOwed = false
-    /// The digest the peer last heard from us (announced, or implied by a push).
-    private var digestToldToPeer: StateDigest?
-    /// Whether every row sent since the last `state` went as a digest-implied push.
-    private var digestKnownToPeer = true
-    private var pushEncoder = EntryPushEncoder()
-    private var pushDecoder = EntryPushDecoder()
-    private var rowPushEncoder = RowPushEncoder()
-    private var rowPushDecoder = RowPushDecoder()
-    /// One item per merge asked for and not yet finished, in order: the digest check the row push
-    /// being merged carried, if any.
-    private var mergesAwaiting: [DigestCheck?] = []
-    /// How many `state` messages the peer has sent: a check only counts when none came after it.
-    private var statesReceived = 0
-    /// Set when we sent a row push whose digest check stands for our state: `statesReceived` then.
-    /// The peer's next state either shows it holds our digest, or we owe it our state.
-    private var checkSentAfterStates: Int?
-    private var lastHeard: ContinuousClock.Instant
-    /// When we last sent the peer anything (`sent(at:)`): a side that spoke within the last
-    /// interval has nothing to prove, so it does not ping.
-    private var lastSpoke: ContinuousClock.Instant
-    private var pingsSent: UInt64 = 0
+    package private(set) var state: State
     private let hasher: ElementHasher
     /// How often to ping; three intervals of silence end the session.
     package let keepalive: Duration
@@ -94,8 +134,6 @@ package struct SyncProtocol: Sendable {
     /// cost more than the rows. Owed states (after this peer's own rows, or after rows that did
     /// not imply our digest) go at once.
     package let announceInterval: Duration
-    /// When we last sent our state.
-    private var lastAnnounced: ContinuousClock.Instant?
 
     package init(
         hasher: ElementHasher, keepalive: Duration, announceInterval: Duration = .milliseconds(250),
@@ -104,103 +142,127 @@ package struct SyncProtocol: Sendable {
         self.hasher = hasher
         self.keepalive = keepalive
         self.announceInterval = announceInterval
-        lastHeard = now
-        lastSpoke = now
+        state = .opened(Conversation(now: now))
     }
 
-    package var isEnded: Bool { state != .syncing }
+    package var isEnded: Bool { ending != nil }
+
+    /// Why the session ended, once it has.
+    package var ending: SessionEnd? {
+        if case .ended(let why) = state { return why }
+        return nil
+    }
+
+    /// The open conversation, if any.
+    private var conversation: Conversation? {
+        switch state {
+        case .opened(let conversation), .syncing(let conversation): return conversation
+        case .ended, .modifying: return nil
+        }
+    }
+
+    /// What we believe the peer holds.
+    package var peerKnown: VersionVector { conversation?.peerKnown ?? VersionVector() }
+    /// The peer's last announced state (or implied by a digest-implied push).
+    package var peerAnnounced: PeerState? { conversation?.peerAnnounced }
+    /// When the peer was last heard from.
+    package var lastHeardFrom: ContinuousClock.Instant? { conversation?.lastHeard }
+
+    /// Runs an event on the open conversation in place, then moves to the phase it leads to;
+    /// `ended` when the session is over.
+    private mutating func update<Result>(ended: Result, _ event: (inout Conversation) -> Result) -> Result {
+        var conversation: Conversation
+        switch state {
+        case .opened(let open), .syncing(let open): conversation = open
+        case .ended, .modifying: return ended
+        }
+        state = .modifying
+        let result = event(&conversation)
+        if let why = conversation.ending {
+            state = .ended(why)
+        } else {
+            state = conversation.peerAnnounced == nil ? .opened(conversation) : .syncing(conversation)
+        }
+        return result
+    }
 
     // MARK: Receiving
 
     /// A message arrived from the peer.
     package mutating func received(_ message: WireMessage, now: ContinuousClock.Instant) -> Received {
-        guard state == .syncing else { return .nothing }
-        lastHeard = now
-        switch message {
-        case .state(let announced):
-            statesReceived += 1
-            peerAnnounced = announced
-            peerKnown = peerKnown.merged(with: announced.versionVector)
-            return .wakeSender
-        case .delta(let delta):
-            noteHeld(delta)
-            mergesAwaiting.append(nil)
-            return .merge(delta)
-        case .push(let push):
-            let entry: Entry
-            do {
-                entry = try pushDecoder.entry(from: push)
-            } catch {
-                return .end(end(.malformed(error.reason)))
+        let hasher = hasher
+        return update(ended: .nothing) { c in
+            c.lastHeard = now
+            switch message {
+            case .state(let announced):
+                c.statesReceived += 1
+                c.peerAnnounced = announced
+                c.peerKnown = c.peerKnown.merged(with: announced.versionVector)
+                return .wakeSender
+            case .delta(let delta):
+                c.noteHeld(delta)
+                c.mergesAwaiting.append(nil)
+                return .merge(delta)
+            case .push(let push):
+                let entry: Entry
+                do throws(WireError) {
+                    entry = try c.pushDecoder.entry(from: push)
+                } catch {
+                    return .end(c.end(.malformed(error.reason)))
+                }
+                let delta = EntryPush.delta(carrying: entry, signature: push.signature)
+                c.noteHeld(delta)
+                if push.digestImplied, let announced = c.peerAnnounced {
+                    // The sender's state is its last announced one plus this entry: no state message follows.
+                    c.advanceAnnounced(
+                        digest: EntryPush.impliedDigest(after: announced.digest, adding: entry, hasher: hasher), dot: entry.dot, hlc: entry.hlc)
+                }
+                c.mergesAwaiting.append(nil)
+                return .merge(delta)
+            case .rowPush(let push):
+                let change: RowChange
+                do throws(WireError) {
+                    change = try c.rowPushDecoder.change(from: push)
+                } catch {
+                    return .end(c.end(.malformed(error.reason)))
+                }
+                let delta = RowPush.delta(carrying: change, signature: push.signature)
+                c.noteHeld(delta)
+                let afterStates = c.statesReceived
+                c.mergesAwaiting.append(push.digestCheck.map {
+                    DigestCheck(check: $0, dot: change.dot, hlc: change.hlc, afterStates: afterStates)
+                })
+                return .merge(delta)
+            case .ping(let value):
+                c.repliesOwed.append(.pong(value))
+                return .wakeSender
+            case .records(let records):
+                // Only a hand-over sends records: a member answering a connection from one that was
+                // away during a removal, before any state and instead of a session (protocol §11).
+                guard c.statesReceived == 0 else {
+                    return .end(c.end(.malformed("a records message in a sync session (records come only in a hand-over, before any state)")))
+                }
+                return .mergeRecords(records)
+            case .resend(let replica, let counter):
+                // The peer did not take what we sent of the replica after `counter`: send it again.
+                if c.peerKnown[replica] > counter { c.peerKnown[replica] = counter }
+                return .wakeSender
+            case .pong:
+                return .nothing
+            case .goodbye(let code, let reason):
+                return .end(c.end(.peerSaidGoodbye(code: code, reason: reason)))
             }
-            let delta = EntryPush.delta(carrying: entry, signature: push.signature)
-            noteHeld(delta)
-            if push.digestImplied, let announced = peerAnnounced {
-                // The sender's state is its last announced one plus this entry: no state message follows.
-                advanceAnnounced(
-                    digest: EntryPush.impliedDigest(after: announced.digest, adding: entry, hasher: hasher), dot: entry.dot, hlc: entry.hlc)
-            }
-            mergesAwaiting.append(nil)
-            return .merge(delta)
-        case .rowPush(let push):
-            let change: RowChange
-            do {
-                change = try rowPushDecoder.change(from: push)
-            } catch {
-                return .end(end(.malformed(error.reason)))
-            }
-            let delta = RowPush.delta(carrying: change, signature: push.signature)
-            noteHeld(delta)
-            mergesAwaiting.append(push.digestCheck.map {
-                DigestCheck(check: $0, dot: change.dot, hlc: change.hlc, afterStates: statesReceived)
-            })
-            return .merge(delta)
-        case .ping(let value):
-            repliesOwed.append(.pong(value))
-            return .wakeSender
-        case .records(let records):
-            // Only a hand-over sends records: a member answering a connection from one that was
-            // away during a removal, before any state and instead of a session (protocol §11).
-            guard statesReceived == 0 else {
-                return .end(end(.malformed("a records message in a sync session (records come only in a hand-over, before any state)")))
-            }
-            return .mergeRecords(records)
-        case .resend(let replica, let counter):
-            // The peer did not take what we sent of the replica after `counter`: send it again.
-            if peerKnown[replica] > counter { peerKnown[replica] = counter }
-            return .wakeSender
-        case .pong:
-            return .nothing
-        case .goodbye(let code, let reason):
-            return .end(end(.peerSaidGoodbye(code: code, reason: reason)))
-        }
-    }
-
-    /// The peer holds what it sends: never send it back.
-    private mutating func noteHeld(_ delta: Delta) {
-        for range in delta.coverage where peerKnown[range.replica] < range.through {
-            peerKnown[range.replica] = range.through
         }
     }
 
     /// The peer's bytes could not be read as a message (or failed authentication).
     package mutating func receiveFailed(_ reason: String) -> SessionEnd? {
-        guard state == .syncing else { return nil }
-        return end(.malformed(reason))
+        update(ended: nil) { $0.end(.malformed(reason)) }
     }
 
     /// The peer closed the connection without a goodbye.
     package mutating func peerClosed() -> SessionEnd? {
-        guard state == .syncing else { return nil }
-        return end(.peerClosed)
-    }
-
-    /// What a row push's digest check says, kept until its merge finishes.
-    private struct DigestCheck: Sendable {
-        let check: UInt64
-        let dot: Dot
-        let hlc: HybridTimestamp
-        let afterStates: Int
+        update(ended: nil) { $0.end(.peerClosed) }
     }
 
     /// A merge finished: the peer should hear our new state. `ourDigest` is read only when the
@@ -221,28 +283,29 @@ package struct SyncProtocol: Sendable {
         ourDigest: () -> StateDigest?, notTaken: [ReplicaID: UInt64] = [:], changedAnything: Bool = true,
         keysKnown: Set<ReplicaID> = [], ourVector: VersionVector? = nil
     ) -> Received {
-        guard state == .syncing else { return .nothing }
-        stateOwed = true
-        if changedAnything { resendAsked.removeAll() }
-        if let ourVector { waiting = waiting.filter { ourVector[$0.key] <= $0.value } }
-        var asks = notTaken
-        for (replica, counter) in waiting where notTaken[replica] == nil && keysKnown.contains(replica) && askedOnceKnown[replica] != counter {
-            askedOnceKnown[replica] = counter
-            asks[replica] = counter
-            resendAsked[replica] = nil
+        update(ended: .nothing) { c in
+            c.stateOwed = true
+            if changedAnything { c.resendAsked.removeAll() }
+            if let ourVector { c.waiting = c.waiting.filter { ourVector[$0.key] <= $0.value } }
+            var asks = notTaken
+            for (replica, counter) in c.waiting where notTaken[replica] == nil && keysKnown.contains(replica) && c.askedOnceKnown[replica] != counter {
+                c.askedOnceKnown[replica] = counter
+                asks[replica] = counter
+                c.resendAsked[replica] = nil
+            }
+            c.waiting.merge(notTaken) { _, new in new }
+            for (replica, counter) in asks.sorted(by: { $0.key < $1.key }) where c.resendAsked[replica] != counter {
+                c.resendAsked[replica] = counter
+                c.repliesOwed.append(.resend(replica, after: counter))
+            }
+            let pending = c.mergesAwaiting.isEmpty ? nil : c.mergesAwaiting.removeFirst()
+            if let pending, pending.afterStates == c.statesReceived, c.peerAnnounced != nil, let ours = ourDigest(),
+                RowPush.check(of: ours) == pending.check
+            {
+                c.advanceAnnounced(digest: ours, dot: pending.dot, hlc: pending.hlc)
+            }
+            return .wakeSender
         }
-        waiting.merge(notTaken) { _, new in new }
-        for (replica, counter) in asks.sorted(by: { $0.key < $1.key }) where resendAsked[replica] != counter {
-            resendAsked[replica] = counter
-            repliesOwed.append(.resend(replica, after: counter))
-        }
-        let pending = mergesAwaiting.isEmpty ? nil : mergesAwaiting.removeFirst()
-        if let pending, pending.afterStates == statesReceived, peerAnnounced != nil, let ours = ourDigest(),
-            RowPush.check(of: ours) == pending.check
-        {
-            advanceAnnounced(digest: ours, dot: pending.dot, hlc: pending.hlc)
-        }
-        return .wakeSender
     }
 
     /// Open claims here (`ReplicaStore.openClaims`: per replica, the lowest counter of a change a
@@ -252,22 +315,199 @@ package struct SyncProtocol: Sendable {
     /// from just before the claim (protocol §6, "Asking again"). Once per place per session, so
     /// a peer that holds no better copy is not asked in a loop.
     package mutating func claimsOpen(_ claims: [ReplicaID: UInt64], ourVector: VersionVector) -> Received {
-        guard state == .syncing, !claims.isEmpty, let announced = peerAnnounced,
-            ourVector.dominates(announced.versionVector)
-        else { return .nothing }
-        var asked = false
-        for (replica, counter) in claims.sorted(by: { $0.key < $1.key })
-        where counter > 0 && announced.versionVector[replica] >= counter && claimAsked[replica] != counter {
-            claimAsked[replica] = counter
-            repliesOwed.append(.resend(replica, after: counter - 1))
-            asked = true
+        update(ended: .nothing) { c in
+            guard !claims.isEmpty, let announced = c.peerAnnounced, ourVector.dominates(announced.versionVector) else { return .nothing }
+            var asked = false
+            for (replica, counter) in claims.sorted(by: { $0.key < $1.key })
+            where counter > 0 && announced.versionVector[replica] >= counter && c.claimAsked[replica] != counter {
+                c.claimAsked[replica] = counter
+                c.repliesOwed.append(.resend(replica, after: counter - 1))
+                asked = true
+            }
+            return asked ? .wakeSender : .nothing
         }
-        return asked ? .wakeSender : .nothing
+    }
+
+    /// A merge refused the peer's rows (rejected whole, nothing applied).
+    package mutating func mergeFailed(_ reason: String, clockSkew: Bool) -> SessionEnd? {
+        update(ended: nil) { $0.end(clockSkew ? .clockSkew(reason) : .malformed(reason)) }
+    }
+
+    // MARK: Sending
+
+    /// Our first message: our state.
+    package mutating func opening(_ ours: PeerState, now: ContinuousClock.Instant) -> WireMessage {
+        update(ended: .state(ours)) { c in
+            c.digestToldToPeer = ours.digest
+            c.lastAnnounced = now
+            return .state(ours)
+        }
+    }
+
+    /// Replies owed to the peer (pings, pongs, requests to resend), in order; the sending side
+    /// sends them first.
+    package mutating func takeReplies() -> [WireMessage] {
+        update(ended: []) { c in
+            defer { c.repliesOwed.removeAll() }
+            return c.repliesOwed
+        }
+    }
+
+    /// The message that carries `batch` (signed ranges the peer lacks, read for `peerKnown`): a
+    /// compact push for exactly one new entry or row change that follows what the peer holds,
+    /// else a delta. `digest` is our current digest, asked for only when a push could imply it.
+    /// Advances `peerKnown`.
+    package mutating func outgoing<Failure: Error>(_ batch: Delta, digest: () throws(Failure) -> StateDigest) throws(Failure) -> WireMessage {
+        let hasher = hasher
+        var failure: Failure?
+        let message = update(ended: WireMessage.delta(batch)) { c -> WireMessage in
+            do throws(Failure) {
+                return try c.outgoing(batch, hasher: hasher, digest: digest)
+            } catch {
+                failure = error
+                return .delta(batch)
+            }
+        }
+        if let failure { throw failure }
+        return message
+    }
+
+    /// What follows the batches.
+    package enum Closing: Equatable, Sendable {
+        case nothing
+        /// Send our state now.
+        case send(WireMessage)
+    }
+
+    /// After the batches: whether our state must follow — at once when it is owed (after a merge
+    /// of this peer's rows, or rows went that did not imply our digest), else when it changed
+    /// since the peer last heard it (other peers' rows merged), at most every announce interval
+    /// (until then it waits for the timer: `nextDeadline`). The peer's announcements are what let
+    /// other nodes see it needs no relay (`RelayGrace`).
+    package mutating func closingState<Failure: Error>(
+        now: ContinuousClock.Instant, _ ours: () throws(Failure) -> PeerState
+    ) throws(Failure) -> Closing {
+        let interval = announceInterval
+        var failure: Failure?
+        let closing = update(ended: Closing.nothing) { c -> Closing in
+            var owed = c.stateOwed || !c.digestKnownToPeer
+            let announced: PeerState
+            do throws(Failure) {
+                announced = try ours()
+            } catch {
+                failure = error
+                return .nothing
+            }
+            if let sentAfter = c.checkSentAfterStates, c.statesReceived > sentAfter {
+                // The peer spoke since our row push: it either holds our digest, or must hear it.
+                c.checkSentAfterStates = nil
+                if c.peerAnnounced?.digest != announced.digest { owed = true }
+            }
+            if !owed {
+                guard announced.digest != c.digestToldToPeer else { return .nothing }
+                if let last = c.lastAnnounced, now - last < interval {
+                    c.announceAt = last + interval
+                    return .nothing
+                }
+            }
+            c.stateOwed = false
+            c.digestKnownToPeer = true
+            c.checkSentAfterStates = nil
+            c.digestToldToPeer = announced.digest
+            c.lastAnnounced = now
+            c.announceAt = nil
+            return .send(.state(announced))
+        }
+        if let failure { throw failure }
+        return closing
+    }
+
+    /// Rows were held back from this peer for a moment (`RelayGrace.holdBack`: per replica, the
+    /// counter sent up to; they settle at `settles`): when it still lacks any of them once they
+    /// settle, the timer wakes the sending side then.
+    package mutating func heldBack(_ held: [ReplicaID: UInt64], settles: ContinuousClock.Instant?, ourVector: VersionVector) {
+        update(ended: ()) { c in
+            guard let settles, held.contains(where: { c.peerKnown[$0.key] < ourVector[$0.key] }) else { return }
+            c.relaySettlesAt = min(c.relaySettlesAt ?? settles, settles)
+        }
+    }
+
+    // MARK: Time and endings
+
+    /// When the timer must fire next (`timerFired`): a ping owed after a keepalive interval of our
+    /// silence, the end of a session silent for three, our held-back state, or held-back rows
+    /// settling. Nil once the session has ended.
+    package var nextDeadline: ContinuousClock.Instant? {
+        guard let c = conversation else { return nil }
+        var deadline = min(c.lastSpoke + keepalive, c.lastHeard + keepalive * 3)
+        if let at = c.announceAt { deadline = min(deadline, at) }
+        if let at = c.relaySettlesAt { deadline = min(deadline, at) }
+        return deadline
+    }
+
+    /// The timer fired: the session ends when the peer has said nothing for three keepalive
+    /// intervals; a ping is owed when we have said nothing for one; held-back state or rows are due.
+    package mutating func timerFired(now: ContinuousClock.Instant) -> Timer {
+        let keepalive = keepalive
+        return update(ended: .nothing) { c in
+            let silence = now - c.lastHeard
+            if silence >= keepalive * 3 { return .end(c.end(.keepaliveExpired(silence: silence))) }
+            var due = false
+            // Our pongs (or anything else we sent) already told the peer we are here: each side then
+            // sends one message an interval, not a ping and a pong.
+            if now - c.lastSpoke >= keepalive {
+                c.pingsSent += 1
+                c.lastSpoke = now
+                c.repliesOwed.append(.ping(c.pingsSent))
+                due = true
+            }
+            if let at = c.announceAt, now >= at {
+                c.announceAt = nil
+                due = true
+            }
+            if let at = c.relaySettlesAt, now >= at {
+                c.relaySettlesAt = nil
+                due = true
+            }
+            return due ? .wakeSender : .nothing
+        }
+    }
+
+    /// We sent the peer a message (any kind).
+    package mutating func sent(at now: ContinuousClock.Instant) {
+        update(ended: ()) { $0.lastSpoke = now }
+    }
+
+    /// This node is shutting down.
+    package mutating func shutdown() -> SessionEnd? {
+        update(ended: nil) { $0.end(.shuttingDown) }
+    }
+
+    /// A newer connection to the same peer replaces this one.
+    package mutating func replaced() -> SessionEnd? {
+        update(ended: nil) { $0.end(.replaced) }
+    }
+}
+
+/// What a row push's digest check says, kept until its merge finishes.
+package struct DigestCheck: Sendable {
+    let check: UInt64
+    let dot: Dot
+    let hlc: HybridTimestamp
+    let afterStates: Int
+}
+
+extension SyncProtocol.Conversation {
+    /// The peer holds what it sends: never send it back.
+    fileprivate mutating func noteHeld(_ delta: Delta) {
+        for range in delta.coverage where peerKnown[range.replica] < range.through {
+            peerKnown[range.replica] = range.through
+        }
     }
 
     /// The peer's announced state after one pushed row whose digest we know: that digest, its
     /// vector advanced to the row's counter when it stood just below, its clock at least the row's.
-    private mutating func advanceAnnounced(digest: StateDigest, dot: Dot, hlc: HybridTimestamp) {
+    fileprivate mutating func advanceAnnounced(digest: StateDigest, dot: Dot, hlc: HybridTimestamp) {
         guard var announced = peerAnnounced else { return }
         announced.digest = digest
         if announced.versionVector[dot.replica] == dot.counter - 1 { announced.versionVector[dot.replica] = dot.counter }
@@ -275,33 +515,10 @@ package struct SyncProtocol: Sendable {
         peerAnnounced = announced
     }
 
-    /// A merge refused the peer's rows (rejected whole, nothing applied).
-    package mutating func mergeFailed(_ reason: String, clockSkew: Bool) -> SessionEnd? {
-        guard state == .syncing else { return nil }
-        return end(clockSkew ? .clockSkew(reason) : .malformed(reason))
-    }
-
-    // MARK: Sending
-
-    /// Our first message: our state.
-    package mutating func opening(_ ours: PeerState, now: ContinuousClock.Instant) -> WireMessage {
-        digestToldToPeer = ours.digest
-        lastAnnounced = now
-        return .state(ours)
-    }
-
-    /// Replies owed to the peer (pongs, requests to resend), in order; the sending side sends them first.
-    package mutating func takeReplies() -> [WireMessage] {
-        guard state == .syncing else { return [] }
-        defer { repliesOwed.removeAll() }
-        return repliesOwed
-    }
-
-    /// The message that carries `batch` (signed ranges the peer lacks, read for `peerKnown`): a
-    /// compact push for exactly one new entry or row change that follows what the peer holds,
-    /// else a delta. `digest` is our current digest, asked for only when a push could imply it.
-    /// Advances `peerKnown`.
-    package mutating func outgoing(_ batch: Delta, digest: () throws -> StateDigest) rethrows -> WireMessage {
+    /// See `SyncProtocol.outgoing`.
+    fileprivate mutating func outgoing<Failure: Error>(
+        _ batch: Delta, hasher: ElementHasher, digest: () throws(Failure) -> StateDigest
+    ) throws(Failure) -> WireMessage {
         defer { peerKnown.advance(by: batch.coverage) }
         let signature = batch.coverage.count == 1 ? batch.coverage[0].signature : nil
         if batch.entries.count == 1, let entry = batch.entries.first, let signature,
@@ -330,80 +547,6 @@ package struct SyncProtocol: Sendable {
         }
         digestKnownToPeer = false
         return .delta(batch)
-    }
-
-    /// What follows the batches.
-    package enum Closing: Equatable, Sendable {
-        case nothing
-        /// Send our state now.
-        case send(WireMessage)
-        /// Our state changed, but the peer heard it less than an announce interval ago: run the
-        /// sending side again then.
-        case later(ContinuousClock.Instant)
-    }
-
-    /// After the batches: whether our state must follow — at once when it is owed (after a merge
-    /// of this peer's rows, or rows went that did not imply our digest), else when it changed
-    /// since the peer last heard it (other peers' rows merged), at most every announce interval.
-    /// The peer's announcements are what let other nodes see it needs no relay (`RelayGrace`).
-    package mutating func closingState(now: ContinuousClock.Instant, _ ours: () throws -> PeerState) rethrows -> Closing {
-        guard state == .syncing else { return .nothing }
-        var owed = stateOwed || !digestKnownToPeer
-        let announced = try ours()
-        if let sentAfter = checkSentAfterStates, statesReceived > sentAfter {
-            // The peer spoke since our row push: it either holds our digest, or must hear it.
-            checkSentAfterStates = nil
-            if peerAnnounced?.digest != announced.digest { owed = true }
-        }
-        if !owed {
-            guard announced.digest != digestToldToPeer else { return .nothing }
-            if let last = lastAnnounced, now - last < announceInterval { return .later(last + announceInterval) }
-        }
-        stateOwed = false
-        digestKnownToPeer = true
-        checkSentAfterStates = nil
-        digestToldToPeer = announced.digest
-        lastAnnounced = now
-        return .send(.state(announced))
-    }
-
-    // MARK: Time and endings
-
-    /// The keepalive timer fired (every `keepalive`): a ping when we have said nothing for an
-    /// interval, the end of the session when the peer has said nothing for three.
-    package mutating func tick(now: ContinuousClock.Instant) -> Tick {
-        guard state == .syncing else { return .nothing }
-        let silence = now - lastHeard
-        if silence > keepalive * 3 { return .end(end(.keepaliveExpired(silence: silence))) }
-        // Our pongs (or anything else we sent) already told the peer we are here: each side then
-        // sends one message an interval, not a ping and a pong.
-        guard now - lastSpoke >= keepalive - .milliseconds(100) else { return .nothing }
-        pingsSent += 1
-        lastSpoke = now
-        return .ping(pingsSent)
-    }
-
-    /// We sent the peer a message (any kind).
-    package mutating func sent(at now: ContinuousClock.Instant) { lastSpoke = now }
-
-    /// When the peer was last heard from.
-    package var lastHeardFrom: ContinuousClock.Instant { lastHeard }
-
-    /// This node is shutting down.
-    package mutating func shutdown() -> SessionEnd? {
-        guard state == .syncing else { return nil }
-        return end(.shuttingDown)
-    }
-
-    /// A newer connection to the same peer replaces this one.
-    package mutating func replaced() -> SessionEnd? {
-        guard state == .syncing else { return nil }
-        return end(.replaced)
-    }
-
-    private mutating func end(_ why: SessionEnd) -> SessionEnd {
-        state = .ended(why)
-        return why
     }
 }
 

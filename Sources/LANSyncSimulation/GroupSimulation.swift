@@ -61,6 +61,10 @@ package final class GroupSimulation {
     /// `LANSYNC_SIMULATE_TRACE=1`: print every merge (its ranges, and those not taken) and every
     /// refused connection, to follow a failing seed.
     static let tracing = ProcessInfo.processInfo.environment["LANSYNC_SIMULATE_TRACE"] != nil
+    /// Sessions ping after this much silence, and end after three times it (the agent's default
+    /// is shorter; a longer one keeps a seed's events for what it tests).
+    static let keepalive: Duration = .seconds(30)
+
     /// The resend bound: how often a session may ask for one place of one replica again.
     static let resendsWithoutProgress = 8
     /// How long the healed network has to converge, in simulated milliseconds.
@@ -70,6 +74,8 @@ package final class GroupSimulation {
         case action(Int)
         case deliver(connection: Int, toward: Int)
         case pump(connection: Int, side: Int)
+        /// A session's timer (`SyncProtocol.nextDeadline`): pings, held-back states, silence.
+        case timer(connection: Int, side: Int)
         case extendChain(node: Int)
         case reconnectAll
     }
@@ -94,6 +100,7 @@ package final class GroupSimulation {
             let end = (schedule.actions.last?.at ?? 0) + 1
             queue.schedule(.reconnectAll, at: end)
             var healedAt: Int64?
+            var converged = false
             while let (at, event) = queue.next() {
                 now = max(now, at)
                 clock.set(now)
@@ -102,11 +109,17 @@ package final class GroupSimulation {
                 case .action(let index): try await perform(schedule.actions[index].action)
                 case .deliver(let connection, let toward): try await deliver(connection, toward: toward)
                 case .pump(let connection, let side): try await pump(connection, side: side)
+                case .timer(let connection, let side): if !converged { timerFired(connection, side: side) }
                 case .extendChain(let node): try await extendChain(node)
                 case .reconnectAll:
                     if healedAt == nil { healedAt = now }
                     try await healEverything()
-                    if try await GroupChecker(simulation: self).converged() { break }
+                    if try await GroupChecker(simulation: self).converged() {
+                        // What is in flight still arrives; idle sessions' timers (pings) stop, or
+                        // the run would go on until every link dropped.
+                        converged = true
+                        break
+                    }
                     if now - healedAt! > Self.convergenceBound {
                         outcome.failure = try await GroupChecker(simulation: self).divergence(
                             "the group did not converge within \(Self.convergenceBound / 1000) simulated seconds of the network healing")
@@ -521,11 +534,35 @@ package final class GroupSimulation {
             case nil: send(message, on: connection, from: side)
             }
         }
-        switch connection.sessions[side].closingState(now: clock.instant(now), { ours }) {
-        case .nothing: break
-        case .send(let state): send(state, on: connection, from: side)
-        case .later(let when): schedulePump(connection, side: side, at: now + clock.milliseconds(until: when, from: now))
+        if case .send(let state) = connection.sessions[side].closingState(now: clock.instant(now), { ours }) {
+            send(state, on: connection, from: side)
         }
+        scheduleTimer(connection, side: side)
+    }
+
+    /// Schedules one side's timer at its session's next deadline, unless one is due sooner. A
+    /// timer that fires early (the deadline moved later) finds nothing due and schedules again.
+    func scheduleTimer(_ connection: Connection, side: Int) {
+        guard connection.open, let deadline = connection.sessions[side].nextDeadline else { return }
+        let at = now + clock.milliseconds(until: deadline, from: now)
+        guard !connection.timerScheduled[side] || at < connection.timerAt[side] else { return }
+        connection.timerScheduled[side] = true
+        connection.timerAt[side] = at
+        queue.schedule(.timer(connection: connection.id, side: side), at: at)
+    }
+
+    /// A session's timer, as the agent's `SyncSession` carries it out.
+    func timerFired(_ id: Int, side: Int) {
+        guard let connection = connections[id], connection.open, connection.timerAt[side] <= now else { return }
+        connection.timerScheduled[side] = false
+        switch connection.sessions[side].timerFired(now: clock.instant(now)) {
+        case .nothing: break
+        case .wakeSender: schedulePump(connection, side: side, at: now + 1)
+        case .end(let why):
+            end(connection, side: side, why)
+            return
+        }
+        scheduleTimer(connection, side: side)
     }
 }
 
@@ -577,6 +614,8 @@ final class Connection {
     var open = true
     var pumpScheduled = [false, false]
     var pumpAt: [Int64] = [0, 0]
+    var timerScheduled = [false, false]
+    var timerAt: [Int64] = [0, 0]
     /// Per side and replica: the last place asked for again, and how often.
     var resends: [[ReplicaID: (counter: UInt64, times: Int)]] = [[:], [:]]
 
@@ -584,7 +623,7 @@ final class Connection {
         self.id = id
         self.ends = ends
         sessions = (0..<2).map { _ in
-            SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), announceInterval: .milliseconds(250), now: now)
+            SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: GroupSimulation.keepalive, announceInterval: .milliseconds(250), now: now)
         }
     }
 

@@ -236,7 +236,10 @@ package enum SessionFuzzing {
                 case 0, 1: await receive(message())
                 case 2:
                     now += .milliseconds(Int64(value() % 10_000))
-                    _ = machine.tick(now: now)
+                    _ = machine.timerFired(now: now)
+                    if let deadline = machine.nextDeadline {
+                        precondition(deadline > now || machine.isEnded, "the timer just fired: nothing may be due still")
+                    }
                 default: await writeLocallyAndSend()
                 }
                 if case .ended = machine.state {

@@ -156,15 +156,15 @@ final class RunningAgent: @unchecked Sendable {
         self.task = task
     }
 
-    static func start() async throws -> RunningAgent {
-        let (agent, root, group) = try make(port: 0)
+    static func start(keepalive: Duration = .seconds(60)) async throws -> RunningAgent {
+        let (agent, root, group) = try make(port: 0, keepalive: keepalive)
         let task = Task { try await agent.run() }
         let port = try await agent.listeningPort()
         return RunningAgent(root: root, group: group, port: port, task: task)
     }
 
     /// An agent (not started) in a fresh data directory, to listen on 127.0.0.1:`port`.
-    static func make(port: Int) throws -> (Agent, root: String, group: GroupSecret) {
+    static func make(port: Int, keepalive: Duration = .seconds(60)) throws -> (Agent, root: String, group: GroupSecret) {
         let root = NSTemporaryDirectory() + "lansync-agent-\(UUID().uuidString)"
         let machineID = root + "-machine-id"
         try UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
@@ -179,7 +179,7 @@ final class RunningAgent: @unchecked Sendable {
         // These tests are about what the agent answers, not about its timers: a quiet raw peer
         // must not be dropped as unreachable, nor a handshake as too slow, when CLI tests running
         // alongside block Swift's cooperative pool (two threads here) for seconds.
-        configuration.keepalive = .seconds(60)
+        configuration.keepalive = keepalive
         configuration.handshakeTimeout = .seconds(60)
         return (try Agent(node: node, configuration: configuration, logger: Logger(label: "test")), root, group)
     }

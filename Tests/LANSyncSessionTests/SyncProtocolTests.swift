@@ -143,9 +143,52 @@ import Testing
         digest.insert(hash: Self.hasher.hash(Self.entry(Self.third, 1)))
         let changed = Self.state([Self.third: 1], digest: digest)
         let soon = Self.start + interval / 2
-        #expect(machine.closingState(now: soon, { changed }) == .later(Self.start + interval))
+        #expect(machine.closingState(now: soon, { changed }) == .nothing)
+        #expect(machine.nextDeadline == Self.start + interval, "the timer brings it once the interval is over")
+        #expect(machine.timerFired(now: Self.start + interval) == .wakeSender)
         #expect(machine.closingState(now: Self.start + interval, { changed }) == .send(.state(changed)))
         #expect(machine.closingState(now: Self.start + interval * 3, { changed }) == .nothing)
+        #expect(machine.nextDeadline == Self.start + machine.keepalive, "nothing due now but a ping after a silent interval")
+    }
+
+    /// Rows held back from this peer while a relay settles (`RelayGrace`): the timer wakes the
+    /// sending side when they settle, unless the peer holds them by then.
+    @Test func rowsHeldBackForARelayAreLookedAtAgainWhenTheySettle() {
+        let settles = Self.start + .milliseconds(300)
+        var lacking = Self.machine()
+        _ = lacking.received(.state(Self.state([Self.third: 1])), now: Self.start)
+        lacking.heldBack([Self.third: 1], settles: settles, ourVector: VersionVector([Self.third: 3]))
+        #expect(lacking.nextDeadline == settles)
+        #expect(lacking.timerFired(now: settles - .milliseconds(1)) == .nothing)
+        #expect(lacking.timerFired(now: settles) == .wakeSender)
+        #expect(lacking.timerFired(now: settles + .milliseconds(1)) == .nothing, "once")
+        var holding = Self.machine()
+        _ = holding.received(.state(Self.state([Self.third: 3])), now: Self.start)
+        holding.heldBack([Self.third: 1], settles: settles, ourVector: VersionVector([Self.third: 3]))
+        #expect(holding.nextDeadline == Self.start + holding.keepalive, "the peer holds them already")
+    }
+
+    /// The phases carry the session's data: `opened` until the peer's first state, `syncing`
+    /// after, `ended` with why for good.
+    @Test func thePhasesFollowThePeersFirstStateAndTheEnd() {
+        var machine = Self.machine()
+        guard case .opened = machine.state else {
+            Issue.record("a new session is opened")
+            return
+        }
+        _ = machine.received(.ping(1), now: Self.start)
+        guard case .opened = machine.state else {
+            Issue.record("a ping is not the peer's state")
+            return
+        }
+        _ = machine.received(.state(Self.state([Self.theirs: 1])), now: Self.start)
+        guard case .syncing(let conversation) = machine.state, conversation.peerAnnounced != nil else {
+            Issue.record("the peer's first state starts syncing")
+            return
+        }
+        _ = machine.peerClosed()
+        #expect(machine.ending == .peerClosed)
+        #expect(machine.nextDeadline == nil, "an ended session needs no timer")
     }
 
     @Test func anOwedStateGoesAtOnceEvenWithinTheInterval() {
@@ -217,18 +260,28 @@ import Testing
     @Test func aSideThatSpokeRecentlyDoesNotPing() {
         var machine = Self.machine()
         machine.sent(at: Self.start + .seconds(1))
-        #expect(machine.tick(now: Self.start + .seconds(2)) == .nothing)
-        #expect(machine.tick(now: Self.start + .seconds(3)) == .ping(1))
+        #expect(machine.nextDeadline == Self.start + .seconds(3))
+        #expect(machine.timerFired(now: Self.start + .seconds(2)) == .nothing)
+        #expect(machine.timerFired(now: Self.start + .seconds(3)) == .wakeSender)
+        #expect(machine.takeReplies() == [.ping(1)])
     }
 
+    /// The timer: a ping after each silent interval of ours (queued for the sending side, the
+    /// only one that writes), the end after three of the peer's.
     @Test func silenceForThreeIntervalsEndsWithoutAGoodbyeAndSaysWhy() {
         var machine = Self.machine()
-        #expect(machine.tick(now: Self.start + .seconds(2)) == .ping(1))
-        #expect(machine.tick(now: Self.start + .seconds(4)) == .ping(2))
+        func ping(at seconds: Double) -> [WireMessage] {
+            _ = machine.timerFired(now: Self.start + .seconds(seconds))
+            return machine.takeReplies()
+        }
+        #expect(ping(at: 2) == [.ping(1)])
+        #expect(ping(at: 4) == [.ping(2)])
         // Hearing anything resets the silence.
         _ = machine.received(.pong(1), now: Self.start + .seconds(5))
-        #expect(machine.tick(now: Self.start + .seconds(10)) == .ping(3))
-        let tick = machine.tick(now: Self.start + .seconds(11.5))
+        #expect(machine.nextDeadline == Self.start + .seconds(6), "the next ping")
+        #expect(ping(at: 10) == [.ping(3)])
+        #expect(machine.nextDeadline == Self.start + .seconds(11), "the peer's third silent interval")
+        let tick = machine.timerFired(now: Self.start + .seconds(11.5))
         guard case .end(let why) = tick, case .keepaliveExpired = why else {
             Issue.record("expected the keepalive to expire, got \(tick)")
             return
@@ -245,11 +298,11 @@ import Testing
         #expect(machine.received(.state(Self.state([Self.theirs: 1])), now: Self.start) == .nothing)
         #expect(machine.takeReplies() == [])
         #expect(machine.mergeFinished(ourDigest: { nil }) == .nothing)
-        #expect(machine.tick(now: Self.start + .seconds(60)) == .nothing)
+        #expect(machine.timerFired(now: Self.start + .seconds(60)) == .nothing)
         #expect(machine.shutdown() == nil)
         #expect(machine.replaced() == nil)
         #expect(machine.peerClosed() == nil)
-        #expect(machine.state == .ended(.malformed("bad")))
+        #expect(machine.ending == .malformed("bad"))
     }
 }
 
