@@ -102,7 +102,57 @@ struct GroupChecker {
             if let tables, tables != shown { return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)" }
             tables = shown
         }
+        if let (index, node) = devices.first {
+            let expected = try referenceItems(heldBy: node)
+            let shown = try node.read { db in try Row.fetchAll(db, sql: "SELECT id, name, note, level, total FROM items ORDER BY id").map(\.description) }
+            if shown != expected {
+                return "the items table differs from the reference model of the merge rules (n\(index)):\n\(shown.joined(separator: "\n"))\n"
+                    + "against the model's\n\(expected.joined(separator: "\n"))"
+            }
+        }
         return nil
+    }
+
+    /// The `items` table the merge rules give for every change its writers made that the group
+    /// holds (its dot within the converged version vector), folded with the rules as stated over
+    /// the set of changes, not applied one at a time: per row the highest causal length decides
+    /// whether it exists (odd: it does); each column takes the value of the greatest stamp (HLC,
+    /// replica ID, counter) among that life's changes that wrote it, then the greater value; the
+    /// counter column sums each replica's latest total of that life (docs/protocol.md §6).
+    func referenceItems(heldBy node: LANSyncNode) throws -> [String] {
+        let vector = try node.store.versionVector()
+        let held = simulation.itemChanges.filter { $0.dot.counter <= vector[$0.dot.replica] }
+        var rows: [(id: String, shown: String)] = []
+        for (key, changes) in Dictionary(grouping: held, by: \.key) {
+            let life = changes.map(\.causalLength).max() ?? 0
+            guard life % 2 == 1, case .text(let id)? = key.primaryKey.first else { continue }
+            let current = changes.filter { $0.causalLength == life }
+            var values: [String: SQLValue] = [:]
+            for column in ["name", "note", "level"] {
+                let writes = current.flatMap { change in change.values.filter { $0.column == column }.map { (change.stamp, $0.value) } }
+                values[column] = writes.max { a, b in a.0 < b.0 || (a.0 == b.0 && a.1 < b.1) }?.1
+            }
+            var totals: [ReplicaID: (counter: UInt64, total: Int64)] = [:]
+            for change in current {
+                for total in change.totals where total.column == "total" {
+                    if let latest = totals[change.dot.replica], latest.counter >= change.dot.counter { continue }
+                    totals[change.dot.replica] = (change.dot.counter, total.total)
+                }
+            }
+            let total = totals.values.reduce(Int64(0)) { $0 &+ $1.total }
+            func shown(_ value: SQLValue?) -> DatabaseValue {
+                switch value ?? .null {
+                case .null: return .null
+                case .integer(let number): return number.databaseValue
+                case .text(let text): return text.databaseValue
+                case .realBits(let bits): return Double(bitPattern: bits).databaseValue
+                case .blob(let bytes): return Data(bytes).databaseValue
+                }
+            }
+            let row: Row = ["id": id, "name": shown(values["name"]), "note": shown(values["note"]), "level": shown(values["level"]), "total": total]
+            rows.append((id, row.description))
+        }
+        return rows.sorted { $0.id < $1.id }.map(\.shown)
     }
 
     static func entryIDs(_ node: LANSyncNode) throws -> Set<String> {

@@ -18,15 +18,19 @@ import Synchronization
 ///
 /// At the end the network heals, every device comes back and connects to every other, and the
 /// checker asserts (`GroupChecker`): the group converges within a bound of simulated time; every
-/// acknowledged write of a device still in the group is on every device exactly once; no session
-/// asked for the same range again without progress more than a bounded number of times; no
-/// loss claim stays open. In Byzantine mode one member sends hostile changes as well (altered
-/// changes below what the receiver verified, live changes passed off as lost, batches withheld),
-/// and the honest devices must still converge on the honest data.
+/// acknowledged write of a device still in the group is on every device exactly once; the app
+/// table equals a reference model of the merge rules over every change its writers made; no
+/// session asked for the same range again without progress more than a bounded number of times;
+/// no loss claim stays open. In Byzantine mode one member sends hostile changes as well (altered
+/// changes below what the receiver verified, live changes passed off as lost, batches withheld,
+/// records outside a hand-over, another device's replica claimed as its own), and the honest
+/// devices must still converge on the honest data. Sessions keep the machine's time: its timer
+/// (pings, held-back states) runs as events.
 ///
 /// What it does not model: the handshake's cryptography (admission follows its rules, reading
-/// each side's records), keepalive timing, the relay grace, and a kill in the middle of a merge
-/// (kills fall between events).
+/// each side's records), epochs at admission (a removal's records reach members in sessions;
+/// no member is refused for holding an older epoch, so there is no hand-over), the relay grace,
+/// and a kill in the middle of a merge (kills fall between events).
 package final class GroupSimulation {
     /// What a run found.
     package struct Outcome: Sendable {
@@ -56,6 +60,8 @@ package final class GroupSimulation {
     /// Every acknowledged write the group must keep: entry ids and stroke ids, by writer.
     var acknowledged: [Int: (entries: Set<String>, strokes: Set<String>)] = [:]
     var written = 0
+    /// Every change of the `items` table as its writer made it (`GroupChecker.referenceItems`).
+    var itemChanges = Set<RowChange>()
     /// The hostile member's nodes that claim another device's replica ID as its own, by that ID.
     var claims: [ReplicaID: LANSyncNode] = [:]
     /// `LANSYNC_SIMULATE_TRACE=1`: print every merge (its ranges, and those not taken) and every
@@ -300,7 +306,12 @@ package final class GroupSimulation {
 
     func appWrite(_ index: Int, sql: String, _ arguments: StatementArguments) async throws {
         guard let node = nodes[index].node else { return }
+        let before = try node.store.versionVector()
         try await node.write { db in try db.execute(sql: sql, arguments: arguments) }
+        // The change as its writer made it (nothing of it superseded yet): the reference model's input.
+        let own = node.replicaID
+        let made = try node.store.delta(since: before, maxRows: 100).rows.filter { $0.dot.replica == own && $0.key.table == "items" }
+        itemChanges.formUnion(made)
         await wrote(index, bulk: false)
     }
 
