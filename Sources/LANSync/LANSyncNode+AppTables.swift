@@ -62,6 +62,17 @@ extension LANSyncNode {
     ///     ValueObservation.tracking { db in try Row.fetchAll(db, sql: "SELECT * FROM athletes") }.removeDuplicates()
     ///         .values(in: node.database)
     ///
-    /// Writing through it fails: app tables are written with `write`.
-    public var database: any DatabaseReader { store.reader }
+    /// Writing through it fails: app tables are written with `write`. Observations see every
+    /// commit, also one made by another process (the agent merging a peer's rows while it runs
+    /// as `lansync run`, the CLI): the node watches its replica's files for them from the first
+    /// use of this property (`OtherWriterWatch`).
+    public var database: any DatabaseReader {
+        otherWriters.withLock { watch in
+            guard watch == nil, !store.isReadOnly else { return }
+            watch = OtherWriterWatch(
+                store: store, directory: dataDirectory.path,
+                replicaFile: URL(fileURLWithPath: dataDirectory.replicaPath).lastPathComponent)
+        }
+        return store.reader
+    }
 }

@@ -23,6 +23,8 @@ public final class LANSyncNode: Sendable {
     /// The `lansync/keys/DEVICE/KEY` records known to be held (`recordPinnedKeys`): a merge that
     /// pinned nothing new writes nothing and reads nothing.
     let attestedKeys = Mutex<Set<String>>([])
+    /// Makes other processes' commits visible to live queries; started by `database`.
+    let otherWriters = Mutex<OtherWriterWatch?>(nil)
 
     public var deviceID: DeviceID { identity.deviceID }
     package var replicaID: ReplicaID { store.replica }
@@ -35,7 +37,10 @@ public final class LANSyncNode: Sendable {
         self.clock = clock
     }
 
-    deinit { feed.finish() }
+    deinit {
+        feed.finish()
+        otherWriters.withLock { $0?.stop() }
+    }
 
     // MARK: Setting up
 

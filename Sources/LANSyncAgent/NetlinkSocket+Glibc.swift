@@ -1,4 +1,5 @@
 import Glibc
+import LANSync
 
 /// A netlink socket subscribed to the kernel's link and address notifications: the only file that
 /// talks to netlink. Messages are not parsed; each burst just means "look at the interfaces again".

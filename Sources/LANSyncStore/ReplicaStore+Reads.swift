@@ -65,6 +65,14 @@ extension ReplicaStore {
         }
     }
 
+    /// Tells GRDB's observers on this store (live queries) that the database changed: SQLite
+    /// reports only commits made through this store's own connections, not another process's.
+    /// An empty write transaction, so nothing is written.
+    package func notifyObserversOfChangesElsewhere() throws(StoreError) {
+        guard !isReadOnly else { return }
+        try Self.database { try writer.write { db in try db.notifyChanges(in: .fullDatabase) } }
+    }
+
     /// Recomputes the digest from every row, ignoring the stored one: for integrity checks and tests.
     package func recomputeDigest() throws(StoreError) -> StateDigest {
         var digest = StateDigest()

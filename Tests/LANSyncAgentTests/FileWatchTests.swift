@@ -1,4 +1,5 @@
 import Foundation
+import LANSync
 import Testing
 
 @testable import LANSyncAgent

@@ -316,7 +316,7 @@ import Testing
                     PRAGMA user_version = 7;
                     """)
         }
-        try await created.writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+        _ = try await created.writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
         try created.writer.close()
         let readOnly = try ReplicaStore.openReadOnly(path: path)
         #expect(readOnly.replica == legacy && readOnly.replicaNonce == nil)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import LANSync
+import Synchronization
 import Testing
 
 /// A node in a fresh temporary data directory, removed when the test ends.
@@ -229,6 +230,49 @@ final class TemporaryNode {
             case id, name
             case weightKg = "weight_kg"
         }
+    }
+
+    /// A live query sees rows another process commits to the replica: the agent merging a
+    /// peer's rows as `lansync run`, or the CLI. Here the other process is a second node opened
+    /// on the same directory (its own connections, which SQLite does not report to the first),
+    /// and the row arrives by a merge, as a peer's does. Before the node watched its replica's
+    /// files, the observation never fired again.
+    @Test func aLiveQuerySeesRowsAnotherProcessMerges() async throws {
+        let temporary = try TemporaryNode()
+        let app = temporary.node
+        _ = try app.applySchema("CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);")
+        let agent = try LANSyncNode.open(at: app.dataDirectory)
+        let peer = try TemporaryNode(name: "peer")
+        _ = try peer.node.applySchema("CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);")
+        try await peer.node.write { db in try Athlete(id: "p1", name: "Pia", weightKg: 55).insert(db) }
+
+        final class Latest: Sendable {
+            let rows = Mutex<[Athlete]?>(nil)
+            func withLock<T>(_ body: (inout [Athlete]?) -> T) -> T { rows.withLock { body(&$0) } }
+        }
+        let latest = Latest()
+        let database = app.database
+        let observing = Task {
+            for try await rows in ValueObservation.tracking({ db in try Athlete.fetchAll(db) }).values(in: database) {
+                latest.withLock { $0 = rows }
+            }
+        }
+        defer { observing.cancel() }
+        /// Whether the observation shows `ids` within a generous deadline (never a fixed wait).
+        func shows(_ ids: [String]) async -> Bool {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                if latest.withLock({ $0?.map(\.id).sorted() }) == ids { return true }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            return false
+        }
+        #expect(await shows([]))
+        try await agent.merge(try peer.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        #expect(await shows(["p1"]), "the merged row reached the live query")
+        #expect(latest.withLock { $0 } == [Athlete(id: "p1", name: "Pia", weightKg: 55)])
+        try await agent.write { db in try Athlete(id: "a2", name: "Ari").insert(db) }
+        #expect(await shows(["a2", "p1"]), "and so does another process's own write")
     }
 
     @Test func recordsWriteReadAndObservationSeesCommits() async throws {

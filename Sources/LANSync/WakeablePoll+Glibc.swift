@@ -3,13 +3,13 @@ import Glibc
 /// A thread's wait on one file descriptor that another thread can end for good: `poll` on the
 /// descriptor and on the read end of a pipe whose write end `stop` closes. Used by the kernel
 /// watches (`NetlinkSocket`, `FileWatch`), whose threads sleep here until the kernel speaks.
-final class WakeablePoll: Sendable {
-    let descriptor: Int32
+package final class WakeablePoll: Sendable {
+    package let descriptor: Int32
     private let wakeRead: Int32
     private let wakeWrite: Int32
 
     /// Takes ownership of `descriptor` (closed when the wait ends for good); nil if no pipe can be made.
-    init?(owning descriptor: Int32) {
+    package init?(owning descriptor: Int32) {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else {
             close(descriptor)
@@ -23,7 +23,7 @@ final class WakeablePoll: Sendable {
 
     /// Sleeps until the descriptor is readable (true) or `stop` was called (false; both
     /// descriptors are closed then, and every later call returns false at once).
-    func waitUntilReadable() -> Bool {
+    package func waitUntilReadable() -> Bool {
         var fds = [
             pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
         ]
@@ -39,11 +39,11 @@ final class WakeablePoll: Sendable {
     }
 
     /// Whether more is readable right now, without waiting.
-    func hasMore() -> Bool {
+    package func hasMore() -> Bool {
         var more = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         return poll(&more, 1, 0) > 0
     }
 
     /// Ends the wait for good.
-    func stop() { close(wakeWrite) }
+    package func stop() { close(wakeWrite) }
 }

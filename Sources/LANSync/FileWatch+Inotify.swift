@@ -7,14 +7,15 @@ import Glibc
 /// The agent watches its data directory this way to learn of writes by other processes (an app
 /// embedding LANSync, the CLI, a script) to the replica it serves: every commit in WAL mode
 /// writes the `-wal` file. (The CLI also tells the agent over the control socket; this catches
-/// every other writer, with no polling.)
-final class FileWatch: Sendable {
+/// every other writer, with no polling.) A node an app observes watches it too
+/// (`OtherWriterWatch`), so that live queries see what the agent merges.
+package final class FileWatch: Sendable {
     private let wait: WakeablePoll
 
     private init(wait: WakeablePoll) { self.wait = wait }
 
     /// Watches `directory` for files modified or created in it; nil where inotify is not available.
-    static func directory(_ directory: String) -> FileWatch? {
+    package static func directory(_ directory: String) -> FileWatch? {
         let fd = inotify_init1(Int32(IN_CLOEXEC))
         guard fd >= 0 else { return nil }
         guard inotify_add_watch(fd, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO)) >= 0 else {
@@ -26,7 +27,7 @@ final class FileWatch: Sendable {
 
     /// Sleeps until something changed, reads every event waiting, and returns the names of the
     /// files they concern. Nil once stopped.
-    func waitForChanges() -> Set<String>? {
+    package func waitForChanges() -> Set<String>? {
         guard wait.waitUntilReadable() else { return nil }
         var names = Set<String>()
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
@@ -40,7 +41,7 @@ final class FileWatch: Sendable {
 
     /// The file names in a buffer of `struct inotify_event`s: wd (4) · mask (4) · cookie (4) ·
     /// len (4) · name (len bytes, NUL-padded), integers in the machine's (little-endian) order.
-    static func names(in events: ArraySlice<UInt8>) -> [String] {
+    package static func names(in events: ArraySlice<UInt8>) -> [String] {
         var names: [String] = []
         var offset = events.startIndex
         while offset + 16 <= events.endIndex {
@@ -56,5 +57,5 @@ final class FileWatch: Sendable {
     }
 
     /// Wakes the waiting thread for good.
-    func stop() { wait.stop() }
+    package func stop() { wait.stop() }
 }
