@@ -24,6 +24,20 @@ struct Report: AsyncParsableCommand {
         return try await reportingErrors { try node.entries(EntryQuery(stream: stream, since: since)) }
     }
 
+    /// Each device's name as the group's records know it, by device ID: `plain` is the name, and
+    /// `shown` adds the start of the ID when another device has the same name.
+    static func deviceNames(_ global: GlobalOptions) async throws -> [String: (plain: String, shown: String)] {
+        let node = try await reportingErrors { try global.openNode() }
+        var names: [String: String] = [node.deviceID.description: node.identity.name]
+        for member in (try? node.members()) ?? [] where !member.name.isEmpty {
+            names[member.deviceID.uppercased()] = names[member.deviceID.uppercased()] ?? member.name
+        }
+        let shared = Set(Dictionary(grouping: names.values, by: { $0 }).filter { $0.value.count > 1 }.keys)
+        return names.reduce(into: [:]) { result, pair in
+            result[pair.key] = (pair.value, shared.contains(pair.value) ? "\(pair.value) (\(pair.key.prefix(7)))" : pair.value)
+        }
+    }
+
     static func validate(stream: String) throws {
         if let problem = Names.streamProblem(stream) { throw ValidationError(problem) }
     }
@@ -32,7 +46,7 @@ struct Report: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Entries per day, by device or by a payload field.",
             discussion: """
-                Prints one line per day and group with entries, oldest first; --json prints one object per line: day, group, count.
+                Prints one line per day and group with entries, oldest first. By device, a device shows by its name (with the start of its ID when two share a name). --json prints one object per line: day, group, count (and name, by device: group is then the device ID).
 
                 Examples:
                   lansync report usage symbol_taps
@@ -55,10 +69,13 @@ struct Report: AsyncParsableCommand {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let entries = try await Report.entries(global, stream: stream, since: now - Int64(days + 1) * 86_400_000)
             let counts = UsageReports.usage(entries, by: by == "device" ? .device : .field(by), days: days, now: now)
+            let names = by == "device" ? try await Report.deviceNames(global) : [:]
             let out = Output()
             if json {
                 for count in counts {
-                    out.line([("day", ExportFile.quoted(count.day)), ("group", ExportFile.quoted(count.group)), ("count", "\(count.count)")].jsonObject)
+                    var fields = [("day", ExportFile.quoted(count.day)), ("group", ExportFile.quoted(count.group)), ("count", "\(count.count)")]
+                    if let name = names[count.group] { fields.insert(("name", ExportFile.quoted(name.plain)), at: 2) }
+                    out.line(fields.jsonObject)
                 }
                 return
             }
@@ -66,7 +83,7 @@ struct Report: AsyncParsableCommand {
                 note("no entries in \(stream) in the last \(days) day\(days == 1 ? "" : "s")")
                 return
             }
-            for line in aligned([["DAY", by == "device" ? "DEVICE" : by.uppercased(), "ENTRIES"]] + counts.map { [$0.day, $0.group, "\($0.count)"] }) {
+            for line in aligned([["DAY", by == "device" ? "DEVICE" : by.uppercased(), "ENTRIES"]] + counts.map { [$0.day, names[$0.group]?.shown ?? $0.group, "\($0.count)"] }) {
                 out.line(line)
             }
         }

@@ -111,11 +111,14 @@ struct Exec: AsyncParsableCommand {
             Examples:
               lansync exec "INSERT INTO athletes (id, name) VALUES ('8c5e…', 'Ana')"
               lansync exec "UPDATE athletes SET weight_kg = 61.5 WHERE id = '8c5e…'"
+              lansync exec "INSERT INTO sets (id, session_id) VALUES ('s1', 'r1')" "UPDATE sessions SET sets = sets + 1 WHERE id = 'r1'"
               lansync exec --file changes.sql
+
+            Each argument is one statement (quote each whole statement); a file or standard input may hold several, separated by `;`. A value too long for the command line (a large BLOB as x'…' hex) goes in a file.
             """)
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "SQL statements (joined with spaces); or use --file.") var sql: [String] = []
+    @Argument(help: "SQL statements, one per argument (quote each); or use --file.") var sql: [String] = []
     @Option(help: "Read the SQL from this file (- for standard input).") var file: String?
 
     func validate() throws {
@@ -124,7 +127,9 @@ struct Exec: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var text = sql.joined(separator: " ")
+        // One statement per argument: joined with spaces, two statements without their own `;`
+        // became one statement SQLite refused, or worse, one it read differently.
+        var text = sql.joined(separator: ";\n")
         if let file {
             guard let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: file) else {
                 note("lansync: error: cannot read \(file); check the path")
@@ -133,7 +138,16 @@ struct Exec: AsyncParsableCommand {
             text = try await reportingErrors { () throws(LANSyncError) in try StrictUTF8.decode(data, file == "-" ? "standard input" : file) }
         }
         let statement = text
-        let changed = try await reportingErrors { try await AppSQL.execute(statement, on: try global.openNode()) }
+        let several = sql.count > 1
+        let node = try await reportingErrors { try global.openNode() }
+        let changed = try await reportingErrors { () throws(LANSyncError) in
+            do throws(LANSyncError) {
+                return try await AppSQL.execute(statement, on: node)
+            } catch where several && error.code == .sql {
+                // Words of one statement given unquoted arrive as several arguments.
+                throw LANSyncError(error.code, error.message + " (each argument is one statement: quote each whole statement, or use --file)")
+            }
+        }
         Output().line("ok: \(counted(changed, "row")) changed")
         await ControlClient.kick(global.dataDirectory)
     }

@@ -16,6 +16,22 @@ import Testing
         }
     }
 
+    /// Each argument of `exec` is one statement, all in one transaction; words of one statement
+    /// given unquoted are refused whole with the advice to quote it.
+    @Test func execTakesOneStatementPerArgument() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.ok(["init", "--name", "a"])
+        try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
+        try await cli.ok(
+            ["exec", "INSERT INTO athletes (id, name) VALUES ('ana', 'Ana')", "UPDATE athletes SET name = 'Ana B.' WHERE id = 'ana'"], node: "a")
+        #expect(try await query(cli, "SELECT name FROM athletes", node: "a").first?["name"] as? String == "Ana B.")
+        let unquoted = try await cli.run(["exec", "INSERT", "INTO", "athletes", "(id)", "VALUES", "('ben')"], node: "a")
+        #expect(unquoted.status != 0)
+        #expect(unquoted.stderr.contains("quote each whole statement"), "\(unquoted.stderr)")
+        #expect(try await query(cli, "SELECT count(*) AS n FROM athletes", node: "a").first?["n"] as? Int == 1, "nothing applied")
+    }
+
     @Test func editsOfOneRowOnTwoMachinesApartBothSurviveWhenTheyMeet() async throws {
         let cli = try CLI()
         defer { cli.remove() }

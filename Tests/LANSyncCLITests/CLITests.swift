@@ -507,6 +507,11 @@ struct FullDiskTests {
         let usage = try await cli.ok(["report", "usage", "symbol_taps", "--by", "symbol_id", "--json"])
         #expect(usage.contains(#""group":"help","count":15"#))
         #expect(usage.contains(#""group":"want","count":3"#))
+        // By device, a device shows by its name (its ID stays in the JSON's group).
+        let byDevice = try await cli.ok(["report", "usage", "symbol_taps"])
+        #expect(byDevice.contains("DEVICE") && byDevice.contains("tablet"), "\(byDevice)")
+        let byDeviceJSON = try await cli.ok(["report", "usage", "symbol_taps", "--json"])
+        #expect(byDeviceJSON.contains(#""name":"tablet""#), "\(byDeviceJSON)")
         let sessions = try await cli.ok(["report", "sessions", "symbol_taps", "--session-field", "session_id"])
         #expect(sessions.contains("old") && sessions.contains("today"))
 
