@@ -26,6 +26,14 @@ extension LANSyncNode {
         do { return try store.appliedSchema()?.schema.tables.map(\.name) ?? [] } catch { throw Self.translate(error) }
     }
 
+    /// Rows whose parent row is missing, by their `REFERENCES`: sync does not enforce foreign
+    /// keys (a child may arrive before its parent), so a parent deleted on one device while a
+    /// child was added on another leaves the child behind everywhere. The app decides: delete
+    /// the orphan, or insert its parent again. (`lansync doctor` and `GET /v1/orphans` list them.)
+    public func orphans() throws(LANSyncError) -> [AppOrphan] {
+        do { return try store.orphans() } catch { throw Self.translate(error) }
+    }
+
     /// Writes app tables with plain SQL in one transaction, durable when this returns:
     ///
     ///     try await node.write { db in

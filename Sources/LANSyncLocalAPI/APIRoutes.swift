@@ -30,6 +30,7 @@ struct LocalAPIRoutes: Sendable {
         v1.delete("preferences/**") { _, context in try await unsetPreference(context) }
         v1.post("query") { request, _ in try await query(request) }
         v1.post("exec") { request, _ in try await exec(request) }
+        v1.get("orphans") { _, _ in try orphans() }
         v1.get("changes") { request, _ in try changes(request) }
         v1.get("streams/:stream/reports/usage") { request, context in try usage(request, context) }
         v1.get("streams/:stream/reports/sessions") { request, context in try sessions(request, context) }
@@ -58,6 +59,18 @@ struct LocalAPIRoutes: Sendable {
                 ("port", "\(report.port)"), ("peers_connected", "\(connected)"),
                 ("in_sync_with", "\(report.connectedDigests.values.filter { $0 == status.digest.description }.count)"),
             ]))
+    }
+
+    /// App-table rows whose parent row is missing (`LANSyncNode.orphans`).
+    func orphans() throws -> Response {
+        let orphans = try Self.node { () throws(LANSyncError) in try node.orphans() }
+        return Self.json(
+            "{\"orphans\":[" + orphans.map { orphan in
+                ExportFile.object([
+                    ("table", ExportFile.quoted(orphan.table)), ("key", "[" + orphan.key.map(ExportFile.quoted).joined(separator: ",") + "]"),
+                    ("parent", ExportFile.quoted(orphan.parent)),
+                ])
+            }.joined(separator: ",") + "]}")
     }
 
     func peers() async -> Response {

@@ -110,6 +110,33 @@ extension ReplicaStore {
     }
 
     /// Every app table the replica holds rows of or declares, with its live row count.
+    /// Rows of declared app tables whose parent row (a `REFERENCES`) is missing: the parent was
+    /// deleted on one device while the child was added on another, or the child arrived first.
+    /// SQLite's `PRAGMA foreign_key_check` finds them; each with its primary key's values.
+    package func orphans() throws(StoreError) -> [AppOrphan] {
+        try Self.database {
+            try writer.read { db in
+                let declared = Set(try String.fetchAll(db, sql: "SELECT name FROM app_tables WHERE declared = 1"))
+                var orphans: [AppOrphan] = []
+                for table in declared.sorted() {
+                    let keyColumns = try Row.fetchAll(db, sql: "SELECT name, pk FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", arguments: [table])
+                        .map { $0["name"] as String }
+                    let quoted = keyColumns.map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+                    for violation in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check(\"\(table.replacingOccurrences(of: "\"", with: "\"\""))\")") {
+                        let parent: String = violation["parent"]
+                        var key: [DatabaseValue] = []
+                        if let rowid = violation["rowid"] as Int64?, !quoted.isEmpty {
+                            let sql = "SELECT \(quoted.joined(separator: ", ")) FROM \"\(table.replacingOccurrences(of: "\"", with: "\"\""))\" WHERE rowid = ?"
+                            key = try Row.fetchOne(db, sql: sql, arguments: [rowid]).map { row in row.databaseValues.map { $0 } } ?? []
+                        }
+                        orphans.append(AppOrphan(table: table, key: key.map { String.fromDatabaseValue($0) ?? $0.description }, parent: parent))
+                    }
+                }
+                return orphans
+            }
+        }
+    }
+
     package func appTableCounts() throws(StoreError) -> [AppTableCount] {
         try Self.database { try writer.read(Self.appTableCounts) }
     }
@@ -185,6 +212,22 @@ extension ReplicaStore {
 
 /// One app table in `status`: its name (lowercase), whether this replica's app declared it, and
 /// how many rows it holds (deleted rows not counted).
+/// A row whose parent row is missing (`LANSyncNode.orphans`).
+public struct AppOrphan: Sendable, Equatable {
+    /// The child's table.
+    public let table: String
+    /// The child's primary key values, as text (empty for a table without a rowid).
+    public let key: [String]
+    /// The table its missing parent belongs to.
+    public let parent: String
+
+    public init(table: String, key: [String], parent: String) {
+        self.table = table
+        self.key = key
+        self.parent = parent
+    }
+}
+
 public struct AppTableCount: Sendable, Equatable {
     public let name: String
     public let declared: Bool

@@ -8,7 +8,7 @@ struct Doctor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check what usually goes wrong, and say what to do about each problem.",
         discussion: """
-            Checks the data directory's permissions, the identity and group, the replica file (SQLite's integrity check, which only LANSync can run on it: its app tables call a function other programs lack), the agent, avahi-daemon, network interfaces that can carry multicast (mDNS), a firewall closing LANSync's port or mDNS, clocks that disagree with peers', peers refused and why, and a device ID shared with a cloned machine. Each line is ok, warn or FAIL, with the fix under it. Exits 1 when anything failed.
+            Checks the data directory's permissions, the identity and group, the replica file (SQLite's integrity check, which only LANSync can run on it: its app tables call a function other programs lack), app-table rows whose parent row is missing (orphans), the agent, avahi-daemon, network interfaces that can carry multicast (mDNS), a firewall closing LANSync's port or mDNS, clocks that disagree with peers', peers refused and why, and a device ID shared with a cloned machine. Each line is ok, warn or FAIL, with the fix under it. Exits 1 when anything failed.
 
             Examples:
               lansync doctor
@@ -43,6 +43,7 @@ struct Doctor: AsyncParsableCommand {
         }
         findings.append(Self.checkIntegrity(node))
         findings.append(Self.checkOpenClaims(node))
+        if let orphans = Self.checkOrphans(node) { findings.append(orphans) }
         if let tag = try? node.group()?.tag {
             findings.append(Finding(verdict: .ok, text: "in group \(tag)"))
         } else {
@@ -69,6 +70,23 @@ struct Doctor: AsyncParsableCommand {
         }
         Self.print(findings)
         if findings.contains(where: { $0.verdict == .fail }) { throw ExitCode(1) }
+    }
+
+    /// App-table rows whose parent is missing (`LANSyncNode.orphans`); nil when the app declares
+    /// no tables.
+    static func checkOrphans(_ node: LANSyncNode) -> Finding? {
+        guard let tables = try? node.appliedSchemaTables(), !tables.isEmpty else { return nil }
+        guard let orphans = try? node.orphans() else {
+            return Finding(verdict: .warn, text: "could not look for orphan rows")
+        }
+        guard !orphans.isEmpty else { return Finding(verdict: .ok, text: "no orphan rows in the app's tables") }
+        let listed = orphans.prefix(10).map { "\($0.table) (\($0.key.joined(separator: ", "))) lacks its \($0.parent) row" }
+        return Finding(
+            verdict: .warn,
+            text: "\(orphans.count) orphan row\(orphans.count == 1 ? "" : "s"): " + listed.joined(separator: "; ")
+                + (orphans.count > 10 ? "; …" : ""),
+            fix: "its parent was deleted on another device while it was added here (or never written): delete the orphan "
+                + "(`lansync exec`) or insert its parent again; `GET /v1/orphans` lists them all")
     }
 
     /// SQLite's `PRAGMA integrity_check` on the replica, through LANSync's connection.

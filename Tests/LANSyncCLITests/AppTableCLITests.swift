@@ -32,6 +32,20 @@ import Testing
         #expect(try await query(cli, "SELECT count(*) AS n FROM athletes", node: "a").first?["n"] as? Int == 1, "nothing applied")
     }
 
+    /// `doctor` lists app-table rows whose parent is missing, with the fix.
+    @Test func doctorListsOrphanRows() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.ok(["init", "--name", "a"])
+        try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
+        let clean = try await cli.run(["doctor"], node: "a")
+        #expect(clean.stdout.contains("no orphan rows"), "\(clean.stdout)")
+        try await cli.ok(["exec", "INSERT INTO sessions (id, athlete_id) VALUES ('s1', 'nobody')"], node: "a")
+        let found = try await cli.run(["doctor"], node: "a")
+        #expect(found.stdout.contains("1 orphan row: sessions (s1) lacks its athletes row"), "\(found.stdout)")
+        #expect(found.stdout.contains("insert its parent again"))
+    }
+
     @Test func editsOfOneRowOnTwoMachinesApartBothSurviveWhenTheyMeet() async throws {
         let cli = try CLI()
         defer { cli.remove() }

@@ -232,6 +232,30 @@ final class TemporaryNode {
         }
     }
 
+    /// A parent deleted on one device while a child was added on another leaves the child
+    /// behind on both once they meet: `orphans` lists it, with its key and its parent's table.
+    @Test func aChildWhoseParentWasDeletedElsewhereIsListedAsAnOrphan() async throws {
+        let schema = """
+            CREATE TABLE sessions (id TEXT PRIMARY KEY, started TEXT);
+            CREATE TABLE sets (id TEXT PRIMARY KEY, session_id TEXT REFERENCES sessions(id), reps INTEGER);
+            """
+        let (phone, tablet) = (try TemporaryNode(name: "phone"), try TemporaryNode(name: "tablet"))
+        for device in [phone.node, tablet.node] { _ = try device.applySchema(schema) }
+        try await phone.node.write { db in try db.execute(sql: "INSERT INTO sessions (id, started) VALUES ('s1', 'today')") }
+        try await tablet.node.merge(try phone.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        #expect(try tablet.node.orphans().isEmpty)
+        // Apart: the phone deletes the session, the tablet adds a set to it.
+        try await phone.node.write { db in try db.execute(sql: "DELETE FROM sessions WHERE id = 's1'") }
+        try await tablet.node.write { db in try db.execute(sql: "INSERT INTO sets (id, session_id, reps) VALUES ('x1', 's1', 8)") }
+        try await phone.node.merge(try tablet.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        try await tablet.node.merge(try phone.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        for device in [phone.node, tablet.node] {
+            #expect(try device.orphans() == [AppOrphan(table: "sets", key: ["x1"], parent: "sessions")])
+        }
+        try await tablet.node.write { db in try db.execute(sql: "DELETE FROM sets WHERE id = 'x1'") }
+        #expect(try tablet.node.orphans().isEmpty, "deleting the orphan settles it")
+    }
+
     /// A live query sees rows another process commits to the replica: the agent merging a
     /// peer's rows as `lansync run`, or the CLI. Here the other process is a second node opened
     /// on the same directory (its own connections, which SQLite does not report to the first),

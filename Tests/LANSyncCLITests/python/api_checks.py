@@ -119,6 +119,9 @@ try:
 except LANSyncAPIError as error:
     check("exec_is_all_or_nothing", error.status == 422 and len(node.query("SELECT id FROM notes")) == 2, error)
 
+orphans = node.request("GET", "/v1/orphans")
+check("orphans_listed", orphans == {"orphans": []}, orphans)
+
 node.append_batch("reports", [{"symbol_id": i % 3, "session_id": "s1" if i < 4 else "s2"} for i in range(6)])
 usage = node.request("GET", "/v1/streams/reports/reports/usage?by=symbol_id&days=2")
 check("report_usage", usage["by"] == "symbol_id" and sorted((c["group"], c["count"]) for c in usage["counts"]) == [("0", 2), ("1", 2), ("2", 2)], usage)
