@@ -31,6 +31,14 @@ import Testing
         #expect(schema.table("profiles")?.appendOnly == false)
         #expect(schema.table("profiles")?.counters == ["xp"])
         #expect(schema.table("taps")?.appendOnly == true)
+        // A CHECK over several columns is fine where rows never change.
+        let sessions = try Self.read(
+            """
+            -- lansync: append-only game_sessions
+            CREATE TABLE game_sessions (id TEXT PRIMARY KEY, started INTEGER NOT NULL, ended INTEGER NOT NULL,
+                CHECK (ended >= started AND ended - started <= 86400000));
+            """)
+        #expect(sessions.table("game_sessions")?.appendOnly == true)
         #expect(schema.table("taps")?.primaryKey == ["id"])
         #expect(schema.indexes.map(\.name) == ["taps_by_profile"])
         #expect(schema.table("profiles")?.column("name")?.defaultSQL == "''")

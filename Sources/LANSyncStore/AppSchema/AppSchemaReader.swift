@@ -164,17 +164,20 @@ package enum AppSchemaReader {
                     + "cannot be refused after the fact",
                 fix: "drop the UNIQUE (check uniqueness in the app, or make that column the primary key)"))
         }
-        for check in checkExpressions(sql) {
+        let appendOnly = directives.appendOnly.keys.contains { $0.lowercased() == lowered }
+        // An append-only row is never updated: every device holds it as its writer wrote it,
+        // and that row passed its CHECKs, so a CHECK may span its columns.
+        for check in checkExpressions(sql) where !appendOnly {
             let used = Set(columns.map(\.name).filter { mentions(check, $0) })
             if used.count > 1 {
                 problems.append(.init(
                     statement: sql,
                     reason: "CHECK (\(check)) spans columns \(used.sorted().joined(separator: ", ")), which two devices may "
                         + "write separately; the merged row could break it",
-                    fix: "check each column on its own, or check the combination in the app"))
+                    fix: "check each column on its own, check the combination in the app, or make the table append-only "
+                        + "(its rows never change)"))
             }
         }
-        let appendOnly = directives.appendOnly.keys.contains { $0.lowercased() == lowered }
         var counters = Set<String>()
         for (qualified, line) in directives.counters where qualified.hasPrefix(lowered + ".") {
             let columnName = String(qualified.dropFirst(lowered.count + 1))
