@@ -272,7 +272,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore", "LANSyncCrypto", "LANSyncIdentity", .product(name: "GRDB", package: "GRDB.swift"),
+            name: "LANSyncTests", dependencies: ["LANSync", "LANSyncCore", "LANSyncStore", "LANSyncCrypto", "LANSyncIdentity", "LANSyncWire", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: strict),
         // Runs the built `lansync` executable the way a user would.

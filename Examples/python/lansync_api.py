@@ -135,8 +135,12 @@ class LANSync:
         answer = self.request("POST", "/v1/query", json.dumps({"sql": sql, "arguments": list(arguments)}))
         return [dict(zip(answer["columns"], row)) for row in answer["rows"]]
 
-    def execute(self, sql, *arguments):
-        return self.request("POST", "/v1/exec", json.dumps({"sql": sql, "arguments": list(arguments)}))["changed"]
+    def execute(self, sql, *arguments, seed=False):
+        """Writes app tables; seed=True for seed data (first-launch defaults), which any real edit beats."""
+        body = {"sql": sql, "arguments": list(arguments)}
+        if seed:
+            body["seed"] = True
+        return self.request("POST", "/v1/exec", json.dumps(body))["changed"]
 
     # -- the change feed ------------------------------------------------------------------
 

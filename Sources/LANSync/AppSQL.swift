@@ -8,9 +8,12 @@ package enum AppSQL {
     /// Returns how many rows it changed. It reaches the app's declared tables only: SQLite refuses
     /// the rest as it compiles each statement (see `AppSQLGuard` in the store), and every refusal
     /// says that nothing was applied.
-    package static func execute(_ sql: String, arguments: StatementArguments = [], on node: LANSyncNode) async throws(LANSyncError) -> Int {
+    /// `seed`: seed rows, which every real write beats (`LANSyncNode.write(seed:)`).
+    package static func execute(
+        _ sql: String, arguments: StatementArguments = [], seed: Bool = false, on node: LANSyncNode
+    ) async throws(LANSyncError) -> Int {
         do {
-            return try await node.write { db -> Int in
+            return try await node.write(seed: seed) { db -> Int in
                 let before = db.totalChangesCount
                 try db.execute(sql: sql, arguments: arguments)
                 return db.totalChangesCount - before

@@ -45,10 +45,15 @@ extension LANSyncNode {
     /// writes share a commit. When `body` throws, or SQLite or an app-table rule refuses a
     /// statement, nothing of this write is kept: the app's own error is rethrown as is; others
     /// are a `LANSyncError` of code `.sql`.
-    public func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    ///
+    /// `seed`: the rows are seed data, such as the defaults an app inserts on first launch with
+    /// `INSERT OR IGNORE` on every device. Any real write of a column beats a seed's value of it,
+    /// whichever device wrote first or merged first, so a device set up later, seeding the same
+    /// rows, does not undo what the user edited elsewhere; a deleted seed row stays deleted.
+    public func write<T: Sendable>(seed: Bool = false, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let feed = feed
         do {
-            return try await store.write(now: clock.now(), onCommit: { feed.publish(.rows(tables: [], local: true)) }, body)
+            return try await store.write(now: clock.now(), seed: seed, onCommit: { feed.publish(.rows(tables: [], local: true)) }, body)
         } catch {
             if let underlying = error.underlying { throw underlying }
             throw Self.translate(error)

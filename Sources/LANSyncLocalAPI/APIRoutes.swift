@@ -164,6 +164,8 @@ struct LocalAPIRoutes: Sendable {
     struct SQLRequest: Decodable {
         let sql: String
         let arguments: [SQLArgument]?
+        /// Exec only: the rows are seed data, which every real write beats.
+        let seed: Bool?
     }
 
     func query(_ request: Request) async throws -> Response {
@@ -180,7 +182,9 @@ struct LocalAPIRoutes: Sendable {
     func exec(_ request: Request) async throws -> Response {
         let body = try await Self.decode(SQLRequest.self, request)
         let arguments = StatementArguments((body.arguments ?? []).map(\.databaseValue))
-        let changed = try await Self.node { () async throws(LANSyncError) in try await AppSQL.execute(body.sql, arguments: arguments, on: node) }
+        let changed = try await Self.node { () async throws(LANSyncError) in
+            try await AppSQL.execute(body.sql, arguments: arguments, seed: body.seed ?? false, on: node)
+        }
         return Self.json("{\"changed\":\(changed)}")
     }
 

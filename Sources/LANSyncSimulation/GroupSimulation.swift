@@ -206,7 +206,8 @@ package final class GroupSimulation {
             if let value { _ = try await node.set("app/k\(key)", to: "\(value)") } else { _ = try await node.unset("app/k\(key)") }
             await wrote(index, bulk: false)
         case .insertRow(let index, let row, let value):
-            try await appWrite(index, sql: "INSERT OR IGNORE INTO items (id, name, level) VALUES (?, ?, ?)", ["r\(row)", "v\(value)", value])
+            try await appWrite(
+                index, sql: "INSERT OR IGNORE INTO items (id, name, level) VALUES (?, ?, ?)", ["r\(row)", "v\(value)", value], seed: value % 4 == 0)
         case .editRow(let index, let row, let column, let value):
             let columns = nodes[index].schemaVersion >= 2 ? ["name", "note", "level", "extra"] : ["name", "note", "level"]
             let name = columns[column % columns.count]
@@ -304,10 +305,10 @@ package final class GroupSimulation {
         return "\(kind)\(index)-\(nodes[index].generation)-\(written)"
     }
 
-    func appWrite(_ index: Int, sql: String, _ arguments: StatementArguments) async throws {
+    func appWrite(_ index: Int, sql: String, _ arguments: StatementArguments, seed: Bool = false) async throws {
         guard let node = nodes[index].node else { return }
         let before = try node.store.versionVector()
-        try await node.write { db in try db.execute(sql: sql, arguments: arguments) }
+        try await node.write(seed: seed) { db in try db.execute(sql: sql, arguments: arguments) }
         // The change as its writer made it (nothing of it superseded yet): the reference model's input.
         let own = node.replicaID
         let made = try node.store.delta(since: before, maxRows: 100).rows.filter { $0.dot.replica == own && $0.key.table == "items" }

@@ -8,7 +8,8 @@ package struct Schedule: Sendable, CustomStringConvertible {
         case append(node: Int, count: Int)
         /// Sets (or, with nil, unsets) a preference from a small pool of keys.
         case setPreference(node: Int, key: Int, value: Int?)
-        /// App-table writes on a small pool of rows.
+        /// App-table writes on a small pool of rows. An insert whose value is a multiple of 4
+        /// writes seed data (`LANSyncNode.write(seed:)`), which every real write beats.
         case insertRow(node: Int, row: Int, value: Int)
         case editRow(node: Int, row: Int, column: Int, value: Int)
         case deleteRow(node: Int, row: Int)
@@ -41,7 +42,7 @@ package struct Schedule: Sendable, CustomStringConvertible {
             switch self {
             case .append(let node, let count): "n\(node) appends \(count)"
             case .setPreference(let node, let key, let value): "n\(node) sets k\(key) = \(value.map(String.init) ?? "unset")"
-            case .insertRow(let node, let row, let value): "n\(node) inserts row r\(row) (\(value))"
+            case .insertRow(let node, let row, let value): "n\(node) inserts row r\(row) (\(value))\(value % 4 == 0 ? " as seed data" : "")"
             case .editRow(let node, let row, let column, let value): "n\(node) edits r\(row).c\(column) = \(value)"
             case .deleteRow(let node, let row): "n\(node) deletes r\(row)"
             case .addToCounter(let node, let row, let amount): "n\(node) adds \(amount) to r\(row).total"

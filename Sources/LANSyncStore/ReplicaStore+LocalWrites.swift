@@ -28,15 +28,19 @@ extension ReplicaStore {
     /// waiting then, each in its own savepoint): every row it inserts, updates or deletes becomes a
     /// change made here at `now`. When `body` or one of its statements fails, nothing of it is
     /// written; the error is a `StoreError` of code `.sql` (with the app's own error as `underlying`).
+    /// `seed`: the rows are seed data (an app's defaults on first launch), whose every value any
+    /// real write of the same column beats, on every device (`WriteContext.seedClock`).
     package func write<T: Sendable>(
-        now: UInt64, onCommit: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable (Database) throws -> T
+        now: UInt64, seed: Bool = false, onCommit: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(StoreError) -> T {
         var report: (@Sendable (T) -> Void)?
         if let onCommit { report = { @Sendable _ in onCommit() } }
-        return try await commit({ context in try Self.writeAppTables(now: now, body, context: &context) }, onCommit: report)
+        return try await commit({ context in try Self.writeAppTables(now: now, seed: seed, body, context: &context) }, onCommit: report)
     }
 
-    private static func writeAppTables<T>(now: UInt64, _ body: (Database) throws -> T, context: inout WriteContext) throws -> T {
+    private static func writeAppTables<T>(now: UInt64, seed: Bool, _ body: (Database) throws -> T, context: inout WriteContext) throws -> T {
+        context.seeding = seed
+        defer { context.seeding = false }
         do {
             return try context.writeAppTables(now: now, body)
         } catch let isolated as IsolatedWriteFailure {

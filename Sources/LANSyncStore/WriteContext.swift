@@ -14,6 +14,8 @@ struct WriteContext {
     let replica: ReplicaID
     let device: DeviceID
     private(set) var clock: HybridLogicalClock
+    /// Set while an app writes seed rows (`ReplicaStore.write(seed:)`): their changes take the seed clock.
+    var seeding = false
     var digest: StateDigest
     private(set) var entryCount: Int
     private(set) var preferenceCount: Int
@@ -102,7 +104,14 @@ struct WriteContext {
         return Dot(replica: replica, counter: counter)
     }
 
-    mutating func tick(now: UInt64) -> HybridTimestamp { clock.tick(now: now) }
+    /// The clock of a change made now: the next HLC reading, or, while an app writes seed rows
+    /// (`seeding`), the seed clock, which every real write's stamp follows.
+    mutating func tick(now: UInt64) -> HybridTimestamp { seeding ? Self.seedClock : clock.tick(now: now) }
+
+    /// The HLC of a seed write's changes: zero, below every reading a real write takes, so any
+    /// real edit of a column wins over the seed's value of it, on every device, whichever was
+    /// merged first; seeds of one row on two devices order by replica ID, as equal clocks do.
+    static let seedClock = HybridTimestamp.zero
 
     /// Moves the clock up to a reading seen in merged rows (already checked against the skew bound).
     mutating func observe(_ reading: HybridTimestamp) {

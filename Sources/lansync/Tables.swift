@@ -115,11 +115,15 @@ struct Exec: AsyncParsableCommand {
               lansync exec --file changes.sql
 
             Each argument is one statement (quote each whole statement); a file or standard input may hold several, separated by `;`. A value too long for the command line (a large BLOB as x'…' hex) goes in a file.
+
+            --seed writes seed data, such as the rows an app inserts on first launch on every device (INSERT OR IGNORE with fixed keys): any real write of a column beats a seed's value of it, whichever device wrote or merged first, so a device set up later does not undo an edit made elsewhere.
+              lansync exec --seed "INSERT OR IGNORE INTO exercises (id, name) VALUES ('e-squat', 'Squat')"
             """)
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "SQL statements, one per argument (quote each); or use --file.") var sql: [String] = []
     @Option(help: "Read the SQL from this file (- for standard input).") var file: String?
+    @Flag(help: "Write seed data, which any real edit beats on every device.") var seed = false
 
     func validate() throws {
         if sql.isEmpty && file == nil { throw ValidationError("give the SQL as arguments or with --file") }
@@ -142,7 +146,7 @@ struct Exec: AsyncParsableCommand {
         let node = try await reportingErrors { try global.openNode() }
         let changed = try await reportingErrors { () throws(LANSyncError) in
             do throws(LANSyncError) {
-                return try await AppSQL.execute(statement, on: node)
+                return try await AppSQL.execute(statement, seed: seed, on: node)
             } catch where several && error.code == .sql {
                 // Words of one statement given unquoted arrive as several arguments.
                 throw LANSyncError(error.code, error.message + " (each argument is one statement: quote each whole statement, or use --file)")

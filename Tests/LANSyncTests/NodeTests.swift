@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
 import LANSync
+import LANSyncCore
+import LANSyncWire
 import Synchronization
 import Testing
 
@@ -229,6 +231,47 @@ final class TemporaryNode {
         enum CodingKeys: String, CodingKey {
             case id, name
             case weightKg = "weight_kg"
+        }
+    }
+
+    /// AuraLift's first launch: each device seeds the exercise list (`INSERT OR IGNORE`, fixed
+    /// keys). A rename on the first device survives the second device's seeding, whichever merges
+    /// first, and a seed row deleted on one device stays deleted; as plain inserts, the later
+    /// device's seed overwrote the rename everywhere.
+    @Test func seedRowsLoseToEveryRealEdit() async throws {
+        let schema = "CREATE TABLE exercises (id TEXT PRIMARY KEY, name TEXT NOT NULL, equipment TEXT);"
+        let seed = "INSERT OR IGNORE INTO exercises (id, name, equipment) VALUES ('e-squat', 'Squat', 'bar'), ('e-lunge', 'Lunge', NULL)"
+        /// Everything `from` holds, through the wire's encoding, merged into `to`.
+        func send(_ from: LANSyncNode, to: LANSyncNode) async throws {
+            let message = WireMessage.delta(try from.store.delta(since: VersionVector(), maxRows: 100))
+            guard case .delta(let delta) = try WireMessage.decode(message.wireBytes()) else { throw CancellationError() }
+            try await to.merge(delta, maxSkewMilliseconds: 60_000)
+        }
+        func names(_ node: LANSyncNode) throws -> [String] {
+            try node.read { db in try String.fetchAll(db, sql: "SELECT name FROM exercises ORDER BY id") }
+        }
+        for (asSeed, firstMerged) in [(true, true), (true, false), (false, true)] {
+            let (phone, tablet) = (try TemporaryNode(name: "phone"), try TemporaryNode(name: "tablet"))
+            for device in [phone.node, tablet.node] { _ = try device.applySchema(schema) }
+            try await phone.node.write(seed: asSeed) { db in try db.execute(sql: seed) }
+            try await phone.node.write { db in try db.execute(sql: "UPDATE exercises SET name = 'Back squat' WHERE id = 'e-squat'") }
+            try await phone.node.write { db in try db.execute(sql: "DELETE FROM exercises WHERE id = 'e-lunge'") }
+            // The tablet is set up later and seeds the same rows before it ever syncs.
+            try await tablet.node.write(seed: asSeed) { db in try db.execute(sql: seed) }
+            if firstMerged {
+                try await send(phone.node, to: tablet.node)
+                try await send(tablet.node, to: phone.node)
+            } else {
+                try await send(tablet.node, to: phone.node)
+                try await send(phone.node, to: tablet.node)
+            }
+            #expect(try phone.node.status().digest == tablet.node.status().digest)
+            if asSeed {
+                #expect(try names(phone.node) == ["Back squat"], "the rename and the delete stand over the later seed")
+                #expect(try names(tablet.node) == ["Back squat"])
+            } else {
+                #expect(try names(tablet.node) != ["Back squat"], "a plain insert's later stamp wins every column")
+            }
         }
     }
 

@@ -119,6 +119,11 @@ try:
 except LANSyncAPIError as error:
     check("exec_is_all_or_nothing", error.status == 422 and len(node.query("SELECT id FROM notes")) == 2, error)
 
+seeded = node.execute("INSERT OR IGNORE INTO notes (id, body) VALUES (?, ?)", "seed-1", "default", seed=True)
+node.execute("UPDATE notes SET body = ? WHERE id = ?", "edited", "seed-1")
+check("exec_seed", seeded == 1 and node.query("SELECT body FROM notes WHERE id = 'seed-1'") == [{"body": "edited"}], seeded)
+node.execute("DELETE FROM notes WHERE id = 'seed-1'")
+
 orphans = node.request("GET", "/v1/orphans")
 check("orphans_listed", orphans == {"orphans": []}, orphans)
 
