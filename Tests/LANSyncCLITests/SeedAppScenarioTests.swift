@@ -64,6 +64,23 @@ struct SeedAppScenarioTests {
             #expect(row?["total_xp"] as? Int == 180)
         }
 
+        // AuraLift's first launch seeds the exercise list on every device (`exec --seed`): the
+        // user renames a seeded exercise on 1; node 3, offline meanwhile, seeds the same rows when
+        // its app starts. The rename stands everywhere once 3 is back.
+        let seedSQL = "INSERT OR IGNORE INTO exercises (id, name, equipment_type) VALUES "
+            + "('e0e0e0e0-0000-5000-8000-000000000001', 'Squat', 'barbell'), ('e0e0e0e0-0000-5000-8000-000000000002', 'Lunge', NULL)"
+        try await cluster.lansync(1, "exec", "--seed", seedSQL)
+        try await cluster.ok("link", "3", "down")
+        try await cluster.lansync(1, "exec", "UPDATE exercises SET name = 'Back squat' WHERE id = 'e0e0e0e0-0000-5000-8000-000000000001'")
+        _ = try await Self.converge(cluster, [1, 2])
+        try await cluster.lansync(3, "exec", "--seed", seedSQL)
+        try await cluster.ok("link", "3", "up")
+        Self.report("AuraLift: a seeded exercise renamed on 1 while 3 seeded the list offline, in sync \(try await Self.converge(cluster)) ms after 3 came back")
+        for node in 1...3 {
+            let names = try await Self.query(cluster, node, "SELECT name FROM exercises ORDER BY id").compactMap { $0["name"] as? String }
+            #expect(names == ["Back squat", "Lunge"], "node \(node): \(names)")
+        }
+
         // Learning games: three offline devices each add a session and play time; the totals sum.
         try await cluster.lansync(1, "exec", "INSERT INTO game_progress (game_id) VALUES ('shapes')")
         _ = try await Self.converge(cluster)
