@@ -4,11 +4,8 @@ import Glibc
 /// thread of its own sleeps in `poll` until the kernel reports a change, so watching costs no
 /// wakeups while nothing happens.
 ///
-/// The agent watches its data directory this way to learn of writes by other processes (an app
-/// embedding LANSync, the CLI, a script) to the replica it serves: every commit in WAL mode
-/// writes the `-wal` file. (The CLI also tells the agent over the control socket; this catches
-/// every other writer, with no polling.) A node an app observes watches it too
-/// (`OtherWriterWatch`), so that live queries see what the agent merges.
+/// `ReplicaChangeWatch` watches a data directory this way: every commit to the replica in WAL
+/// mode writes its `-wal` file.
 package final class FileWatch: Sendable {
     private let wait: WakeablePoll
 

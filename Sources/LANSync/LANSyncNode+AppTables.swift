@@ -78,13 +78,12 @@ extension LANSyncNode {
     /// Writing through it fails: app tables are written with `write`. Observations see every
     /// commit, also one made by another process (the agent merging a peer's rows while it runs
     /// as `lansync run`, the CLI): the node watches its replica's files for them from the first
-    /// use of this property (`OtherWriterWatch`).
+    /// use of this property (`ReplicaChangeWatch`).
     public var database: any DatabaseReader {
         otherWriters.withLock { watch in
             guard watch == nil, !store.isReadOnly else { return }
-            watch = OtherWriterWatch(
-                store: store, directory: dataDirectory.path,
-                replicaFile: URL(fileURLWithPath: dataDirectory.replicaPath).lastPathComponent)
+            let store = store
+            watch = ReplicaChangeWatch(store: store, dataDirectory: dataDirectory) { try? store.notifyObserversOfChangesElsewhere() }
         }
         return store.reader
     }

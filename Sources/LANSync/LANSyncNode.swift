@@ -24,7 +24,7 @@ public final class LANSyncNode: Sendable {
     /// pinned nothing new writes nothing and reads nothing.
     let attestedKeys = Mutex<Set<String>>([])
     /// Makes other processes' commits visible to live queries; started by `database`.
-    let otherWriters = Mutex<OtherWriterWatch?>(nil)
+    let otherWriters = Mutex<ReplicaChangeWatch?>(nil)
 
     public var deviceID: DeviceID { identity.deviceID }
     package var replicaID: ReplicaID { store.replica }

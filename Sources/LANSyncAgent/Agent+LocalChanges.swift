@@ -48,47 +48,19 @@ extension Agent {
         }
     }
 
-    /// Writes by other processes to this replica: each commit writes the WAL file, which inotify
-    /// reports; the store's change marker (digest and clock) then says whether the replica changed.
-    /// Where inotify is unavailable, the marker is read every second instead.
+    /// Writes by other processes to this replica (`ReplicaChangeWatch`: inotify on its files,
+    /// then its change marker). The CLI's writes are announced at once over the control socket too.
     nonisolated func watchOtherWriters(onChange: @escaping @Sendable () -> Void) async {
         let (changes, changed) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let watch = FileWatch.directory(node.dataDirectory.path)
-        if let watch {
-            let replicaFile = URL(fileURLWithPath: node.dataDirectory.replicaPath).lastPathComponent
-            let thread = Thread {
-                while let names = watch.waitForChanges() {
-                    if names.contains(where: { $0.hasPrefix(replicaFile) }) { changed.yield() }
-                    // At most 20 looks a second while the replica is busy (a catch-up writes
-                    // constantly, and every one of our own commits shows here too); none while it
-                    // is idle. The CLI's writes are announced at once over the control socket.
-                    usleep(50_000)
-                }
-                changed.finish()
-            }
-            thread.name = "lansync-replica-watch"
-            thread.start()
-        } else {
-            logger.notice("inotify is unavailable; checking the replica for other writers every second")
-            Task {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    changed.yield()
-                }
-            }
-        }
+        let watch = ReplicaChangeWatch(store: node.store, dataDirectory: node.dataDirectory) { changed.yield() }
+        if !watch.usesInotify { logger.notice("inotify is unavailable; checking the replica for other writers every second") }
         await withTaskCancellationHandler {
-            var marker = try? node.store.changeMarker()
             for await _ in changes {
-                let current = try? node.store.changeMarker()
-                if current != marker {
-                    marker = current
-                    onChange()
-                    await pushAll()
-                }
+                onChange()
+                await pushAll()
             }
         } onCancel: {
-            watch?.stop()
+            watch.stop()
             changed.finish()
         }
     }

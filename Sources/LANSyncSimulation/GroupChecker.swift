@@ -146,16 +146,10 @@ struct GroupChecker {
                 }
             }
             let total = totals.values.reduce(Int64(0)) { $0 &+ $1.total }
-            func shown(_ value: SQLValue?) -> DatabaseValue {
-                switch value ?? .null {
-                case .null: return .null
-                case .integer(let number): return number.databaseValue
-                case .text(let text): return text.databaseValue
-                case .realBits(let bits): return Double(bitPattern: bits).databaseValue
-                case .blob(let bytes): return Data(bytes).databaseValue
-                }
-            }
-            let row: Row = ["id": id, "name": shown(values["name"]), "note": shown(values["note"]), "level": shown(values["level"]), "total": total]
+            let row: Row = [
+                "id": id, "name": values["name"]?.databaseValue, "note": values["note"]?.databaseValue,
+                "level": values["level"]?.databaseValue, "total": total,
+            ]
             rows.append((id, row.description))
         }
         return rows.sorted { $0.id < $1.id }.map(\.shown)

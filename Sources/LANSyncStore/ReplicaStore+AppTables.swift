@@ -109,27 +109,25 @@ extension ReplicaStore {
         }
     }
 
-    /// Every app table the replica holds rows of or declares, with its live row count.
     /// Rows of declared app tables whose parent row (a `REFERENCES`) is missing: the parent was
     /// deleted on one device while the child was added on another, or the child arrived first.
     /// SQLite's `PRAGMA foreign_key_check` finds them; each with its primary key's values.
     package func orphans() throws(StoreError) -> [AppOrphan] {
         try Self.database {
             try writer.read { db in
-                let declared = Set(try String.fetchAll(db, sql: "SELECT name FROM app_tables WHERE declared = 1"))
                 var orphans: [AppOrphan] = []
-                for table in declared.sorted() {
-                    let keyColumns = try Row.fetchAll(db, sql: "SELECT name, pk FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", arguments: [table])
-                        .map { $0["name"] as String }
-                    let quoted = keyColumns.map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
-                    for violation in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check(\"\(table.replacingOccurrences(of: "\"", with: "\"\""))\")") {
-                        let parent: String = violation["parent"]
+                for table in try String.fetchAll(db, sql: "SELECT name FROM app_tables WHERE declared = 1 ORDER BY name") {
+                    let keyColumns = try String.fetchAll(
+                        db, sql: "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", arguments: [table])
+                    let selectKey = "SELECT \(keyColumns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) "
+                        + "FROM \(table.quotedDatabaseIdentifier) WHERE rowid = ?"
+                    for violation in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check(\(table.quotedDatabaseIdentifier))") {
                         var key: [DatabaseValue] = []
-                        if let rowid = violation["rowid"] as Int64?, !quoted.isEmpty {
-                            let sql = "SELECT \(quoted.joined(separator: ", ")) FROM \"\(table.replacingOccurrences(of: "\"", with: "\"\""))\" WHERE rowid = ?"
-                            key = try Row.fetchOne(db, sql: sql, arguments: [rowid]).map { row in row.databaseValues.map { $0 } } ?? []
+                        if let rowid = violation["rowid"] as Int64?, !keyColumns.isEmpty {
+                            key = try Row.fetchOne(db, sql: selectKey, arguments: [rowid]).map { Array($0.databaseValues) } ?? []
                         }
-                        orphans.append(AppOrphan(table: table, key: key.map { String.fromDatabaseValue($0) ?? $0.description }, parent: parent))
+                        orphans.append(AppOrphan(
+                            table: table, key: key.map { String.fromDatabaseValue($0) ?? $0.description }, parent: violation["parent"]))
                     }
                 }
                 return orphans
@@ -137,6 +135,7 @@ extension ReplicaStore {
         }
     }
 
+    /// Every app table the replica holds rows of or declares, with its live row count.
     package func appTableCounts() throws(StoreError) -> [AppTableCount] {
         try Self.database { try writer.read(Self.appTableCounts) }
     }
@@ -210,8 +209,6 @@ extension ReplicaStore {
     }
 }
 
-/// One app table in `status`: its name (lowercase), whether this replica's app declared it, and
-/// how many rows it holds (deleted rows not counted).
 /// A row whose parent row is missing (`LANSyncNode.orphans`).
 public struct AppOrphan: Sendable, Equatable {
     /// The child's table.
@@ -228,6 +225,8 @@ public struct AppOrphan: Sendable, Equatable {
     }
 }
 
+/// One app table in `status`: its name (lowercase), whether this replica's app declared it, and
+/// how many rows it holds (deleted rows not counted).
 public struct AppTableCount: Sendable, Equatable {
     public let name: String
     public let declared: Bool

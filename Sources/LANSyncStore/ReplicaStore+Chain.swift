@@ -762,13 +762,13 @@ final class ChainCoverage: Sendable {
     }
 }
 
-/// A flag the copies of one store share.
-final class SharedFlag: Sendable {
+/// A flag that copies of one store, or threads, share.
+package final class SharedFlag: Sendable {
     private let stored: Atomic<Bool>
 
-    init(_ value: Bool) { stored = Atomic(value) }
+    package init(_ value: Bool) { stored = Atomic(value) }
 
-    var value: Bool {
+    package var value: Bool {
         get { stored.load(ordering: .acquiring) }
         set { stored.store(newValue, ordering: .releasing) }
     }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+package import GRDB
 import LANSyncCore
 import Synchronization
 
@@ -662,7 +662,7 @@ extension SQLValue {
         }
     }
 
-    var databaseValue: DatabaseValue {
+    package var databaseValue: DatabaseValue {
         switch self {
         case .null: return .null
         case .integer(let value): return value.databaseValue

@@ -20,14 +20,16 @@ struct Report: AsyncParsableCommand {
 
     /// Every entry of `stream` (written at or after `since`, ms), checked first.
     static func entries(_ global: GlobalOptions, stream: String, since: Int64? = nil) async throws -> [Entry] {
-        let node = try await reportingErrors { try global.openNode() }
-        return try await reportingErrors { try node.entries(EntryQuery(stream: stream, since: since)) }
+        try await entries(try await reportingErrors { try global.openNode() }, stream: stream, since: since)
+    }
+
+    static func entries(_ node: LANSyncNode, stream: String, since: Int64? = nil) async throws -> [Entry] {
+        try await reportingErrors { try node.entries(EntryQuery(stream: stream, since: since)) }
     }
 
     /// Each device's name as the group's records know it, by device ID: `plain` is the name, and
     /// `shown` adds the start of the ID when another device has the same name.
-    static func deviceNames(_ global: GlobalOptions) async throws -> [String: (plain: String, shown: String)] {
-        let node = try await reportingErrors { try global.openNode() }
+    static func deviceNames(_ node: LANSyncNode) -> [String: (plain: String, shown: String)] {
         var names: [String: String] = [node.deviceID.description: node.identity.name]
         for member in (try? node.members()) ?? [] where !member.name.isEmpty {
             names[member.deviceID.uppercased()] = names[member.deviceID.uppercased()] ?? member.name
@@ -67,9 +69,10 @@ struct Report: AsyncParsableCommand {
 
         func run() async throws {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let entries = try await Report.entries(global, stream: stream, since: now - Int64(days + 1) * 86_400_000)
+            let node = try await reportingErrors { try global.openNode() }
+            let entries = try await Report.entries(node, stream: stream, since: now - Int64(days + 1) * 86_400_000)
             let counts = UsageReports.usage(entries, by: by == "device" ? .device : .field(by), days: days, now: now)
-            let names = by == "device" ? try await Report.deviceNames(global) : [:]
+            let names = by == "device" ? Report.deviceNames(node) : [:]
             let out = Output()
             if json {
                 for count in counts {
