@@ -180,12 +180,12 @@ extension LANSyncNode {
     /// The member devices, and the epoch records that count: signed by their remover's pinned
     /// signing key, by a remover not removed by an earlier one, oldest first.
     func membership() throws(LANSyncError) -> (members: [GroupMember], epochs: [EpochRecord]) {
-        GroupMembership.derive(from: try records().compactMap { write in write.value.map { (write.key, $0) } })
+        GroupMembership.derive(from: try records().compactMap { write in write.value.map { (write.key, $0, write.hlc) } })
     }
 
     /// Every removal record, oldest epoch first (signed or not).
     package func epochRecords() throws(LANSyncError) -> [EpochRecord] {
-        GroupMembership.epochRecords(in: try records().compactMap { write in write.value.map { (write.key, $0) } })
+        GroupMembership.epochRecords(in: try records().compactMap { write in write.value.map { (write.key, $0, write.hlc) } })
     }
 
     /// Every write under `lansync/`: the group's records.
@@ -457,17 +457,27 @@ extension LANSyncNode {
 /// records derives the same members.
 package enum GroupMembership {
     /// The member devices (removed ones included; `key` and `signingKey` are the pinned keys), and
-    /// the epoch records that count, oldest first, from the `lansync/` preferences (key, value).
-    package static func derive(from records: [(key: String, value: String)]) -> (members: [GroupMember], epochs: [EpochRecord]) {
-        var memberRecords: [String: GroupMember] = [:]
-        var seen: [String: [(by: String, observation: KeyObservation)]] = [:]
+    /// the epoch records that count, oldest first, from the `lansync/` preferences (key, value,
+    /// and the HLC stamp of the write).
+    ///
+    /// "After a vouch" is decided by the writes' HLC stamps, not by the wall-clock times the
+    /// records carry: a member that merged a vouch and then saw the device's new key stamps its
+    /// observation later than the vouch even when its clock runs behind the voucher's.
+    package static func derive(
+        from records: [(key: String, value: String, stamp: HybridTimestamp)]
+    ) -> (members: [GroupMember], epochs: [EpochRecord]) {
+        var memberRecords: [String: (record: GroupMember, stamp: HybridTimestamp)] = [:]
+        var epochStamps: [UInt64: HybridTimestamp] = [:]
+        var seen: [String: [(by: String, observation: KeyObservation, stamp: HybridTimestamp)]] = [:]
         var pinnedBefore: [String: [String]] = [:]
         let decoder = JSONDecoder()
-        for (key, value) in records {
+        for (key, value, stamp) in records {
             if key.hasPrefix(MemberKeys.memberPrefix), let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8)),
                 MemberKeys.member(record.deviceID) == key
             {
-                memberRecords[record.deviceID] = record
+                memberRecords[record.deviceID] = (record, stamp)
+            } else if key.hasPrefix(MemberKeys.epochPrefix), let epoch = UInt64(key.dropFirst(MemberKeys.epochPrefix.count)) {
+                epochStamps[epoch] = stamp
             } else if key.hasPrefix(MemberKeys.keysPrefix) {
                 // A device's attestation of its own key counts for nothing (only its own replica holds it).
                 let parts = key.dropFirst(MemberKeys.keysPrefix.count).split(separator: "/")
@@ -478,20 +488,20 @@ package enum GroupMembership {
             {
                 let parts = key.dropFirst(MemberKeys.seenPrefix.count).split(separator: "/")
                 guard parts.count == 2 else { continue }
-                seen[parts[0].uppercased(), default: []].append((parts[1].uppercased(), observation))
+                seen[parts[0].uppercased(), default: []].append((parts[1].uppercased(), observation, stamp))
             }
         }
         var members: [String: GroupMember] = [:]
         for device in Set(memberRecords.keys).union(seen.keys) {
             let observations = (seen[device] ?? []).sorted { ($0.observation.at, $0.by) < ($1.observation.at, $1.by) }
             var member: GroupMember
-            if let record = memberRecords[device] {
+            if let (record, vouched) = memberRecords[device] {
                 member = record
                 // The record's own removal fields are not trusted: only signed epoch records remove.
                 (member.removedBy, member.removedAt, member.removedInEpoch) = (nil, nil, nil)
                 if member.key == nil {
-                    // Vouched for: the first key seen since.
-                    let first = observations.first { $0.observation.at >= (record.addedAt ?? "") }?.observation
+                    // Vouched for: the first key seen since, by the writes' stamps.
+                    let first = observations.first { $0.stamp > vouched }?.observation
                     (member.key, member.signingKey) = (first?.key, first?.signingKey)
                 }
             } else if let first = observations.first {
@@ -520,7 +530,7 @@ package enum GroupMembership {
             valid.append(record)
             for device in record.removed {
                 guard var member = members[device] else { continue }
-                if let vouched = memberRecords[device]?.addedAt, vouched > record.at { continue }
+                if let vouched = memberRecords[device]?.stamp, vouched > epochStamps[record.epoch] ?? .zero { continue }
                 (member.removedBy, member.removedAt, member.removedInEpoch) = (record.by, record.at, record.epoch)
                 members[device] = member
             }
@@ -529,8 +539,8 @@ package enum GroupMembership {
     }
 
     /// Every removal record, oldest epoch first (signed or not).
-    package static func epochRecords(in records: [(key: String, value: String)]) -> [EpochRecord] {
-        records.compactMap { key, value in
+    package static func epochRecords(in records: [(key: String, value: String, stamp: HybridTimestamp)]) -> [EpochRecord] {
+        records.compactMap { key, value, _ in
             guard key.hasPrefix(MemberKeys.epochPrefix),
                 let record = try? JSONDecoder().decode(EpochRecord.self, from: Data(value.utf8)), MemberKeys.epoch(record.epoch) == key
             else { return nil }

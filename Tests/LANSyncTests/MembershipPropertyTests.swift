@@ -1,5 +1,6 @@
 import Foundation
 import LANSync
+import LANSyncCore
 import LANSyncCrypto
 import PropertyBased
 import Testing
@@ -20,7 +21,9 @@ import Testing
     static func time(_ second: Int) -> String { String(format: "2026-11-23T00:%02d:%02d.000Z", second / 60 % 60, second % 60) }
 
     struct Scenario {
-        var records: [(key: String, value: String)] = []
+        /// Each write's HLC stamp is its place in the scenario (causal order), while the wall-clock
+        /// times the records carry are random: clocks that disagree.
+        var records: [(key: String, value: String, stamp: HybridTimestamp)] = []
         /// Epoch records whose signature is not their remover's.
         var forgedKeys: Set<String> = []
     }
@@ -30,6 +33,7 @@ import Testing
         var scenario = Scenario()
         var epoch: UInt64 = 0
         for (index, seed) in seeds.enumerated() {
+            let stamp = HybridTimestamp(rawValue: UInt64(index + 1))
             let device = seed / 7 % 4
             let other = seed / 31 % 4
             let version = seed / 131 % 2
@@ -42,12 +46,12 @@ import Testing
                 let pair = keys[device][version]
                 scenario.records.append((key, json(KeyObservation(
                     name: "device-\(device)", key: pair.publicKey.hexString,
-                    signingKey: SigningKey(derivedFrom: pair).publicKey.hexString, at: at))))
+                    signingKey: SigningKey(derivedFrom: pair).publicKey.hexString, at: at)), stamp))
             case 2:
                 let key = "lansync/member/" + devices[device].lowercased()
                 scenario.records.removeAll { $0.key == key }
                 scenario.records.append((key, json(GroupMember(
-                    deviceID: devices[device], name: "device-\(device)", key: nil, addedBy: devices[other], addedAt: at, via: "short code"))))
+                    deviceID: devices[device], name: "device-\(device)", key: nil, addedBy: devices[other], addedAt: at, via: "short code")), stamp))
             default:
                 epoch += 1
                 let forged = seed % 6 == 5
@@ -57,7 +61,7 @@ import Testing
                 let signer = forged ? keys[(other + 1) % 4][version] : keys[other][version]
                 record.signature = Data(SigningKey(derivedFrom: signer).sign(record.signedText)).base64EncodedString()
                 let key = "lansync/epoch/\(epoch)"
-                scenario.records.append((key, json(record)))
+                scenario.records.append((key, json(record), stamp))
                 if forged { scenario.forgedKeys.insert(key) }
             }
         }
@@ -106,38 +110,43 @@ import Testing
         }
     }
 
-    /// "Removed" is exactly: listed by a record that counts, with no vouch after it; a record
-    /// counts only when its remover's pinned signing key verifies it and the remover was not
-    /// removed by an earlier one; a pinned key is the earliest observation's without a vouch.
+    /// "Removed" is exactly: listed by a record that counts, with no vouch stamped after it; a
+    /// record counts only when its remover's pinned signing key verifies it and the remover was
+    /// not removed by an earlier one; a pinned key is the earliest observation's without a vouch,
+    /// and with one the earliest of those stamped after it, whatever the wall-clock times say.
     @Test func removalsAndPinnedKeysFollowTheRules() async {
         await propertyCheck(input: Self.seeds) { seeds in
             let scenario = Self.scenario(seeds)
             let derived = GroupMembership.derive(from: scenario.records)
             let members = Dictionary(uniqueKeysWithValues: derived.members.map { ($0.deviceID, $0) })
-            let vouches = Dictionary(uniqueKeysWithValues: scenario.records.compactMap { record -> (String, String)? in
+            let vouches = Dictionary(uniqueKeysWithValues: scenario.records.compactMap { record -> (String, HybridTimestamp)? in
                 guard record.key.hasPrefix("lansync/member/"),
                     let member = try? JSONDecoder().decode(GroupMember.self, from: Data(record.value.utf8))
                 else { return nil }
-                return (member.deviceID, member.addedAt ?? "")
+                return (member.deviceID, record.stamp)
             })
+            let stamps = Dictionary(uniqueKeysWithValues: scenario.records.map { ($0.key, $0.stamp) })
+            func vouchedAfter(_ device: String, _ record: EpochRecord) -> Bool {
+                (vouches[device] ?? .zero) > stamps["lansync/epoch/\(record.epoch)"]!
+            }
             var removedBefore = Set<String>()
             for record in derived.epochs {
                 #expect(!removedBefore.contains(record.by), "a removed remover's record counted")
                 #expect(record.isSigned(by: members[record.by]?.signingKey))
-                for device in record.removed where (vouches[device] ?? "") <= record.at { removedBefore.insert(device) }
+                for device in record.removed where !vouchedAfter(device, record) { removedBefore.insert(device) }
             }
             for member in derived.members {
-                let listed = derived.epochs.contains { $0.removed.contains(member.deviceID) && (vouches[member.deviceID] ?? "") <= $0.at }
+                let listed = derived.epochs.contains { $0.removed.contains(member.deviceID) && !vouchedAfter(member.deviceID, $0) }
                 #expect(member.isRemoved == listed, "\(member.deviceID): removed \(member.isRemoved), listed \(listed)")
-                if vouches[member.deviceID] == nil {
-                    // No vouch: the earliest observation's key.
-                    let earliest = scenario.records.filter { $0.key.hasPrefix("lansync/seen/" + member.deviceID.lowercased() + "/") }
-                        .compactMap { record -> (String, String, String)? in
-                            guard let observation = try? JSONDecoder().decode(KeyObservation.self, from: Data(record.value.utf8)) else { return nil }
-                            return (observation.at, String(record.key.split(separator: "/").last!).uppercased(), observation.key)
-                        }.min { ($0.0, $0.1) < ($1.0, $1.1) }
-                    #expect(member.key == earliest?.2)
-                }
+                // The earliest observation's key (by time, then observer), of those stamped after the vouch if any.
+                let vouch = vouches[member.deviceID]
+                let earliest = scenario.records.filter { $0.key.hasPrefix("lansync/seen/" + member.deviceID.lowercased() + "/") }
+                    .filter { vouch == nil || $0.stamp > vouch! }
+                    .compactMap { record -> (String, String, String)? in
+                        guard let observation = try? JSONDecoder().decode(KeyObservation.self, from: Data(record.value.utf8)) else { return nil }
+                        return (observation.at, String(record.key.split(separator: "/").last!).uppercased(), observation.key)
+                    }.min { ($0.0, $0.1) < ($1.0, $1.1) }
+                #expect(member.key == earliest?.2)
             }
         }
     }

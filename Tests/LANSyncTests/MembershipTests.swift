@@ -215,6 +215,43 @@ import Testing
         #expect(member.signingKeysBefore == [laptop.node.identity.signingKey.publicKey.hexString])
     }
 
+    /// The simulator's seed 502367: the voucher's clock runs ahead of the member that next sees
+    /// the reinstalled device, so that member's observation carries a wall-clock time before the
+    /// vouch's `added_at` although it merged the vouch first. The key pinned is the first one
+    /// seen after the vouch in HLC order, so the reinstalled device's new writes verify.
+    @Test func aVouchPinsTheKeySeenAfterItWhateverTheClocksSay() async throws {
+        let home = try TemporaryNode(name: "home", clock: NodeClock(offsetMilliseconds: -20_000))
+        let secret = try home.node.createGroup()
+        try await home.node.recordCreator()
+        try await home.node.observeSelf()
+        let machineID = "00112233445566778899aabbccddeeff"
+        let laptop = try TemporaryNode(name: "laptop", machineID: machineID)
+        let tablet = try TemporaryNode(name: "tablet", clock: NodeClock(offsetMilliseconds: 20_000))
+        for node in [laptop.node, tablet.node] {
+            try node.joinGroup(code: secret.joinCode)
+            try await Self.meet(node, home.node)
+            try await Self.syncSigned(home.node, to: node)
+            try await Self.syncSigned(node, to: home.node)
+        }
+
+        let reinstalled = try TemporaryNode(name: "laptop", machineID: machineID)
+        try reinstalled.node.joinGroup(code: secret.joinCode)
+        try await tablet.node.vouch(for: reinstalled.node.deviceID, name: "laptop")
+        try await Self.syncSigned(tablet.node, to: home.node)
+        let vouch = try #require(try home.node.records().first { $0.key == MemberKeys.member(reinstalled.node.deviceID.description) })
+        try await Self.meet(reinstalled.node, home.node)
+        let observation = try #require(
+            try home.node.records().first { $0.key == MemberKeys.seen(reinstalled.node.deviceID.description, by: home.node.deviceID.description) })
+        #expect(observation.wallMilliseconds < vouch.wallMilliseconds, "the home's clock runs behind the voucher's")
+        #expect(observation.hlc > vouch.hlc, "but it merged the vouch before it saw the new key")
+
+        #expect(try home.node.member(reinstalled.node.deviceID)?.key == reinstalled.node.identity.publicKeyHex)
+        try await Self.syncSigned(home.node, to: reinstalled.node)
+        _ = try await reinstalled.node.append(to: "notes", payload: "\"after the reinstall\"")
+        try await Self.syncSigned(reinstalled.node, to: home.node)
+        #expect(try home.node.status().entries == 1, "the reinstalled device's write verifies on the home machine")
+    }
+
     /// A member that never heard of a device's earlier key vouches for it after a reinstall: its
     /// member record carries no history, and it replaces the record everyone held. The earlier
     /// key survives in the other members' grow-only key records (`lansync/keys/...`), so a device
