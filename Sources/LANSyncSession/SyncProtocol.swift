@@ -12,8 +12,8 @@ package import LANSyncWire
 /// for good; once ended, every event returns no action. Only while `opened` may the peer hand
 /// records over (protocol §11). A session ends when the peer says goodbye or closes, when its
 /// bytes or rows are malformed (we say `goodbye(malformed)`), when a merge refuses its clock
-/// (`goodbye(clock skew)`), when nothing was heard for three keepalive intervals (no goodbye: the
-/// peer is unreachable), when we shut down (`goodbye(shutting down)`) or when a newer connection
+/// (`goodbye(clock skew)`), when nothing was heard for three keepalive intervals nor for one
+/// since a ping (no goodbye: the peer is unreachable), when we shut down (`goodbye(shutting down)`) or when a newer connection
 /// to the same peer replaces this one (`goodbye(duplicate connection)`).
 ///
 /// Time comes in as the `now` of each event. What is due later — a ping after a keepalive
@@ -81,6 +81,10 @@ package struct SyncProtocol: Sendable {
         /// interval has nothing to prove, so it does not ping.
         fileprivate var lastSpoke: ContinuousClock.Instant
         fileprivate var pingsSent: UInt64 = 0
+        /// When we sent the first ping the peer has not answered (nothing heard since): the
+        /// session may end only an interval after it, so a machine that stalled past the silence
+        /// bound asks before it gives up on a peer whose messages wait unread in its socket.
+        fileprivate var firstUnansweredPing: ContinuousClock.Instant?
         /// When we last sent our state.
         fileprivate var lastAnnounced: ContinuousClock.Instant?
         /// When our state, held back by the announce interval, may go.
@@ -193,6 +197,7 @@ package struct SyncProtocol: Sendable {
         let hasher = hasher
         return update(ended: .nothing) { c in
             c.lastHeard = now
+            c.firstUnansweredPing = nil
             switch message {
             case .state(let announced):
                 c.statesReceived += 1
@@ -435,29 +440,43 @@ package struct SyncProtocol: Sendable {
     // MARK: Time and endings
 
     /// When the timer must fire next (`timerFired`): a ping owed after a keepalive interval of our
-    /// silence, the end of a session silent for three, our held-back state, or held-back rows
-    /// settling. Nil once the session has ended.
+    /// silence, the end of a session silent for three (and an interval after an unanswered ping),
+    /// our held-back state, or held-back rows settling. Nil once the session has ended.
     package var nextDeadline: ContinuousClock.Instant? {
         guard let c = conversation else { return nil }
-        var deadline = min(c.lastSpoke + keepalive, c.lastHeard + keepalive * 3)
+        var deadline = min(c.lastSpoke + keepalive, Self.silenceEnds(c, keepalive: keepalive))
         if let at = c.announceAt { deadline = min(deadline, at) }
         if let at = c.relaySettlesAt { deadline = min(deadline, at) }
         return deadline
     }
 
+    /// When a silent peer's session ends: three keepalive intervals after we last heard from it,
+    /// and no sooner than one interval after the first ping it left unanswered (a late timer, as
+    /// after the machine stalled, pings first). With no ping out, the timer then sends one.
+    private static func silenceEnds(_ c: Conversation, keepalive: Duration) -> ContinuousClock.Instant {
+        guard let ping = c.firstUnansweredPing else { return c.lastHeard + keepalive * 3 }
+        return max(c.lastHeard + keepalive * 3, ping + keepalive)
+    }
+
     /// The timer fired: the session ends when the peer has said nothing for three keepalive
-    /// intervals; a ping is owed when we have said nothing for one; held-back state or rows are due.
+    /// intervals, nor for one since our first ping it did not answer; a ping is owed when we have
+    /// said nothing for one (or the peer is silent past the bound and no ping is out); held-back
+    /// state or rows are due.
     package mutating func timerFired(now: ContinuousClock.Instant) -> Timer {
         let keepalive = keepalive
         return update(ended: .nothing) { c in
             let silence = now - c.lastHeard
-            if silence >= keepalive * 3 { return .end(c.end(.keepaliveExpired(silence: silence))) }
+            if silence >= keepalive * 3, let ping = c.firstUnansweredPing, now - ping >= keepalive {
+                return .end(c.end(.keepaliveExpired(silence: silence)))
+            }
             var due = false
             // Our pongs (or anything else we sent) already told the peer we are here: each side then
-            // sends one message an interval, not a ping and a pong.
-            if now - c.lastSpoke >= keepalive {
+            // sends one message an interval, not a ping and a pong. A peer silent past the bound is
+            // asked once before the session ends, whatever we sent it.
+            if now - c.lastSpoke >= keepalive || (silence >= keepalive * 3 && c.firstUnansweredPing == nil) {
                 c.pingsSent += 1
                 c.lastSpoke = now
+                if c.firstUnansweredPing == nil { c.firstUnansweredPing = now }
                 c.repliesOwed.append(.ping(c.pingsSent))
                 due = true
             }

@@ -279,7 +279,10 @@ import Testing
         // Hearing anything resets the silence.
         _ = machine.received(.pong(1), now: Self.start + .seconds(5))
         #expect(machine.nextDeadline == Self.start + .seconds(6), "the next ping")
-        #expect(ping(at: 10) == [.ping(3)])
+        #expect(ping(at: 6) == [.ping(3)])
+        #expect(ping(at: 8) == [.ping(4)])
+        #expect(machine.nextDeadline == Self.start + .seconds(10), "the next ping")
+        #expect(ping(at: 10) == [.ping(5)])
         #expect(machine.nextDeadline == Self.start + .seconds(11), "the peer's third silent interval")
         let tick = machine.timerFired(now: Self.start + .seconds(11.5))
         guard case .end(let why) = tick, case .keepaliveExpired = why else {
@@ -289,6 +292,41 @@ import Testing
         #expect(why.goodbye == nil)
         #expect(why.description.contains("nothing heard from the peer for 6.5 s"))
         #expect(!why.description.contains("closed by the peer"))
+    }
+
+    /// A timer that first fires long after the silence bound (the machine stalled, and the
+    /// peer's messages may wait unread in the socket) pings and waits an interval before it
+    /// ends the session; an answer keeps it open.
+    @Test func aLateTimerPingsBeforeItEndsTheSession() {
+        var machine = Self.machine()
+        #expect(machine.timerFired(now: Self.start + .seconds(30)) == .wakeSender)
+        #expect(machine.takeReplies() == [.ping(1)])
+        #expect(machine.nextDeadline == Self.start + .seconds(32), "an interval after the ping")
+        _ = machine.received(.pong(1), now: Self.start + .seconds(30.1))
+        #expect(machine.nextDeadline == Self.start + .seconds(32), "the next ping, the session open")
+        #expect(machine.timerFired(now: Self.start + .seconds(60)) == .wakeSender, "a second stall: ask again")
+        #expect(machine.takeReplies() == [.ping(2)])
+        let tick = machine.timerFired(now: Self.start + .seconds(62))
+        guard case .end(let why) = tick, case .keepaliveExpired = why else {
+            Issue.record("expected the keepalive to expire an interval after the unanswered ping, got \(tick)")
+            return
+        }
+        #expect(why.description.contains("nothing heard from the peer for 31.9 s"))
+    }
+
+    /// A side that keeps sending (rows, states) never pings for its own silence, yet a peer that
+    /// answers nothing is asked once at the silence bound, and the session ends an interval later.
+    @Test func aTalkativeSideAsksASilentPeerBeforeEnding() {
+        var machine = Self.machine()
+        for second in stride(from: 0.5, through: 6, by: 0.5) { machine.sent(at: Self.start + .seconds(second)) }
+        #expect(machine.nextDeadline == Self.start + .seconds(6), "the silence bound")
+        #expect(machine.timerFired(now: Self.start + .seconds(6)) == .wakeSender)
+        #expect(machine.takeReplies() == [.ping(1)])
+        #expect(machine.nextDeadline == Self.start + .seconds(8))
+        guard case .end = machine.timerFired(now: Self.start + .seconds(8)) else {
+            Issue.record("expected the session to end an interval after the unanswered ping")
+            return
+        }
     }
 
     @Test func anEndedSessionIgnoresEveryLaterEvent() {
