@@ -21,8 +21,12 @@ package final class ReplicaChangeWatch: Sendable {
         let replicaFile = URL(fileURLWithPath: dataDirectory.replicaPath).lastPathComponent
         let watch = FileWatch.directory(dataDirectory.path)
         self.watch = watch
+        // The marker the watch starts from is read here, after the kernel watches the files and
+        // before `init` returns: a commit made after `init` always differs from it (read on the
+        // thread, it could include a commit made meanwhile, which was then never reported).
+        let start = try? store.changeMarker()
         let thread = Thread { [stopped] in
-            var marker = try? store.changeMarker()
+            var marker = start
             while !stopped.value {
                 if let watch {
                     guard let names = watch.waitForChanges() else { return }

@@ -437,6 +437,9 @@ extension WriteContext {
         let keyBytes = SQLValue.keyBytes(key)
         let plain = table.plainColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
         try checkSize(plain, of: rowKey)
+        // An insert that opens a life leaves out the columns at their default (`leftAtDefault`).
+        let opening = table.hasDefaultsLeftOut
+            ? table.writtenByInsert(values).map { RowChange.Value(column: table.columns[$0], value: values[$0]) } : plain
         // Most rows an app inserts are new to this replica: the change that opens the row is
         // tried first, and a row held already (deleted, or in a life its table does not show) is
         // looked up after, keeping the same stamp. `stamp`: the row was tried already, with it.
@@ -449,13 +452,14 @@ extension WriteContext {
         }
         if stamp == nil {
             let first = RowChange(
-                key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: plain, totals: firstTotals)
+                key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: opening, totals: firstTotals)
             if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false, first: nil) { return }
         }
         let heldState = try heldRow(table: table.number, key: keyBytes)
         let held = heldState ?? RowState()
         let kind: RowChange.Kind
         let life: UInt64
+        var written = opening
         var totals = [RowChange.Total]()
         if table.appendOnly {
             guard !held.isAppended else {
@@ -465,7 +469,7 @@ extension WriteContext {
             (kind, life) = (.append, 1)
         } else if held.exists {
             // INSERT OR REPLACE over a live row: every column is written, in the row's life.
-            (kind, life) = (.update, held.causalLength)
+            (kind, life, written) = (.update, held.causalLength, plain)
             for index in table.counterColumns {
                 totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))))
             }
@@ -473,7 +477,7 @@ extension WriteContext {
             // A new life starts every counter from nothing, as the first change did.
             (kind, life, totals) = (.insert, held.causalLength + 1, firstTotals)
         }
-        try makeChange(rowKey, kind: kind, life: life, values: plain, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldState)
+        try makeChange(rowKey, kind: kind, life: life, values: written, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldState)
     }
 
     private mutating func update(

@@ -29,6 +29,9 @@ extension WriteContext {
         /// The same in the stored state: the column's number (varint) and stamp index 0.
         let storedPrefixes: [UInt8]
         let storedPrefixEnds: [Int]
+        /// The columns an insert leaves out at their default (`AppCatalog.Table.leftAtDefault`),
+        /// with that default's canonical bytes: a row holding one goes the general way.
+        let leftOut: [(index: Int, bytes: [UInt8])]
 
         init(table: AppCatalog.Table, identity: [UInt8], kind: RowChange.Kind, plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]) {
             self.table = table
@@ -36,6 +39,12 @@ extension WriteContext {
             self.kind = kind
             keyColumns = table.keyColumns
             plainColumns = plain.map(\.index)
+            leftOut = table.leftAtDefault.enumerated().compactMap { index, value in
+                guard let value else { return nil }
+                var bytes = [UInt8]()
+                value.append(to: &bytes)
+                return (index, bytes)
+            }
             var (cells, cellEnds, stored, storedEnds) = ([UInt8](), [Int](), [UInt8](), [Int]())
             for column in plain {
                 cells += column.cellPrefix
@@ -72,7 +81,8 @@ extension WriteContext {
     /// Queues a row an app's statement wrote, given as the canonical bytes of its values in
     /// declaration order (`encoded[range]`, see the extension's comment), with its stamp: its
     /// key, state and digest hash are made with the next rows' (`storeQueuedStates`). False,
-    /// taking nothing, when its values are too large: the general way says why. Every row queued
+    /// taking nothing, when its values are too large (the general way says why) or one is at
+    /// its left-out default (the general way leaves it out). Every row queued
     /// refers to the same `encoded`, the write's captured bytes.
     mutating func insertEncoded(_ encoded: [UInt8], range: Range<Int>, into table: AppCatalog.Table, now: UInt64) throws -> Bool {
         let layout = try insertLayout(table)
@@ -97,7 +107,13 @@ extension WriteContext {
             }
             return (size, layout.keyColumns.contains { encoded[starts[$0]] == 0 })
         }
-        guard size <= RowChange.maxValueBytes, !nullKey else {
+        // A row with a column at its left-out default writes fewer columns: the general way.
+        let atDefault = layout.leftOut.contains { column in
+            let start = encodedInsertBuffers.starts[startsStart + column.index]
+            let end = encodedInsertBuffers.starts[startsStart + column.index + 1]
+            return encoded[start..<end].elementsEqual(column.bytes)
+        }
+        guard size <= RowChange.maxValueBytes, !nullKey, !atDefault else {
             encodedInsertBuffers.starts.removeSubrange(startsStart...)
             if nullKey { throw self.nullKey(table) }
             return false

@@ -91,8 +91,10 @@ import Testing
             return checked.firstRows.map { $0.stored != nil }
         }
         _ = try await a.store.write(now: 1_000) { db in
+            // Every column named (an insert leaves a column at its default out): the receiver
+            // then has a number for each column the later changes write.
             for index in 0..<20 {
-                try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES (?, 'n', ?)", arguments: ["old\(index)", Double(index)])
+                try db.execute(sql: "INSERT INTO athletes (id, name, weight, notes) VALUES (?, 'n', ?, 'first')", arguments: ["old\(index)", Double(index)])
             }
         }
         _ = try await take()

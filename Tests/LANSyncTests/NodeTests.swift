@@ -275,6 +275,50 @@ final class TemporaryNode {
         }
     }
 
+    /// AuraLift's 1:1 machine row and the learning game's progress row, inserted on two devices
+    /// before they meet: the later insert leaves a column at its default (NULL, or `DEFAULT 0`),
+    /// and that default does not override what the earlier device wrote. A value another device
+    /// never wrote stays the default; `INSERT OR REPLACE` over a live row still writes every
+    /// column. One row at a time and many rows in one statement (the fast way) alike.
+    @Test func anInsertLeavesColumnsAtTheirDefaultToOtherDevicesWrites() async throws {
+        let schema = """
+            CREATE TABLE machines (id TEXT PRIMARY KEY, brand TEXT, mastery INTEGER NOT NULL DEFAULT 0, note TEXT DEFAULT 'none', seen TEXT DEFAULT CURRENT_TIMESTAMP);
+            """
+        func rows(_ node: LANSyncNode) throws -> [String] {
+            try node.read { db in try Row.fetchAll(db, sql: "SELECT id, brand, mastery, note FROM machines ORDER BY id").map(\.description) }
+        }
+        let phone = try TemporaryNode(name: "phone")
+        let tablet = try TemporaryNode(name: "tablet", clock: NodeClock(offsetMilliseconds: 10_000))
+        for device in [phone.node, tablet.node] { _ = try device.applySchema(schema) }
+        let bulk = (0..<300).map { "('b\($0)', 'brand \($0)', \($0 % 3))" }.joined(separator: ", ")
+        try await phone.node.write { db in
+            try db.execute(sql: "INSERT INTO machines (id, brand) VALUES ('m1', 'Life Fitness')")
+            try db.execute(sql: "INSERT INTO machines (id, mastery, note) VALUES ('m2', 1, 'left knee')")
+            try db.execute(sql: "INSERT INTO machines (id, brand, mastery) VALUES \(bulk)")
+        }
+        // The tablet, 10 s later by its clock, inserts the same keys naming fewer columns.
+        try await tablet.node.write { db in
+            try db.execute(sql: "INSERT INTO machines (id, mastery) VALUES ('m1', 2)")
+            try db.execute(sql: "INSERT INTO machines (id) VALUES ('m2')")
+            try db.execute(sql: "INSERT INTO machines (id) VALUES " + (0..<300).map { "('b\($0)')" }.joined(separator: ", "))
+        }
+        try await phone.node.merge(try tablet.node.store.delta(since: VersionVector(), maxRows: 2_000), maxSkewMilliseconds: 60_000)
+        try await tablet.node.merge(try phone.node.store.delta(since: VersionVector(), maxRows: 2_000), maxSkewMilliseconds: 60_000)
+        #expect(try phone.node.status().digest == tablet.node.status().digest)
+        let merged = try rows(phone.node)
+        #expect(try rows(tablet.node) == merged)
+        func row(_ id: String) -> String? { merged.first { $0.hasPrefix("[id:\"\(id)\" ") } }
+        #expect(row("m1") == "[id:\"m1\" brand:\"Life Fitness\" mastery:2 note:\"none\"]")
+        #expect(row("m2") == "[id:\"m2\" brand:NULL mastery:1 note:\"left knee\"]")
+        #expect(row("b7") == "[id:\"b7\" brand:\"brand 7\" mastery:1 note:\"none\"]", "the fast way leaves defaults out too")
+        #expect(merged.filter { $0.contains("brand:NULL") }.count == 1, "only m2 never had a brand")
+
+        // A replace over the live row writes every column, defaults included.
+        try await tablet.node.write { db in try db.execute(sql: "INSERT OR REPLACE INTO machines (id, brand) VALUES ('m2', 'Concept2')") }
+        try await phone.node.merge(try tablet.node.store.delta(since: VersionVector(), maxRows: 2_000), maxSkewMilliseconds: 60_000)
+        #expect(try rows(phone.node).first { $0.hasPrefix("[id:\"m2\" ") } == "[id:\"m2\" brand:\"Concept2\" mastery:0 note:\"none\"]")
+    }
+
     /// A parent deleted on one device while a child was added on another leaves the child
     /// behind on both once they meet: `orphans` lists it, with its key and its parent's table.
     @Test func aChildWhoseParentWasDeletedElsewhereIsListedAsAnOrphan() async throws {

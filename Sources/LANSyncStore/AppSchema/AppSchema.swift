@@ -1,4 +1,5 @@
 import Foundation
+package import LANSyncCore
 
 /// What an app declared: its tables, each mutable (merged column by column) or append-only (a
 /// grow-only set of rows), their columns, counters and indexes. Built from schema text by
@@ -13,6 +14,12 @@ package struct AppSchema: Hashable, Sendable {
         package let defaultSQL: String?
         /// Position in the primary key, from 1; 0 when not part of it.
         package let primaryKeyPosition: Int
+        /// The value SQLite gives the column when an INSERT leaves it out, when that is the same
+        /// on every device at every time: a literal default, or NULL for a nullable column with
+        /// none. Nil for an expression (`CURRENT_TIMESTAMP`, a function) or a NOT NULL column
+        /// without a default. An insert that opens a row's life does not write a column holding
+        /// this value (`AppCatalog.Table.leftAtDefault`).
+        package var constantDefault: SQLValue? = nil
     }
 
     /// A `REFERENCES` clause. Not enforced during merge (a child may arrive before its parent);

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LANSyncCore
 
 /// Reads schema text — `CREATE TABLE` and `CREATE INDEX` statements plus directive lines
 /// (`-- lansync: append-only TABLE`, `-- lansync: counter TABLE.COLUMN`) — into an `AppSchema`,
@@ -113,6 +114,24 @@ package enum AppSchemaReader {
         return directives
     }
 
+    /// What SQLite stores for `column` when an INSERT leaves it out, read back from a probe table
+    /// of the same type and default (so affinity applies as it will), when the default is a
+    /// literal: a number, a string, a blob, NULL, TRUE or FALSE; NULL for a nullable column with
+    /// no default. Nil otherwise.
+    static func constantDefault(of column: AppSchema.Column, _ db: Database) throws -> SQLValue? {
+        guard let sql = column.defaultSQL else { return column.notNull ? nil : .null }
+        guard sql.wholeMatch(of: literalDefault) != nil else { return nil }
+        let probe = "lansync_default_probe"
+        try db.execute(sql: "CREATE TEMP TABLE \(probe) (c \(column.type) DEFAULT \(sql))")
+        defer { try? db.execute(sql: "DROP TABLE temp.\(probe)") }
+        try db.execute(sql: "INSERT INTO temp.\(probe) DEFAULT VALUES")
+        return try DatabaseValue.fetchOne(db, sql: "SELECT c FROM temp.\(probe)").map(SQLValue.init)
+    }
+
+    /// A default SQLite reports as a literal (optionally in parentheses, a number optionally signed).
+    nonisolated(unsafe) static let literalDefault =
+        /(?i)\(?\s*([-+]?\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)(e[-+]?[0-9]+)?|0x[0-9a-f]+|'([^']|'')*'|x'[0-9a-f]*'|null|true|false)\s*\)?/
+
     private static func readTable(
         _ db: Database, name: String, sql: String, directives: Directives, problems: inout [AppSchemaError.Problem]
     ) throws -> AppSchema.Table? {
@@ -124,8 +143,9 @@ package enum AppSchemaReader {
         var columns = [AppSchema.Column]()
         for row in try Row.fetchAll(db, sql: "PRAGMA table_xinfo(\(name.quotedDatabaseIdentifier))") {
             let hidden: Int = row["hidden"]
-            let column = AppSchema.Column(
+            var column = AppSchema.Column(
                 name: row["name"], type: row["type"], notNull: row["notnull"], defaultSQL: row["dflt_value"], primaryKeyPosition: row["pk"])
+            column.constantDefault = try constantDefault(of: column, db)
             if hidden == 2 || hidden == 3 {
                 problems.append(.init(
                     statement: sql, reason: "column \(name).\(column.name) is generated: it is computed on each device, not stored and synced",

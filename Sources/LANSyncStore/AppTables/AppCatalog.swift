@@ -47,6 +47,28 @@ struct AppCatalog: Sendable {
             let key = Set(keyColumns)
             plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted { names[$0] < names[$1] }
             valueColumns = names.indices.filter { !key.contains($0) }.map { (names[$0], $0) }.sorted { $0.name < $1.name }
+            var defaults = [SQLValue?](repeating: nil, count: names.count)
+            if let declared, !declared.appendOnly {
+                for index in plainColumns { defaults[index] = declared.columns[index].constantDefault }
+            }
+            leftAtDefault = defaults
+            hasDefaultsLeftOut = defaults.contains { $0 != nil }
+        }
+
+        /// Per column in declaration order, the value an insert that opens a row's life leaves
+        /// out of its change (`AppSchema.Column.constantDefault`; nil: always written). Such a
+        /// column shows its default on every device until a write sets it, so two devices that
+        /// insert one key do not override each other's values with defaults. Only plain columns
+        /// of mutable tables: an append is kept whole, and a counter's insert is its total.
+        let leftAtDefault: [SQLValue?]
+        /// Whether any column has a value in `leftAtDefault`.
+        let hasDefaultsLeftOut: Bool
+
+        /// The plain columns an insert that opens a row's life writes: those whose value is not
+        /// their left-out default.
+        func writtenByInsert(_ values: [SQLValue]) -> [Int] {
+            guard hasDefaultsLeftOut else { return plainColumns }
+            return plainColumns.filter { index in leftAtDefault[index].map { $0 != values[index] } ?? true }
         }
 
         /// The columns outside the primary key, by name: what a row's values are matched against.
