@@ -29,9 +29,11 @@ extension WriteContext {
         /// The same in the stored state: the column's number (varint) and stamp index 0.
         let storedPrefixes: [UInt8]
         let storedPrefixEnds: [Int]
-        /// The columns an insert leaves out at their default (`AppCatalog.Table.leftAtDefault`),
-        /// with that default's canonical bytes: a row holding one goes the general way.
-        let leftOut: [(index: Int, bytes: [UInt8])]
+        /// Per plain column (as `plainColumns`), the canonical bytes of its default when an insert
+        /// leaves the column out at it (`AppCatalog.Table.leftAtDefault`), else nil.
+        let leftOutDefaults: [[UInt8]?]
+        /// Whether any plain column has one.
+        let leavesDefaultsOut: Bool
 
         init(table: AppCatalog.Table, identity: [UInt8], kind: RowChange.Kind, plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]) {
             self.table = table
@@ -39,12 +41,14 @@ extension WriteContext {
             self.kind = kind
             keyColumns = table.keyColumns
             plainColumns = plain.map(\.index)
-            leftOut = table.leftAtDefault.enumerated().compactMap { index, value in
-                guard let value else { return nil }
-                var bytes = [UInt8]()
-                value.append(to: &bytes)
-                return (index, bytes)
+            leftOutDefaults = plainColumns.map { index in
+                table.leftAtDefault[index].map { value in
+                    var bytes = [UInt8]()
+                    value.append(to: &bytes)
+                    return bytes
+                }
             }
+            leavesDefaultsOut = leftOutDefaults.contains { $0 != nil }
             var (cells, cellEnds, stored, storedEnds) = ([UInt8](), [Int](), [UInt8](), [Int]())
             for column in plain {
                 cells += column.cellPrefix
@@ -81,8 +85,8 @@ extension WriteContext {
     /// Queues a row an app's statement wrote, given as the canonical bytes of its values in
     /// declaration order (`encoded[range]`, see the extension's comment), with its stamp: its
     /// key, state and digest hash are made with the next rows' (`storeQueuedStates`). False,
-    /// taking nothing, when its values are too large (the general way says why) or one is at
-    /// its left-out default (the general way leaves it out). Every row queued
+    /// taking nothing, when its values are too large: the general way says why. A column at its
+    /// left-out default is left out of the row's state, as the general way leaves it out. Every row queued
     /// refers to the same `encoded`, the write's captured bytes.
     mutating func insertEncoded(_ encoded: [UInt8], range: Range<Int>, into table: AppCatalog.Table, now: UInt64) throws -> Bool {
         let layout = try insertLayout(table)
@@ -107,13 +111,7 @@ extension WriteContext {
             }
             return (size, layout.keyColumns.contains { encoded[starts[$0]] == 0 })
         }
-        // A row with a column at its left-out default writes fewer columns: the general way.
-        let atDefault = layout.leftOut.contains { column in
-            let start = encodedInsertBuffers.starts[startsStart + column.index]
-            let end = encodedInsertBuffers.starts[startsStart + column.index + 1]
-            return encoded[start..<end].elementsEqual(column.bytes)
-        }
-        guard size <= RowChange.maxValueBytes, !nullKey, !atDefault else {
+        guard size <= RowChange.maxValueBytes, !nullKey else {
             encodedInsertBuffers.starts.removeSubrange(startsStart...)
             if nullKey { throw self.nullKey(table) }
             return false
@@ -332,18 +330,20 @@ struct EncodedRows: Sendable {
 
     /// Appends each plain column's prefix (`prefixes`, each ending at its `ends` position) and
     /// value, in the stored form or the canonical one, then the count of counters (none: one byte
-    /// stored, four canonical), written through `scratch` and appended in one copy.
+    /// stored, four canonical), written through `scratch` and appended in one copy. A column
+    /// `leftOut` names (by its position among the plain columns) is skipped.
     private static func appendCells(
         _ layout: WriteContext.InsertLayout, prefixes: [UInt8], ends: [Int], stored: Bool, value: (Int) -> UnsafeBufferPointer<UInt8>,
-        scratch: inout [UInt8], to destination: inout [UInt8]
+        leftOut: (Int) -> Bool, scratch: inout [UInt8], to destination: inout [UInt8]
     ) {
         scratch.withUnsafeMutableBufferPointer { scratch in
             prefixes.withUnsafeBufferPointer { prefixes in
                 var out = ByteWriter(scratch.baseAddress!)
                 var prefixStart = 0
                 for (position, index) in layout.plainColumns.enumerated() {
+                    defer { prefixStart = ends[position] }
+                    if leftOut(position) { continue }
                     out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart ..< ends[position]]))
-                    prefixStart = ends[position]
                     if stored { StoredRowState.writeValue(canonical: value(index), to: &out) } else { out.bytes(value(index)) }
                 }
                 for _ in 0 ..< (stored ? 1 : 4) { out.byte(0) }
@@ -370,6 +370,13 @@ struct EncodedRows: Sendable {
                     func value(_ index: Int) -> UnsafeBufferPointer<UInt8> {
                         UnsafeBufferPointer(rebasing: encoded[starts[index] ..< starts[index + 1]])
                     }
+                    /// Whether the plain column at `position` is at its left-out default.
+                    func leftOut(_ position: Int) -> Bool {
+                        guard let bytes = layout.leftOutDefaults[position] else { return false }
+                        return value(layout.plainColumns[position]).elementsEqual(bytes)
+                    }
+                    let cells = layout.leavesDefaultsOut
+                        ? layout.plainColumns.indices.reduce(0) { $0 + (leftOut($1) ? 0 : 1) } : layout.plainColumns.count
                     keys.append(UInt8(layout.keyColumns.count))
                     for index in layout.keyColumns { keys.append(contentsOf: value(index)) }
                     keyEnds.append(keys.count)
@@ -382,10 +389,10 @@ struct EncodedRows: Sendable {
 
                     StoredRowState.appendFirstHeader(
                         causalLength: 1, marker: layout.kind, stamp: (row.stamp.hlc, ownNumber, row.stamp.dot.counter),
-                        cells: layout.plainColumns.count, to: &states)
+                        cells: cells, to: &states)
                     Self.appendCells(
-                        layout, prefixes: layout.storedPrefixes, ends: layout.storedPrefixEnds, stored: true, value: value, scratch: &scratch,
-                        to: &states)
+                        layout, prefixes: layout.storedPrefixes, ends: layout.storedPrefixEnds, stored: true, value: value,
+                        leftOut: layout.leavesDefaultsOut ? leftOut : { _ in false }, scratch: &scratch, to: &states)
                     stateEnds.append(states.count)
 
                     // The canonical bytes of the row and its state (`RowState.appendFirst`), hashed.
@@ -393,10 +400,10 @@ struct EncodedRows: Sendable {
                     digestInput.append(contentsOf: layout.identity)
                     digestInput.appendBytes(keys[keyStart...])
                     RowState.appendFirstHeader(
-                        causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: layout.plainColumns.count, to: &digestInput)
+                        causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: cells, to: &digestInput)
                     Self.appendCells(
-                        layout, prefixes: layout.cellPrefixes, ends: layout.cellPrefixEnds, stored: false, value: value, scratch: &scratch,
-                        to: &digestInput)
+                        layout, prefixes: layout.cellPrefixes, ends: layout.cellPrefixEnds, stored: false, value: value,
+                        leftOut: layout.leavesDefaultsOut ? leftOut : { _ in false }, scratch: &scratch, to: &digestInput)
                 }
             }
             hashes.append(hasher.hash(digestInput))
