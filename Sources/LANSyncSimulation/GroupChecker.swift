@@ -102,14 +102,14 @@ struct GroupChecker {
                 return "n\(index) lacks the acknowledged stroke \(missing)"
             }
             let shown = try node.read { db in
-                try Row.fetchAll(db, sql: "SELECT id, name, note, level, total FROM items ORDER BY id").map(\.description).joined(separator: "\n")
+                try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, total FROM items ORDER BY id").map(\.description).joined(separator: "\n")
             }
             if let tables, tables != shown { return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)" }
             tables = shown
         }
         if let (index, node) = devices.first {
             let expected = try referenceItems(heldBy: node)
-            let shown = try node.read { db in try Row.fetchAll(db, sql: "SELECT id, name, note, level, total FROM items ORDER BY id").map(\.description) }
+            let shown = try node.read { db in try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, total FROM items ORDER BY id").map(\.description) }
             if shown != expected {
                 return "the items table differs from the reference model of the merge rules (n\(index)):\n\(shown.joined(separator: "\n"))\n"
                     + "against the model's\n\(expected.joined(separator: "\n"))"
@@ -146,9 +146,12 @@ struct GroupChecker {
                 }
             }
             let total = totals.values.reduce(Int64(0)) { $0 &+ $1.total }
+            // The one-way column: the greatest value any write of this life gave it (each
+            // replica's total is the greatest it wrote), or its default.
+            let best = current.flatMap { $0.totals.filter { $0.column == "best" }.map(\.total) }.max() ?? 0
             let row: Row = [
                 "id": id, "name": values["name"]?.databaseValue, "note": values["note"]?.databaseValue,
-                "level": values["level"]?.databaseValue, "total": total,
+                "level": values["level"]?.databaseValue, "best": best, "total": total,
             ]
             rows.append((id, row.description))
         }

@@ -212,6 +212,8 @@ package final class GroupSimulation {
             try await appWrite(index, sql: "DELETE FROM items WHERE id = ?", ["r\(row)"])
         case .addToCounter(let index, let row, let amount):
             try await appWrite(index, sql: "UPDATE items SET total = total + ? WHERE id = ?", [amount, "r\(row)"])
+        case .writeBest(let index, let row, let value):
+            try await appWrite(index, sql: "UPDATE items SET best = ? WHERE id = ?", [value, "r\(row)"])
         case .appendRows(let index, let count):
             guard let node = nodes[index].node else { return }
             let ids = (0..<count).map { _ in nextID("s", index) }
@@ -647,12 +649,14 @@ final class Connection {
     }
 }
 
-/// The app the simulated devices run: rows edited column by column, a counter, an append-only
-/// log of strokes, and a second schema version that adds a column.
+/// The app the simulated devices run: rows edited column by column, a counter, a one-way
+/// column, an append-only log of strokes, and a second schema version that adds a column.
 enum AppSchema {
     static let first = """
         -- lansync: counter items.total
-        CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, note TEXT, level INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0);
+        -- lansync: max items.best
+        CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, note TEXT, level INTEGER NOT NULL DEFAULT 0, best INTEGER NOT NULL DEFAULT 0,
+            total INTEGER NOT NULL DEFAULT 0);
         -- lansync: append-only strokes
         CREATE TABLE strokes (id TEXT PRIMARY KEY, watts INTEGER);
         """

@@ -14,6 +14,8 @@ package struct Schedule: Sendable, CustomStringConvertible {
         case editRow(node: Int, row: Int, column: Int, value: Int)
         case deleteRow(node: Int, row: Int)
         case addToCounter(node: Int, row: Int, amount: Int)
+        /// Writes a value to the one-way `best` column (`-- lansync: max`), below or above its best.
+        case writeBest(node: Int, row: Int, value: Int)
         /// Appends `count` rows to the append-only table in one transaction.
         case appendRows(node: Int, count: Int)
         /// The app's next schema version (a new column) on this node.
@@ -46,6 +48,7 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case .editRow(let node, let row, let column, let value): "n\(node) edits r\(row).c\(column) = \(value)"
             case .deleteRow(let node, let row): "n\(node) deletes r\(row)"
             case .addToCounter(let node, let row, let amount): "n\(node) adds \(amount) to r\(row).total"
+            case .writeBest(let node, let row, let value): "n\(node) writes \(value) to r\(row).best (max)"
             case .appendRows(let node, let count): "n\(node) appends \(count) rows"
             case .upgradeSchema(let node): "n\(node) upgrades its schema"
             case .connect(let a, let b): "n\(a) connects to n\(b)"
@@ -104,7 +107,8 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case 290..<340: action = .insertRow(node: node(), row: Int.random(in: 0..<5, using: &random), value: Int.random(in: 0..<1000, using: &random))
             case 340..<420: action = .editRow(node: node(), row: Int.random(in: 0..<5, using: &random), column: Int.random(in: 0..<3, using: &random), value: Int.random(in: 0..<1000, using: &random))
             case 420..<440: action = .deleteRow(node: node(), row: Int.random(in: 0..<5, using: &random))
-            case 440..<480: action = .addToCounter(node: node(), row: Int.random(in: 0..<5, using: &random), amount: Int.random(in: -5...20, using: &random))
+            case 440..<465: action = .addToCounter(node: node(), row: Int.random(in: 0..<5, using: &random), amount: Int.random(in: -5...20, using: &random))
+            case 465..<480: action = .writeBest(node: node(), row: Int.random(in: 0..<5, using: &random), value: Int.random(in: -50...1000, using: &random))
             case 480..<495: action = .appendRows(node: node(), count: random.chance(0.5) ? Int.random(in: 1_900...2_600, using: &random) : Int.random(in: 1...200, using: &random))
             case 495..<505: action = .upgradeSchema(node: node())
             case 505..<640:

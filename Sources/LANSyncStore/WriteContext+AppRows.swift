@@ -310,7 +310,7 @@ extension WriteContext {
         guard state.exists else { return try materialize(key: key, in: table, columns: nil) }
         let present = table.present(
             cells: state.columns, name: \.name, value: \.value,
-            counted: state.counters, name: \.name, total: \.sum)
+            counted: state.counters, name: \.name, total: table.value(of:))
         try materialize(key: key, in: table, columns: present)
     }
 
@@ -360,7 +360,11 @@ extension WriteContext {
                     try AppSQLGuard.run(on: db, catalog.appScope(writes: true)) { try body(db) }
                 }
                 let captured = recorder.takeEvents()
-                for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
+                // As a merge: a row written again from its state (a one-way column, `makeChange`)
+                // passes the tables' guard and is not captured as the app's write.
+                try recorder.with(.merging) {
+                    for event in captured.events { try apply(event, encoded: captured.encoded, now: now) }
+                }
                 try storeQueuedStates(captured.encoded)
                 recorder.recycle(captured)
                 try storePendingRun()
@@ -446,7 +450,7 @@ extension WriteContext {
         let (hlc, dot) = stamp ?? (tick(now: now), nextDot())
         var firstTotals = [RowChange.Total]()
         if !table.appendOnly {
-            for index in table.counterColumns {
+            for index in table.counterColumns where !Self.leavesOut(values[index], of: index, in: table) {
                 firstTotals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
             }
         }
@@ -470,7 +474,7 @@ extension WriteContext {
         } else if held.exists {
             // INSERT OR REPLACE over a live row: every column is written, in the row's life.
             (kind, life, written) = (.update, held.causalLength, plain)
-            for index in table.counterColumns {
+            for index in table.counterColumns where !(table.extremes[table.columns[index]] != nil && values[index] == .null) {
                 totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))))
             }
         } else {
@@ -514,12 +518,27 @@ extension WriteContext {
             table: table, key: keyBytes, held: held)
     }
 
+    /// Whether an insert that opens a row's life gives a one-way column no total: its value is
+    /// the column's constant default (NULL for a nullable column without one: nothing yet), so
+    /// a best that another device reached is not pinned by a row inserted without one.
+    static func leavesOut(_ value: SQLValue, of index: Int, in table: AppCatalog.Table) -> Bool {
+        guard !table.extremes.isEmpty, table.extremes[table.columns[index]] != nil else { return false }
+        return value == table.declared?.columns[index].constantDefault
+    }
+
     /// This replica's new total of a counter column: its old total plus what the app added
     /// (the new value minus the old one: `SET xp = xp + 5` adds 5; `SET xp = 100` adds the difference).
+    /// Of a one-way column: the greatest (`max`) or smallest (`min`) of its old total and the
+    /// value written, so that no replica's total, and no merged value, ever moves back.
     private func own(_ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue) throws -> Int64 {
         let column = table.columns[index]
         guard case .integer(let newValue) = new else {
-            throw StoreError(.sql, "\(table.declared!.name).\(column) is a counter and takes whole numbers, not \(new)")
+            let what = table.extremes[column].map { "a \($0.rawValue) column" } ?? "a counter"
+            throw StoreError(.sql, "\(table.declared!.name).\(column) is \(what) and takes whole numbers, not \(new)")
+        }
+        if let extreme = table.extremes.isEmpty ? nil : table.extremes[column] {
+            guard let mine = held.ownTotal(of: column, by: replica) else { return newValue }
+            return extreme == .max ? max(mine, newValue) : min(mine, newValue)
         }
         let oldValue: Int64
         if case .integer(let value) = old { oldValue = value } else { oldValue = 0 }
@@ -554,7 +573,10 @@ extension WriteContext {
     ) throws {
         try checkSize(values, of: key)
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
-        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: false)
+        // The app's table shows what it wrote, which is the row's state, but for a one-way column
+        // written below its maximum (above its minimum): that row is written again from the state.
+        let oneWay = !table.extremes.isEmpty && totals.contains { table.extremes[$0.column] != nil }
+        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: oneWay)
     }
 }
 

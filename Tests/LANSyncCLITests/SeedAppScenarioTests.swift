@@ -82,14 +82,19 @@ struct SeedAppScenarioTests {
         }
 
         // Learning games: three offline devices each add a session and play time; the totals sum.
+        // Each also plays level L12: the high score only goes up and the best time only down
+        // (`max`, `min`), so the last device's worse play does not replace the best.
         try await cluster.lansync(1, "exec", "INSERT INTO game_progress (game_id) VALUES ('shapes')")
+        try await cluster.lansync(1, "exec", "INSERT INTO level_scores (game_id, level_id) VALUES ('shapes', 'L12')")
         _ = try await Self.converge(cluster)
         for node in 1...3 { try await cluster.ok("link", "\(node)", "down") }
         for node in 1...3 {
             try await cluster.lansync(
                 node, "exec",
                 "UPDATE game_progress SET total_sessions = total_sessions + 1, total_play_time_ms = total_play_time_ms + \(node * 1000) "
-                    + "WHERE game_id = 'shapes'")
+                    + "WHERE game_id = 'shapes'",
+                "UPDATE level_scores SET high_score = \([980, 720, 850][node - 1]), best_completion_time_ms = \([21_000, 30_000, 25_000][node - 1]) "
+                    + "WHERE level_id = 'L12'")
         }
         for node in 1...3 { try await cluster.ok("link", "\(node)", "up") }
         Self.report("learning games: XP on three offline devices, in sync \(try await Self.converge(cluster)) ms after the links came back")
@@ -97,6 +102,9 @@ struct SeedAppScenarioTests {
             let row = try await Self.query(cluster, node, "SELECT total_sessions, total_play_time_ms FROM game_progress").first
             #expect(row?["total_sessions"] as? Int == 3)
             #expect(row?["total_play_time_ms"] as? Int == 6_000)
+            let level = try await Self.query(cluster, node, "SELECT high_score, best_completion_time_ms FROM level_scores").first
+            #expect(level?["high_score"] as? Int == 980, "node \(node): \(String(describing: level))")
+            #expect(level?["best_completion_time_ms"] as? Int == 21_000)
         }
 
         // Rowing: a session updated every second on node 1 while node 2 adds notes.

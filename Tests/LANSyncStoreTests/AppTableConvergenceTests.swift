@@ -15,12 +15,14 @@ import Testing
 @Suite struct AppTableConvergenceTests {
     static let schema = """
         -- lansync: counter athletes.xp
-        CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight REAL, notes TEXT, xp INTEGER NOT NULL DEFAULT 0);
+        -- lansync: max athletes.best
+        CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight REAL, notes TEXT, best INTEGER NOT NULL DEFAULT 0,
+            xp INTEGER NOT NULL DEFAULT 0);
         """
     static let newer = schema.replacingOccurrences(of: "xp INTEGER NOT NULL DEFAULT 0);", with: "xp INTEGER NOT NULL DEFAULT 0, nick TEXT);")
         + "\nCREATE TABLE athletes_extra (id TEXT PRIMARY KEY, v BLOB);"
     static let keys = ["a", "b", "c"]
-    static let defaults: [String: SQLValue] = ["name": .text(""), "weight": .null, "notes": .null, "xp": .integer(0), "nick": .null]
+    static let defaults: [String: SQLValue] = ["name": .text(""), "weight": .null, "notes": .null, "best": .integer(0), "xp": .integer(0), "nick": .null]
 
     final class Replica {
         let store: ReplicaStore
@@ -65,9 +67,14 @@ import Testing
                         sql: "UPDATE athletes SET \(column) = ? WHERE id = ?",
                         arguments: [column == "name" ? "n\(choice % 13)".databaseValue : value(choice), key])
                 }
-            case 2:
+            case 2 where choice % 2 == 0:
                 _ = try await replica.store.write(now: now) { db in
                     try db.execute(sql: "UPDATE athletes SET xp = xp + ? WHERE id = ?", arguments: [choice % 7 - 2, key])
+                }
+            case 2:
+                // A one-way column: any value, below or above the best.
+                _ = try await replica.store.write(now: now) { db in
+                    try db.execute(sql: "UPDATE athletes SET best = ? WHERE id = ?", arguments: [choice % 41 - 10, key])
                 }
             case 3:
                 _ = try await replica.store.write(now: now) { db in try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [key]) }
@@ -142,6 +149,10 @@ import Testing
                             var row = ["id": key.primaryKey[0]]
                             for column in Self.defaults.keys where column != "nick" || replica.newer {
                                 row[column] = state.value(of: column) ?? Self.defaults[column]!
+                            }
+                            // The one-way column: the greatest value written in the row's life.
+                            if let best = state.counters.first(where: { $0.name == "best" }) {
+                                row["best"] = .integer(best.cells.map(\.total).max()!)
                             }
                             return row
                         }

@@ -319,6 +319,77 @@ final class TemporaryNode {
         #expect(try rows(phone.node).first { $0.hasPrefix("[id:\"m2\" ") } == "[id:\"m2\" brand:\"Concept2\" mastery:0 note:\"none\"]")
     }
 
+    /// The learning game's level progress (`003_…`): a best score that only goes up, a best time
+    /// that only goes down, a curriculum day that never goes back. Before `max`/`min`, a later
+    /// device's 720 replaced the 980 on every device.
+    @Test func maxAndMinColumnsOnlyMoveOneWay() async throws {
+        let schema = """
+            CREATE TABLE level_progress (id TEXT PRIMARY KEY, best_score INTEGER NOT NULL DEFAULT 0, best_time_ms INTEGER,
+                current_day INTEGER NOT NULL DEFAULT 1, stars INTEGER NOT NULL DEFAULT 0);
+            -- lansync: max level_progress.best_score
+            -- lansync: min level_progress.best_time_ms
+            -- lansync: max level_progress.current_day
+            """
+        func row(_ node: LANSyncNode) throws -> String {
+            try node.read { db in try Row.fetchOne(db, sql: "SELECT best_score, best_time_ms, current_day, stars FROM level_progress")!.description }
+        }
+        func exchange(_ a: LANSyncNode, _ b: LANSyncNode) async throws {
+            try await a.merge(try b.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+            try await b.merge(try a.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        }
+        let phone = try TemporaryNode(name: "phone")
+        let tablet = try TemporaryNode(name: "tablet", clock: NodeClock(offsetMilliseconds: 10_000))
+        for device in [phone.node, tablet.node] { _ = try device.applySchema(schema) }
+        try await phone.node.write { db in
+            try db.execute(sql: "INSERT INTO level_progress VALUES ('L12', 980, 21000, 9, 3)")
+        }
+        // Apart, and later by its clock, the tablet plays the level worse and is a day behind.
+        try await tablet.node.write { db in
+            try db.execute(sql: "INSERT INTO level_progress VALUES ('L12', 720, 30000, 8, 2)")
+        }
+        try await exchange(phone.node, tablet.node)
+        #expect(try phone.node.status().digest == tablet.node.status().digest)
+        #expect(try row(phone.node) == "[best_score:980 best_time_ms:21000 current_day:9 stars:2]", "stars is last-writer-wins")
+        #expect(try row(tablet.node) == row(phone.node))
+
+        // A write below the best keeps the best, on the writing device at once.
+        try await tablet.node.write { db in try db.execute(sql: "UPDATE level_progress SET best_score = 500, best_time_ms = 40000") }
+        #expect(try row(tablet.node) == "[best_score:980 best_time_ms:21000 current_day:9 stars:2]")
+        // A better one wins everywhere.
+        try await tablet.node.write { db in try db.execute(sql: "UPDATE level_progress SET best_score = 1010, best_time_ms = 19500") }
+        try await exchange(phone.node, tablet.node)
+        #expect(try row(phone.node) == "[best_score:1010 best_time_ms:19500 current_day:9 stars:2]")
+        #expect(try phone.node.status().digest == tablet.node.status().digest)
+        await #expect(throws: LANSyncError.self) {
+            try await phone.node.write { db in try db.execute(sql: "UPDATE level_progress SET best_score = 'lots'") }
+        }
+        // A row inserted with no best yet (NULL, the default) pins nothing: the first real time
+        // another device sets is the best.
+        try await phone.node.write { db in try db.execute(sql: "INSERT INTO level_progress (id) VALUES ('L13')") }
+        try await tablet.node.write { db in try db.execute(sql: "INSERT INTO level_progress (id, best_time_ms) VALUES ('L13', 45000)") }
+        try await exchange(phone.node, tablet.node)
+        #expect(try phone.node.read { db in try Row.fetchOne(db, sql: "SELECT best_score, best_time_ms, current_day FROM level_progress WHERE id = 'L13'")!.description }
+            == "[best_score:0 best_time_ms:45000 current_day:1]")
+
+        // What a schema may not say.
+        for (bad, reason) in [
+            ("CREATE TABLE t (id TEXT PRIMARY KEY, best REAL);\n-- lansync: max t.best", "max column t.best is REAL"),
+            ("-- lansync: append-only t\nCREATE TABLE t (id TEXT PRIMARY KEY, best INTEGER);\n-- lansync: max t.best", "append-only"),
+            ("CREATE TABLE t (id TEXT PRIMARY KEY, best INTEGER);\n-- lansync: max t.best\n-- lansync: counter t.best", "already has"),
+        ] {
+            #expect(throws: AppSchemaError.self, "\(reason)") { _ = try AppSchemaReader.read(bad) }
+            #expect((try? AppSchemaReader.read(bad)) == nil)
+            do { _ = try AppSchemaReader.read(bad) } catch { #expect("\(error)".contains(reason), "\(error)") }
+        }
+        let relaxed = schema.replacingOccurrences(of: "-- lansync: min level_progress.best_time_ms\n", with: "")
+        do {
+            _ = try phone.node.applySchema(relaxed)
+            Issue.record("dropping a min line was accepted")
+        } catch {
+            #expect("\(error)".contains("best_time_ms merged by minimum"), "\(error)")
+        }
+    }
+
     /// A parent deleted on one device while a child was added on another leaves the child
     /// behind on both once they meet: `orphans` lists it, with its key and its parent's table.
     @Test func aChildWhoseParentWasDeletedElsewhereIsListedAsAnOrphan() async throws {

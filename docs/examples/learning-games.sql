@@ -1,8 +1,10 @@
 -- The game platform with a 100-day curriculum (../shared/seeds/003_…). Its keyed progress
 -- (`game.<id>.progress`, `game.<id>.level.<level>`) becomes rows keyed the same way on every
--- device; play counts and totals are counters, so plays on two devices add up; high scores and
--- stars are last-writer-wins per field; analytics events are append-only. Dates are ms since the
--- epoch; sets and maps the app keeps as JSON text.
+-- device; play counts and totals are counters, so plays on two devices add up; high scores,
+-- stars, the curriculum day and the longest streak only go up and best times and first
+-- completions only down (`max`, `min`), so a later, worse play on another device never replaces
+-- them; analytics events are append-only. Dates are ms since the epoch; sets and maps the app
+-- keeps as JSON text (docs/app-table-patterns.md shows them as one row per member).
 
 CREATE TABLE game_progress (
     game_id TEXT NOT NULL,
@@ -32,6 +34,10 @@ CREATE TABLE level_scores (
     PRIMARY KEY (game_id, player_id, level_id)
 );
 -- lansync: counter level_scores.play_count
+-- lansync: max level_scores.high_score
+-- lansync: max level_scores.stars
+-- lansync: min level_scores.best_completion_time_ms
+-- lansync: min level_scores.first_completed_date
 
 -- lansync: append-only game_sessions
 CREATE TABLE game_sessions (
@@ -64,6 +70,8 @@ CREATE TABLE curriculum_progress (
     skill_mastery TEXT NOT NULL DEFAULT '{}',         -- JSON: skill id → progress
     PRIMARY KEY (curriculum_id, player_id)
 );
+-- lansync: max curriculum_progress.current_day
+-- lansync: max curriculum_progress.longest_streak
 
 -- One row per completed day; a parent's note on a day is edited later, so this table is mutable.
 CREATE TABLE day_progress (

@@ -214,6 +214,13 @@ package struct RowState: Hashable, Sendable {
         /// The column's value: the sum of the totals. Sums wrap, as totals are bounded by what the
         /// store accepts (a total that would overflow is refused).
         package var sum: Int64 { cells.reduce(0) { $0 &+ $1.total } }
+
+        /// The column's value when it merges by maximum (`-- lansync: max`): the greatest total,
+        /// each replica's total being the greatest value it ever wrote there.
+        package var maximum: Int64 { cells.map(\.total).max() ?? 0 }
+
+        /// The column's value when it merges by minimum (`-- lansync: min`): the smallest total.
+        package var minimum: Int64 { cells.map(\.total).min() ?? 0 }
     }
 
     /// The latest life seen; 0 when nothing is known of the row.
@@ -351,10 +358,13 @@ package struct RowState: Hashable, Sendable {
     }
 
     /// This replica's own total of a counter column in the latest life (what its next increment adds to).
-    package func total(of column: String, by replica: ReplicaID) -> Int64 {
+    package func total(of column: String, by replica: ReplicaID) -> Int64 { ownTotal(of: column, by: replica) ?? 0 }
+
+    /// This replica's own total of a totals column in the latest life; nil when it wrote none.
+    package func ownTotal(of column: String, by replica: ReplicaID) -> Int64? {
         let counter = counterIndex(column)
-        guard counter.found else { return 0 }
-        return counters[counter.index].cells.first { $0.stamp.dot.replica == replica }?.total ?? 0
+        guard counter.found else { return nil }
+        return counters[counter.index].cells.first { $0.stamp.dot.replica == replica }?.total
     }
 
     /// Whether this life has a value for `column` (written, or counted).

@@ -34,12 +34,18 @@ package struct AppSchema: Hashable, Sendable {
         package let onDelete: OnDelete
     }
 
+    /// How a one-way column merges.
+    package enum Extreme: String, Hashable, Sendable { case max, min }
+
     package struct Table: Hashable, Sendable {
         package let name: String
         package let columns: [Column]
         package let appendOnly: Bool
         /// INTEGER columns whose value is the sum of every device's increments.
         package let counters: Set<String>
+        /// INTEGER columns that only move one way: their value is the greatest (`max`) or
+        /// smallest (`min`) value any device wrote in the row's life (`-- lansync: max|min`).
+        package var extremes: [String: Extreme] = [:]
         package var foreignKeys: [ForeignKey] = []
         /// The `CREATE TABLE` statement as declared.
         package let sql: String
@@ -122,6 +128,15 @@ package struct AppSchema: Hashable, Sendable {
                         reason: "column \(old.name).\(column.name) \(old.counters.contains(column.name) ? "was" : "was not") "
                             + "a counter; changing that changes how values already written merge",
                         fix: "keep the `-- lansync: counter` line as it was, and add a new column instead"))
+                }
+                if old.extremes[column.name] != new.extremes[now.name] {
+                    let was = old.extremes[column.name].map { "merged by \($0.rawValue)imum" } ?? "a last-writer-wins value"
+                    let isNow = new.extremes[now.name].map { "merges by \($0.rawValue)imum" } ?? "is a last-writer-wins value"
+                    problems.append(.init(
+                        statement: new.sql,
+                        reason: "column \(old.name).\(column.name) \(was) and now \(isNow); changing that changes how values "
+                            + "already written merge",
+                        fix: "keep the `-- lansync: max` or `min` line as it was, and add a new column instead"))
                 }
             }
             for column in new.columns where old.column(column.name) == nil {

@@ -68,7 +68,7 @@ package enum AppSchemaReader {
                 statement: directives.appendOnly[name]!, reason: "there is no table \(name) in the schema",
                 fix: "name a table the schema creates"))
         }
-        for (column, line) in directives.counters {
+        for (column, line) in directives.counters.map({ ($0.key, $0.value) }) + directives.extremes.map({ ($0.key, $0.value.line) }) {
             let parts = column.split(separator: ".", maxSplits: 1).map(String.init)
             if !tables.contains(where: { $0.name.lowercased() == parts[0].lowercased() }) {
                 problems.append(.init(statement: line, reason: "there is no table \(parts[0]) in the schema", fix: "name a table the schema creates"))
@@ -90,6 +90,8 @@ package enum AppSchemaReader {
         var appendOnly: [String: String] = [:]
         /// "table.column" → the directive line.
         var counters: [String: String] = [:]
+        /// "table.column" → how it merges, and the directive line.
+        var extremes: [String: (kind: AppSchema.Extreme, line: String)] = [:]
     }
 
     static func readDirectives(_ text: String, problems: inout [AppSchemaError.Problem]) -> Directives {
@@ -104,11 +106,21 @@ package enum AppSchemaReader {
             case ("append-only", 2):
                 directives.appendOnly[words[1]] = line
             case ("counter", 2) where words[1].split(separator: ".").count == 2:
+                if directives.extremes[words[1].lowercased()] != nil {
+                    problems.append(.init(statement: line, reason: "\(words[1]) already has a `-- lansync:` merge line", fix: "keep one"))
+                }
                 directives.counters[words[1].lowercased()] = line
+            case ("max", 2) where words[1].split(separator: ".").count == 2, ("min", 2) where words[1].split(separator: ".").count == 2:
+                let qualified = words[1].lowercased()
+                if directives.counters[qualified] != nil || directives.extremes[qualified] != nil {
+                    problems.append(.init(statement: line, reason: "\(words[1]) already has a `-- lansync:` merge line", fix: "keep one"))
+                }
+                directives.extremes[qualified] = (words[0].lowercased() == "max" ? .max : .min, line)
             default:
                 problems.append(.init(
                     statement: line, reason: "this `-- lansync:` line is not one LANSync knows",
-                    fix: "write `-- lansync: append-only TABLE` or `-- lansync: counter TABLE.COLUMN`"))
+                    fix: "write `-- lansync: append-only TABLE`, `-- lansync: counter TABLE.COLUMN`, `-- lansync: max TABLE.COLUMN` "
+                        + "or `-- lansync: min TABLE.COLUMN`"))
             }
         }
         return directives
@@ -199,20 +211,30 @@ package enum AppSchemaReader {
             }
         }
         var counters = Set<String>()
-        for (qualified, line) in directives.counters where qualified.hasPrefix(lowered + ".") {
+        var extremes = [String: AppSchema.Extreme]()
+        let merged = directives.counters.map { ($0.key, $0.value, AppSchema.Extreme?.none) }
+            + directives.extremes.map { ($0.key, $0.value.line, Optional($0.value.kind)) }
+        for (qualified, line, extreme) in merged where qualified.hasPrefix(lowered + ".") {
             let columnName = String(qualified.dropFirst(lowered.count + 1))
             guard let column = columns.first(where: { $0.name.lowercased() == columnName }) else {
                 problems.append(.init(statement: line, reason: "table \(name) has no column \(columnName)", fix: "name one of its columns"))
                 continue
             }
+            let what = extreme.map { "\($0.rawValue) column" } ?? "counter"
             if column.type.uppercased() != "INTEGER" {
-                problems.append(.init(statement: line, reason: "counter \(name).\(column.name) is \(column.type.isEmpty ? "untyped" : column.type)",
-                    fix: "declare it INTEGER (counters add whole numbers)"))
+                problems.append(.init(statement: line, reason: "\(what) \(name).\(column.name) is \(column.type.isEmpty ? "untyped" : column.type)",
+                    fix: extreme == nil ? "declare it INTEGER (counters add whole numbers)"
+                        : "declare it INTEGER (a time or a score as a whole number: milliseconds, points)"))
             } else if column.primaryKeyPosition > 0 {
-                problems.append(.init(statement: line, reason: "\(name).\(column.name) is part of the primary key", fix: "count in another column"))
+                problems.append(.init(statement: line, reason: "\(name).\(column.name) is part of the primary key",
+                    fix: extreme == nil ? "count in another column" : "keep the best value in another column"))
             } else if appendOnly {
-                problems.append(.init(statement: line, reason: "\(name) is append-only: its rows are never updated, so nothing can be counted",
-                    fix: "make the table mutable, or append one row per increment"))
+                problems.append(.init(statement: line, reason: "\(name) is append-only: its rows are never updated, so nothing can be "
+                    + (extreme == nil ? "counted" : "kept as the \(extreme!.rawValue)imum"),
+                    fix: extreme == nil ? "make the table mutable, or append one row per increment"
+                        : "make the table mutable, or query max()/min() over the appended rows"))
+            } else if let extreme {
+                extremes[column.name] = extreme
             } else {
                 counters.insert(column.name)
             }
@@ -249,6 +271,7 @@ package enum AppSchemaReader {
             references.append(.init(columns: key.columns, parent: key.parent, parentColumns: key.parentColumns, onDelete: onDelete))
         }
         var table = AppSchema.Table(name: name, columns: columns, appendOnly: appendOnly, counters: counters, sql: sql)
+        table.extremes = extremes
         table.foreignKeys = references
         return table
     }

@@ -25,8 +25,11 @@ struct AppCatalog: Sendable {
         let realColumns: [Bool]
         /// Indexes into `columns` of the primary key, in key order.
         let keyColumns: [Int]
-        /// Indexes into `columns` of counter columns, in declaration order.
+        /// Indexes into `columns` of the columns whose changes carry totals, in declaration
+        /// order: counters, and the one-way (max, min) columns.
         let counterColumns: [Int]
+        /// The one-way columns among `counterColumns`, by lowercase name.
+        let extremes: [String: AppSchema.Extreme]
         /// Indexes into `columns` of the columns that are neither key nor counter, by name: the
         /// order a change lists its values in.
         let plainColumns: [Int]
@@ -42,7 +45,9 @@ struct AppCatalog: Sendable {
             keyColumns = declared.map { table in
                 table.primaryKey.map { key in table.columns.firstIndex { $0.name.lowercased() == key.lowercased() }! }
             } ?? []
-            let counters = Set(declared?.counters.map { $0.lowercased() } ?? [])
+            let extremes = Dictionary(uniqueKeysWithValues: (declared?.extremes ?? [:]).map { ($0.key.lowercased(), $0.value) })
+            self.extremes = extremes
+            let counters = Set(declared?.counters.map { $0.lowercased() } ?? []).union(extremes.keys)
             counterColumns = names.indices.filter { counters.contains(names[$0]) }
             let key = Set(keyColumns)
             plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted { names[$0] < names[$1] }
@@ -106,6 +111,16 @@ struct AppCatalog: Sendable {
                 }
             }
             return present
+        }
+
+        /// A totals column's value in a row's life: the sum of the replicas' totals for a counter,
+        /// the greatest or smallest for a one-way column.
+        func value(of counter: RowState.Counter) -> Int64 {
+            switch extremes.isEmpty ? nil : extremes[counter.name] {
+            case nil: return counter.sum
+            case .max: return counter.maximum
+            case .min: return counter.minimum
+            }
         }
 
         /// The columns a row made by `change` alone has values for (a row's first change: an
