@@ -41,7 +41,9 @@ extension LANSyncNode {
     ///     }
     ///
     /// Every row the SQL inserts, updates or deletes syncs: each changed column is a
-    /// last-writer-wins register, a delete beats concurrent edits, counters add up. Concurrent
+    /// last-writer-wins register, a delete beats concurrent edits, counters add up, `max` and
+    /// `min` columns keep the greatest (smallest) value written, and an insert leaves columns at
+    /// their default out so it never overrides another device's values with them. Concurrent
     /// writes share a commit. When `body` throws, or SQLite or an app-table rule refuses a
     /// statement, nothing of this write is kept: the app's own error is rethrown as is; others
     /// are a `LANSyncError` of code `.sql`.

@@ -457,7 +457,9 @@ extension WriteContext {
         if stamp == nil {
             let first = RowChange(
                 key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: opening, totals: firstTotals)
-            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: false, first: nil) { return }
+            // A REAL counter's first total is the value rounded to millionths: the row is written
+            // again from it.
+            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: !table.realCounters.isEmpty, first: nil) { return }
         }
         let heldState = try heldRow(table: table.number, key: keyBytes)
         let held = heldState ?? RowState()
@@ -530,8 +532,13 @@ extension WriteContext {
     /// (the new value minus the old one: `SET xp = xp + 5` adds 5; `SET xp = 100` adds the difference).
     /// Of a one-way column: the greatest (`max`) or smallest (`min`) of its old total and the
     /// value written, so that no replica's total, and no merged value, ever moves back.
+    /// Of a REAL counter: its old total plus the millionths the write moved the column by, from
+    /// the value the row's state showed (`AppCatalog.realCounterScale`).
     private func own(_ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue) throws -> Int64 {
         let column = table.columns[index]
+        if !table.realCounters.isEmpty, table.realCounters.contains(column) {
+            return try ownReal(held, table, column, new: new)
+        }
         guard case .integer(let newValue) = new else {
             let what = table.extremes[column].map { "a \($0.rawValue) column" } ?? "a counter"
             throw StoreError(.sql, "\(table.declared!.name).\(column) is \(what) and takes whole numbers, not \(new)")
@@ -546,6 +553,26 @@ extension WriteContext {
         let (total, overflow2) = held.total(of: column, by: replica).addingReportingOverflow(added)
         guard !overflow1, !overflow2 else {
             throw StoreError(.sql, "\(table.declared!.name).\(column) would leave the range of a 64-bit integer")
+        }
+        return total
+    }
+
+    private func ownReal(_ held: RowState, _ table: AppCatalog.Table, _ column: String, new: SQLValue) throws -> Int64 {
+        let number: Double
+        switch new {
+        case .integer(let value): number = Double(value)
+        case .realBits(let bits): number = Double(bitPattern: bits)
+        default: throw StoreError(.sql, "\(table.declared!.name).\(column) is a counter and takes numbers, not \(new)")
+        }
+        let scaled = (number * AppCatalog.realCounterScale).rounded(.toNearestOrEven)
+        // Within ±2^53 millionths every whole number is exact: 9 billion of the column's units.
+        guard scaled.isFinite, abs(scaled) <= 9_007_199_254_740_992 else {
+            throw StoreError(.sql, "\(table.declared!.name).\(column) is a REAL counter, counted in millionths up to ±9,007,199,254; \(number) is out of range")
+        }
+        let (added, overflow1) = Int64(scaled).subtractingReportingOverflow(held.counter(column))
+        let (total, overflow2) = held.total(of: column, by: replica).addingReportingOverflow(added)
+        guard !overflow1, !overflow2 else {
+            throw StoreError(.sql, "\(table.declared!.name).\(column) would leave the range of its counter")
         }
         return total
     }
@@ -574,9 +601,11 @@ extension WriteContext {
         try checkSize(values, of: key)
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
         // The app's table shows what it wrote, which is the row's state, but for a one-way column
-        // written below its maximum (above its minimum): that row is written again from the state.
+        // written below its maximum (above its minimum) and a REAL counter (its sum is rounded to
+        // millionths): that row is written again from the state.
         let oneWay = !table.extremes.isEmpty && totals.contains { table.extremes[$0.column] != nil }
-        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: oneWay)
+        let rounded = !table.realCounters.isEmpty && totals.contains { table.realCounters.contains($0.column) }
+        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: oneWay || rounded)
     }
 }
 

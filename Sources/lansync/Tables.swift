@@ -12,7 +12,9 @@ struct SchemaCommand: AsyncParsableCommand {
         discussion: """
             A schema is a text of CREATE TABLE and CREATE INDEX statements plus directive lines:
               -- lansync: append-only TABLE        rows are only ever added (logs, metrics)
-              -- lansync: counter TABLE.COLUMN     an INTEGER that sums every device's increments
+              -- lansync: counter TABLE.COLUMN     an INTEGER (or a REAL, in millionths) that sums every device's increments
+              -- lansync: max TABLE.COLUMN         an INTEGER that only goes up: the greatest value any device wrote
+              -- lansync: min TABLE.COLUMN         an INTEGER that only goes down: the smallest value any device wrote
 
             Each device's app declares its own schema; a newer app version may add tables, columns (nullable or with a DEFAULT) and indexes. Rows of tables or columns this device's schema does not declare yet are kept and passed on, and appear once it does. See `lansync help tables`.
 
@@ -106,7 +108,7 @@ struct Exec: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run SQL that writes app tables, in one durable transaction that syncs.",
         discussion: """
-            INSERT, UPDATE, DELETE and INSERT … ON CONFLICT DO UPDATE on declared tables; several statements run in one transaction: if one fails, none is applied. Each changed column syncs as a last-writer-wins value; a deleted row stays deleted on every device unless inserted again; counters add up. Tables are declared with `lansync schema apply`, not here.
+            INSERT, UPDATE, DELETE and INSERT … ON CONFLICT DO UPDATE on declared tables; several statements run in one transaction: if one fails, none is applied. Each changed column syncs as a last-writer-wins value; a deleted row stays deleted on every device unless inserted again; counters add up, max and min columns keep the best; a column an insert leaves at its default does not override another device's value. Tables are declared with `lansync schema apply`, not here.
 
             Examples:
               lansync exec "INSERT INTO athletes (id, name) VALUES ('8c5e…', 'Ana')"

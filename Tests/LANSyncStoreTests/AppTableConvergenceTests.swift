@@ -16,13 +16,16 @@ import Testing
     static let schema = """
         -- lansync: counter athletes.xp
         -- lansync: max athletes.best
+        -- lansync: counter athletes.km
         CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight REAL, notes TEXT, best INTEGER NOT NULL DEFAULT 0,
-            xp INTEGER NOT NULL DEFAULT 0);
+            km REAL NOT NULL DEFAULT 0, xp INTEGER NOT NULL DEFAULT 0);
         """
     static let newer = schema.replacingOccurrences(of: "xp INTEGER NOT NULL DEFAULT 0);", with: "xp INTEGER NOT NULL DEFAULT 0, nick TEXT);")
         + "\nCREATE TABLE athletes_extra (id TEXT PRIMARY KEY, v BLOB);"
     static let keys = ["a", "b", "c"]
-    static let defaults: [String: SQLValue] = ["name": .text(""), "weight": .null, "notes": .null, "best": .integer(0), "xp": .integer(0), "nick": .null]
+    static let defaults: [String: SQLValue] = [
+        "name": .text(""), "weight": .null, "notes": .null, "best": .integer(0), "km": .real(0), "xp": .integer(0), "nick": .null,
+    ]
 
     final class Replica {
         let store: ReplicaStore
@@ -67,9 +70,14 @@ import Testing
                         sql: "UPDATE athletes SET \(column) = ? WHERE id = ?",
                         arguments: [column == "name" ? "n\(choice % 13)".databaseValue : value(choice), key])
                 }
-            case 2 where choice % 2 == 0:
+            case 2 where choice % 4 == 0:
                 _ = try await replica.store.write(now: now) { db in
                     try db.execute(sql: "UPDATE athletes SET xp = xp + ? WHERE id = ?", arguments: [choice % 7 - 2, key])
+                }
+            case 2 where choice % 4 == 2:
+                // A REAL counter: fractions that do not add up exactly in binary.
+                _ = try await replica.store.write(now: now) { db in
+                    try db.execute(sql: "UPDATE athletes SET km = km + ? WHERE id = ?", arguments: [Double(choice % 23) / 10 - 0.7, key])
                 }
             case 2:
                 // A one-way column: any value, below or above the best.
@@ -153,6 +161,10 @@ import Testing
                             // The one-way column: the greatest value written in the row's life.
                             if let best = state.counters.first(where: { $0.name == "best" }) {
                                 row["best"] = .integer(best.cells.map(\.total).max()!)
+                            }
+                            // The REAL counter: the sum of the totals, in millionths.
+                            if let km = state.counters.first(where: { $0.name == "km" }) {
+                                row["km"] = .real(Double(km.cells.reduce(Int64(0)) { $0 + $1.total }) / 1_000_000)
                             }
                             return row
                         }

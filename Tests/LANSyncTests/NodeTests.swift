@@ -390,6 +390,42 @@ final class TemporaryNode {
         }
     }
 
+    /// The pendulum game's `totalUsageTime` is a Double. A REAL counter counts in millionths:
+    /// increments made apart add up to the same bits on every device, whatever order they
+    /// merge in, and the writing device shows the rounded sum at once.
+    @Test func realCountersAddUpToTheSameBitsEverywhere() async throws {
+        let schema = """
+            CREATE TABLE usage (id TEXT PRIMARY KEY, total_usage_s REAL NOT NULL DEFAULT 0);
+            -- lansync: counter usage.total_usage_s
+            """
+        func shown(_ node: LANSyncNode) throws -> Double {
+            try node.read { db in try Double.fetchOne(db, sql: "SELECT total_usage_s FROM usage WHERE id = 'p1'")! }
+        }
+        let nodes = [try TemporaryNode(name: "a"), try TemporaryNode(name: "b"), try TemporaryNode(name: "c")]
+        for node in nodes { _ = try node.node.applySchema(schema) }
+        try await nodes[0].node.write { db in try db.execute(sql: "INSERT INTO usage VALUES ('p1', 1.0000004)") }
+        #expect(try shown(nodes[0].node) == 1.0, "the insert's value, in whole millionths")
+        for other in nodes.dropFirst() {
+            try await other.node.merge(try nodes[0].node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        }
+        // Apart: 0.1 three times on a, 2.25 on b, -0.3333333 on c.
+        for _ in 0..<3 { try await nodes[0].node.write { db in try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s + 0.1") } }
+        try await nodes[1].node.write { db in try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s + 2.25") }
+        try await nodes[2].node.write { db in try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s - 0.3333333") }
+        #expect(try shown(nodes[2].node) == 0.666667, "the writing device shows the rounded sum")
+        for (from, to) in [(0, 1), (2, 1), (1, 0), (1, 2)] {
+            try await nodes[to].node.merge(try nodes[from].node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        }
+        let expected = Double(1_000_000 + 300_000 + 2_250_000 - 333_333) / 1_000_000
+        for node in nodes {
+            let value = try shown(node.node)
+            #expect(value.bitPattern == expected.bitPattern, "\(value) against \(expected)")
+        }
+        await #expect(throws: LANSyncError.self) {
+            try await nodes[0].node.write { db in try db.execute(sql: "UPDATE usage SET total_usage_s = 1e300") }
+        }
+    }
+
     /// A parent deleted on one device while a child was added on another leaves the child
     /// behind on both once they meet: `orphans` lists it, with its key and its parent's table.
     @Test func aChildWhoseParentWasDeletedElsewhereIsListedAsAnOrphan() async throws {

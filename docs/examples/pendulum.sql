@@ -1,6 +1,7 @@
 -- The pendulum game's control tracking (../shared/seeds/000_…): control sessions and their
 -- inputs arrive in batches and never change (append-only); preferences per control type and
--- motion calibrations change in real time, last writer wins per field. UUIDs are TEXT keys,
+-- motion calibrations change in real time, last writer wins per field; usage time is a REAL
+-- counter (seconds, counted in millionths), so time added on two devices adds up. UUIDs are TEXT keys,
 -- dates ms since the epoch, Bools INTEGER 0/1; input_data holds the control's JSON.
 
 -- lansync: append-only control_sessions
@@ -51,6 +52,7 @@ CREATE TABLE control_preferences (
     updated_date INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (device_id, control_type)
 );
+-- lansync: counter control_preferences.total_usage_time_s
 
 CREATE TABLE motion_calibrations (
     calibration_id TEXT PRIMARY KEY,

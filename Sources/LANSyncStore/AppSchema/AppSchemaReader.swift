@@ -221,9 +221,11 @@ package enum AppSchemaReader {
                 continue
             }
             let what = extreme.map { "\($0.rawValue) column" } ?? "counter"
-            if column.type.uppercased() != "INTEGER" {
+            // A counter may also be REAL: its totals are whole millionths (`AppCatalog.realCounterScale`).
+            let realCounter = extreme == nil && AppCatalog.Table.hasRealAffinity(column.type)
+            if column.type.uppercased() != "INTEGER" && !realCounter {
                 problems.append(.init(statement: line, reason: "\(what) \(name).\(column.name) is \(column.type.isEmpty ? "untyped" : column.type)",
-                    fix: extreme == nil ? "declare it INTEGER (counters add whole numbers)"
+                    fix: extreme == nil ? "declare it INTEGER, or REAL for fractions (counted in millionths)"
                         : "declare it INTEGER (a time or a score as a whole number: milliseconds, points)"))
             } else if column.primaryKeyPosition > 0 {
                 problems.append(.init(statement: line, reason: "\(name).\(column.name) is part of the primary key",

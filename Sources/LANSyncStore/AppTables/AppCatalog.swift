@@ -6,6 +6,13 @@ import Synchronization
 /// of tables this replica's app has not declared are kept and relayed: promise 8), and, for the
 /// declared ones, how their columns map to the values LANSync captures.
 struct AppCatalog: Sendable {
+    /// A REAL counter counts in millionths: each write adds the difference it made, rounded to a
+    /// millionth, to its replica's whole-number total, and the column shows the sum of the totals
+    /// divided by a million. Whole numbers add exactly, and one integer divided by 10^6 is the
+    /// same IEEE 754 double on every device, so every replica shows the same bits, whatever order
+    /// the increments arrived in.
+    static let realCounterScale = 1_000_000.0
+
     /// A class: every captured row and merged change looks its table up, and a struct of this
     /// many arrays cost a retain and release of each on every copy.
     final class Table: Sendable {
@@ -47,6 +54,9 @@ struct AppCatalog: Sendable {
             } ?? []
             let extremes = Dictionary(uniqueKeysWithValues: (declared?.extremes ?? [:]).map { ($0.key.lowercased(), $0.value) })
             self.extremes = extremes
+            realCounters = Set((declared?.columns ?? []).filter { column in
+                declared!.counters.contains(column.name) && Self.hasRealAffinity(column.type)
+            }.map { $0.name.lowercased() })
             let counters = Set(declared?.counters.map { $0.lowercased() } ?? []).union(extremes.keys)
             counterColumns = names.indices.filter { counters.contains(names[$0]) }
             let key = Set(keyColumns)
@@ -92,7 +102,7 @@ struct AppCatalog: Sendable {
         /// the key's columns are left out.
         func present<Cells: RandomAccessCollection<CellElement>, CellElement, Counted: RandomAccessCollection<CountedElement>, CountedElement>(
             cells: Cells, name cellName: (CellElement) -> String, value: (CellElement) -> SQLValue,
-            counted: Counted, name countedName: (CountedElement) -> String, total: (CountedElement) -> Int64
+            counted: Counted, name countedName: (CountedElement) -> String, total: (CountedElement) -> SQLValue
         ) -> Present {
             var present = Present()
             present.indexes.reserveCapacity(cells.count + counted.count)
@@ -104,7 +114,7 @@ struct AppCatalog: Sendable {
                 while count != counted.endIndex, countedName(counted[count]) < column.name { count = counted.index(after: count) }
                 if count != counted.endIndex, countedName(counted[count]) == column.name {
                     present.indexes.append(column.index)
-                    present.values.append(.integer(total(counted[count])))
+                    present.values.append(total(counted[count]))
                 } else if cell != cells.endIndex, cellName(cells[cell]) == column.name {
                     present.indexes.append(column.index)
                     present.values.append(value(cells[cell]))
@@ -113,22 +123,32 @@ struct AppCatalog: Sendable {
             return present
         }
 
-        /// A totals column's value in a row's life: the sum of the replicas' totals for a counter,
-        /// the greatest or smallest for a one-way column.
-        func value(of counter: RowState.Counter) -> Int64 {
+        /// A totals column's value in a row's life: the sum of the replicas' totals for a counter
+        /// (a REAL one's in millionths), the greatest or smallest for a one-way column.
+        func value(of counter: RowState.Counter) -> SQLValue {
             switch extremes.isEmpty ? nil : extremes[counter.name] {
-            case nil: return counter.sum
-            case .max: return counter.maximum
-            case .min: return counter.minimum
+            case nil: return shown(total: counter.sum, of: counter.name)
+            case .max: return .integer(counter.maximum)
+            case .min: return .integer(counter.minimum)
             }
         }
+
+        /// A counter's total as its column shows it: the integer, or for a REAL counter the
+        /// number of millionths as a REAL.
+        func shown(total: Int64, of column: String) -> SQLValue {
+            guard !realCounters.isEmpty, realCounters.contains(column) else { return .integer(total) }
+            return .real(Double(total) / AppCatalog.realCounterScale)
+        }
+
+        /// The REAL counter columns, by lowercase name.
+        let realCounters: Set<String>
 
         /// The columns a row made by `change` alone has values for (a row's first change: an
         /// append-only row shows no totals).
         func present(of change: RowChange) -> Present {
             present(
                 cells: change.values, name: \.column, value: \.value,
-                counted: change.kind == .append ? [] : change.totals, name: \.column, total: \.total)
+                counted: change.kind == .append ? [] : change.totals, name: \.column, total: { shown(total: $0.total, of: $0.column) })
         }
 
         /// SQLite's rule for a declared type's affinity (sqlite.org/datatype3.html, 3.1), as far
