@@ -22,7 +22,7 @@ struct Benchmark {
 
           (none)               every speed goal: 100,000 rows, app tables, signatures, local API, network
           --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
-          --tables [--quick]   app tables only
+          --tables [--quick]   app tables only, and what each kind of column costs beside a plain one
           --streams [--quick]  streams and preferences alone: appends, merge, append latency idle and during a merge
           --tables-profile [merge [session]] [chain] [baseline]  LANSync's app-table bulk insert (and merge
                        on one thread and as a session, or as a session only; chain signing) alone, for a
@@ -60,7 +60,9 @@ struct Benchmark {
         }
         if CommandLine.arguments.contains("--tables") {
             var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
-            return try await tables.run()
+            try await tables.run()
+            var kinds = ColumnKindsBenchmark(root: root, rows: quick ? 2_000 : 20_000)
+            return try await kinds.run()
         }
         let api = APIBenchmark(root: root, appends: quick ? 200 : 2_000, batched: quick ? 5_000 : 40_000)
         if CommandLine.arguments.contains("--api") { return try await api.run() }
@@ -76,6 +78,8 @@ struct Benchmark {
         if CommandLine.arguments.contains("--streams") { return }
         var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
         try await tables.run()
+        var kinds = ColumnKindsBenchmark(root: root, rows: quick ? 2_000 : 20_000)
+        try await kinds.run()
         print("")
         try await SignatureBenchmark.run(root: root, entries: quick ? 20_000 : 1_000_000)
         print("")
