@@ -54,10 +54,15 @@ struct AppTableBenchmark {
 
     mutating func freshNode() throws -> LANSyncNode {
         files += 1
-        let directory = DataDirectory(path: root + "/tables-node-\(files)")
-        _ = try LANSyncNode.initialize(at: directory, name: "bench-\(files)", machineIDPath: "/nonexistent")
+        return try Self.node(at: root + "/tables-node-\(files)", schema: Self.table)
+    }
+
+    /// A new node in `path` with `schema` applied.
+    static func node(at path: String, schema: String) throws -> LANSyncNode {
+        let directory = DataDirectory(path: path)
+        _ = try LANSyncNode.initialize(at: directory, name: "bench-" + (path.split(separator: "/").last.map(String.init) ?? "node"), machineIDPath: "/nonexistent")
         let node = try LANSyncNode.open(at: directory)
-        try node.applySchema(Self.table)
+        try node.applySchema(schema)
         return node
     }
 
@@ -84,10 +89,11 @@ struct AppTableBenchmark {
         }
     }
 
-    /// Everything `node` holds, as the deltas of 2,000 rows a peer catching up from nothing receives.
-    static func deltas(of node: LANSyncNode) throws -> [Delta] {
+    /// Everything `node` holds beyond `known`, as the deltas of 2,000 rows a peer that holds
+    /// `known` receives (from nothing, by default).
+    static func deltas(of node: LANSyncNode, since known: VersionVector = VersionVector()) throws -> [Delta] {
         var batches = [Delta]()
-        var known = VersionVector()
+        var known = known
         while true {
             let next = try node.store.signedDelta(since: known, maxRows: 2_000)
             if next.isEmpty { return batches }

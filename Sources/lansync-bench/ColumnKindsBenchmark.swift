@@ -10,7 +10,7 @@ import LANSyncCore
 struct ColumnKindsBenchmark {
     let root: String
     let rows: Int
-    let rounds = 3
+    private let rounds = 3
     private var files = 0
 
     static let schema = """
@@ -36,11 +36,7 @@ struct ColumnKindsBenchmark {
 
     private mutating func freshNode() throws -> LANSyncNode {
         files += 1
-        let directory = DataDirectory(path: root + "/kinds-node-\(files)")
-        _ = try LANSyncNode.initialize(at: directory, name: "kinds-\(files)", machineIDPath: "/nonexistent")
-        let node = try LANSyncNode.open(at: directory)
-        try node.applySchema(Self.schema)
-        return node
+        return try AppTableBenchmark.node(at: root + "/kinds-node-\(files)", schema: Self.schema)
     }
 
     static func key(_ index: Int) -> String { AppTableBenchmark.uuid(index) }
@@ -79,14 +75,7 @@ struct ColumnKindsBenchmark {
                 writes[kind].append(Double(rows) / (clock.now - start).seconds)
 
                 try await source.store.extendOwnChain()
-                var batches = [Delta]()
-                var known = before
-                while true {
-                    let next = try source.store.signedDelta(since: known, maxRows: 2_000)
-                    if next.isEmpty { break }
-                    known.advance(by: next.coverage)
-                    batches.append(next)
-                }
+                let batches = try AppTableBenchmark.deltas(of: source, since: before)
                 start = clock.now
                 for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
                 merges[kind].append(Double(rows) / (clock.now - start).seconds)
