@@ -190,9 +190,11 @@ public final class LANSyncNode: Sendable {
         }
     }
 
-    /// Sets a preference to a JSON value (last writer wins across devices).
+    /// Sets a preference to a JSON value (last writer wins across devices). Keys are
+    /// case-insensitive: capitals are stored, sent and listed in lowercase.
     @discardableResult
     public func set(_ key: String, to jsonValue: String) async throws(LANSyncError) -> PreferenceWrite {
+        let key = Names.foldedKey(key)
         if let problem = Names.keyProblem(key) ?? Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         return try await write(PreferenceRequest(key: key, value: try JSONText.compact(jsonValue)))
     }
@@ -200,6 +202,7 @@ public final class LANSyncNode: Sendable {
     /// Unsets a preference: a tombstone that wins over older writes on every device.
     @discardableResult
     public func unset(_ key: String) async throws(LANSyncError) -> PreferenceWrite {
+        let key = Names.foldedKey(key)
         if let problem = Names.keyProblem(key) ?? Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         return try await write(PreferenceRequest(key: key, value: nil))
     }
@@ -318,9 +321,10 @@ public final class LANSyncNode: Sendable {
         do { return try store.entries(query) } catch { throw Self.translate(error) }
     }
 
-    /// The value of a preference as compact JSON text; nil when unset or never set.
+    /// The value of a preference as compact JSON text; nil when unset or never set. The key is
+    /// case-insensitive, as in `set`.
     public func preference(_ key: String) throws(LANSyncError) -> String? {
-        do { return try store.preference(key: key)?.value } catch { throw Self.translate(error) }
+        do { return try store.preference(key: Names.foldedKey(key))?.value } catch { throw Self.translate(error) }
     }
 
     /// Every preference's winning write; tombstones (unset keys) only when asked for. The group's

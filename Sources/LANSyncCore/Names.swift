@@ -23,11 +23,20 @@ package enum Names {
         if key.utf8.count > maxKeyLength { return "a preference key has at most \(maxKeyLength) characters" }
         for segment in key.split(separator: "/", omittingEmptySubsequences: false) {
             guard let first = segment.utf8.first, isAlphanumeric(first), segment.utf8.allSatisfy(isNameByte) else {
-                return "preference key '\(key)': use '/'-separated parts of lowercase letters, digits, '_', '-' and '.', "
-                    + "each starting with a letter or digit (e.g. controls/slider/sensitivity)"
+                return "preference key '\(key)': use '/'-separated parts of letters, digits, '_', '-' and '.', "
+                    + "each starting with a letter or digit (e.g. controls/slider/sensitivity; capitals are the same key in lowercase)"
             }
         }
         return nil
+    }
+
+    /// A preference key as an app may write it, folded to the form stored and sent: ASCII
+    /// capitals become lowercase (`game.6F96.level.L20` is `game.6f96.level.l20`), so keys are
+    /// case-insensitive and an app's own spelling finds its value. Nothing else changes: any
+    /// other character the key rules refuse is still refused.
+    package static func foldedKey(_ key: String) -> String {
+        guard key.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else { return key }
+        return String(decoding: key.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
     }
 
     /// An entry id given by the caller: 1–128 printable ASCII characters, no spaces.

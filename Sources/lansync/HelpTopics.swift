@@ -53,6 +53,8 @@ enum HelpTopic: String, CaseIterable {
                   lansync pref get caregiver/active
                   lansync pref unset caregiver/active      (a tombstone: the unset wins like a write)
 
+                Keys are '/'-separated parts of letters, digits, '_', '-' and '.'. They are case-insensitive: game.6F96.level.L20 and game.6f96.level.l20 are one key, stored, synced and listed in lowercase, so an app finds its value under its own spelling.
+
                 A device whose clock is far ahead cannot win forever: peers more than --max-clock-skew (120 s by default) off are refused.
                 """
         case .api:

@@ -7,7 +7,7 @@ struct Pref: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Set, read and unset preferences: JSON values where the last writer wins across devices.",
         discussion: """
-            Keys are '/'-separated names such as device/name, caregiver/active or controls/slider/sensitivity. When two devices change a preference while apart, the later write (by hybrid logical clock) wins on every device once they meet.
+            Keys are '/'-separated names such as device/name, caregiver/active or controls/slider/sensitivity, of letters, digits, '_', '-' and '.'. They are case-insensitive: game.L20 and game.l20 are one key, stored, synced and listed in lowercase. When two devices change a preference while apart, the later write (by hybrid logical clock) wins on every device once they meet.
             """,
         subcommands: [Set.self, Get.self, List.self, Unset.self])
 
@@ -25,7 +25,7 @@ struct Pref: AsyncParsableCommand {
         @Argument(help: "The value as JSON: a string needs its quotes, e.g. '\"dad\"'.") var json: String
 
         func validate() throws {
-            if let problem = Names.keyProblem(key) { throw ValidationError(problem) }
+            if let problem = Names.keyProblem(Names.foldedKey(key)) { throw ValidationError(problem) }
         }
 
         func run() async throws {
@@ -50,13 +50,13 @@ struct Pref: AsyncParsableCommand {
         @Flag(help: "Print an object with key, value, time, device_id and hlc.") var json = false
 
         func validate() throws {
-            if let problem = Names.keyProblem(key) { throw ValidationError(problem) }
+            if let problem = Names.keyProblem(Names.foldedKey(key)) { throw ValidationError(problem) }
         }
 
         func run() async throws {
             let write = try await reportingErrors {
                 let node = try global.openNode()
-                do { return try node.store.preference(key: key) } catch { throw LANSyncError(.storage, "\(error)") }
+                do { return try node.store.preference(key: Names.foldedKey(key)) } catch { throw LANSyncError(.storage, "\(error)") }
             }
             guard let write, write.value != nil else {
                 note("lansync: \(key) is not set")
@@ -106,7 +106,7 @@ struct Pref: AsyncParsableCommand {
         @Argument(help: "The key.") var key: String
 
         func validate() throws {
-            if let problem = Names.keyProblem(key) { throw ValidationError(problem) }
+            if let problem = Names.keyProblem(Names.foldedKey(key)) { throw ValidationError(problem) }
         }
 
         func run() async throws {

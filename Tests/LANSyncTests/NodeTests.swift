@@ -27,6 +27,24 @@ final class TemporaryNode {
 }
 
 @Suite struct NodeWriteTests {
+    /// The learning game's keys (`game.<id>.level.L20`, and Swift's uppercase UUIDs) were
+    /// refused. Keys are case-insensitive: folded to lowercase where an app hands them in, so
+    /// only lowercase is stored and sent, and the app's own spelling finds its value.
+    @Test func preferenceKeysAreCaseInsensitive() async throws {
+        let temporary = try TemporaryNode()
+        let node = temporary.node
+        let write = try await node.set("game.6F9619FF-8B86-D011-B42D-00C04FC964FF.level.L20", to: "{\"stars\":3}")
+        #expect(write.key == "game.6f9619ff-8b86-d011-b42d-00c04fc964ff.level.l20")
+        #expect(try node.preference("game.6F9619FF-8B86-D011-B42D-00C04FC964FF.level.L20") == "{\"stars\":3}")
+        #expect(try node.preference("GAME.6f9619ff-8b86-d011-b42d-00c04fc964ff.LEVEL.l20") == "{\"stars\":3}")
+        #expect(try node.preferences().map(\.key) == ["game.6f9619ff-8b86-d011-b42d-00c04fc964ff.level.l20"])
+        try await node.unset("Game.6f9619ff-8b86-d011-b42d-00c04fc964ff.Level.L20")
+        #expect(try node.preference("game.6f9619ff-8b86-d011-b42d-00c04fc964ff.level.l20") == nil)
+        // Folding is all it does: the reserved prefix and other characters are still refused.
+        await #expect(throws: LANSyncError.self) { try await node.set("LANSync/member/x", to: "1") }
+        await #expect(throws: LANSyncError.self) { try await node.set("game/Lé", to: "1") }
+    }
+
     @Test func concurrentAppendsAreAllDurableWithDistinctDots() async throws {
         let temporary = try TemporaryNode()
         let node = temporary.node

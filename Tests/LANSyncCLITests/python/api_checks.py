@@ -168,6 +168,12 @@ status, _, answer = raw("GET", "/v1/preferences/caregiver%2Factive", auth)
 check("slash_key_get_encoded", status == 200 and answer["value"] == "mum", (status, answer))
 status, _, answer = raw("DELETE", "/v1/preferences/caregiver/active", auth)
 check("slash_key_delete", status == 200 and node.preference("caregiver/active") is None, (status, answer))
+# Keys are case-insensitive: the learning game's `game.<id>.level.L20` is stored and read in lowercase.
+status, _, answer = raw("PUT", "/v1/preferences/game.6F96/level.L20", {**auth, "Content-Type": "application/json"}, b'{"stars":3}')
+check("capital_key_put", status == 200 and answer["key"] == "game.6f96/level.l20", (status, answer))
+status, _, answer = raw("GET", "/v1/preferences/game.6F96/level.L20", auth)
+check("capital_key_get", status == 200 and answer["value"] == {"stars": 3}, (status, answer))
+check("capital_key_lowercase", node.preference("game.6f96/level.l20") == {"stars": 3}, node.preference("game.6f96/level.l20"))
 # An unknown route answers the API's JSON error, never an empty body.
 status, _, answer = raw("GET", "/v1/no-such-route", auth)
 check("unknown_route_json", status == 404 and error_code(answer) == "no_route", (status, answer))
