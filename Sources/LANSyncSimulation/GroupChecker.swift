@@ -102,14 +102,14 @@ struct GroupChecker {
                 return "n\(index) lacks the acknowledged stroke \(missing)"
             }
             let shown = try node.read { db in
-                try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, total FROM items ORDER BY id").map(\.description).joined(separator: "\n")
+                try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, km, total FROM items ORDER BY id").map(\.description).joined(separator: "\n")
             }
             if let tables, tables != shown { return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)" }
             tables = shown
         }
         if let (index, node) = devices.first {
             let expected = try referenceItems(heldBy: node)
-            let shown = try node.read { db in try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, total FROM items ORDER BY id").map(\.description) }
+            let shown = try node.read { db in try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, km, total FROM items ORDER BY id").map(\.description) }
             if shown != expected {
                 return "the items table differs from the reference model of the merge rules (n\(index)):\n\(shown.joined(separator: "\n"))\n"
                     + "against the model's\n\(expected.joined(separator: "\n"))"
@@ -138,20 +138,26 @@ struct GroupChecker {
                 // A column no change of this life wrote (its insert did not arrive) shows its default.
                 values[column] = writes.max { a, b in a.0 < b.0 || (a.0 == b.0 && a.1 < b.1) }?.1 ?? (column == "level" ? .integer(0) : .null)
             }
-            var totals: [ReplicaID: (counter: UInt64, total: Int64)] = [:]
-            for change in current {
-                for total in change.totals where total.column == "total" {
-                    if let latest = totals[change.dot.replica], latest.counter >= change.dot.counter { continue }
-                    totals[change.dot.replica] = (change.dot.counter, total.total)
+            /// A counter's value: the sum of each replica's latest total of this life.
+            func sum(_ column: String) -> Int64 {
+                var totals: [ReplicaID: (counter: UInt64, total: Int64)] = [:]
+                for change in current {
+                    for total in change.totals where total.column == column {
+                        if let latest = totals[change.dot.replica], latest.counter >= change.dot.counter { continue }
+                        totals[change.dot.replica] = (change.dot.counter, total.total)
+                    }
                 }
+                return totals.values.reduce(Int64(0)) { $0 &+ $1.total }
             }
-            let total = totals.values.reduce(Int64(0)) { $0 &+ $1.total }
+            let total = sum("total")
+            // The REAL counter: its totals are millionths.
+            let km = Double(sum("km")) / 1_000_000
             // The one-way column: the greatest value any write of this life gave it (each
             // replica's total is the greatest it wrote), or its default.
             let best = current.flatMap { $0.totals.filter { $0.column == "best" }.map(\.total) }.max() ?? 0
             let row: Row = [
                 "id": id, "name": values["name"]?.databaseValue, "note": values["note"]?.databaseValue,
-                "level": values["level"]?.databaseValue, "best": best, "total": total,
+                "level": values["level"]?.databaseValue, "best": best, "km": km, "total": total,
             ]
             rows.append((id, row.description))
         }

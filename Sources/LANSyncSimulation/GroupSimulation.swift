@@ -211,7 +211,7 @@ package final class GroupSimulation {
         case .deleteRow(let index, let row):
             try await appWrite(index, sql: "DELETE FROM items WHERE id = ?", ["r\(row)"])
         case .addToCounter(let index, let row, let amount):
-            try await appWrite(index, sql: "UPDATE items SET total = total + ? WHERE id = ?", [amount, "r\(row)"])
+            try await appWrite(index, sql: "UPDATE items SET total = total + ?, km = km + ? WHERE id = ?", [amount, Double(amount) / 8, "r\(row)"])
         case .writeBest(let index, let row, let value):
             try await appWrite(index, sql: "UPDATE items SET best = ? WHERE id = ?", [value, "r\(row)"])
         case .appendRows(let index, let count):
@@ -649,14 +649,16 @@ final class Connection {
     }
 }
 
-/// The app the simulated devices run: rows edited column by column, a counter, a one-way
-/// column, an append-only log of strokes, and a second schema version that adds a column.
+/// The app the simulated devices run: rows edited column by column, an INTEGER and a REAL
+/// counter, a one-way column, an append-only log of strokes, and a second schema version that
+/// adds a column.
 enum AppSchema {
     static let first = """
         -- lansync: counter items.total
         -- lansync: max items.best
+        -- lansync: counter items.km
         CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, note TEXT, level INTEGER NOT NULL DEFAULT 0, best INTEGER NOT NULL DEFAULT 0,
-            total INTEGER NOT NULL DEFAULT 0);
+            km REAL NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0);
         -- lansync: append-only strokes
         CREATE TABLE strokes (id TEXT PRIMARY KEY, watts INTEGER);
         """

@@ -47,7 +47,7 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case .insertRow(let node, let row, let value): "n\(node) inserts row r\(row) (\(value))\(value % 4 == 0 ? " as seed data" : "")"
             case .editRow(let node, let row, let column, let value): "n\(node) edits r\(row).c\(column) = \(value)"
             case .deleteRow(let node, let row): "n\(node) deletes r\(row)"
-            case .addToCounter(let node, let row, let amount): "n\(node) adds \(amount) to r\(row).total"
+            case .addToCounter(let node, let row, let amount): "n\(node) adds \(amount) to r\(row).total and \(Double(amount) / 8) to r\(row).km"
             case .writeBest(let node, let row, let value): "n\(node) writes \(value) to r\(row).best (max)"
             case .appendRows(let node, let count): "n\(node) appends \(count) rows"
             case .upgradeSchema(let node): "n\(node) upgrades its schema"
