@@ -194,16 +194,18 @@ public final class LANSyncNode: Sendable {
     /// case-insensitive: capitals are stored, sent and listed in lowercase.
     @discardableResult
     public func set(_ key: String, to jsonValue: String) async throws(LANSyncError) -> PreferenceWrite {
+        if let problem = Names.appKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         let key = Names.foldedKey(key)
-        if let problem = Names.keyProblem(key) ?? Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
+        if let problem = Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         return try await write(PreferenceRequest(key: key, value: try JSONText.compact(jsonValue)))
     }
 
     /// Unsets a preference: a tombstone that wins over older writes on every device.
     @discardableResult
     public func unset(_ key: String) async throws(LANSyncError) -> PreferenceWrite {
+        if let problem = Names.appKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         let key = Names.foldedKey(key)
-        if let problem = Names.keyProblem(key) ?? Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
+        if let problem = Self.reservedKeyProblem(key) { throw LANSyncError(.invalidInput, problem) }
         return try await write(PreferenceRequest(key: key, value: nil))
     }
 

@@ -18,12 +18,12 @@ package enum Names {
     }
 
     /// A preference key: '/'-separated segments, each like a stream name ("controls/slider/sensitivity").
-    package static func keyProblem(_ key: String) -> String? {
+    package static func keyProblem(_ key: String, as given: String? = nil) -> String? {
         if key.isEmpty { return "a preference key cannot be empty" }
         if key.utf8.count > maxKeyLength { return "a preference key has at most \(maxKeyLength) characters" }
         for segment in key.split(separator: "/", omittingEmptySubsequences: false) {
             guard let first = segment.utf8.first, isAlphanumeric(first), segment.utf8.allSatisfy(isNameByte) else {
-                return "preference key '\(key)': use '/'-separated parts of letters, digits, '_', '-' and '.', "
+                return "preference key '\(given ?? key)': use '/'-separated parts of letters, digits, '_', '-' and '.', "
                     + "each starting with a letter or digit (e.g. controls/slider/sensitivity; capitals are the same key in lowercase)"
             }
         }
@@ -37,6 +37,11 @@ package enum Names {
     package static func foldedKey(_ key: String) -> String {
         guard key.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else { return key }
         return String(decoding: key.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
+    }
+
+    /// What is wrong with a key as an app hands it in (checked folded, quoted as given).
+    package static func appKeyProblem(_ key: String) -> String? {
+        keyProblem(foldedKey(key), as: key)
     }
 
     /// An entry id given by the caller: 1–128 printable ASCII characters, no spaces.

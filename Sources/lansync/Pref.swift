@@ -25,7 +25,7 @@ struct Pref: AsyncParsableCommand {
         @Argument(help: "The value as JSON: a string needs its quotes, e.g. '\"dad\"'.") var json: String
 
         func validate() throws {
-            if let problem = Names.keyProblem(Names.foldedKey(key)) { throw ValidationError(problem) }
+            if let problem = Names.appKeyProblem(key) { throw ValidationError(problem) }
         }
 
         func run() async throws {
@@ -50,7 +50,7 @@ struct Pref: AsyncParsableCommand {
         @Flag(help: "Print an object with key, value, time, device_id and hlc.") var json = false
 
         func validate() throws {
-            if let problem = Names.keyProblem(Names.foldedKey(key)) { throw ValidationError(problem) }
+            if let problem = Names.appKeyProblem(key) { throw ValidationError(problem) }
         }
 
         func run() async throws {
@@ -106,7 +106,7 @@ struct Pref: AsyncParsableCommand {
         @Argument(help: "The key.") var key: String
 
         func validate() throws {
-            if let problem = Names.keyProblem(Names.foldedKey(key)) { throw ValidationError(problem) }
+            if let problem = Names.appKeyProblem(key) { throw ValidationError(problem) }
         }
 
         func run() async throws {
