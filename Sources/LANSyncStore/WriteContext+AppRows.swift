@@ -449,6 +449,7 @@ extension WriteContext {
         // looked up after, keeping the same stamp. `stamp`: the row was tried already, with it.
         let (hlc, dot) = stamp ?? (tick(now: now), nextDot())
         var firstTotals = [RowChange.Total]()
+        rowDiffersFromWrite = false
         if !table.appendOnly {
             for index in table.counterColumns where !Self.leavesOut(values[index], of: index, in: table) {
                 firstTotals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
@@ -458,8 +459,11 @@ extension WriteContext {
             let first = RowChange(
                 key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: opening, totals: firstTotals)
             // A REAL counter's first total is the value rounded to millionths: the row is written
-            // again from it.
-            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: !table.realCounters.isEmpty, first: nil) { return }
+            // again from it when that differs.
+            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: rowDiffersFromWrite, first: nil) {
+                rowDiffersFromWrite = false
+                return
+            }
         }
         let heldState = try heldRow(table: table.number, key: keyBytes)
         let held = heldState ?? RowState()
@@ -476,6 +480,7 @@ extension WriteContext {
         } else if held.exists {
             // INSERT OR REPLACE over a live row: every column is written, in the row's life.
             (kind, life, written) = (.update, held.causalLength, plain)
+            rowDiffersFromWrite = false
             for index in table.counterColumns where !(table.extremes[table.columns[index]] != nil && values[index] == .null) {
                 totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))))
             }
@@ -497,6 +502,7 @@ extension WriteContext {
         }
         var values = [RowChange.Value]()
         var totals = [RowChange.Total]()
+        rowDiffersFromWrite = false
         for index in changed where !table.keyColumns.contains(index) {
             if let position = table.counterColumns.firstIndex(of: index) {
                 totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: new[index], old: oldCounters[position])))
@@ -534,7 +540,7 @@ extension WriteContext {
     /// value written, so that no replica's total, and no merged value, ever moves back.
     /// Of a REAL counter: its old total plus the millionths the write moved the column by, from
     /// the value the row's state showed (`AppCatalog.realCounterScale`).
-    private func own(_ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue) throws -> Int64 {
+    private mutating func own(_ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue) throws -> Int64 {
         let column = table.columns[index]
         if !table.realCounters.isEmpty, table.realCounters.contains(column) {
             return try ownReal(held, table, column, new: new)
@@ -544,6 +550,13 @@ extension WriteContext {
             throw StoreError(.sql, "\(table.declared!.name).\(column) is \(what) and takes whole numbers, not \(new)")
         }
         if let extreme = table.extremes.isEmpty ? nil : table.extremes[column] {
+            // The row shows the best of the life's totals: another value than written when one
+            // beats it.
+            if let best = held.counters.first(where: { $0.name == column }).map({ extreme == .max ? $0.maximum : $0.minimum }),
+                extreme == .max ? best > newValue : best < newValue
+            {
+                rowDiffersFromWrite = true
+            }
             guard let mine = held.ownTotal(of: column, by: replica) else { return newValue }
             return extreme == .max ? max(mine, newValue) : min(mine, newValue)
         }
@@ -557,7 +570,7 @@ extension WriteContext {
         return total
     }
 
-    private func ownReal(_ held: RowState, _ table: AppCatalog.Table, _ column: String, new: SQLValue) throws -> Int64 {
+    private mutating func ownReal(_ held: RowState, _ table: AppCatalog.Table, _ column: String, new: SQLValue) throws -> Int64 {
         let number: Double
         switch new {
         case .integer(let value): number = Double(value)
@@ -569,6 +582,9 @@ extension WriteContext {
         guard scaled.isFinite, abs(scaled) <= 9_007_199_254_740_992 else {
             throw StoreError(.sql, "\(table.declared!.name).\(column) is a REAL counter, counted in millionths up to ±9,007,199,254; \(number) is out of range")
         }
+        // The row's sum after this write is `scaled` millionths exactly: what it shows differs
+        // from the value written unless that is a whole number of millionths.
+        if (scaled / AppCatalog.realCounterScale).bitPattern != number.bitPattern { rowDiffersFromWrite = true }
         let (added, overflow1) = Int64(scaled).subtractingReportingOverflow(held.counter(column))
         let (total, overflow2) = held.total(of: column, by: replica).addingReportingOverflow(added)
         guard !overflow1, !overflow2 else {
@@ -600,12 +616,10 @@ extension WriteContext {
     ) throws {
         try checkSize(values, of: key)
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
-        // The app's table shows what it wrote, which is the row's state, but for a one-way column
-        // written below its maximum (above its minimum) and a REAL counter (its sum is rounded to
-        // millionths): that row is written again from the state.
-        let oneWay = !table.extremes.isEmpty && totals.contains { table.extremes[$0.column] != nil }
-        let rounded = !table.realCounters.isEmpty && totals.contains { table.realCounters.contains($0.column) }
-        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: oneWay || rounded)
+        // The app's table shows what it wrote, which is the row's state, but when `own` found
+        // otherwise (`rowDiffersFromWrite`): that row is written again from the state.
+        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: rowDiffersFromWrite)
+        rowDiffersFromWrite = false
     }
 }
 
