@@ -13,8 +13,9 @@ package import LANSyncWire
 /// records over (protocol §11). A session ends when the peer says goodbye or closes, when its
 /// bytes or rows are malformed (we say `goodbye(malformed)`), when a merge refuses its clock
 /// (`goodbye(clock skew)`), when nothing was heard for three keepalive intervals nor for one
-/// since a ping (no goodbye: the peer is unreachable), when we shut down (`goodbye(shutting down)`) or when a newer connection
-/// to the same peer replaces this one (`goodbye(duplicate connection)`).
+/// since a ping (no goodbye: the peer is unreachable), when we shut down (`goodbye(shutting
+/// down)`) or when a newer connection to the same peer replaces this one (`goodbye(duplicate
+/// connection)`).
 ///
 /// Time comes in as the `now` of each event. What is due later — a ping after a keepalive
 /// interval of our silence, the end of a silent session, our state held back by the announce

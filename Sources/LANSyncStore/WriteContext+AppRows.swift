@@ -449,21 +449,19 @@ extension WriteContext {
         // looked up after, keeping the same stamp. `stamp`: the row was tried already, with it.
         let (hlc, dot) = stamp ?? (tick(now: now), nextDot())
         var firstTotals = [RowChange.Total]()
-        rowDiffersFromWrite = false
+        // Whether the new life shows another value than written (a REAL counter's rounding).
+        var firstRewrites = false
         if !table.appendOnly {
-            for index in table.counterColumns where !Self.leavesOut(values[index], of: index, in: table) {
-                firstTotals.append(.init(column: table.columns[index], total: try own(RowState(), table, index, new: values[index], old: .integer(0))))
+            for index in table.counterColumns where table.leftAtDefault[index].map({ $0 != values[index] }) ?? true {
+                let own = try own(RowState(), table, index, new: values[index], old: .integer(0))
+                firstTotals.append(.init(column: table.columns[index], total: own.total))
+                firstRewrites = firstRewrites || own.showsOther
             }
         }
         if stamp == nil {
             let first = RowChange(
                 key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: opening, totals: firstTotals)
-            // A REAL counter's first total is the value rounded to millionths: the row is written
-            // again from it when that differs.
-            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: rowDiffersFromWrite, first: nil) {
-                rowDiffersFromWrite = false
-                return
-            }
+            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: firstRewrites, first: nil) { return }
         }
         let heldState = try heldRow(table: table.number, key: keyBytes)
         let held = heldState ?? RowState()
@@ -471,6 +469,7 @@ extension WriteContext {
         let life: UInt64
         var written = opening
         var totals = [RowChange.Total]()
+        var rewrites = firstRewrites
         if table.appendOnly {
             guard !held.isAppended else {
                 throw StoreError(.sql, "\(table.declared!.name) is append-only and already holds a row with key "
@@ -479,16 +478,19 @@ extension WriteContext {
             (kind, life) = (.append, 1)
         } else if held.exists {
             // INSERT OR REPLACE over a live row: every column is written, in the row's life.
-            (kind, life, written) = (.update, held.causalLength, plain)
-            rowDiffersFromWrite = false
-            for index in table.counterColumns where !(table.extremes[table.columns[index]] != nil && values[index] == .null) {
-                totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))))
+            (kind, life, written, rewrites) = (.update, held.causalLength, plain, false)
+            for index in table.counterColumns where !(table.totalsKinds[table.columns[index]]!.isOneWay && values[index] == .null) {
+                let own = try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))
+                totals.append(.init(column: table.columns[index], total: own.total))
+                rewrites = rewrites || own.showsOther
             }
         } else {
             // A new life starts every counter from nothing, as the first change did.
             (kind, life, totals) = (.insert, held.causalLength + 1, firstTotals)
         }
-        try makeChange(rowKey, kind: kind, life: life, values: written, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldState)
+        try makeChange(
+            rowKey, kind: kind, life: life, values: written, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldState,
+            rewrite: rewrites)
     }
 
     private mutating func update(
@@ -502,10 +504,12 @@ extension WriteContext {
         }
         var values = [RowChange.Value]()
         var totals = [RowChange.Total]()
-        rowDiffersFromWrite = false
+        var rewrites = false
         for index in changed where !table.keyColumns.contains(index) {
             if let position = table.counterColumns.firstIndex(of: index) {
-                totals.append(.init(column: table.columns[index], total: try own(held, table, index, new: new[index], old: oldCounters[position])))
+                let own = try own(held, table, index, new: new[index], old: oldCounters[position])
+                totals.append(.init(column: table.columns[index], total: own.total))
+                rewrites = rewrites || own.showsOther
             } else {
                 values.append(.init(column: table.columns[index], value: new[index]))
             }
@@ -513,7 +517,7 @@ extension WriteContext {
         guard !values.isEmpty || !totals.isEmpty else { return }
         try makeChange(
             rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, hlc: tick(now: now), dot: nextDot(),
-            table: table, key: keyBytes, held: held)
+            table: table, key: keyBytes, held: held, rewrite: rewrites)
     }
 
     private mutating func delete(key: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
@@ -526,39 +530,31 @@ extension WriteContext {
             table: table, key: keyBytes, held: held)
     }
 
-    /// Whether an insert that opens a row's life gives a one-way column no total: its value is
-    /// the column's constant default (NULL for a nullable column without one: nothing yet), so
-    /// a best that another device reached is not pinned by a row inserted without one.
-    static func leavesOut(_ value: SQLValue, of index: Int, in table: AppCatalog.Table) -> Bool {
-        guard !table.extremes.isEmpty, table.extremes[table.columns[index]] != nil else { return false }
-        return value == table.declared?.columns[index].constantDefault
-    }
-
     /// This replica's new total of a counter column: its old total plus what the app added
     /// (the new value minus the old one: `SET xp = xp + 5` adds 5; `SET xp = 100` adds the difference).
     /// Of a one-way column: the greatest (`max`) or smallest (`min`) of its old total and the
     /// value written, so that no replica's total, and no merged value, ever moves back.
     /// Of a REAL counter: its old total plus the millionths the write moved the column by, from
     /// the value the row's state showed (`AppCatalog.realCounterScale`).
-    private mutating func own(_ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue) throws -> Int64 {
+    /// `showsOther`: the row's state will show another value than the app wrote in its table
+    /// (a one-way column written below its best, a REAL value that is not a whole number of
+    /// millionths), so the row is written again from its state.
+    private func own(
+        _ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue
+    ) throws -> (total: Int64, showsOther: Bool) {
         let column = table.columns[index]
-        if !table.realCounters.isEmpty, table.realCounters.contains(column) {
-            return try ownReal(held, table, column, new: new)
-        }
+        let kind = table.totalsKinds[column]!
+        if kind == .realSum { return try ownReal(held, table, column, new: new) }
         guard case .integer(let newValue) = new else {
-            let what = table.extremes[column].map { "a \($0.rawValue) column" } ?? "a counter"
+            let what = kind.isOneWay ? "a \(kind) column" : "a counter"
             throw StoreError(.sql, "\(table.declared!.name).\(column) is \(what) and takes whole numbers, not \(new)")
         }
-        if let extreme = table.extremes.isEmpty ? nil : table.extremes[column] {
-            // The row shows the best of the life's totals: another value than written when one
-            // beats it.
-            if let best = held.counters.first(where: { $0.name == column }).map({ extreme == .max ? $0.maximum : $0.minimum }),
-                extreme == .max ? best > newValue : best < newValue
-            {
-                rowDiffersFromWrite = true
-            }
-            guard let mine = held.ownTotal(of: column, by: replica) else { return newValue }
-            return extreme == .max ? max(mine, newValue) : min(mine, newValue)
+        if kind.isOneWay {
+            let max = kind == .max
+            let best = held.counters.first { $0.name == column }.map { max ? $0.maximum : $0.minimum }
+            let showsOther = best.map { max ? $0 > newValue : $0 < newValue } ?? false
+            guard let mine = held.ownTotal(of: column, by: replica) else { return (newValue, showsOther) }
+            return (max ? Swift.max(mine, newValue) : Swift.min(mine, newValue), showsOther)
         }
         let oldValue: Int64
         if case .integer(let value) = old { oldValue = value } else { oldValue = 0 }
@@ -567,10 +563,10 @@ extension WriteContext {
         guard !overflow1, !overflow2 else {
             throw StoreError(.sql, "\(table.declared!.name).\(column) would leave the range of a 64-bit integer")
         }
-        return total
+        return (total, false)
     }
 
-    private mutating func ownReal(_ held: RowState, _ table: AppCatalog.Table, _ column: String, new: SQLValue) throws -> Int64 {
+    private func ownReal(_ held: RowState, _ table: AppCatalog.Table, _ column: String, new: SQLValue) throws -> (total: Int64, showsOther: Bool) {
         let number: Double
         switch new {
         case .integer(let value): number = Double(value)
@@ -582,15 +578,14 @@ extension WriteContext {
         guard scaled.isFinite, abs(scaled) <= 9_007_199_254_740_992 else {
             throw StoreError(.sql, "\(table.declared!.name).\(column) is a REAL counter, counted in millionths up to ±9,007,199,254; \(number) is out of range")
         }
-        // The row's sum after this write is `scaled` millionths exactly: what it shows differs
-        // from the value written unless that is a whole number of millionths.
-        if (scaled / AppCatalog.realCounterScale).bitPattern != number.bitPattern { rowDiffersFromWrite = true }
         let (added, overflow1) = Int64(scaled).subtractingReportingOverflow(held.counter(column))
         let (total, overflow2) = held.total(of: column, by: replica).addingReportingOverflow(added)
         guard !overflow1, !overflow2 else {
             throw StoreError(.sql, "\(table.declared!.name).\(column) would leave the range of its counter")
         }
-        return total
+        // The row's sum after this write is `scaled` millionths exactly: what it shows differs
+        // from the value written unless that is a whole number of millionths.
+        return (total, (scaled / AppCatalog.realCounterScale).bitPattern != number.bitPattern)
     }
 
     func checkedKey(_ key: [SQLValue], _ table: AppCatalog.Table) throws -> [SQLValue] {
@@ -612,14 +607,13 @@ extension WriteContext {
 
     private mutating func makeChange(
         _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], hlc: HybridTimestamp,
-        dot: Dot, table: AppCatalog.Table, key keyBytes: [UInt8], held: RowState?
+        dot: Dot, table: AppCatalog.Table, key keyBytes: [UInt8], held: RowState?, rewrite: Bool = false
     ) throws {
         try checkSize(values, of: key)
         let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
-        // The app's table shows what it wrote, which is the row's state, but when `own` found
-        // otherwise (`rowDiffersFromWrite`): that row is written again from the state.
-        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: rowDiffersFromWrite)
-        rowDiffersFromWrite = false
+        // The app's table shows what it wrote, which is the row's state, unless `own` found
+        // otherwise (`rewrite`): then the row is written again from the state.
+        _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: rewrite)
     }
 }
 

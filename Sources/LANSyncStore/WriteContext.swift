@@ -46,10 +46,6 @@ struct WriteContext {
     var encodedInsertBuffers = EncodedInsertBuffers()
     /// Live app-table rows gained (or lost) per table number in this transaction.
     var rowCountChanges: [Int64: Int] = [:]
-    /// Set by a local write's totals (`own`) when the row's state will show another value than
-    /// the app wrote in its table (a `max` column written below its best, a REAL counter's sum
-    /// rounded to millionths): the row is then written again from its state.
-    var rowDiffersFromWrite = false
     var rowCount: Int
 
     init(_ db: Database, hasher: ElementHasher, apps: AppTableAccess) throws {

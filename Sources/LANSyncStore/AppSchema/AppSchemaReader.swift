@@ -126,18 +126,27 @@ package enum AppSchemaReader {
         return directives
     }
 
-    /// What SQLite stores for `column` when an INSERT leaves it out, read back from a probe table
-    /// of the same type and default (so affinity applies as it will), when the default is a
-    /// literal: a number, a string, a blob, NULL, TRUE or FALSE; NULL for a nullable column with
-    /// no default. Nil otherwise.
-    static func constantDefault(of column: AppSchema.Column, _ db: Database) throws -> SQLValue? {
-        guard let sql = column.defaultSQL else { return column.notNull ? nil : .null }
-        guard sql.wholeMatch(of: literalDefault) != nil else { return nil }
-        let probe = "lansync_default_probe"
-        try db.execute(sql: "CREATE TEMP TABLE \(probe) (c \(column.type) DEFAULT \(sql))")
-        defer { try? db.execute(sql: "DROP TABLE temp.\(probe)") }
-        try db.execute(sql: "INSERT INTO temp.\(probe) DEFAULT VALUES")
-        return try DatabaseValue.fetchOne(db, sql: "SELECT c FROM temp.\(probe)").map(SQLValue.init)
+    /// Sets each column's `constantDefault`: what SQLite stores when an INSERT leaves it out,
+    /// when that is a literal (a number, a string, a blob, NULL, TRUE or FALSE), read back from
+    /// one probe row of a table with the same types and defaults (so affinity applies as it
+    /// will); NULL for a nullable column with no default; nil otherwise.
+    static func setConstantDefaults(_ columns: inout [AppSchema.Column], _ db: Database) throws {
+        var probed = [Int]()
+        for (index, column) in columns.enumerated() {
+            if let sql = column.defaultSQL {
+                if sql.wholeMatch(of: literalDefault) != nil { probed.append(index) }
+            } else if !column.notNull {
+                columns[index].constantDefault = .null
+            }
+        }
+        guard !probed.isEmpty else { return }
+        let probe = "temp.lansync_default_probe"
+        let definitions = probed.map { "c\($0) \(columns[$0].type) DEFAULT \(columns[$0].defaultSQL!)" }
+        try db.execute(sql: "CREATE TABLE \(probe) (\(definitions.joined(separator: ", ")))")
+        defer { try? db.execute(sql: "DROP TABLE \(probe)") }
+        try db.execute(sql: "INSERT INTO \(probe) DEFAULT VALUES")
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(probe)") else { return }
+        for (position, index) in probed.enumerated() { columns[index].constantDefault = SQLValue(row[position] as DatabaseValue) }
     }
 
     /// A default SQLite reports as a literal (optionally in parentheses, a number optionally signed).
@@ -155,9 +164,8 @@ package enum AppSchemaReader {
         var columns = [AppSchema.Column]()
         for row in try Row.fetchAll(db, sql: "PRAGMA table_xinfo(\(name.quotedDatabaseIdentifier))") {
             let hidden: Int = row["hidden"]
-            var column = AppSchema.Column(
+            let column = AppSchema.Column(
                 name: row["name"], type: row["type"], notNull: row["notnull"], defaultSQL: row["dflt_value"], primaryKeyPosition: row["pk"])
-            column.constantDefault = try constantDefault(of: column, db)
             if hidden == 2 || hidden == 3 {
                 problems.append(.init(
                     statement: sql, reason: "column \(name).\(column.name) is generated: it is computed on each device, not stored and synced",
@@ -166,6 +174,7 @@ package enum AppSchemaReader {
             }
             columns.append(column)
         }
+        try setConstantDefaults(&columns, db)
         if columns.count > AppSchema.maxColumns {
             problems.append(.init(
                 statement: sql,

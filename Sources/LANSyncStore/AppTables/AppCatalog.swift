@@ -6,6 +6,15 @@ import Synchronization
 /// of tables this replica's app has not declared are kept and relayed: promise 8), and, for the
 /// declared ones, how their columns map to the values LANSync captures.
 struct AppCatalog: Sendable {
+    /// How a column whose changes carry totals (per replica, merged as protocol §6 says) shows
+    /// them: their sum, their sum in millionths (a REAL counter), or the greatest or smallest
+    /// (a one-way column). Every node keeps the same totals; the kind is its app's declaration.
+    enum TotalsKind: Sendable {
+        case sum, realSum, max, min
+
+        var isOneWay: Bool { self == .max || self == .min }
+    }
+
     /// A REAL counter counts in millionths: each write adds the difference it made, rounded to a
     /// millionth, to its replica's whole-number total, and the column shows the sum of the totals
     /// divided by a million. Whole numbers add exactly, and one integer divided by 10^6 is the
@@ -35,8 +44,8 @@ struct AppCatalog: Sendable {
         /// Indexes into `columns` of the columns whose changes carry totals, in declaration
         /// order: counters, and the one-way (max, min) columns.
         let counterColumns: [Int]
-        /// The one-way columns among `counterColumns`, by lowercase name.
-        let extremes: [String: AppSchema.Extreme]
+        /// How each of `counterColumns` shows its totals, by lowercase name (`TotalsKind`).
+        let totalsKinds: [String: TotalsKind]
         /// Indexes into `columns` of the columns that are neither key nor counter, by name: the
         /// order a change lists its values in.
         let plainColumns: [Int]
@@ -52,12 +61,16 @@ struct AppCatalog: Sendable {
             keyColumns = declared.map { table in
                 table.primaryKey.map { key in table.columns.firstIndex { $0.name.lowercased() == key.lowercased() }! }
             } ?? []
-            let extremes = Dictionary(uniqueKeysWithValues: (declared?.extremes ?? [:]).map { ($0.key.lowercased(), $0.value) })
-            self.extremes = extremes
-            realCounters = Set((declared?.columns ?? []).filter { column in
-                declared!.counters.contains(column.name) && Self.hasRealAffinity(column.type)
-            }.map { $0.name.lowercased() })
-            let counters = Set(declared?.counters.map { $0.lowercased() } ?? []).union(extremes.keys)
+            var kinds = [String: TotalsKind]()
+            for column in declared?.columns ?? [] {
+                if let extreme = declared!.extremes[column.name] {
+                    kinds[column.name.lowercased()] = extreme == .max ? .max : .min
+                } else if declared!.counters.contains(column.name) {
+                    kinds[column.name.lowercased()] = Self.hasRealAffinity(column.type) ? .realSum : .sum
+                }
+            }
+            totalsKinds = kinds
+            let counters = Set(kinds.keys)
             counterColumns = names.indices.filter { counters.contains(names[$0]) }
             let key = Set(keyColumns)
             plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted { names[$0] < names[$1] }
@@ -65,6 +78,7 @@ struct AppCatalog: Sendable {
             var defaults = [SQLValue?](repeating: nil, count: names.count)
             if let declared, !declared.appendOnly {
                 for index in plainColumns { defaults[index] = declared.columns[index].constantDefault }
+                for index in counterColumns where kinds[names[index]]!.isOneWay { defaults[index] = declared.columns[index].constantDefault }
             }
             leftAtDefault = defaults
             hasDefaultsLeftOut = defaults.contains { $0 != nil }
@@ -73,8 +87,9 @@ struct AppCatalog: Sendable {
         /// Per column in declaration order, the value an insert that opens a row's life leaves
         /// out of its change (`AppSchema.Column.constantDefault`; nil: always written). Such a
         /// column shows its default on every device until a write sets it, so two devices that
-        /// insert one key do not override each other's values with defaults. Only plain columns
-        /// of mutable tables: an append is kept whole, and a counter's insert is its total.
+        /// insert one key do not override each other's values with defaults, and a one-way
+        /// column inserted at its default pins no best. Only plain and one-way columns of
+        /// mutable tables: an append is kept whole, and a counter's insert is what it counts.
         let leftAtDefault: [SQLValue?]
         /// Whether any column has a value in `leftAtDefault`.
         let hasDefaultsLeftOut: Bool
@@ -123,32 +138,29 @@ struct AppCatalog: Sendable {
             return present
         }
 
-        /// A totals column's value in a row's life: the sum of the replicas' totals for a counter
-        /// (a REAL one's in millionths), the greatest or smallest for a one-way column.
+        /// How a totals column shows in a row's life, from its kind (a column only heard of from
+        /// peers shows as a counter).
         func value(of counter: RowState.Counter) -> SQLValue {
-            switch extremes.isEmpty ? nil : extremes[counter.name] {
-            case nil: return shown(total: counter.sum, of: counter.name)
+            switch totalsKinds[counter.name] ?? .sum {
+            case .sum: return .integer(counter.sum)
+            case .realSum: return .real(Double(counter.sum) / AppCatalog.realCounterScale)
             case .max: return .integer(counter.maximum)
             case .min: return .integer(counter.minimum)
             }
         }
 
-        /// A counter's total as its column shows it: the integer, or for a REAL counter the
-        /// number of millionths as a REAL.
-        func shown(total: Int64, of column: String) -> SQLValue {
-            guard !realCounters.isEmpty, realCounters.contains(column) else { return .integer(total) }
-            return .real(Double(total) / AppCatalog.realCounterScale)
+        /// How a row made by one change shows a total of it (there is one total per column).
+        func shown(_ total: RowChange.Total) -> SQLValue {
+            guard totalsKinds[total.column] == .realSum else { return .integer(total.total) }
+            return .real(Double(total.total) / AppCatalog.realCounterScale)
         }
-
-        /// The REAL counter columns, by lowercase name.
-        let realCounters: Set<String>
 
         /// The columns a row made by `change` alone has values for (a row's first change: an
         /// append-only row shows no totals).
         func present(of change: RowChange) -> Present {
             present(
                 cells: change.values, name: \.column, value: \.value,
-                counted: change.kind == .append ? [] : change.totals, name: \.column, total: { shown(total: $0.total, of: $0.column) })
+                counted: change.kind == .append ? [] : change.totals, name: \.column, total: shown)
         }
 
         /// SQLite's rule for a declared type's affinity (sqlite.org/datatype3.html, 3.1), as far
