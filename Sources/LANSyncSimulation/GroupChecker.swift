@@ -102,14 +102,14 @@ struct GroupChecker {
                 return "n\(index) lacks the acknowledged stroke \(missing)"
             }
             let shown = try node.read { db in
-                try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, km, total FROM items ORDER BY id").map(\.description).joined(separator: "\n")
+                try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description).joined(separator: "\n")
             }
             if let tables, tables != shown { return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)" }
             tables = shown
         }
         if let (index, node) = devices.first {
             let expected = try referenceItems(heldBy: node)
-            let shown = try node.read { db in try Row.fetchAll(db, sql: "SELECT id, name, note, level, best, km, total FROM items ORDER BY id").map(\.description) }
+            let shown = try node.read { db in try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description) }
             if shown != expected {
                 return "the items table differs from the reference model of the merge rules (n\(index)):\n\(shown.joined(separator: "\n"))\n"
                     + "against the model's\n\(expected.joined(separator: "\n"))"
@@ -117,6 +117,9 @@ struct GroupChecker {
         }
         return nil
     }
+
+    /// The `items` table as a device shows it, and as `referenceItems` gives it.
+    static let itemsSQL = "SELECT id, name, note, level, best, low, km, total FROM items ORDER BY id"
 
     /// The `items` table the merge rules give for every change its writers made that the group
     /// holds (its dot within the converged version vector), folded with the rules as stated over
@@ -155,9 +158,11 @@ struct GroupChecker {
             // The one-way column: the greatest value any write of this life gave it (each
             // replica's total is the greatest it wrote), or its default.
             let best = current.flatMap { $0.totals.filter { $0.column == "best" }.map(\.total) }.max() ?? 0
+            // Its `min` twin: the smallest, or NULL (no default) when no write gave it one.
+            let low = current.flatMap { $0.totals.filter { $0.column == "low" }.map(\.total) }.min()
             let row: Row = [
                 "id": id, "name": values["name"]?.databaseValue, "note": values["note"]?.databaseValue,
-                "level": values["level"]?.databaseValue, "best": best, "km": km, "total": total,
+                "level": values["level"]?.databaseValue, "best": best, "low": low, "km": km, "total": total,
             ]
             rows.append((id, row.description))
         }

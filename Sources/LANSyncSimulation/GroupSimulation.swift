@@ -199,7 +199,9 @@ package final class GroupSimulation {
             await wrote(index, bulk: count > 64)
         case .setPreference(let index, let key, let value):
             guard let node = nodes[index].node else { return }
-            if let value { _ = try await node.set("app/k\(key)", to: "\(value)") } else { _ = try await node.unset("app/k\(key)") }
+            // Apps may spell a key with capitals: the same key, folded to lowercase.
+            let spelled = (value ?? 1) % 2 == 0 ? "app/k\(key)" : "App/K\(key)"
+            if let value { _ = try await node.set(spelled, to: "\(value)") } else { _ = try await node.unset(spelled) }
             await wrote(index, bulk: false)
         case .insertRow(let index, let row, let value):
             try await appWrite(
@@ -213,7 +215,7 @@ package final class GroupSimulation {
         case .addToCounter(let index, let row, let amount):
             try await appWrite(index, sql: "UPDATE items SET total = total + ?, km = km + ? WHERE id = ?", [amount, Double(amount) / 8, "r\(row)"])
         case .writeBest(let index, let row, let value):
-            try await appWrite(index, sql: "UPDATE items SET best = ? WHERE id = ?", [value, "r\(row)"])
+            try await appWrite(index, sql: "UPDATE items SET best = ?, low = ? WHERE id = ?", [value, value, "r\(row)"])
         case .appendRows(let index, let count):
             guard let node = nodes[index].node else { return }
             let ids = (0..<count).map { _ in nextID("s", index) }
@@ -650,15 +652,16 @@ final class Connection {
 }
 
 /// The app the simulated devices run: rows edited column by column, an INTEGER and a REAL
-/// counter, a one-way column, an append-only log of strokes, and a second schema version that
+/// counter, a max and a min column, an append-only log of strokes, and a second schema version that
 /// adds a column.
 enum AppSchema {
     static let first = """
         -- lansync: counter items.total
         -- lansync: max items.best
+        -- lansync: min items.low
         -- lansync: counter items.km
         CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, note TEXT, level INTEGER NOT NULL DEFAULT 0, best INTEGER NOT NULL DEFAULT 0,
-            km REAL NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0);
+            low INTEGER, km REAL NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0);
         -- lansync: append-only strokes
         CREATE TABLE strokes (id TEXT PRIMARY KEY, watts INTEGER);
         """

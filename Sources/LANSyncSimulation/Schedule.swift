@@ -14,7 +14,8 @@ package struct Schedule: Sendable, CustomStringConvertible {
         case editRow(node: Int, row: Int, column: Int, value: Int)
         case deleteRow(node: Int, row: Int)
         case addToCounter(node: Int, row: Int, amount: Int)
-        /// Writes a value to the one-way `best` column (`-- lansync: max`), below or above its best.
+        /// Writes a value to the one-way columns `best` (`-- lansync: max`) and `low` (`min`),
+        /// below or above what they show.
         case writeBest(node: Int, row: Int, value: Int)
         /// Appends `count` rows to the append-only table in one transaction.
         case appendRows(node: Int, count: Int)
@@ -43,12 +44,13 @@ package struct Schedule: Sendable, CustomStringConvertible {
         package var description: String {
             switch self {
             case .append(let node, let count): "n\(node) appends \(count)"
-            case .setPreference(let node, let key, let value): "n\(node) sets k\(key) = \(value.map(String.init) ?? "unset")"
+            case .setPreference(let node, let key, let value):
+                "n\(node) sets \((value ?? 1) % 2 == 0 ? "k" : "K")\(key) = \(value.map(String.init) ?? "unset")"
             case .insertRow(let node, let row, let value): "n\(node) inserts row r\(row) (\(value))\(value % 4 == 0 ? " as seed data" : "")"
             case .editRow(let node, let row, let column, let value): "n\(node) edits r\(row).c\(column) = \(value)"
             case .deleteRow(let node, let row): "n\(node) deletes r\(row)"
             case .addToCounter(let node, let row, let amount): "n\(node) adds \(amount) to r\(row).total and \(Double(amount) / 8) to r\(row).km"
-            case .writeBest(let node, let row, let value): "n\(node) writes \(value) to r\(row).best (max)"
+            case .writeBest(let node, let row, let value): "n\(node) writes \(value) to r\(row).best (max) and .low (min)"
             case .appendRows(let node, let count): "n\(node) appends \(count) rows"
             case .upgradeSchema(let node): "n\(node) upgrades its schema"
             case .connect(let a, let b): "n\(a) connects to n\(b)"
@@ -105,10 +107,11 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case 165..<200: action = .append(node: node(), count: random.chance(0.5) ? Int.random(in: 1_900...2_600, using: &random) : Int.random(in: 2...300, using: &random))
             case 200..<290: action = .setPreference(node: node(), key: Int.random(in: 0..<4, using: &random), value: random.chance(0.15) ? nil : Int.random(in: 0..<1000, using: &random))
             case 290..<340: action = .insertRow(node: node(), row: Int.random(in: 0..<5, using: &random), value: Int.random(in: 0..<1000, using: &random))
-            case 340..<420: action = .editRow(node: node(), row: Int.random(in: 0..<5, using: &random), column: Int.random(in: 0..<3, using: &random), value: Int.random(in: 0..<1000, using: &random))
-            case 420..<440: action = .deleteRow(node: node(), row: Int.random(in: 0..<5, using: &random))
-            case 440..<465: action = .addToCounter(node: node(), row: Int.random(in: 0..<5, using: &random), amount: Int.random(in: -5...20, using: &random))
-            case 465..<480: action = .writeBest(node: node(), row: Int.random(in: 0..<5, using: &random), value: Int.random(in: -50...1000, using: &random))
+            case 340..<400: action = .editRow(node: node(), row: Int.random(in: 0..<5, using: &random), column: Int.random(in: 0..<3, using: &random), value: Int.random(in: 0..<1000, using: &random))
+            case 400..<420: action = .deleteRow(node: node(), row: Int.random(in: 0..<5, using: &random))
+            case 420..<450: action = .addToCounter(node: node(), row: Int.random(in: 0..<5, using: &random), amount: Int.random(in: -5...20, using: &random))
+            // Two rows only, so that devices write one row's one-way columns in the same life.
+            case 450..<480: action = .writeBest(node: node(), row: Int.random(in: 0..<2, using: &random), value: Int.random(in: -50...1000, using: &random))
             case 480..<495: action = .appendRows(node: node(), count: random.chance(0.5) ? Int.random(in: 1_900...2_600, using: &random) : Int.random(in: 1...200, using: &random))
             case 495..<505: action = .upgradeSchema(node: node())
             case 505..<640:
