@@ -23,6 +23,10 @@ public final class LANSyncNode: Sendable {
     /// The `lansync/keys/DEVICE/KEY` records known to be held (`recordPinnedKeys`): a merge that
     /// pinned nothing new writes nothing and reads nothing.
     let attestedKeys = Mutex<Set<String>>([])
+    /// The replica records that came with ranges left out for want of a key (`mergeSigned`):
+    /// the key such a record names may be pinned by a later merge, and only then is the range
+    /// worth asking for again, though the record itself is not held here.
+    let recordsAwaitingKeys = Mutex(AwaitingRecords())
     /// Makes other processes' commits visible to live queries; started by `database`.
     let otherWriters = Mutex<ReplicaChangeWatch?>(nil)
 
@@ -309,8 +313,12 @@ public final class LANSyncNode: Sendable {
                 let vector = try store.versionVector()
                 for replica in result.rangesNotTaken { notTaken[replica] = vector[replica] }
             }
+            let awaiting = awaitingKeys(
+                leftOut: result.rangesNotTaken.filter { keys[$0] == nil }, of: checked.delta, held: keysAfter,
+                pinned: recordsChanged ? signingKeyCache.withLock { $0?.pinned } : nil)
             return SignedMergeOutcome(
-                outcome: result.outcome, notTaken: notTaken, claimsOpened: result.claimsOpened, keysKnown: Set(keysAfter.keys))
+                outcome: result.outcome, notTaken: notTaken, claimsOpened: result.claimsOpened,
+                keysKnown: Set(keysAfter.keys).union(awaiting))
         } catch {
             throw Self.translate(error)
         }

@@ -120,3 +120,51 @@ extension LANSyncNode {
         return keys
     }
 }
+
+/// Replica records kept from ranges a merge left out because no key it could accept named their
+/// replica's signer, at most `limit` (the oldest go first), so that a member sending records of
+/// made-up replicas cannot grow them without bound.
+struct AwaitingRecords: Sendable {
+    static let limit = 1_024
+    private(set) var records: [ReplicaID: String] = [:]
+    private var order: [ReplicaID] = []
+
+    mutating func keep(_ json: String, of replica: ReplicaID) {
+        if records.updateValue(json, forKey: replica) == nil { order.append(replica) }
+        while order.count > Self.limit { records[order.removeFirst()] = nil }
+    }
+
+    mutating func forget(_ replicas: some Sequence<ReplicaID>) {
+        var gone = Set<ReplicaID>()
+        for replica in replicas where records.removeValue(forKey: replica) != nil { gone.insert(replica) }
+        if !gone.isEmpty { order.removeAll { gone.contains($0) } }
+    }
+}
+
+extension LANSyncNode {
+    /// The replicas left out for want of a key whose range is worth asking for again now: a merge
+    /// keeps the records that came with such ranges (`leftOut`), and once a merge changed the
+    /// records (`pinned`, the keys pinned after it; nil when it did not), a kept record that
+    /// names a key now pinned for its device makes its replica's key known, though the record is
+    /// not held here (it travels in the very range that was left out). Records of replicas whose
+    /// key the held records name (`held`) are forgotten.
+    func awaitingKeys(leftOut: Set<ReplicaID>, of delta: Delta, held: [ReplicaID: [UInt8]], pinned: [String: Set<String>]?) -> Set<ReplicaID> {
+        var arriving: [ReplicaID: String] = [:]
+        if !leftOut.isEmpty {
+            for range in delta.coverage where leftOut.contains(range.replica) { arriving[range.replica] = range.record }
+            for preference in delta.preferences where preference.key.hasPrefix(MemberKeys.replicaPrefix) {
+                if let replica = ReplicaID(hex: preference.key.dropFirst(MemberKeys.replicaPrefix.count)), leftOut.contains(replica),
+                    let json = preference.value
+                {
+                    arriving[replica] = json
+                }
+            }
+        }
+        return recordsAwaitingKeys.withLock { awaiting in
+            for (replica, json) in arriving { awaiting.keep(json, of: replica) }
+            awaiting.forget(held.keys)
+            guard let pinned, !awaiting.records.isEmpty else { return [] }
+            return Set(Self.signingKeys(in: awaiting.records.map { (MemberKeys.replica($0.key), $0.value) }, pinned: pinned).keys)
+        }
+    }
+}

@@ -280,7 +280,8 @@ package struct SyncProtocol: Sendable {
     /// `changedAnything`).
     ///
     /// A place not taken waits until this replica holds it (`ourVector`). Once the replica's key
-    /// is known here (`keysKnown`: it may come in another replica's range, after the range that
+    /// is known here (`keysKnown`: its record, or the key that the record which came with the
+    /// refused range names, may be pinned by another replica's range after the range that
     /// needed it was refused), the place is asked for again, once. Without that, a range left
     /// out for want of a key that arrived one batch later was never asked for again in the
     /// session; asking after every merge that changed records instead asked for a replica whose

@@ -478,7 +478,7 @@ package final class GroupSimulation {
             return
         }
         if Self.tracing {
-            print("t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) merged \(delta.coverage.map { "\($0.replica.description.prefix(4))(\($0.from),\($0.through)]" }) notTaken \(signed.notTaken.map { "\($0.key.description.prefix(4))@\($0.value)" })")
+            print("t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) merged \(delta.coverage.map { "\($0.replica.description.dropFirst(8).prefix(6))(\($0.from),\($0.through)]" }) notTaken \(signed.notTaken.map { "\($0.key.description.dropFirst(8).prefix(6))@\($0.value)" })")
         }
         _ = connection.sessions[side].mergeFinished(
             ourDigest: { try? node.store.syncSummary().digest }, notTaken: signed.notTaken, changedAnything: signed.outcome.changedAnything,

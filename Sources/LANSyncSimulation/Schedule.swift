@@ -76,6 +76,13 @@ package struct Schedule: Sendable, CustomStringConvertible {
     /// The member that runs hostile actions, in Byzantine mode.
     package var byzantine: Int?
 
+    package init(actions: [(at: Int64, action: Action)], nodes: Int, lateJoiners: Set<Int> = [], byzantine: Int? = nil) {
+        self.actions = actions
+        self.nodes = nodes
+        self.lateJoiners = lateJoiners
+        self.byzantine = byzantine
+    }
+
     package var description: String {
         var lines = ["\(nodes) nodes" + (lateJoiners.isEmpty ? "" : ", joining later: \(lateJoiners.sorted().map { "n\($0)" })")
             + (byzantine.map { ", hostile: n\($0)" } ?? "")]

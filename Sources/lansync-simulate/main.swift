@@ -69,7 +69,9 @@ struct SimulateCommand: AsyncParsableCommand {
             print("FAILED seed \(current)\(byzantine ? " (byzantine)" : ""): \(failure)")
             if !noShrink {
                 let shrunk = await Simulator.shrink(run)
-                print("shrunk schedule (\(shrunk.actions.count) of \(run.schedule.actions.count) actions):\n\(shrunk)")
+                // The network seed with the shrunk schedule replays it in a test (`GroupSimulation`).
+                let networkSeed = Simulator.plan(seed: current, length: length, byzantine: byzantine).networkSeed
+                print("shrunk schedule (\(shrunk.actions.count) of \(run.schedule.actions.count) actions, network seed \(networkSeed)):\n\(shrunk)")
             }
             print("replay: lansync-simulate --seed \(current)\(byzantine ? " --byzantine" : "") --length \(length)")
         }
