@@ -272,6 +272,9 @@ package final class GroupSimulation {
             // The removed member, if hostile, is simply gone; the checker leaves it out either way.
             // A remover whose records do not know the device yet is refused, as `group remove` is.
             guard try remover.member(nodes[index].deviceID) != nil else { return }
+            // So is a reinstalled remover that has not heard of its vouch yet: its records pin its
+            // earlier key, and the others would not count a removal it signed.
+            if let me = try remover.member(remover.deviceID), let pinned = me.key, pinned != remover.identity.publicKeyHex { return }
             _ = try await remover.removeMember(nodes[index].deviceID)
             // What only the removed device held (relayed from a device wiped since) leaves with it.
             _ = try forgetWritesHeldOnlyBy(index)

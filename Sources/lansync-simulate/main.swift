@@ -51,6 +51,7 @@ struct SimulateCommand: AsyncParsableCommand {
     var noShrink = false
 
     func run() async throws {
+        try Self.hashDeterministically()
         let range = seed.map { $0...$0 } ?? first...(first + UInt64(max(1, seeds)) - 1)
         let started = ContinuousClock.now
         var (runs, events, messages, failures, refused, claims, hostile) = (0, 0, 0, 0, 0, 0, 0)
@@ -63,7 +64,10 @@ struct SimulateCommand: AsyncParsableCommand {
             refused += run.outcome.refusedDeltas
             claims += run.outcome.claimsOpened
             hostile += run.outcome.hostileSends
-            if verbose { print("seed \(current):\n\(run.schedule)") }
+            if verbose {
+                let networkSeed = Simulator.plan(seed: current, length: length, byzantine: byzantine).networkSeed
+                print("seed \(current) (network seed \(networkSeed)):\n\(run.schedule)")
+            }
             guard let failure = run.outcome.failure else { continue }
             failures += 1
             print("FAILED seed \(current)\(byzantine ? " (byzantine)" : ""): \(failure)")
@@ -81,5 +85,17 @@ struct SimulateCommand: AsyncParsableCommand {
             format: "%d seeds%@: %d failed; %d simulated events, %d messages, %d hostile sends, %d deltas refused, %d looks at open claims; %.1f s, %.1f seeds/s",
             runs, byzantine ? " (byzantine)" : "", failures, events, messages, hostile, refused, claims, seconds, Double(runs) / max(seconds, 0.001)))
         if failures > 0 { throw ExitCode(1) }
+    }
+
+    /// Runs this process again with Swift's per-process hash seed fixed, unless it is already:
+    /// the order of a dictionary's iteration depends on the seed, a node's choices follow that
+    /// order in places, and a seed must replay in another process exactly as it failed.
+    static func hashDeterministically() throws {
+        let variable = "SWIFT_DETERMINISTIC_HASHING"
+        guard ProcessInfo.processInfo.environment[variable] == nil else { return }
+        setenv(variable, "1", 1)
+        let arguments = CommandLine.arguments.map { strdup($0) } + [nil]
+        execv("/proc/self/exe", arguments)
+        throw ValidationError("could not run again with \(variable)=1 (\(String(cString: strerror(errno)))); set it and run again")
     }
 }

@@ -30,3 +30,24 @@ import Testing
         #expect(outcome.failure == nil, "\(outcome.failure ?? "")")
     }
 }
+
+extension GroupSimulationTests {
+    /// A reinstalled device whose vouch has not reached it yet learns its earlier member record
+    /// from a peer: its records pin its earlier key, so its `group remove` is refused, and the
+    /// simulation goes on as a user would (seed 2000150, which failed or passed with the order of
+    /// a dictionary's iteration). Run several times, each with this process's own hash order.
+    @Test func aRemovalARemoverMayNotMakeYetIsRefusedAndTheGroupGoesOn() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(1, 0)), (0, .connect(2, 0)), (970, .reinstall(node: 1, voucher: 5)), (1696, .join(node: 3)),
+                (9189, .connect(1, 4)), (9709, .connect(2, 3)), (11007, .connect(4, 3)), (18913, .remove(node: 0, by: 1)),
+            ],
+            nodes: 6, lateJoiners: [3])
+        for _ in 0..<3 {
+            let outcome = await GroupSimulation(
+                schedule: schedule, networkSeed: 14_565_071_795_959_309_252, root: Simulator.scratch + "/\(UUID().uuidString)"
+            ).run()
+            #expect(outcome.failure == nil, "\(outcome.failure ?? "")")
+        }
+    }
+}
