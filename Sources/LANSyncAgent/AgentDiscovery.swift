@@ -145,8 +145,8 @@ extension Agent {
 
     /// Whether a TXT record announces a node of our group to dial: one of our group's tags (this
     /// period or a neighbouring one) and a version range. A node with no version in common is
-    /// dialed too, once: the handshake then tells both sides which must upgrade (a version-3 node
-    /// learns that this one speaks only version 4), and `lansync peers` shows it; it is not
+    /// dialed too, once: the handshake then tells both sides which must upgrade (a version-4 node
+    /// learns that this one speaks only version 5), and `lansync peers` shows it; it is not
     /// dialed again until its record changes.
     static func isDialableMember(_ txt: [String: String], groupTags: Set<String>) -> Bool {
         guard let tag = txt["g"], groupTags.contains(tag), let v = txt["v"] else { return false }

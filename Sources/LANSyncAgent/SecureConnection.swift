@@ -60,8 +60,8 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
             guard let theirs else { return "no protocol version in common; upgrade the older lansync" }
             let spoken = "the peer speaks protocol \(text(theirs)), this node \(text(ours))"
             if theirs.upperBound < ours.lowerBound {
-                return "no protocol version in common (\(spoken)): upgrade lansync on the peer (version 4 checks "
-                    + "every change's signature; older versions are refused so that no member can suppress another's changes)"
+                return "no protocol version in common (\(spoken)): upgrade lansync on the peer (versions before 4 do not "
+                    + "check changes' signatures, and 4 keeps rows a parent's cascade deleted; all devices of a group run 5)"
             }
             return "no protocol version in common (\(spoken)): upgrade lansync on this node"
         case .clockSkew(let ahead, let bound):

@@ -293,11 +293,12 @@ extension RowState {
     /// Whether this state shows that `cell` of a change with `stamp` in life `causalLength` (of
     /// kind `kind`) lost: the row is in a later life, or the column holds a later write (for a
     /// total: a later total of the same replica), or, for an append, another append holds the
-    /// key. A receiver checks every cell a sender left out, after merging the delta.
+    /// key or the row is in a later life (a cascade deleted it). A receiver checks every cell a
+    /// sender left out, after merging the delta.
     package func hasSuperseded(
         _ cell: RowChange.LostCell, ofChangeAt stamp: Stamp, life: UInt64, kind: RowChange.Kind
     ) -> Bool {
-        if kind == .append { return isAppended && marker?.stamp != stamp }
+        if kind == .append { return causalLength > 1 || (isAppended && marker?.stamp != stamp) }
         if causalLength != life { return causalLength > life }
         switch cell.kind {
         case .value:

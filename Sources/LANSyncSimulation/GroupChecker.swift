@@ -90,6 +90,7 @@ struct GroupChecker {
             expectedEntries.formUnion(simulated.retired.entries)
             expectedStrokes.formUnion(simulated.retired.strokes)
         }
+        expectedStrokes.subtract(simulation.cascaded)
         var tables: String?
         for (index, node) in devices {
             let entries = try node.store.readInternals { db in try String.fetchAll(db, sql: "SELECT id FROM entries") }
@@ -100,6 +101,10 @@ struct GroupChecker {
             let strokes = try Self.strokeIDs(node)
             if let missing = expectedStrokes.subtracting(strokes).sorted().first {
                 return "n\(index) lacks the acknowledged stroke \(missing)"
+            }
+            let gone = simulation.cascadedBy.filter { $0.key != simulation.schedule.byzantine }.values.reduce(into: Set<String>()) { $0.formUnion($1) }
+            if let kept = gone.intersection(strokes).sorted().first {
+                return "n\(index) holds stroke \(kept), which went with its deleted item"
             }
             let shown = try node.read { db in
                 try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description).joined(separator: "\n")

@@ -43,6 +43,8 @@ package final class GroupSimulation {
         package var refusedDeltas = 0
         /// Hostile sends in a Byzantine run (altered, forged, claimed, withheld or unsolicited).
         package var hostileSends = 0
+        /// Strokes that went with their deleted item (the cascade into an append-only table).
+        package var cascadedStrokes = 0
     }
 
     let schedule: Schedule
@@ -59,6 +61,13 @@ package final class GroupSimulation {
     var joinCode = ""
     /// Every acknowledged write the group must keep: entry ids and stroke ids, by writer.
     var acknowledged: [Int: (entries: Set<String>, strokes: Set<String>)] = [:]
+    /// Strokes that went with their deleted item (`ON DELETE CASCADE`) on the device that deleted
+    /// it: no device expects to keep them.
+    var cascaded = Set<String>()
+    /// The same, by the device whose delete took them, in its current install: gone from every
+    /// device once the group converged, unless that device was removed or wiped since (its
+    /// deletes may not have reached anyone) or is the hostile member.
+    var cascadedBy: [Int: Set<String>] = [:]
     var written = 0
     /// Every change of the `items` table as its writer made it (`GroupChecker.referenceItems`).
     var itemChanges = Set<RowChange>()
@@ -136,6 +145,7 @@ package final class GroupSimulation {
             outcome.failure = "the simulation failed: \(error)"
         }
         outcome.simulatedMilliseconds = now
+        outcome.cascadedStrokes = cascaded.count
         nodes.removeAll()
         return outcome
     }
@@ -211,7 +221,12 @@ package final class GroupSimulation {
             let name = columns[column % columns.count]
             try await appWrite(index, sql: "UPDATE items SET \(name) = ? WHERE id = ?", [name == "level" ? value : "v\(value)", "r\(row)"])
         case .deleteRow(let index, let row):
+            // The item's strokes that this device holds go with it, on every device.
+            let before = try nodes[index].node.map(GroupChecker.strokeIDs) ?? []
             try await appWrite(index, sql: "DELETE FROM items WHERE id = ?", ["r\(row)"])
+            let gone = before.subtracting(try nodes[index].node.map(GroupChecker.strokeIDs) ?? [])
+            cascaded.formUnion(gone)
+            if !nodes[index].removed { cascadedBy[index, default: []].formUnion(gone) }
         case .addToCounter(let index, let row, let amount):
             try await appWrite(index, sql: "UPDATE items SET total = total + ?, km = km + ? WHERE id = ?", [amount, Double(amount) / 8, "r\(row)"])
         case .writeBest(let index, let row, let value):
@@ -220,8 +235,12 @@ package final class GroupSimulation {
             guard let node = nodes[index].node else { return }
             let ids = (0..<count).map { _ in nextID("s", index) }
             let watts = written
+            // Most runs belong to r0 or r1 (and go when it is deleted), which the app makes first
+            // unless this device holds it (as a rowing app opens a session); some to none.
+            let item: String? = count % 3 == 2 ? nil : "r\(count % 3)"
+            if let item { try await appWrite(index, sql: "INSERT OR IGNORE INTO items (id) VALUES (?)", [item]) }
             try await node.write { db in
-                for id in ids { try db.execute(sql: "INSERT INTO strokes (id, watts) VALUES (?, ?)", arguments: [id, watts]) }
+                for id in ids { try db.execute(sql: "INSERT INTO strokes (id, watts, item) VALUES (?, ?, ?)", arguments: [id, watts, item]) }
             }
             acknowledged[index]!.strokes.formUnion(ids)
             await wrote(index, bulk: count > 64)
@@ -258,6 +277,7 @@ package final class GroupSimulation {
             let held = try forgetWritesHeldOnlyBy(index)
             let old = nodes[index].node!.dataDirectory.path
             nodes[index].node = nil
+            cascadedBy[index] = nil
             try? FileManager.default.removeItem(atPath: old)
             nodes[index].retired.entries.formUnion(acknowledged[index]!.entries.intersection(held.entries))
             nodes[index].retired.strokes.formUnion(acknowledged[index]!.strokes.intersection(held.strokes))
@@ -279,6 +299,7 @@ package final class GroupSimulation {
             // What only the removed device held (relayed from a device wiped since) leaves with it.
             _ = try forgetWritesHeldOnlyBy(index)
             nodes[index].removed = true
+            cascadedBy[index] = nil
             try await dropConnections(of: index)
             await wrote(by, bulk: false)
         case .extendChain(let index): try await extendChain(index)
@@ -655,8 +676,8 @@ final class Connection {
 }
 
 /// The app the simulated devices run: rows edited column by column, an INTEGER and a REAL
-/// counter, a max and a min column, an append-only log of strokes, and a second schema version that
-/// adds a column.
+/// counter, a max and a min column, an append-only log of strokes that go with their item, and a
+/// second schema version that adds a column.
 enum AppSchema {
     static let first = """
         -- lansync: counter items.total
@@ -666,7 +687,7 @@ enum AppSchema {
         CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT, note TEXT, level INTEGER NOT NULL DEFAULT 0, best INTEGER NOT NULL DEFAULT 0,
             low INTEGER, km REAL NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0);
         -- lansync: append-only strokes
-        CREATE TABLE strokes (id TEXT PRIMARY KEY, watts INTEGER);
+        CREATE TABLE strokes (id TEXT PRIMARY KEY, watts INTEGER, item TEXT REFERENCES items(id) ON DELETE CASCADE);
         """
     static let second = first.replacingOccurrences(of: "total INTEGER NOT NULL DEFAULT 0);", with: "total INTEGER NOT NULL DEFAULT 0, extra TEXT);")
 }

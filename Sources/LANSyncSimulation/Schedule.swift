@@ -48,10 +48,10 @@ package struct Schedule: Sendable, CustomStringConvertible {
                 "n\(node) sets \((value ?? 1) % 2 == 0 ? "k" : "K")\(key) = \(value.map(String.init) ?? "unset")"
             case .insertRow(let node, let row, let value): "n\(node) inserts row r\(row) (\(value))\(value % 4 == 0 ? " as seed data" : "")"
             case .editRow(let node, let row, let column, let value): "n\(node) edits r\(row).c\(column) = \(value)"
-            case .deleteRow(let node, let row): "n\(node) deletes r\(row)"
+            case .deleteRow(let node, let row): "n\(node) deletes r\(row) (and the strokes of it that it holds)"
             case .addToCounter(let node, let row, let amount): "n\(node) adds \(amount) to r\(row).total and \(Double(amount) / 8) to r\(row).km"
             case .writeBest(let node, let row, let value): "n\(node) writes \(value) to r\(row).best (max) and .low (min)"
-            case .appendRows(let node, let count): "n\(node) appends \(count) rows"
+            case .appendRows(let node, let count): "n\(node) appends \(count) strokes" + (count % 3 == 2 ? "" : " to r\(count % 3)")
             case .upgradeSchema(let node): "n\(node) upgrades its schema"
             case .connect(let a, let b): "n\(a) connects to n\(b)"
             case .disconnect(let a, let b): "n\(a) and n\(b) disconnect"

@@ -210,6 +210,7 @@ package struct ReplicaStore: Sendable {
                 guard let table = catalog.table(named: name) else { continue }
                 for statement in AppTriggers.statements(for: table) { try db.execute(sql: statement) }
             }
+            for statement in AppTriggers.cascadeStatements(for: catalog.schema) { try db.execute(sql: statement) }
         }
     }
 

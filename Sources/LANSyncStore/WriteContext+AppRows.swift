@@ -475,6 +475,12 @@ extension WriteContext {
                 throw StoreError(.sql, "\(table.declared!.name) is append-only and already holds a row with key "
                     + "\(rowKey.primaryKey.map(\.description).joined(separator: ", ")); append a row with a new key")
             }
+            // Deleted with its parent: an append of its key could never win that life back.
+            guard heldState == nil || held.causalLength < 2 else {
+                throw StoreError(.sql, "\(table.declared!.name) is append-only and held a row with key "
+                    + "\(rowKey.primaryKey.map(\.description).joined(separator: ", ")) that went with its parent; "
+                    + "a key of an append-only table is never used again: append a row with a new key")
+            }
             (kind, life) = (.append, 1)
         } else if held.exists {
             // INSERT OR REPLACE over a live row: every column is written, in the row's life.

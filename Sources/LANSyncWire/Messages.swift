@@ -1,6 +1,6 @@
 package import LANSyncCore
 
-/// LANSync's wire protocol, version 4: the messages two members exchange after their Noise
+/// LANSync's wire protocol, version 5: the messages two members exchange after their Noise
 /// handshake. `docs/protocol.md` is the full specification; this file is its executable form.
 package enum WireProtocol {
     /// Protocol versions this build speaks.
@@ -9,7 +9,9 @@ package enum WireProtocol {
     /// and every push carries its writer's signature, and a receiver checks them before merging.
     /// Earlier versions are refused: a group that still took unsigned changes from some peers
     /// would let any member suppress another's changes by claiming their coverage without rows.
-    package static let versions: ClosedRange<UInt16> = 4...4
+    /// Version 5 lets a delete end an appended row (a parent's `ON DELETE CASCADE`): a version-4
+    /// peer would keep such a row for good, and the group would never converge.
+    package static let versions: ClosedRange<UInt16> = 5...5
     /// The Noise prologue: bound into the handshake hash, so a peer of another protocol fails.
     package static let prologue = Array("LANSync wire protocol".utf8)
     /// The most a reassembled message may hold.

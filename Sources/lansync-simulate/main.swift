@@ -54,7 +54,7 @@ struct SimulateCommand: AsyncParsableCommand {
         try Self.hashDeterministically()
         let range = seed.map { $0...$0 } ?? first...(first + UInt64(max(1, seeds)) - 1)
         let started = ContinuousClock.now
-        var (runs, events, messages, failures, refused, claims, hostile) = (0, 0, 0, 0, 0, 0, 0)
+        var (runs, events, messages, failures, refused, claims, hostile, cascaded) = (0, 0, 0, 0, 0, 0, 0, 0)
         for current in range {
             if let minutes, ContinuousClock.now - started > .seconds(minutes * 60) { break }
             let run = await Simulator.run(seed: current, length: length, byzantine: byzantine)
@@ -64,6 +64,7 @@ struct SimulateCommand: AsyncParsableCommand {
             refused += run.outcome.refusedDeltas
             claims += run.outcome.claimsOpened
             hostile += run.outcome.hostileSends
+            cascaded += run.outcome.cascadedStrokes
             if verbose {
                 let networkSeed = Simulator.plan(seed: current, length: length, byzantine: byzantine).networkSeed
                 print("seed \(current) (network seed \(networkSeed)):\n\(run.schedule)")
@@ -78,12 +79,16 @@ struct SimulateCommand: AsyncParsableCommand {
                 print("shrunk schedule (\(shrunk.actions.count) of \(run.schedule.actions.count) actions, network seed \(networkSeed)):\n\(shrunk)")
             }
             print("replay: lansync-simulate --seed \(current)\(byzantine ? " --byzantine" : "") --length \(length)")
+            // Into a log file too: a failure shows while a long run goes on.
+            fflush(nil)
         }
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         print(String(
-            format: "%d seeds%@: %d failed; %d simulated events, %d messages, %d hostile sends, %d deltas refused, %d looks at open claims; %.1f s, %.1f seeds/s",
-            runs, byzantine ? " (byzantine)" : "", failures, events, messages, hostile, refused, claims, seconds, Double(runs) / max(seconds, 0.001)))
+            format: "%d seeds%@: %d failed; %d simulated events, %d messages, %d hostile sends, %d deltas refused, "
+                + "%d looks at open claims, %d strokes gone with their item; %.1f s, %.1f seeds/s",
+            runs, byzantine ? " (byzantine)" : "", failures, events, messages, hostile, refused, claims, cascaded, seconds,
+            Double(runs) / max(seconds, 0.001)))
         if failures > 0 { throw ExitCode(1) }
     }
 

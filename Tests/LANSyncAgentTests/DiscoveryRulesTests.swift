@@ -7,7 +7,7 @@ import Testing
 @Suite struct DiscoveryRulesTests {
     @Test func theTXTRecordHoldsTheVersionAndTheGroupTagOnly() {
         let txt = Agent.txtRecord(groupTag: "0bf7c311d61516c8")
-        #expect(txt == ["v": "4", "g": "0bf7c311d61516c8"])
+        #expect(txt == ["v": "5", "g": "0bf7c311d61516c8"])
     }
 
     /// Nodes of our group are dialed whatever versions they announce (one with none in common
@@ -15,11 +15,11 @@ import Testing
     @Test func nodesOfOurGroupAreDialedAndOthersAreNot() {
         let tag = "0bf7c311d61516c8"
         let tags: Set = [tag, "1111111111111111"]
-        #expect(Agent.isDialableMember(["v": "4", "g": tag], groupTags: tags))
+        #expect(Agent.isDialableMember(["v": "5", "g": tag], groupTags: tags))
         #expect(Agent.isDialableMember(["v": "3-5", "g": tag], groupTags: tags), "a newer node that still speaks 4")
         #expect(Agent.isDialableMember(["v": "2-3", "g": tag], groupTags: tags), "an older node: dialed once, told to upgrade")
         #expect(!Agent.isDialableMember(["v": "0", "g": tag], groupTags: tags), "no such version")
-        #expect(!Agent.isDialableMember(["v": "4", "g": "ffffffffffffffff"], groupTags: tags), "another group")
+        #expect(!Agent.isDialableMember(["v": "5", "g": "ffffffffffffffff"], groupTags: tags), "another group")
         #expect(!Agent.isDialableMember(["g": tag], groupTags: tags), "no version")
         for garbage in ["", "x", "1-", "-1", "3-1", "1-2-3", "99999999"] {
             #expect(!Agent.isDialableMember(["v": garbage, "g": tag], groupTags: tags), "v=\(garbage)")

@@ -163,8 +163,8 @@ struct SeedAppScenarioTests {
         Self.report("rowing: session deleted on 1 while edited on 2, in sync \(try await Self.converge(cluster)) ms after the heal")
         for node in 1...3 {
             #expect(try await Self.value(cluster, node, "SELECT count(*) FROM rowing_sessions") as? Int == 0)
-            // Its metrics are append-only: they stay, as orphans.
-            #expect(try await Self.value(cluster, node, "SELECT count(*) FROM performance_metrics") as? Int == strokes)
+            // Its metrics are append-only and declared ON DELETE CASCADE: they went with it, everywhere.
+            #expect(try await Self.value(cluster, node, "SELECT count(*) FROM performance_metrics") as? Int == 0)
         }
 
         // Pendulum: preferences edited on two devices at once merge per field; inputs arrive in batches.

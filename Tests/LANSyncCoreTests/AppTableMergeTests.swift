@@ -8,6 +8,8 @@ import Testing
 /// duplicates. Every order must reach the state the rules define over the set of all changes.
 @Suite struct AppTableMergeTests {
     static let keys = (0..<3).map { RowKey(table: "athletes", primaryKey: [.text("athlete-\($0)")]) }
+    /// Rows of an append-only table: appended, and deleted only by a parent's cascade.
+    static let appendedKeys = (0..<2).map { RowKey(table: "strokes", primaryKey: [.text("stroke-\($0)")]) }
     static let columns = ["name", "notes", "weight"]
 
     /// Replicas acting on their own view of the rows, as apps on several devices would.
@@ -31,10 +33,22 @@ import Testing
         /// One step, driven by a generated number: who acts, on which row, doing what.
         mutating func step(_ choice: Int) {
             let r = choice % replicas.count
-            let key = AppTableMergeTests.keys[(choice / 7) % AppTableMergeTests.keys.count]
+            let all = AppTableMergeTests.keys + AppTableMergeTests.appendedKeys
+            let key = all[(choice / 7) % all.count]
             // Clocks run a little apart, so concurrent writes land in either order.
             clock += UInt64(1 + (choice / 13) % 5)
             let row = replicas[r].rows[key] ?? RowState()
+            if key.table == "strokes", (choice / 31) % 6 < 5 {
+                // Two replicas may append one key before they hear of each other; a cascade
+                // deletes what this replica holds.
+                if row.causalLength == 0 {
+                    let values = AppTableMergeTests.columns.enumerated().map { RowChange.Value(column: $0.element, value: Self.value(choice + $0.offset)) }
+                    emit(r, key, .append, life: 1, values: values)
+                } else if row.exists, (choice / 31) % 6 == 3 {
+                    emit(r, key, .delete, life: 2)
+                }
+                return
+            }
             switch (choice / 31) % 6 {
             case 0:
                 if row.exists { update(r, key, row, choice) } else { insert(r, key, row, choice) }
@@ -110,6 +124,13 @@ import Testing
             let life = changes.map(\.causalLength).max() ?? 0
             exists = life % 2 == 1
             let current = changes.filter { $0.causalLength == life }
+            // An append wins its life whole: the earliest append by (HLC, replica ID, counter).
+            if let first = current.filter({ $0.kind == .append }).min(by: {
+                ($0.hlc, $0.dot.replica, $0.dot.counter) < ($1.hlc, $1.dot.replica, $1.dot.counter)
+            }) {
+                for value in first.values { values[value.column] = value.value }
+                return
+            }
             for column in AppTableMergeTests.columns {
                 let writes = current.flatMap { change in
                     change.values.filter { $0.column == column }.map { (change, $0.value) }
@@ -297,6 +318,23 @@ import Testing
         let decoded = try RowState(canonicalBytes: row.canonicalBytes)
         #expect(decoded.value(of: "weight") == .realBits((-0.0).bitPattern))
         #expect(decoded.value(of: "nan") == .realBits(nan.bitPattern))
+    }
+
+    /// A parent's cascade deletes an appended row for good: whichever order the append, the
+    /// delete and a late concurrent append of the same key arrive in, the row stays deleted.
+    @Test func aCascadeDeleteEndsAnAppendedRowInAnyOrder() {
+        let append = Self.change(.append, life: 1, at: 10, by: 1, 1, ["bpm": .integer(120)])
+        let delete = Self.change(.delete, life: 2, at: 12, by: 2, 1)
+        let earlierAppend = Self.change(.append, life: 1, at: 9, by: 3, 1, ["bpm": .integer(90)])
+        for order in [[append, delete, earlierAppend], [delete, append, earlierAppend], [earlierAppend, delete, append], [delete, earlierAppend, append]] {
+            let state = Self.merged(order)[append.key]!
+            #expect(!state.exists && state.causalLength == 2 && state.columns.isEmpty, "order \(order.map(\.dot.counter))")
+        }
+        var appended = RowState()
+        appended.merge(append)
+        let edited = appended.merge(Self.change(.update, life: 1, at: 20, by: 2, 2, ["bpm": .integer(1)]))
+        #expect(!edited, "an appended row takes no edit")
+        #expect(appended.value(of: "bpm") == .integer(120))
     }
 
     /// Two different rows appended under one key: every replica keeps the same one, the earliest.

@@ -150,12 +150,13 @@ import Testing
             version: 1, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, name: "therapy-room",
             replica: ReplicaID(high: 5, low: 6), hlc: HybridTimestamp(rawValue: 99), wallMilliseconds: 1_700_000_000_000)
         #expect(try Hello.decode(hello.encoded()) == hello)
-        // This build speaks 4 only: a peer of version 2 or 3 (unsigned changes) is refused.
-        #expect(try VersionOffer.decode(VersionOffer().encoded()).agreed() == 4)
-        #expect(VersionOffer(versions: 2...5).agreed() == 4)
-        #expect(VersionOffer(versions: 2...3).agreed() == nil)
+        // This build speaks 5 only: a peer of version 2 or 3 (unsigned changes), or 4 (which keeps
+        // appended rows a cascade deleted), is refused.
+        #expect(try VersionOffer.decode(VersionOffer().encoded()).agreed() == 5)
+        #expect(VersionOffer(versions: 2...6).agreed() == 5)
+        #expect(VersionOffer(versions: 2...4).agreed() == nil)
         #expect(VersionOffer(versions: 1...1).agreed() == nil)
-        #expect(VersionOffer(versions: 5...6).agreed() == nil)
+        #expect(VersionOffer(versions: 6...7).agreed() == nil)
         for message in [WireMessage.resend(ReplicaID(high: 7, low: 8), after: 0), .resend(ReplicaID(high: 7, low: 8), after: Dot.maxCounter)] {
             #expect(try WireMessage.decode(message.encoded()) == message)
         }

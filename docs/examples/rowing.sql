@@ -41,11 +41,11 @@ CREATE TABLE rowing_sessions (
 );
 CREATE INDEX rowing_sessions_by_athlete ON rowing_sessions(athlete_id, start_time);
 
--- One row per stroke, never changed: a grow-only set.
+-- One row per stroke, never changed: a grow-only set; a deleted session takes its strokes along.
 -- lansync: append-only performance_metrics
 CREATE TABLE performance_metrics (
     id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL REFERENCES rowing_sessions(id),
+    session_id TEXT NOT NULL REFERENCES rowing_sessions(id) ON DELETE CASCADE,
     timestamp INTEGER NOT NULL,
     distance_m REAL NOT NULL,
     pace_s REAL NOT NULL,

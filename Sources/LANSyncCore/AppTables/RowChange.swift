@@ -16,7 +16,8 @@ package struct RowChange: Hashable, Sendable {
         case update = 2
         /// Opens an even life: the row is deleted.
         case delete = 3
-        /// A whole row of an append-only table: a grow-only set by key, the earliest write wins.
+        /// A whole row of an append-only table, life 1: a set by key where the earliest write wins;
+        /// only a delete (the cascade of a deleted parent) ends it, for good.
         case append = 4
     }
 
@@ -270,8 +271,11 @@ package struct RowState: Hashable, Sendable {
     @discardableResult
     package mutating func merge(_ change: RowChange) -> Bool {
         let stamp = change.stamp
+        // A later life wins whatever it holds: a delete (a parent's cascade) ends an appended row too.
+        if change.causalLength < causalLength { return false }
         if change.kind == .append {
-            // The earliest write wins, whole: every replica keeps the same row under a key.
+            // An append is life 1, and wins it whole over any other kind: the earliest append
+            // wins, so every replica keeps the same row under a key.
             if let held = markerStamp, markerKind == .append,
                 !(stamp < held || (stamp == held && Self.precedes(change.values, columns)))
             {
@@ -284,7 +288,7 @@ package struct RowState: Hashable, Sendable {
             counters = []
             return true
         }
-        if change.causalLength < causalLength || markerKind == .append { return false }
+        if markerKind == .append, change.causalLength == causalLength { return false }
         var changed = false
         if change.causalLength > causalLength {
             causalLength = change.causalLength

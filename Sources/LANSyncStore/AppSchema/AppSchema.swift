@@ -47,6 +47,8 @@ package struct AppSchema: Hashable, Sendable {
         /// smallest (`min`) value any device wrote in the row's life (`-- lansync: max|min`).
         package var extremes: [String: Extreme] = [:]
         package var foreignKeys: [ForeignKey] = []
+        /// Whether a parent's delete takes rows of this table along (`ON DELETE CASCADE`).
+        package var cascades: Bool { foreignKeys.contains { $0.onDelete == .cascade } }
         /// The `CREATE TABLE` statement as declared.
         package let sql: String
 

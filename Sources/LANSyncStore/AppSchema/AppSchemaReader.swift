@@ -271,12 +271,13 @@ package enum AppSchemaReader {
                     fix: "use ON DELETE CASCADE or SET NULL, or leave it out"))
                 continue
             }
-            if appendOnly && onDelete != .nothing {
+            if appendOnly && onDelete == .setNull {
                 problems.append(.init(
                     statement: sql,
-                    reason: "\(name) is append-only, so its rows are never deleted or changed, and ON DELETE \(key.onDelete) "
-                        + "from \(key.parent) cannot apply; its rows stay when the parent goes (LANSync lists such orphans)",
-                    fix: "keep `REFERENCES \(key.parent)` and leave out the ON DELETE clause"))
+                    reason: "\(name) is append-only, so its rows are never changed, and ON DELETE SET NULL "
+                        + "from \(key.parent) cannot apply",
+                    fix: "use ON DELETE CASCADE (its rows go with their parent, on every device), or leave the ON DELETE clause out "
+                        + "(they stay when the parent goes, and LANSync lists them as orphans)"))
                 continue
             }
             references.append(.init(columns: key.columns, parent: key.parent, parentColumns: key.parentColumns, onDelete: onDelete))

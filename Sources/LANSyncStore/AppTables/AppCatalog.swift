@@ -264,8 +264,11 @@ enum AppTriggers {
         let names = names(for: declared).map(\.quotedDatabaseIdentifier)
         var statements = (names + formerNames(for: declared).map(\.quotedDatabaseIdentifier)).map { "DROP TRIGGER IF EXISTS \($0)" }
         if declared.appendOnly {
-            // These guard too: another program has no `lansync_local`.
-            for (index, operation) in [(2, "UPDATE"), (3, "DELETE")] {
+            // These guard too: another program has no `lansync_local`. A table whose rows go
+            // with their parent gets its DELETE refusal from `cascadeStatements`, which knows
+            // the parents.
+            let operations = declared.cascades ? [(2, "UPDATE")] : [(2, "UPDATE"), (3, "DELETE")]
+            for (index, operation) in operations {
                 statements.append(
                     "CREATE TRIGGER \(names[index]) BEFORE \(operation) ON \(quoted) WHEN lansync_local() BEGIN "
                         + "SELECT RAISE(ABORT, '\(declared.name) is append-only: its rows are never updated or deleted, "
@@ -282,8 +285,31 @@ enum AppTriggers {
     /// The triggers that apply `ON DELETE CASCADE` and `SET NULL` of the children's declarations
     /// when the app deletes a parent row (never when LANSync merges a peer's delete: the peer
     /// sends the deletes of the children it held, and children it did not hold stay, as orphans).
+    ///
+    /// An append-only child whose rows go with their parent (`ON DELETE CASCADE`) refuses a
+    /// DELETE of a row unless one of its cascading parents is gone (the cascade itself, or the
+    /// app deleting an orphan): its rows are otherwise never deleted.
     static func cascadeStatements(for schema: AppSchema) -> [String] {
         var statements = [String]()
+        for child in schema.tables where child.appendOnly && child.cascades {
+            let name = AppTriggers.names(for: child)[3].quotedDatabaseIdentifier
+            var gone = [String]()
+            for key in child.foreignKeys where key.onDelete == .cascade {
+                guard let parent = schema.table(key.parent) else { continue }
+                let parentColumns = key.parentColumns.isEmpty ? parent.primaryKey : key.parentColumns
+                guard parentColumns.count == key.columns.count else { continue }
+                let set = key.columns.map { "OLD.\($0.quotedDatabaseIdentifier) IS NOT NULL" }.joined(separator: " AND ")
+                let match = zip(key.columns, parentColumns).map { "\($1.quotedDatabaseIdentifier) = OLD.\($0.quotedDatabaseIdentifier)" }
+                    .joined(separator: " AND ")
+                gone.append("(\(set) AND NOT EXISTS (SELECT 1 FROM \(parent.name.quotedDatabaseIdentifier) WHERE \(match)))")
+            }
+            statements.append("DROP TRIGGER IF EXISTS \(name)")
+            statements.append(
+                "CREATE TRIGGER \(name) BEFORE DELETE ON \(child.name.quotedDatabaseIdentifier) WHEN lansync_local()"
+                    + (gone.isEmpty ? "" : " AND NOT (\(gone.joined(separator: " OR ")))") + " BEGIN "
+                    + "SELECT RAISE(ABORT, '\(child.name) is append-only: its rows are never updated or deleted, so that every "
+                    + "device keeps every row; they go only with their parent (ON DELETE CASCADE), or once it is gone'); END")
+        }
         for child in schema.tables {
             for (index, key) in child.foreignKeys.enumerated() where key.onDelete != .nothing {
                 guard let parent = schema.table(key.parent) else { continue }
