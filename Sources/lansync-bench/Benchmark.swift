@@ -14,6 +14,7 @@ import Synchronization
 ///     swift run -c release lansync-bench --idle 60          # an idle agent's CPU and wakeups
 ///     swift run -c release lansync-bench --streams          # streams and preferences alone (single node)
 ///     swift run -c release lansync-bench --tables [--quick] # app tables only
+///     swift run -c release lansync-bench --storage [--quick] # app tables on disk beside plain SQLite
 ///     swift run -c release lansync-bench --api [--quick]    # the local API only
 @main
 struct Benchmark {
@@ -23,6 +24,7 @@ struct Benchmark {
           (none)               every speed goal: 100,000 rows, app tables, signatures, local API, network
           --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
           --tables [--quick]   app tables only, and what each kind of column costs beside a plain one
+          --storage [--quick]  what an app table takes on disk beside a plain SQLite file of the same rows
           --streams [--quick]  streams and preferences alone: appends, merge, append latency idle and during a merge
           --tables-profile [merge [session]] [chain] [baseline]  LANSync's app-table bulk insert (and merge
                        on one thread and as a session, or as a session only; chain signing) alone, for a
@@ -34,7 +36,7 @@ struct Benchmark {
           --idle S             an idle agent's CPU and wakeups over S seconds
         """
     static let options: Set<String> = [
-        "--quick", "--streams", "--tables", "--tables-profile", "merge", "session", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+        "--quick", "--streams", "--tables", "--storage", "--tables-profile", "merge", "session", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
     ]
 
     static func main() async throws {
@@ -58,11 +60,15 @@ struct Benchmark {
             var tables = AppTableBenchmark(root: root, rows: 100_000)
             return try await tables.profileInsert()
         }
+        if CommandLine.arguments.contains("--storage") {
+            return try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
+        }
         if CommandLine.arguments.contains("--tables") {
             var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
             try await tables.run()
             var kinds = ColumnKindsBenchmark(root: root, rows: quick ? 2_000 : 20_000)
-            return try await kinds.run()
+            try await kinds.run()
+            return try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
         }
         let api = APIBenchmark(root: root, appends: quick ? 200 : 2_000, batched: quick ? 5_000 : 40_000)
         if CommandLine.arguments.contains("--api") { return try await api.run() }
@@ -80,6 +86,7 @@ struct Benchmark {
         try await tables.run()
         var kinds = ColumnKindsBenchmark(root: root, rows: quick ? 2_000 : 20_000)
         try await kinds.run()
+        try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
         print("")
         try await SignatureBenchmark.run(root: root, entries: quick ? 20_000 : 1_000_000)
         print("")
