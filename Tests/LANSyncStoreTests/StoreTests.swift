@@ -372,7 +372,10 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let database = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
         let wal = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
         // About 15 MB written; the WAL holds the transactions since the last rewind, not all of it.
+        // How far past the threshold it got depends on how soon the background checkpoint ran
+        // (3.5-4.0 MB alone, 5.2 MB once with the whole suite beside it), so the bound is what
+        // tells a rewinding WAL from one that grew by everything: half of what the merge wrote.
         #expect(database > 12_000_000)
-        #expect(wal < 5_000_000, "WAL of \(wal) bytes after merging \(count) entries")
+        #expect(wal < database / 2, "WAL of \(wal) bytes after merging \(count) entries into \(database)")
     }
 }
