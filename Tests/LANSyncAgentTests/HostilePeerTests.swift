@@ -124,8 +124,9 @@ import Testing
     }
 
     /// A peer that speaks no common version hears so in message 2 (before, it looked exactly
-    /// like a wrong group secret).
-    @Test func aVersionMismatchIsSaidNotHidden() async throws {
+    /// like a wrong group secret): a newer one, and a version-4 one, which would keep appended
+    /// rows a parent's cascade deleted.
+    @Test(arguments: [UInt16(7)...9, 4...4]) func aVersionMismatchIsSaidNotHidden(theirs: ClosedRange<UInt16>) async throws {
         let agent = try await RunningAgent.start()
         defer { agent.stop() }
         let channel = try await RawPeer.dial(port: agent.port)
@@ -133,12 +134,14 @@ import Testing
             var noise = NoiseHandshake(
                 pattern: .xxpsk0, initiator: true, prologue: WireProtocol.prologue, staticKey: KeyPair.generate(),
                 psk: agent.group.noisePSK)
-            try await outbound.write(ByteBuffer(bytes: try noise.writeMessage(payload: VersionOffer(versions: 7...9).encoded())))
+            try await outbound.write(ByteBuffer(bytes: try noise.writeMessage(payload: VersionOffer(versions: theirs).encoded())))
             var frames = inbound.makeAsyncIterator()
             let reply = try #require(try await frames.next())
             let payload = try noise.readMessage(Array(reply.readableBytesView))
             #expect(try VersionRefusal.decode(payload) == VersionRefusal(versions: WireProtocol.versions))
         }
+        let said = ConnectionError.versionMismatch(theirs: theirs).description
+        #expect(said.contains(theirs.upperBound < WireProtocol.versions.lowerBound ? "upgrade lansync on the peer" : "upgrade lansync on this node"), "\(said)")
     }
 }
 
