@@ -69,6 +69,11 @@ struct SimulateCommand: AsyncParsableCommand {
                 let networkSeed = Simulator.plan(seed: current, length: length, byzantine: byzantine).networkSeed
                 print("seed \(current) (network seed \(networkSeed)):\n\(run.schedule)")
             }
+            if runs % 500 == 0 {
+                // A long run that is stopped still says how far it got.
+                print("\(runs) seeds\(byzantine ? " (byzantine)" : ""), \(failures) failed so far, up to seed \(current)")
+                fflush(nil)
+            }
             guard let failure = run.outcome.failure else { continue }
             failures += 1
             print("FAILED seed \(current)\(byzantine ? " (byzantine)" : ""): \(failure)")
