@@ -235,7 +235,7 @@ import Testing
             return why.contains(#""held_by":[{"device_id""#) && why.contains(#""lacking":[]"#)
         })
         #expect(try await cli.ok(["why", first], node: "a").contains("held by:  this node, b (connected)"))
-        // The JSON outputs are an interface: their keys are pinned here and listed in the README.
+        // The JSON outputs are an interface: their keys are pinned here and listed in docs/cli.md.
         let status = try await cli.status("a")
         #expect(
             Set(status.keys) == [
@@ -392,7 +392,7 @@ final class TamperingProxy {
     deinit { stop() }
 }
 
-/// The README's in-process program (Examples/TapLogger): an app syncs from its own process,
+/// The in-process program of docs/library.md (Examples/TapLogger): an app syncs from its own process,
 /// with no `lansync run`, and its writes reach a peer without polling.
 @Suite(.serialized) struct InProcessSyncTests {
     @Test func theReadmeProgramSyncsItsTapsToAPeerAndStops() async throws {
