@@ -25,6 +25,7 @@ struct Benchmark {
           --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
           --tables [--quick]   app tables only, and what each kind of column costs beside a plain one
           --storage [--quick]  what an app table takes on disk beside a plain SQLite file of the same rows
+          --group-trial        what a responder serving several groups pays to find an initiator's group
           --streams [--quick]  streams and preferences alone: appends, merge, append latency idle and during a merge
           --tables-profile [merge [session]] [chain] [baseline]  LANSync's app-table bulk insert (and merge
                        on one thread and as a session, or as a session only; chain signing) alone, for a
@@ -36,7 +37,7 @@ struct Benchmark {
           --idle S             an idle agent's CPU and wakeups over S seconds
         """
     static let options: Set<String> = [
-        "--quick", "--streams", "--tables", "--storage", "--tables-profile", "merge", "session", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+        "--quick", "--streams", "--tables", "--storage", "--group-trial", "--tables-profile", "merge", "session", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
     ]
 
     static func main() async throws {
@@ -60,6 +61,7 @@ struct Benchmark {
             var tables = AppTableBenchmark(root: root, rows: 100_000)
             return try await tables.profileInsert()
         }
+        if CommandLine.arguments.contains("--group-trial") { return try GroupTrialBenchmark.run() }
         if CommandLine.arguments.contains("--storage") {
             return try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
         }

@@ -1,0 +1,62 @@
+import Foundation
+import LANSyncCrypto
+import LANSyncWire
+
+/// `--group-trial`: what a responder serving several groups on one listener pays to find the
+/// initiator's group (`NoiseKeyTrial`): opening a first handshake message with each group's key,
+/// padded to at least 64 trials, beside the one-group responder's opening of the same message
+/// with its one key. The counts alternate within each round; medians and ranges of the rounds.
+/// The goal (issue 35): at most 2 ms on the responder with 50 groups.
+enum GroupTrialBenchmark {
+    static func run() throws {
+        let counts = [1, 50, 64, 200]
+        let rounds = 9
+        let repeats = 50
+        let prologue = WireProtocol.prologue
+        let responder = KeyPair.generate()
+        let psks = (0..<counts.max()!).map { _ in SecureBytes(randomCount: 32) }
+        var single = [Double]()
+        var trials = [[Double]](repeating: [], count: counts.count)
+        let clock = ContinuousClock()
+        for _ in 0..<rounds {
+            // The initiator belongs to the last group tried: the trial's cost is the same for every
+            // group, which the benchmark checks by opening each round's message as the last key.
+            var baseline = Duration.zero
+            for _ in 0..<repeats {
+                var initiator = NoiseHandshake(pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: KeyPair.generate(), psk: psks[0])
+                let first = try initiator.writeMessage(payload: VersionOffer().encoded())
+                let start = clock.now
+                var handshake = NoiseHandshake(pattern: .xxpsk0, initiator: false, prologue: prologue, staticKey: responder, psk: psks[0])
+                _ = try handshake.readMessage(first)
+                baseline += clock.now - start
+            }
+            single.append(baseline.milliseconds / Double(repeats))
+            for (position, count) in counts.enumerated() {
+                var total = Duration.zero
+                for _ in 0..<repeats {
+                    var initiator = NoiseHandshake(
+                        pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: KeyPair.generate(), psk: psks[count - 1])
+                    let first = try initiator.writeMessage(payload: VersionOffer().encoded())
+                    let start = clock.now
+                    let opened = NoiseKeyTrial.respond(to: first, pattern: .xxpsk0, prologue: prologue, staticKey: responder, psks: Array(psks[0..<count]))
+                    total += clock.now - start
+                    precondition(opened?.index == count - 1, "the initiator's group is found")
+                }
+                trials[position].append(total.milliseconds / Double(repeats))
+            }
+        }
+        func summary(_ values: [Double]) -> String {
+            let sorted = values.sorted()
+            return String(format: "%.3f ms [%.3f-%.3f]", sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1])
+        }
+        print("Handshake message 1 on the responder, \(rounds) rounds of \(repeats), medians [ranges]:")
+        print("    one group, its one key (today's responder)       " + summary(single))
+        for (position, count) in counts.enumerated() {
+            let goal = count == 50 ? "   (goal <= 2 ms: \(trials[position].sorted()[rounds / 2] <= 2 ? "met" : "NOT met"))" : ""
+            print("    \(String(count).padding(toLength: 3, withPad: " ", startingAt: 0)) groups, every key tried (at least 64 trials)   "
+                + summary(trials[position]) + goal)
+        }
+        print("")
+        fflush(nil)
+    }
+}
