@@ -12,20 +12,20 @@
 ///
 /// Every key is optional; command-line flags override the file. An unknown key or a bad value is
 /// an error naming the file, the line and the reason, and nothing runs.
-public struct ConfigFile: Sendable, Equatable {
-    public var dataDir: String?
-    public var listen: PeerAddress?
-    public var peers: [PeerAddress] = []
-    public var logLevel: String?
-    public var maxClockSkewSeconds: Int?
-    public var maxConnections: Int?
-    public var mdns: Bool?
-    public var mdnsName: String?
+package struct ConfigFile: Sendable, Equatable {
+    package var dataDir: String?
+    package var listen: PeerAddress?
+    package var peers: [PeerAddress] = []
+    package var logLevel: String?
+    package var maxClockSkewSeconds: Int?
+    package var maxConnections: Int?
+    package var mdns: Bool?
+    package var mdnsName: String?
     /// Where the local HTTP API listens (loopback HOST:PORT), or nil; `apiOff` when `api = off`.
-    public var api: PeerAddress?
-    public var apiOff = false
+    package var api: PeerAddress?
+    package var apiOff = false
 
-    public init() {}
+    package init() {}
 
     /// The keys, in the order the documentation lists them.
     package static let keys = [
@@ -33,14 +33,14 @@ public struct ConfigFile: Sendable, Equatable {
     ]
     package static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
-    public struct Problem: Error, Equatable, CustomStringConvertible {
-        public let path: String
-        public let line: Int
-        public let reason: String
-        public var description: String { "\(path):\(line): \(reason)" }
+    package struct Problem: Error, Equatable, CustomStringConvertible {
+        package let path: String
+        package let line: Int
+        package let reason: String
+        package var description: String { "\(path):\(line): \(reason)" }
     }
 
-    public static func parse(_ text: String, path: String) throws(Problem) -> ConfigFile {
+    package static func parse(_ text: String, path: String) throws(Problem) -> ConfigFile {
         var config = ConfigFile()
         var seen = Set<String>()
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -109,7 +109,7 @@ public struct ConfigFile: Sendable, Equatable {
     }
 
     /// Applies the file's settings to an agent configuration (flags are applied after, and win).
-    public func apply(to configuration: inout AgentConfiguration) {
+    package func apply(to configuration: inout AgentConfiguration) {
         if let listen {
             configuration.listenHost = listen.host
             configuration.listenPort = listen.port

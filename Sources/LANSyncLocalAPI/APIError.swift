@@ -22,15 +22,14 @@ package struct APIError: HTTPResponseError, Sendable {
     /// A node's error: bad input is the client's to fix (400), a schema or SQL problem too (422),
     /// anything else is this node's (500, or 409 for a peer's clock).
     package init(_ error: LANSyncError) {
-        switch error.code {
-        case .invalidInput: self.init(.badRequest, "invalid_input", error.message)
-        case .schema: self.init(.unprocessableContent, "schema", error.message)
-        case .sql: self.init(.unprocessableContent, "sql", error.message)
-        case .notInitialized: self.init(.conflict, "not_initialized", error.message)
-        case .clockSkew: self.init(.conflict, "clock_skew", error.message)
-        case .unusableData: self.init(.internalServerError, "unusable_data", error.message)
-        case .storage: self.init(.internalServerError, "storage", error.message)
-        }
+        let status: HTTPResponse.Status =
+            switch error.code {
+            case .invalidInput: .badRequest
+            case .schema, .sql: .unprocessableContent
+            case .notInitialized, .clockSkew: .conflict
+            default: .internalServerError
+            }
+        self.init(status, error.code.name, error.message)
     }
 
     package var json: String {
