@@ -3,7 +3,7 @@ public import GRDB
 import LANSyncCore
 import LANSyncStore
 
-/// App tables (DESIGN.md, "App tables"): the app declares SQL tables once, then reads and writes
+/// App tables (docs/app-tables.md): the app declares SQL tables once, then reads and writes
 /// them with plain SQL through GRDB, and LANSync syncs them column by column.
 extension LANSyncNode {
     /// Declares the app's tables: `CREATE TABLE` and `CREATE INDEX` statements, plus the lines

@@ -5,7 +5,7 @@ package import LANSyncCore
 /// App tables: declaring them, reading them, and what the replica holds of each.
 extension ReplicaStore {
 
-    /// Applies an app's schema (DESIGN.md, "App tables"): creates the tables, columns and
+    /// Applies an app's schema (docs/app-tables.md): creates the tables, columns and
     /// indexes it adds to the one applied before, with LANSync's guards, and shows rows already
     /// received from peers for tables and columns this app now declares. Applying the same schema
     /// again changes nothing. Refused whole, naming every problem, when the schema breaks a rule

@@ -4,7 +4,7 @@ import LANSyncCore
 
 /// Reads schema text — `CREATE TABLE` and `CREATE INDEX` statements plus directive lines
 /// (`-- lansync: append-only TABLE`, `-- lansync: counter TABLE.COLUMN`) — into an `AppSchema`,
-/// refusing what the app-table contract refuses (DESIGN.md, "App tables"), every problem at once.
+/// refusing what the app-table contract refuses (docs/app-tables.md), every problem at once.
 ///
 /// SQLite itself parses: the statements run in a scratch in-memory database, and the tables are
 /// read back with `PRAGMA table_xinfo` and `index_list`, so whatever SQLite accepts is understood

@@ -11,7 +11,7 @@ import Synchronization
 /// A hook costs a fraction of a trigger: with capture triggers, a bulk insert into a 10-column
 /// table spent about 3 µs a row in them, as much as the baseline's whole insert.
 ///
-/// Writes that would go unsynced fail instead (see `AppGuards` for where these are called):
+/// Writes that would go unsynced fail instead (the CHECK that `AppTableGuard` installs and the triggers of `AppTriggers` call them):
 /// - `lansync_guard()` returns 1 on LANSync's connections during a write, and fails outside one.
 ///   Another program has no such function, so its INSERT, UPDATE or DELETE on an app table fails
 ///   to compile ("unknown function: lansync_guard()"); reading works.
