@@ -1,13 +1,14 @@
 // swift-tools-version: 6.1
 // LANSync: a peer-to-peer LAN sync agent. Each target has one job; dependencies point down:
 //
-//   lansync (CLI), lansync-bench
-//        └── LANSync (the embeddable node)
-//              ├── LANSyncStore ── LANSyncCore, GRDB
-//              └── LANSyncIdentity ── LANSyncCore, LANSyncCrypto ── CSodium (libsodium)
-//   LANSyncAgent (the running node) ── LANSync, LANSyncWire, LANSyncDiscovery ── CAvahi, SwiftNIO
+//   lansync (CLI), lansync-bench                 lansync-simulate
+//   LANSyncLocalAPI (HTTP API, dashboard)        LANSyncSimulation
+//   LANSyncAgent ── LANSyncDiscovery, LANSyncPairing, SwiftNIO; LANSyncSession ── LANSyncWire
+//   LANSync (the embeddable node) ── LANSyncStore (GRDB), LANSyncIdentity ── LANSyncCrypto (libsodium)
+//   LANSyncCore: pure Swift with no I/O; the CRDT laws live there and nowhere else.
 //
-// LANSyncCore is pure Swift with no I/O: the CRDT laws live there and nowhere else.
+// docs/architecture.md draws it, walks one write from an app to a peer, and says where each
+// policy lives.
 import PackageDescription
 
 let strict: [SwiftSetting] = [
