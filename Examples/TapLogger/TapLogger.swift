@@ -33,7 +33,11 @@ struct TapLogger {
         var apiConfiguration = LocalAPIConfiguration()
         apiConfiguration.port = 0
         let api = await LocalAPI(agent: sync, configuration: apiConfiguration, logger: logger)
-        let services = ServiceGroup(services: [sync, api], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        let services = ServiceGroup(
+            services: [sync, api],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await services.run() }

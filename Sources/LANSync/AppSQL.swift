@@ -10,7 +10,10 @@ package enum AppSQL {
     /// says that nothing was applied.
     /// `seed`: seed rows, which every real write beats (`LANSyncNode.write(seed:)`).
     package static func execute(
-        _ sql: String, arguments: StatementArguments = [], seed: Bool = false, on node: LANSyncNode
+        _ sql: String,
+        arguments: StatementArguments = [],
+        seed: Bool = false,
+        on node: LANSyncNode
     ) async throws(LANSyncError) -> Int {
         do {
             return try await node.write(seed: seed) { db -> Int in
@@ -28,12 +31,17 @@ package enum AppSQL {
     /// Runs a read-only query: its column names and rows. A statement that would write is
     /// refused, pointing to `writeInstead` (how the caller writes: `lansync exec`, POST /v1/exec).
     package static func query(
-        _ sql: String, arguments: StatementArguments = [], on node: LANSyncNode, writeInstead: String
+        _ sql: String,
+        arguments: StatementArguments = [],
+        on node: LANSyncNode,
+        writeInstead: String
     ) throws(LANSyncError) -> (columns: [String], rows: [[DatabaseValue]]) {
         do {
             return try node.read { db in
                 let statement = try db.makeStatement(sql: sql)
-                guard statement.isReadonly else { throw LANSyncError(.invalidInput, "query only reads; write with \(writeInstead)") }
+                guard statement.isReadonly else {
+                    throw LANSyncError(.invalidInput, "query only reads; write with \(writeInstead)")
+                }
                 let rows = try Row.fetchAll(statement, arguments: arguments)
                 return (statement.columnNames, rows.map { Array($0.databaseValues) })
             }

@@ -10,7 +10,9 @@ import LANSyncStore
 /// `-`, `@`) is prefixed with `'`, so an exported log cannot execute anything on a therapist's machine.
 package enum CSVExport {
     package static func write(
-        _ node: LANSyncNode, stream: String?, to sink: (String) throws -> Void
+        _ node: LANSyncNode,
+        stream: String?,
+        to sink: (String) throws -> Void
     ) throws -> Int {
         let query = EntryQuery(stream: stream)
         // First pass: the union of payload fields, for the header.
@@ -33,7 +35,9 @@ package enum CSVExport {
         try sink(header.map(cell).joined(separator: ",") + "\r\n")
         var count = 0
         try node.store.forEachEntry(query) { entry in
-            var row = [entry.id, Timestamps.iso8601(milliseconds: entry.wallMilliseconds), entry.originDevice.description]
+            var row = [
+                entry.id, Timestamps.iso8601(milliseconds: entry.wallMilliseconds), entry.originDevice.description,
+            ]
             if stream == nil { row.append(entry.stream) }
             let object = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any]
             for column in columns { row.append(object?[column].map(text(of:)) ?? "") }

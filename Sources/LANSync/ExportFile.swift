@@ -28,7 +28,9 @@ package enum ExportFile {
 
     /// Writes the whole replica, in one consistent read, to `sink`. Returns the counts written.
     package static func write(
-        _ node: LANSyncNode, to sink: (String) throws -> Void, progress: (Int) -> Void = { _ in }
+        _ node: LANSyncNode,
+        to sink: (String) throws -> Void,
+        progress: (Int) -> Void = { _ in }
     ) throws -> (entries: Int, preferences: Int, rows: Int) {
         let status = try node.status()
         try sink(
@@ -36,7 +38,8 @@ package enum ExportFile {
                 ("type", quoted("header")), ("format", quoted(format)), ("version", "\(version)"),
                 ("exported_at", quoted(Timestamps.iso8601(milliseconds: Int64(Timestamps.nowMilliseconds())))),
                 ("device_id", quoted(node.deviceID.description)), ("replica_id", quoted(node.replicaID.description)),
-            ]))
+            ])
+        )
         var entries = 0
         var preferences = 0
         var rows = 0
@@ -53,18 +56,22 @@ package enum ExportFile {
             row: { key, state in
                 try sink(line(fields(of: key, state)))
                 rows += 1
-            })
+            }
+        )
         try sink(
             line([
-                ("type", quoted("end")), ("entries", "\(entries)"), ("preferences", "\(preferences)"), ("rows", "\(rows)"),
+                ("type", quoted("end")), ("entries", "\(entries)"), ("preferences", "\(preferences)"),
+                ("rows", "\(rows)"),
                 ("digest", quoted(status.digest.description)), ("version_vector", json(vector)),
-            ]))
+            ])
+        )
         return (entries, preferences, rows)
     }
 
     package static func fields(of key: RowKey, _ state: RowState) -> [(String, String)] {
         [
-            ("type", quoted("row")), ("table", quoted(key.table)), ("key", "[" + key.primaryKey.map(json).joined(separator: ",") + "]"),
+            ("type", quoted("row")), ("table", quoted(key.table)),
+            ("key", "[" + key.primaryKey.map(json).joined(separator: ",") + "]"),
             ("key_bytes", quoted(Data(SQLValue.keyBytes(key.primaryKey)).base64EncodedString())),
             ("exists", "\(state.exists)"),
             ("values", object(state.values.sorted { $0.key < $1.key }.map { ($0.key, json($0.value)) })),
@@ -88,7 +95,8 @@ package enum ExportFile {
     package static func fields(of entry: Entry) -> [(String, String)] {
         [
             ("type", quoted("entry")), ("id", quoted(entry.id)), ("stream", quoted(entry.stream)),
-            ("device_id", quoted(entry.originDevice.description)), ("replica_id", quoted(entry.dot.replica.description)),
+            ("device_id", quoted(entry.originDevice.description)),
+            ("replica_id", quoted(entry.dot.replica.description)),
             ("counter", "\(entry.dot.counter)"), ("hlc", quoted(entry.hlc.description)),
             ("time", quoted(Timestamps.iso8601(milliseconds: entry.wallMilliseconds))),
             ("wall_ms", "\(entry.wallMilliseconds)"), ("payload", entry.payload),
@@ -98,7 +106,8 @@ package enum ExportFile {
     package static func fields(of write: PreferenceWrite) -> [(String, String)] {
         var fields: [(String, String)] = [
             ("type", quoted("preference")), ("key", quoted(write.key)),
-            ("device_id", quoted(write.originDevice.description)), ("replica_id", quoted(write.dot.replica.description)),
+            ("device_id", quoted(write.originDevice.description)),
+            ("replica_id", quoted(write.dot.replica.description)),
             ("counter", "\(write.dot.counter)"), ("hlc", quoted(write.hlc.description)),
             ("time", quoted(Timestamps.iso8601(milliseconds: write.wallMilliseconds))),
             ("wall_ms", "\(write.wallMilliseconds)"),

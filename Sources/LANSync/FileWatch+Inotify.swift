@@ -42,7 +42,8 @@ package final class FileWatch: Sendable {
         var names: [String] = []
         var offset = events.startIndex
         while offset + 16 <= events.endIndex {
-            let length = Int(events[offset + 12]) | Int(events[offset + 13]) << 8 | Int(events[offset + 14]) << 16
+            let length =
+                Int(events[offset + 12]) | Int(events[offset + 13]) << 8 | Int(events[offset + 14]) << 16
                 | Int(events[offset + 15]) << 24
             let start = offset + 16
             let end = min(start + length, events.endIndex)

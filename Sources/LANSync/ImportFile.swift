@@ -15,7 +15,11 @@ package enum ImportFile {
     /// that is not a valid record, a missing or mismatched `end` line (a truncated file) — throws
     /// with the line number, and nothing is written.
     /// `progress` gets the records read so far and the fraction of the file read.
-    package static func run(_ path: String, into node: LANSyncNode, progress: (Int, Double) -> Void = { _, _ in })
+    package static func run(
+        _ path: String,
+        into node: LANSyncNode,
+        progress: (Int, Double) -> Void = { _, _ in }
+    )
         throws(LANSyncError) -> Report
     {
         var isDirectory: ObjCBool = false
@@ -26,7 +30,8 @@ package enum ImportFile {
             let exists = FileManager.default.fileExists(atPath: path)
             throw LANSyncError(
                 .invalidInput,
-                exists ? "cannot read \(path): permission denied" : "no file at \(path); give the path of an export")
+                exists ? "cannot read \(path): permission denied" : "no file at \(path); give the path of an export"
+            )
         }
         defer { try? handle.close() }
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
@@ -78,8 +83,10 @@ package enum ImportFile {
                         guard object["entries"] as? Int == entries, object["preferences"] as? Int == preferences,
                             (object["rows"] as? Int ?? 0) == rows
                         else {
-                            throw fail("the end line counts \(object["entries"] ?? "?") entries and "
-                                + "\(object["preferences"] ?? "?") preferences, the file holds \(entries) and \(preferences)")
+                            throw fail(
+                                "the end line counts \(object["entries"] ?? "?") entries and "
+                                    + "\(object["preferences"] ?? "?") preferences, the file holds \(entries) and \(preferences)"
+                            )
                         }
                         guard let counters = object["version_vector"] as? [String: Any] else {
                             throw fail("the end line has no version_vector")
@@ -104,7 +111,8 @@ package enum ImportFile {
                     throw LANSyncError(
                         .invalidInput,
                         "\(path) ends after line \(lineNumber) without its end line: the file is truncated; "
-                            + "export it again. Nothing was imported")
+                            + "export it again. Nothing was imported"
+                    )
                 }
             }
             return Report(entriesRead: entries, preferencesRead: preferences, rowsRead: rows, outcome: outcome)
@@ -113,7 +121,10 @@ package enum ImportFile {
         } catch let error as StoreError {
             throw LANSyncNode.translate(error)
         } catch {
-            throw LANSyncError(.invalidInput, "cannot read \(path) (\(error.localizedDescription)); nothing was imported")
+            throw LANSyncError(
+                .invalidInput,
+                "cannot read \(path) (\(error.localizedDescription)); nothing was imported"
+            )
         }
     }
 
@@ -123,7 +134,10 @@ package enum ImportFile {
         return String(line[range.upperBound..<line.index(before: line.endIndex)])
     }
 
-    static func common(_ object: [String: Any], fail: (String) -> LANSyncError) throws -> (
+    static func common(
+        _ object: [String: Any],
+        fail: (String) -> LANSyncError
+    ) throws -> (
         DeviceID, Dot, HybridTimestamp, Int64
     ) {
         guard let deviceText = object["device_id"] as? String, let device = DeviceID(deviceText) else {
@@ -148,7 +162,14 @@ package enum ImportFile {
             throw fail("entry \(id): the payload must be the line's last member")
         }
         let entry = Entry(
-            id: id, stream: stream, originDevice: device, dot: dot, hlc: hlc, wallMilliseconds: wall, payload: payload)
+            id: id,
+            stream: stream,
+            originDevice: device,
+            dot: dot,
+            hlc: hlc,
+            wallMilliseconds: wall,
+            payload: payload
+        )
         // The same rules as for rows from a peer: names, compact JSON, size.
         if let problem = entry.problem() { throw fail(problem) }
         return entry
@@ -175,7 +196,11 @@ package enum ImportFile {
         return changes
     }
 
-    static func preference(_ object: [String: Any], line: String, fail: (String) -> LANSyncError) throws
+    static func preference(
+        _ object: [String: Any],
+        line: String,
+        fail: (String) -> LANSyncError
+    ) throws
         -> PreferenceWrite
     {
         guard let key = object["key"] as? String else { throw fail("preference without a key") }
@@ -187,7 +212,14 @@ package enum ImportFile {
             }
             value = raw
         }
-        let write = PreferenceWrite(key: key, value: value, originDevice: device, dot: dot, hlc: hlc, wallMilliseconds: wall)
+        let write = PreferenceWrite(
+            key: key,
+            value: value,
+            originDevice: device,
+            dot: dot,
+            hlc: hlc,
+            wallMilliseconds: wall
+        )
         if let problem = write.problem() { throw fail(problem) }
         return write
     }

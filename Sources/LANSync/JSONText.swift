@@ -16,15 +16,23 @@ package enum JSONText {
         switch CompactJSON.compact(text) {
         case .success(let compacted):
             guard compacted.utf8.count <= maxBytes else {
-                throw LANSyncError(.invalidInput, "the JSON value has \(compacted.utf8.count) bytes; the limit is \(maxBytes)")
+                throw LANSyncError(
+                    .invalidInput,
+                    "the JSON value has \(compacted.utf8.count) bytes; the limit is \(maxBytes)"
+                )
             }
             return compacted
         case .failure(let problem):
             if text.allSatisfy(\.isWhitespace) {
-                throw LANSyncError(.invalidInput, "the JSON value is empty; give a value such as {\"symbol\":\"more\"} or 42")
+                throw LANSyncError(
+                    .invalidInput,
+                    "the JSON value is empty; give a value such as {\"symbol\":\"more\"} or 42"
+                )
             }
             // A bare word is the usual slip on a command line: say how to write a string.
-            let hint = problem.reason.hasPrefix("unexpected character") ? " (a string needs double quotes, e.g. '\"dad\"')" : ""
+            let hint =
+                problem.reason.hasPrefix("unexpected character")
+                ? " (a string needs double quotes, e.g. '\"dad\"')" : ""
             throw LANSyncError(.invalidInput, "not valid JSON: \(problem) in \(preview(text))\(hint)")
         }
     }

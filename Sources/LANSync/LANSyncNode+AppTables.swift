@@ -52,10 +52,18 @@ extension LANSyncNode {
     /// `INSERT OR IGNORE` on every device. Any real write of a column beats a seed's value of it,
     /// whichever device wrote first or merged first, so a device set up later, seeding the same
     /// rows, does not undo what the user edited elsewhere; a deleted seed row stays deleted.
-    public func write<T: Sendable>(seed: Bool = false, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    public func write<T: Sendable>(
+        seed: Bool = false,
+        _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws -> T {
         let feed = feed
         do {
-            return try await store.write(now: clock.now(), seed: seed, onCommit: { feed.publish(.rows(tables: [], local: true)) }, body)
+            return try await store.write(
+                now: clock.now(),
+                seed: seed,
+                onCommit: { feed.publish(.rows(tables: [], local: true)) },
+                body
+            )
         } catch {
             if let underlying = error.underlying { throw underlying }
             throw Self.translate(error)
@@ -85,7 +93,9 @@ extension LANSyncNode {
         otherWriters.withLock { watch in
             guard watch == nil, !store.isReadOnly else { return }
             let store = store
-            watch = ReplicaChangeWatch(store: store, dataDirectory: dataDirectory) { try? store.notifyObserversOfChangesElsewhere() }
+            watch = ReplicaChangeWatch(store: store, dataDirectory: dataDirectory) {
+                try? store.notifyObserversOfChangesElsewhere()
+            }
         }
         return store.reader
     }

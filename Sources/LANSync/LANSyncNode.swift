@@ -1,8 +1,8 @@
 import Foundation
 public import LANSyncCore
-import Synchronization
 public import LANSyncIdentity
 public import LANSyncStore
+import Synchronization
 
 /// A LANSync node embedded in an app: its identity and its replica, with the calls an app makes.
 ///
@@ -63,7 +63,9 @@ public final class LANSyncNode: Sendable {
     /// Creates the node in `dataDirectory`: an identity (unless one is stored: it wins) and a
     /// replica with a fresh replica ID (unless one exists). Changes nothing on an initialised node.
     public static func initialize(
-        at dataDirectory: DataDirectory, name: String?, machineIDPath: String = "/etc/machine-id"
+        at dataDirectory: DataDirectory,
+        name: String?,
+        machineIDPath: String = "/etc/machine-id"
     ) throws(LANSyncError) -> InitReport {
         if let name, let problem = deviceNameProblem(name) { throw LANSyncError(.invalidInput, problem) }
         do {
@@ -96,14 +98,21 @@ public final class LANSyncNode: Sendable {
             throw translate(error)
         }
         return InitReport(
-            identityCreated: identityCreated, replicaCreated: created, identity: identity, replicaID: store.replica,
-            machineIDProblem: problem)
+            identityCreated: identityCreated,
+            replicaCreated: created,
+            identity: identity,
+            replicaID: store.replica,
+            machineIDProblem: problem
+        )
     }
 
     /// Creates a node with a given identity and replica (a group simulation draws the identity and
     /// the replica's nonce from its seed, so a seed replays exactly), or opens it when it exists.
     package static func create(
-        at dataDirectory: DataDirectory, identity: DeviceIdentity, replica: ReplicaStore.ReplicaChoice, clock: NodeClock
+        at dataDirectory: DataDirectory,
+        identity: DeviceIdentity,
+        replica: ReplicaStore.ReplicaChoice,
+        clock: NodeClock
     ) throws(LANSyncError) -> LANSyncNode {
         do {
             try SecretFile.makePrivateDirectory(dataDirectory.path)
@@ -113,7 +122,11 @@ public final class LANSyncNode: Sendable {
             throw LANSyncError(.storage, "\(error)")
         }
         do {
-            let (store, _) = try ReplicaStore.openOrCreate(path: dataDirectory.replicaPath, device: identity.deviceID, choosing: replica)
+            let (store, _) = try ReplicaStore.openOrCreate(
+                path: dataDirectory.replicaPath,
+                device: identity.deviceID,
+                choosing: replica
+            )
             return LANSyncNode(dataDirectory: dataDirectory, identity: identity, store: store, clock: clock)
         } catch {
             throw translate(error)
@@ -136,7 +149,8 @@ public final class LANSyncNode: Sendable {
         guard let identity else {
             throw LANSyncError(
                 .notInitialized,
-                "no LANSync node in \(dataDirectory.path); run `lansync init` first (or point --data-dir elsewhere)")
+                "no LANSync node in \(dataDirectory.path); run `lansync init` first (or point --data-dir elsewhere)"
+            )
         }
         do {
             let store = try ReplicaStore.open(path: dataDirectory.replicaPath)
@@ -245,7 +259,8 @@ public final class LANSyncNode: Sendable {
     /// Merges a delta checked beforehand with `ReplicaStore.check`, which a receiver runs on
     /// another thread while the batch before is being written.
     @discardableResult
-    package func merge(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome {
+    package func merge(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> MergeOutcome
+    {
         try checkClock(checked.delta.newestHLC, maxSkewMilliseconds: maxSkewMilliseconds)
         do {
             let result = try await store.merge(checked)
@@ -290,7 +305,10 @@ public final class LANSyncNode: Sendable {
     /// range that fails refuses the delta whole. Refused too when a row's clock reading is more
     /// than `maxSkewMilliseconds` ahead of ours. Ranges that cannot be verified yet, or whose
     /// loss claims do not hold here, are left for the sender to send again.
-    package func mergeSigned(_ checked: CheckedDelta, maxSkewMilliseconds: UInt64) async throws(LANSyncError) -> SignedMergeOutcome {
+    package func mergeSigned(
+        _ checked: CheckedDelta,
+        maxSkewMilliseconds: UInt64
+    ) async throws(LANSyncError) -> SignedMergeOutcome {
         try checkClock(checked.delta.newestHLC, maxSkewMilliseconds: maxSkewMilliseconds)
         let keys = try replicaSigningKeys(alsoIn: checked.delta)
         let pinnedBefore = signingKeyCache.withLock { $0?.pinned } ?? [:]
@@ -314,11 +332,17 @@ public final class LANSyncNode: Sendable {
                 for replica in result.rangesNotTaken { notTaken[replica] = vector[replica] }
             }
             let awaiting = awaitingKeys(
-                leftOut: result.rangesNotTaken.filter { keys[$0] == nil }, of: checked.delta, held: keysAfter,
-                pinned: recordsChanged ? signingKeyCache.withLock { $0?.pinned } : nil)
+                leftOut: result.rangesNotTaken.filter { keys[$0] == nil },
+                of: checked.delta,
+                held: keysAfter,
+                pinned: recordsChanged ? signingKeyCache.withLock { $0?.pinned } : nil
+            )
             return SignedMergeOutcome(
-                outcome: result.outcome, notTaken: notTaken, claimsOpened: result.claimsOpened,
-                keysKnown: Set(keysAfter.keys).union(awaiting))
+                outcome: result.outcome,
+                notTaken: notTaken,
+                claimsOpened: result.claimsOpened,
+                keysKnown: Set(keysAfter.keys).union(awaiting)
+            )
         } catch {
             throw Self.translate(error)
         }

@@ -58,7 +58,13 @@ package struct GroupMember: Codable, Sendable, Equatable {
     }
 
     package init(
-        deviceID: String, name: String, key: String?, signingKey: String? = nil, addedBy: String?, addedAt: String?, via: String
+        deviceID: String,
+        name: String,
+        key: String?,
+        signingKey: String? = nil,
+        addedBy: String?,
+        addedAt: String?,
+        via: String
     ) {
         self.deviceID = deviceID
         self.name = name
@@ -98,7 +104,15 @@ package struct EpochRecord: Codable, Sendable, Equatable {
     /// neither forge one in another member's name nor alter it.
     package var signature: String?
 
-    package init(epoch: UInt64, removed: [String], by: String, at: String, tag: String, sealed: [String: String], signature: String? = nil) {
+    package init(
+        epoch: UInt64,
+        removed: [String],
+        by: String,
+        at: String,
+        tag: String,
+        sealed: [String: String],
+        signature: String? = nil
+    ) {
         self.epoch = epoch
         self.removed = removed
         self.by = by
@@ -110,7 +124,8 @@ package struct EpochRecord: Codable, Sendable, Equatable {
 
     /// What the remover signs: every field but the signature, one per line, lists sorted.
     package var signedText: [UInt8] {
-        let lines = ["lansync epoch record v1", String(epoch), removed.sorted().joined(separator: ","), by, at, tag]
+        let lines =
+            ["lansync epoch record v1", String(epoch), removed.sorted().joined(separator: ","), by, at, tag]
             + sealed.keys.sorted().map { "\($0)=\(sealed[$0]!)" }
         return Array(lines.joined(separator: "\n").utf8)
     }
@@ -180,12 +195,16 @@ extension LANSyncNode {
     /// The member devices, and the epoch records that count: signed by their remover's pinned
     /// signing key, by a remover not removed by an earlier one, oldest first.
     func membership() throws(LANSyncError) -> (members: [GroupMember], epochs: [EpochRecord]) {
-        GroupMembership.derive(from: try records().compactMap { write in write.value.map { (write.key, $0, write.hlc) } })
+        GroupMembership.derive(
+            from: try records().compactMap { write in write.value.map { (write.key, $0, write.hlc) } }
+        )
     }
 
     /// Every removal record, oldest epoch first (signed or not).
     package func epochRecords() throws(LANSyncError) -> [EpochRecord] {
-        GroupMembership.epochRecords(in: try records().compactMap { write in write.value.map { (write.key, $0, write.hlc) } })
+        GroupMembership.epochRecords(
+            in: try records().compactMap { write in write.value.map { (write.key, $0, write.hlc) } }
+        )
     }
 
     /// Every write under `lansync/`: the group's records.
@@ -200,9 +219,15 @@ extension LANSyncNode {
     /// Records the keys this device saw `device` present (once per pair of keys).
     /// Returns whether it wrote (and attested the keys the records then pin, `recordPinnedKeys`).
     @discardableResult
-    package func observe(_ device: DeviceID, name: String, key: String, signingKey: String?) async throws(LANSyncError) -> Bool {
+    package func observe(
+        _ device: DeviceID,
+        name: String,
+        key: String,
+        signingKey: String?
+    ) async throws(LANSyncError) -> Bool {
         let record = observation(of: device, name: name, key: key, signingKey: signingKey)
-        if let value = try preference(record.key), let held = try? JSONDecoder().decode(KeyObservation.self, from: Data(value.utf8)),
+        if let value = try preference(record.key),
+            let held = try? JSONDecoder().decode(KeyObservation.self, from: Data(value.utf8)),
             held.key == key, held.signingKey == signingKey
         {
             return false
@@ -219,16 +244,24 @@ extension LANSyncNode {
     /// `also`: keys pinned by device (device ID → signing keys), such as those a merge verified
     /// with before its records changed. With `onlyThose` (a merge: `also` holds every key the
     /// records pin, before and after it), nothing is read when each is known to be held.
-    package func recordPinnedKeys(also extra: [String: Set<String>] = [:], onlyThose: Bool = false) async throws(LANSyncError) {
+    package func recordPinnedKeys(
+        also extra: [String: Set<String>] = [:],
+        onlyThose: Bool = false
+    ) async throws(LANSyncError) {
         // Each member attests for itself, in its own replica, and never for its own device: a
         // record that only the device's own replica holds could not help anyone verify it.
         let me = deviceID.description.lowercased()
         var wanted = Set(
-            extra.filter { $0.key.lowercased() != me }.flatMap { device, keys in keys.map { MemberKeys.pinnedKey(device, $0, by: me) } })
+            extra.filter { $0.key.lowercased() != me }.flatMap { device, keys in
+                keys.map { MemberKeys.pinnedKey(device, $0, by: me) }
+            }
+        )
         let known = attestedKeys.withLock { $0 }
         if onlyThose, wanted.isSubset(of: known) { return }
         for member in try members() where member.deviceID.lowercased() != me {
-            for signingKey in member.signingKeysEver { wanted.insert(MemberKeys.pinnedKey(member.deviceID, signingKey, by: me)) }
+            for signingKey in member.signingKeysEver {
+                wanted.insert(MemberKeys.pinnedKey(member.deviceID, signingKey, by: me))
+            }
         }
         let held = Set(try records().filter { $0.key.hasPrefix(MemberKeys.keysPrefix) && $0.value != nil }.map(\.key))
         let missing = wanted.subtracting(held).sorted()
@@ -243,20 +276,37 @@ extension LANSyncNode {
     /// replica's chain (`ReplicaRecord`).
     package func observeSelf() async throws(LANSyncError) {
         let observed = try await observe(
-            deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
+            deviceID,
+            name: identity.name,
+            key: identity.publicKeyHex,
+            signingKey: identity.signingKey.publicKey.hexString
+        )
         try await recordReplica()
         // An agent's start attests what the records pin (history from before these records).
         if !observed { try await recordPinnedKeys() }
     }
 
     /// This device's observation of `device`, and the key it is filed under.
-    private func observation(of device: DeviceID, name: String, key: String, signingKey: String?) -> (key: String, observation: KeyObservation) {
-        (MemberKeys.seen(device.description, by: deviceID.description), KeyObservation(name: name, key: key, signingKey: signingKey, at: nowText))
+    private func observation(
+        of device: DeviceID,
+        name: String,
+        key: String,
+        signingKey: String?
+    ) -> (key: String, observation: KeyObservation) {
+        (
+            MemberKeys.seen(device.description, by: deviceID.description),
+            KeyObservation(name: name, key: key, signingKey: signingKey, at: nowText)
+        )
     }
 
     /// This device's observation of itself, as a record to write.
     var selfObservation: (key: String, json: String) {
-        let record = observation(of: deviceID, name: identity.name, key: identity.publicKeyHex, signingKey: identity.signingKey.publicKey.hexString)
+        let record = observation(
+            of: deviceID,
+            name: identity.name,
+            key: identity.publicKeyHex,
+            signingKey: identity.signingKey.publicKey.hexString
+        )
         return (record.key, Self.json(record.observation))
     }
 
@@ -270,8 +320,13 @@ extension LANSyncNode {
     /// it wrote under an earlier key still verifies everywhere.
     package func vouch(for device: DeviceID, name: String, at milliseconds: Int64? = nil) async throws(LANSyncError) {
         var record = GroupMember(
-            deviceID: device.description, name: name, key: nil, addedBy: deviceID.description,
-            addedAt: Timestamps.iso8601(milliseconds: milliseconds ?? Int64(clock.now())), via: "short code")
+            deviceID: device.description,
+            name: name,
+            key: nil,
+            addedBy: deviceID.description,
+            addedAt: Timestamps.iso8601(milliseconds: milliseconds ?? Int64(clock.now())),
+            via: "short code"
+        )
         try await recordPinnedKeys()
         if let before = try member(device)?.signingKeysEver, !before.isEmpty { record.signingKeysBefore = before }
         try await self.record(record)
@@ -281,15 +336,25 @@ extension LANSyncNode {
     package func recordCreator() async throws(LANSyncError) {
         try await record(
             GroupMember(
-                deviceID: deviceID.description, name: identity.name, key: identity.publicKeyHex,
-                signingKey: identity.signingKey.publicKey.hexString, addedBy: nil, addedAt: nowText, via: "created the group"))
+                deviceID: deviceID.description,
+                name: identity.name,
+                key: identity.publicKeyHex,
+                signingKey: identity.signingKey.publicKey.hexString,
+                addedBy: nil,
+                addedAt: nowText,
+                via: "created the group"
+            )
+        )
     }
 
     /// Writes records in one commit.
     func writeRecords(_ records: [(key: String, json: String)]) async throws(LANSyncError) {
         do {
             let feed = feed
-            _ = try await store.setPreferences(records.map { PreferenceRequest(key: $0.key, value: $0.json) }, now: clock.now()) {
+            _ = try await store.setPreferences(
+                records.map { PreferenceRequest(key: $0.key, value: $0.json) },
+                now: clock.now()
+            ) {
                 feed.publish(.preferences($0, local: true))
             }
         } catch {
@@ -325,23 +390,33 @@ extension LANSyncNode {
             throw LANSyncError(.invalidInput, "this device is in no group; there is nobody to remove")
         }
         guard device != deviceID else {
-            throw LANSyncError(.invalidInput, "this is this device; to take it out of the group run `lansync group leave` here")
+            throw LANSyncError(
+                .invalidInput,
+                "this is this device; to take it out of the group run `lansync group leave` here"
+            )
         }
         let all = try members()
         guard var removed = all.first(where: { $0.deviceID == device.description }) else {
             throw LANSyncError(
                 .invalidInput,
-                "no member has device ID \(device); `lansync group members` lists them (a device this group never saw needs no removal)")
+                "no member has device ID \(device); `lansync group members` lists them (a device this group never saw needs no removal)"
+            )
         }
         guard !removed.isRemoved else {
-            throw LANSyncError(.invalidInput, "\(removed.name) (\(device)) was removed already, by \(removed.removedBy ?? "?") at \(removed.removedAt ?? "?")")
+            throw LANSyncError(
+                .invalidInput,
+                "\(removed.name) (\(device)) was removed already, by \(removed.removedBy ?? "?") at \(removed.removedAt ?? "?")"
+            )
         }
-        if let me = all.first(where: { $0.deviceID == deviceID.description }), let pinned = me.key, pinned != identity.publicKeyHex {
+        if let me = all.first(where: { $0.deviceID == deviceID.description }), let pinned = me.key,
+            pinned != identity.publicKeyHex
+        {
             // The others would not count a removal signed with a key the group did not pin.
             throw LANSyncError(
                 .invalidInput,
                 "the group pinned another key for this device (it was reinstalled); a member must vouch for it with "
-                    + "`lansync group invite` before it can remove anyone")
+                    + "`lansync group invite` before it can remove anyone"
+            )
         }
         let staying = all.filter { !$0.isRemoved && $0.deviceID != device.description }
         // A device that joined with a code does not know its epoch's number: the records do.
@@ -351,7 +426,8 @@ extension LANSyncNode {
         var sealedFor = [GroupMember]()
         var withoutKey = [GroupMember]()
         for member in staying {
-            guard let keyHex = member.key, let key = [UInt8](hexString: keyHex), key.count == KeyPair.publicKeyByteCount else {
+            guard let keyHex = member.key, let key = [UInt8](hexString: keyHex), key.count == KeyPair.publicKeyByteCount
+            else {
                 withoutKey.append(member)
                 continue
             }
@@ -367,7 +443,13 @@ extension LANSyncNode {
         removed.removedAt = now
         removed.removedInEpoch = next
         var record = EpochRecord(
-            epoch: next, removed: [device.description], by: deviceID.description, at: now, tag: secret.tag, sealed: sealed)
+            epoch: next,
+            removed: [device.description],
+            by: deviceID.description,
+            at: now,
+            tag: secret.tag,
+            sealed: sealed
+        )
         record.signature = Data(identity.signingKey.sign(record.signedText)).base64EncodedString()
         // The group file first: if writing the records then failed, this device would be in an
         // epoch nobody else can learn, and running the command again starts another one. The
@@ -396,7 +478,10 @@ extension LANSyncNode {
     /// would be a change it never made. Those wait for their writers' signed ranges.
     package func mergeHandedRecords(_ records: [PreferenceWrite]) async throws(LANSyncError) -> Int {
         if let stray = records.first(where: { !$0.key.hasPrefix(MemberKeys.prefix) }) {
-            throw LANSyncError(.invalidInput, "a handed-over record \(stray.key) is not a member record; nothing was merged")
+            throw LANSyncError(
+                .invalidInput,
+                "a handed-over record \(stray.key) is not a member record; nothing was merged"
+            )
         }
         try checkClock(records.map(\.hlc).max() ?? .zero, maxSkewMilliseconds: Self.recordClockSkewMilliseconds)
         let known = Set(try members().map { $0.deviceID.uppercased() })
@@ -414,7 +499,8 @@ extension LANSyncNode {
         guard record.dot.replica != own else { return false }
         if record.key.hasPrefix(MemberKeys.epochPrefix) { return true }
         // The device a member, observation or key record is about: the key's segment after its prefix.
-        for prefix in [MemberKeys.memberPrefix, MemberKeys.seenPrefix, MemberKeys.keysPrefix] where record.key.hasPrefix(prefix) {
+        for prefix in [MemberKeys.memberPrefix, MemberKeys.seenPrefix, MemberKeys.keysPrefix]
+        where record.key.hasPrefix(prefix) {
             return !known.contains(record.key.dropFirst(prefix.count).prefix { $0 != "/" }.uppercased())
         }
         return false
@@ -472,11 +558,14 @@ package enum GroupMembership {
         var pinnedBefore: [String: [String]] = [:]
         let decoder = JSONDecoder()
         for (key, value, stamp) in records {
-            if key.hasPrefix(MemberKeys.memberPrefix), let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8)),
+            if key.hasPrefix(MemberKeys.memberPrefix),
+                let record = try? decoder.decode(GroupMember.self, from: Data(value.utf8)),
                 MemberKeys.member(record.deviceID) == key
             {
                 memberRecords[record.deviceID] = (record, stamp)
-            } else if key.hasPrefix(MemberKeys.epochPrefix), let epoch = UInt64(key.dropFirst(MemberKeys.epochPrefix.count)) {
+            } else if key.hasPrefix(MemberKeys.epochPrefix),
+                let epoch = UInt64(key.dropFirst(MemberKeys.epochPrefix.count))
+            {
                 epochStamps[epoch] = stamp
             } else if key.hasPrefix(MemberKeys.keysPrefix) {
                 // A device's attestation of its own key counts for nothing (only its own replica holds it).
@@ -506,18 +595,27 @@ package enum GroupMembership {
                 }
             } else if let first = observations.first {
                 member = GroupMember(
-                    deviceID: device, name: observations.last!.observation.name, key: first.observation.key,
-                    addedBy: first.by == device ? nil : first.by, addedAt: first.observation.at, via: "group secret")
+                    deviceID: device,
+                    name: observations.last!.observation.name,
+                    key: first.observation.key,
+                    addedBy: first.by == device ? nil : first.by,
+                    addedAt: first.observation.at,
+                    via: "group secret"
+                )
             } else {
                 continue
             }
             if member.signingKey == nil, let key = member.key {
-                member.signingKey = observations.first { $0.observation.key == key && $0.observation.signingKey != nil }?.observation.signingKey
+                member.signingKey =
+                    observations.first { $0.observation.key == key && $0.observation.signingKey != nil }?.observation
+                    .signingKey
             }
             // Keys pinned before, from the vouch and from the grow-only key records.
             let current = member.signingKey?.lowercased()
             var before = member.signingKeysBefore ?? []
-            for key in (pinnedBefore[device] ?? []).sorted() where key != current && !before.contains(key) { before.append(key) }
+            for key in (pinnedBefore[device] ?? []).sorted() where key != current && !before.contains(key) {
+                before.append(key)
+            }
             member.signingKeysBefore = before.isEmpty ? nil : before
             members[device] = member
         }
@@ -539,10 +637,13 @@ package enum GroupMembership {
     }
 
     /// Every removal record, oldest epoch first (signed or not).
-    package static func epochRecords(in records: [(key: String, value: String, stamp: HybridTimestamp)]) -> [EpochRecord] {
+    package static func epochRecords(
+        in records: [(key: String, value: String, stamp: HybridTimestamp)]
+    ) -> [EpochRecord] {
         records.compactMap { key, value, _ in
             guard key.hasPrefix(MemberKeys.epochPrefix),
-                let record = try? JSONDecoder().decode(EpochRecord.self, from: Data(value.utf8)), MemberKeys.epoch(record.epoch) == key
+                let record = try? JSONDecoder().decode(EpochRecord.self, from: Data(value.utf8)),
+                MemberKeys.epoch(record.epoch) == key
             else { return nil }
             return record
         }.sorted { $0.epoch < $1.epoch }

@@ -15,7 +15,8 @@ extension LANSyncNode {
             throw LANSyncError(
                 .invalidInput,
                 "this device is already in group \(current.tag); `lansync group show --code` prints its join code "
-                    + "for other devices, and `lansync group leave` comes first to start another group")
+                    + "for other devices, and `lansync group leave` comes first to start another group"
+            )
         }
         let group = GroupSecret.generate()
         try save(group)
@@ -37,7 +38,8 @@ extension LANSyncNode {
                 throw LANSyncError(
                     .invalidInput,
                     "this device is in group \(current.tag); to move it to group \(group.tag) run the command again "
-                        + "with --replace (it will stop syncing with its current group)")
+                        + "with --replace (it will stop syncing with its current group)"
+                )
             }
         }
         try save(group)

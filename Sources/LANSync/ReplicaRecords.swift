@@ -35,7 +35,8 @@ package struct ReplicaRecord: Codable, Sendable, Equatable {
     package init(replica: ReplicaID, device: DeviceID, key: SigningKey, nonce: [UInt8]?) {
         deviceID = device.description
         signingKey = key.publicKey.hexString
-        signature = Data(key.sign(Self.signedBytes(replica: replica, device: device, signingKey: key.publicKey))).base64EncodedString()
+        signature = Data(key.sign(Self.signedBytes(replica: replica, device: device, signingKey: key.publicKey)))
+            .base64EncodedString()
         self.nonce = nonce?.hexString
     }
 
@@ -45,7 +46,11 @@ package struct ReplicaRecord: Codable, Sendable, Equatable {
     func verifiedKey(for replica: ReplicaID) -> (device: DeviceID, key: [UInt8])? {
         guard let device = DeviceID(deviceID), let key = [UInt8](hexString: signingKey),
             let signature = Data(base64Encoded: signature),
-            SigningKey.verify([UInt8](signature), of: Self.signedBytes(replica: replica, device: device, signingKey: key), by: key)
+            SigningKey.verify(
+                [UInt8](signature),
+                of: Self.signedBytes(replica: replica, device: device, signingKey: key),
+                by: key
+            )
         else { return nil }
         if ReplicaBinding.isDerived(replica) {
             guard let nonce, nonce.utf8.count == 2 * ReplicaBinding.nonceLength, nonce == nonce.lowercased(),
@@ -66,7 +71,17 @@ extension MemberKeys {
 extension LANSyncNode {
     /// This replica's record, as a record to write.
     var selfReplicaRecord: (key: String, json: String) {
-        (MemberKeys.replica(store.replica), Self.json(ReplicaRecord(replica: store.replica, device: deviceID, key: identity.signingKey, nonce: store.replicaNonce)))
+        (
+            MemberKeys.replica(store.replica),
+            Self.json(
+                ReplicaRecord(
+                    replica: store.replica,
+                    device: deviceID,
+                    key: identity.signingKey,
+                    nonce: store.replicaNonce
+                )
+            )
+        )
     }
 
     /// Writes this replica's record unless it holds it already.
@@ -86,14 +101,17 @@ extension LANSyncNode {
     package func replicaSigningKeys(alsoIn delta: Delta? = nil) throws(LANSyncError) -> [ReplicaID: [UInt8]] {
         // What the records held here say, derived again only when they changed.
         let fingerprint: [Int64]
-        do { fingerprint = try store.fingerprint(ofPreferencesWithPrefix: MemberKeys.prefix) } catch { throw Self.translate(error) }
+        do { fingerprint = try store.fingerprint(ofPreferencesWithPrefix: MemberKeys.prefix) } catch {
+            throw Self.translate(error)
+        }
         var (keys, pinned): ([ReplicaID: [UInt8]], [String: Set<String>])
         if let cached = signingKeyCache.withLock({ $0 }), cached.fingerprint == fingerprint {
             (keys, pinned) = (cached.keys, cached.pinned)
         } else {
             pinned = Dictionary(
                 try members().map { member in (member.deviceID.lowercased(), Set(member.signingKeysEver)) },
-                uniquingKeysWith: { first, _ in first })
+                uniquingKeysWith: { first, _ in first }
+            )
             keys = Self.signingKeys(in: try records().map { ($0.key, $0.value) }, pinned: pinned)
             let derived = (fingerprint, keys, pinned)
             signingKeyCache.withLock { $0 = derived }
@@ -107,7 +125,10 @@ extension LANSyncNode {
 
     /// The keys that replica records among `candidates` name, where their signature holds and the
     /// key is one the group pinned for their device, now or before a re-key (`pinned`).
-    package static func signingKeys(in candidates: [(key: String, json: String?)], pinned: [String: Set<String>]) -> [ReplicaID: [UInt8]] {
+    package static func signingKeys(
+        in candidates: [(key: String, json: String?)],
+        pinned: [String: Set<String>]
+    ) -> [ReplicaID: [UInt8]] {
         var keys: [ReplicaID: [UInt8]] = [:]
         for (key, json) in candidates where key.hasPrefix(MemberKeys.replicaPrefix) {
             guard let replica = ReplicaID(hex: key.dropFirst(MemberKeys.replicaPrefix.count)),
@@ -148,12 +169,18 @@ extension LANSyncNode {
     /// names a key now pinned for its device makes its replica's key known, though the record is
     /// not held here (it travels in the very range that was left out). Records of replicas whose
     /// key the held records name (`held`) are forgotten.
-    func awaitingKeys(leftOut: Set<ReplicaID>, of delta: Delta, held: [ReplicaID: [UInt8]], pinned: [String: Set<String>]?) -> Set<ReplicaID> {
+    func awaitingKeys(
+        leftOut: Set<ReplicaID>,
+        of delta: Delta,
+        held: [ReplicaID: [UInt8]],
+        pinned: [String: Set<String>]?
+    ) -> Set<ReplicaID> {
         var arriving: [ReplicaID: String] = [:]
         if !leftOut.isEmpty {
             for range in delta.coverage where leftOut.contains(range.replica) { arriving[range.replica] = range.record }
             for preference in delta.preferences where preference.key.hasPrefix(MemberKeys.replicaPrefix) {
-                if let replica = ReplicaID(hex: preference.key.dropFirst(MemberKeys.replicaPrefix.count)), leftOut.contains(replica),
+                if let replica = ReplicaID(hex: preference.key.dropFirst(MemberKeys.replicaPrefix.count)),
+                    leftOut.contains(replica),
                     let json = preference.value
                 {
                     arriving[replica] = json
@@ -164,7 +191,10 @@ extension LANSyncNode {
             for (replica, json) in arriving { awaiting.keep(json, of: replica) }
             awaiting.forget(held.keys)
             guard let pinned, !awaiting.records.isEmpty else { return [] }
-            return Set(Self.signingKeys(in: awaiting.records.map { (MemberKeys.replica($0.key), $0.value) }, pinned: pinned).keys)
+            return Set(
+                Self.signingKeys(in: awaiting.records.map { (MemberKeys.replica($0.key), $0.value) }, pinned: pinned)
+                    .keys
+            )
         }
     }
 }

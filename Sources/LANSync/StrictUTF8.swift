@@ -6,13 +6,18 @@ import Foundation
 package enum StrictUTF8 {
     /// `bytes` as text, or an `.invalidInput` error naming the first byte that is not UTF-8 and `what` held it.
     /// The message ends with "nothing was written" unless `saying` is false (the caller says it).
-    package static func decode(_ bytes: some Collection<UInt8>, _ what: String, saying: Bool = true) throws(LANSyncError) -> String {
+    package static func decode(
+        _ bytes: some Collection<UInt8>,
+        _ what: String,
+        saying: Bool = true
+    ) throws(LANSyncError) -> String {
         if let text = String(validating: bytes, as: UTF8.self) { return text }
         let offset = firstInvalidOffset(bytes) ?? 0
         throw LANSyncError(
             .invalidInput,
             "\(what) is not valid UTF-8 (byte \(offset) is not); send text as UTF-8, or binary data as base64"
-                + (saying ? "; nothing was written" : ""))
+                + (saying ? "; nothing was written" : "")
+        )
     }
 
     /// Where the first byte that does not decode is.
@@ -34,7 +39,10 @@ package enum StrictUTF8 {
     package static func checkCommandLine() throws(LANSyncError) {
         for index in 1..<Int(CommandLine.argc) {
             guard let argument = CommandLine.unsafeArgv[index] else { continue }
-            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self),
+                count: strlen(argument)
+            )
             _ = try decode(bytes, "argument \(index)")
         }
     }

@@ -27,7 +27,8 @@ package enum UsageReports {
     package static func usage(_ entries: [Entry], by grouping: Grouping, days: Int, now: Int64) -> [DayCount] {
         let first = firstDay(ofLast: days, now: now)
         var counts: [String: [String: Int]] = [:]
-        for entry in entries where entry.wallMilliseconds >= first && entry.wallMilliseconds < dayStart(now) + dayMilliseconds {
+        for entry in entries
+        where entry.wallMilliseconds >= first && entry.wallMilliseconds < dayStart(now) + dayMilliseconds {
             let group: String
             switch grouping {
             case .device: group = entry.originDevice.description
@@ -74,8 +75,13 @@ package enum UsageReports {
             let symbols = Set(payloads.compactMap { $0.text("symbol_id") })
             let phrases = payloads.compactMap { $0.text("final_phrase_length").flatMap { Int($0) } }
             var session = Session(
-                id: id, start: times.min()!, end: times.max()!, entries: entries.count, distinctSymbols: symbols.count,
-                longestPhrase: phrases.max())
+                id: id,
+                start: times.min()!,
+                end: times.max()!,
+                entries: entries.count,
+                distinctSymbols: symbols.count,
+                longestPhrase: phrases.max()
+            )
             session.devices = Set(entries.map(\.originDevice.description)).sorted()
             for field in fields {
                 let values = Set(payloads.compactMap { $0.text(field) }).sorted()
@@ -103,7 +109,12 @@ package enum UsageReports {
     /// 5), the recent window is days 12–16 and the baseline days −2 to 11: a symbol used 15 times
     /// in days 1–10 and never since is flagged, with its last use and its previous frequency, 15.
     package static func regressions(
-        _ entries: [Entry], key field: String, baselineDays: Int = 14, recentDays: Int = 5, minUses: Int = 5, now: Int64
+        _ entries: [Entry],
+        key field: String,
+        baselineDays: Int = 14,
+        recentDays: Int = 5,
+        minUses: Int = 5,
+        now: Int64
     ) -> [RegressionFlag] {
         let recentStart = firstDay(ofLast: recentDays, now: now)
         let baselineStart = firstDay(ofLast: baselineDays + recentDays, now: now)
@@ -120,7 +131,14 @@ package enum UsageReports {
             }
         }
         return baseline.filter { $0.value >= minUses && !recent.contains($0.key) }
-            .map { RegressionFlag(key: $0.key, lastUsed: lastUsed[$0.key]!, previousFrequency: $0.value, baselineDays: baselineDays) }
+            .map {
+                RegressionFlag(
+                    key: $0.key,
+                    lastUsed: lastUsed[$0.key]!,
+                    previousFrequency: $0.value,
+                    baselineDays: baselineDays
+                )
+            }
             .sorted { ($0.previousFrequency, $1.key) > ($1.previousFrequency, $0.key) }
     }
 
@@ -131,7 +149,9 @@ package enum UsageReports {
     /// The start of the UTC day holding `milliseconds`.
     /// The start of the first of the `days` UTC days ending with the day of `now`: the oldest
     /// entry a `days`-day report reads (`regressions` reads `baselineDays + recentDays`).
-    package static func firstDay(ofLast days: Int, now: Int64) -> Int64 { dayStart(now) - Int64(days - 1) * dayMilliseconds }
+    package static func firstDay(ofLast days: Int, now: Int64) -> Int64 {
+        dayStart(now) - Int64(days - 1) * dayMilliseconds
+    }
 
     static func dayStart(_ milliseconds: Int64) -> Int64 {
         milliseconds - ((milliseconds % dayMilliseconds) + dayMilliseconds) % dayMilliseconds

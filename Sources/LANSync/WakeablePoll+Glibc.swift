@@ -25,7 +25,8 @@ package final class WakeablePoll: Sendable {
     /// descriptors are closed then, and every later call returns false at once).
     package func waitUntilReadable() -> Bool {
         var fds = [
-            pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
         ]
         while true {
             let ready = poll(&fds, 2, -1)

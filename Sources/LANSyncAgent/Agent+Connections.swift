@@ -30,7 +30,10 @@ extension Agent {
     /// us (any epoch's key we hold is accepted, then checked against the member records).
     @discardableResult
     nonisolated func run(
-        _ channel: FramedChannel, keys: [(epoch: UInt64, key: SecureBytes)]?, address: String, dialed: DialTarget?
+        _ channel: FramedChannel,
+        keys: [(epoch: UInt64, key: SecureBytes)]?,
+        address: String,
+        dialed: DialTarget?
     ) async -> (any Error)? {
         let initiator = keys != nil
         let psks = keys ?? groupState.psks
@@ -53,20 +56,38 @@ extension Agent {
                 let handshaken: Handshaken
                 do {
                     handshaken = try await HandshakeDriver.run(
-                        initiator: initiator, psks: psks, staticKey: identity.keyPair,
+                        initiator: initiator,
+                        psks: psks,
+                        staticKey: identity.keyPair,
                         hello: { version in
                             Hello(
-                                version: version, device: identity.deviceID, name: identity.name, replica: replica,
-                                hlc: (try? store.syncSummary().hlc) ?? .zero, wallMilliseconds: clock.now(), signingKey: signingKey)
-                        }, traffic: traffic, inbound: &iterator, outbound: outbound)
+                                version: version,
+                                device: identity.deviceID,
+                                name: identity.name,
+                                replica: replica,
+                                hlc: (try? store.syncSummary().hlc) ?? .zero,
+                                wallMilliseconds: clock.now(),
+                                signingKey: signingKey
+                            )
+                        },
+                        traffic: traffic,
+                        inbound: &iterator,
+                        outbound: outbound
+                    )
                 } catch {
                     throw timedOut.isSet ? ConnectionError.handshakeTimeout : error
                 }
                 timeout.cancel()
                 peerDevice = (handshaken.peer.device.description, handshaken.peer.name)
                 try await self.established(
-                    channel: channel, handshaken: handshaken, inbound: iterator, outbound: outbound,
-                    initiator: initiator, address: address, dialed: dialed)
+                    channel: channel,
+                    handshaken: handshaken,
+                    inbound: iterator,
+                    outbound: outbound,
+                    initiator: initiator,
+                    address: address,
+                    dialed: dialed
+                )
             }
         } catch {
             timeout.cancel()
@@ -85,7 +106,8 @@ extension Agent {
     /// before the peer reads them. So: half-close (the peer reads everything, then end of stream),
     /// read until the peer closes too, at most 1 s.
     nonisolated static func closeAfterPeerRead(
-        _ channel: FramedChannel, inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+        _ channel: FramedChannel,
+        inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
     ) async {
         channel.channel.close(mode: .output, promise: nil)
         let deadline = channel.channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.channel.close(promise: nil) }
@@ -95,16 +117,23 @@ extension Agent {
     }
 
     nonisolated func established(
-        channel: FramedChannel, handshaken: Handshaken,
-        inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
-        initiator: Bool, address: String, dialed: DialTarget?
+        channel: FramedChannel,
+        handshaken: Handshaken,
+        inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+        initiator: Bool,
+        address: String,
+        dialed: DialTarget?
     ) async throws {
         let peer = handshaken.peer
         let sender = SealedSender(cipher: handshaken.send, outbound: outbound, traffic: traffic)
         if peer.replica == node.replicaID { throw ConnectionError.connectedToSelf }
         let offset = Int64(bitPattern: peer.wallMilliseconds) - Int64(node.clock.now())
         if offset.magnitude > configuration.maxClockSkewMilliseconds {
-            let error = ConnectionError.clockSkew(aheadMilliseconds: offset, bound: configuration.maxClockSkewMilliseconds)
+            let error = ConnectionError.clockSkew(
+                aheadMilliseconds: offset,
+                bound: configuration.maxClockSkewMilliseconds
+            )
             try? await sender.send(.goodbye(code: .clockSkew, reason: error.description))
             throw error
         }
@@ -122,30 +151,48 @@ extension Agent {
             throw ConnectionError.notAMember(reason)
         }
         let session = SyncSession(
-            peer: peer, node: node, sender: sender, configuration: configuration, directory: directory, relayGrace: relayGrace,
-            ourStateCache: ourStateCache, logger: logger, initiatedByUs: initiator, close: { channel.channel.close(promise: nil) })
+            peer: peer,
+            node: node,
+            sender: sender,
+            configuration: configuration,
+            directory: directory,
+            relayGrace: relayGrace,
+            ourStateCache: ourStateCache,
+            logger: logger,
+            initiatedByUs: initiator,
+            close: { channel.channel.close(promise: nil) }
+        )
         guard await register(session, replica: peer.replica, close: { channel.channel.close(promise: nil) }) else {
             // The address led to a peer already connected: not a peer of its own in `lansync peers`.
             await directory.forget(address: address)
-            try? await sender.send(.goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already"))
+            try? await sender.send(
+                .goodbye(code: .duplicateConnection, reason: "a connection to this peer exists already")
+            )
             throw ConnectionError.duplicate
         }
         // Recorded as connected only once registered: the end of a connection this one replaces
         // is reported after `register`, and then sees this one and records nothing.
         let rekeyed = await directory.connected(
-            device: peer.device.description, name: peer.name, address: address,
-            publicKey: handshaken.peerStaticKey.hexString, clockOffset: offset, now: Int64(node.clock.now()))
+            device: peer.device.description,
+            name: peer.name,
+            address: address,
+            publicKey: handshaken.peerStaticKey.hexString,
+            clockOffset: offset,
+            now: Int64(node.clock.now())
+        )
         // Set while a twin is seen, cleared by the next connection without one (a reinstalled
         // device's old connection can still be open for a moment when the new one arrives).
         await directory.update(device: peer.device.description) { $0.duplicateDevice = duplicateDevice ? true : nil }
         if rekeyed && !duplicateDevice {
             logger.notice(
                 "peer re-keyed: its device key changed (a reinstall); accepted through group membership",
-                metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"])
+                metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"]
+            )
         }
         logger.info(
             "peer connected",
-            metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"])
+            metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "peer.address": "\(address)"]
+        )
         var receiver = SealedReceiver(cipher: handshaken.receive, inbound: inbound, traffic: traffic)
         // Unregistered before this returns, so that when the connection's end is reported, a session
         // still registered for the peer is a newer connection that replaced this one. (Also when the
@@ -179,7 +226,10 @@ extension Agent {
     /// The sync session's two loops: receive (never writes) and send (pings included: the
     /// session's timer queues them). Returns once the connection has closed; the session says why.
     nonisolated func serve(
-        _ session: SyncSession, channel: FramedChannel, sender: SealedSender, receiver: inout SealedReceiver
+        _ session: SyncSession,
+        channel: FramedChannel,
+        sender: SealedSender,
+        receiver: inout SealedReceiver
     ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
@@ -205,11 +255,14 @@ extension Agent {
     }
 
     func ended(device: (id: String, name: String)?, address: String, error: any Error) async {
-        let reason = error is CancellationError ? "the agent stopped" : (error as? ConnectionError)?.description ?? "\(error)"
+        let reason =
+            error is CancellationError ? "the agent stopped" : (error as? ConnectionError)?.description ?? "\(error)"
         let refused: Bool
         switch error as? ConnectionError {
         case .handshake, .versionMismatch, .clockSkew, .handshakeTimeout, .notAMember: refused = true
-        case .session(.peerSaidGoodbye(.clockSkew, _)), .session(.clockSkew), .session(.peerSaidGoodbye(.notAMember, _)): refused = true
+        case .session(.peerSaidGoodbye(.clockSkew, _)), .session(.clockSkew),
+            .session(.peerSaidGoodbye(.notAMember, _)):
+            refused = true
         default: refused = false
         }
         if case .connectedToSelf = error as? ConnectionError {
@@ -229,13 +282,23 @@ extension Agent {
             }
             if sessions.values.contains(where: { $0.session.peer.device.description == device.id }) {
                 // A newer connection to the same peer replaced this one: the peer is still connected.
-                logger.debug("a replaced connection closed", metadata: ["peer.device": "\(device.id)", "reason": "\(reason)"])
+                logger.debug(
+                    "a replaced connection closed",
+                    metadata: ["peer.device": "\(device.id)", "reason": "\(reason)"]
+                )
                 return
             }
-            await directory.disconnected(device: device.id, name: device.name, address: address, error: reason, refused: refused)
+            await directory.disconnected(
+                device: device.id,
+                name: device.name,
+                address: address,
+                error: reason,
+                refused: refused
+            )
             logger.info(
                 refused ? "peer refused" : "peer disconnected",
-                metadata: ["peer.device": "\(device.id)", "peer.name": "\(device.name)", "reason": "\(reason)"])
+                metadata: ["peer.device": "\(device.id)", "peer.name": "\(device.name)", "reason": "\(reason)"]
+            )
         } else {
             await directory.address(address, state: refused ? .refused : .unreachable, error: reason)
             logger.notice("connection refused", metadata: ["peer.address": "\(address)", "reason": "\(reason)"])

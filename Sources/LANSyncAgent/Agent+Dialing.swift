@@ -31,7 +31,10 @@ extension Agent {
                 await directory.address(endpoint.description, state: .dialing)
                 do {
                     let bootstrap = ClientBootstrap(group: eventLoops).connectTimeout(.seconds(5))
-                        .channelOption(Self.tcpUserTimeout, value: Self.milliseconds(configuration.unacknowledgedTimeout))
+                        .channelOption(
+                            Self.tcpUserTimeout,
+                            value: Self.milliseconds(configuration.unacknowledgedTimeout)
+                        )
                     let channel = try await endpoint.connect(bootstrap) { channel in
                         channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
                     }
@@ -57,7 +60,10 @@ extension Agent {
                     // common): dialing it again changes nothing until it does (an upgrade changes
                     // its record); it may still dial us.
                     discovery.refusedUntilChanged.insert(name)
-                    logger.info("not dialing a refused device again until its mDNS record changes", metadata: ["mdns.name": "\(name)"])
+                    logger.info(
+                        "not dialing a refused device again until its mDNS record changes",
+                        metadata: ["mdns.name": "\(name)"]
+                    )
                     return
                 default: break
                 }
@@ -111,7 +117,11 @@ extension Agent {
         guard sessions[replica] != nil else { return }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                if Task.isCancelled { continuation.resume() } else { disconnectWaiters[replica, default: []].append(continuation) }
+                if Task.isCancelled {
+                    continuation.resume()
+                } else {
+                    disconnectWaiters[replica, default: []].append(continuation)
+                }
             }
         } onCancel: {
             Task { await self.resumeDisconnectWaiters(replica) }

@@ -36,7 +36,11 @@ extension Agent {
             }
             tasks.addTask {
                 for await _ in chainWakes {
-                    if self.node.store.chainCoversKnownWrites { await self.pushAll() } else { await self.pushToAllPeers() }
+                    if self.node.store.chainCoversKnownWrites {
+                        await self.pushAll()
+                    } else {
+                        await self.pushToAllPeers()
+                    }
                 }
             }
             tasks.addTask {
@@ -53,7 +57,9 @@ extension Agent {
     nonisolated func watchOtherWriters(onChange: @escaping @Sendable () -> Void) async {
         let (changes, changed) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let watch = ReplicaChangeWatch(store: node.store, dataDirectory: node.dataDirectory) { changed.yield() }
-        if !watch.usesInotify { logger.notice("inotify is unavailable; checking the replica for other writers every second") }
+        if !watch.usesInotify {
+            logger.notice("inotify is unavailable; checking the replica for other writers every second")
+        }
         await withTaskCancellationHandler {
             for await _ in changes {
                 onChange()

@@ -22,20 +22,24 @@ extension Agent {
     func admission(_ peer: Hello, key: [UInt8], epoch: UInt64) async -> Admission {
         let keyHex = key.hexString
         let members: [GroupMember]
-        do { members = try node.members() } catch { return .refuse("this node cannot read its member records: \(error)") }
+        do { members = try node.members() } catch {
+            return .refuse("this node cannot read its member records: \(error)")
+        }
         let member = members.first { $0.deviceID == peer.device.description }
         if let member, member.isRemoved {
             let remover = members.first { $0.deviceID == member.removedBy }?.name ?? member.removedBy ?? "a member"
             return .refuse(
                 "device \(peer.device) (\(peer.name)) was removed from the group by \(remover) at \(member.removedAt ?? "?"); "
-                    + "a member can add it again with `lansync group invite`")
+                    + "a member can add it again with `lansync group invite`"
+            )
         }
         if epoch < groupState.epoch {
             // Away during a removal: only a member the group knows by its key gets the new secret.
             guard let member, member.key == keyHex else {
                 return .refuse(
                     "the group moved to a new epoch (a device was removed) and \(peer.name) is not a member known by its key; "
-                        + "a member can add it again with `lansync group invite`")
+                        + "a member can add it again with `lansync group invite`"
+                )
             }
             return .handOver
         }
@@ -44,7 +48,8 @@ extension Agent {
             return .refuse(
                 "device \(peer.device) (\(peer.name)) presented a new device key (reinstalled, or cloned from another "
                     + "machine); a member must vouch for it: run `lansync group invite` on a member, then "
-                    + "`lansync group join CODE` with that short code on \(peer.name)")
+                    + "`lansync group join CODE` with that short code on \(peer.name)"
+            )
         }
         // Its pinned key; or a device vouched for whose key nobody saw yet, or one the group has
         // no record of, in through the group's secret: the key it presented is pinned from now on.
@@ -75,10 +80,18 @@ extension Agent {
             records.removeFirst(min(count, records.count))
         }
         try? await sender.send(
-            .goodbye(code: .notAMember, reason: "the group moved to epoch \(groupState.epoch) after a removal; this node handed you its records: reconnect with the new key"))
+            .goodbye(
+                code: .notAMember,
+                reason:
+                    "the group moved to epoch \(groupState.epoch) after a removal; this node handed you its records: reconnect with the new key"
+            )
+        )
         logger.notice(
             "handed a member that was away the group's new epoch",
-            metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "group.epoch": "\(groupState.epoch)"])
+            metadata: [
+                "peer.device": "\(peer.device)", "peer.name": "\(peer.name)", "group.epoch": "\(groupState.epoch)",
+            ]
+        )
     }
 
     /// Reads the group file again (after `lansync group remove` here, or a hand-over merged from
@@ -86,7 +99,10 @@ extension Agent {
     func reloadGroup() async {
         // Records merged from a member may seal a newer epoch to this device.
         if let moved = try? node.adoptNewerEpoch(keyPair: node.identity.keyPair) {
-            logger.notice("the group's records moved this device to a newer epoch", metadata: ["group.epoch": "\(moved)"])
+            logger.notice(
+                "the group's records moved this device to a newer epoch",
+                metadata: ["group.epoch": "\(moved)"]
+            )
         }
         guard let epochs = try? node.groupEpochs(), groupState.replace(with: epochs) else { return }
         logger.notice("now in group epoch \(epochs.epoch)", metadata: ["group.tag": "\(epochs.current.tag)"])

@@ -74,7 +74,8 @@ public actor Agent: Service {
             throw LANSyncError(
                 .invalidInput,
                 "this device is in no group, so it cannot sync with anyone; run `lansync group create` on the first "
-                    + "device and `lansync group join CODE` on the others")
+                    + "device and `lansync group join CODE` on the others"
+            )
         }
         self.node = node
         self.configuration = configuration
@@ -97,7 +98,8 @@ public actor Agent: Service {
         let parts = parts()
         partStates.declare(parts.map(\.name))
         let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(services: parts.map { .init(service: $0) }, logger: logger))
+            configuration: ServiceGroupConfiguration(services: parts.map { .init(service: $0) }, logger: logger)
+        )
         do {
             try await group.run()
         } catch is CancellationError {
@@ -146,7 +148,8 @@ public actor Agent: Service {
                     let port = try await self.listeningPort()
                     ready()
                     await self.discover(port: port)
-                })
+                }
+            )
         }
         if !configuration.staticPeers.isEmpty {
             let peers = configuration.staticPeers
@@ -156,7 +159,8 @@ public actor Agent: Service {
                     await withDiscardingTaskGroup { dialers in
                         for peer in peers { dialers.addTask { await self.dialLoop(.configured(peer)) } }
                     }
-                })
+                }
+            )
         }
         return parts
     }
@@ -169,7 +173,7 @@ public actor Agent: Service {
         do {
             do {
                 server = try await listen(on: configuration.listenHost)
-            } catch where configuration.listenHost == "::" {
+            } catch  where configuration.listenHost == "::" {
                 logger.notice("no IPv6 on this machine; listening on IPv4 only", metadata: ["error": "\(error)"])
                 server = try await listen(on: "0.0.0.0")
             }
@@ -189,8 +193,10 @@ public actor Agent: Service {
         logger.info(
             "listening",
             metadata: [
-                "listen.address": "\(server.channel.localAddress.map(Self.describe) ?? "\(boundPort)")", "group.tag": "\(group.tag)",
-            ])
+                "listen.address": "\(server.channel.localAddress.map(Self.describe) ?? "\(boundPort)")",
+                "group.tag": "\(group.tag)",
+            ]
+        )
         try await serveUntilCancelled(server) { child in await self.accept(child) }
     }
 
@@ -205,7 +211,9 @@ public actor Agent: Service {
     }
 
     static let tcpUserTimeout = ChannelOptions.Types.SocketOption(
-        level: .tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT)))
+        level: .tcp,
+        name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT))
+    )
 
     static func milliseconds(_ duration: Duration) -> SocketOptionValue {
         SocketOptionValue(TimeAmount(duration).nanoseconds / 1_000_000)
@@ -214,7 +222,8 @@ public actor Agent: Service {
     static func framed(_ channel: any Channel) throws -> FramedChannel {
         try channel.pipeline.syncOperations.addHandlers(
             ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)),
-            LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
+            LengthFieldPrepender(lengthFieldBitLength: .twoBytes)
+        )
         return try FramedChannel.wrapping(channel)
     }
 
@@ -239,11 +248,14 @@ public actor Agent: Service {
             }
             return true
         }
-        let twin = sessions.values.contains { $0.session.peer.device == peer.device && $0.session.peer.replica != peer.replica }
+        let twin = sessions.values.contains {
+            $0.session.peer.device == peer.device && $0.session.peer.replica != peer.replica
+        }
         if twin {
             logger.warning(
                 "two connected machines present the same device ID (a cloned machine-id); `lansync status` on either one says how to fix it",
-                metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"])
+                metadata: ["peer.device": "\(peer.device)", "peer.name": "\(peer.name)"]
+            )
         }
         return twin
     }

@@ -1,7 +1,7 @@
 import Foundation
 import LANSyncCrypto
-import LANSyncIdentity
 import LANSyncDiscovery
+import LANSyncIdentity
 import LANSyncWire
 import Logging
 import NIOCore
@@ -50,7 +50,8 @@ struct DialEndpoint: Sendable, CustomStringConvertible {
     }
 
     func connect<Output: Sendable>(
-        _ bootstrap: ClientBootstrap, channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
+        _ bootstrap: ClientBootstrap,
+        channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
     ) async throws -> Output {
         switch kind {
         case .named(let host, let port):
@@ -139,7 +140,9 @@ extension Agent {
     /// every period so the group cannot be followed from one network to another.
     static func txtRecord(groupTag: String) -> [String: String] {
         let versions = WireProtocol.versions
-        let v = versions.lowerBound == versions.upperBound ? "\(versions.lowerBound)" : "\(versions.lowerBound)-\(versions.upperBound)"
+        let v =
+            versions.lowerBound == versions.upperBound
+            ? "\(versions.lowerBound)" : "\(versions.lowerBound)-\(versions.upperBound)"
         return ["v": v, "g": groupTag]
     }
 
@@ -174,7 +177,10 @@ extension Agent {
         discovery.status = .starting
         let period = configuration.mdnsTagPeriodSeconds
         let advertisement = ServiceAdvertisement(
-            name: name, port: port, txt: Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(period))))
+            name: name,
+            port: port,
+            txt: Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(period)))
+        )
         let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -187,13 +193,18 @@ extension Agent {
                 let next = Double((Self.tagPeriod(period, at: now) + 1) * period)
                 try? await Task.sleep(for: .milliseconds(Int64(max(0, next - now) * 1000) + 1))
                 if Task.isCancelled { break }
-                updateTXT.yield(Self.txtRecord(groupTag: groupState.current.advertisedTag(period: Self.tagPeriod(period))))
+                updateTXT.yield(
+                    Self.txtRecord(groupTag: groupState.current.advertisedTag(period: Self.tagPeriod(period)))
+                )
             }
         }
         defer { rotation.cancel() }
         for await event in MDNSDiscovery.events(
-            serviceType: Self.serviceType, advertising: advertisement, refreshes: refreshes, txtUpdates: txtUpdates)
-        {
+            serviceType: Self.serviceType,
+            advertising: advertisement,
+            refreshes: refreshes,
+            txtUpdates: txtUpdates
+        ) {
             handle(event)
         }
         for dialer in discovery.dialers.values { dialer.task.cancel() }
@@ -215,12 +226,16 @@ extension Agent {
                     logger.debug("mDNS discovery still unavailable", metadata: ["reason": "\(reason)"])
                 } else {
                     logger.warning(
-                        "mDNS discovery unavailable: \(reason). Syncing with static peers only; retrying until avahi-daemon is back")
+                        "mDNS discovery unavailable: \(reason). Syncing with static peers only; retrying until avahi-daemon is back"
+                    )
                 }
             case .running(let advertisedAs):
                 if wasUnavailable { logger.notice("mDNS discovery is back") }
                 if let advertisedAs, advertisedAs != wasAdvertisedAs {
-                    logger.info("advertising over mDNS", metadata: ["mdns.name": "\(advertisedAs)", "mdns.type": "\(Self.serviceType)"])
+                    logger.info(
+                        "advertising over mDNS",
+                        metadata: ["mdns.name": "\(advertisedAs)", "mdns.type": "\(Self.serviceType)"]
+                    )
                     if let wasAdvertisedAs { renamed(from: wasAdvertisedAs) }
                 }
             }
@@ -249,7 +264,12 @@ extension Agent {
 
     private func appeared(_ service: DiscoveredService) {
         let name = service.name
-        let tags = Set(groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds).keys)
+        let tags = Set(
+            groupState.acceptedTags(
+                atSeconds: Int64(Date().timeIntervalSince1970),
+                length: configuration.mdnsTagPeriodSeconds
+            ).keys
+        )
         guard Self.isDialableMember(service.txt, groupTags: tags) else {
             if discovery.otherGroups.insert(name).inserted {
                 logger.debug("ignoring a LANSync node of another group", metadata: ["mdns.name": "\(name)"])
@@ -285,7 +305,10 @@ extension Agent {
             // The loop picks up new addresses at its next dial. An address that went away (the peer
             // moved) restarts it at once, unless it is connected: a live connection is kept.
             let moved = !Set(previous?.endpoints ?? []).isSubset(of: Set(service.endpoints))
-            logger.debug("a peer's mDNS record changed", metadata: ["mdns.name": "\(name)", "peer.addresses": "\(addresses)"])
+            logger.debug(
+                "a peer's mDNS record changed",
+                metadata: ["mdns.name": "\(name)", "peer.addresses": "\(addresses)"]
+            )
             guard moved, !discovery.connected.contains(name) else { return }
             dialer.task.cancel()
         } else {
@@ -321,7 +344,10 @@ extension Agent {
             guard discovery.peers[name] == nil, !discovery.ownServices.contains(name) else { continue }
             discovery.revivedUntil[name] = max(discovery.revivedUntil[name] ?? now, now + DiscoveryState.redialFor)
             if discovery.dialers[name] == nil {
-                logger.info("redialing a peer that left mDNS while the network was down", metadata: ["mdns.name": "\(name)"])
+                logger.info(
+                    "redialing a peer that left mDNS while the network was down",
+                    metadata: ["mdns.name": "\(name)"]
+                )
                 startDialer(name)
             }
         }
@@ -337,7 +363,8 @@ extension Agent {
         case .configured(let address): return [DialEndpoint(address)]
         case .discovered(let name):
             if let service = discovery.peers[name] { return service.endpoints.compactMap(DialEndpoint.init) }
-            guard let until = discovery.revivedUntil[name], ContinuousClock.now < until, let known = discovery.lastKnown[name]
+            guard let until = discovery.revivedUntil[name], ContinuousClock.now < until,
+                let known = discovery.lastKnown[name]
             else { return nil }
             return known.service.endpoints.compactMap(DialEndpoint.init)
         }
@@ -349,7 +376,10 @@ extension Agent {
         let current = [groupState.currentPSK]
         guard case .discovered(let name) = target, !discovery.dialWithCurrentEpoch.contains(name),
             let tag = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt["g"],
-            let epoch = groupState.acceptedTags(atSeconds: Int64(Date().timeIntervalSince1970), length: configuration.mdnsTagPeriodSeconds)[tag],
+            let epoch = groupState.acceptedTags(
+                atSeconds: Int64(Date().timeIntervalSince1970),
+                length: configuration.mdnsTagPeriodSeconds
+            )[tag],
             let key = groupState.psk(epoch: epoch)
         else { return current }
         return [key]
@@ -357,7 +387,9 @@ extension Agent {
 
     /// The group moved to another epoch: advertise its tag.
     func advertiseCurrentEpoch() {
-        discovery.updateTXT?.yield(Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(configuration.mdnsTagPeriodSeconds))))
+        discovery.updateTXT?.yield(
+            Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(configuration.mdnsTagPeriodSeconds)))
+        )
     }
 
     func dialing(_ target: DialTarget, connected: Bool) {
@@ -377,7 +409,11 @@ extension Agent {
             detail = reason
         }
         return DiscoveryReport(
-            state: state, advertisedAs: discovery.advertisedAs, detail: detail, sameGroup: discovery.peers.count,
-            otherGroups: discovery.otherGroups.count)
+            state: state,
+            advertisedAs: discovery.advertisedAs,
+            detail: detail,
+            sameGroup: discovery.peers.count,
+            otherGroups: discovery.otherGroups.count
+        )
     }
 }

@@ -38,7 +38,11 @@ final class AgentPartStates: Sendable {
     func set(_ name: String, _ state: AgentPartState, detail: String? = nil) {
         states.withLock { states in
             let status = AgentPartStatus(name: name, state: state, detail: detail)
-            if let index = states.firstIndex(where: { $0.name == name }) { states[index] = status } else { states.append(status) }
+            if let index = states.firstIndex(where: { $0.name == name }) {
+                states[index] = status
+            } else {
+                states.append(status)
+            }
         }
     }
 

@@ -17,7 +17,9 @@ extension Agent {
     public func report() async -> AgentReport {
         var connected = [String: String]()
         for (_, registered) in sessions {
-            if let state = await registered.session.announced { connected[registered.session.peer.device.description] = state.digest.description }
+            if let state = await registered.session.announced {
+                connected[registered.session.peer.device.description] = state.digest.description
+            }
         }
         // Who is connected is what is registered now; the directory's record of it can trail a
         // connection that replaced another by a moment.
@@ -34,10 +36,15 @@ extension Agent {
             return record
         }
         return AgentReport(
-            port: port ?? 0, groupTag: group.tag, peers: peers, connectedDigests: connected,
-            digest: (try? node.store.syncSummary().digest.description) ?? "", discovery: discoveryReport,
+            port: port ?? 0,
+            groupTag: group.tag,
+            peers: peers,
+            connectedDigests: connected,
+            digest: (try? node.store.syncSummary().digest.description) ?? "",
+            discovery: discoveryReport,
             duplicateDeviceID: sharedDeviceID ? Self.clonedMachineAdvice(node.deviceID.description) : nil,
-            parts: partStates.all)
+            parts: partStates.all
+        )
     }
 
     static func describe(_ address: SocketAddress) -> String {

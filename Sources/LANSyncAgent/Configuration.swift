@@ -21,7 +21,8 @@ public struct AgentConfiguration: Sendable {
     /// How long one mDNS group tag is advertised before the next (a day, changing at midnight UTC).
     /// `LANSYNC_MDNS_TAG_PERIOD_SECONDS` shortens it, so a test can watch the tag rotate.
     package var mdnsTagPeriodSeconds: Int64 = {
-        guard let text = ProcessInfo.processInfo.environment["LANSYNC_MDNS_TAG_PERIOD_SECONDS"], let seconds = Int64(text),
+        guard let text = ProcessInfo.processInfo.environment["LANSYNC_MDNS_TAG_PERIOD_SECONDS"],
+            let seconds = Int64(text),
             (1...GroupSecret.tagPeriodSeconds).contains(seconds)
         else { return GroupSecret.tagPeriodSeconds }
         return seconds
@@ -74,7 +75,9 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// The names of this machine's loopback, where the local API may listen and which a request
     /// to it may name: localhost, 127.0.0.1 and ::1 (any case).
-    package static func isLoopback(host: String) -> Bool { ["localhost", "127.0.0.1", "::1"].contains(host.lowercased()) }
+    package static func isLoopback(host: String) -> Bool {
+        ["localhost", "127.0.0.1", "::1"].contains(host.lowercased())
+    }
 
     public init(host: String, port: Int) {
         self.host = host

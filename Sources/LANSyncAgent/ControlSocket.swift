@@ -24,7 +24,8 @@ enum ControlSocket {
             if (try? await ControlClient.request(["command": "ping"], directory: directory)) != nil {
                 throw LANSyncError(
                     .invalidInput,
-                    "an agent is already running for \(directory.path); stop it first (one agent per data directory)")
+                    "an agent is already running for \(directory.path); stop it first (one agent per data directory)"
+                )
             }
             try? FileManager.default.removeItem(atPath: path)
         }
@@ -66,7 +67,8 @@ enum ControlSocket {
                 return (try? [UInt8](JSONSerialization.data(withJSONObject: answer))) ?? Array("{}".utf8)
             }
         case "invite-status":
-            return (try? [UInt8](JSONSerialization.data(withJSONObject: await agent.pairingStatus()))) ?? Array("{}".utf8)
+            return (try? [UInt8](JSONSerialization.data(withJSONObject: await agent.pairingStatus())))
+                ?? Array("{}".utf8)
         case "group-changed":
             // `lansync group remove` moved the group to a new epoch: use its key from now on.
             await agent.reloadGroup()
@@ -126,7 +128,9 @@ package enum ControlClient {
 
     /// Asks the running agent to open a pairing window; nil when no agent runs.
     package static func invite(_ directory: DataDirectory, minutes: Int) async -> [String: String]? {
-        guard let data = try? await request(["command": "invite", "minutes": "\(minutes)"], directory: directory) else { return nil }
+        guard let data = try? await request(["command": "invite", "minutes": "\(minutes)"], directory: directory) else {
+            return nil
+        }
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: String]
     }
 

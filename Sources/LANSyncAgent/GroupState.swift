@@ -37,7 +37,9 @@ final class GroupState: Sendable {
     var currentPSK: (epoch: UInt64, key: SecureBytes) { state.withLock { $0.psks[0] } }
 
     /// The key of one epoch held, for dialing a node found advertising that epoch's tag.
-    func psk(epoch: UInt64) -> (epoch: UInt64, key: SecureBytes)? { state.withLock { $0.psks.first { $0.epoch == epoch } } }
+    func psk(epoch: UInt64) -> (epoch: UInt64, key: SecureBytes)? {
+        state.withLock { $0.psks.first { $0.epoch == epoch } }
+    }
 
     /// Every tag a member accepts at a moment, with the epoch it belongs to.
     func acceptedTags(atSeconds seconds: Int64, length: Int64) -> [String: UInt64] {

@@ -10,7 +10,8 @@ enum NetworkInterfaces {
                 name != "lo"
                     && (try? String(contentsOfFile: "\(root)/\(name)/operstate", encoding: .utf8))?
                         .trimmingCharacters(in: .whitespacesAndNewlines) == "up"
-            })
+            }
+        )
     }
 }
 
@@ -74,10 +75,16 @@ extension Agent {
     /// peers that left mDNS during the outage at their last known addresses.
     func watchNetwork() async {
         let watch = NetworkWatch()
-        logger.debug("watching network interfaces", metadata: ["watch.events": "\(watch.isEventDriven ? "netlink" : "sysfs polling")"])
+        logger.debug(
+            "watching network interfaces",
+            metadata: ["watch.events": "\(watch.isEventDriven ? "netlink" : "sysfs polling")"]
+        )
         await withTaskCancellationHandler {
             for await cameUp in watch.changes {
-                logger.info("network interface up; reconnecting stale peers", metadata: ["interfaces": "\(cameUp.sorted())"])
+                logger.info(
+                    "network interface up; reconnecting stale peers",
+                    metadata: ["interfaces": "\(cameUp.sorted())"]
+                )
                 await networkCameBack()
             }
         } onCancel: {

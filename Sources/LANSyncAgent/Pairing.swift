@@ -22,7 +22,9 @@ enum PairingNetwork {
 
     /// u16 BE length-prefixed frames, as pairing messages travel.
     static func frames(_ channel: any Channel) throws -> FrameChannel {
-        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)))
+        try channel.pipeline.syncOperations.addHandler(
+            ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))
+        )
         try channel.pipeline.syncOperations.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
         return try FrameChannel.wrapping(channel)
     }
@@ -36,7 +38,12 @@ final class OpenPairingWindow: Sendable {
     let advertising: Task<Void, Never>
     let port: Int
 
-    init(window: PairingWindow, listener: NIOAsyncChannel<PairingNetwork.FrameChannel, Never>, advertising: Task<Void, Never>, port: Int) {
+    init(
+        window: PairingWindow,
+        listener: NIOAsyncChannel<PairingNetwork.FrameChannel, Never>,
+        advertising: Task<Void, Never>,
+        port: Int
+    ) {
         state = Mutex(window)
         self.listener = listener
         self.advertising = advertising
@@ -84,27 +91,43 @@ extension Agent {
                         guard open.state.withLock({ $0.startRun(now: now) }) else {
                             let reason = open.state.withLock { $0.closedReason(now: now) } ?? "the window is closed"
                             try? await connection.executeThenClose { _, outbound in
-                                try await outbound.write(ByteBuffer(bytes: PairingMessage.refused(reason: reason).encoded()))
+                                try await outbound.write(
+                                    ByteBuffer(bytes: PairingMessage.refused(reason: reason).encoded())
+                                )
                             }
                             continue
                         }
                         runs.addTask {
                             let records = Self.welcomeRecords((try? node.records()) ?? [])
-                            let outcome = await Self.invite(connection, code: code, secret: secret, records: records, me: me)
+                            let outcome = await Self.invite(
+                                connection,
+                                code: code,
+                                secret: secret,
+                                records: records,
+                                me: me
+                            )
                             open.state.withLock { $0.finishRun(outcome) }
                             switch outcome {
                             case .invited(let device)?:
-                                logger.notice("pairing: a device joined", metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"])
+                                logger.notice(
+                                    "pairing: a device joined",
+                                    metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"]
+                                )
                                 // This member vouches for it: the group pins the key it presents
                                 // first (a reinstalled or removed device is let back in this way).
                                 try? await node.vouch(for: device.device, name: device.name, at: Int64(now))
                             case .failed(let reason, _)?:
-                                logger.warning("pairing: a run failed: \(reason)", metadata: [
-                                    "pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"])
+                                logger.warning(
+                                    "pairing: a run failed: \(reason)",
+                                    metadata: [
+                                        "pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"
+                                    ]
+                                )
                             default:
                                 logger.warning("pairing: a run ended before it finished")
                             }
-                            if open.state.withLock({ $0.closedReason(now: UInt64(Date().timeIntervalSince1970 * 1000)) }) != nil {
+                            if open.state.withLock({ $0.closedReason(now: UInt64(Date().timeIntervalSince1970 * 1000)) }
+                            ) != nil {
                                 open.close()
                             }
                         }
@@ -117,7 +140,10 @@ extension Agent {
             try? await Task.sleep(for: .milliseconds(Int64(minutes) * 60_000))
             open.close()
         }
-        return (PairingCode.parse(code).map { String($0.prefix(4)) + "-" + String($0.suffix(4)) } ?? code, port, window.closesAt)
+        return (
+            PairingCode.parse(code).map { String($0.prefix(4)) + "-" + String($0.suffix(4)) } ?? code, port,
+            window.closesAt
+        )
     }
 
     /// Where the pairing window stands, for `lansync group invite` waiting on it.
@@ -150,21 +176,33 @@ extension Agent {
 
     /// One run as the inviter, on one connection. Nil when the connection ended first.
     static func invite(
-        _ connection: PairingNetwork.FrameChannel, code: String, secret: SecureBytes, records: [PreferenceWrite], me: (DeviceID, String)
+        _ connection: PairingNetwork.FrameChannel,
+        code: String,
+        secret: SecureBytes,
+        records: [PreferenceWrite],
+        me: (DeviceID, String)
     ) async -> PairingOutcome? {
         try? await connection.executeThenClose { inbound, outbound in
             // A run that does not finish within 30 s has given up.
             try await withThrowingTaskGroup(of: PairingOutcome?.self) { tasks in
                 tasks.addTask {
                     var inviter = PairingInviter(
-                        code: PairingCode.parse(code) ?? code, secret: secret, records: records, device: me.0, name: me.1)
+                        code: PairingCode.parse(code) ?? code,
+                        secret: secret,
+                        records: records,
+                        device: me.0,
+                        name: me.1
+                    )
                     for try await frame in inbound {
                         let step: PairingStep
                         if let message = try? PairingMessage.decode(Array(frame.readableBytesView)) {
                             step = inviter.receive(message)
                         } else {
                             let reason = "a malformed pairing message"
-                            step = PairingStep(send: .refused(reason: reason), outcome: .failed(reason: reason, wrongCode: false))
+                            step = PairingStep(
+                                send: .refused(reason: reason),
+                                outcome: .failed(reason: reason, wrongCode: false)
+                            )
                         }
                         if let send = step.send { try await outbound.write(ByteBuffer(bytes: send.encoded())) }
                         if let outcome = step.outcome { return outcome }
@@ -200,7 +238,11 @@ package enum PairingClient {
     /// one is being announced (a member ran `group invite` again): a window found closed does not
     /// end the search, which goes on for the rest of `timeout`, skipping the addresses tried.
     package static func join(
-        code: String, device: DeviceID, name: String, address: String?, timeout: Double
+        code: String,
+        device: DeviceID,
+        name: String,
+        address: String?,
+        timeout: Double
     ) async throws(LANSyncError) -> Joined {
         guard let digits = PairingCode.parse(code) else {
             throw LANSyncError(.invalidInput, "\(code) is not a short code (8 digits, like 4821-3907)")
@@ -209,7 +251,9 @@ package enum PairingClient {
             guard let peer = PeerAddress(address) else {
                 throw LANSyncError(.invalidInput, "--from \(address) is not HOST:PORT")
             }
-            return try await joinFirst(of: [DialEndpoint(peer)], digits: digits, device: device, name: name).mapError(\.error).get()
+            return try await joinFirst(of: [DialEndpoint(peer)], digits: digits, device: device, name: name).mapError(
+                \.error
+            ).get()
         }
         let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
         var tried: Set<String> = []
@@ -228,7 +272,8 @@ package enum PairingClient {
         throw LANSyncError(
             .invalidInput,
             "found no device with an open pairing window on this network within \(Int(timeout)) s; on a member run "
-                + "`lansync group invite` (its agent must be running), check both are on the same network, or give --from HOST:PORT")
+                + "`lansync group invite` (its agent must be running), check both are on the same network, or give --from HOST:PORT"
+        )
     }
 
     /// Why no target joined; a wrong code ends the search (it costs the window an attempt).
@@ -239,7 +284,10 @@ package enum PairingClient {
 
     /// Runs the pairing with each target in turn until one joins; a wrong code ends the search.
     static func joinFirst(
-        of targets: [DialEndpoint], digits: String, device: DeviceID, name: String
+        of targets: [DialEndpoint],
+        digits: String,
+        device: DeviceID,
+        name: String
     ) async -> Result<Joined, JoinFailure> {
         var lastProblem = "no device answered"
         for target in targets {
@@ -247,7 +295,13 @@ package enum PairingClient {
             case .joined(let secret, let records, let inviter):
                 let group = GroupSecret(secret: SecureBytes(copying: secret))
                 return .success(
-                    Joined(joinCode: group.joinCode, inviterName: inviter.name, inviterDevice: inviter.device.description, records: records))
+                    Joined(
+                        joinCode: group.joinCode,
+                        inviterName: inviter.name,
+                        inviterDevice: inviter.device.description,
+                        records: records
+                    )
+                )
             case .failed(let reason, let wrongCode):
                 if wrongCode {
                     return .failure(
@@ -255,15 +309,20 @@ package enum PairingClient {
                             error: LANSyncError(
                                 .invalidInput,
                                 "the code did not match the one the inviting device shows; check it and try again (its window "
-                                    + "closes after \(PairingWindow.maxAttempts) attempts)"),
-                            wrongCode: true))
+                                    + "closes after \(PairingWindow.maxAttempts) attempts)"
+                            ),
+                            wrongCode: true
+                        )
+                    )
                 }
                 lastProblem = reason
             case .invited:
                 break
             }
         }
-        return .failure(JoinFailure(error: LANSyncError(.invalidInput, "pairing failed: \(lastProblem)"), wrongCode: false))
+        return .failure(
+            JoinFailure(error: LANSyncError(.invalidInput, "pairing failed: \(lastProblem)"), wrongCode: false)
+        )
     }
 
     /// The addresses of the pairing windows found over mDNS within `timeout`, IPv4 first, but
@@ -278,7 +337,9 @@ package enum PairingClient {
                     inner.addTask {
                         for await event in events {
                             if case .appeared(let service) = event, service.txt["v"] == "1", !service.isOurOwn,
-                                service.endpoints.compactMap(DialEndpoint.init).contains(where: { !excluding.contains($0.description) })
+                                service.endpoints.compactMap(DialEndpoint.init).contains(where: {
+                                    !excluding.contains($0.description)
+                                })
                             {
                                 state.found.withLock { $0[service.name] = service }
                                 state.deadline.withLock { $0 = $0 ?? .now + .milliseconds(500) }
@@ -296,7 +357,9 @@ package enum PairingClient {
                 }
                 let services = state.found.withLock { Array($0.values) }
                 return services.flatMap { service in
-                    (service.endpoints.filter { !$0.isIPv6 } + service.endpoints.filter(\.isIPv6)).compactMap(DialEndpoint.init)
+                    (service.endpoints.filter { !$0.isIPv6 } + service.endpoints.filter(\.isIPv6)).compactMap(
+                        DialEndpoint.init
+                    )
                 }.filter { !excluding.contains($0.description) }
             }
             tasks.addTask {
@@ -340,7 +403,8 @@ package enum PairingClient {
                 return .failed(
                     reason: "no pairing window is open at \(endpoint) (it closes once a device joined, after "
                         + "\(PairingWindow.maxAttempts) attempts, or when its time is up: run `lansync group invite` again)",
-                    wrongCode: false)
+                    wrongCode: false
+                )
             }
             return .failed(reason: "could not reach \(endpoint) (\(error))", wrongCode: false)
         }

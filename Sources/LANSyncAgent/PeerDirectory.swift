@@ -115,7 +115,14 @@ actor PeerDirectory {
     }
 
     /// A handshake completed. Returns true when the device's key differs from the one pinned.
-    func connected(device: String, name: String, address: String, publicKey: String, clockOffset: Int64, now: Int64)
+    func connected(
+        device: String,
+        name: String,
+        address: String,
+        publicKey: String,
+        clockOffset: Int64,
+        now: Int64
+    )
         -> Bool
     {
         var record = byDevice[device] ?? PeerRecord(deviceID: device, state: .connected)
@@ -149,7 +156,8 @@ actor PeerDirectory {
     /// A connection ended; a peer refused before it was ever connected still gets a record, so
     /// `lansync peers` says why (a clock far off, say).
     func disconnected(device: String, name: String?, address: String, error: String?, refused: Bool) {
-        var record = byDevice[device] ?? PeerRecord(deviceID: device, name: name, address: address, state: .disconnected)
+        var record =
+            byDevice[device] ?? PeerRecord(deviceID: device, name: name, address: address, state: .disconnected)
         record.state = refused ? .refused : .disconnected
         record.lastError = error
         byDevice[device] = record
@@ -179,7 +187,8 @@ actor PeerDirectory {
         dirty = false
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        guard let data = try? encoder.encode(Array(byDevice.values).sorted { ($0.deviceID ?? "") < ($1.deviceID ?? "") })
+        guard
+            let data = try? encoder.encode(Array(byDevice.values).sorted { ($0.deviceID ?? "") < ($1.deviceID ?? "") })
         else { return }
         let (bytes, path) = ([UInt8](data), path)
         _ = try? await BulkWork.run { try SecretFile.write(bytes, to: path) }

@@ -1,6 +1,6 @@
 import LANSync
-package import LANSyncSession
 package import LANSyncCrypto
+package import LANSyncSession
 import LANSyncWire
 import NIOCore
 import Synchronization
@@ -60,7 +60,8 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
             guard let theirs else { return "no protocol version in common; upgrade the older lansync" }
             let spoken = "the peer speaks protocol \(text(theirs)), this node \(text(ours))"
             if theirs.upperBound < ours.lowerBound {
-                return "no protocol version in common (\(spoken)): upgrade lansync on the peer (versions before 4 do not "
+                return
+                    "no protocol version in common (\(spoken)): upgrade lansync on the peer (versions before 4 do not "
                     + "check changes' signatures, and 4 keeps rows a parent's cascade deleted; all devices of a group run 5)"
             }
             return "no protocol version in common (\(spoken)): upgrade lansync on this node"
@@ -70,7 +71,9 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
         case .connectedToSelf: return "connected to itself"
         case .duplicate: return "a connection to this peer exists already"
         case .notAMember(let reason): return "refused: \(reason)"
-        case .handedOver(let epoch): return "handed the peer the group's epoch \(epoch) (it was away during a removal); it reconnects with its key"
+        case .handedOver(let epoch):
+            return
+                "handed the peer the group's epoch \(epoch) (it was away during a removal); it reconnects with its key"
         case .session(let why): return why.description
         }
     }
@@ -90,14 +93,23 @@ struct Handshaken {
 /// carries the initiator's protocol versions, the second and third each side's `Hello`.
 enum HandshakeDriver {
     static func run(
-        initiator: Bool, psks: [(epoch: UInt64, key: SecureBytes)], staticKey: KeyPair, hello: @Sendable (UInt16) -> Hello,
+        initiator: Bool,
+        psks: [(epoch: UInt64, key: SecureBytes)],
+        staticKey: KeyPair,
+        hello: @Sendable (UInt16) -> Hello,
         traffic: TrafficCounter,
         inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
         outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     ) async throws -> Handshaken {
         precondition(!psks.isEmpty, "a handshake needs a group key")
         func handshake(_ psk: SecureBytes) -> NoiseHandshake {
-            NoiseHandshake(pattern: .xxpsk0, initiator: initiator, prologue: WireProtocol.prologue, staticKey: staticKey, psk: psk)
+            NoiseHandshake(
+                pattern: .xxpsk0,
+                initiator: initiator,
+                prologue: WireProtocol.prologue,
+                staticKey: staticKey,
+                psk: psk
+            )
         }
         // An initiator uses the epoch it chose; a responder tries each epoch it holds on message 1
         // (its payload decrypts only under the key the initiator used), newest first.
@@ -167,7 +179,9 @@ enum HandshakeDriver {
                     try? await sender.send(.goodbye(code: .malformed, reason: error.description))
                     throw error
                 }
-                guard peer.version == version else { throw ConnectionError.versionMismatch(theirs: peer.version...peer.version) }
+                guard peer.version == version else {
+                    throw ConnectionError.versionMismatch(theirs: peer.version...peer.version)
+                }
             }
         } catch let error as WireError {
             throw ConnectionError.malformed(error.reason)
@@ -233,7 +247,11 @@ struct SealedReceiver {
     var reassembler = Framing.Reassembler()
     let traffic: TrafficCounter
 
-    init(cipher: NoiseCipherState, inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, traffic: TrafficCounter) {
+    init(
+        cipher: NoiseCipherState,
+        inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+        traffic: TrafficCounter
+    ) {
         self.cipher = cipher
         self.inbound = inbound
         self.traffic = traffic

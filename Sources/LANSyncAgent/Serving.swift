@@ -10,7 +10,8 @@ import NIOCore
 /// One window stays open inside NIO (a connection accepted as the socket closed is activated after
 /// the stream ended and never reaches us); `NIOAsyncChannel.wrapping` makes that one harmless.
 func serveUntilCancelled<Child: Sendable>(
-    _ server: NIOAsyncChannel<Child, Never>, handle: @escaping @Sendable (Child) async -> Void
+    _ server: NIOAsyncChannel<Child, Never>,
+    handle: @escaping @Sendable (Child) async -> Void
 ) async throws {
     let loop = Task {
         try await server.executeThenClose { inbound in

@@ -32,8 +32,14 @@ actor SyncSession {
     let wakes: AsyncStream<Void>
 
     init(
-        peer: Hello, node: LANSyncNode, sender: SealedSender, configuration: AgentConfiguration,
-        directory: PeerDirectory, relayGrace: SharedRelayGrace, ourStateCache: OurStateCache, logger: Logger,
+        peer: Hello,
+        node: LANSyncNode,
+        sender: SealedSender,
+        configuration: AgentConfiguration,
+        directory: PeerDirectory,
+        relayGrace: SharedRelayGrace,
+        ourStateCache: OurStateCache,
+        logger: Logger,
         initiatedByUs: Bool,
         close: @escaping @Sendable () -> Void
     ) {
@@ -48,8 +54,11 @@ actor SyncSession {
         self.ourStateCache = ourStateCache
         closeConnection = close
         machine = SyncProtocol(
-            hasher: ReplicaStore.elementHasher, keepalive: configuration.keepalive,
-            announceInterval: configuration.announceInterval, now: .now)
+            hasher: ReplicaStore.elementHasher,
+            keepalive: configuration.keepalive,
+            announceInterval: configuration.announceInterval,
+            now: .now
+        )
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -224,7 +233,10 @@ actor SyncSession {
             if error.code != .clockSkew {
                 logger.warning(
                     "refused a delta from the peer, closing the connection",
-                    metadata: ["peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "error": "\(error.message)"])
+                    metadata: [
+                        "peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "error": "\(error.message)",
+                    ]
+                )
             }
             finish(machine.mergeFailed(error.message, clockSkew: error.code == .clockSkew))
             return
@@ -233,27 +245,42 @@ actor SyncSession {
         if !signed.notTaken.isEmpty {
             logger.debug(
                 "asking the peer to send ranges again",
-                metadata: ["peer.device": "\(peer.device)", "sync.replicas": "\(signed.notTaken.keys.map(\.description).sorted())"])
+                metadata: [
+                    "peer.device": "\(peer.device)",
+                    "sync.replicas": "\(signed.notTaken.keys.map(\.description).sorted())",
+                ]
+            )
         }
         if !signed.claimsOpened.isEmpty {
             // Usual in a catch-up (the superseding change comes later); a claim still open once in
             // sync with every peer was made up, and this line names who sent it.
             logger.debug(
                 "the peer's ranges say changes lost that have not lost here yet",
-                metadata: ["peer.device": "\(peer.device)", "sync.replicas": "\(signed.claimsOpened.map(\.description).sorted())"])
+                metadata: [
+                    "peer.device": "\(peer.device)",
+                    "sync.replicas": "\(signed.claimsOpened.map(\.description).sorted())",
+                ]
+            )
         }
         ourStateCache.changed()
         let finished = machine.mergeFinished(
-            ourDigest: { try? ourState().digest }, notTaken: signed.notTaken, changedAnything: outcome.changedAnything,
-            keysKnown: signed.keysKnown, ourVector: try? ourState().versionVector)
+            ourDigest: { try? ourState().digest },
+            notTaken: signed.notTaken,
+            changedAnything: outcome.changedAnything,
+            keysKnown: signed.keysKnown,
+            ourVector: try? ourState().versionVector
+        )
         askToSettleOpenClaims()
         if case .wakeSender = finished { push() }
         mergeLog.merged(outcome.entriesAdded + outcome.preferencesChanged + outcome.rowsChanged)
         if outcome.changedAnything {
             logger.debug(
                 "merged a delta",
-                metadata: ["peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
-                    "sync.preferences": "\(outcome.preferencesChanged)", "sync.rows": "\(outcome.rowsChanged)"])
+                metadata: [
+                    "peer.device": "\(peer.device)", "sync.entries": "\(outcome.entriesAdded)",
+                    "sync.preferences": "\(outcome.preferencesChanged)", "sync.rows": "\(outcome.rowsChanged)",
+                ]
+            )
         }
         let now = Int64(node.clock.now())
         await directory.update(device: peer.device.description) { $0.lastSync = now }
@@ -267,7 +294,10 @@ actor SyncSession {
         if case .wakeSender = machine.claimsOpen(claims, ourVector: ours.versionVector) {
             logger.notice(
                 "asking the peer to send again ranges whose claimed losses have not happened here",
-                metadata: ["peer.device": "\(peer.device)", "sync.replicas": "\(claims.keys.map(\.description).sorted())"])
+                metadata: [
+                    "peer.device": "\(peer.device)", "sync.replicas": "\(claims.keys.map(\.description).sorted())",
+                ]
+            )
             push()
         }
     }
@@ -349,11 +379,14 @@ actor SyncSession {
         if let flush = mergeLog.flushAt { deadline = min(deadline, flush) }
         if let timer, timer.at <= deadline { return }
         timer?.task.cancel()
-        timer = (deadline, Task { [weak self] in
-            try? await Task.sleep(until: deadline)
-            guard !Task.isCancelled else { return }
-            await self?.timerFired()
-        })
+        timer = (
+            deadline,
+            Task { [weak self] in
+                try? await Task.sleep(until: deadline)
+                guard !Task.isCancelled else { return }
+                await self?.timerFired()
+            }
+        )
     }
 
     private func timerFired() {
@@ -375,7 +408,9 @@ actor SyncSession {
         let weLack = announced.versionVector.operationsAhead(of: ours.versionVector)
         let theyLack = ours.versionVector.operationsAhead(of: announced.versionVector)
         let digest = announced.digest.description
-        let vector = Dictionary(uniqueKeysWithValues: announced.versionVector.counters.map { ($0.key.description, $0.value) })
+        let vector = Dictionary(
+            uniqueKeysWithValues: announced.versionVector.counters.map { ($0.key.description, $0.value) }
+        )
         await directory.update(device: peer.device.description) { record in
             record.weLack = weLack
             record.theyLack = theyLack
@@ -390,11 +425,13 @@ actor SyncSession {
 
     private func log(_ line: MergeLog.Line) {
         logger.log(
-            level: line.isNotable ? .info : .debug, line.done ? "synced" : "syncing",
+            level: line.isNotable ? .info : .debug,
+            line.done ? "synced" : "syncing",
             metadata: [
                 "peer.name": "\(peer.name)", "peer.device": "\(peer.device)", "sync.received": "\(line.received)",
                 "sync.remaining": "\(line.remaining)",
-            ])
+            ]
+        )
     }
 
     var announced: PeerState? { machine.peerAnnounced }

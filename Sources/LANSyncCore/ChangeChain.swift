@@ -119,7 +119,11 @@ package struct ChainVerifier: Sendable {
 
     /// The new verified head when `leaves` (the replica's changes after `verified`, in counter
     /// order) lead exactly to `signed` and its signature holds.
-    package func verify(from verified: ChainHead, leaves: [[UInt8]], to signed: SignedHead) -> Result<ChainHead, Problem> {
+    package func verify(
+        from verified: ChainHead,
+        leaves: [[UInt8]],
+        to signed: SignedHead
+    ) -> Result<ChainHead, Problem> {
         let claimed = signed.head
         guard claimed.replica == verified.replica else { return .failure(.otherReplica) }
         guard claimed.counter > verified.counter else {
@@ -130,7 +134,9 @@ package struct ChainVerifier: Sendable {
             return .failure(.leafCount(expected: expected, got: leaves.count))
         }
         // The hash first: it is cheap and says what is wrong more precisely than the signature.
-        guard verified.extended(by: leaves, hasher: hasher) == claimed else { return .failure(.hashMismatch(counter: claimed.counter)) }
+        guard verified.extended(by: leaves, hasher: hasher) == claimed else {
+            return .failure(.hashMismatch(counter: claimed.counter))
+        }
         guard signatureIsValid(signed) else { return .failure(.badSignature(counter: claimed.counter)) }
         return .success(claimed)
     }

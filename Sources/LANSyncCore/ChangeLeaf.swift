@@ -142,7 +142,12 @@ extension RowChange {
     /// The same, with the input built in `buffer` (cleared first): a store hashing every change
     /// it writes reuses one buffer instead of allocating one per change. `keyBytes`: the key's
     /// bytes (`SQLValue.keyBytes`), when the caller has them already.
-    package func leaf(lost: [LostCell], hasher: ElementHasher, reusing input: inout [UInt8], keyBytes: [UInt8]? = nil) -> [UInt8]? {
+    package func leaf(
+        lost: [LostCell],
+        hasher: ElementHasher,
+        reusing input: inout [UInt8],
+        keyBytes: [UInt8]? = nil
+    ) -> [UInt8]? {
         var lostValues: [LostCell] = []
         var lostTotals: [LostCell] = []
         if !lost.isEmpty {
@@ -177,12 +182,15 @@ extension RowChange {
             }
             return hasher.hash(input)
         }
-        let complete = Self.appendList(values, named: \.column, lost: lostValues, maxStandIn: ChainHead.hashByteCount, to: &input) {
+        let complete =
+            Self.appendList(values, named: \.column, lost: lostValues, maxStandIn: ChainHead.hashByteCount, to: &input)
+        {
             Self.appendStandIn(for: $0.value, to: &$1, hasher: hasher)
-        } && Self.appendList(totals, named: \.column, lost: lostTotals, maxStandIn: 8, to: &input) {
-            $1.appendBigEndian(UInt32(8))
-            $1.appendBigEndian(UInt64(bitPattern: $0.total))
         }
+            && Self.appendList(totals, named: \.column, lost: lostTotals, maxStandIn: 8, to: &input) {
+                $1.appendBigEndian(UInt32(8))
+                $1.appendBigEndian(UInt64(bitPattern: $0.total))
+            }
         guard complete else { return nil }
         return hasher.hash(input)
     }
@@ -191,7 +199,11 @@ extension RowChange {
     /// column) in column order, each as field(column) · field(stand-in). False when a lost cell
     /// repeats a column or is malformed.
     private static func appendList<Cell>(
-        _ cells: [Cell], named column: (Cell) -> String, lost: [LostCell], maxStandIn: Int, to input: inout [UInt8],
+        _ cells: [Cell],
+        named column: (Cell) -> String,
+        lost: [LostCell],
+        maxStandIn: Int,
+        to input: inout [UInt8],
         standIn: (Cell, inout [UInt8]) -> Void
     ) -> Bool {
         input.appendBigEndian(UInt32(cells.count + lost.count))
@@ -200,7 +212,9 @@ extension RowChange {
         for cell in cells {
             let name = column(cell)
             while next < lost.count, lost[next].column <= name {
-                guard lost[next].column != name, append(lost[next], after: &previous, to: &input, maxStandIn: maxStandIn) else { return false }
+                guard lost[next].column != name,
+                    append(lost[next], after: &previous, to: &input, maxStandIn: maxStandIn)
+                else { return false }
                 next += 1
             }
             previous = name
@@ -216,8 +230,14 @@ extension RowChange {
 
     /// Appends a lost cell to a leaf's input; false when it repeats the column before it, or its
     /// stand-in is longer than its kind's (32 bytes for a value; exactly 8 for a total).
-    private static func append(_ cell: LostCell, after previous: inout String?, to input: inout [UInt8], maxStandIn: Int) -> Bool {
-        guard cell.column != previous, cell.standIn.count <= maxStandIn, cell.kind == .value || cell.standIn.count == 8 else { return false }
+    private static func append(
+        _ cell: LostCell,
+        after previous: inout String?,
+        to input: inout [UInt8],
+        maxStandIn: Int
+    ) -> Bool {
+        guard cell.column != previous, cell.standIn.count <= maxStandIn, cell.kind == .value || cell.standIn.count == 8
+        else { return false }
         previous = cell.column
         input.appendField(cell.column)
         input.appendBigEndian(UInt32(cell.standIn.count))
@@ -250,8 +270,14 @@ extension RowChange {
         let lostValues = Set(lost.filter { $0.kind == .value }.map(\.column))
         let lostTotals = Set(lost.filter { $0.kind == .total }.map(\.column))
         return RowChange(
-            key: key, kind: kind, causalLength: causalLength, hlc: hlc, dot: dot,
-            values: values.filter { !lostValues.contains($0.column) }, totals: totals.filter { !lostTotals.contains($0.column) })
+            key: key,
+            kind: kind,
+            causalLength: causalLength,
+            hlc: hlc,
+            dot: dot,
+            values: values.filter { !lostValues.contains($0.column) },
+            totals: totals.filter { !lostTotals.contains($0.column) }
+        )
     }
 }
 
@@ -260,17 +286,29 @@ extension RowState {
     /// state after: each with the dot of the change it belongs to. What a store keeps so that it
     /// can still send those changes' leaves. Cells of an earlier life all lost once a later life
     /// began.
-    package func losses(of change: RowChange, before held: RowState, hasher: ElementHasher) -> [(dot: Dot, cell: RowChange.LostCell)] {
+    package func losses(
+        of change: RowChange,
+        before held: RowState,
+        hasher: ElementHasher
+    ) -> [(dot: Dot, cell: RowChange.LostCell)] {
         var losses: [(dot: Dot, cell: RowChange.LostCell)] = []
         // The held cells this merge displaced.
         for cell in held.columns where !columns.contains(cell) {
-            let lost = RowChange.LostCell(kind: .value, column: cell.name, standIn: RowChange.standIn(for: cell.value, hasher: hasher))
+            let lost = RowChange.LostCell(
+                kind: .value,
+                column: cell.name,
+                standIn: RowChange.standIn(for: cell.value, hasher: hasher)
+            )
             losses.append((cell.stamp.dot, lost))
         }
         for counter in held.counters {
             let kept = counters.first { $0.name == counter.name }?.cells ?? []
             for cell in counter.cells where !kept.contains(cell) {
-                let lost = RowChange.LostCell(kind: .total, column: counter.name, standIn: RowChange.standIn(for: cell.total))
+                let lost = RowChange.LostCell(
+                    kind: .total,
+                    column: counter.name,
+                    standIn: RowChange.standIn(for: cell.total)
+                )
                 losses.append((cell.stamp.dot, lost))
             }
         }
@@ -296,7 +334,10 @@ extension RowState {
     /// key or the row is in a later life (a cascade deleted it). A receiver checks every cell a
     /// sender left out, after merging the delta.
     package func hasSuperseded(
-        _ cell: RowChange.LostCell, ofChangeAt stamp: Stamp, life: UInt64, kind: RowChange.Kind
+        _ cell: RowChange.LostCell,
+        ofChangeAt stamp: Stamp,
+        life: UInt64,
+        kind: RowChange.Kind
     ) -> Bool {
         if kind == .append { return causalLength > 1 || (isAppended && marker?.stamp != stamp) }
         if causalLength != life { return causalLength > life }
@@ -305,7 +346,10 @@ extension RowState {
             guard let held = columns.first(where: { $0.name == cell.column }) else { return false }
             return stamp < held.stamp
         case .total:
-            guard let held = counters.first(where: { $0.name == cell.column })?.cells.first(where: { $0.stamp.dot.replica == stamp.dot.replica })
+            guard
+                let held = counters.first(where: { $0.name == cell.column })?.cells.first(where: {
+                    $0.stamp.dot.replica == stamp.dot.replica
+                })
             else { return false }
             return stamp.dot.counter < held.stamp.dot.counter
         }
@@ -315,13 +359,15 @@ extension RowState {
 extension RowState {
     /// Whether this state shows `cell` of the change with `stamp` in life `causalLength` as live:
     /// the column (or the replica's total, or the append marker) holds that very change.
-    package func shows(_ cell: RowChange.LostCell, ofChangeAt stamp: Stamp, life: UInt64, kind: RowChange.Kind) -> Bool {
+    package func shows(_ cell: RowChange.LostCell, ofChangeAt stamp: Stamp, life: UInt64, kind: RowChange.Kind) -> Bool
+    {
         if kind == .append { return isAppended && marker?.stamp == stamp }
         guard causalLength == life else { return false }
         switch cell.kind {
         case .value: return columns.first(where: { $0.name == cell.column })?.stamp == stamp
         case .total:
-            return counters.first(where: { $0.name == cell.column })?.cells.contains(where: { $0.stamp == stamp }) ?? false
+            return counters.first(where: { $0.name == cell.column })?.cells.contains(where: { $0.stamp == stamp })
+                ?? false
         }
     }
 }
@@ -385,8 +431,14 @@ package struct RowChangeStub: Hashable, Sendable {
     package func change(key: RowKey, dot: Dot, in state: RowState) -> RowChange {
         let live = state.causalLength == causalLength ? state.change(key: key, dot: dot) : nil
         return RowChange(
-            key: key, kind: kind, causalLength: causalLength, hlc: hlc, dot: dot, values: live?.values ?? [],
-            totals: kind == .append ? [] : live?.totals ?? [])
+            key: key,
+            kind: kind,
+            causalLength: causalLength,
+            hlc: hlc,
+            dot: dot,
+            values: live?.values ?? [],
+            totals: kind == .append ? [] : live?.totals ?? []
+        )
     }
 
     /// kind u8 · causal length u64 · HLC u64 · lost cell count u32 · (cell kind u8 · field(column)
@@ -409,17 +461,23 @@ package struct RowChangeStub: Hashable, Sendable {
     /// Reads what `canonicalBytes` wrote; throws on anything else.
     package init(canonicalBytes bytes: [UInt8]) throws(SQLValueDecodingError) {
         var reader = CanonicalReader(bytes: bytes)
-        guard let kind = RowChange.Kind(rawValue: try reader.byte()) else { throw SQLValueDecodingError("unknown change kind") }
+        guard let kind = RowChange.Kind(rawValue: try reader.byte()) else {
+            throw SQLValueDecodingError("unknown change kind")
+        }
         let causalLength = try reader.uint64()
         let hlc = HybridTimestamp(rawValue: try reader.uint64())
         let count = Int(try reader.uint32())
         guard count <= bytes.count / 10 else { throw SQLValueDecodingError("\(count) lost cells cannot fit") }
         var lost = [RowChange.LostCell]()
         for _ in 0..<count {
-            guard let cellKind = RowChange.CellKind(rawValue: try reader.byte()) else { throw SQLValueDecodingError("unknown cell kind") }
+            guard let cellKind = RowChange.CellKind(rawValue: try reader.byte()) else {
+                throw SQLValueDecodingError("unknown cell kind")
+            }
             let column = try reader.text()
             let length = Int(try reader.uint32())
-            guard length <= ChainHead.hashByteCount else { throw SQLValueDecodingError("a stand-in of \(length) bytes") }
+            guard length <= ChainHead.hashByteCount else {
+                throw SQLValueDecodingError("a stand-in of \(length) bytes")
+            }
             lost.append(RowChange.LostCell(kind: cellKind, column: column, standIn: Array(try reader.take(length))))
         }
         guard reader.isAtEnd else { throw SQLValueDecodingError("bytes after the stub") }

@@ -22,7 +22,11 @@ package struct Delta: Hashable, Sendable {
         package var record: String?
 
         package init(
-            replica: ReplicaID, from: UInt64, through: UInt64, signature: [UInt8]? = nil, genesis: ProvenanceCheck.Genesis? = nil,
+            replica: ReplicaID,
+            from: UInt64,
+            through: UInt64,
+            signature: [UInt8]? = nil,
+            genesis: ProvenanceCheck.Genesis? = nil,
             record: String? = nil
         ) {
             self.replica = replica
@@ -51,8 +55,12 @@ package struct Delta: Hashable, Sendable {
     package var lostCells: [Dot: [RowChange.LostCell]]
 
     package init(
-        entries: [Entry] = [], preferences: [PreferenceWrite] = [], rows: [RowChange] = [], coverage: [Coverage] = [],
-        preferenceStubs: [PreferenceStub] = [], lostCells: [Dot: [RowChange.LostCell]] = [:]
+        entries: [Entry] = [],
+        preferences: [PreferenceWrite] = [],
+        rows: [RowChange] = [],
+        coverage: [Coverage] = [],
+        preferenceStubs: [PreferenceStub] = [],
+        lostCells: [Dot: [RowChange.LostCell]] = [:]
     ) {
         self.entries = entries
         self.preferences = preferences
@@ -63,7 +71,8 @@ package struct Delta: Hashable, Sendable {
     }
 
     package var isEmpty: Bool {
-        entries.isEmpty && preferences.isEmpty && rows.isEmpty && coverage.isEmpty && preferenceStubs.isEmpty && lostCells.isEmpty
+        entries.isEmpty && preferences.isEmpty && rows.isEmpty && coverage.isEmpty && preferenceStubs.isEmpty
+            && lostCells.isEmpty
     }
 
     /// The largest payload or preference value, in bytes, that any replica accepts.
@@ -75,8 +84,12 @@ package struct Delta: Hashable, Sendable {
     package func problem() -> String? {
         var ranges: [ReplicaID: Coverage] = [:]
         for range in coverage {
-            if let signature = range.signature, signature.count != 64 { return "the signature of replica \(range.replica)'s range is malformed" }
-            if let genesis = range.genesis, genesis.signature.count != 64 { return "the genesis of replica \(range.replica) is malformed" }
+            if let signature = range.signature, signature.count != 64 {
+                return "the signature of replica \(range.replica)'s range is malformed"
+            }
+            if let genesis = range.genesis, genesis.signature.count != 64 {
+                return "the genesis of replica \(range.replica) is malformed"
+            }
             guard range.from < range.through else {
                 return "coverage of replica \(range.replica) is empty or reversed (\(range.from)...\(range.through))"
             }
@@ -103,18 +116,26 @@ package struct Delta: Hashable, Sendable {
             if let problem = write.problem() { return problem }
         }
         for change in rows {
-            guard inRange(change.dot) else { return "row change of \(change.key) has dot \(change.dot) outside the delta's coverage" }
+            guard inRange(change.dot) else {
+                return "row change of \(change.key) has dot \(change.dot) outside the delta's coverage"
+            }
             if let problem = change.problem() { return problem }
         }
         for stub in preferenceStubs {
-            guard inRange(stub.dot) else { return "the stub of preference \(stub.key) has dot \(stub.dot) outside the delta's coverage" }
+            guard inRange(stub.dot) else {
+                return "the stub of preference \(stub.key) has dot \(stub.dot) outside the delta's coverage"
+            }
             if let problem = Names.keyProblem(stub.key) { return problem }
-            guard stub.elementHash.count == ChainHead.hashByteCount else { return "the stub of preference \(stub.key) has a malformed hash" }
+            guard stub.elementHash.count == ChainHead.hashByteCount else {
+                return "the stub of preference \(stub.key) has a malformed hash"
+            }
         }
         if !lostCells.isEmpty {
             let changes = Dictionary(rows.map { ($0.dot, $0) }, uniquingKeysWith: { first, _ in first })
             for (dot, cells) in lostCells {
-                guard let change = changes[dot] else { return "lost cells name change \(dot), which the delta does not carry" }
+                guard let change = changes[dot] else {
+                    return "lost cells name change \(dot), which the delta does not carry"
+                }
                 guard change.leaf(lost: cells, hasher: Self.shapeOnly) != nil else {
                     return "the lost cells of change \(dot) repeat a column or are malformed"
                 }
@@ -134,7 +155,11 @@ package struct Delta: Hashable, Sendable {
     /// The same leaves, per replica in counter order (`ChangeLeaves`): what a receiver walks
     /// along each range, without a hash table of dots. `rowKeys(i)`: the key bytes of `rows[i]`,
     /// when the caller has them already (a check that made each row's first state).
-    package func changeLeaves(hasher: ElementHasher, entryHashes: [[UInt8]]? = nil, rowKeys: ((Int) -> [UInt8])? = nil) -> ChangeLeaves {
+    package func changeLeaves(
+        hasher: ElementHasher,
+        entryHashes: [[UInt8]]? = nil,
+        rowKeys: ((Int) -> [UInt8])? = nil
+    ) -> ChangeLeaves {
         var leaves = ChangeLeaves()
         var buffer = [UInt8]()
         // Entries come grouped by replica: each group goes in at once.
@@ -155,7 +180,9 @@ package struct Delta: Hashable, Sendable {
         for index in rows.indices {
             let dot = rows[index].dot
             let lost = lostCells.isEmpty ? [] : lostCells[dot] ?? []
-            if let leaf = rows[index].leaf(lost: lost, hasher: hasher, reusing: &buffer, keyBytes: rowKeys?(index)) { leaves.add(dot, leaf) }
+            if let leaf = rows[index].leaf(lost: lost, hasher: hasher, reusing: &buffer, keyBytes: rowKeys?(index)) {
+                leaves.add(dot, leaf)
+            }
         }
         leaves.sort()
         return leaves
@@ -187,7 +214,9 @@ extension PreferenceWrite {
     package func problem() -> String? {
         if let problem = Names.keyProblem(key) { return problem }
         if let value, let problem = Delta.valueProblem(value) { return "preference \(key): \(problem)" }
-        if key.hasPrefix(Self.replicaRecordPrefix), key.dropFirst(Self.replicaRecordPrefix.count) != dot.replica.description {
+        if key.hasPrefix(Self.replicaRecordPrefix),
+            key.dropFirst(Self.replicaRecordPrefix.count) != dot.replica.description
+        {
             return "preference \(key) is a replica's own record, written by replica \(dot.replica)"
         }
         return nil
@@ -252,6 +281,9 @@ extension Delta {
     /// A delta of one preference that covers exactly its dot: how member records travel on their
     /// own (a hand-over, a welcome) without claiming any other change of their replica.
     package static func carrying(_ record: PreferenceWrite) -> Delta {
-        Delta(preferences: [record], coverage: [.init(replica: record.dot.replica, from: record.dot.counter - 1, through: record.dot.counter)])
+        Delta(
+            preferences: [record],
+            coverage: [.init(replica: record.dot.replica, from: record.dot.counter - 1, through: record.dot.counter)]
+        )
     }
 }

@@ -77,7 +77,8 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible,
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let id = DeviceID(text) else {
             throw DecodingError.dataCorrupted(
-                .init(codingPath: decoder.codingPath, debugDescription: "not a device ID: \(text)"))
+                .init(codingPath: decoder.codingPath, debugDescription: "not a device ID: \(text)")
+            )
         }
         self = id
     }

@@ -17,8 +17,13 @@ public struct Entry: Hashable, Sendable {
     public let payload: String
 
     package init(
-        id: String, stream: String, originDevice: DeviceID, dot: Dot, hlc: HybridTimestamp,
-        wallMilliseconds: Int64, payload: String
+        id: String,
+        stream: String,
+        originDevice: DeviceID,
+        dot: Dot,
+        hlc: HybridTimestamp,
+        wallMilliseconds: Int64,
+        payload: String
     ) {
         self.id = id
         self.stream = stream
@@ -73,7 +78,12 @@ public struct PreferenceWrite: Hashable, Sendable {
     public let wallMilliseconds: Int64
 
     package init(
-        key: String, value: String?, originDevice: DeviceID, dot: Dot, hlc: HybridTimestamp, wallMilliseconds: Int64
+        key: String,
+        value: String?,
+        originDevice: DeviceID,
+        dot: Dot,
+        hlc: HybridTimestamp,
+        wallMilliseconds: Int64
     ) {
         self.key = key
         self.value = value

@@ -68,7 +68,9 @@ extension Delta {
     /// The greatest HLC reading among the delta's rows: what a receiver checks against its skew bound.
     package var newestHLC: HybridTimestamp {
         max(
-            entries.lazy.map(\.hlc).max() ?? .zero, preferences.lazy.map(\.hlc).max() ?? .zero,
-            rows.lazy.map(\.hlc).max() ?? .zero)
+            entries.lazy.map(\.hlc).max() ?? .zero,
+            preferences.lazy.map(\.hlc).max() ?? .zero,
+            rows.lazy.map(\.hlc).max() ?? .zero
+        )
     }
 }

@@ -12,7 +12,8 @@ package enum Names {
         if name.isEmpty { return "a stream name cannot be empty" }
         if name.utf8.count > maxStreamLength { return "a stream name has at most \(maxStreamLength) characters" }
         guard Self.allBytes(of: name, satisfy: isNameByte), let first = name.utf8.first, isAlphanumeric(first) else {
-            return "stream name '\(name)': use lowercase letters, digits, '_', '-' and '.', starting with a letter or digit"
+            return
+                "stream name '\(name)': use lowercase letters, digits, '_', '-' and '.', starting with a letter or digit"
         }
         return nil
     }
@@ -23,7 +24,8 @@ package enum Names {
         if key.utf8.count > maxKeyLength { return "a preference key has at most \(maxKeyLength) characters" }
         for segment in key.split(separator: "/", omittingEmptySubsequences: false) {
             guard let first = segment.utf8.first, isAlphanumeric(first), segment.utf8.allSatisfy(isNameByte) else {
-                return "preference key '\(given ?? key)': use '/'-separated parts of letters, digits, '_', '-' and '.', "
+                return
+                    "preference key '\(given ?? key)': use '/'-separated parts of letters, digits, '_', '-' and '.', "
                     + "each starting with a letter or digit (e.g. controls/slider/sensitivity; capitals are the same key in lowercase)"
             }
         }
@@ -36,7 +38,10 @@ package enum Names {
     /// other character the key rules refuse is still refused.
     package static func foldedKey(_ key: String) -> String {
         guard key.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else { return key }
-        return String(decoding: key.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
+        return String(
+            decoding: key.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 + 32 : $0 },
+            as: UTF8.self
+        )
     }
 
     /// What is wrong with a key as an app hands it in (checked folded, quoted as given).

@@ -57,12 +57,15 @@ package struct ProvenanceCheck: Sendable {
 
         package var description: String {
             switch self {
-            case .emptyRange(let replica, let from, let through): "replica \(replica)'s range (\(from), \(through)] is empty"
-            case .badGenesis(let replica, let counter): "replica \(replica)'s genesis at \(counter) is not one it signed"
+            case .emptyRange(let replica, let from, let through):
+                "replica \(replica)'s range (\(from), \(through)] is empty"
+            case .badGenesis(let replica, let counter):
+                "replica \(replica)'s genesis at \(counter) is not one it signed"
             case .chain(let replica, let problem): "replica \(replica): \(problem)"
             case .tooManyWithoutChange(let replica, let count):
                 "replica \(replica)'s range leaves \(count) counters without a change (at most \(ProvenanceCheck.maxCountersWithoutChange))"
-            case .twoChangesAtOneCounter(let replica, let counter): "the delta carries two changes under counter \(counter) of replica \(replica)"
+            case .twoChangesAtOneCounter(let replica, let counter):
+                "the delta carries two changes under counter \(counter) of replica \(replica)"
             }
         }
     }
@@ -100,29 +103,43 @@ package struct ProvenanceCheck: Sendable {
     /// Ranges are checked in order, each from where the previous one left its replica, so a
     /// delta may carry one replica's chain in several ranges.
     package func check(
-        _ ranges: [Range], verified: [ReplicaID: ChainHead], keys: [ReplicaID: [UInt8]], leaves: [Dot: [UInt8]]
+        _ ranges: [Range],
+        verified: [ReplicaID: ChainHead],
+        keys: [ReplicaID: [UInt8]],
+        leaves: [Dot: [UInt8]]
     ) -> Result<[Verdict], Problem> {
         check(ranges, verified: verified, keys: keys, leaves: ChangeLeaves(leaves))
     }
 
     /// The same, with the leaves per replica in counter order (`Delta.changeLeaves`).
     package func check(
-        _ ranges: [Range], verified: [ReplicaID: ChainHead], keys: [ReplicaID: [UInt8]], leaves: ChangeLeaves
+        _ ranges: [Range],
+        verified: [ReplicaID: ChainHead],
+        keys: [ReplicaID: [UInt8]],
+        leaves: ChangeLeaves
     ) -> Result<[Verdict], Problem> {
         var verified = verified
         var verdicts: [Verdict] = []
         verdicts.reserveCapacity(ranges.count)
         for range in ranges {
             let replica = range.replica
-            guard range.from < range.through else { return .failure(.emptyRange(replica, from: range.from, through: range.through)) }
+            guard range.from < range.through else {
+                return .failure(.emptyRange(replica, from: range.from, through: range.through))
+            }
             guard let key = keys[replica] else {
                 verdicts.append(.keyUnknown)
                 continue
             }
             var start = verified[replica]
             if let genesis = range.genesis {
-                let head = ChainHead(replica: replica, counter: genesis.counter, hash: ChainHead.genesis(of: replica).hash)
-                guard head.counter <= range.through, signatureIsValid(SignedHead(head: head, signature: genesis.signature), key) else {
+                let head = ChainHead(
+                    replica: replica,
+                    counter: genesis.counter,
+                    hash: ChainHead.genesis(of: replica).hash
+                )
+                guard head.counter <= range.through,
+                    signatureIsValid(SignedHead(head: head, signature: genesis.signature), key)
+                else {
                     return .failure(.badGenesis(replica, counter: head.counter))
                 }
                 // A later genesis than the start: what lies between was written unsigned.
@@ -143,11 +160,14 @@ package struct ProvenanceCheck: Sendable {
             let inRange = carried[first...].prefix { $0.counter <= range.through }.count
             // Two changes under one counter (a preference and a stub of it, say) would be counted
             // twice below: refused before they are.
-            for index in first..<(first + inRange) where index > first && carried[index].counter == carried[index - 1].counter {
+            for index in first..<(first + inRange)
+            where index > first && carried[index].counter == carried[index - 1].counter {
                 return .failure(.twoChangesAtOneCounter(replica, counter: carried[index].counter))
             }
             let missing = range.through - from.counter - UInt64(inRange)
-            guard missing <= Self.maxCountersWithoutChange else { return .failure(.tooManyWithoutChange(replica, count: missing)) }
+            guard missing <= Self.maxCountersWithoutChange else {
+                return .failure(.tooManyWithoutChange(replica, count: missing))
+            }
             // The head the leaves lead to, walked without building a list; the signature says
             // whether the replica signed it.
             let (through, hasher) = (range.through, hasher)
@@ -189,7 +209,11 @@ package struct ChangeLeaves: Sendable {
     /// Adds the leaves of one replica's changes at once (a delta's entries come grouped so).
     mutating func add(_ replica: ReplicaID, _ leaves: [(counter: UInt64, leaf: [UInt8])]) {
         guard !leaves.isEmpty else { return }
-        if byReplica[replica] == nil { byReplica[replica] = leaves } else { byReplica[replica]!.append(contentsOf: leaves) }
+        if byReplica[replica] == nil {
+            byReplica[replica] = leaves
+        } else {
+            byReplica[replica]!.append(contentsOf: leaves)
+        }
     }
 
     /// Puts each replica's leaves in counter order (they mostly come so: cheap then).

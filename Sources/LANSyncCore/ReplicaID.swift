@@ -50,7 +50,8 @@ public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible
     public var description: String {
         let high = String(high, radix: 16)
         let low = String(low, radix: 16)
-        return String(repeating: "0", count: 16 - high.count) + high + String(repeating: "0", count: 16 - low.count) + low
+        return String(repeating: "0", count: 16 - high.count) + high + String(repeating: "0", count: 16 - low.count)
+            + low
     }
 }
 

@@ -37,8 +37,14 @@ package struct ReplicaState: Sendable {
         if let existing = entries[id] { return existing }
         let hlc = clock.tick(now: now)
         let entry = Entry(
-            id: id, stream: stream, originDevice: device, dot: nextDot(), hlc: hlc,
-            wallMilliseconds: Int64(now), payload: payload)
+            id: id,
+            stream: stream,
+            originDevice: device,
+            dot: nextDot(),
+            hlc: hlc,
+            wallMilliseconds: Int64(now),
+            payload: payload
+        )
         insert(entry)
         return entry
     }
@@ -48,7 +54,13 @@ package struct ReplicaState: Sendable {
     package mutating func set(key: String, value: String?, now: UInt64) -> PreferenceWrite {
         let hlc = clock.tick(now: now)
         let write = PreferenceWrite(
-            key: key, value: value, originDevice: device, dot: nextDot(), hlc: hlc, wallMilliseconds: Int64(now))
+            key: key,
+            value: value,
+            originDevice: device,
+            dot: nextDot(),
+            hlc: hlc,
+            wallMilliseconds: Int64(now)
+        )
         _ = store(write)
         return write
     }

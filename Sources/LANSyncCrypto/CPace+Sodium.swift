@@ -67,19 +67,29 @@ package enum CPace {
     /// result that is the identity (which a peer sending a low-order or crafted point would force).
     package static func multiply(_ scalar: SecureBytes, _ point: [UInt8]) throws(CryptoError) -> [UInt8] {
         Sodium.ensureReady()
-        guard point.count == elementBytes else { throw CryptoError.invalidKeyLength(expected: elementBytes, actual: point.count) }
-        guard crypto_core_ristretto255_is_valid_point(point) == 1 else { throw CryptoError.operationFailed("a point that is not a ristretto255 element") }
+        guard point.count == elementBytes else {
+            throw CryptoError.invalidKeyLength(expected: elementBytes, actual: point.count)
+        }
+        guard crypto_core_ristretto255_is_valid_point(point) == 1 else {
+            throw CryptoError.operationFailed("a point that is not a ristretto255 element")
+        }
         var out = [UInt8](repeating: 0, count: elementBytes)
         let code = scalar.withUnsafeBytes { scalar in crypto_scalarmult_ristretto255(&out, scalar.bytes, point) }
-        guard code == 0 else { throw CryptoError.operationFailed("crypto_scalarmult_ristretto255 (an identity result)") }
+        guard code == 0 else {
+            throw CryptoError.operationFailed("crypto_scalarmult_ristretto255 (an identity result)")
+        }
         return out
     }
 
     /// `transcript_ir(Ya, ADa, Yb, ADb)`: the initiator's message, then the responder's.
-    package static func transcript(initiator: (element: [UInt8], data: [UInt8]), responder: (element: [UInt8], data: [UInt8]))
+    package static func transcript(
+        initiator: (element: [UInt8], data: [UInt8]),
+        responder: (element: [UInt8], data: [UInt8])
+    )
         -> [UInt8]
     {
-        lengthValueConcatenation([initiator.element, initiator.data]) + lengthValueConcatenation([responder.element, responder.data])
+        lengthValueConcatenation([initiator.element, initiator.data])
+            + lengthValueConcatenation([responder.element, responder.data])
     }
 
     /// `ISK = SHA-512(lv_cat(DSI_ISK, sid, K) ‖ transcript)`.
@@ -106,7 +116,11 @@ package struct CPaceParty: Sendable {
 
     /// `scalar` is for known-answer tests; a real run takes a fresh random one.
     package init(
-        role: Role, code: [UInt8], channel: [UInt8], session: [UInt8], associatedData: [UInt8],
+        role: Role,
+        code: [UInt8],
+        channel: [UInt8],
+        session: [UInt8],
+        associatedData: [UInt8],
         scalar: SecureBytes = CPace.randomScalar()
     ) throws(CryptoError) {
         self.role = role
@@ -123,8 +137,10 @@ package struct CPaceParty: Sendable {
         defer { sodium_memzero(&secret, secret.count) }
         let mine = (element, associatedData)
         let theirs = (peerElement, peerData)
-        let transcript = role == .initiator
-            ? CPace.transcript(initiator: mine, responder: theirs) : CPace.transcript(initiator: theirs, responder: mine)
+        let transcript =
+            role == .initiator
+            ? CPace.transcript(initiator: mine, responder: theirs)
+            : CPace.transcript(initiator: theirs, responder: mine)
         return CPace.sessionKey(session: session, secret: secret, transcript: transcript)
     }
 }

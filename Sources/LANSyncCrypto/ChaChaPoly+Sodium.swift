@@ -24,8 +24,16 @@ package enum ChaChaPoly {
                 ad.withUnsafeBytes { ad in
                     out.withUnsafeMutableBufferPointer { out in
                         _ = crypto_aead_chacha20poly1305_ietf_encrypt(
-                            out.baseAddress!, &length, plaintext.bytes, UInt64(plaintext.count), ad.bytes,
-                            UInt64(ad.count), nil, nonce, key.bytes)
+                            out.baseAddress!,
+                            &length,
+                            plaintext.bytes,
+                            UInt64(plaintext.count),
+                            ad.bytes,
+                            UInt64(ad.count),
+                            nil,
+                            nonce,
+                            key.bytes
+                        )
                     }
                 }
             }
@@ -45,8 +53,16 @@ package enum ChaChaPoly {
                 ad.withUnsafeBytes { ad in
                     out.withUnsafeMutableBufferPointer { out in
                         crypto_aead_chacha20poly1305_ietf_decrypt(
-                            out.baseAddress ?? UnsafeMutablePointer(mutating: ciphertext.bytes), &length, nil,
-                            ciphertext.bytes, UInt64(ciphertext.count), ad.bytes, UInt64(ad.count), nonce, key.bytes)
+                            out.baseAddress ?? UnsafeMutablePointer(mutating: ciphertext.bytes),
+                            &length,
+                            nil,
+                            ciphertext.bytes,
+                            UInt64(ciphertext.count),
+                            ad.bytes,
+                            UInt64(ad.count),
+                            nonce,
+                            key.bytes
+                        )
                     }
                 }
             }

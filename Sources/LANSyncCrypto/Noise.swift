@@ -86,7 +86,9 @@ struct NoiseSymmetricState {
 
     init(protocolName: String) {
         let name = Array(protocolName.utf8)
-        hash = name.count <= SHA256.byteCount ? name + [UInt8](repeating: 0, count: SHA256.byteCount - name.count)
+        hash =
+            name.count <= SHA256.byteCount
+            ? name + [UInt8](repeating: 0, count: SHA256.byteCount - name.count)
             : SHA256.hash(name)
         chainingKey = SecureBytes(copying: hash)
     }
@@ -165,8 +167,12 @@ package struct NoiseHandshake: Sendable {
     ///   - psk: the 32-byte pre-shared key, for `psk` patterns.
     ///   - ephemeral: a fixed ephemeral key, for known-answer tests only; fresh and random otherwise.
     package init(
-        pattern: NoisePattern, initiator: Bool, prologue: [UInt8], staticKey: KeyPair? = nil,
-        psk: SecureBytes? = nil, ephemeral: KeyPair? = nil
+        pattern: NoisePattern,
+        initiator: Bool,
+        prologue: [UInt8],
+        staticKey: KeyPair? = nil,
+        psk: SecureBytes? = nil,
+        ephemeral: KeyPair? = nil
     ) {
         self.pattern = pattern
         isInitiator = initiator

@@ -23,7 +23,11 @@ package enum NoiseKeyTrial {
 
     /// Opens `message` (the initiator's first) with each of `psks`; nil when none authenticates it.
     package static func respond(
-        to message: [UInt8], pattern: NoisePattern, prologue: [UInt8], staticKey: KeyPair, psks: [SecureBytes],
+        to message: [UInt8],
+        pattern: NoisePattern,
+        prologue: [UInt8],
+        staticKey: KeyPair,
+        psks: [SecureBytes],
         trials: Int = NoiseKeyTrial.trials
     ) -> Opened? {
         var opened: Opened?
@@ -31,8 +35,12 @@ package enum NoiseKeyTrial {
         let standIn = SecureBytes(randomCount: 32)
         for index in 0..<(psks.count + padding) {
             var handshake = NoiseHandshake(
-                pattern: pattern, initiator: false, prologue: prologue, staticKey: staticKey,
-                psk: index < psks.count ? psks[index] : standIn)
+                pattern: pattern,
+                initiator: false,
+                prologue: prologue,
+                staticKey: staticKey,
+                psk: index < psks.count ? psks[index] : standIn
+            )
             guard let payload = try? handshake.readMessage(message), index < psks.count, opened == nil else { continue }
             opened = Opened(index: index, handshake: handshake, payload: payload)
         }

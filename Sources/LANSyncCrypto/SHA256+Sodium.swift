@@ -28,11 +28,17 @@ package enum SHA256 {
         var out = [UInt8](repeating: 0, count: Int(crypto_auth_hmacsha256_BYTES))
         key.withUnsafeBytes { key in
             _ = crypto_auth_hmacsha256_init(
-                &state, key.bytes, key.count)
+                &state,
+                key.bytes,
+                key.count
+            )
         }
         message.withUnsafeBytes { message in
             _ = crypto_auth_hmacsha256_update(
-                &state, message.bytes, UInt64(message.count))
+                &state,
+                message.bytes,
+                UInt64(message.count)
+            )
         }
         out.withUnsafeMutableBufferPointer { out in
             _ = crypto_auth_hmacsha256_final(&state, out.baseAddress!)

@@ -97,11 +97,15 @@ final class AvahiConnection: @unchecked Sendable {
         // The client callback fires inside avahi_client_new, before it returns: it records the
         // pointer it is given. The poll thread is not started yet, so no lock is needed here.
         let created = avahi_client_new(
-            avahi_threaded_poll_get(poll), AVAHI_CLIENT_NO_FAIL,
+            avahi_threaded_poll_get(poll),
+            AVAHI_CLIENT_NO_FAIL,
             { client, state, userdata in
                 guard let userdata else { return }
                 Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().clientChanged(client, state)
-            }, me, &error)
+            },
+            me,
+            &error
+        )
         guard let created else {
             avahi_threaded_poll_free(poll)
             throw AvahiFailure(code: error)
@@ -124,7 +128,9 @@ final class AvahiConnection: @unchecked Sendable {
                     { _, state, userdata in
                         guard let userdata else { return }
                         Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().groupChanged(state)
-                    }, Unmanaged.passUnretained(self).toOpaque())
+                    },
+                    Unmanaged.passUnretained(self).toOpaque()
+                )
                 guard group != nil else { throw AvahiFailure(code: avahi_client_errno(client)) }
             } else {
                 avahi_entry_group_reset(group)
@@ -133,8 +139,17 @@ final class AvahiConnection: @unchecked Sendable {
             for item in txt { list = avahi_string_list_add(list, item) }
             defer { avahi_string_list_free(list) }
             let added = avahi_entry_group_add_service_strlst(
-                group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0), name, type,
-                nil, nil, port, list)
+                group,
+                AvahiIfIndex(AVAHI_IF_UNSPEC),
+                AvahiProtocol(AVAHI_PROTO_UNSPEC),
+                AvahiPublishFlags(0),
+                name,
+                type,
+                nil,
+                nil,
+                port,
+                list
+            )
             guard added >= 0 else { throw AvahiFailure(code: added) }
             let committed = avahi_entry_group_commit(group)
             guard committed >= 0 else { throw AvahiFailure(code: committed) }
@@ -168,7 +183,15 @@ final class AvahiConnection: @unchecked Sendable {
             for item in txt { list = avahi_string_list_add(list, item) }
             defer { avahi_string_list_free(list) }
             let updated = avahi_entry_group_update_service_txt_strlst(
-                group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0), name, type, nil, list)
+                group,
+                AvahiIfIndex(AVAHI_IF_UNSPEC),
+                AvahiProtocol(AVAHI_PROTO_UNSPEC),
+                AvahiPublishFlags(0),
+                name,
+                type,
+                nil,
+                list
+            )
             guard updated >= 0 else { throw AvahiFailure(code: updated) }
             published?.txt = txt
         }
@@ -199,12 +222,25 @@ final class AvahiConnection: @unchecked Sendable {
     private func newBrowser(type: String) throws(AvahiFailure) -> OpaquePointer {
         guard let client else { throw AvahiFailure(code: CInt(AVAHI_ERR_BAD_STATE)) }
         let browser = avahi_service_browser_new(
-            client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), type, nil, AvahiLookupFlags(0),
+            client,
+            AvahiIfIndex(AVAHI_IF_UNSPEC),
+            AvahiProtocol(AVAHI_PROTO_UNSPEC),
+            type,
+            nil,
+            AvahiLookupFlags(0),
             { _, interface, ipProtocol, event, name, type, domain, _, userdata in
                 guard let userdata else { return }
                 Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().browserEvent(
-                    event, interface: interface, ipProtocol: ipProtocol, name: name, type: type, domain: domain)
-            }, Unmanaged.passUnretained(self).toOpaque())
+                    event,
+                    interface: interface,
+                    ipProtocol: ipProtocol,
+                    name: name,
+                    type: type,
+                    domain: domain
+                )
+            },
+            Unmanaged.passUnretained(self).toOpaque()
+        )
         guard let browser else { throw AvahiFailure(code: avahi_client_errno(client)) }
         return browser
     }
@@ -260,15 +296,23 @@ final class AvahiConnection: @unchecked Sendable {
     }
 
     private func browserEvent(
-        _ event: AvahiBrowserEvent, interface: AvahiIfIndex, ipProtocol: AvahiProtocol, name: UnsafePointer<CChar>?,
-        type: UnsafePointer<CChar>?, domain: UnsafePointer<CChar>?
+        _ event: AvahiBrowserEvent,
+        interface: AvahiIfIndex,
+        ipProtocol: AvahiProtocol,
+        name: UnsafePointer<CChar>?,
+        type: UnsafePointer<CChar>?,
+        domain: UnsafePointer<CChar>?
     ) {
         switch event {
         case AVAHI_BROWSER_NEW, AVAHI_BROWSER_REMOVE:
             guard let name, let type, let domain else { return }
             let key = AvahiServiceKey(
-                interface: interface, ipProtocol: ipProtocol, name: String(cString: name), type: String(cString: type),
-                domain: String(cString: domain))
+                interface: interface,
+                ipProtocol: ipProtocol,
+                name: String(cString: name),
+                type: String(cString: type),
+                domain: String(cString: domain)
+            )
             if event == AVAHI_BROWSER_NEW {
                 startResolving(key)
             } else {
@@ -286,19 +330,32 @@ final class AvahiConnection: @unchecked Sendable {
     private func startResolving(_ key: AvahiServiceKey) {
         guard resolvers[key] == nil, let client else { return }
         let resolver = avahi_service_resolver_new(
-            client, key.interface, key.ipProtocol, key.name, key.type, key.domain, key.ipProtocol, AvahiLookupFlags(0),
+            client,
+            key.interface,
+            key.ipProtocol,
+            key.name,
+            key.type,
+            key.domain,
+            key.ipProtocol,
+            AvahiLookupFlags(0),
             { resolver, interface, _, event, _, _, _, _, address, port, txt, flags, userdata in
                 guard let userdata else { return }
                 let me = Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue()
                 guard event == AVAHI_RESOLVER_FOUND, let address else { return }
                 me.resolved(resolver, interface: interface, address: address, port: port, txt: txt, flags: flags)
-            }, Unmanaged.passUnretained(self).toOpaque())
+            },
+            Unmanaged.passUnretained(self).toOpaque()
+        )
         if let resolver { resolvers[key] = resolver }
     }
 
     private func resolved(
-        _ resolver: OpaquePointer?, interface: AvahiIfIndex, address: UnsafePointer<AvahiAddress>, port: UInt16,
-        txt: UnsafeMutablePointer<AvahiStringList>?, flags: AvahiLookupResultFlags
+        _ resolver: OpaquePointer?,
+        interface: AvahiIfIndex,
+        address: UnsafePointer<AvahiAddress>,
+        port: UInt16,
+        txt: UnsafeMutablePointer<AvahiStringList>?,
+        flags: AvahiLookupResultFlags
     ) {
         guard let key = resolvers.first(where: { $0.value == resolver })?.key else { return }
         var text = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX))
@@ -319,8 +376,13 @@ final class AvahiConnection: @unchecked Sendable {
             item = avahi_string_list_get_next(current)
         }
         let resolution = AvahiResolution(
-            address: numeric, isIPv6: address.pointee.proto == AvahiProtocol(AVAHI_PROTO_INET6), port: Int(port),
-            interface: interface, txt: pairs, isOurOwn: flags.rawValue & AVAHI_LOOKUP_RESULT_OUR_OWN.rawValue != 0)
+            address: numeric,
+            isIPv6: address.pointee.proto == AvahiProtocol(AVAHI_PROTO_INET6),
+            port: Int(port),
+            interface: interface,
+            txt: pairs,
+            isOurOwn: flags.rawValue & AVAHI_LOOKUP_RESULT_OUR_OWN.rawValue != 0
+        )
         events.yield(.resolved(key, resolution))
     }
 

@@ -1,4 +1,5 @@
 import Synchronization
+
 /// What this node advertises over mDNS.
 package struct ServiceAdvertisement: Sendable, Equatable {
     /// The DNS-SD instance name. On a collision Avahi's alternative ("Name #2") is used instead.
@@ -88,8 +89,11 @@ package enum MDNSDiscovery {
     /// `txtUpdates`: new TXT records for the advertisement, applied in place (and used from then
     /// on when the daemon connection is re-established).
     package static func events(
-        serviceType: String, advertising advertisement: ServiceAdvertisement?, retryInterval: Duration = .seconds(2),
-        refreshes: AsyncStream<DiscoveryRefresh>? = nil, txtUpdates: AsyncStream<[String: String]>? = nil
+        serviceType: String,
+        advertising advertisement: ServiceAdvertisement?,
+        retryInterval: Duration = .seconds(2),
+        refreshes: AsyncStream<DiscoveryRefresh>? = nil,
+        txtUpdates: AsyncStream<[String: String]>? = nil
     ) -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
         let current = CurrentConnection()
@@ -109,7 +113,9 @@ package enum MDNSDiscovery {
             guard let txtUpdates else { return }
             for await txt in txtUpdates {
                 current.advertisement.withLock { $0?.txt = txt }
-                try? current.connection.withLock { $0 }?.updateTXT(txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
+                try? current.connection.withLock { $0 }?.updateTXT(
+                    txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                )
             }
         }
         continuation.onTermination = { _ in
@@ -121,7 +127,10 @@ package enum MDNSDiscovery {
     }
 
     private static func run(
-        serviceType: String, retry: Duration, out: AsyncStream<DiscoveryEvent>.Continuation, current: CurrentConnection
+        serviceType: String,
+        retry: Duration,
+        out: AsyncStream<DiscoveryEvent>.Continuation,
+        current: CurrentConnection
     ) async {
         var last: DiscoveryStatus?
         func report(_ status: DiscoveryStatus) {
@@ -141,7 +150,10 @@ package enum MDNSDiscovery {
                 continue
             }
             current.connection.withLock { $0 = connection }
-            var session = DiscoverySession(serviceType: serviceType, advertisement: current.advertisement.withLock { $0 })
+            var session = DiscoverySession(
+                serviceType: serviceType,
+                advertisement: current.advertisement.withLock { $0 }
+            )
             for await event in raw {
                 let outcome = session.handle(event)
                 for action in outcome.actions {
@@ -150,8 +162,11 @@ package enum MDNSDiscovery {
                         case .browse: try connection.browse(type: serviceType)
                         case .publish(let ad):
                             try connection.publish(
-                                name: ad.name, type: serviceType, port: UInt16(clamping: ad.port),
-                                txt: ad.txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
+                                name: ad.name,
+                                type: serviceType,
+                                port: UInt16(clamping: ad.port),
+                                txt: ad.txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                            )
                         }
                     } catch {
                         session.failed("\(error)")
@@ -209,11 +224,20 @@ struct DiscoverySession {
             // Browsing works already.
             published = false
             established = false
-            if !browsing { actions.append(.browse); browsing = true }
+            if !browsing {
+                actions.append(.browse)
+                browsing = true
+            }
             status = .running(advertisedAs: nil)
         case .client(.running):
-            if !browsing { actions.append(.browse); browsing = true }
-            if let advertisement, !published { actions.append(.publish(advertisement)); published = true }
+            if !browsing {
+                actions.append(.browse)
+                browsing = true
+            }
+            if let advertisement, !published {
+                actions.append(.publish(advertisement))
+                published = true
+            }
             status = .running(advertisedAs: established ? advertisement?.name : nil)
         case .client(.connecting):
             status = .unavailable(reason: "avahi-daemon is not running; waiting for it to start")
@@ -282,13 +306,20 @@ struct ServiceTable {
         var endpoints: [DiscoveredEndpoint] = []
         for resolution in resolutions {
             let endpoint = DiscoveredEndpoint(
-                host: resolution.address, port: resolution.port, interface: resolution.interface, isIPv6: resolution.isIPv6)
+                host: resolution.address,
+                port: resolution.port,
+                interface: resolution.interface,
+                isIPv6: resolution.isIPv6
+            )
             if !endpoints.contains(endpoint) { endpoints.append(endpoint) }
         }
         endpoints.sort { (!$0.isIPv6 ? 0 : 1, $0.interface, $0.host) < (!$1.isIPv6 ? 0 : 1, $1.interface, $1.host) }
         let service = DiscoveredService(
-            name: name, endpoints: endpoints, txt: resolutions.last?.txt ?? [:],
-            isOurOwn: resolutions.contains(where: \.isOurOwn))
+            name: name,
+            endpoints: endpoints,
+            txt: resolutions.last?.txt ?? [:],
+            isOurOwn: resolutions.contains(where: \.isOurOwn)
+        )
         guard reported[name] != service else { return nil }
         reported[name] = service
         return .appeared(service)

@@ -77,7 +77,8 @@ package struct GroupSecret: Sendable {
         var digits = [UInt8]()
         for character in code.lowercased() where character != "-" && !character.isWhitespace {
             // Crockford's rule: read the letters people confuse with digits as those digits.
-            let normalised: Character = character == "o" ? "0" : (character == "i" || character == "l") ? "1" : character
+            let normalised: Character =
+                character == "o" ? "0" : (character == "i" || character == "l") ? "1" : character
             guard let ascii = normalised.asciiValue, Base32.crockford.alphabet.contains(ascii) else {
                 return .failure(.badCharacter(character))
             }
@@ -138,7 +139,11 @@ package struct GroupEpochs: Sendable {
     /// The next epoch with `secret`: the current one becomes the newest earlier one.
     package func advanced(to epoch: UInt64, secret: GroupSecret) -> GroupEpochs {
         precondition(epoch > self.epoch, "epochs only move forward")
-        return GroupEpochs(current: secret, epoch: epoch, previous: Array(([(self.epoch, current)] + previous).prefix(Self.keptEpochs)))
+        return GroupEpochs(
+            current: secret,
+            epoch: epoch,
+            previous: Array(([(self.epoch, current)] + previous).prefix(Self.keptEpochs))
+        )
     }
 
     /// Every epoch held, the current one first.
@@ -186,7 +191,8 @@ package struct GroupFile: Sendable {
         let bytes: [UInt8]?
         do { bytes = try SecretFile.read(path) } catch { throw Failure(description: error.description) }
         guard let bytes else { return nil }
-        guard let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes)), contents.format == "lansync-group",
+        guard let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes)),
+            contents.format == "lansync-group",
             (1...2).contains(contents.version)
         else { throw damaged }
         var previous = [(epoch: UInt64, group: GroupSecret)]()
@@ -201,8 +207,11 @@ package struct GroupFile: Sendable {
     package func save(_ epochs: GroupEpochs, joined: String) throws(Failure) {
         func hex(_ group: GroupSecret) -> String { group.secret.withUnsafeBytes { [UInt8]($0).hexString } }
         let contents = Contents(
-            secret: hex(epochs.current), epoch: epochs.epoch,
-            previous: epochs.previous.map { Contents.Earlier(epoch: $0.epoch, secret: hex($0.group)) }, joined: joined)
+            secret: hex(epochs.current),
+            epoch: epochs.epoch,
+            previous: epochs.previous.map { Contents.Earlier(epoch: $0.epoch, secret: hex($0.group)) },
+            joined: joined
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         do {
@@ -216,7 +225,9 @@ package struct GroupFile: Sendable {
 
     /// When this device joined (or created) the group, as the file says.
     package func joined() -> String? {
-        guard let bytes = try? SecretFile.read(path), let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes)) else {
+        guard let bytes = try? SecretFile.read(path),
+            let contents = try? JSONDecoder().decode(Contents.self, from: Data(bytes))
+        else {
             return nil
         }
         return contents.joined

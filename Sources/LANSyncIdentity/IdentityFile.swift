@@ -45,32 +45,49 @@ package struct IdentityFile: Sendable {
         do {
             contents = try JSONDecoder().decode(Contents.self, from: Data(bytes))
         } catch {
-            throw Failure(path: path, reason: "is not a LANSync identity file (\(error)); restore it from a backup, "
-                + "or move it away and run `lansync init` to make a new key pair")
+            throw Failure(
+                path: path,
+                reason: "is not a LANSync identity file (\(error)); restore it from a backup, "
+                    + "or move it away and run `lansync init` to make a new key pair"
+            )
         }
         guard contents.format == "lansync-identity" else {
             throw Failure(path: path, reason: "is not a LANSync identity file")
         }
         guard contents.version == 1 else {
-            throw Failure(path: path, reason: "has version \(contents.version), written by a newer LANSync; upgrade lansync")
+            throw Failure(
+                path: path,
+                reason: "has version \(contents.version), written by a newer LANSync; upgrade lansync"
+            )
         }
         guard var secret = [UInt8](hexString: contents.secretKey), secret.count == KeyPair.secretKeyByteCount,
             let keyPair = try? KeyPair(secretKey: SecureBytes(copying: secret)),
             keyPair.publicKey.hexString == contents.publicKey
         else {
-            throw Failure(path: path, reason: "holds a damaged key pair; move it away and run `lansync init` for a new one")
+            throw Failure(
+                path: path,
+                reason: "holds a damaged key pair; move it away and run `lansync init` for a new one"
+            )
         }
         for index in secret.indices { secret[index] = 0 }
         return DeviceIdentity(
-            deviceID: contents.deviceID, source: contents.deviceIDSource, name: contents.name, keyPair: keyPair)
+            deviceID: contents.deviceID,
+            source: contents.deviceIDSource,
+            name: contents.name,
+            keyPair: keyPair
+        )
     }
 
     /// Writes `identity` atomically with mode 0600.
     package func save(_ identity: DeviceIdentity) throws(Failure) {
         let secretHex = identity.keyPair.secretKey.withUnsafeBytes { [UInt8]($0).hexString }
         let contents = Contents(
-            deviceID: identity.deviceID, deviceIDSource: identity.source, name: identity.name,
-            publicKey: identity.keyPair.publicKey.hexString, secretKey: secretHex)
+            deviceID: identity.deviceID,
+            deviceIDSource: identity.source,
+            name: identity.name,
+            publicKey: identity.keyPair.publicKey.hexString,
+            secretKey: secretHex
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         do {
@@ -88,7 +105,10 @@ package struct IdentityFile: Sendable {
 /// Makes a new identity: the device ID from the machine ID when there is one, random otherwise.
 package enum IdentityFactory {
     /// A new identity and, when the machine ID could not be used, why (for `init` to say so).
-    package static func make(name: String, machineIDPath: String) -> (DeviceIdentity, DeviceIDDerivation.MachineIDProblem?) {
+    package static func make(
+        name: String,
+        machineIDPath: String
+    ) -> (DeviceIdentity, DeviceIDDerivation.MachineIDProblem?) {
         let keyPair = KeyPair.generate()
         switch DeviceIDDerivation.deviceID(machineIDPath: machineIDPath) {
         case .success(let deviceID):

@@ -100,7 +100,10 @@ package enum SecretFile {
 
     static func syncDirectory(containing path: String) {
         let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        let fd = open(directory.isEmpty ? (path.hasPrefix("/") ? "/" : ".") : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let fd = open(
+            directory.isEmpty ? (path.hasPrefix("/") ? "/" : ".") : directory,
+            O_RDONLY | O_DIRECTORY | O_CLOEXEC
+        )
         if fd >= 0 {
             fsync(fd)
             close(fd)

@@ -33,7 +33,8 @@ package struct APIError: HTTPResponseError, Sendable {
     }
 
     package var json: String {
-        "{\"error\":" + ExportFile.object([("code", ExportFile.quoted(code)), ("message", ExportFile.quoted(message))]) + "}"
+        "{\"error\":" + ExportFile.object([("code", ExportFile.quoted(code)), ("message", ExportFile.quoted(message))])
+            + "}"
     }
 
     package func response(from request: Request, context: some RequestContext) throws -> Response {

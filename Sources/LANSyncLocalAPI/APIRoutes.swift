@@ -50,27 +50,39 @@ struct LocalAPIRoutes: Sendable {
                 ("name", ExportFile.quoted(node.identity.name)),
                 ("entries", "\(status.entries)"), ("streams", "\(status.streams)"),
                 ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
-                ("tables", "[" + status.tables.map { table in
-                    ExportFile.object([("name", ExportFile.quoted(table.name)), ("declared", "\(table.declared)"), ("rows", "\(table.rows)")])
-                }.joined(separator: ",") + "]"),
-                ("digest", ExportFile.quoted(status.digest.description)), ("hlc", ExportFile.quoted(status.hlc.description)),
+                (
+                    "tables",
+                    "["
+                        + status.tables.map { table in
+                            ExportFile.object([
+                                ("name", ExportFile.quoted(table.name)), ("declared", "\(table.declared)"),
+                                ("rows", "\(table.rows)"),
+                            ])
+                        }.joined(separator: ",") + "]"
+                ),
+                ("digest", ExportFile.quoted(status.digest.description)),
+                ("hlc", ExportFile.quoted(status.hlc.description)),
                 ("version_vector", ExportFile.json(status.versionVector)),
                 ("cursor", ExportFile.quoted(FeedCursor(status.versionVector).text)),
                 ("port", "\(report.port)"), ("peers_connected", "\(connected)"),
                 ("in_sync_with", "\(report.connectedDigests.values.filter { $0 == status.digest.description }.count)"),
-            ]))
+            ])
+        )
     }
 
     /// App-table rows whose parent row is missing (`LANSyncNode.orphans`).
     func orphans() throws -> Response {
         let orphans = try Self.node { () throws(LANSyncError) in try node.orphans() }
         return Self.json(
-            "{\"orphans\":[" + orphans.map { orphan in
-                ExportFile.object([
-                    ("table", ExportFile.quoted(orphan.table)), ("key", "[" + orphan.key.map(ExportFile.quoted).joined(separator: ",") + "]"),
-                    ("parent", ExportFile.quoted(orphan.parent)),
-                ])
-            }.joined(separator: ",") + "]}")
+            "{\"orphans\":["
+                + orphans.map { orphan in
+                    ExportFile.object([
+                        ("table", ExportFile.quoted(orphan.table)),
+                        ("key", "[" + orphan.key.map(ExportFile.quoted).joined(separator: ",") + "]"),
+                        ("parent", ExportFile.quoted(orphan.parent)),
+                    ])
+                }.joined(separator: ",") + "]}"
+        )
     }
 
     func peers() async -> Response {
@@ -90,38 +102,53 @@ struct LocalAPIRoutes: Sendable {
         let stream = try context.parameters.require("stream")
         let payload = try await Self.text(request)
         let id = request.uri.queryParameters.get("id")
-        let entry = try await Self.node { () async throws(LANSyncError) in try await node.append(to: stream, payload: payload, id: id) }
+        let entry = try await Self.node { () async throws(LANSyncError) in
+            try await node.append(to: stream, payload: payload, id: id)
+        }
         return Self.json(ExportFile.object(ExportFile.fields(of: entry)), status: .created)
     }
 
     /// One payload per line (NDJSON), all or none.
     func appendBatch(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let stream = try context.parameters.require("stream")
-        let lines = try await Self.text(request).split(whereSeparator: \.isNewline).filter { !$0.allSatisfy(\.isWhitespace) }
+        let lines = try await Self.text(request).split(whereSeparator: \.isNewline).filter {
+            !$0.allSatisfy(\.isWhitespace)
+        }
         guard !lines.isEmpty else {
             throw APIError(.badRequest, "invalid_input", "the body holds no payloads; send one JSON value per line")
         }
         let requests = lines.map { AppendRequest(id: nil, stream: stream, payload: String($0)) }
         let appended = try await Self.node { () async throws(LANSyncError) in try await node.append(requests) }
         return Self.json(
-            "{\"entries\":[" + appended.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}", status: .created)
+            "{\"entries\":[" + appended.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",")
+                + "]}",
+            status: .created
+        )
     }
 
     func entries(_ request: Request, _ context: BasicRequestContext) throws -> Response {
         let stream = try context.parameters.require("stream")
         let parameters = request.uri.queryParameters
         let query = EntryQuery(
-            stream: stream, since: try Self.number(parameters, "since", 0...Int.max).map(Int64.init),
-            until: try Self.number(parameters, "until", 0...Int.max).map(Int64.init), limit: try Self.number(parameters, "limit", 1...100_000) ?? 1_000)
+            stream: stream,
+            since: try Self.number(parameters, "since", 0...Int.max).map(Int64.init),
+            until: try Self.number(parameters, "until", 0...Int.max).map(Int64.init),
+            limit: try Self.number(parameters, "limit", 1...100_000) ?? 1_000
+        )
         let found = try Self.node { () throws(LANSyncError) in try node.entries(query) }
-        return Self.json("{\"entries\":[" + found.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}")
+        return Self.json(
+            "{\"entries\":[" + found.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}"
+        )
     }
 
     // MARK: Preferences
 
     func preferences() throws -> Response {
         let all = try Self.node { () throws(LANSyncError) in try node.preferences() }
-        return Self.json("{\"preferences\":[" + all.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",") + "]}")
+        return Self.json(
+            "{\"preferences\":[" + all.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",")
+                + "]}"
+        )
     }
 
     /// The preference key a route's path names after `/v1/preferences/` (its `**`): the segments
@@ -133,14 +160,24 @@ struct LocalAPIRoutes: Sendable {
             }
             return text
         }.joined(separator: "/")
-        guard !key.isEmpty else { throw APIError(.badRequest, "invalid_input", "name a preference: /v1/preferences/KEY, e.g. /v1/preferences/caregiver/active") }
+        guard !key.isEmpty else {
+            throw APIError(
+                .badRequest,
+                "invalid_input",
+                "name a preference: /v1/preferences/KEY, e.g. /v1/preferences/caregiver/active"
+            )
+        }
         return key
     }
 
     func preference(_ context: BasicRequestContext) throws -> Response {
         let key = try Self.preferenceKey(context)
         guard let value = try Self.node({ () throws(LANSyncError) in try node.preference(key) }) else {
-            throw APIError(.notFound, "not_set", "preference '\(key)' is not set; set it with PUT /v1/preferences/\(key)")
+            throw APIError(
+                .notFound,
+                "not_set",
+                "preference '\(key)' is not set; set it with PUT /v1/preferences/\(key)"
+            )
         }
         return Self.json(ExportFile.object([("key", ExportFile.quoted(key)), ("value", value)]))
     }
@@ -196,19 +233,31 @@ struct LocalAPIRoutes: Sendable {
         let by = parameters.get("by").map { String($0) } ?? "device"
         let days = try Self.number(parameters, "days", 1...3_660) ?? 30
         let counts = try Reports(node: node).usage(stream: stream, by: by, days: days)
-        let list = counts.map { ExportFile.object([("day", ExportFile.quoted($0.day)), ("group", ExportFile.quoted($0.group)), ("count", "\($0.count)")]) }
-        return Self.json("{\"by\":\(ExportFile.quoted(by)),\"days\":\(days),\"counts\":[\(list.joined(separator: ","))]}")
+        let list = counts.map {
+            ExportFile.object([
+                ("day", ExportFile.quoted($0.day)), ("group", ExportFile.quoted($0.group)), ("count", "\($0.count)"),
+            ])
+        }
+        return Self.json(
+            "{\"by\":\(ExportFile.quoted(by)),\"days\":\(days),\"counts\":[\(list.joined(separator: ","))]}"
+        )
     }
 
     func sessions(_ request: Request, _ context: BasicRequestContext) throws -> Response {
         let stream = try context.parameters.require("stream")
         guard let field = request.uri.queryParameters.get("session_field").map({ String($0) }), !field.isEmpty else {
-            throw APIError(.badRequest, "invalid_input", "give the payload field that names a session, e.g. ?session_field=session_id")
+            throw APIError(
+                .badRequest,
+                "invalid_input",
+                "give the payload field that names a session, e.g. ?session_field=session_id"
+            )
         }
         let list = try Reports(node: node).sessions(stream: stream, field: field).map { session in
             ExportFile.object([
-                ("session", ExportFile.quoted(session.id)), ("start", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.start))),
-                ("end", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.end))), ("duration_ms", "\(session.durationMilliseconds)"),
+                ("session", ExportFile.quoted(session.id)),
+                ("start", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.start))),
+                ("end", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.end))),
+                ("duration_ms", "\(session.durationMilliseconds)"),
                 ("entries", "\(session.entries)"), ("distinct_symbols", "\(session.distinctSymbols)"),
                 ("longest_phrase", session.longestPhrase.map { "\($0)" } ?? "null"),
                 ("devices", "[" + session.devices.map(ExportFile.quoted).joined(separator: ",") + "]"),
@@ -224,22 +273,36 @@ struct LocalAPIRoutes: Sendable {
             throw APIError(.badRequest, "invalid_input", "give the payload field to watch, e.g. ?key=symbol_id")
         }
         let flags = try Reports(node: node).regressions(
-            stream: stream, key: key, baselineDays: try Self.number(parameters, "baseline_days", 1...3_660) ?? 14,
-            recentDays: try Self.number(parameters, "recent_days", 1...3_660) ?? 5, minUses: try Self.number(parameters, "min_uses", 1...1_000_000) ?? 5)
+            stream: stream,
+            key: key,
+            baselineDays: try Self.number(parameters, "baseline_days", 1...3_660) ?? 14,
+            recentDays: try Self.number(parameters, "recent_days", 1...3_660) ?? 5,
+            minUses: try Self.number(parameters, "min_uses", 1...1_000_000) ?? 5
+        )
         let list = flags.map { flag in
             ExportFile.object([
-                ("key", ExportFile.quoted(flag.key)), ("last_used", ExportFile.quoted(Timestamps.iso8601(milliseconds: flag.lastUsed))),
-                ("previous_frequency", "\(flag.previousFrequency)"), ("per_day", String(format: "%.2f", flag.previousUsesPerDay)),
+                ("key", ExportFile.quoted(flag.key)),
+                ("last_used", ExportFile.quoted(Timestamps.iso8601(milliseconds: flag.lastUsed))),
+                ("previous_frequency", "\(flag.previousFrequency)"),
+                ("per_day", String(format: "%.2f", flag.previousUsesPerDay)),
             ])
         }
         return Self.json("{\"flags\":[\(list.joined(separator: ","))]}")
     }
 
     /// A whole-number query parameter within `range`, or nil when absent.
-    static func number(_ parameters: some Collection<(key: Substring, value: Substring)>, _ name: String, _ range: ClosedRange<Int>) throws -> Int? {
+    static func number(
+        _ parameters: some Collection<(key: Substring, value: Substring)>,
+        _ name: String,
+        _ range: ClosedRange<Int>
+    ) throws -> Int? {
         guard let text = parameters.first(where: { $0.key == name })?.value else { return nil }
         guard let value = Int(text), range.contains(value) else {
-            throw APIError(.badRequest, "invalid_input", "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+            throw APIError(
+                .badRequest,
+                "invalid_input",
+                "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'"
+            )
         }
         return value
     }
@@ -247,14 +310,19 @@ struct LocalAPIRoutes: Sendable {
     // MARK: Change feed
 
     func changes(_ request: Request) throws -> Response {
-        let given: String? = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters.get("cursor").map { String($0) }
+        let given: String? =
+            request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters.get("cursor").map { String($0) }
         let cursor: FeedCursor
         switch given {
         case nil, "": cursor = FeedCursor()
         case "now": cursor = FeedCursor(try Self.node { () throws(LANSyncError) in try node.status() }.versionVector)
         case let text?:
             guard let read = FeedCursor(text: text) else {
-                throw APIError(.badRequest, "invalid_cursor", "'\(text.prefix(80))' is not a cursor of this API; resume with the id of the last event you received, or omit it to start from the beginning")
+                throw APIError(
+                    .badRequest,
+                    "invalid_cursor",
+                    "'\(text.prefix(80))' is not a cursor of this API; resume with the id of the last event you received, or omit it to start from the beginning"
+                )
             }
             cursor = read
         }
@@ -263,7 +331,11 @@ struct LocalAPIRoutes: Sendable {
         headers[.cacheControl] = "no-store"
         // Released by the feed as it ends.
         try feeds.reserve()
-        return Response(status: .ok, headers: headers, body: ChangeFeedStream(node: node, cursor: cursor, open: feeds).body())
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ChangeFeedStream(node: node, cursor: cursor, open: feeds).body()
+        )
     }
 
     // MARK: Helpers
@@ -280,7 +352,11 @@ struct LocalAPIRoutes: Sendable {
         do {
             buffer = try await request.collectBody(upTo: maxBody)
         } catch {
-            throw APIError(.contentTooLarge, "too_large", "the body is over \(maxBody >> 20) MiB; send fewer entries per request")
+            throw APIError(
+                .contentTooLarge,
+                "too_large",
+                "the body is over \(maxBody >> 20) MiB; send fewer entries per request"
+            )
         }
         do {
             return try StrictUTF8.decode(buffer.readableBytesView, "the body")
@@ -294,7 +370,11 @@ struct LocalAPIRoutes: Sendable {
         do {
             return try JSONDecoder().decode(T.self, from: Data(text.utf8))
         } catch {
-            throw APIError(.badRequest, "invalid_input", "the body is not the JSON object this route takes (\(error)); see docs/openapi.json")
+            throw APIError(
+                .badRequest,
+                "invalid_input",
+                "the body is not the JSON object this route takes (\(error)); see docs/openapi.json"
+            )
         }
     }
 

@@ -18,7 +18,10 @@ package struct APIToken: Sendable {
         if let text = try? String(contentsOfFile: path, encoding: .utf8) {
             let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
             guard value.utf8.count >= 32, value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-                throw LANSyncError(.unusableData, "\(path) does not hold an API token; delete it and start the agent again to make a new one")
+                throw LANSyncError(
+                    .unusableData,
+                    "\(path) does not hold an API token; delete it and start the agent again to make a new one"
+                )
             }
             chmod(path, 0o600)
             return APIToken(value: value)
@@ -29,7 +32,10 @@ package struct APIToken: Sendable {
         guard descriptor >= 0 else {
             // Another process made it first: use theirs.
             if errno == EEXIST { return try loadOrCreate(in: directory) }
-            throw LANSyncError(.storage, "cannot create \(path): \(String(cString: strerror(errno))); check the data directory's permissions")
+            throw LANSyncError(
+                .storage,
+                "cannot create \(path): \(String(cString: strerror(errno))); check the data directory's permissions"
+            )
         }
         defer { close(descriptor) }
         let bytes = Array((value + "\n").utf8)

@@ -26,12 +26,23 @@ struct ChangeFeedStream: Sendable {
     func body() -> ResponseBody {
         let (node, start, batchRows, heartbeat, open) = (node, cursor, batchRows, heartbeat, open)
         return ResponseBody { writer in
-            try await Self.run(node: node, start: start, batchRows: batchRows, heartbeat: heartbeat, open: open, writer: &writer)
+            try await Self.run(
+                node: node,
+                start: start,
+                batchRows: batchRows,
+                heartbeat: heartbeat,
+                open: open,
+                writer: &writer
+            )
         }
     }
 
     private static func run(
-        node: LANSyncNode, start: FeedCursor, batchRows: Int, heartbeat: Duration, open: OpenFeeds,
+        node: LANSyncNode,
+        start: FeedCursor,
+        batchRows: Int,
+        heartbeat: Duration,
+        open: OpenFeeds,
         writer: inout any ResponseBodyWriter
     ) async throws {
         // Listen before the first read: a commit between the read and the first wait still wakes us.
@@ -63,7 +74,12 @@ struct ChangeFeedStream: Sendable {
             do {
                 delta = try node.store.delta(since: cursor.vector, maxRows: batchRows)
             } catch {
-                try await writer.write(ByteBuffer(string: "event: error\ndata: \(APIError(.internalServerError, "storage", error.message).json)\n\n"))
+                try await writer.write(
+                    ByteBuffer(
+                        string:
+                            "event: error\ndata: \(APIError(.internalServerError, "storage", error.message).json)\n\n"
+                    )
+                )
                 break
             }
             if !delta.isEmpty {
@@ -84,7 +100,8 @@ struct ChangeFeedStream: Sendable {
         let entries = delta.entries.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",")
         let preferences = delta.preferences.map { ExportFile.object(ExportFile.fields(of: $0)) }.joined(separator: ",")
         let rows = delta.rows.map(Self.json).joined(separator: ",")
-        let data = "{\"cursor\":\(ExportFile.quoted(text)),\"entries\":[\(entries)],\"preferences\":[\(preferences)],\"rows\":[\(rows)]}"
+        let data =
+            "{\"cursor\":\(ExportFile.quoted(text)),\"entries\":[\(entries)],\"preferences\":[\(preferences)],\"rows\":[\(rows)]}"
         return "id: \(text)\nevent: changes\ndata: \(data)\n\n"
     }
 
@@ -93,7 +110,8 @@ struct ChangeFeedStream: Sendable {
         ExportFile.object([
             ("type", ExportFile.quoted("row")), ("table", ExportFile.quoted(change.key.table)),
             ("key", "[" + change.key.primaryKey.map(ExportFile.json).joined(separator: ",") + "]"),
-            ("kind", ExportFile.quoted("\(change.kind)")), ("replica_id", ExportFile.quoted(change.dot.replica.description)),
+            ("kind", ExportFile.quoted("\(change.kind)")),
+            ("replica_id", ExportFile.quoted(change.dot.replica.description)),
             ("counter", "\(change.dot.counter)"), ("hlc", ExportFile.quoted(change.hlc.description)),
             ("values", ExportFile.object(change.values.map { ($0.column, ExportFile.json($0.value)) })),
             ("totals", ExportFile.object(change.totals.map { ($0.column, "\($0.total)") })),
@@ -104,7 +122,9 @@ struct ChangeFeedStream: Sendable {
 /// The change feeds being served, so that stopping the agent ends them: an open event stream
 /// would otherwise hold the server's graceful shutdown until the client hangs up.
 package final class OpenFeeds: Sendable {
-    private let state = Mutex<(next: Int, closers: [Int: @Sendable () -> Void], closed: Bool, reserved: Int)>((0, [:], false, 0))
+    private let state = Mutex<(next: Int, closers: [Int: @Sendable () -> Void], closed: Bool, reserved: Int)>(
+        (0, [:], false, 0)
+    )
     private let limit: Int
 
     package init(limit: Int = APILimits.feeds) { self.limit = limit }
@@ -119,9 +139,11 @@ package final class OpenFeeds: Sendable {
         }
         guard taken else {
             throw APIError(
-                .serviceUnavailable, "too_many_feeds",
+                .serviceUnavailable,
+                "too_many_feeds",
                 "\(limit) change feeds are open already; retry in \(APILimits.retryAfterSeconds) s, or share one feed between your program's parts",
-                retryAfter: APILimits.retryAfterSeconds)
+                retryAfter: APILimits.retryAfterSeconds
+            )
         }
     }
 

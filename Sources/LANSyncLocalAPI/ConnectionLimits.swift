@@ -66,8 +66,10 @@ final class ConnectionBoundHandler: ChannelDuplexHandler, RemovableChannelHandle
         guard refused else { return context.fireChannelRead(data) }
         guard case .head = unwrapInboundIn(data) else { return }
         let error = APIError(
-            .serviceUnavailable, "too_many_connections",
-            "the local API serves \(APILimits.connections) connections at once; retry in \(APILimits.retryAfterSeconds) s, or reuse a connection")
+            .serviceUnavailable,
+            "too_many_connections",
+            "the local API serves \(APILimits.connections) connections at once; retry in \(APILimits.retryAfterSeconds) s, or reuse a connection"
+        )
         let body = ByteBuffer(string: error.json + "\n")
         var head = HTTPResponse(status: .serviceUnavailable)
         head.headerFields[.contentType] = "application/json"

@@ -19,10 +19,15 @@ package struct FeedCursor: Sendable, Equatable {
         var bytes = [UInt8]()
         for (replica, counter) in vector.counters.sorted(by: { $0.key < $1.key }) where counter > 0 {
             bytes.append(contentsOf: replica.bytes)
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: counter >> UInt64(shift))) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: counter >> UInt64(shift)))
+            }
         }
         let base64 = Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=",
+                with: ""
+            )
         return "v1." + base64
     }
 

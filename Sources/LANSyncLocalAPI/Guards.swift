@@ -8,14 +8,24 @@ import LANSyncAgent
 /// - an `Origin` header, which browsers send on cross-site requests, is a loopback origin too,
 ///   so another site's page cannot make a browser call the API.
 struct LoopbackGuard<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         if let host = request.head.authority, !Self.isLoopback(host: host) {
             throw APIError(
-                .misdirectedRequest, "host_not_allowed",
-                "the local API answers only requests addressed to localhost, 127.0.0.1 or [::1], not '\(host)'")
+                .misdirectedRequest,
+                "host_not_allowed",
+                "the local API answers only requests addressed to localhost, 127.0.0.1 or [::1], not '\(host)'"
+            )
         }
         if let origin = request.headers[.origin], !Self.isLoopback(origin: origin) {
-            throw APIError(.forbidden, "origin_not_allowed", "requests from pages of '\(origin)' are refused; the API serves local programs")
+            throw APIError(
+                .forbidden,
+                "origin_not_allowed",
+                "requests from pages of '\(origin)' are refused; the API serves local programs"
+            )
         }
         return try await next(request, context)
     }
@@ -49,7 +59,11 @@ struct LoopbackGuard<Context: RequestContext>: RouterMiddleware {
 struct TokenGuard<Context: RequestContext>: RouterMiddleware {
     let token: APIToken
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let given: Substring? =
             if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
                 authorization.dropFirst(7)
@@ -58,8 +72,10 @@ struct TokenGuard<Context: RequestContext>: RouterMiddleware {
             }
         guard let given else {
             throw APIError(
-                .unauthorized, "token_required",
-                "send the token from the data directory's api-token file as 'Authorization: Bearer TOKEN' or 'X-API-Key: TOKEN'")
+                .unauthorized,
+                "token_required",
+                "send the token from the data directory's api-token file as 'Authorization: Bearer TOKEN' or 'X-API-Key: TOKEN'"
+            )
         }
         guard token.matches(given.trimmingCharacters(in: .whitespaces)) else {
             throw APIError(.unauthorized, "token_wrong", "the token does not match the data directory's api-token file")
@@ -71,12 +87,20 @@ struct TokenGuard<Context: RequestContext>: RouterMiddleware {
 /// Answers a path no route serves with the API's JSON error, not an empty body: a client that
 /// reads `error.message` learns what went wrong.
 struct UnknownRouteAsJSON<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
             // Hummingbird answers a known path with another method with 404 too.
-            throw APIError(.notFound, "no_route", "\(request.method) \(request.uri.path) is not a route of the local API; docs/openapi.json lists them")
+            throw APIError(
+                .notFound,
+                "no_route",
+                "\(request.method) \(request.uri.path) is not a route of the local API; docs/openapi.json lists them"
+            )
         }
     }
 }

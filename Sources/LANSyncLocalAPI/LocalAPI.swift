@@ -1,11 +1,11 @@
 import Foundation
 package import Hummingbird
 import HummingbirdCore
-public import LANSyncAgent
 package import LANSync
+public import LANSyncAgent
 public import Logging
-public import ServiceLifecycle
 import NIOCore
+public import ServiceLifecycle
 import Synchronization
 
 /// Where the local API listens.
@@ -61,7 +61,11 @@ public final class LocalAPI: Service, Sendable {
     public func port() async -> Int {
         await withCheckedContinuation { continuation in
             bound.withLock { bound in
-                if let port = bound.port { continuation.resume(returning: port) } else { bound.waiters.append(continuation) }
+                if let port = bound.port {
+                    continuation.resume(returning: port)
+                } else {
+                    bound.waiters.append(continuation)
+                }
             }
         }
     }
@@ -86,7 +90,10 @@ public final class LocalAPI: Service, Sendable {
         let connections = OpenConnections()
         let serving = ServingState(unixSocket: configuration.unixSocket && socketPath.utf8.count < 108)
         if configuration.unixSocket && !serving.unixSocket {
-            logger.warning("local API: no Unix socket, the data directory's path is too long for one", metadata: ["path": "\(socketPath)"])
+            logger.warning(
+                "local API: no Unix socket, the data directory's path is too long for one",
+                metadata: ["path": "\(socketPath)"]
+            )
         }
         defer {
             unlink(addressFile)
@@ -103,7 +110,12 @@ public final class LocalAPI: Service, Sendable {
                     let path = socketPath
                     unlink(path)
                     group.addTask { [self] in
-                        let server = Self.server(responder, at: .unixDomainSocket(path: path), connections: connections, logger: logger) { [self] _ in
+                        let server = Self.server(
+                            responder,
+                            at: .unixDomainSocket(path: path),
+                            connections: connections,
+                            logger: logger
+                        ) { [self] _ in
                             chmod(path, 0o600)
                             serving.update { $0.socket = .running }
                             reportServing(serving)
@@ -131,17 +143,29 @@ public final class LocalAPI: Service, Sendable {
     /// complete, or no request comes, within `APILimits.idleSeconds` (a request under way, a
     /// change feed too, is never cut).
     static func server(
-        _ responder: some HTTPResponder<BasicRequestContext>, at address: BindAddress, connections: OpenConnections, logger: Logger,
+        _ responder: some HTTPResponder<BasicRequestContext>,
+        at address: BindAddress,
+        connections: OpenConnections,
+        logger: Logger,
         onRunning: @escaping @Sendable (any Channel) async -> Void
     ) -> some Service {
         Application(
             responder: responder,
             server: .http1(
                 configuration: .init(
-                    additionalChannelHandlers: [ConnectionBoundHandler(connections)], idleTimeout: .seconds(APILimits.idleSeconds))),
+                    additionalChannelHandlers: [ConnectionBoundHandler(connections)],
+                    idleTimeout: .seconds(APILimits.idleSeconds)
+                )
+            ),
             configuration: .init(
-                address: address, serverName: nil, availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)),
-            onServerRunning: onRunning, eventLoopGroupProvider: .singleton, logger: logger)
+                address: address,
+                serverName: nil,
+                availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)
+            ),
+            onServerRunning: onRunning,
+            eventLoopGroupProvider: .singleton,
+            logger: logger
+        )
     }
 
     /// The name the API has among the agent's parts (`lansync status`).
@@ -150,11 +174,19 @@ public final class LocalAPI: Service, Sendable {
     /// Serves TCP on the configured port, or on a free one when that is taken and the
     /// configuration allows it. A failure is logged and shown in `status`; it never ends the agent.
     private func serveTCP(
-        responder: some HTTPResponder<BasicRequestContext>, host: String, serving: ServingState, connections: OpenConnections
+        responder: some HTTPResponder<BasicRequestContext>,
+        host: String,
+        serving: ServingState,
+        connections: OpenConnections
     ) async {
         var port = configuration.port
         while true {
-            let server = Self.server(responder, at: .hostname(host, port: port), connections: connections, logger: logger) {
+            let server = Self.server(
+                responder,
+                at: .hostname(host, port: port),
+                connections: connections,
+                logger: logger
+            ) {
                 [self] channel in
                 let bound = channel.localAddress?.port ?? 0
                 serving.update {
@@ -167,19 +199,24 @@ public final class LocalAPI: Service, Sendable {
             do {
                 try await server.run()
                 return
-            } catch let error as IOError where error.errnoCode == EADDRINUSE && port != 0 && configuration.takeAFreePortWhenTaken {
+            } catch let error as IOError
+                where error.errnoCode == EADDRINUSE && port != 0 && configuration.takeAFreePortWhenTaken
+            {
                 logger.warning(
                     "local API: port \(port) is taken (another agent on this machine?); taking a free one, which api-address names",
-                    metadata: ["api.port.taken": "\(port)"])
+                    metadata: ["api.port.taken": "\(port)"]
+                )
                 serving.update { $0.taken = port }
                 port = 0
             } catch {
-                let why = (error as? IOError)?.errnoCode == EADDRINUSE
+                let why =
+                    (error as? IOError)?.errnoCode == EADDRINUSE
                     ? "\(host):\(port) is taken (choose another with --api HOST:PORT, or leave --api out)" : "\(error)"
                 serving.update { $0.tcp = .failed(why) }
                 reportServing(serving)
                 logger.error(
-                    "local API on \(host):\(port) stopped: \(error); apps reach it on the Unix socket only until the agent restarts (choose another port with --api HOST:PORT)")
+                    "local API on \(host):\(port) stopped: \(error); apps reach it on the Unix socket only until the agent restarts (choose another port with --api HOST:PORT)"
+                )
                 return
             }
         }
@@ -192,7 +229,12 @@ public final class LocalAPI: Service, Sendable {
     }
 
     /// Every route behind the guard (the OpenAPI test lists them from here).
-    package static func router(agent: Agent, node: LANSyncNode, token: APIToken, feeds: OpenFeeds = OpenFeeds(), sessions: DashboardSessions = DashboardSessions()
+    package static func router(
+        agent: Agent,
+        node: LANSyncNode,
+        token: APIToken,
+        feeds: OpenFeeds = OpenFeeds(),
+        sessions: DashboardSessions = DashboardSessions()
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         // Every request: addressed to loopback, from no other site. The API's routes: the token.

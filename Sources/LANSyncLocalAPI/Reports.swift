@@ -19,17 +19,38 @@ struct Reports {
     static func start(ofLast days: Int) -> Int64 { UsageReports.firstDay(ofLast: days, now: now) }
 
     func usage(stream: String, by: String, days: Int) throws(APIError) -> [UsageReports.DayCount] {
-        UsageReports.usage(try entries(stream, since: Self.start(ofLast: days)), by: by == "device" ? .device : .field(by), days: days, now: Self.now)
+        UsageReports.usage(
+            try entries(stream, since: Self.start(ofLast: days)),
+            by: by == "device" ? .device : .field(by),
+            days: days,
+            now: Self.now
+        )
     }
 
-    func sessions(stream: String, field: String, details: [String] = [], since: Int64? = nil) throws(APIError) -> [UsageReports.Session] {
+    func sessions(
+        stream: String,
+        field: String,
+        details: [String] = [],
+        since: Int64? = nil
+    ) throws(APIError) -> [UsageReports.Session] {
         UsageReports.sessions(try entries(stream, since: since), sessionField: field, details: details)
     }
 
-    func regressions(stream: String, key: String, baselineDays: Int, recentDays: Int, minUses: Int) throws(APIError) -> [UsageReports.RegressionFlag] {
+    func regressions(
+        stream: String,
+        key: String,
+        baselineDays: Int,
+        recentDays: Int,
+        minUses: Int
+    ) throws(APIError) -> [UsageReports.RegressionFlag] {
         // Entries before the baseline window cannot flag anything: a flagged key was last used in it.
         UsageReports.regressions(
-            try entries(stream, since: Self.start(ofLast: baselineDays + recentDays)), key: key, baselineDays: baselineDays,
-            recentDays: recentDays, minUses: minUses, now: Self.now)
+            try entries(stream, since: Self.start(ofLast: baselineDays + recentDays)),
+            key: key,
+            baselineDays: baselineDays,
+            recentDays: recentDays,
+            minUses: minUses,
+            now: Self.now
+        )
     }
 }

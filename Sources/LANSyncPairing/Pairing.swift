@@ -45,7 +45,10 @@ package enum PairingCode {
         let seal: SecureBytes
 
         init(_ sessionKey: SecureBytes) {
-            inviterConfirmation = SHA256.hmac(key: sessionKey, message: Array("lansync/v1/pairing/inviter-confirms".utf8))
+            inviterConfirmation = SHA256.hmac(
+                key: sessionKey,
+                message: Array("lansync/v1/pairing/inviter-confirms".utf8)
+            )
             joinerConfirmation = SHA256.hmac(key: sessionKey, message: Array("lansync/v1/pairing/joiner-confirms".utf8))
             var seal = SHA256.hmac(key: sessionKey, message: Array("lansync/v1/pairing/seal".utf8))
             defer { wipe(&seal) }
@@ -128,14 +131,26 @@ package struct PairingInviter: Sendable {
             let joiner = PairedDevice(device: device, name: name)
             do {
                 let party = try CPaceParty(
-                    role: .responder, code: code, channel: PairingCode.channel, session: session,
-                    associatedData: PairingCode.associatedData(device: me.device, name: me.name))
+                    role: .responder,
+                    code: code,
+                    channel: PairingCode.channel,
+                    session: session,
+                    associatedData: PairingCode.associatedData(device: me.device, name: me.name)
+                )
                 let key = try party.sessionKey(
-                    peerElement: element, peerData: PairingCode.associatedData(device: device, name: name))
+                    peerElement: element,
+                    peerData: PairingCode.associatedData(device: device, name: name)
+                )
                 let keys = PairingCode.Keys(key)
                 state = .awaitingConfirm(keys: PairingCode.KeysBox(keys), joiner: joiner)
                 return PairingStep(
-                    send: .reply(element: party.element, device: me.device, name: me.name, confirmation: keys.inviterConfirmation))
+                    send: .reply(
+                        element: party.element,
+                        device: me.device,
+                        name: me.name,
+                        confirmation: keys.inviterConfirmation
+                    )
+                )
             } catch {
                 return fail("the joining device sent an invalid CPace element", wrongCode: false)
             }
@@ -145,7 +160,12 @@ package struct PairingInviter: Sendable {
             }
             state = .finished
             let sealed = secret.withUnsafeBytes { secret in
-                ChaChaPoly.seal(key: box.keys.seal, nonce: 0, ad: PairingCode.channel, plaintext: Array(secret) + records)
+                ChaChaPoly.seal(
+                    key: box.keys.seal,
+                    nonce: 0,
+                    ad: PairingCode.channel,
+                    plaintext: Array(secret) + records
+                )
             }
             return PairingStep(send: .welcome(sealed: sealed), outcome: .invited(joiner))
         case (_, .refused(let reason)):
@@ -181,13 +201,22 @@ package struct PairingJoiner: Sendable {
     /// The message that starts the run.
     package let hello: PairingMessage
 
-    package init(code: String, device: DeviceID, name: String, session: [UInt8] = randomBytes(PairingMessage.sessionBytes))
+    package init(
+        code: String,
+        device: DeviceID,
+        name: String,
+        session: [UInt8] = randomBytes(PairingMessage.sessionBytes)
+    )
         throws(CryptoError)
     {
         me = PairedDevice(device: device, name: name)
         party = try CPaceParty(
-            role: .initiator, code: Array(code.utf8), channel: PairingCode.channel, session: session,
-            associatedData: PairingCode.associatedData(device: device, name: name))
+            role: .initiator,
+            code: Array(code.utf8),
+            channel: PairingCode.channel,
+            session: session,
+            associatedData: PairingCode.associatedData(device: device, name: name)
+        )
         hello = .hello(session: session, element: party.element, device: device, name: name)
     }
 
@@ -195,7 +224,11 @@ package struct PairingJoiner: Sendable {
         switch (state, message) {
         case (.awaitingReply, .reply(let element, let device, let name, let confirmation)):
             let inviter = PairedDevice(device: device, name: name)
-            guard let key = try? party.sessionKey(peerElement: element, peerData: PairingCode.associatedData(device: device, name: name))
+            guard
+                let key = try? party.sessionKey(
+                    peerElement: element,
+                    peerData: PairingCode.associatedData(device: device, name: name)
+                )
             else { return fail("the inviting device sent an invalid CPace element", wrongCode: false) }
             let keys = PairingCode.Keys(key)
             guard PairingCode.equal(confirmation, keys.inviterConfirmation) else {
@@ -205,9 +238,15 @@ package struct PairingJoiner: Sendable {
             return PairingStep(send: .confirm(confirmation: keys.joinerConfirmation))
         case (.awaitingWelcome(let box, let inviter), .welcome(let sealed)):
             state = .finished
-            guard let opened = ChaChaPoly.open(key: box.keys.seal, nonce: 0, ad: PairingCode.channel, ciphertext: sealed),
+            guard
+                let opened = ChaChaPoly.open(key: box.keys.seal, nonce: 0, ad: PairingCode.channel, ciphertext: sealed),
                 opened.count >= 32
-            else { return PairingStep(send: .refused(reason: "the sealed secret did not open"), outcome: .failed(reason: "the inviting device's secret did not open", wrongCode: false)) }
+            else {
+                return PairingStep(
+                    send: .refused(reason: "the sealed secret did not open"),
+                    outcome: .failed(reason: "the inviting device's secret did not open", wrongCode: false)
+                )
+            }
             // Nothing of a welcome whose records do not read is used, the secret included.
             guard let records = try? WelcomeRecords.decode(Array(opened[32...])) else {
                 let reason = "the inviting device's member records did not read"
@@ -267,7 +306,9 @@ package struct PairingWindow: Sendable {
     /// Why the window takes no more runs, or nil while it is open.
     package func closedReason(now: UInt64) -> String? {
         if let joined { return "\(joined.name) joined with this code" }
-        if attemptsLeft <= 0 { return "\(Self.maxAttempts) attempts were used; open a new window with `lansync group invite`" }
+        if attemptsLeft <= 0 {
+            return "\(Self.maxAttempts) attempts were used; open a new window with `lansync group invite`"
+        }
         if now >= closesAt { return "the code expired; open a new window with `lansync group invite`" }
         return nil
     }

@@ -35,7 +35,9 @@ package struct RelayGrace: Sendable {
 
     /// What to hold back at `now`: per replica with fresh rows, the highest counter that may go
     /// (the rows above it are fresh), and when the next of them settles.
-    package mutating func holdBack(at now: ContinuousClock.Instant) -> (cap: [ReplicaID: UInt64], settles: ContinuousClock.Instant?) {
+    package mutating func holdBack(
+        at now: ContinuousClock.Instant
+    ) -> (cap: [ReplicaID: UInt64], settles: ContinuousClock.Instant?) {
         var cap: [ReplicaID: UInt64] = [:]
         var settles: ContinuousClock.Instant?
         for (replica, merges) in fresh {

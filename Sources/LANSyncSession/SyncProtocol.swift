@@ -141,7 +141,9 @@ package struct SyncProtocol: Sendable {
     package let announceInterval: Duration
 
     package init(
-        hasher: ElementHasher, keepalive: Duration, announceInterval: Duration = .milliseconds(250),
+        hasher: ElementHasher,
+        keepalive: Duration,
+        announceInterval: Duration = .milliseconds(250),
         now: ContinuousClock.Instant
     ) {
         self.hasher = hasher
@@ -221,7 +223,10 @@ package struct SyncProtocol: Sendable {
                 if push.digestImplied, let announced = c.peerAnnounced {
                     // The sender's state is its last announced one plus this entry: no state message follows.
                     c.advanceAnnounced(
-                        digest: EntryPush.impliedDigest(after: announced.digest, adding: entry, hasher: hasher), dot: entry.dot, hlc: entry.hlc)
+                        digest: EntryPush.impliedDigest(after: announced.digest, adding: entry, hasher: hasher),
+                        dot: entry.dot,
+                        hlc: entry.hlc
+                    )
                 }
                 c.mergesAwaiting.append(nil)
                 return .merge(delta)
@@ -235,9 +240,11 @@ package struct SyncProtocol: Sendable {
                 let delta = RowPush.delta(carrying: change, signature: push.signature)
                 c.noteHeld(delta)
                 let afterStates = c.statesReceived
-                c.mergesAwaiting.append(push.digestCheck.map {
-                    DigestCheck(check: $0, dot: change.dot, hlc: change.hlc, afterStates: afterStates)
-                })
+                c.mergesAwaiting.append(
+                    push.digestCheck.map {
+                        DigestCheck(check: $0, dot: change.dot, hlc: change.hlc, afterStates: afterStates)
+                    }
+                )
                 return .merge(delta)
             case .ping(let value):
                 c.repliesOwed.append(.pong(value))
@@ -246,7 +253,13 @@ package struct SyncProtocol: Sendable {
                 // Only a hand-over sends records: a member answering a connection from one that was
                 // away during a removal, before any state and instead of a session (protocol §11).
                 guard c.statesReceived == 0 else {
-                    return .end(c.end(.malformed("a records message in a sync session (records come only in a hand-over, before any state)")))
+                    return .end(
+                        c.end(
+                            .malformed(
+                                "a records message in a sync session (records come only in a hand-over, before any state)"
+                            )
+                        )
+                    )
                 }
                 return .mergeRecords(records)
             case .resend(let replica, let counter):
@@ -287,15 +300,19 @@ package struct SyncProtocol: Sendable {
     /// session; asking after every merge that changed records instead asked for a replica whose
     /// key never comes (a device nobody here pinned) over and over.
     package mutating func mergeFinished(
-        ourDigest: () -> StateDigest?, notTaken: [ReplicaID: UInt64] = [:], changedAnything: Bool = true,
-        keysKnown: Set<ReplicaID> = [], ourVector: VersionVector? = nil
+        ourDigest: () -> StateDigest?,
+        notTaken: [ReplicaID: UInt64] = [:],
+        changedAnything: Bool = true,
+        keysKnown: Set<ReplicaID> = [],
+        ourVector: VersionVector? = nil
     ) -> Received {
         update(ended: .nothing) { c in
             c.stateOwed = true
             if changedAnything { c.resendAsked.removeAll() }
             if let ourVector { c.waiting = c.waiting.filter { ourVector[$0.key] <= $0.value } }
             var asks = notTaken
-            for (replica, counter) in c.waiting where notTaken[replica] == nil && keysKnown.contains(replica) && c.askedOnceKnown[replica] != counter {
+            for (replica, counter) in c.waiting
+            where notTaken[replica] == nil && keysKnown.contains(replica) && c.askedOnceKnown[replica] != counter {
                 c.askedOnceKnown[replica] = counter
                 asks[replica] = counter
                 c.resendAsked[replica] = nil
@@ -323,7 +340,9 @@ package struct SyncProtocol: Sendable {
     /// a peer that holds no better copy is not asked in a loop.
     package mutating func claimsOpen(_ claims: [ReplicaID: UInt64], ourVector: VersionVector) -> Received {
         update(ended: .nothing) { c in
-            guard !claims.isEmpty, let announced = c.peerAnnounced, ourVector.dominates(announced.versionVector) else { return .nothing }
+            guard !claims.isEmpty, let announced = c.peerAnnounced, ourVector.dominates(announced.versionVector) else {
+                return .nothing
+            }
             var asked = false
             for (replica, counter) in claims.sorted(by: { $0.key < $1.key })
             where counter > 0 && announced.versionVector[replica] >= counter && c.claimAsked[replica] != counter {
@@ -364,7 +383,10 @@ package struct SyncProtocol: Sendable {
     /// compact push for exactly one new entry or row change that follows what the peer holds,
     /// else a delta. `digest` is our current digest, asked for only when a push could imply it.
     /// Advances `peerKnown`.
-    package mutating func outgoing<Failure: Error>(_ batch: Delta, digest: () throws(Failure) -> StateDigest) throws(Failure) -> WireMessage {
+    package mutating func outgoing<Failure: Error>(
+        _ batch: Delta,
+        digest: () throws(Failure) -> StateDigest
+    ) throws(Failure) -> WireMessage {
         let hasher = hasher
         var failure: Failure?
         let message = update(ended: WireMessage.delta(batch)) { c -> WireMessage in
@@ -392,7 +414,8 @@ package struct SyncProtocol: Sendable {
     /// (until then it waits for the timer: `nextDeadline`). The peer's announcements are what let
     /// other nodes see it needs no relay (`RelayGrace`).
     package mutating func closingState<Failure: Error>(
-        now: ContinuousClock.Instant, _ ours: () throws(Failure) -> PeerState
+        now: ContinuousClock.Instant,
+        _ ours: () throws(Failure) -> PeerState
     ) throws(Failure) -> Closing {
         let interval = announceInterval
         var failure: Failure?
@@ -432,7 +455,11 @@ package struct SyncProtocol: Sendable {
     /// Rows were held back from this peer for a moment (`RelayGrace.holdBack`: per replica, the
     /// counter sent up to; they settle at `settles`): when it still lacks any of them once they
     /// settle, the timer wakes the sending side then.
-    package mutating func heldBack(_ held: [ReplicaID: UInt64], settles: ContinuousClock.Instant?, ourVector: VersionVector) {
+    package mutating func heldBack(
+        _ held: [ReplicaID: UInt64],
+        settles: ContinuousClock.Instant?,
+        ourVector: VersionVector
+    ) {
         update(ended: ()) { c in
             guard let settles, held.contains(where: { c.peerKnown[$0.key] < ourVector[$0.key] }) else { return }
             c.relaySettlesAt = min(c.relaySettlesAt ?? settles, settles)
@@ -531,14 +558,18 @@ extension SyncProtocol.Conversation {
     fileprivate mutating func advanceAnnounced(digest: StateDigest, dot: Dot, hlc: HybridTimestamp) {
         guard var announced = peerAnnounced else { return }
         announced.digest = digest
-        if announced.versionVector[dot.replica] == dot.counter - 1 { announced.versionVector[dot.replica] = dot.counter }
+        if announced.versionVector[dot.replica] == dot.counter - 1 {
+            announced.versionVector[dot.replica] = dot.counter
+        }
         announced.hlc = max(announced.hlc, hlc)
         peerAnnounced = announced
     }
 
     /// See `SyncProtocol.outgoing`.
     fileprivate mutating func outgoing<Failure: Error>(
-        _ batch: Delta, hasher: ElementHasher, digest: () throws(Failure) -> StateDigest
+        _ batch: Delta,
+        hasher: ElementHasher,
+        digest: () throws(Failure) -> StateDigest
     ) throws(Failure) -> WireMessage {
         defer { peerKnown.advance(by: batch.coverage) }
         let signature = batch.coverage.count == 1 ? batch.coverage[0].signature : nil
@@ -556,7 +587,9 @@ extension SyncProtocol.Conversation {
                 return .push(push)
             }
         }
-        if batch.rows.count == 1, let change = batch.rows.first, let signature, batch == RowPush.delta(carrying: change, signature: signature) {
+        if batch.rows.count == 1, let change = batch.rows.first, let signature,
+            batch == RowPush.delta(carrying: change, signature: signature)
+        {
             let current = try digest()
             if let push = rowPushEncoder.push(change, signature: signature, digestCheck: RowPush.check(of: current)) {
                 // The peer learns our digest from the check when it held our last one; its next
@@ -589,7 +622,8 @@ package enum SessionEnd: Error, Equatable, Sendable, CustomStringConvertible {
         case .malformed(let reason): return .goodbye(code: .malformed, reason: reason)
         case .clockSkew(let reason): return .goodbye(code: .clockSkew, reason: reason)
         case .shuttingDown: return .goodbye(code: .shuttingDown, reason: "the peer's agent is shutting down")
-        case .replaced: return .goodbye(code: .duplicateConnection, reason: "a newer connection to this peer replaced this one")
+        case .replaced:
+            return .goodbye(code: .duplicateConnection, reason: "a newer connection to this peer replaced this one")
         }
     }
 

@@ -37,7 +37,10 @@ struct EventQueue<Event> {
         return (first.at, first.event)
     }
 
-    private static func earlier(_ a: (at: Int64, sequence: Int, event: Event), _ b: (at: Int64, sequence: Int, event: Event)) -> Bool {
+    private static func earlier(
+        _ a: (at: Int64, sequence: Int, event: Event),
+        _ b: (at: Int64, sequence: Int, event: Event)
+    ) -> Bool {
         (a.at, a.sequence) < (b.at, b.sequence)
     }
 }

@@ -11,7 +11,9 @@ struct GroupChecker {
     /// The devices the promises are about: set up, still in the group, and honest.
     var honest: [(index: Int, node: LANSyncNode)] {
         simulation.nodes.compactMap { simulated in
-            guard let node = simulated.node, !simulated.removed, simulated.index != simulation.schedule.byzantine else { return nil }
+            guard let node = simulated.node, !simulated.removed, simulated.index != simulation.schedule.byzantine else {
+                return nil
+            }
             return (simulated.index, node)
         }
     }
@@ -44,7 +46,8 @@ struct GroupChecker {
             let status = try node.status()
             lines.append(
                 "  n\(index): digest \(summary.digest.description.prefix(12)), \(status.entries) entries, vector \(summary.versionVector), "
-                    + "open claims \(try node.store.openClaims())")
+                    + "open claims \(try node.store.openClaims())"
+            )
         }
         // The replicas some hold and others lack, and whether those others know their key.
         var all = VersionVector()
@@ -58,20 +61,26 @@ struct GroupChecker {
                 if let held, let decoded = try? JSONDecoder().decode(ReplicaRecord.self, from: Data(held.utf8)),
                     let member = try node.members().first(where: { $0.deviceID == decoded.deviceID })
                 {
-                    record = "its record (held elsewhere) names \(member.name) with key \(decoded.signingKey.prefix(8)); "
+                    record =
+                        "its record (held elsewhere) names \(member.name) with key \(decoded.signingKey.prefix(8)); "
                         + "keys pinned for it here: \(member.signingKeysEver.map { $0.prefix(8) })"
                 }
                 for (other, holder) in devices where try holder.store.versionVector()[replica] == counter {
                     let delta = try holder.store.signedDelta(since: vector, maxRows: 2_000)
                     let range = delta.coverage.first { $0.replica == replica }
-                    lines.append("    n\(other) would send it \(range.map { "(\($0.from), \($0.through)] genesis \($0.genesis?.counter.description ?? "none") record \($0.record != nil)" } ?? "nothing")")
+                    lines.append(
+                        "    n\(other) would send it \(range.map { "(\($0.from), \($0.through)] genesis \($0.genesis?.counter.description ?? "none") record \($0.record != nil)" } ?? "nothing")"
+                    )
                     let keys = try node.replicaSigningKeys(alsoIn: delta)
-                    lines.append("    with that, the key is known: \(keys[replica] != nil); verified head here: \(try node.store.verifiedHeads()[replica].map { "\($0.counter)" } ?? "none")")
+                    lines.append(
+                        "    with that, the key is known: \(keys[replica] != nil); verified head here: \(try node.store.verifiedHeads()[replica].map { "\($0.counter)" } ?? "none")"
+                    )
                     break
                 }
                 lines.append(
                     "  n\(index) holds \(vector[replica]) of \(counter) of replica \(replica): \(record), "
-                        + (keys[replica] == nil ? "no key" : "key known"))
+                        + (keys[replica] == nil ? "no key" : "key known")
+                )
             }
         }
         return lines.joined(separator: "\n")
@@ -96,27 +105,33 @@ struct GroupChecker {
             let entries = try node.store.readInternals { db in try String.fetchAll(db, sql: "SELECT id FROM entries") }
             if Set(entries).count != entries.count { return "n\(index) holds an entry twice" }
             if let missing = expectedEntries.subtracting(entries).sorted().first {
-                return "n\(index) lacks the acknowledged entry \(missing) (of \(expectedEntries.subtracting(entries).count) missing)"
+                return
+                    "n\(index) lacks the acknowledged entry \(missing) (of \(expectedEntries.subtracting(entries).count) missing)"
             }
             let strokes = try Self.strokeIDs(node)
             if let missing = expectedStrokes.subtracting(strokes).sorted().first {
                 return "n\(index) lacks the acknowledged stroke \(missing)"
             }
-            let gone = simulation.cascadedBy.filter { $0.key != simulation.schedule.byzantine }.values.reduce(into: Set<String>()) { $0.formUnion($1) }
+            let gone = simulation.cascadedBy.filter { $0.key != simulation.schedule.byzantine }.values.reduce(
+                into: Set<String>()
+            ) { $0.formUnion($1) }
             if let kept = gone.intersection(strokes).sorted().first {
                 return "n\(index) holds stroke \(kept), which went with its deleted item"
             }
             let shown = try node.read { db in
                 try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description).joined(separator: "\n")
             }
-            if let tables, tables != shown { return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)" }
+            if let tables, tables != shown {
+                return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)"
+            }
             tables = shown
         }
         if let (index, node) = devices.first {
             let expected = try referenceItems(heldBy: node)
             let shown = try node.read { db in try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description) }
             if shown != expected {
-                return "the items table differs from the reference model of the merge rules (n\(index)):\n\(shown.joined(separator: "\n"))\n"
+                return
+                    "the items table differs from the reference model of the merge rules (n\(index)):\n\(shown.joined(separator: "\n"))\n"
                     + "against the model's\n\(expected.joined(separator: "\n"))"
             }
         }
@@ -142,9 +157,13 @@ struct GroupChecker {
             let current = changes.filter { $0.causalLength == life }
             var values: [String: SQLValue] = [:]
             for column in ["name", "note", "level"] {
-                let writes = current.flatMap { change in change.values.filter { $0.column == column }.map { (change.stamp, $0.value) } }
+                let writes = current.flatMap { change in
+                    change.values.filter { $0.column == column }.map { (change.stamp, $0.value) }
+                }
                 // A column no change of this life wrote (its insert did not arrive) shows its default.
-                values[column] = writes.max { a, b in a.0 < b.0 || (a.0 == b.0 && a.1 < b.1) }?.1 ?? (column == "level" ? .integer(0) : .null)
+                values[column] =
+                    writes.max { a, b in a.0 < b.0 || (a.0 == b.0 && a.1 < b.1) }?.1
+                    ?? (column == "level" ? .integer(0) : .null)
             }
             /// A counter's value: the sum of each replica's latest total of this life.
             func sum(_ column: String) -> Int64 {

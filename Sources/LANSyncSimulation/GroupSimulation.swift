@@ -133,7 +133,8 @@ package final class GroupSimulation {
                     if try await GroupChecker(simulation: self).converged() { break events }
                     if now - healedAt! > Self.convergenceBound {
                         outcome.failure = try await GroupChecker(simulation: self).divergence(
-                            "the group did not converge within \(Self.convergenceBound / 1000) simulated seconds of the network healing")
+                            "the group did not converge within \(Self.convergenceBound / 1000) simulated seconds of the network healing"
+                        )
                         break
                     }
                     queue.schedule(.reconnectAll, at: now + 1_000)
@@ -155,7 +156,9 @@ package final class GroupSimulation {
     func setUp() async throws {
         var identities = SeededRandom(seed: network.next())
         for index in 0..<schedule.nodes {
-            nodes.append(SimulatedNode(index: index, deviceID: DeviceID(bytes: identities.bytes(16))!, keys: identities.split()))
+            nodes.append(
+                SimulatedNode(index: index, deviceID: DeviceID(bytes: identities.bytes(16))!, keys: identities.split())
+            )
         }
         let first = try await install(0)
         joinCode = try first.createGroup().joinCode
@@ -171,13 +174,21 @@ package final class GroupSimulation {
         simulated.generation += 1
         let directory = DataDirectory(path: root + "/n\(index)-g\(simulated.generation)")
         let secret = SecureBytes(copying: simulated.keys.bytes(32))
-        let identity = DeviceIdentity(deviceID: simulated.deviceID, source: .machineID, name: "n\(index)", keyPair: try KeyPair(secretKey: secret))
+        let identity = DeviceIdentity(
+            deviceID: simulated.deviceID,
+            source: .machineID,
+            name: "n\(index)",
+            keyPair: try KeyPair(secretKey: secret)
+        )
         let replica = ReplicaStore.ReplicaChoice.derived(nonce: simulated.keys.bytes(16))
         let clock = clock
         let skew = Int64(index) * 700 - 1_000
         let node = try LANSyncNode.create(
-            at: directory, identity: identity, replica: replica,
-            clock: NodeClock(reading: { UInt64(Int64(clock.milliseconds) + skew) }))
+            at: directory,
+            identity: identity,
+            replica: replica,
+            clock: NodeClock(reading: { UInt64(Int64(clock.milliseconds) + skew) })
+        )
         node.store.extendChainInCommits(true)
         // The creator's first install made the group; every other install joins it.
         if index != 0 || simulated.generation > 1 { _ = try node.joinGroup(code: joinCode) }
@@ -215,11 +226,20 @@ package final class GroupSimulation {
             await wrote(index, bulk: false)
         case .insertRow(let index, let row, let value):
             try await appWrite(
-                index, sql: "INSERT OR IGNORE INTO items (id, name, level) VALUES (?, ?, ?)", ["r\(row)", "v\(value)", value], seed: value % 4 == 0)
+                index,
+                sql: "INSERT OR IGNORE INTO items (id, name, level) VALUES (?, ?, ?)",
+                ["r\(row)", "v\(value)", value],
+                seed: value % 4 == 0
+            )
         case .editRow(let index, let row, let column, let value):
-            let columns = nodes[index].schemaVersion >= 2 ? ["name", "note", "level", "extra"] : ["name", "note", "level"]
+            let columns =
+                nodes[index].schemaVersion >= 2 ? ["name", "note", "level", "extra"] : ["name", "note", "level"]
             let name = columns[column % columns.count]
-            try await appWrite(index, sql: "UPDATE items SET \(name) = ? WHERE id = ?", [name == "level" ? value : "v\(value)", "r\(row)"])
+            try await appWrite(
+                index,
+                sql: "UPDATE items SET \(name) = ? WHERE id = ?",
+                [name == "level" ? value : "v\(value)", "r\(row)"]
+            )
         case .deleteRow(let index, let row):
             // The item's strokes that this device holds go with it, on every device.
             let before = try nodes[index].node.map(GroupChecker.strokeIDs) ?? []
@@ -228,9 +248,17 @@ package final class GroupSimulation {
             cascaded.formUnion(gone)
             if !nodes[index].removed { cascadedBy[index, default: []].formUnion(gone) }
         case .addToCounter(let index, let row, let amount):
-            try await appWrite(index, sql: "UPDATE items SET total = total + ?, km = km + ? WHERE id = ?", [amount, Double(amount) / 8, "r\(row)"])
+            try await appWrite(
+                index,
+                sql: "UPDATE items SET total = total + ?, km = km + ? WHERE id = ?",
+                [amount, Double(amount) / 8, "r\(row)"]
+            )
         case .writeBest(let index, let row, let value):
-            try await appWrite(index, sql: "UPDATE items SET best = ?, low = ? WHERE id = ?", [value, value, "r\(row)"])
+            try await appWrite(
+                index,
+                sql: "UPDATE items SET best = ?, low = ? WHERE id = ?",
+                [value, value, "r\(row)"]
+            )
         case .appendRows(let index, let count):
             guard let node = nodes[index].node else { return }
             let ids = (0..<count).map { _ in nextID("s", index) }
@@ -240,7 +268,12 @@ package final class GroupSimulation {
             let item: String? = count % 3 == 2 ? nil : "r\(count % 3)"
             if let item { try await appWrite(index, sql: "INSERT OR IGNORE INTO items (id) VALUES (?)", [item]) }
             try await node.write { db in
-                for id in ids { try db.execute(sql: "INSERT INTO strokes (id, watts, item) VALUES (?, ?, ?)", arguments: [id, watts, item]) }
+                for id in ids {
+                    try db.execute(
+                        sql: "INSERT INTO strokes (id, watts, item) VALUES (?, ?, ?)",
+                        arguments: [id, watts, item]
+                    )
+                }
             }
             acknowledged[index]!.strokes.formUnion(ids)
             await wrote(index, bulk: count > 64)
@@ -250,10 +283,14 @@ package final class GroupSimulation {
             nodes[index].schemaVersion = 2
         case .connect(let a, let b): try await connect(a, b)
         case .disconnect(let a, let b):
-            for connection in connections.values where Set([connection.ends.0, connection.ends.1]) == Set([a, b]) { try await drop(connection) }
+            for connection in connections.values where Set([connection.ends.0, connection.ends.1]) == Set([a, b]) {
+                try await drop(connection)
+            }
         case .partition(let mask):
             partition = mask
-            for connection in connections.values where !reachable(connection.ends.0, connection.ends.1) { try await drop(connection) }
+            for connection in connections.values where !reachable(connection.ends.0, connection.ends.1) {
+                try await drop(connection)
+            }
         case .heal: partition = nil
         case .kill(let index):
             guard let node = nodes[index].node else { return }
@@ -271,7 +308,9 @@ package final class GroupSimulation {
         case .comeBack(let index):
             nodes[index].online = true
         case .reinstall(let index, let voucher):
-            guard nodes[index].node != nil, !nodes[index].removed, index != schedule.byzantine, let vouching = active(voucher) else { return }
+            guard nodes[index].node != nil, !nodes[index].removed, index != schedule.byzantine,
+                let vouching = active(voucher)
+            else { return }
             try await dropConnections(of: index)
             // What it wrote and nobody else holds is gone with the wipe: the group cannot keep it.
             let held = try forgetWritesHeldOnlyBy(index)
@@ -294,7 +333,11 @@ package final class GroupSimulation {
             guard try remover.member(nodes[index].deviceID) != nil else { return }
             // So is a reinstalled remover that has not heard of its vouch yet: its records pin its
             // earlier key, and the others would not count a removal it signed.
-            if let me = try remover.member(remover.deviceID), let pinned = me.key, pinned != remover.identity.publicKeyHex { return }
+            if let me = try remover.member(remover.deviceID), let pinned = me.key,
+                pinned != remover.identity.publicKeyHex
+            {
+                return
+            }
             _ = try await remover.removeMember(nodes[index].deviceID)
             // What only the removed device held (relayed from a device wiped since) leaves with it.
             _ = try forgetWritesHeldOnlyBy(index)
@@ -335,7 +378,9 @@ package final class GroupSimulation {
         try await node.write(seed: seed) { db in try db.execute(sql: sql, arguments: arguments) }
         // The change as its writer made it (nothing of it superseded yet): the reference model's input.
         let own = node.replicaID
-        let made = try node.store.delta(since: before, maxRows: 100).rows.filter { $0.dot.replica == own && $0.key.table == "items" }
+        let made = try node.store.delta(since: before, maxRows: 100).rows.filter {
+            $0.dot.replica == own && $0.key.table == "items"
+        }
         itemChanges.formUnion(made)
         await wrote(index, bulk: false)
     }
@@ -406,14 +451,22 @@ package final class GroupSimulation {
         for (one, other) in [(first, second), (second, first)] {
             if let member = try one.member(other.deviceID) {
                 if member.isRemoved || (member.key.map { $0 != other.identity.publicKeyHex } ?? false) {
-                    if Self.tracing { print("t=\(now) \(one.identity.name) refuses \(other.identity.name): removed \(member.isRemoved)") }
+                    if Self.tracing {
+                        print(
+                            "t=\(now) \(one.identity.name) refuses \(other.identity.name): removed \(member.isRemoved)"
+                        )
+                    }
                     return
                 }
             }
         }
         for (one, other) in [(first, second), (second, first)] {
-            try await one.observe(other.deviceID, name: other.identity.name, key: other.identity.publicKeyHex,
-                signingKey: other.identity.signingKey.publicKey.hexString)
+            try await one.observe(
+                other.deviceID,
+                name: other.identity.name,
+                key: other.identity.publicKeyHex,
+                signingKey: other.identity.signingKey.publicKey.hexString
+            )
         }
         let connection = Connection(id: nextConnection, ends: (a, b), now: clock.instant(now))
         nextConnection += 1
@@ -422,7 +475,9 @@ package final class GroupSimulation {
             let node = nodes[connection.ends(side)].node!
             let summary = try node.store.syncSummary()
             let opening = connection.sessions[side].opening(
-                PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc), now: clock.instant(now))
+                PeerState(versionVector: summary.versionVector, digest: summary.digest, hlc: summary.hlc),
+                now: clock.instant(now)
+            )
             send(opening, on: connection, from: side)
         }
         wakeSessions(of: a)
@@ -430,7 +485,9 @@ package final class GroupSimulation {
     }
 
     func dropConnections(of index: Int) async throws {
-        for connection in connections.values where connection.ends.0 == index || connection.ends.1 == index { try await drop(connection) }
+        for connection in connections.values where connection.ends.0 == index || connection.ends.1 == index {
+            try await drop(connection)
+        }
     }
 
     /// The connection is lost: both sides see it close, and what was in flight is gone.
@@ -445,7 +502,9 @@ package final class GroupSimulation {
     func send(_ message: WireMessage, on connection: Connection, from side: Int) {
         guard connection.open else { return }
         let toward = 1 - side
-        let delay: Int64 = network.chance(0.05) ? Int64.random(in: 50...400, using: &network) : Int64.random(in: 1...25, using: &network)
+        let delay: Int64 =
+            network.chance(0.05)
+            ? Int64.random(in: 50...400, using: &network) : Int64.random(in: 1...25, using: &network)
         let at = max(connection.lastDelivery[toward], now + delay)
         connection.lastDelivery[toward] = at
         connection.inFlight[toward].append(message.wireBytes())
@@ -464,7 +523,11 @@ package final class GroupSimulation {
             return
         }
         if network.chance(0.001) {
-            end(connection, side: side, connection.sessions[side].receiveFailed("a frame failed authentication (duplicated or reordered)"))
+            end(
+                connection,
+                side: side,
+                connection.sessions[side].receiveFailed("a frame failed authentication (duplicated or reordered)")
+            )
             return
         }
         guard let node = nodes[connection.ends(side)].node else { return }
@@ -502,11 +565,17 @@ package final class GroupSimulation {
             return
         }
         if Self.tracing {
-            print("t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) merged \(delta.coverage.map { "\($0.replica.description.dropFirst(8).prefix(6))(\($0.from),\($0.through)]" }) notTaken \(signed.notTaken.map { "\($0.key.description.dropFirst(8).prefix(6))@\($0.value)" })")
+            print(
+                "t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) merged \(delta.coverage.map { "\($0.replica.description.dropFirst(8).prefix(6))(\($0.from),\($0.through)]" }) notTaken \(signed.notTaken.map { "\($0.key.description.dropFirst(8).prefix(6))@\($0.value)" })"
+            )
         }
         _ = connection.sessions[side].mergeFinished(
-            ourDigest: { try? node.store.syncSummary().digest }, notTaken: signed.notTaken, changedAnything: signed.outcome.changedAnything,
-            keysKnown: signed.keysKnown, ourVector: try node.store.versionVector())
+            ourDigest: { try? node.store.syncSummary().digest },
+            notTaken: signed.notTaken,
+            changedAnything: signed.outcome.changedAnything,
+            keysKnown: signed.keysKnown,
+            ourVector: try node.store.versionVector()
+        )
         try askToSettleClaims(connection, side: side, node: node)
         // Every session of this node hears of the merge (its state changed), this one first.
         schedulePump(connection, side: side, at: now + 1)
@@ -535,11 +604,14 @@ package final class GroupSimulation {
     /// then every batch the peer lacks (signed ranges, up to what this node holds now), then our
     /// state when it is owed.
     func pump(_ id: Int, side: Int) async throws {
-        guard let connection = connections[id], connection.open, let node = nodes[connection.ends(side)].node else { return }
+        guard let connection = connections[id], connection.open, let node = nodes[connection.ends(side)].node else {
+            return
+        }
         connection.pumpScheduled[side] = false
         for reply in connection.sessions[side].takeReplies() {
             if case .resend(let replica, let counter) = reply, !connection.noteResend(side: side, replica, counter) {
-                outcome.failure = "n\(connection.ends(side)) asked n\(connection.ends(1 - side)) for replica \(replica) after \(counter) "
+                outcome.failure =
+                    "n\(connection.ends(side)) asked n\(connection.ends(1 - side)) for replica \(replica) after \(counter) "
                     + "more than \(Self.resendsWithoutProgress) times without progress"
                 return
             }
@@ -554,7 +626,9 @@ package final class GroupSimulation {
             let delta = try node.store.signedDelta(since: known, upTo: ours.versionVector, maxRows: 2_000)
             if delta.isEmpty { break }
             batches += 1
-            let hostile = connection.ends(side) == schedule.byzantine ? try await hostileCopy(of: delta, node: node, peerKnown: known) : nil
+            let hostile =
+                connection.ends(side) == schedule.byzantine
+                ? try await hostileCopy(of: delta, node: node, peerKnown: known) : nil
             if hostile != nil { outcome.hostileSends += 1 }
             // The machine takes the batch as sent whatever the hostile member does with it.
             let message = try connection.sessions[side].outgoing(delta) { try node.store.syncSummary().digest }
@@ -659,7 +733,12 @@ final class Connection {
         self.id = id
         self.ends = ends
         sessions = (0..<2).map { _ in
-            SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: GroupSimulation.keepalive, announceInterval: .milliseconds(250), now: now)
+            SyncProtocol(
+                hasher: ReplicaStore.elementHasher,
+                keepalive: GroupSimulation.keepalive,
+                announceInterval: .milliseconds(250),
+                now: now
+            )
         }
     }
 
@@ -689,5 +768,8 @@ enum AppSchema {
         -- lansync: append-only strokes
         CREATE TABLE strokes (id TEXT PRIMARY KEY, watts INTEGER, item TEXT REFERENCES items(id) ON DELETE CASCADE);
         """
-    static let second = first.replacingOccurrences(of: "total INTEGER NOT NULL DEFAULT 0);", with: "total INTEGER NOT NULL DEFAULT 0, extra TEXT);")
+    static let second = first.replacingOccurrences(
+        of: "total INTEGER NOT NULL DEFAULT 0);",
+        with: "total INTEGER NOT NULL DEFAULT 0, extra TEXT);"
+    )
 }

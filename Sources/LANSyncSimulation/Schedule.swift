@@ -46,12 +46,16 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case .append(let node, let count): "n\(node) appends \(count)"
             case .setPreference(let node, let key, let value):
                 "n\(node) sets \((value ?? 1) % 2 == 0 ? "k" : "K")\(key) = \(value.map(String.init) ?? "unset")"
-            case .insertRow(let node, let row, let value): "n\(node) inserts row r\(row) (\(value))\(value % 4 == 0 ? " as seed data" : "")"
+            case .insertRow(let node, let row, let value):
+                "n\(node) inserts row r\(row) (\(value))\(value % 4 == 0 ? " as seed data" : "")"
             case .editRow(let node, let row, let column, let value): "n\(node) edits r\(row).c\(column) = \(value)"
             case .deleteRow(let node, let row): "n\(node) deletes r\(row) (and the strokes of it that it holds)"
-            case .addToCounter(let node, let row, let amount): "n\(node) adds \(amount) to r\(row).total and \(Double(amount) / 8) to r\(row).km"
-            case .writeBest(let node, let row, let value): "n\(node) writes \(value) to r\(row).best (max) and .low (min)"
-            case .appendRows(let node, let count): "n\(node) appends \(count) strokes" + (count % 3 == 2 ? "" : " to r\(count % 3)")
+            case .addToCounter(let node, let row, let amount):
+                "n\(node) adds \(amount) to r\(row).total and \(Double(amount) / 8) to r\(row).km"
+            case .writeBest(let node, let row, let value):
+                "n\(node) writes \(value) to r\(row).best (max) and .low (min)"
+            case .appendRows(let node, let count):
+                "n\(node) appends \(count) strokes" + (count % 3 == 2 ? "" : " to r\(count % 3)")
             case .upgradeSchema(let node): "n\(node) upgrades its schema"
             case .connect(let a, let b): "n\(a) connects to n\(b)"
             case .disconnect(let a, let b): "n\(a) and n\(b) disconnect"
@@ -76,7 +80,8 @@ package struct Schedule: Sendable, CustomStringConvertible {
     /// The member that runs hostile actions, in Byzantine mode.
     package var byzantine: Int?
 
-    package init(actions: [(at: Int64, action: Action)], nodes: Int, lateJoiners: Set<Int> = [], byzantine: Int? = nil) {
+    package init(actions: [(at: Int64, action: Action)], nodes: Int, lateJoiners: Set<Int> = [], byzantine: Int? = nil)
+    {
         self.actions = actions
         self.nodes = nodes
         self.lateJoiners = lateJoiners
@@ -84,8 +89,10 @@ package struct Schedule: Sendable, CustomStringConvertible {
     }
 
     package var description: String {
-        var lines = ["\(nodes) nodes" + (lateJoiners.isEmpty ? "" : ", joining later: \(lateJoiners.sorted().map { "n\($0)" })")
-            + (byzantine.map { ", hostile: n\($0)" } ?? "")]
+        var lines = [
+            "\(nodes) nodes" + (lateJoiners.isEmpty ? "" : ", joining later: \(lateJoiners.sorted().map { "n\($0)" })")
+                + (byzantine.map { ", hostile: n\($0)" } ?? "")
+        ]
         for (at, action) in actions { lines.append("  \(at) ms: \(action)") }
         return lines.joined(separator: "\n")
     }
@@ -96,10 +103,17 @@ package struct Schedule: Sendable, CustomStringConvertible {
         let nodes = Int.random(in: 3...7, using: &random)
         var late = Set<Int>()
         for node in 2..<nodes where random.chance(0.2) { late.insert(node) }
-        var schedule = Schedule(actions: [], nodes: nodes, lateJoiners: late, byzantine: byzantine ? Int.random(in: 1..<nodes, using: &random) : nil)
+        var schedule = Schedule(
+            actions: [],
+            nodes: nodes,
+            lateJoiners: late,
+            byzantine: byzantine ? Int.random(in: 1..<nodes, using: &random) : nil
+        )
         var now: Int64 = 0
         // Everyone that starts in the group meets someone first.
-        for node in 1..<nodes where !late.contains(node) { schedule.actions.append((now, .connect(node, Int.random(in: 0..<node, using: &random)))) }
+        for node in 1..<nodes where !late.contains(node) {
+            schedule.actions.append((now, .connect(node, Int.random(in: 0..<node, using: &random))))
+        }
         func node() -> Int { Int.random(in: 0..<nodes, using: &random) }
         func other(than one: Int) -> Int {
             let pick = Int.random(in: 0..<(nodes - 1), using: &random)
@@ -111,15 +125,51 @@ package struct Schedule: Sendable, CustomStringConvertible {
             let action: Action
             switch roll {
             case 0..<165: action = .append(node: node(), count: 1)
-            case 165..<200: action = .append(node: node(), count: random.chance(0.5) ? Int.random(in: 1_900...2_600, using: &random) : Int.random(in: 2...300, using: &random))
-            case 200..<290: action = .setPreference(node: node(), key: Int.random(in: 0..<4, using: &random), value: random.chance(0.15) ? nil : Int.random(in: 0..<1000, using: &random))
-            case 290..<340: action = .insertRow(node: node(), row: Int.random(in: 0..<5, using: &random), value: Int.random(in: 0..<1000, using: &random))
-            case 340..<400: action = .editRow(node: node(), row: Int.random(in: 0..<5, using: &random), column: Int.random(in: 0..<3, using: &random), value: Int.random(in: 0..<1000, using: &random))
+            case 165..<200:
+                action = .append(
+                    node: node(),
+                    count: random.chance(0.5)
+                        ? Int.random(in: 1_900...2_600, using: &random) : Int.random(in: 2...300, using: &random)
+                )
+            case 200..<290:
+                action = .setPreference(
+                    node: node(),
+                    key: Int.random(in: 0..<4, using: &random),
+                    value: random.chance(0.15) ? nil : Int.random(in: 0..<1000, using: &random)
+                )
+            case 290..<340:
+                action = .insertRow(
+                    node: node(),
+                    row: Int.random(in: 0..<5, using: &random),
+                    value: Int.random(in: 0..<1000, using: &random)
+                )
+            case 340..<400:
+                action = .editRow(
+                    node: node(),
+                    row: Int.random(in: 0..<5, using: &random),
+                    column: Int.random(in: 0..<3, using: &random),
+                    value: Int.random(in: 0..<1000, using: &random)
+                )
             case 400..<420: action = .deleteRow(node: node(), row: Int.random(in: 0..<5, using: &random))
-            case 420..<450: action = .addToCounter(node: node(), row: Int.random(in: 0..<5, using: &random), amount: Int.random(in: -5...20, using: &random))
+            case 420..<450:
+                action = .addToCounter(
+                    node: node(),
+                    row: Int.random(in: 0..<5, using: &random),
+                    amount: Int.random(in: -5...20, using: &random)
+                )
             // Two rows only, so that devices write one row's one-way columns in the same life.
-            case 450..<480: action = .writeBest(node: node(), row: Int.random(in: 0..<2, using: &random), value: Int.random(in: -50...1000, using: &random))
-            case 480..<495: action = .appendRows(node: node(), count: random.chance(0.5) ? Int.random(in: 1_900...2_600, using: &random) : Int.random(in: 1...200, using: &random))
+            case 450..<480:
+                action = .writeBest(
+                    node: node(),
+                    row: Int.random(in: 0..<2, using: &random),
+                    value: Int.random(in: -50...1000, using: &random)
+                )
+            case 480..<495:
+                action = .appendRows(
+                    node: node(),
+                    count: random.chance(0.5)
+                        ? Int.random(in: 1_900...2_600, using: &random) : Int.random(in: 1...200, using: &random)
+                )
             case 495..<505: action = .upgradeSchema(node: node())
             case 505..<640:
                 let a = node()

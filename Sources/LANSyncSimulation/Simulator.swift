@@ -19,7 +19,11 @@ package enum Simulator {
     }
 
     /// The schedule and network seed that `seed` stands for.
-    package static func plan(seed: UInt64, length: Int = defaultLength, byzantine: Bool) -> (Schedule, networkSeed: UInt64) {
+    package static func plan(
+        seed: UInt64,
+        length: Int = defaultLength,
+        byzantine: Bool
+    ) -> (Schedule, networkSeed: UInt64) {
         var random = SeededRandom(seed: seed ^ (byzantine ? 0xB1_2A_B1_2A : 0))
         let schedule = Schedule.random(&random, length: length, byzantine: byzantine)
         return (schedule, random.next())
@@ -28,14 +32,22 @@ package enum Simulator {
     /// Runs `seed`.
     package static func run(seed: UInt64, length: Int = defaultLength, byzantine: Bool) async -> SeedRun {
         let (schedule, networkSeed) = plan(seed: seed, length: length, byzantine: byzantine)
-        let outcome = await GroupSimulation(schedule: schedule, networkSeed: networkSeed, root: scratch + "/\(UUID().uuidString)").run()
+        let outcome = await GroupSimulation(
+            schedule: schedule,
+            networkSeed: networkSeed,
+            root: scratch + "/\(UUID().uuidString)"
+        ).run()
         return SeedRun(seed: seed, schedule: schedule, outcome: outcome)
     }
 
     /// The smallest schedule found that still fails (by dropping runs of actions, halving the run
     /// length down to one), within `budget` runs.
     package static func shrink(_ failing: SeedRun, budget: Int = 150) async -> Schedule {
-        let networkSeed = plan(seed: failing.seed, length: failing.schedule.actions.count, byzantine: failing.schedule.byzantine != nil).networkSeed
+        let networkSeed = plan(
+            seed: failing.seed,
+            length: failing.schedule.actions.count,
+            byzantine: failing.schedule.byzantine != nil
+        ).networkSeed
         var schedule = failing.schedule
         var runs = 0
         var chunk = max(1, schedule.actions.count / 2)
@@ -46,7 +58,11 @@ package enum Simulator {
                 var candidate = schedule
                 candidate.actions.removeSubrange(start..<min(start + chunk, candidate.actions.count))
                 runs += 1
-                let outcome = await GroupSimulation(schedule: candidate, networkSeed: networkSeed, root: scratch + "/\(UUID().uuidString)").run()
+                let outcome = await GroupSimulation(
+                    schedule: candidate,
+                    networkSeed: networkSeed,
+                    root: scratch + "/\(UUID().uuidString)"
+                ).run()
                 if outcome.failure != nil {
                     schedule = candidate
                     removedAny = true

@@ -141,7 +141,9 @@ struct BoundStatement {
 
     private func error(_ code: Int32) -> DatabaseError {
         DatabaseError(
-            resultCode: ResultCode(rawValue: code), message: connection.map { String(cString: sqlite3_errmsg($0)) },
-            sql: String(cString: sqlite3_sql(handle)))
+            resultCode: ResultCode(rawValue: code),
+            message: connection.map { String(cString: sqlite3_errmsg($0)) },
+            sql: String(cString: sqlite3_sql(handle))
+        )
     }
 }

@@ -42,7 +42,8 @@ struct FirstRow: Sendable {
 
     /// `key`: the change's key bytes, when the caller has them already; `stored`: its state as
     /// `app_rows` keeps it, when the caller could encode it.
-    init(_ change: RowChange, key: [UInt8]? = nil, hasher: ElementHasher, buffer: inout [UInt8], stored: [UInt8]? = nil) {
+    init(_ change: RowChange, key: [UInt8]? = nil, hasher: ElementHasher, buffer: inout [UInt8], stored: [UInt8]? = nil)
+    {
         self.stored = stored
         self.key = key ?? SQLValue.keyBytes(change.key.primaryKey)
         buffer.removeAll(keepingCapacity: true)

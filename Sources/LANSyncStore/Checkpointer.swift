@@ -64,7 +64,10 @@ final class Checkpointer: Sendable {
     /// the checkpoint thread, after any checkpoint already under way; the caller holds no
     /// transaction meanwhile, so the app's writes still commit.
     func checkpointBeforeRewind() async {
-        guard walFrames.load(ordering: .relaxed) * frameBytes.load(ordering: .relaxed) > rewindBytes.load(ordering: .relaxed) else { return }
+        guard
+            walFrames.load(ordering: .relaxed) * frameBytes.load(ordering: .relaxed)
+                > rewindBytes.load(ordering: .relaxed)
+        else { return }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             queue.async { [self] in
                 checkpoint()

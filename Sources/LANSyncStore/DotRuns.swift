@@ -41,7 +41,8 @@ struct DotRun {
 
     /// Adds `dot` (of `table`, writing `key`) when it continues the run; false when it does not.
     mutating func extend(table: Int64, dot: Int64, key: ArraySlice<UInt8>) -> Bool {
-        guard table == self.table, dot == last + 1, DotKey.number(dot) == DotKey.number(first), dot - first < Self.maxDots,
+        guard table == self.table, dot == last + 1, DotKey.number(dot) == DotKey.number(first),
+            dot - first < Self.maxDots,
             keys.count + key.count <= Self.maxKeyBytes
         else { return false }
         last = dot
@@ -74,7 +75,10 @@ struct DotRun {
 
     /// The stored run whose last dot is the first at or after `dot`: the only one that may hold it.
     static func run(reaching dot: Int64, _ db: Database) throws -> (first: Int64, last: Int64)? {
-        let select = try BoundStatement(db, sql: "SELECT first, last FROM app_op_runs WHERE last >= ? ORDER BY last LIMIT 1")
+        let select = try BoundStatement(
+            db,
+            sql: "SELECT first, last FROM app_op_runs WHERE last >= ? ORDER BY last LIMIT 1"
+        )
         select.bind(1, dot)
         var found: (first: Int64, last: Int64)?
         try select.forEachRow { found = ($0.int64(0), $0.int64(1)) }
@@ -104,7 +108,10 @@ struct DotRun {
             throw StoreError(.database, "a run of the dot index does not read; the database is damaged")
         }
         guard position == count else {
-            throw StoreError(.database, "a run of the dot index holds \(position) keys for \(count) dots; the database is damaged")
+            throw StoreError(
+                .database,
+                "a run of the dot index holds \(position) keys for \(count) dots; the database is damaged"
+            )
         }
         return keys
     }
@@ -126,9 +133,17 @@ struct IndexedWrites {
     /// Calls `body` with each write indexed in `(lower, upper]`, in dot order, until it returns
     /// false. `limit`: at most this many are read from `app_ops` (which holds only live writes),
     /// for a caller that stops after that many live writes.
-    static func forEach(_ db: Database, lower: Int64, upper: Int64, limit: Int? = nil, _ body: (Write) throws -> Bool) throws {
+    static func forEach(
+        _ db: Database,
+        lower: Int64,
+        upper: Int64,
+        limit: Int? = nil,
+        _ body: (Write) throws -> Bool
+    ) throws {
         let ops = try BoundStatement(
-            db, sql: "SELECT dot, tbl, key, stub FROM app_ops WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?")
+            db,
+            sql: "SELECT dot, tbl, key, stub FROM app_ops WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"
+        )
         ops.bind(1, lower)
         ops.bind(2, upper)
         ops.bind(3, Int64(limit ?? -1))
@@ -136,12 +151,20 @@ struct IndexedWrites {
         try ops.forEachRow { columns in
             listed.append(
                 Write(
-                    dot: columns.int64(0), table: columns.int64(1), key: columns.withBlob(2) { Array($0) },
-                    stub: columns.isNull(3) ? nil : columns.withBlob(3) { Array($0) }, inRun: false))
+                    dot: columns.int64(0),
+                    table: columns.int64(1),
+                    key: columns.withBlob(2) { Array($0) },
+                    stub: columns.isNull(3) ? nil : columns.withBlob(3) { Array($0) },
+                    inRun: false
+                )
+            )
         }
         // Runs overlapping the range, one at a time: a run ends at most `maxDots` past `upper`.
         let runs = try BoundStatement(
-            db, sql: "SELECT last, first, tbl, keys FROM app_op_runs WHERE last > ? AND last <= ? AND first <= ? ORDER BY last LIMIT 1")
+            db,
+            sql:
+                "SELECT last, first, tbl, keys FROM app_op_runs WHERE last > ? AND last <= ? AND first <= ? ORDER BY last LIMIT 1"
+        )
         /// The run being read: its dots inside the range, its table, and their keys.
         var run: (dots: ClosedRange<Int64>, table: Int64, keys: [[UInt8]])?
         /// The next dot of `run` to read.
@@ -154,12 +177,19 @@ struct IndexedWrites {
             try runs.forEachRow { columns in
                 let (last, first) = (columns.int64(0), columns.int64(1))
                 guard first <= last, last - first < DotRun.maxDots else {
-                    throw StoreError(.database, "a run of the dot index spans dots \(first) to \(last); the database is damaged")
+                    throw StoreError(
+                        .database,
+                        "a run of the dot index spans dots \(first) to \(last); the database is damaged"
+                    )
                 }
                 // Only the dots inside the range are read: the keys of the others are stepped over.
                 let dots = max(first, lower + 1)...min(last, upper)
                 let keys = try columns.withBlob(3) {
-                    try DotRun.keys($0, count: Int(last - first + 1), wanted: Int(dots.lowerBound - first)...Int(dots.upperBound - first))
+                    try DotRun.keys(
+                        $0,
+                        count: Int(last - first + 1),
+                        wanted: Int(dots.lowerBound - first)...Int(dots.upperBound - first)
+                    )
                 }
                 run = (dots, columns.int64(2), keys)
             }
@@ -174,7 +204,13 @@ struct IndexedWrites {
                 continue
             }
             let fromRun = run.map { current in
-                Write(dot: runDot, table: current.table, key: current.keys[Int(runDot - current.dots.lowerBound)], stub: nil, inRun: true)
+                Write(
+                    dot: runDot,
+                    table: current.table,
+                    key: current.keys[Int(runDot - current.dots.lowerBound)],
+                    stub: nil,
+                    inRun: true
+                )
             }
             let fromOps = index < listed.count ? listed[index] : nil
             let write: Write
@@ -204,7 +240,12 @@ struct IndexedWrites {
     /// The same, with each write's row state (`app_rows`), read once for consecutive writes of
     /// one row (an insert, then its updates).
     static func forEachWithState(
-        _ db: Database, lower: Int64, upper: Int64, limit: Int? = nil, columns: [Int64: String], replicas: [Int64: ReplicaID],
+        _ db: Database,
+        lower: Int64,
+        upper: Int64,
+        limit: Int? = nil,
+        columns: [Int64: String],
+        replicas: [Int64: ReplicaID],
         _ body: (Write, RowState) throws -> Bool
     ) throws {
         let select = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")

@@ -1,5 +1,5 @@
-import Synchronization
 import LANSyncCore
+import Synchronization
 
 /// What a merged row has been costing, commit included, shared by every merge of a replica, so
 /// that each delta's merge starts with transactions of the right size instead of learning it
@@ -72,9 +72,12 @@ struct MergePacer {
         let preferences = preferenceIndex..<min(preferenceIndex + rows - entries.count, delta.preferences.count)
         let changes = changeIndex..<min(changeIndex + rows - entries.count - preferences.count, delta.rows.count)
         return Share(
-            entries: entries, preferences: preferences, changes: changes,
+            entries: entries,
+            preferences: preferences,
+            changes: changes,
             isLast: entries.upperBound == delta.entries.count && preferences.upperBound == delta.preferences.count
-                && changes.upperBound == delta.rows.count)
+                && changes.upperBound == delta.rows.count
+        )
     }
 
     /// Notes how much of `share` a transaction merged (all of it, or a prefix when it committed

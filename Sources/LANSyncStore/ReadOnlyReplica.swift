@@ -24,7 +24,8 @@ enum ReadOnlyReplica {
     static func note(_ path: String) -> String? {
         let size = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
         guard size > 0 else { return nil }
-        return "the data directory is read-only and \((path as NSString).lastPathComponent)-wal holds \(size) bytes of changes "
+        return
+            "the data directory is read-only and \((path as NSString).lastPathComponent)-wal holds \(size) bytes of changes "
             + "that cannot be applied here, so what is shown may be older than the replica; open it where it can be written "
             + "(or stop its agent cleanly before copying it) to see them"
     }

@@ -35,15 +35,21 @@ extension ReplicaStore {
                         switch change {
                         case .addTable(let table):
                             guard let guarded = AppTableGuard.guarded(table.sql) else {
-                                throw StoreError(.schema, "LANSync cannot find the column list of table \(table.name); "
-                                    + "write it as CREATE TABLE name (columns…)")
+                                throw StoreError(
+                                    .schema,
+                                    "LANSync cannot find the column list of table \(table.name); "
+                                        + "write it as CREATE TABLE name (columns…)"
+                                )
                             }
                             try db.execute(sql: guarded)
                             let name = table.name.lowercased()
                             try db.execute(sql: "INSERT OR IGNORE INTO app_tables (name) VALUES (?)", arguments: [name])
                             touched.insert(name)
                         case .addColumn(let table, let column):
-                            try db.execute(sql: "ALTER TABLE \(table.quotedDatabaseIdentifier) ADD COLUMN \(Self.definition(of: column))")
+                            try db.execute(
+                                sql:
+                                    "ALTER TABLE \(table.quotedDatabaseIdentifier) ADD COLUMN \(Self.definition(of: column))"
+                            )
                             touched.insert(table.lowercased())
                         case .addIndex(let index):
                             try db.execute(sql: index.sql)
@@ -51,21 +57,31 @@ extension ReplicaStore {
                     }
                     try db.execute(
                         sql: "INSERT OR REPLACE INTO app_schema (singleton, source, applied_ms) VALUES (1, ?, ?)",
-                        arguments: [text, Int64(Date().timeIntervalSince1970 * 1000)])
-                    try db.execute(sql: "UPDATE app_tables SET declared = 1 WHERE name IN (\(touched.map { _ in "?" }.joined(separator: ",")))",
-                        arguments: StatementArguments(Array(touched)))
+                        arguments: [text, Int64(Date().timeIntervalSince1970 * 1000)]
+                    )
+                    try db.execute(
+                        sql:
+                            "UPDATE app_tables SET declared = 1 WHERE name IN (\(touched.map { _ in "?" }.joined(separator: ",")))",
+                        arguments: StatementArguments(Array(touched))
+                    )
                     let catalog = try AppCatalog.load(db)
                     for name in touched {
                         guard let table = catalog.table(named: name) else { continue }
                         for statement in AppTriggers.statements(for: table) { try db.execute(sql: statement) }
                     }
-                    for statement in AppTriggers.cascadeStatements(for: catalog.schema) { try db.execute(sql: statement) }
+                    for statement in AppTriggers.cascadeStatements(for: catalog.schema) {
+                        try db.execute(sql: statement)
+                    }
                     // Rows heard of before this app declared their table or column now show.
                     var context = try WriteContext(db, hasher: hasher, apps: apps)
                     context.appCatalog = catalog
                     for name in touched {
                         guard let table = catalog.table(named: name), table.declared != nil else { continue }
-                        let rows = try Row.fetchCursor(db, sql: "SELECT key, state FROM app_rows WHERE tbl = ?", arguments: [table.number])
+                        let rows = try Row.fetchCursor(
+                            db,
+                            sql: "SELECT key, state FROM app_rows WHERE tbl = ?",
+                            arguments: [table.number]
+                        )
                         while let row = try rows.next() {
                             let key = try SQLValue.key(from: [UInt8](row[0] as Data))
                             try context.materialize(try context.storedState(row[1] as Data), key: key, in: table)
@@ -80,11 +96,18 @@ extension ReplicaStore {
     /// Refuses a new table whose name another table of the database has (LANSync's own).
     private static func refuseTakenNames(_ changes: [AppSchemaChange], db: Database) throws {
         for case .addTable(let table) in changes {
-            let taken = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM sqlite_master WHERE lower(name) = ?", arguments: [table.name.lowercased()]) ?? 0
+            let taken =
+                try Int.fetchOne(
+                    db,
+                    sql: "SELECT count(*) FROM sqlite_master WHERE lower(name) = ?",
+                    arguments: [table.name.lowercased()]
+                ) ?? 0
             if taken > 0 {
-                throw StoreError(.schema, "table \(table.name) cannot be created: LANSync uses that name for its own data; "
-                    + "rename the table (LANSync's names: meta, replicas, entries, preferences and those starting with app_)")
+                throw StoreError(
+                    .schema,
+                    "table \(table.name) cannot be created: LANSync uses that name for its own data; "
+                        + "rename the table (LANSync's names: meta, replicas, entries, preferences and those starting with app_)"
+                )
             }
         }
     }
@@ -116,18 +139,36 @@ extension ReplicaStore {
         try Self.database {
             try writer.read { db in
                 var orphans: [AppOrphan] = []
-                for table in try String.fetchAll(db, sql: "SELECT name FROM app_tables WHERE declared = 1 ORDER BY name") {
+                for table in try String.fetchAll(
+                    db,
+                    sql: "SELECT name FROM app_tables WHERE declared = 1 ORDER BY name"
+                ) {
                     let keyColumns = try String.fetchAll(
-                        db, sql: "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", arguments: [table])
-                    let selectKey = "SELECT \(keyColumns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) "
+                        db,
+                        sql: "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk",
+                        arguments: [table]
+                    )
+                    let selectKey =
+                        "SELECT \(keyColumns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) "
                         + "FROM \(table.quotedDatabaseIdentifier) WHERE rowid = ?"
-                    for violation in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check(\(table.quotedDatabaseIdentifier))") {
+                    for violation in try Row.fetchAll(
+                        db,
+                        sql: "PRAGMA foreign_key_check(\(table.quotedDatabaseIdentifier))"
+                    ) {
                         var key: [DatabaseValue] = []
                         if let rowid = violation["rowid"] as Int64?, !keyColumns.isEmpty {
-                            key = try Row.fetchOne(db, sql: selectKey, arguments: [rowid]).map { Array($0.databaseValues) } ?? []
+                            key =
+                                try Row.fetchOne(db, sql: selectKey, arguments: [rowid]).map {
+                                    Array($0.databaseValues)
+                                } ?? []
                         }
-                        orphans.append(AppOrphan(
-                            table: table, key: key.map { String.fromDatabaseValue($0) ?? $0.description }, parent: violation["parent"]))
+                        orphans.append(
+                            AppOrphan(
+                                table: table,
+                                key: key.map { String.fromDatabaseValue($0) ?? $0.description },
+                                parent: violation["parent"]
+                            )
+                        )
                     }
                 }
                 return orphans
@@ -198,12 +239,23 @@ extension ReplicaStore {
     package func row(_ key: RowKey) throws(StoreError) -> RowState? {
         try Self.database {
             try writer.read { db in
-                guard let number = try Int64.fetchOne(db, sql: "SELECT num FROM app_tables WHERE name = ?", arguments: [key.table]),
+                guard
+                    let number = try Int64.fetchOne(
+                        db,
+                        sql: "SELECT num FROM app_tables WHERE name = ?",
+                        arguments: [key.table]
+                    ),
                     let blob = try Data.fetchOne(
-                        db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?",
-                        arguments: [number, Data(SQLValue.keyBytes(key.primaryKey))])
+                        db,
+                        sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?",
+                        arguments: [number, Data(SQLValue.keyBytes(key.primaryKey))]
+                    )
                 else { return nil }
-                return try StoredRowState.decode(blob, columns: ColumnNumbering.load(db).names, replicas: Self.replicaNumbers(db))
+                return try StoredRowState.decode(
+                    blob,
+                    columns: ColumnNumbering.load(db).names,
+                    replicas: Self.replicaNumbers(db)
+                )
             }
         }
     }

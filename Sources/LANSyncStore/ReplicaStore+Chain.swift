@@ -14,11 +14,19 @@ extension ReplicaStore {
         try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return nil }
-                let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, hash, signature FROM chain_heads WHERE replica = ?"), arguments: [number])
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT counter, hash, signature FROM chain_heads WHERE replica = ?"),
+                    arguments: [number]
+                )
                 return row.map {
                     SignedChainPoint(
-                        head: ChainHead(replica: replica, counter: UInt64($0[0] as Int64), hash: [UInt8]($0[1] as Data)),
-                        signature: ($0[2] as Data?).map { [UInt8]($0) })
+                        head: ChainHead(
+                            replica: replica,
+                            counter: UInt64($0[0] as Int64),
+                            hash: [UInt8]($0[1] as Data)
+                        ),
+                        signature: ($0[2] as Data?).map { [UInt8]($0) }
+                    )
                 }
             }
         }
@@ -30,12 +38,16 @@ extension ReplicaStore {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return [] }
                 return try Row.fetchAll(
-                    db, sql: "SELECT dot, hash, signature FROM chain_points WHERE dot >= ? AND dot <= ? ORDER BY dot",
-                    arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: Dot.maxCounter)]
+                    db,
+                    sql: "SELECT dot, hash, signature FROM chain_points WHERE dot >= ? AND dot <= ? ORDER BY dot",
+                    arguments: [
+                        DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: Dot.maxCounter),
+                    ]
                 ).map {
                     SignedChainPoint(
                         head: ChainHead(replica: replica, counter: DotKey.counter($0[0]), hash: [UInt8]($0[1] as Data)),
-                        signature: ($0[2] as Data?).map { [UInt8]($0) })
+                        signature: ($0[2] as Data?).map { [UInt8]($0) }
+                    )
                 }
             }
         }
@@ -44,12 +56,18 @@ extension ReplicaStore {
     /// The leaves of `replica`'s changes with counters in `(from, through]` that this replica holds,
     /// in counter order: each rebuilt from the change as stored, or from its stub when it lost.
     /// A counter missing from the result is one this replica holds nothing of.
-    package func chainLeaves(of replica: ReplicaID, from: UInt64, through: UInt64) throws(StoreError) -> [(counter: UInt64, leaf: [UInt8])] {
+    package func chainLeaves(
+        of replica: ReplicaID,
+        from: UInt64,
+        through: UInt64
+    ) throws(StoreError) -> [(counter: UInt64, leaf: [UInt8])] {
         let hasher = hasher
         return try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return [] }
-                return try Self.leaves(number: number, from: from, through: through, db: db, hasher: hasher).map { ($0.counter, $0.leaf) }
+                return try Self.leaves(number: number, from: from, through: through, db: db, hasher: hasher).map {
+                    ($0.counter, $0.leaf)
+                }
             }
         }
     }
@@ -89,7 +107,12 @@ extension ReplicaStore {
                     if let planned, try planned.headUnchanged(db) {
                         try planned.write(db)
                         head = planned.result
-                    } else if let replanned = try ChainExtension.plan(of: replica, db: db, hasher: hasher, signer: signer) {
+                    } else if let replanned = try ChainExtension.plan(
+                        of: replica,
+                        db: db,
+                        hasher: hasher,
+                        signer: signer
+                    ) {
                         try replanned.write(db)
                         head = replanned.result
                     }
@@ -136,10 +159,23 @@ extension ReplicaStore {
     /// `extendChainInCommits` is on and the chain is at most `ChainCoverage.limit` changes behind;
     /// a failure only leaves the chain to `extendOwnChain`. Returns whether the chain covers the
     /// transaction's writes; the caller passes that to `committed(coveringChain:)` after the commit.
-    static func extendInCommit(_ coverage: ChainCoverage, replica: ReplicaID, signer: SigningKey?, db: Database, hasher: ElementHasher) -> Bool {
+    static func extendInCommit(
+        _ coverage: ChainCoverage,
+        replica: ReplicaID,
+        signer: SigningKey?,
+        db: Database,
+        hasher: ElementHasher
+    ) -> Bool {
         guard coverage.extendsInCommits.load(ordering: .relaxed), let signer else { return false }
         do {
-            guard let planned = try ChainExtension.plan(of: replica, db: db, hasher: hasher, signer: signer, limit: ChainCoverage.limit)
+            guard
+                let planned = try ChainExtension.plan(
+                    of: replica,
+                    db: db,
+                    hasher: hasher,
+                    signer: signer,
+                    limit: ChainCoverage.limit
+                )
             else { return false }
             // Planned in this transaction: the head it read is still the stored one.
             try planned.write(db)
@@ -166,11 +202,22 @@ extension ReplicaStore {
 
         /// Nil when this replica has made nothing yet (no chain), or when the chain is more than
         /// `limit` changes behind.
-        static func plan(of replica: ReplicaID, db: Database, hasher: ElementHasher, signer: SigningKey?, limit: UInt64 = .max) throws
+        static func plan(
+            of replica: ReplicaID,
+            db: Database,
+            hasher: ElementHasher,
+            signer: SigningKey?,
+            limit: UInt64 = .max
+        ) throws
             -> ChainExtension?
         {
             guard let number = try ReplicaStore.number(of: replica, db) else { return nil }
-            let counter = UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT counter FROM replicas WHERE num = ?"), arguments: [number]) ?? 0)
+            let counter = UInt64(
+                try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT counter FROM replicas WHERE num = ?"),
+                    arguments: [number]
+                ) ?? 0
+            )
             guard counter > 0 else { return nil }
             let loaded = try OwnChain.load(replica: replica, number: number, db: db)
             var chain = loaded.chain
@@ -179,12 +226,22 @@ extension ReplicaStore {
             let stored = loaded.stored ? (counter: Int64(chain.head.counter), signed: storedSignature != nil) : nil
             if chain.head.counter == counter, storedSignature != nil || signer == nil {
                 // Up to date: nothing to write.
-                return ChainExtension(number: number, stored: stored, result: SignedChainPoint(head: chain.head, signature: storedSignature.map { [UInt8]($0) }))
+                return ChainExtension(
+                    number: number,
+                    stored: stored,
+                    result: SignedChainPoint(head: chain.head, signature: storedSignature.map { [UInt8]($0) })
+                )
             }
             func signature(_ head: ChainHead) -> Data? { signer.map { Data($0.sign(head.signedMessage)) } }
             var points: [(dot: Int64, hash: Data, signature: Data?)] = []
             if chain.head.counter < counter {
-                let leaves = try ReplicaStore.leaves(number: number, from: chain.head.counter, through: counter, db: db, hasher: hasher)
+                let leaves = try ReplicaStore.leaves(
+                    number: number,
+                    from: chain.head.counter,
+                    through: counter,
+                    db: db,
+                    hasher: hasher
+                )
                 var buffer = [UInt8]()
                 // Counters of this replica it holds no change of (a peer of protocol version 3
                 // claimed them without rows, which version 4 refuses) take the "none" leaf.
@@ -199,23 +256,37 @@ extension ReplicaStore {
                     chain.extend(by: leaf.leaf, bytes: leaf.bytes, hasher: hasher, reusing: &buffer)
                 }
                 extendOverNothing(until: counter)
-                points = chain.points.map { (DotKey.key(number: number, counter: $0.counter), Data($0.hash), signature($0)) }
+                points = chain.points.map {
+                    (DotKey.key(number: number, counter: $0.counter), Data($0.hash), signature($0))
+                }
             }
             let unmoved = stored.map { UInt64($0.counter) } == chain.head.counter
             let headSignature = unmoved && storedSignature != nil ? storedSignature : signature(chain.head)
             var plan = ChainExtension(
-                number: number, stored: stored, points: points,
+                number: number,
+                stored: stored,
+                points: points,
                 head: (Int64(chain.head.counter), Data(chain.head.hash), headSignature, chain.bytesSincePoint),
-                result: SignedChainPoint(head: chain.head, signature: headSignature.map { [UInt8]($0) }))
+                result: SignedChainPoint(head: chain.head, signature: headSignature.map { [UInt8]($0) })
+            )
             if signer != nil, stored?.signed != true {
                 // Points a call without the key kept unsigned (the partial index finds them without a
                 // scan). There are none under a signed head: an extension without the key leaves its
                 // head unsigned too, and the next one with the key signs both.
                 let unsigned = try Row.fetchAll(
-                    db.cachedStatement(sql: "SELECT dot, hash FROM chain_points WHERE signature IS NULL AND dot >= ? AND dot <= ?"),
-                    arguments: [DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: Dot.maxCounter)])
+                    db.cachedStatement(
+                        sql: "SELECT dot, hash FROM chain_points WHERE signature IS NULL AND dot >= ? AND dot <= ?"
+                    ),
+                    arguments: [
+                        DotKey.key(number: number, counter: 0), DotKey.key(number: number, counter: Dot.maxCounter),
+                    ]
+                )
                 for row in unsigned {
-                    let head = ChainHead(replica: replica, counter: DotKey.counter(row[0]), hash: [UInt8](row[1] as Data))
+                    let head = ChainHead(
+                        replica: replica,
+                        counter: DotKey.counter(row[0]),
+                        hash: [UInt8](row[1] as Data)
+                    )
                     if let signed = signature(head) { plan.signedLater.append((row[0], signed)) }
                 }
             }
@@ -225,22 +296,32 @@ extension ReplicaStore {
         /// Whether the stored head is still the one the plan was made from: a plan made on an
         /// earlier snapshot may be stored only then.
         func headUnchanged(_ db: Database) throws -> Bool {
-            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, signature FROM chain_heads WHERE replica = ?"), arguments: [number])
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT counter, signature FROM chain_heads WHERE replica = ?"),
+                arguments: [number]
+            )
             let now = row.map { (counter: $0[0] as Int64, signed: ($0[1] as Data?) != nil) }
             return now?.counter == stored?.counter && now?.signed == stored?.signed
         }
 
         /// Writes the plan in the caller's write transaction.
         func write(_ db: Database) throws {
-            let point = try db.cachedStatement(sql: "INSERT OR REPLACE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)")
+            let point = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)"
+            )
             for each in points { try point.execute(arguments: [each.dot, each.hash, each.signature]) }
             if let head {
                 try db.execute(
-                    sql: "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [number, head.counter, head.hash, head.signature, head.bytesSincePoint])
+                    sql:
+                        "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [number, head.counter, head.hash, head.signature, head.bytesSincePoint]
+                )
             }
             for each in signedLater {
-                try db.execute(sql: "UPDATE chain_points SET signature = ? WHERE dot = ?", arguments: [each.signature, each.dot])
+                try db.execute(
+                    sql: "UPDATE chain_points SET signature = ? WHERE dot = ?",
+                    arguments: [each.signature, each.dot]
+                )
             }
         }
     }
@@ -260,40 +341,68 @@ extension ReplicaStore {
         }
     }
 
-    static func signedRange(of replica: ReplicaID, number: Int64, after from: UInt64, through: UInt64, db: Database) throws -> Delta {
-        try signedRange(of: replica, number: number, after: from, through: through, holding: RangeContents.read(number: number, from: from, through: through, db: db), db: db)
+    static func signedRange(
+        of replica: ReplicaID,
+        number: Int64,
+        after from: UInt64,
+        through: UInt64,
+        db: Database
+    ) throws -> Delta {
+        try signedRange(
+            of: replica,
+            number: number,
+            after: from,
+            through: through,
+            holding: RangeContents.read(number: number, from: from, through: through, db: db),
+            db: db
+        )
     }
 
     /// The range `(from, through]` of `replica` made of `contents` (read beforehand), with its
     /// signature, genesis and record.
     static func signedRange(
-        of replica: ReplicaID, number: Int64, after from: UInt64, through: UInt64, holding contents: RangeContents, db: Database
+        of replica: ReplicaID,
+        number: Int64,
+        after from: UInt64,
+        through: UInt64,
+        holding contents: RangeContents,
+        db: Database
     ) throws -> Delta {
         var delta = contents.delta
         let signature = try Data.fetchOne(
             db.cachedStatement(
                 sql: """
-                SELECT signature FROM chain_points WHERE dot = ? AND signature IS NOT NULL
-                UNION ALL SELECT signature FROM chain_heads WHERE replica = ? AND counter = ? AND signature IS NOT NULL
-                """),
-            arguments: [DotKey.key(number: number, counter: through), number, Int64(through)])
+                    SELECT signature FROM chain_points WHERE dot = ? AND signature IS NOT NULL
+                    UNION ALL SELECT signature FROM chain_heads WHERE replica = ? AND counter = ? AND signature IS NOT NULL
+                    """
+            ),
+            arguments: [DotKey.key(number: number, counter: through), number, Int64(through)]
+        )
         // The replica's latest genesis at or below the range's end, when the range starts at or
         // below it (so only the points of the range itself are looked at).
         let genesis = try Row.fetchOne(
             db.cachedStatement(
                 sql: """
-                SELECT dot, signature FROM chain_points WHERE dot >= ? AND dot <= ? AND hash = zeroblob(32) AND signature IS NOT NULL
-                ORDER BY dot DESC LIMIT 1
-                """),
+                    SELECT dot, signature FROM chain_points WHERE dot >= ? AND dot <= ? AND hash = zeroblob(32) AND signature IS NOT NULL
+                    ORDER BY dot DESC LIMIT 1
+                    """
+            ),
             arguments: [DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through)]
         ).map { ProvenanceCheck.Genesis(counter: DotKey.counter($0[0]), signature: [UInt8]($0[1] as Data)) }
         // The replica's record, when the range starts below it: a receiver may not hold it yet.
         let record = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT value, dot FROM preferences WHERE key = ?"), arguments: [PreferenceWrite.replicaRecordPrefix + replica.description]
+            db.cachedStatement(sql: "SELECT value, dot FROM preferences WHERE key = ?"),
+            arguments: [PreferenceWrite.replicaRecordPrefix + replica.description]
         ).flatMap { row -> String? in DotKey.counter(row[1]) > from ? row[0] : nil }
         delta.coverage = [
-            .init(replica: replica, from: from, through: through, signature: signature.map { [UInt8]($0) },
-                genesis: genesis.flatMap { $0.counter >= from ? $0 : nil }, record: record)
+            .init(
+                replica: replica,
+                from: from,
+                through: through,
+                signature: signature.map { [UInt8]($0) },
+                genesis: genesis.flatMap { $0.counter >= from ? $0 : nil },
+                record: record
+            )
         ]
         return delta
     }
@@ -308,14 +417,22 @@ extension ReplicaStore {
     /// relay's ranges are at most the batches it received. Empty when nothing signed is left to
     /// send. One read transaction.
     package func signedDelta(
-        since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int, maxBytes: Int = 1 << 20
+        since known: VersionVector,
+        upTo bound: VersionVector? = nil,
+        maxRows: Int,
+        maxBytes: Int = 1 << 20
     ) throws(StoreError) -> Delta {
         try Self.database {
             try writer.read { db in
                 var delta = Delta()
                 var rows = 0
                 var bytes = 0
-                for (replica, number, points) in try Self.signedPoints(above: known, upTo: bound, limit: Self.pointsPerBatch, db) {
+                for (replica, number, points) in try Self.signedPoints(
+                    above: known,
+                    upTo: bound,
+                    limit: Self.pointsPerBatch,
+                    db
+                ) {
                     guard rows < maxRows, bytes < maxBytes else { break }
                     let from = known[replica]
                     // Most batches are read in one go: up to the first point whose counters (an
@@ -346,7 +463,14 @@ extension ReplicaStore {
                             through = point
                         }
                     }
-                    let range = try Self.signedRange(of: replica, number: number, after: from, through: through, holding: contents, db: db)
+                    let range = try Self.signedRange(
+                        of: replica,
+                        number: number,
+                        after: from,
+                        through: through,
+                        holding: contents,
+                        db: db
+                    )
                     delta.entries += range.entries
                     delta.preferences += range.preferences
                     delta.preferenceStubs += range.preferenceStubs
@@ -367,13 +491,21 @@ extension ReplicaStore {
     /// Per replica whose signed head this replica holds above `known`, the counters in
     /// `(known, bound]` where it holds one of its signed heads (points, geneses and the latest
     /// head), ascending: at most `limit` of them, the first ones.
-    static func signedPoints(above known: VersionVector, upTo bound: VersionVector?, limit: Int, _ db: Database) throws
+    static func signedPoints(
+        above known: VersionVector,
+        upTo bound: VersionVector?,
+        limit: Int,
+        _ db: Database
+    ) throws
         -> [(ReplicaID, number: Int64, points: [UInt64])]
     {
         var found: [(ReplicaID, number: Int64, points: [UInt64])] = []
         let heads = try Row.fetchAll(
             db.cachedStatement(
-                sql: "SELECT r.replica_id, h.replica, h.counter FROM chain_heads h JOIN replicas r ON r.num = h.replica WHERE h.signature IS NOT NULL"))
+                sql:
+                    "SELECT r.replica_id, h.replica, h.counter FROM chain_heads h JOIN replicas r ON r.num = h.replica WHERE h.signature IS NOT NULL"
+            )
+        )
         for row in heads {
             let replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
             let (number, head) = (row[1] as Int64, UInt64(row[2] as Int64))
@@ -381,8 +513,13 @@ extension ReplicaStore {
             let through = min(head, bound?[replica] ?? .max)
             guard through > from else { continue }
             var points = try Int64.fetchAll(
-                db.cachedStatement(sql: "SELECT dot FROM chain_points WHERE dot > ? AND dot <= ? AND signature IS NOT NULL ORDER BY dot LIMIT ?"),
-                arguments: [DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), limit]
+                db.cachedStatement(
+                    sql:
+                        "SELECT dot FROM chain_points WHERE dot > ? AND dot <= ? AND signature IS NOT NULL ORDER BY dot LIMIT ?"
+                ),
+                arguments: [
+                    DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through), limit,
+                ]
             ).map(DotKey.counter)
             if head == through, points.count < limit, points.last != head { points.append(head) }
             found.append((replica, number, points))
@@ -392,7 +529,13 @@ extension ReplicaStore {
 
     /// The leaves of the changes numbered `(from, through]` of replica `number`, with about how
     /// many bytes each takes on the wire as shipped; a counter with no change has none here.
-    static func leaves(number: Int64, from: UInt64, through: UInt64, db: Database, hasher: ElementHasher) throws
+    static func leaves(
+        number: Int64,
+        from: UInt64,
+        through: UInt64,
+        db: Database,
+        hasher: ElementHasher
+    ) throws
         -> [(counter: UInt64, leaf: [UInt8], bytes: Int)]
     {
         let contents = try RangeContents.read(number: number, from: from, through: through, db: db)
@@ -411,7 +554,10 @@ extension ReplicaStore {
         }
         for (change, lost) in contents.rows {
             guard let leaf = change.leaf(lost: lost, hasher: hasher, reusing: &buffer) else {
-                throw StoreError(.database, "the stub of change \(change.dot) of \(change.key) names a column twice; the database is damaged")
+                throw StoreError(
+                    .database,
+                    "the stub of change \(change.dot) of \(change.key) names a column twice; the database is damaged"
+                )
             }
             leaves.append((change.dot.counter, leaf, change.byteEstimate(lost: lost)))
         }
@@ -420,7 +566,10 @@ extension ReplicaStore {
     }
 
     static func number(of replica: ReplicaID, _ db: Database) throws -> Int64? {
-        try Int64.fetchOne(db.cachedStatement(sql: "SELECT num FROM replicas WHERE replica_id = ?"), arguments: [Data(replica.bytes)])
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT num FROM replicas WHERE replica_id = ?"),
+            arguments: [Data(replica.bytes)]
+        )
     }
 }
 
@@ -454,7 +603,11 @@ struct OwnChain {
     /// The stored head of the chain and its signature (nil while unsigned); without one, a genesis
     /// at 0, `stored` false. (An upgraded replica has its genesis at the counter it had reached,
     /// stored by the schema's migration: its earlier changes were written unsigned.)
-    static func load(replica: ReplicaID, number: Int64, db: Database) throws -> (chain: OwnChain, stored: Bool, signature: Data?) {
+    static func load(
+        replica: ReplicaID,
+        number: Int64,
+        db: Database
+    ) throws -> (chain: OwnChain, stored: Bool, signature: Data?) {
         let sql = "SELECT counter, hash, bytes_since_point, signature FROM chain_heads WHERE replica = ?"
         if let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [number]) {
             let head = ChainHead(replica: replica, counter: UInt64(row[0] as Int64), hash: [UInt8](row[1] as Data))
@@ -493,7 +646,8 @@ struct RangeContents {
     /// About how many bytes these changes take on the wire.
     var byteEstimate: Int {
         entries.reduce(0) { $0 + $1.byteEstimate } + preferences.reduce(0) { $0 + $1.byteEstimate }
-            + preferenceStubs.reduce(0) { $0 + $1.byteEstimate } + rows.reduce(0) { $0 + $1.change.byteEstimate(lost: $1.lost) }
+            + preferenceStubs.reduce(0) { $0 + $1.byteEstimate }
+            + rows.reduce(0) { $0 + $1.change.byteEstimate(lost: $1.lost) }
     }
 
     /// Adds the changes of the stretch that follows.
@@ -510,8 +664,12 @@ struct RangeContents {
         // Entries come in counter order unless losing ones (`entry_stubs`) were read too.
         let inOrder = entries.indices.dropFirst().allSatisfy { entries[$0 - 1].dot.counter < entries[$0].dot.counter }
         return Delta(
-            entries: inOrder ? entries : entries.sorted { $0.dot.counter < $1.dot.counter }, preferences: preferences,
-            rows: rows.map(\.change).sorted { $0.dot.counter < $1.dot.counter }, preferenceStubs: preferenceStubs, lostCells: lostCells)
+            entries: inOrder ? entries : entries.sorted { $0.dot.counter < $1.dot.counter },
+            preferences: preferences,
+            rows: rows.map(\.change).sorted { $0.dot.counter < $1.dot.counter },
+            preferenceStubs: preferenceStubs,
+            lostCells: lostCells
+        )
     }
 
     /// Reads the range through the C API: extending a chain over a bulk insert reads a row per change.
@@ -521,32 +679,55 @@ struct RangeContents {
         var contents = RangeContents()
         var devices = RowDecoding.DeviceCache()
         for table in ["entries", "entry_stubs"] {
-            let select = try BoundStatement(db, sql: "SELECT \(RowDecoding.entryColumns) FROM \(table) WHERE dot > ? AND dot <= ?")
+            let select = try BoundStatement(
+                db,
+                sql: "SELECT \(RowDecoding.entryColumns) FROM \(table) WHERE dot > ? AND dot <= ?"
+            )
             select.bind(1, lower)
             select.bind(2, upper)
-            try select.forEachRow { columns in contents.entries.append(try RowDecoding.entry(columns, replicas: replicas, devices: &devices)) }
+            try select.forEachRow { columns in
+                contents.entries.append(try RowDecoding.entry(columns, replicas: replicas, devices: &devices))
+            }
         }
         contents.preferences = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot"), arguments: [lower, upper]
+            db.cachedStatement(
+                sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot"
+            ),
+            arguments: [lower, upper]
         ).map { try RowDecoding.preference($0, replicas: replicas) }
         contents.preferenceStubs = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ? ORDER BY dot"), arguments: [lower, upper]
+            db.cachedStatement(
+                sql: "SELECT dot, key, hlc, element_hash FROM preference_stubs WHERE dot > ? AND dot <= ? ORDER BY dot"
+            ),
+            arguments: [lower, upper]
         ).map {
             PreferenceStub(
-                key: $0[1], hlc: HybridTimestamp(rawValue: UInt64($0[2] as Int64)), dot: try RowDecoding.dot($0[0], replicas: replicas),
-                elementHash: [UInt8]($0[3] as Data))
+                key: $0[1],
+                hlc: HybridTimestamp(rawValue: UInt64($0[2] as Int64)),
+                dot: try RowDecoding.dot($0[0], replicas: replicas),
+                elementHash: [UInt8]($0[3] as Data)
+            )
         }
         // App-table changes: live ones rebuilt from their row's state (and their stub when a part
         // of them lost), superseded ones from their stub alone.
-        let tables = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_tables")).map { ($0[0] as Int64, $0[1] as String) })
+        let tables = Dictionary(
+            uniqueKeysWithValues: try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_tables")).map {
+                ($0[0] as Int64, $0[1] as String)
+            }
+        )
         let columnNames = try ColumnNumbering.load(db).names
         func rowKey(_ table: Int64, _ key: [UInt8], dot: Dot) throws -> RowKey {
             guard let name = tables[table] else {
-                throw StoreError(.database, "change \(dot) names app table \(table), which is not registered; the database is damaged")
+                throw StoreError(
+                    .database,
+                    "change \(dot) names app table \(table), which is not registered; the database is damaged"
+                )
             }
             return RowKey(table: name, primaryKey: try SQLValue.key(from: key))
         }
-        try IndexedWrites.forEachWithState(db, lower: lower, upper: upper, columns: columnNames, replicas: replicas) { write, state in
+        try IndexedWrites.forEachWithState(db, lower: lower, upper: upper, columns: columnNames, replicas: replicas) {
+            write,
+            state in
             let dot = try RowDecoding.dot(write.dot, replicas: replicas)
             let key = try rowKey(write.table, write.key, dot: dot)
             if let stub = write.stub {
@@ -555,7 +736,10 @@ struct RangeContents {
             } else if let shown = state.change(key: key, dot: dot) {
                 contents.rows.append((shown, []))
             } else if !write.inRun {
-                throw StoreError(.database, "change \(dot) of \(key) is indexed but not in its row; the database is damaged")
+                throw StoreError(
+                    .database,
+                    "change \(dot) of \(key) is indexed but not in its row; the database is damaged"
+                )
             }
             // A run's change that a later one superseded is read from `row_stubs`, below (see `DotRun`).
             return true
@@ -581,10 +765,17 @@ extension ReplicaStore {
             try writer.read { db in
                 var heads: [ReplicaID: ChainHead] = [:]
                 for row in try Row.fetchAll(
-                    db.cachedStatement(sql: "SELECT r.replica_id, h.counter, h.hash FROM chain_heads h JOIN replicas r ON r.num = h.replica"))
-                {
+                    db.cachedStatement(
+                        sql:
+                            "SELECT r.replica_id, h.counter, h.hash FROM chain_heads h JOIN replicas r ON r.num = h.replica"
+                    )
+                ) {
                     let replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
-                    heads[replica] = ChainHead(replica: replica, counter: UInt64(row[1] as Int64), hash: [UInt8](row[2] as Data))
+                    heads[replica] = ChainHead(
+                        replica: replica,
+                        counter: UInt64(row[1] as Int64),
+                        hash: [UInt8](row[2] as Data)
+                    )
                 }
                 return heads
             }
@@ -604,16 +795,29 @@ extension ReplicaStore {
     }
 
     /// `mergeSigned` of a delta checked beforehand (`check`, which a session runs on another thread).
-    package func mergeSigned(_ checked: CheckedDelta, keys: [ReplicaID: [UInt8]]) async throws(StoreError) -> MergeResult {
+    package func mergeSigned(
+        _ checked: CheckedDelta,
+        keys: [ReplicaID: [UInt8]]
+    ) async throws(StoreError) -> MergeResult {
         let delta = checked.delta
         var ranges: [ProvenanceCheck.Range] = []
         for range in delta.coverage {
             guard let signature = range.signature else {
                 throw StoreError(.invalidDelta, "rejected a delta: its range of replica \(range.replica) is not signed")
             }
-            ranges.append(.init(replica: range.replica, from: range.from, through: range.through, signature: signature, genesis: range.genesis))
+            ranges.append(
+                .init(
+                    replica: range.replica,
+                    from: range.from,
+                    through: range.through,
+                    signature: signature,
+                    genesis: range.genesis
+                )
+            )
         }
-        let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
+        let check = ProvenanceCheck(hasher: hasher) {
+            SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1)
+        }
         let verdicts: [ProvenanceCheck.Verdict]
         let verified = try verifiedHeads()
         let leaves = checked.leaves ?? delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)
@@ -643,18 +847,25 @@ extension ReplicaStore {
     /// verified there, leaf for leaf (a live change and its stub share one leaf, so a change sent
     /// whole where this replica keeps its stub passes). Anything else is a change its writer
     /// never made, and refuses the delta whole.
-    func checkAgainstVerified(_ leaves: ChangeLeaves, coverage: [Delta.Coverage], verified: [ReplicaID: ChainHead]) throws(StoreError) {
+    func checkAgainstVerified(
+        _ leaves: ChangeLeaves,
+        coverage: [Delta.Coverage],
+        verified: [ReplicaID: ChainHead]
+    ) throws(StoreError) {
         for replica in Set(coverage.map(\.replica)) {
             guard let head = verified[replica]?.counter, head > 0 else { continue }
             let below = leaves.of(replica).prefix { $0.counter <= head }
             guard let first = below.first?.counter, let last = below.last?.counter else { continue }
-            let held = Dictionary(try chainLeaves(of: replica, from: first - 1, through: last).map { ($0.counter, $0.leaf) }) { a, _ in a }
+            let held = Dictionary(
+                try chainLeaves(of: replica, from: first - 1, through: last).map { ($0.counter, $0.leaf) }
+            ) { a, _ in a }
             for (counter, leaf) in below {
                 let expected = held[counter] ?? ChangeLeaf.none(replica: replica, counter: counter, hasher: hasher)
                 guard leaf == expected else {
                     throw StoreError(
                         .invalidDelta,
-                        "rejected a delta: its change \(counter) of replica \(replica) is not the change this replica verified there")
+                        "rejected a delta: its change \(counter) of replica \(replica) is not the change this replica verified there"
+                    )
                 }
             }
         }
@@ -676,38 +887,53 @@ extension ReplicaStore {
     static func keep(_ kept: KeptHead, db: Database) throws {
         let range = kept.range
         guard let number = try number(of: range.replica, db),
-            let covered = try Int64.fetchOne(db.cachedStatement(sql: "SELECT counter FROM replicas WHERE num = ?"), arguments: [number])
+            let covered = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT counter FROM replicas WHERE num = ?"),
+                arguments: [number]
+            )
         else { return }
         if let genesis = range.genesis, UInt64(covered) >= genesis.counter {
             try db.execute(
                 sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, zeroblob(32), ?)",
-                arguments: [DotKey.key(number: number, counter: genesis.counter), Data(genesis.signature)])
+                arguments: [DotKey.key(number: number, counter: genesis.counter), Data(genesis.signature)]
+            )
         }
-        guard let head = kept.head, UInt64(covered) >= head.counter, let signature = range.signature.map({ Data($0) }) else { return }
-        let prior = try Row.fetchOne(db.cachedStatement(sql: "SELECT counter, hash, signature, bytes_since_point FROM chain_heads WHERE replica = ?"), arguments: [number])
+        guard let head = kept.head, UInt64(covered) >= head.counter, let signature = range.signature.map({ Data($0) })
+        else { return }
+        let prior = try Row.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT counter, hash, signature, bytes_since_point FROM chain_heads WHERE replica = ?"
+            ),
+            arguments: [number]
+        )
         if let prior, UInt64(prior[0] as Int64) >= head.counter { return }
         var bytesSincePoint = 0
         var point = true
         if range.through - range.from == 1, head.counter % OwnChain.pointInterval != 0 {
             point = false
             let before: Int = prior.flatMap { UInt64($0[0] as Int64) == range.from ? $0[3] : nil } ?? 0
-            if before > 0, before + kept.bytes > OwnChain.pointBytes, let prior, let priorSignature = prior[2] as Data? {
+            if before > 0, before + kept.bytes > OwnChain.pointBytes, let prior, let priorSignature = prior[2] as Data?
+            {
                 // The origin cut before this change: keep the head before it as a point.
                 try db.execute(
                     sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)",
-                    arguments: [DotKey.key(number: number, counter: range.from), prior[1] as Data, priorSignature])
+                    arguments: [DotKey.key(number: number, counter: range.from), prior[1] as Data, priorSignature]
+                )
                 bytesSincePoint = kept.bytes
             } else {
                 bytesSincePoint = before + kept.bytes
             }
         }
         try db.execute(
-            sql: "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point) VALUES (?, ?, ?, ?, ?)",
-            arguments: [number, Int64(head.counter), Data(head.hash), signature, bytesSincePoint])
+            sql:
+                "INSERT OR REPLACE INTO chain_heads (replica, counter, hash, signature, bytes_since_point) VALUES (?, ?, ?, ?, ?)",
+            arguments: [number, Int64(head.counter), Data(head.hash), signature, bytesSincePoint]
+        )
         if point {
             try db.execute(
                 sql: "INSERT OR IGNORE INTO chain_points (dot, hash, signature) VALUES (?, ?, ?)",
-                arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature])
+                arguments: [DotKey.key(number: number, counter: head.counter), Data(head.hash), signature]
+            )
         }
     }
 
@@ -718,7 +944,9 @@ extension ReplicaStore {
         if let entry = delta.entries.first(where: { $0.dot == dot }) { return entry.byteEstimate }
         if let write = delta.preferences.first(where: { $0.dot == dot }) { return write.byteEstimate }
         if let stub = delta.preferenceStubs.first(where: { $0.dot == dot }) { return stub.byteEstimate }
-        if let change = delta.rows.first(where: { $0.dot == dot }) { return change.byteEstimate(lost: delta.lostCells[dot] ?? []) }
+        if let change = delta.rows.first(where: { $0.dot == dot }) {
+            return change.byteEstimate(lost: delta.lostCells[dot] ?? [])
+        }
         return 0
     }
 }
@@ -729,8 +957,11 @@ extension CheckedDelta {
         var delta = delta
         var hashes: [[UInt8]] = []
         hashes.reserveCapacity(entryHashes.count)
-        for (entry, hash) in zip(delta.entries, entryHashes) where !replicas.contains(entry.dot.replica) { hashes.append(hash) }
-        let firstRows = firstRows.isEmpty ? [] : zip(delta.rows, firstRows).filter { !replicas.contains($0.0.dot.replica) }.map(\.1)
+        for (entry, hash) in zip(delta.entries, entryHashes) where !replicas.contains(entry.dot.replica) {
+            hashes.append(hash)
+        }
+        let firstRows =
+            firstRows.isEmpty ? [] : zip(delta.rows, firstRows).filter { !replicas.contains($0.0.dot.replica) }.map(\.1)
         delta.entries.removeAll { replicas.contains($0.dot.replica) }
         delta.preferences.removeAll { replicas.contains($0.dot.replica) }
         delta.preferenceStubs.removeAll { replicas.contains($0.dot.replica) }

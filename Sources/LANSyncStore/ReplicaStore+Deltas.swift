@@ -12,7 +12,10 @@ extension ReplicaStore {
     /// are left out (the agent holds rows from other origins back for a moment, and sends no more
     /// than it held when it started sending; see `RelayGrace`).
     package func delta(
-        since known: VersionVector, upTo bound: VersionVector? = nil, maxRows: Int, maxBytes: Int = 1 << 20
+        since known: VersionVector,
+        upTo bound: VersionVector? = nil,
+        maxRows: Int,
+        maxBytes: Int = 1 << 20
     ) throws(StoreError) -> Delta {
         precondition(maxRows > 0, "a delta batch needs room for at least one row")
         return try Self.database {
@@ -24,7 +27,8 @@ extension ReplicaStore {
                 var rowsLeft = maxRows
                 var bytesLeft = maxBytes
                 let ranges = try Row.fetchAll(
-                    db.cachedStatement(sql: "SELECT num, replica_id, counter FROM replicas ORDER BY replica_id"))
+                    db.cachedStatement(sql: "SELECT num, replica_id, counter FROM replicas ORDER BY replica_id")
+                )
                 for range in ranges {
                     let id = ReplicaID(bytes: [UInt8](range[1] as Data))!
                     let number: Int64 = range[0]
@@ -32,10 +36,15 @@ extension ReplicaStore {
                     let from = known[id]
                     guard through > from else { continue }
                     guard rowsLeft > 0, bytesLeft > 0 else { break }
-                    let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
+                    let (lower, upper) = (
+                        DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through)
+                    )
                     var entries = [Entry]()
                     let select = try BoundStatement(
-                        db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?")
+                        db,
+                        sql:
+                            "SELECT \(RowDecoding.entryColumns) FROM entries WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"
+                    )
                     select.bind(1, lower)
                     select.bind(2, upper)
                     select.bind(3, Int64(rowsLeft))
@@ -44,7 +53,9 @@ extension ReplicaStore {
                     }
                     let preferences = try Row.fetchAll(
                         db.cachedStatement(
-                            sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"),
+                            sql:
+                                "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE dot > ? AND dot <= ? ORDER BY dot LIMIT ?"
+                        ),
                         arguments: [lower, upper, rowsLeft]
                     ).map { try RowDecoding.preference($0, replicas: replicas) }
                     let changes = try rowReader.changes(lower: lower, upper: upper, limit: rowsLeft)
@@ -57,14 +68,19 @@ extension ReplicaStore {
                         rowsLeft -= entries.count
                         bytesLeft -= entryBytes
                         // The first replica's rows become the batch's array as is (no copy of each entry).
-                        if delta.entries.isEmpty { delta.entries = entries } else { delta.entries.append(contentsOf: entries) }
+                        if delta.entries.isEmpty {
+                            delta.entries = entries
+                        } else {
+                            delta.entries.append(contentsOf: entries)
+                        }
                         if reached > from { delta.coverage.append(.init(replica: id, from: from, through: reached)) }
                         if reached < through { break }
                         continue
                     }
                     // Both lists hold their smallest counters, so walking their union in counter order
                     // takes exactly the next rows; stop at either budget.
-                    var rows = entries.indices.map { (counter: entries[$0].dot.counter, list: 0, index: $0) }
+                    var rows =
+                        entries.indices.map { (counter: entries[$0].dot.counter, list: 0, index: $0) }
                         + preferences.indices.map { (counter: preferences[$0].dot.counter, list: 1, index: $0) }
                         + changes.indices.map { (counter: changes[$0].dot.counter, list: 2, index: $0) }
                     rows.sort { $0.counter < $1.counter }
@@ -118,7 +134,11 @@ struct AppRowReader {
 
     mutating func changes(lower: Int64, upper: Int64, limit: Int) throws -> [RowChange] {
         if tableNames == nil {
-            tableNames = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map { ($0[0], $0[1]) })
+            tableNames = Dictionary(
+                uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables").map {
+                    ($0[0], $0[1])
+                }
+            )
         }
         let names = tableNames ?? [:]
         if columnNames == nil { columnNames = try ColumnNumbering.load(db).names }
@@ -130,18 +150,31 @@ struct AppRowReader {
         }
         // The row's key is built once for its consecutive writes (an insert, then its updates).
         var last: (table: Int64, key: [UInt8], rowKey: RowKey)?
-        try IndexedWrites.forEachWithState(db, lower: lower, upper: upper, limit: limit, columns: columnNames, replicas: replicas) { write, state in
+        try IndexedWrites.forEachWithState(
+            db,
+            lower: lower,
+            upper: upper,
+            limit: limit,
+            columns: columnNames,
+            replicas: replicas
+        ) { write, state in
             let dot = try RowDecoding.dot(write.dot, replicas: replicas)
             if last == nil || last!.table != write.table || last!.key != write.key {
                 guard let name = names[write.table] else {
-                    throw StoreError(.database, "a write names app table \(write.table), which is not registered; the database is damaged")
+                    throw StoreError(
+                        .database,
+                        "a write names app table \(write.table), which is not registered; the database is damaged"
+                    )
                 }
                 last = (write.table, write.key, RowKey(table: name, primaryKey: try SQLValue.key(from: write.key)))
             }
             guard let change = state.change(key: last!.rowKey, dot: dot) else {
                 // A run's write that a later one superseded (see `DotRun`).
                 if write.inRun { return true }
-                throw StoreError(.database, "write \(dot) of \(last!.rowKey) is indexed but not in the row; the database is damaged")
+                throw StoreError(
+                    .database,
+                    "write \(dot) of \(last!.rowKey) is indexed but not in the row; the database is damaged"
+                )
             }
             changes.append(change)
             return changes.count < limit
@@ -175,6 +208,7 @@ extension RowChange {
     /// About what the change costs on the wire: what sizes a delta's batches.
     var byteEstimate: Int {
         64 + key.table.utf8.count + key.primaryKey.reduce(0) { $0 + $1.byteCount }
-            + values.reduce(0) { $0 + $1.column.utf8.count + $1.value.byteCount + 2 } + totals.reduce(0) { $0 + $1.column.utf8.count + 10 }
+            + values.reduce(0) { $0 + $1.column.utf8.count + $1.value.byteCount + 2 }
+            + totals.reduce(0) { $0 + $1.column.utf8.count + 10 }
     }
 }

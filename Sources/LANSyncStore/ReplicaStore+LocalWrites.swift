@@ -11,7 +11,11 @@ extension ReplicaStore {
     /// Suspends, never blocks, until the transaction has committed: its own, or a merge
     /// transaction's that took it along (see `LocalWriteQueue`). Concurrent appends share a
     /// commit. `onCommit` is called once it is durable, in commit order across callers.
-    package func append(_ requests: [AppendRequest], now: UInt64, onCommit: (@Sendable ([Entry]) -> Void)? = nil)
+    package func append(
+        _ requests: [AppendRequest],
+        now: UInt64,
+        onCommit: (@Sendable ([Entry]) -> Void)? = nil
+    )
         async throws(StoreError) -> [Entry]
     {
         try await commit({ context in try Self.append(requests, now: now, context: &context) }, onCommit: onCommit)
@@ -19,7 +23,9 @@ extension ReplicaStore {
 
     /// Sets preferences (a nil value unsets: a tombstone) in one durable transaction.
     package func setPreferences(
-        _ writes: [PreferenceRequest], now: UInt64, onCommit: (@Sendable ([PreferenceWrite]) -> Void)? = nil
+        _ writes: [PreferenceRequest],
+        now: UInt64,
+        onCommit: (@Sendable ([PreferenceWrite]) -> Void)? = nil
     ) async throws(StoreError) -> [PreferenceWrite] {
         try await commit({ context in try Self.set(writes, now: now, context: &context) }, onCommit: onCommit)
     }
@@ -31,14 +37,25 @@ extension ReplicaStore {
     /// `seed`: the rows are seed data (an app's defaults on first launch), whose every value any
     /// real write of the same column beats, on every device (`WriteContext.seedClock`).
     package func write<T: Sendable>(
-        now: UInt64, seed: Bool = false, onCommit: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable (Database) throws -> T
+        now: UInt64,
+        seed: Bool = false,
+        onCommit: (@Sendable () -> Void)? = nil,
+        _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(StoreError) -> T {
         var report: (@Sendable (T) -> Void)?
         if let onCommit { report = { @Sendable _ in onCommit() } }
-        return try await commit({ context in try Self.writeAppTables(now: now, seed: seed, body, context: &context) }, onCommit: report)
+        return try await commit(
+            { context in try Self.writeAppTables(now: now, seed: seed, body, context: &context) },
+            onCommit: report
+        )
     }
 
-    private static func writeAppTables<T>(now: UInt64, seed: Bool, _ body: (Database) throws -> T, context: inout WriteContext) throws -> T {
+    private static func writeAppTables<T>(
+        now: UInt64,
+        seed: Bool,
+        _ body: (Database) throws -> T,
+        context: inout WriteContext
+    ) throws -> T {
         context.seeding = seed
         defer { context.seeding = false }
         do {
@@ -52,7 +69,8 @@ extension ReplicaStore {
     private static func storeError(_ error: any Error) -> StoreError {
         switch error {
         case let error as StoreError: return error
-        case let error as DatabaseError where error.resultCode == .SQLITE_READONLY: return StoreError(.database, ReadOnlyReplica.writeRefusal)
+        case let error as DatabaseError where error.resultCode == .SQLITE_READONLY:
+            return StoreError(.database, ReadOnlyReplica.writeRefusal)
         case let error as DatabaseError: return StoreError(.sql, sqlMessage(error))
         default:
             var wrapped = StoreError(.sql, "the write failed: \(error)")
@@ -70,7 +88,8 @@ extension ReplicaStore {
 
     /// Runs a local write in the next transaction and returns its result once committed.
     private func commit<T: Sendable>(
-        _ write: @escaping @Sendable (inout WriteContext) throws -> T, onCommit: (@Sendable (T) -> Void)?
+        _ write: @escaping @Sendable (inout WriteContext) throws -> T,
+        onCommit: (@Sendable (T) -> Void)?
     ) async throws(StoreError) -> T {
         let (writer, hasher, queue, checkpointer, apps) = (writer, hasher, localWrites, checkpointer, apps)
         let chain = (coverage: chainCoverage, replica: replica, signer: headSigner)
@@ -85,9 +104,13 @@ extension ReplicaStore {
                                 continuation.resume(returning: result)
                             }
                         },
-                        fail: { continuation.resume(throwing: $0) }))
+                        fail: { continuation.resume(throwing: $0) }
+                    )
+                )
                 writer.asyncWriteWithoutTransaction { db in
-                    if Self.commitWaiting(queue, db: db, hasher: hasher, apps: apps, extendingChain: chain) { checkpointer?.committed() }
+                    if Self.commitWaiting(queue, db: db, hasher: hasher, apps: apps, extendingChain: chain) {
+                        checkpointer?.committed()
+                    }
                 }
             }
         }
@@ -96,7 +119,10 @@ extension ReplicaStore {
     /// Commits every waiting local write in one transaction (none, when a merge took them).
     /// Returns whether it committed anything.
     private static func commitWaiting(
-        _ queue: LocalWriteQueue, db: Database, hasher: ElementHasher, apps: AppTableAccess,
+        _ queue: LocalWriteQueue,
+        db: Database,
+        hasher: ElementHasher,
+        apps: AppTableAccess,
         extendingChain chain: (coverage: ChainCoverage, replica: ReplicaID, signer: SigningKey?)
     ) -> Bool {
         guard queue.hasWaiting else { return false }
@@ -108,7 +134,13 @@ extension ReplicaStore {
                 try taken.take(from: queue, into: &context)
                 if !taken.writes.isEmpty {
                     try context.save()
-                    coveringChain = extendInCommit(chain.coverage, replica: chain.replica, signer: chain.signer, db: db, hasher: hasher)
+                    coveringChain = extendInCommit(
+                        chain.coverage,
+                        replica: chain.replica,
+                        signer: chain.signer,
+                        db: db,
+                        hasher: hasher
+                    )
                 }
                 return .commit
             }
@@ -132,15 +164,25 @@ extension ReplicaStore {
             }
             let hlc = context.tick(now: now)
             let entry = Entry(
-                id: request.id ?? EntryIDs.make(hlc: hlc, random: &random), stream: request.stream, originDevice: context.device,
-                dot: context.nextDot(), hlc: hlc, wallMilliseconds: Int64(now), payload: request.payload)
+                id: request.id ?? EntryIDs.make(hlc: hlc, random: &random),
+                stream: request.stream,
+                originDevice: context.device,
+                dot: context.nextDot(),
+                hlc: hlc,
+                wallMilliseconds: Int64(now),
+                payload: request.payload
+            )
             _ = try context.mergeEntry(entry)
             results.append(entry)
         }
         return results
     }
 
-    private static func set(_ writes: [PreferenceRequest], now: UInt64, context: inout WriteContext) throws
+    private static func set(
+        _ writes: [PreferenceRequest],
+        now: UInt64,
+        context: inout WriteContext
+    ) throws
         -> [PreferenceWrite]
     {
         var results = [PreferenceWrite]()
@@ -148,8 +190,13 @@ extension ReplicaStore {
             // Our clock is past every reading merged so far, so a local write always wins here.
             let hlc = context.tick(now: now)
             let write = PreferenceWrite(
-                key: request.key, value: request.value, originDevice: context.device, dot: context.nextDot(),
-                hlc: hlc, wallMilliseconds: Int64(now))
+                key: request.key,
+                value: request.value,
+                originDevice: context.device,
+                dot: context.nextDot(),
+                hlc: hlc,
+                wallMilliseconds: Int64(now)
+            )
             _ = try context.mergePreference(write)
             results.append(write)
         }

@@ -53,8 +53,15 @@ extension ReplicaStore {
                         try apps.capture.with(.merging) {
                             try db.inTransaction {
                                 part = try Self.merge(
-                                    share, of: checked, keeping: heads, db: db, hasher: hasher, apps: apps, localWrites: queue,
-                                    taken: &taken)
+                                    share,
+                                    of: checked,
+                                    keeping: heads,
+                                    db: db,
+                                    hasher: hasher,
+                                    apps: apps,
+                                    localWrites: queue,
+                                    taken: &taken
+                                )
                                 return .commit
                             }
                         }
@@ -70,7 +77,11 @@ extension ReplicaStore {
                     return (part, ContinuousClock.now - begin)
                 }
             }
-            pacer.record(share, merged: (part.entriesMerged, part.preferencesMerged, part.changesMerged), elapsed: elapsed)
+            pacer.record(
+                share,
+                merged: (part.entriesMerged, part.preferencesMerged, part.changesMerged),
+                elapsed: elapsed
+            )
             checkpointer?.committed()
             await checkpointer?.checkpointBeforeRewind()
             changed.entries += part.changedEntries
@@ -81,7 +92,8 @@ extension ReplicaStore {
         }
         var result = MergeResult()
         let delta = checked.delta
-        result.entries = changed.entries.count == delta.entries.count ? delta.entries : changed.entries.map { delta.entries[$0] }
+        result.entries =
+            changed.entries.count == delta.entries.count ? delta.entries : changed.entries.map { delta.entries[$0] }
         result.preferences = changed.preferences.map { delta.preferences[$0] }
         result.rows = changed.rows.map { delta.rows[$0] }
         result.claimsOpened = claimsOpened
@@ -102,11 +114,16 @@ extension ReplicaStore {
     /// The same, with the states of new rows encoded as this store keeps them (its numbers of
     /// columns and replicas read first), so that the merge's writer only writes them.
     package func check(_ delta: Delta, signed: Bool = false) throws(StoreError) -> CheckedDelta {
-        let numbering = delta.rows.isEmpty ? nil : try Self.database { try writer.read { try StoredNumbering.load($0) } }
+        let numbering =
+            delta.rows.isEmpty ? nil : try Self.database { try writer.read { try StoredNumbering.load($0) } }
         return try Self.check(delta, signed: signed, numbering: numbering)
     }
 
-    private static func check(_ delta: Delta, signed: Bool, numbering: StoredNumbering?) throws(StoreError) -> CheckedDelta {
+    private static func check(
+        _ delta: Delta,
+        signed: Bool,
+        numbering: StoredNumbering?
+    ) throws(StoreError) -> CheckedDelta {
         if let problem = delta.problem() { throw StoreError(.invalidDelta, "rejected a malformed delta: \(problem)") }
         // One buffer for every entry's canonical bytes, and entries read in place by index.
         var hashes = [[UInt8]]()
@@ -118,13 +135,18 @@ extension ReplicaStore {
         firstRows.reserveCapacity(delta.rows.count)
         var columns = StoredNumbering.LastColumns()
         for index in delta.rows.indices {
-            let stored = numbering.flatMap { StoredRowState.encodeFirst(delta.rows[index], numbering: $0, last: &columns) }
+            let stored = numbering.flatMap {
+                StoredRowState.encodeFirst(delta.rows[index], numbering: $0, last: &columns)
+            }
             firstRows.append(FirstRow(delta.rows[index], hasher: hasher, buffer: &buffer, stored: stored))
         }
         return CheckedDelta(
-            delta: delta, entryHashes: hashes,
-            leaves: signed ? delta.changeLeaves(hasher: hasher, entryHashes: hashes, rowKeys: { firstRows[$0].key }) : nil,
-            firstRows: firstRows)
+            delta: delta,
+            entryHashes: hashes,
+            leaves: signed
+                ? delta.changeLeaves(hasher: hasher, entryHashes: hashes, rowKeys: { firstRows[$0].key }) : nil,
+            firstRows: firstRows
+        )
     }
 
     /// What one merge transaction did with its share: how far it got (it stops early once a local
@@ -144,9 +166,14 @@ extension ReplicaStore {
 
     /// Merges one transaction's share of a delta, taking waiting local writes along.
     private static func merge(
-        _ share: MergePacer.Share, of checked: CheckedDelta, keeping heads: [KeptHead], db: Database, hasher: ElementHasher,
+        _ share: MergePacer.Share,
+        of checked: CheckedDelta,
+        keeping heads: [KeptHead],
+        db: Database,
+        hasher: ElementHasher,
         apps: AppTableAccess,
-        localWrites: LocalWriteQueue, taken: inout TakenWrites
+        localWrites: LocalWriteQueue,
+        taken: inout TakenWrites
     ) throws -> MergedShare {
         let delta = checked.delta
         var context = try WriteContext(db, hasher: hasher, apps: apps)

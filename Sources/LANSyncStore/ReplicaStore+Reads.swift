@@ -24,32 +24,48 @@ extension ReplicaStore {
         try Self.database {
             try writer.read { db in
                 let meta = try Row.fetchOne(
-                    db, sql: "SELECT digest, entry_count, preference_count, hlc FROM meta")!
+                    db,
+                    sql: "SELECT digest, entry_count, preference_count, hlc FROM meta"
+                )!
                 let tombstones = try Int.fetchOne(db, sql: "SELECT count(*) FROM preferences WHERE value IS NULL") ?? 0
-                let records = try reservedPrefix.map { prefix in
-                    try Int.fetchOne(
-                        db, sql: "SELECT count(*) FROM preferences WHERE key >= ? AND key < ? AND value IS NOT NULL",
-                        arguments: [prefix, Self.prefixEnd(prefix)]) ?? 0
-                } ?? 0
+                let records =
+                    try reservedPrefix.map { prefix in
+                        try Int.fetchOne(
+                            db,
+                            sql: "SELECT count(*) FROM preferences WHERE key >= ? AND key < ? AND value IS NOT NULL",
+                            arguments: [prefix, Self.prefixEnd(prefix)]
+                        ) ?? 0
+                    } ?? 0
                 let streams = try Int.fetchOne(db, sql: "SELECT count(DISTINCT stream) FROM entries") ?? 0
                 let vector = try Self.readVersionVector(db)
                 let preferences: Int = meta[2]
                 return StoreStatus(
-                    replica: replica, device: device, entries: meta[1], preferences: preferences - tombstones - records,
-                    tombstones: tombstones, streams: streams,
-                    digest: StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(), versionVector: vector,
-                    hlc: HybridTimestamp(rawValue: UInt64(meta[3] as Int64)), tables: try Self.appTableCounts(db))
+                    replica: replica,
+                    device: device,
+                    entries: meta[1],
+                    preferences: preferences - tombstones - records,
+                    tombstones: tombstones,
+                    streams: streams,
+                    digest: StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
+                    versionVector: vector,
+                    hlc: HybridTimestamp(rawValue: UInt64(meta[3] as Int64)),
+                    tables: try Self.appTableCounts(db)
+                )
             }
         }
     }
 
     /// What a peer needs to know about this replica: version vector, digest, clock. Cheap (no counting).
-    package func syncSummary() throws(StoreError) -> (versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp) {
+    package func syncSummary() throws(StoreError) -> (
+        versionVector: VersionVector, digest: StateDigest, hlc: HybridTimestamp
+    ) {
         try Self.database {
             try writer.read { db in
                 let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT digest, hlc FROM meta"))!
-                return (try Self.readVersionVector(db), StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
-                    HybridTimestamp(rawValue: UInt64(meta[1] as Int64)))
+                return (
+                    try Self.readVersionVector(db), StateDigest(bytes: [UInt8](meta[0] as Data)) ?? StateDigest(),
+                    HybridTimestamp(rawValue: UInt64(meta[1] as Int64))
+                )
             }
         }
     }
@@ -78,8 +94,12 @@ extension ReplicaStore {
         var digest = StateDigest()
         _ = try Self.database {
             try forEachRow(
-                entry: { digest.insert(hash: hasher.hash($0)) }, preference: { digest.insert(hash: hasher.hash($0)) })
-            try forEachAppRow { key, state in digest.insert(hash: hasher.hash(key.canonicalBytes + state.canonicalBytes)) }
+                entry: { digest.insert(hash: hasher.hash($0)) },
+                preference: { digest.insert(hash: hasher.hash($0)) }
+            )
+            try forEachAppRow { key, state in
+                digest.insert(hash: hasher.hash(key.canonicalBytes + state.canonicalBytes))
+            }
         }
         return digest
     }
@@ -130,7 +150,9 @@ extension ReplicaStore {
 
     /// The one row `sql` selects by `key`, decoded; nil when there is none.
     private func row<T>(
-        _ sql: String, _ key: String, _ decode: (Row, [Int64: ReplicaID]) throws -> T
+        _ sql: String,
+        _ key: String,
+        _ decode: (Row, [Int64: ReplicaID]) throws -> T
     ) throws(StoreError) -> T? {
         try Self.database {
             try writer.read { db in
@@ -142,36 +164,47 @@ extension ReplicaStore {
 
     /// Every preference's winning write, tombstones included, ordered by key.
     package func preferences() throws(StoreError) -> [PreferenceWrite] {
-        try Self.database { try writer.read { db in
-            let replicas = try Self.replicaNumbers(db)
-            return try Row.fetchAll(
-                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key"
-            ).map { try RowDecoding.preference($0, replicas: replicas) }
-        } }
+        try Self.database {
+            try writer.read { db in
+                let replicas = try Self.replicaNumbers(db)
+                return try Row.fetchAll(
+                    db,
+                    sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key"
+                ).map { try RowDecoding.preference($0, replicas: replicas) }
+            }
+        }
     }
 
     /// The winning writes of the keys that start with `prefix` (a range of the key index, not a
     /// scan): the group's member records are read on every handshake.
     package func preferences(withPrefix prefix: String) throws(StoreError) -> [PreferenceWrite] {
-        try Self.database { try writer.read { db in
-            let replicas = try Self.replicaNumbers(db)
-            return try Row.fetchAll(
-                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key >= ? AND key < ? ORDER BY key",
-                arguments: [prefix, Self.prefixEnd(prefix)]
-            ).map { try RowDecoding.preference($0, replicas: replicas) }
-        } }
+        try Self.database {
+            try writer.read { db in
+                let replicas = try Self.replicaNumbers(db)
+                return try Row.fetchAll(
+                    db,
+                    sql:
+                        "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key >= ? AND key < ? ORDER BY key",
+                    arguments: [prefix, Self.prefixEnd(prefix)]
+                ).map { try RowDecoding.preference($0, replicas: replicas) }
+            }
+        }
     }
 
     /// A value that changes whenever the set of winning writes under `prefix` changes (their
     /// count and the sum of their dots): a cache of what is derived from them stays valid while
     /// it holds. One pass over the key index's range.
     package func fingerprint(ofPreferencesWithPrefix prefix: String) throws(StoreError) -> [Int64] {
-        try Self.database { try writer.read { db in
-            let row = try Row.fetchOne(
-                db, sql: "SELECT count(*), total(dot), max(dot) FROM preferences WHERE key >= ? AND key < ?",
-                arguments: [prefix, Self.prefixEnd(prefix)])
-            return [row?[0] ?? 0, Int64(row?[1] as Double? ?? 0), row?[2] ?? 0]
-        } }
+        try Self.database {
+            try writer.read { db in
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT count(*), total(dot), max(dot) FROM preferences WHERE key >= ? AND key < ?",
+                    arguments: [prefix, Self.prefixEnd(prefix)]
+                )
+                return [row?[0] ?? 0, Int64(row?[1] as Double? ?? 0), row?[2] ?? 0]
+            }
+        }
     }
 
     /// A bound above every key that starts with `prefix` and below every other key after it: the
@@ -182,26 +215,38 @@ extension ReplicaStore {
     /// that same snapshot: what an export writes.
     @discardableResult
     package func forEachRow(
-        entry: (Entry) throws -> Void, preference: (PreferenceWrite) throws -> Void,
+        entry: (Entry) throws -> Void,
+        preference: (PreferenceWrite) throws -> Void,
         row: (RowKey, RowState) throws -> Void = { _, _ in }
     ) throws -> VersionVector {
-        try Self.databaseCallingBack { try writer.read { db in
-            let replicas = try Self.replicaNumbers(db)
-            let entries = try Row.fetchCursor(
-                db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries ORDER BY id")
-            while let row = try entries.next() { try entry(try RowDecoding.entry(row, replicas: replicas)) }
-            let preferences = try Row.fetchCursor(
-                db, sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key")
-            while let row = try preferences.next() { try preference(try RowDecoding.preference(row, replicas: replicas)) }
-            let columns = try ColumnNumbering.load(db).names
-            let rows = try Row.fetchCursor(
-                db, sql: "SELECT t.name, r.key, r.state FROM app_rows r JOIN app_tables t ON t.num = r.tbl ORDER BY t.name, r.key")
-            while let held = try rows.next() {
-                let key = RowKey(table: held[0], primaryKey: try SQLValue.key(from: [UInt8](held[1] as Data)))
-                try row(key, try StoredRowState.decode(held[2] as Data, columns: columns, replicas: replicas))
+        try Self.databaseCallingBack {
+            try writer.read { db in
+                let replicas = try Self.replicaNumbers(db)
+                let entries = try Row.fetchCursor(
+                    db,
+                    sql: "SELECT \(RowDecoding.entryColumns) FROM entries ORDER BY id"
+                )
+                while let row = try entries.next() { try entry(try RowDecoding.entry(row, replicas: replicas)) }
+                let preferences = try Row.fetchCursor(
+                    db,
+                    sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences ORDER BY key"
+                )
+                while let row = try preferences.next() {
+                    try preference(try RowDecoding.preference(row, replicas: replicas))
+                }
+                let columns = try ColumnNumbering.load(db).names
+                let rows = try Row.fetchCursor(
+                    db,
+                    sql:
+                        "SELECT t.name, r.key, r.state FROM app_rows r JOIN app_tables t ON t.num = r.tbl ORDER BY t.name, r.key"
+                )
+                while let held = try rows.next() {
+                    let key = RowKey(table: held[0], primaryKey: try SQLValue.key(from: [UInt8](held[1] as Data)))
+                    try row(key, try StoredRowState.decode(held[2] as Data, columns: columns, replicas: replicas))
+                }
+                return try Self.readVersionVector(db)
             }
-            return try Self.readVersionVector(db)
-        } }
+        }
     }
 
     /// Runs SQLite's `PRAGMA integrity_check`; returns its complaints (empty when healthy).
@@ -233,7 +278,10 @@ extension ReplicaStore {
     package func streamSummaries() throws(StoreError) -> [StreamSummary] {
         try Self.database {
             try writer.read { db in
-                try Row.fetchAll(db, sql: "SELECT stream, count(*), max(wall_ms) FROM entries GROUP BY stream ORDER BY stream").map {
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT stream, count(*), max(wall_ms) FROM entries GROUP BY stream ORDER BY stream"
+                ).map {
                     StreamSummary(name: $0[0], entries: $0[1], newest: $0[2])
                 }
             }
@@ -254,7 +302,10 @@ extension ReplicaStore {
                 var lowest: [ReplicaID: UInt64] = [:]
                 let rows = try Row.fetchAll(
                     db.cachedStatement(
-                        sql: "SELECT r.replica_id, min(c.dot) FROM open_claims c JOIN replicas r ON r.num = c.dot >> \(DotKey.counterBits) GROUP BY r.num"))
+                        sql:
+                            "SELECT r.replica_id, min(c.dot) FROM open_claims c JOIN replicas r ON r.num = c.dot >> \(DotKey.counterBits) GROUP BY r.num"
+                    )
+                )
                 for row in rows {
                     lowest[ReplicaID(bytes: [UInt8](row[0] as Data))!] = DotKey.counter(row[1])
                 }

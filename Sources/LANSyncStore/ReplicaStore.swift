@@ -84,10 +84,15 @@ package struct ReplicaStore: Sendable {
     static func openReadOnly(path: String) throws(StoreError) -> ReplicaStore {
         let uri = ReadOnlyReplica.uri(path)
         guard try probe(path: uri) else {
-            throw StoreError(.notInitialized, "the replica at \(path) is empty; run `lansync init` where it can be written")
+            throw StoreError(
+                .notInitialized,
+                "the replica at \(path) is empty; run `lansync init` where it can be written"
+            )
         }
         let apps = AppTableAccess()
-        let queue = try database { try DatabaseQueue(path: uri, configuration: configuration(apps: apps, readOnly: true)) }
+        let queue = try database {
+            try DatabaseQueue(path: uri, configuration: configuration(apps: apps, readOnly: true))
+        }
         var store = try ReplicaStore(writer: queue, apps: apps)
         store.isReadOnly = true
         store.readOnlyNote = ReadOnlyReplica.note(path)
@@ -98,7 +103,9 @@ package struct ReplicaStore: Sendable {
     /// the device when there is none (`ReplicaBinding`). `choice`: a simulation's nonce, drawn
     /// from its seed, or a test's ID as it is. Returns whether it was created.
     package static func openOrCreate(
-        path: String, device: DeviceID, choosing choice: ReplicaChoice = .derived(nonce: nil)
+        path: String,
+        device: DeviceID,
+        choosing choice: ReplicaChoice = .derived(nonce: nil)
     ) throws(StoreError) -> (ReplicaStore, created: Bool) {
         if FileManager.default.fileExists(atPath: path) { _ = try probe(path: path) }
         let apps = AppTableAccess()
@@ -110,7 +117,10 @@ package struct ReplicaStore: Sendable {
     }
 
     /// A replica in memory, for tests.
-    package static func inMemory(device: DeviceID, choosing choice: ReplicaChoice = .derived(nonce: nil)) throws(StoreError) -> ReplicaStore {
+    package static func inMemory(
+        device: DeviceID,
+        choosing choice: ReplicaChoice = .derived(nonce: nil)
+    ) throws(StoreError) -> ReplicaStore {
         let apps = AppTableAccess()
         let queue = try database { try DatabaseQueue(configuration: configuration(apps: apps)) }
         try database { try Schema.migrator.migrate(queue) }
@@ -138,19 +148,28 @@ package struct ReplicaStore: Sendable {
             }
         } onError: { error in
             if error.resultCode == .SQLITE_NOTADB {
-                return StoreError(.notAReplica, "\(path) is not a LANSync replica (not an SQLite database); "
-                    + "point --data-dir at a LANSync data directory")
+                return StoreError(
+                    .notAReplica,
+                    "\(path) is not a LANSync replica (not an SQLite database); "
+                        + "point --data-dir at a LANSync data directory"
+                )
             }
             return nil
         }
         if tables == 0 { return false }
         guard applicationID == Schema.applicationID else {
-            throw StoreError(.notAReplica, "\(path) is an SQLite database but not a LANSync replica; "
-                + "point --data-dir at a LANSync data directory")
+            throw StoreError(
+                .notAReplica,
+                "\(path) is an SQLite database but not a LANSync replica; "
+                    + "point --data-dir at a LANSync data directory"
+            )
         }
         guard version <= Schema.version else {
-            throw StoreError(.newerSchema, "\(path) was written by a newer LANSync (schema \(version); this build "
-                + "knows up to \(Schema.version)); upgrade lansync to open it")
+            throw StoreError(
+                .newerSchema,
+                "\(path) was written by a newer LANSync (schema \(version); this build "
+                    + "knows up to \(Schema.version)); upgrade lansync to open it"
+            )
         }
         return true
     }
@@ -200,7 +219,8 @@ package struct ReplicaStore: Sendable {
                     ON sqlite_master.type = 'table' AND lower(sqlite_master.name) = app_tables.name
                     WHERE app_tables.declared = 1 AND instr(sqlite_master.sql, ?) = 0
                     """,
-                arguments: [AppTableGuard.function])
+                arguments: [AppTableGuard.function]
+            )
         }
         guard try !pool.read(unguarded).isEmpty else { return }
         try pool.write { db in
@@ -255,7 +275,11 @@ package struct ReplicaStore: Sendable {
     }
 
     /// Writes the metadata row with a new replica ID unless there is one. Returns whether it wrote.
-    static func initialize(_ writer: any DatabaseWriter, device: DeviceID, choosing choice: ReplicaChoice = .derived(nonce: nil)) throws(StoreError) -> Bool {
+    static func initialize(
+        _ writer: any DatabaseWriter,
+        device: DeviceID,
+        choosing choice: ReplicaChoice = .derived(nonce: nil)
+    ) throws(StoreError) -> Bool {
         try database {
             try writer.write { db in
                 guard try Int.fetchOne(db, sql: "SELECT count(*) FROM meta") == 0 else { return false }
@@ -275,9 +299,12 @@ package struct ReplicaStore: Sendable {
                     arguments: [
                         Data(replica.bytes), Data(device.bytes), Int64(Date().timeIntervalSince1970 * 1000),
                         Data(StateDigest().bytes), nonce.map { Data($0) },
-                    ])
+                    ]
+                )
                 try db.execute(
-                    sql: "INSERT INTO replicas (replica_id, counter) VALUES (?, 0)", arguments: [Data(replica.bytes)])
+                    sql: "INSERT INTO replicas (replica_id, counter) VALUES (?, 0)",
+                    arguments: [Data(replica.bytes)]
+                )
                 return true
             }
         }

@@ -110,7 +110,8 @@ enum Schema {
                     );
                     PRAGMA application_id = \(applicationID);
                     PRAGMA user_version = 1;
-                    """)
+                    """
+            )
         }
         migrator.registerMigration("v2 app tables") { db in
             try db.execute(
@@ -139,7 +140,8 @@ enum Schema {
                         key BLOB NOT NULL
                     );
                     PRAGMA user_version = 2;
-                    """)
+                    """
+            )
         }
         migrator.registerMigration("v3 signed changes") { db in
             try db.execute(
@@ -179,7 +181,8 @@ enum Schema {
                         stub BLOB NOT NULL
                     );
                     ALTER TABLE app_ops ADD COLUMN stub BLOB;
-                    """ + ownGenesis + "PRAGMA user_version = 3;")
+                    """ + ownGenesis + "PRAGMA user_version = 3;"
+            )
         }
         migrator.registerMigration("v4 protocol 4 genesis") { db in
             // Until protocol version 4, changes travelled without their lost cells and stubs, so
@@ -188,7 +191,9 @@ enum Schema {
             // has reached now (a genesis, signed by its next extension): the changes up to it are
             // accepted as written unsigned, every later one must verify. Heads of other replicas
             // were never received over version 4: there are none to keep.
-            try db.execute(sql: "DELETE FROM chain_points; DELETE FROM chain_heads;" + ownGenesis + "PRAGMA user_version = 4;")
+            try db.execute(
+                sql: "DELETE FROM chain_points; DELETE FROM chain_heads;" + ownGenesis + "PRAGMA user_version = 4;"
+            )
         }
         migrator.registerMigration("v5 stored row states") { db in
             try db.execute(
@@ -198,7 +203,8 @@ enum Schema {
                         name TEXT NOT NULL UNIQUE
                     );
                     PRAGMA user_version = 5;
-                    """)
+                    """
+            )
         }
         migrator.registerMigration("v6 dot runs") { db in
             try db.execute(
@@ -210,7 +216,8 @@ enum Schema {
                         keys BLOB NOT NULL
                     );
                     PRAGMA user_version = 6;
-                    """)
+                    """
+            )
         }
         migrator.registerMigration("v7 open claims") { db in
             try db.execute(
@@ -222,14 +229,16 @@ enum Schema {
                         stub BLOB NOT NULL
                     );
                     PRAGMA user_version = 7;
-                    """)
+                    """
+            )
         }
         migrator.registerMigration("v8 replica nonce") { db in
             try db.execute(
                 sql: """
                     ALTER TABLE meta ADD COLUMN replica_nonce BLOB;
                     PRAGMA user_version = 8;
-                    """)
+                    """
+            )
         }
         return migrator
     }

@@ -18,7 +18,10 @@ extension WriteContext {
     mutating func appTable(named name: String) throws -> AppCatalog.Table {
         var catalog = try catalog()
         if let table = catalog.table(named: name) { return table }
-        if let number = try Int64.fetchOne(db.cachedStatement(sql: "SELECT num FROM app_tables WHERE name = ?"), arguments: [name]) {
+        if let number = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT num FROM app_tables WHERE name = ?"),
+            arguments: [name]
+        ) {
             catalog.add(number: number, name: name)
         } else {
             try db.execute(sql: "INSERT INTO app_tables (name) VALUES (?)", arguments: [name])
@@ -77,17 +80,35 @@ extension WriteContext {
     /// changed. `lost`: the cells of the change that lost at the sender (signed changes), kept in
     /// its stub; the caller checks after the whole delta that they lost here too.
     /// `first`: what the change makes of a row not heard of yet, when the check computed it.
-    mutating func mergeRow(_ change: RowChange, lost: [RowChange.LostCell] = [], materialize: Bool, first: FirstRow? = nil) throws -> Bool {
+    mutating func mergeRow(
+        _ change: RowChange,
+        lost: [RowChange.LostCell] = [],
+        materialize: Bool,
+        first: FirstRow? = nil
+    ) throws -> Bool {
         let table = try appTable(named: change.key.table)
         let key = first?.key ?? SQLValue.keyBytes(change.key.primaryKey)
-        if try storeFirst(change, lost: lost, in: table, key: key, materialize: materialize, first: first) { return true }
+        if try storeFirst(change, lost: lost, in: table, key: key, materialize: materialize, first: first) {
+            return true
+        }
         return try mergeRow(
-            change, lost: lost, table: table, key: key, held: try heldRow(table: table.number, key: key), materialize: materialize)
+            change,
+            lost: lost,
+            table: table,
+            key: key,
+            held: try heldRow(table: table.number, key: key),
+            materialize: materialize
+        )
     }
 
     /// The same, for a row already looked up.
     mutating func mergeRow(
-        _ change: RowChange, lost: [RowChange.LostCell] = [], table: AppCatalog.Table, key: [UInt8], held: RowState?, materialize: Bool
+        _ change: RowChange,
+        lost: [RowChange.LostCell] = [],
+        table: AppCatalog.Table,
+        key: [UInt8],
+        held: RowState?,
+        materialize: Bool
     ) throws -> Bool {
         var state = held ?? RowState()
         guard state.merge(change) else {
@@ -111,7 +132,12 @@ extension WriteContext {
     /// rest of what `store` and `materialize` would write follows straight from the change,
     /// without building a `RowState` (see `RowState.appendFirst`).
     private mutating func storeFirst(
-        _ change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], materialize: Bool, first: FirstRow?
+        _ change: RowChange,
+        lost: [RowChange.LostCell],
+        in table: AppCatalog.Table,
+        key: [UInt8],
+        materialize: Bool,
+        first: FirstRow?
     ) throws -> Bool {
         let statements = try rowStatements()
         _ = try number(of: change.dot.replica)
@@ -125,11 +151,15 @@ extension WriteContext {
             try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
             stored = bytes
         }
-        guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else { return false }
+        guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else {
+            return false
+        }
         let first = first ?? FirstRow(change, key: key, hasher: hasher, buffer: &firstRowBuffer)
         if first.isLive {
             try indexNewRow(change.dot, table: table.number, key: key[...])
-            if !lost.isEmpty { try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key) }
+            if !lost.isEmpty {
+                try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key)
+            }
         } else {
             // It wins nothing: an update that sets nothing, or one whose every cell lost at the sender.
             try keepDeadStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key)
@@ -148,7 +178,12 @@ extension WriteContext {
 
     /// Writes a row's new state (after merging `change`) and everything kept in step with it.
     private mutating func store(
-        _ state: RowState, of change: RowChange, lost: [RowChange.LostCell], in table: AppCatalog.Table, key: [UInt8], replacing held: RowState?
+        _ state: RowState,
+        of change: RowChange,
+        lost: [RowChange.LostCell],
+        in table: AppCatalog.Table,
+        key: [UInt8],
+        replacing held: RowState?
     ) throws {
         let rowKey = change.key
         let statements = try rowStatements()
@@ -186,7 +221,10 @@ extension WriteContext {
     /// sent (`ChangeLeaf`). A change shown whole has no stub.
     /// `lostAtSender`: the cells of `change` that lost at the sender.
     private mutating func stubs(
-        after change: RowChange, lostAtSender: [RowChange.LostCell], of held: RowState, making state: RowState
+        after change: RowChange,
+        lostAtSender: [RowChange.LostCell],
+        of held: RowState,
+        making state: RowState
     ) throws -> [(Dot, RowChangeStub)] {
         var losses = Dictionary(grouping: state.losses(of: change, before: held, hasher: hasher), by: \.dot)
         if !lostAtSender.isEmpty { losses[change.dot, default: []] += lostAtSender.map { (change.dot, $0) } }
@@ -309,8 +347,13 @@ extension WriteContext {
     mutating func materialize(_ state: RowState, key: [SQLValue], in table: AppCatalog.Table) throws {
         guard state.exists else { return try materialize(key: key, in: table, columns: nil) }
         let present = table.present(
-            cells: state.columns, name: \.name, value: \.value,
-            counted: state.counters, name: \.name, total: table.value(of:))
+            cells: state.columns,
+            name: \.name,
+            value: \.value,
+            counted: state.counters,
+            name: \.name,
+            total: table.value(of:)
+        )
         try materialize(key: key, in: table, columns: present)
     }
 
@@ -386,7 +429,10 @@ extension WriteContext {
     /// Turns one captured row operation into changes (see `AppWriteCapture.Event` for the arguments).
     private mutating func apply(_ event: AppWriteCapture.Event, encoded: [UInt8], now: UInt64) throws {
         guard let table = try catalog().tables[event.table], let declared = table.declared else {
-            throw StoreError(.database, "a write was captured for app table \(event.table), which is not declared; the database is damaged")
+            throw StoreError(
+                .database,
+                "a write was captured for app table \(event.table), which is not declared; the database is damaged"
+            )
         }
         if let range = event.encoded, try insertEncoded(encoded, range: range, into: table, now: now) {
             if encodedInsertBuffers.queued.count >= Self.rowsQueued { try storeQueuedStates(encoded) }
@@ -414,7 +460,9 @@ extension WriteContext {
                 return 0
             }
             let oldKey = Array(arguments[table.maskCount..<table.maskCount + keyCount])
-            let oldCounters = Array(arguments[(table.maskCount + keyCount)..<(table.maskCount + keyCount + counterCount)])
+            let oldCounters = Array(
+                arguments[(table.maskCount + keyCount)..<(table.maskCount + keyCount + counterCount)]
+            )
             let new = Array(arguments[(table.maskCount + keyCount + counterCount)...])
             let newKey = table.keyColumns.map { new[$0] }
             if newKey != oldKey {
@@ -432,18 +480,28 @@ extension WriteContext {
     }
 
     func malformedCapture(_ table: AppSchema.Table) -> StoreError {
-        StoreError(.database, "a captured write to \(table.name) does not match its declaration; the database is damaged")
+        StoreError(
+            .database,
+            "a captured write to \(table.name) does not match its declaration; the database is damaged"
+        )
     }
 
-    mutating func insert(_ values: [SQLValue], into table: AppCatalog.Table, now: UInt64, stamp: (HybridTimestamp, Dot)? = nil) throws {
+    mutating func insert(
+        _ values: [SQLValue],
+        into table: AppCatalog.Table,
+        now: UInt64,
+        stamp: (HybridTimestamp, Dot)? = nil
+    ) throws {
         let key = try checkedKey(table.keyColumns.map { values[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
         let plain = table.plainColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
         try checkSize(plain, of: rowKey)
         // An insert that opens a life leaves out the columns at their default (`leftAtDefault`).
-        let opening = table.hasDefaultsLeftOut
-            ? table.writtenByInsert(values).map { RowChange.Value(column: table.columns[$0], value: values[$0]) } : plain
+        let opening =
+            table.hasDefaultsLeftOut
+            ? table.writtenByInsert(values).map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
+            : plain
         // Most rows an app inserts are new to this replica: the change that opens the row is
         // tried first, and a row held already (deleted, or in a life its table does not show) is
         // looked up after, keeping the same stamp. `stamp`: the row was tried already, with it.
@@ -460,8 +518,17 @@ extension WriteContext {
         }
         if stamp == nil {
             let first = RowChange(
-                key: rowKey, kind: table.appendOnly ? .append : .insert, causalLength: 1, hlc: hlc, dot: dot, values: opening, totals: firstTotals)
-            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: firstRewrites, first: nil) { return }
+                key: rowKey,
+                kind: table.appendOnly ? .append : .insert,
+                causalLength: 1,
+                hlc: hlc,
+                dot: dot,
+                values: opening,
+                totals: firstTotals
+            )
+            if try storeFirst(first, lost: [], in: table, key: keyBytes, materialize: firstRewrites, first: nil) {
+                return
+            }
         }
         let heldState = try heldRow(table: table.number, key: keyBytes)
         let held = heldState ?? RowState()
@@ -472,21 +539,34 @@ extension WriteContext {
         var rewrites = firstRewrites
         if table.appendOnly {
             guard !held.isAppended else {
-                throw StoreError(.sql, "\(table.declared!.name) is append-only and already holds a row with key "
-                    + "\(rowKey.primaryKey.map(\.description).joined(separator: ", ")); append a row with a new key")
+                throw StoreError(
+                    .sql,
+                    "\(table.declared!.name) is append-only and already holds a row with key "
+                        + "\(rowKey.primaryKey.map(\.description).joined(separator: ", ")); append a row with a new key"
+                )
             }
             // Deleted with its parent: an append of its key could never win that life back.
             guard heldState == nil || held.causalLength < 2 else {
-                throw StoreError(.sql, "\(table.declared!.name) is append-only and held a row with key "
-                    + "\(rowKey.primaryKey.map(\.description).joined(separator: ", ")) that went with its parent; "
-                    + "a key of an append-only table is never used again: append a row with a new key")
+                throw StoreError(
+                    .sql,
+                    "\(table.declared!.name) is append-only and held a row with key "
+                        + "\(rowKey.primaryKey.map(\.description).joined(separator: ", ")) that went with its parent; "
+                        + "a key of an append-only table is never used again: append a row with a new key"
+                )
             }
             (kind, life) = (.append, 1)
         } else if held.exists {
             // INSERT OR REPLACE over a live row: every column is written, in the row's life.
             (kind, life, written, rewrites) = (.update, held.causalLength, plain, false)
-            for index in table.counterColumns where !(table.totalsKinds[table.columns[index]]!.isOneWay && values[index] == .null) {
-                let own = try own(held, table, index, new: values[index], old: .integer(held.counter(table.columns[index])))
+            for index in table.counterColumns
+            where !(table.totalsKinds[table.columns[index]]!.isOneWay && values[index] == .null) {
+                let own = try own(
+                    held,
+                    table,
+                    index,
+                    new: values[index],
+                    old: .integer(held.counter(table.columns[index]))
+                )
                 totals.append(.init(column: table.columns[index], total: own.total))
                 rewrites = rewrites || own.showsOther
             }
@@ -495,18 +575,36 @@ extension WriteContext {
             (kind, life, totals) = (.insert, held.causalLength + 1, firstTotals)
         }
         try makeChange(
-            rowKey, kind: kind, life: life, values: written, totals: totals, hlc: hlc, dot: dot, table: table, key: keyBytes, held: heldState,
-            rewrite: rewrites)
+            rowKey,
+            kind: kind,
+            life: life,
+            values: written,
+            totals: totals,
+            hlc: hlc,
+            dot: dot,
+            table: table,
+            key: keyBytes,
+            held: heldState,
+            rewrite: rewrites
+        )
     }
 
     private mutating func update(
-        key: [SQLValue], table: AppCatalog.Table, changed: [Int], new: [SQLValue], oldCounters: [SQLValue], now: UInt64
+        key: [SQLValue],
+        table: AppCatalog.Table,
+        changed: [Int],
+        new: [SQLValue],
+        oldCounters: [SQLValue],
+        now: UInt64
     ) throws {
         let key = try checkedKey(key, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
         guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else {
-            throw StoreError(.database, "row \(rowKey) is in its table but not in LANSync's state; the database is damaged")
+            throw StoreError(
+                .database,
+                "row \(rowKey) is in its table but not in LANSync's state; the database is damaged"
+            )
         }
         var values = [RowChange.Value]()
         var totals = [RowChange.Total]()
@@ -522,8 +620,18 @@ extension WriteContext {
         }
         guard !values.isEmpty || !totals.isEmpty else { return }
         try makeChange(
-            rowKey, kind: .update, life: held.causalLength, values: values, totals: totals, hlc: tick(now: now), dot: nextDot(),
-            table: table, key: keyBytes, held: held, rewrite: rewrites)
+            rowKey,
+            kind: .update,
+            life: held.causalLength,
+            values: values,
+            totals: totals,
+            hlc: tick(now: now),
+            dot: nextDot(),
+            table: table,
+            key: keyBytes,
+            held: held,
+            rewrite: rewrites
+        )
     }
 
     private mutating func delete(key: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
@@ -532,8 +640,17 @@ extension WriteContext {
         let keyBytes = SQLValue.keyBytes(key)
         guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else { return }
         try makeChange(
-            rowKey, kind: .delete, life: held.causalLength + 1, values: [], totals: [], hlc: tick(now: now), dot: nextDot(),
-            table: table, key: keyBytes, held: held)
+            rowKey,
+            kind: .delete,
+            life: held.causalLength + 1,
+            values: [],
+            totals: [],
+            hlc: tick(now: now),
+            dot: nextDot(),
+            table: table,
+            key: keyBytes,
+            held: held
+        )
     }
 
     /// This replica's new total of a counter column: its old total plus what the app added
@@ -546,7 +663,11 @@ extension WriteContext {
     /// (a one-way column written below its best, a REAL value that is not a whole number of
     /// millionths), so the row is written again from its state.
     private func own(
-        _ held: RowState, _ table: AppCatalog.Table, _ index: Int, new: SQLValue, old: SQLValue
+        _ held: RowState,
+        _ table: AppCatalog.Table,
+        _ index: Int,
+        new: SQLValue,
+        old: SQLValue
     ) throws -> (total: Int64, showsOther: Bool) {
         let column = table.columns[index]
         let kind = table.totalsKinds[column]!
@@ -572,7 +693,12 @@ extension WriteContext {
         return (total, false)
     }
 
-    private func ownReal(_ held: RowState, _ table: AppCatalog.Table, _ column: String, new: SQLValue) throws -> (total: Int64, showsOther: Bool) {
+    private func ownReal(
+        _ held: RowState,
+        _ table: AppCatalog.Table,
+        _ column: String,
+        new: SQLValue
+    ) throws -> (total: Int64, showsOther: Bool) {
         let number: Double
         switch new {
         case .integer(let value): number = Double(value)
@@ -582,7 +708,10 @@ extension WriteContext {
         let scaled = (number * AppCatalog.realCounterScale).rounded(.toNearestOrEven)
         // Within ±2^53 millionths every whole number is exact: 9 billion of the column's units.
         guard scaled.isFinite, abs(scaled) <= 9_007_199_254_740_992 else {
-            throw StoreError(.sql, "\(table.declared!.name).\(column) is a REAL counter, counted in millionths up to ±9,007,199,254; \(number) is out of range")
+            throw StoreError(
+                .sql,
+                "\(table.declared!.name).\(column) is a REAL counter, counted in millionths up to ±9,007,199,254; \(number) is out of range"
+            )
         }
         let (added, overflow1) = Int64(scaled).subtractingReportingOverflow(held.counter(column))
         let (total, overflow2) = held.total(of: column, by: replica).addingReportingOverflow(added)
@@ -600,23 +729,46 @@ extension WriteContext {
     }
 
     func nullKey(_ table: AppCatalog.Table) -> StoreError {
-        StoreError(.sql, "the primary key of \(table.declared!.name) must not be NULL: rows are matched across devices by it")
+        StoreError(
+            .sql,
+            "the primary key of \(table.declared!.name) must not be NULL: rows are matched across devices by it"
+        )
     }
 
     private func checkSize(_ values: [RowChange.Value], of key: RowKey) throws {
         let size = values.reduce(0) { $0 + $1.value.byteCount }
         guard size <= RowChange.maxValueBytes else {
-            throw StoreError(.sql, "a write to \(key) holds \(size) bytes of values; LANSync syncs rows of up to "
-                + "\(RowChange.maxValueBytes) bytes (keep large files outside the database and store their names)")
+            throw StoreError(
+                .sql,
+                "a write to \(key) holds \(size) bytes of values; LANSync syncs rows of up to "
+                    + "\(RowChange.maxValueBytes) bytes (keep large files outside the database and store their names)"
+            )
         }
     }
 
     private mutating func makeChange(
-        _ key: RowKey, kind: RowChange.Kind, life: UInt64, values: [RowChange.Value], totals: [RowChange.Total], hlc: HybridTimestamp,
-        dot: Dot, table: AppCatalog.Table, key keyBytes: [UInt8], held: RowState?, rewrite: Bool = false
+        _ key: RowKey,
+        kind: RowChange.Kind,
+        life: UInt64,
+        values: [RowChange.Value],
+        totals: [RowChange.Total],
+        hlc: HybridTimestamp,
+        dot: Dot,
+        table: AppCatalog.Table,
+        key keyBytes: [UInt8],
+        held: RowState?,
+        rewrite: Bool = false
     ) throws {
         try checkSize(values, of: key)
-        let change = RowChange(key: key, kind: kind, causalLength: life, hlc: hlc, dot: dot, values: values, totals: totals)
+        let change = RowChange(
+            key: key,
+            kind: kind,
+            causalLength: life,
+            hlc: hlc,
+            dot: dot,
+            values: values,
+            totals: totals
+        )
         // The app's table shows what it wrote, which is the row's state, unless `own` found
         // otherwise (`rewrite`): then the row is written again from the state.
         _ = try mergeRow(change, table: table, key: keyBytes, held: held, materialize: rewrite)
@@ -660,13 +812,22 @@ final class AppRowStatements {
     init(_ db: Database) throws {
         selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
         upsertState = try BoundStatement(db, sql: "INSERT OR REPLACE INTO app_rows (tbl, key, state) VALUES (?, ?, ?)")
-        insertNewState = try BoundStatement(db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
+        insertNewState = try BoundStatement(
+            db,
+            sql: "INSERT INTO app_rows (tbl, key, state) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+        )
         insertOp = try BoundStatement(db, sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
         deleteOp = try BoundStatement(db, sql: "DELETE FROM app_ops WHERE dot = ?")
         selectOpStub = try BoundStatement(db, sql: "SELECT stub FROM app_ops WHERE dot = ?")
         setOpStub = try BoundStatement(
-            db, sql: "INSERT INTO app_ops (dot, tbl, key, stub) VALUES (?, ?, ?, ?) ON CONFLICT (dot) DO UPDATE SET stub = excluded.stub")
-        insertDeadStub = try BoundStatement(db, sql: "INSERT OR REPLACE INTO row_stubs (dot, tbl, key, stub) VALUES (?, ?, ?, ?)")
+            db,
+            sql:
+                "INSERT INTO app_ops (dot, tbl, key, stub) VALUES (?, ?, ?, ?) ON CONFLICT (dot) DO UPDATE SET stub = excluded.stub"
+        )
+        insertDeadStub = try BoundStatement(
+            db,
+            sql: "INSERT OR REPLACE INTO row_stubs (dot, tbl, key, stub) VALUES (?, ?, ?, ?)"
+        )
     }
 
     /// One INSERT of `count` rows' states. `skippingHeld`: a row held already is skipped (`ON
@@ -677,7 +838,10 @@ final class AppRowStatements {
         if let statement = insertStatesOf[shape] { return statement }
         let rows = Array(repeating: "(?, ?, ?)", count: count).joined(separator: ", ")
         let statement = try BoundStatement(
-            db, sql: "INSERT INTO app_rows (tbl, key, state) VALUES \(rows)" + (skippingHeld ? " ON CONFLICT DO NOTHING" : ""))
+            db,
+            sql: "INSERT INTO app_rows (tbl, key, state) VALUES \(rows)"
+                + (skippingHeld ? " ON CONFLICT DO NOTHING" : "")
+        )
         insertStatesOf[shape] = statement
         return statement
     }
@@ -692,8 +856,10 @@ final class AppRowStatements {
         let row = "(" + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
         let statement = try BoundStatement(
             db,
-            sql: "INSERT OR REPLACE INTO \(declared.name.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
-                + "VALUES " + Array(repeating: row, count: rows).joined(separator: ", "))
+            sql:
+                "INSERT OR REPLACE INTO \(declared.name.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                + "VALUES " + Array(repeating: row, count: rows).joined(separator: ", ")
+        )
         replacesOf[shape] = statement
         return statement
     }
@@ -708,7 +874,10 @@ final class AppRowStatements {
         if let statement = deletes[table.number] { return statement }
         let declared = table.declared!
         let match = declared.primaryKey.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
-        let statement = try BoundStatement(db, sql: "DELETE FROM \(declared.name.quotedDatabaseIdentifier) WHERE \(match)")
+        let statement = try BoundStatement(
+            db,
+            sql: "DELETE FROM \(declared.name.quotedDatabaseIdentifier) WHERE \(match)"
+        )
         deletes[table.number] = statement
         return statement
     }
@@ -741,4 +910,3 @@ extension SQLValue {
         }
     }
 }
-

@@ -1,6 +1,6 @@
 import Dispatch
-import Synchronization
 import LANSyncCore
+import Synchronization
 
 /// The bulk path of an app's INSERT into a table without counter columns: the capture hands over
 /// the row's values as canonical bytes (`AppWriteCapture.Event.encoded`), and the row's key, its
@@ -35,7 +35,12 @@ extension WriteContext {
         /// Whether any plain column has one.
         let leavesDefaultsOut: Bool
 
-        init(table: AppCatalog.Table, identity: [UInt8], kind: RowChange.Kind, plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]) {
+        init(
+            table: AppCatalog.Table,
+            identity: [UInt8],
+            kind: RowChange.Kind,
+            plain: [(index: Int, cellPrefix: [UInt8], number: Int64)]
+        ) {
             self.table = table
             self.identity = identity
             self.kind = kind
@@ -76,7 +81,12 @@ extension WriteContext {
         }
         var identity = [UInt8]()
         identity.appendField(table.name)
-        let layout = InsertLayout(table: table, identity: identity, kind: table.appendOnly ? .append : .insert, plain: plain)
+        let layout = InsertLayout(
+            table: table,
+            identity: identity,
+            kind: table.appendOnly ? .append : .insert,
+            plain: plain
+        )
         insertLayouts[table.number] = layout
         encodedInsertBuffers.lastLayout = layout
         return layout
@@ -88,7 +98,12 @@ extension WriteContext {
     /// taking nothing, when its values are too large: the general way says why. A column at its
     /// left-out default is left out of the row's state, as the general way leaves it out. Every row queued
     /// refers to the same `encoded`, the write's captured bytes.
-    mutating func insertEncoded(_ encoded: [UInt8], range: Range<Int>, into table: AppCatalog.Table, now: UInt64) throws -> Bool {
+    mutating func insertEncoded(
+        _ encoded: [UInt8],
+        range: Range<Int>,
+        into table: AppCatalog.Table,
+        now: UInt64
+    ) throws -> Bool {
         let layout = try insertLayout(table)
         if encodedInsertBuffers.ownNumber < 0 { encodedInsertBuffers.ownNumber = try number(of: replica) }
         let startsStart = encodedInsertBuffers.starts.count
@@ -117,7 +132,9 @@ extension WriteContext {
             return false
         }
         let (hlc, dot) = (tick(now: now), nextDot())
-        encodedInsertBuffers.queued.append(QueuedRow(layout: layout, starts: startsStart, stamp: RowState.Stamp(hlc: hlc, dot: dot), now: now))
+        encodedInsertBuffers.queued.append(
+            QueuedRow(layout: layout, starts: startsStart, stamp: RowState.Stamp(hlc: hlc, dot: dot), now: now)
+        )
         return true
     }
 
@@ -158,13 +175,22 @@ extension WriteContext {
         defer {
             rows.removeAll(keepingCapacity: true)
             allStarts.removeAll(keepingCapacity: true)
-            (encodedInsertBuffers.queued, encodedInsertBuffers.starts, encodedInsertBuffers.parts) = (rows, allStarts, parts)
+            (encodedInsertBuffers.queued, encodedInsertBuffers.starts, encodedInsertBuffers.parts) = (
+                rows, allStarts, parts
+            )
         }
-        parts = EncodedRows.make(rows, starts: allStarts, encoded: encoded, ownNumber: encodedInsertBuffers.ownNumber, hasher: hasher, reusing: parts)
+        parts = EncodedRows.make(
+            rows,
+            starts: allStarts,
+            encoded: encoded,
+            ownNumber: encodedInsertBuffers.ownNumber,
+            hasher: hasher,
+            reusing: parts
+        )
         let statements = try rowStatements()
         var first = 0
         while first < rows.count {
-            let chunk = first ..< min(first + Self.statesPerStatement, rows.count)
+            let chunk = first..<min(first + Self.statesPerStatement, rows.count)
             first = chunk.upperBound
             let insert = try statements.insertStates(chunk.count, skippingHeld: true, db)
             let inserted = try EncodedRows.withBytes(of: parts) { bytes in
@@ -182,16 +208,24 @@ extension WriteContext {
                 let (part, position) = EncodedRows.locate(index, in: parts)
                 let key = parts[part].key(position)
                 // When some were held already, each tells by whether its own state went in.
-                let stored = try inserted == chunk.count || holds(table: layout.table.number, key: key, state: parts[part].state(position))
+                let stored =
+                    try inserted == chunk.count
+                    || holds(table: layout.table.number, key: key, state: parts[part].state(position))
                 guard stored else {
-                    let values = allStarts[row.starts] ..< allStarts[row.starts + layout.table.columns.count]
+                    let values = allStarts[row.starts]..<allStarts[row.starts + layout.table.columns.count]
                     try self.insert(
-                        try SQLValue.values(from: Array(encoded[values])), into: layout.table, now: row.now,
-                        stamp: (row.stamp.hlc, row.stamp.dot))
+                        try SQLValue.values(from: Array(encoded[values])),
+                        into: layout.table,
+                        now: row.now,
+                        stamp: (row.stamp.hlc, row.stamp.dot)
+                    )
                     continue
                 }
                 try indexNewRow(
-                    dotKey: try Self.dotKey(row.stamp.dot, number: encodedInsertBuffers.ownNumber), table: layout.table.number, key: key)
+                    dotKey: try Self.dotKey(row.stamp.dot, number: encodedInsertBuffers.ownNumber),
+                    table: layout.table.number,
+                    key: key
+                )
                 digest.insert(hash: parts[part].hashes[position])
                 countRows(in: layout.table.number, by: 1)
             }
@@ -219,7 +253,7 @@ extension WriteContext {
             case 1, 2: position += 9
             case 3, 4:
                 guard bytes.endIndex - position >= 5 else { return false }
-                position += 5 + Int(bytes[position + 1 ..< position + 5].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                position += 5 + Int(bytes[position + 1..<position + 5].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
             default: return false
             }
         }
@@ -262,7 +296,12 @@ struct EncodedRows: Sendable {
 
     /// The rows, made in one part (`reusing`'s first) or two (the first half, then the second).
     static func make(
-        _ rows: [WriteContext.QueuedRow], starts: [Int], encoded: [UInt8], ownNumber: Int64, hasher: ElementHasher, reusing: [EncodedRows]
+        _ rows: [WriteContext.QueuedRow],
+        starts: [Int],
+        encoded: [UInt8],
+        ownNumber: Int64,
+        hasher: ElementHasher,
+        reusing: [EncodedRows]
     ) -> [EncodedRows] {
         var parts = reusing
         if parts.isEmpty { parts.append(EncodedRows()) }
@@ -272,7 +311,7 @@ struct EncodedRows: Sendable {
             return parts
         }
         if parts.count == 1 { parts.append(EncodedRows()) }
-        let halves = [0 ..< rows.count / 2, rows.count / 2 ..< rows.count]
+        let halves = [0..<rows.count / 2, rows.count / 2..<rows.count]
         let shared = Mutex(parts)
         DispatchQueue.concurrentPerform(iterations: 2) { part in
             // Taken out of the mutex while it is made, so that its buffers are not copied.
@@ -296,7 +335,9 @@ struct EncodedRows: Sendable {
     func state(_ position: Int) -> ArraySlice<UInt8> { states[Self.range(position, ends: stateEnds)] }
 
     /// Where the piece at `position` is in bytes laid one after another, each ending at its `ends` entry.
-    private static func range(_ position: Int, ends: [Int]) -> Range<Int> { (position == 0 ? 0 : ends[position - 1]) ..< ends[position] }
+    private static func range(_ position: Int, ends: [Int]) -> Range<Int> {
+        (position == 0 ? 0 : ends[position - 1])..<ends[position]
+    }
 
     /// The rows' keys and states as raw bytes, valid during `body`: for binding without a copy.
     struct Bytes {
@@ -311,7 +352,9 @@ struct EncodedRows: Sendable {
 
         func state(_ index: Int) -> UnsafeRawBufferPointer {
             let (part, position) = EncodedRows.locate(index, in: parts)
-            return UnsafeRawBufferPointer(rebasing: states[part][EncodedRows.range(position, ends: parts[part].stateEnds)])
+            return UnsafeRawBufferPointer(
+                rebasing: states[part][EncodedRows.range(position, ends: parts[part].stateEnds)]
+            )
         }
     }
 
@@ -333,8 +376,14 @@ struct EncodedRows: Sendable {
     /// stored, four canonical), written through `scratch` and appended in one copy. A column
     /// `leftOut` names (by its position among the plain columns) is skipped.
     private static func appendCells(
-        _ layout: WriteContext.InsertLayout, prefixes: [UInt8], ends: [Int], stored: Bool, value: (Int) -> UnsafeBufferPointer<UInt8>,
-        leftOut: (Int) -> Bool, scratch: inout [UInt8], to destination: inout [UInt8]
+        _ layout: WriteContext.InsertLayout,
+        prefixes: [UInt8],
+        ends: [Int],
+        stored: Bool,
+        value: (Int) -> UnsafeBufferPointer<UInt8>,
+        leftOut: (Int) -> Bool,
+        scratch: inout [UInt8],
+        to destination: inout [UInt8]
     ) {
         scratch.withUnsafeMutableBufferPointer { scratch in
             prefixes.withUnsafeBufferPointer { prefixes in
@@ -343,18 +392,31 @@ struct EncodedRows: Sendable {
                 for (position, index) in layout.plainColumns.enumerated() {
                     defer { prefixStart = ends[position] }
                     if leftOut(position) { continue }
-                    out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart ..< ends[position]]))
-                    if stored { StoredRowState.writeValue(canonical: value(index), to: &out) } else { out.bytes(value(index)) }
+                    out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart..<ends[position]]))
+                    if stored {
+                        StoredRowState.writeValue(canonical: value(index), to: &out)
+                    } else {
+                        out.bytes(value(index))
+                    }
                 }
-                for _ in 0 ..< (stored ? 1 : 4) { out.byte(0) }
-                destination.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress, count: out.position - scratch.baseAddress!))
+                for _ in 0..<(stored ? 1 : 4) { out.byte(0) }
+                destination.append(
+                    contentsOf: UnsafeBufferPointer(
+                        start: scratch.baseAddress,
+                        count: out.position - scratch.baseAddress!
+                    )
+                )
             }
         }
     }
 
     /// Makes `rows`, replacing what this part held.
     private mutating func make(
-        _ rows: ArraySlice<WriteContext.QueuedRow>, starts allStarts: [Int], encoded: [UInt8], ownNumber: Int64, hasher: ElementHasher
+        _ rows: ArraySlice<WriteContext.QueuedRow>,
+        starts allStarts: [Int],
+        encoded: [UInt8],
+        ownNumber: Int64,
+        hasher: ElementHasher
     ) {
         keys.removeAll(keepingCapacity: true)
         keyEnds.removeAll(keepingCapacity: true)
@@ -368,15 +430,17 @@ struct EncodedRows: Sendable {
                 let starts = UnsafeBufferPointer(rebasing: all[row.starts...])
                 encoded.withUnsafeBufferPointer { encoded in
                     func value(_ index: Int) -> UnsafeBufferPointer<UInt8> {
-                        UnsafeBufferPointer(rebasing: encoded[starts[index] ..< starts[index + 1]])
+                        UnsafeBufferPointer(rebasing: encoded[starts[index]..<starts[index + 1]])
                     }
                     /// Whether the plain column at `position` is at its left-out default.
                     func leftOut(_ position: Int) -> Bool {
                         guard let bytes = layout.leftOutDefaults[position] else { return false }
                         return value(layout.plainColumns[position]).elementsEqual(bytes)
                     }
-                    let cells = layout.leavesDefaultsOut
-                        ? layout.plainColumns.indices.reduce(0) { $0 + (leftOut($1) ? 0 : 1) } : layout.plainColumns.count
+                    let cells =
+                        layout.leavesDefaultsOut
+                        ? layout.plainColumns.indices.reduce(0) { $0 + (leftOut($1) ? 0 : 1) }
+                        : layout.plainColumns.count
                     keys.append(UInt8(layout.keyColumns.count))
                     for index in layout.keyColumns { keys.append(contentsOf: value(index)) }
                     keyEnds.append(keys.count)
@@ -384,15 +448,28 @@ struct EncodedRows: Sendable {
                     // Room in `scratch` for the cells of the stored state or of the hashed bytes
                     // (`appendCells`): a stored value is two bytes more than its canonical one at most.
                     let valueBytes = starts[layout.table.columns.count] - starts[0]
-                    let needed = valueBytes + 2 * layout.plainColumns.count + max(layout.cellPrefixes.count, layout.storedPrefixes.count) + 8
+                    let needed =
+                        valueBytes + 2 * layout.plainColumns.count
+                        + max(layout.cellPrefixes.count, layout.storedPrefixes.count) + 8
                     if scratch.count < needed { scratch = [UInt8](repeating: 0, count: needed * 2) }
 
                     StoredRowState.appendFirstHeader(
-                        causalLength: 1, marker: layout.kind, stamp: (row.stamp.hlc, ownNumber, row.stamp.dot.counter),
-                        cells: cells, to: &states)
+                        causalLength: 1,
+                        marker: layout.kind,
+                        stamp: (row.stamp.hlc, ownNumber, row.stamp.dot.counter),
+                        cells: cells,
+                        to: &states
+                    )
                     Self.appendCells(
-                        layout, prefixes: layout.storedPrefixes, ends: layout.storedPrefixEnds, stored: true, value: value,
-                        leftOut: layout.leavesDefaultsOut ? leftOut : { _ in false }, scratch: &scratch, to: &states)
+                        layout,
+                        prefixes: layout.storedPrefixes,
+                        ends: layout.storedPrefixEnds,
+                        stored: true,
+                        value: value,
+                        leftOut: layout.leavesDefaultsOut ? leftOut : { _ in false },
+                        scratch: &scratch,
+                        to: &states
+                    )
                     stateEnds.append(states.count)
 
                     // The canonical bytes of the row and its state (`RowState.appendFirst`), hashed.
@@ -400,10 +477,22 @@ struct EncodedRows: Sendable {
                     digestInput.append(contentsOf: layout.identity)
                     digestInput.appendBytes(keys[keyStart...])
                     RowState.appendFirstHeader(
-                        causalLength: 1, marker: layout.kind, stamp: row.stamp, cells: cells, to: &digestInput)
+                        causalLength: 1,
+                        marker: layout.kind,
+                        stamp: row.stamp,
+                        cells: cells,
+                        to: &digestInput
+                    )
                     Self.appendCells(
-                        layout, prefixes: layout.cellPrefixes, ends: layout.cellPrefixEnds, stored: false, value: value,
-                        leftOut: layout.leavesDefaultsOut ? leftOut : { _ in false }, scratch: &scratch, to: &digestInput)
+                        layout,
+                        prefixes: layout.cellPrefixes,
+                        ends: layout.cellPrefixEnds,
+                        stored: false,
+                        value: value,
+                        leftOut: layout.leavesDefaultsOut ? leftOut : { _ in false },
+                        scratch: &scratch,
+                        to: &digestInput
+                    )
                 }
             }
             hashes.append(hasher.hash(digestInput))

@@ -41,7 +41,9 @@ extension WriteContext {
             guard try insertNewStates(chunk, tables: tables, of: checked) else {
                 // A row of them is held: each merges the general way.
                 for index in chunk {
-                    if try mergeRow(checked.delta.rows[index], materialize: true, first: checked.firstRow(index)) { changed.append(index) }
+                    if try mergeRow(checked.delta.rows[index], materialize: true, first: checked.firstRow(index)) {
+                        changed.append(index)
+                    }
                 }
                 continue
             }
@@ -73,7 +75,11 @@ extension WriteContext {
 
     /// Inserts the stored states of the changes at `chunk` in one statement; false, having
     /// written nothing, when a row of them is held already.
-    private mutating func insertNewStates(_ chunk: ArraySlice<Int>, tables: [AppCatalog.Table], of checked: CheckedDelta) throws -> Bool {
+    private mutating func insertNewStates(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of checked: CheckedDelta
+    ) throws -> Bool {
         let insert = try rowStatements().insertStates(chunk.count, skippingHeld: false, db)
         var parameter: Int32 = 1
         for (index, table) in zip(chunk, tables) {
@@ -96,11 +102,21 @@ extension WriteContext {
     /// table with the same columns in one INSERT OR REPLACE. When SQLite refuses one of them (a
     /// NOT NULL or CHECK rule of this app's version; see `materialize`), the statement is undone
     /// and each row is written alone, the refused one left out.
-    private mutating func materializeNewRows(_ chunk: ArraySlice<Int>, tables: [AppCatalog.Table], of delta: Delta) throws {
+    private mutating func materializeNewRows(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of delta: Delta
+    ) throws {
         var rows = [NewAppRow]()
         rows.reserveCapacity(chunk.count)
         for (index, table) in zip(chunk, tables) where table.declared != nil {
-            rows.append(NewAppRow(key: delta.rows[index].key.primaryKey, present: table.present(of: delta.rows[index]), table: table))
+            rows.append(
+                NewAppRow(
+                    key: delta.rows[index].key.primaryKey,
+                    present: table.present(of: delta.rows[index]),
+                    table: table
+                )
+            )
         }
         var start = 0
         while start < rows.count {
@@ -121,7 +137,12 @@ extension WriteContext {
     private mutating func materialize(_ group: ArraySlice<NewAppRow>) throws {
         let first = group.first!
         guard group.count > 1 else { return try materialize(key: first.key, in: first.table, columns: first.present) }
-        let insert = try rowStatements().replace(into: first.table, columns: first.present.indexes, rows: group.count, db)
+        let insert = try rowStatements().replace(
+            into: first.table,
+            columns: first.present.indexes,
+            rows: group.count,
+            db
+        )
         var position: Int32 = 1
         for row in group { insert.bind(row.key, row.present.values, from: &position) }
         do {

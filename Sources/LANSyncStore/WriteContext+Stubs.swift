@@ -13,7 +13,8 @@ extension WriteContext {
             sql: """
                 INSERT OR IGNORE INTO entry_stubs (dot, id, stream, origin_device, hlc, wall_ms, payload)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
+                """
+        )
         try statement.execute(arguments: [
             try dotKey(entry.dot), entry.id, entry.stream, blob(entry.originDevice), Int64(entry.hlc.rawValue),
             entry.wallMilliseconds, entry.payload,
@@ -22,13 +23,18 @@ extension WriteContext {
 
     /// Keeps what a superseded preference write's leaf needs (`PreferenceStub`).
     mutating func keepLosingPreference(_ write: PreferenceWrite, elementHash: [UInt8]) throws {
-        try keepLosingPreference(PreferenceStub(key: write.key, hlc: write.hlc, dot: write.dot, elementHash: elementHash))
+        try keepLosingPreference(
+            PreferenceStub(key: write.key, hlc: write.hlc, dot: write.dot, elementHash: elementHash)
+        )
     }
 
     mutating func keepLosingPreference(_ stub: PreferenceStub) throws {
         let statement = try db.cachedStatement(
-            sql: "INSERT OR IGNORE INTO preference_stubs (dot, key, hlc, element_hash) VALUES (?, ?, ?, ?)")
-        try statement.execute(arguments: [try dotKey(stub.dot), stub.key, Int64(stub.hlc.rawValue), Data(stub.elementHash)])
+            sql: "INSERT OR IGNORE INTO preference_stubs (dot, key, hlc, element_hash) VALUES (?, ?, ?, ?)"
+        )
+        try statement.execute(arguments: [
+            try dotKey(stub.dot), stub.key, Int64(stub.hlc.rawValue), Data(stub.elementHash),
+        ])
     }
 
     /// Checks, after merging all of `delta`, that every change it says lost at the sender lost
@@ -61,7 +67,9 @@ extension WriteContext {
             let table = try appTable(named: change.key.table).number
             let keyBytes = SQLValue.keyBytes(change.key.primaryKey)
             let state = try heldRow(table: table, key: keyBytes) ?? RowState()
-            let open = cells.filter { !state.hasSuperseded($0, ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind) }
+            let open = cells.filter {
+                !state.hasSuperseded($0, ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind)
+            }
             guard !open.isEmpty else { continue }
             let stub = RowChangeStub(kind: change.kind, causalLength: change.causalLength, hlc: change.hlc, lost: open)
             try recordOpenClaim(dot: change.dot, table: change.key.table, key: keyBytes, stub: stub.canonicalBytes)
@@ -73,7 +81,8 @@ extension WriteContext {
     private mutating func recordOpenClaim(dot: Dot, table: String?, key: [UInt8], stub: [UInt8]) throws {
         try db.execute(
             sql: "INSERT OR REPLACE INTO open_claims (dot, tbl, key, stub) VALUES (?, ?, ?, ?)",
-            arguments: [try dotKey(dot), table, Data(key), Data(stub)])
+            arguments: [try dotKey(dot), table, Data(key), Data(stub)]
+        )
     }
 
     /// Closes the open claims that hold now (a change that supersedes each was merged or

@@ -55,7 +55,10 @@ struct WriteContext {
         self.apps = apps
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count, row_count FROM meta"))
+                db.cachedStatement(
+                    sql: "SELECT replica_id, device_id, hlc, digest, entry_count, preference_count, row_count FROM meta"
+                )
+            )
         else { throw StoreError(.notInitialized, "this replica has no metadata; run `lansync init`") }
         replica = ReplicaID(bytes: [UInt8](row[0] as Data))!
         device = DeviceID(bytes: [UInt8](row[1] as Data))!
@@ -136,13 +139,18 @@ struct WriteContext {
     /// group simulation about a tenth of its time.
     mutating func entry(id: String) throws -> Entry? {
         if selectEntryStatement == nil {
-            selectEntryStatement = try BoundStatement(db, sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE id = ?")
+            selectEntryStatement = try BoundStatement(
+                db,
+                sql: "SELECT \(RowDecoding.entryColumns) FROM entries WHERE id = ?"
+            )
         }
         let statement = selectEntryStatement!
         statement.bind(1, id)
         var found: Entry?
         var devices = RowDecoding.DeviceCache()
-        try statement.forEachRow { columns in found = try RowDecoding.entry(columns, replicas: replicasByNumber, devices: &devices) }
+        try statement.forEachRow { columns in
+            found = try RowDecoding.entry(columns, replicas: replicasByNumber, devices: &devices)
+        }
         return found
     }
 
@@ -195,7 +203,8 @@ struct WriteContext {
             sql: """
                 INSERT OR IGNORE INTO entries (dot, id, stream, origin_device, hlc, wall_ms, payload)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
-                """)
+                """
+        )
         insertEntryStatement = statement
         return statement
     }
@@ -232,7 +241,9 @@ struct WriteContext {
     // MARK: Preferences
 
     func preference(key: String) throws -> PreferenceWrite? {
-        let statement = try db.cachedStatement(sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key = ?")
+        let statement = try db.cachedStatement(
+            sql: "SELECT \(RowDecoding.preferenceColumns) FROM preferences WHERE key = ?"
+        )
         return try Row.fetchOne(statement, arguments: [key]).map {
             try RowDecoding.preference($0, replicas: replicasByNumber)
         }
@@ -252,7 +263,8 @@ struct WriteContext {
             sql: """
                 INSERT OR IGNORE INTO preferences (dot, key, value, origin_device, hlc, wall_ms)
                 VALUES (?, ?, ?, ?, ?, ?)
-                """)
+                """
+        )
         try statement.execute(arguments: [
             key, write.key, write.value, blob(write.originDevice), Int64(write.hlc.rawValue), write.wallMilliseconds,
         ])
@@ -279,7 +291,8 @@ struct WriteContext {
         }
         changedCounters.removeAll()
         let meta = try db.cachedStatement(
-            sql: "UPDATE meta SET hlc = ?, digest = ?, entry_count = ?, preference_count = ?, row_count = ?")
+            sql: "UPDATE meta SET hlc = ?, digest = ?, entry_count = ?, preference_count = ?, row_count = ?"
+        )
         try meta.execute(arguments: [
             Int64(clock.last.rawValue), Data(digest.bytes), entryCount, preferenceCount, rowCount,
         ])
@@ -307,8 +320,14 @@ enum RowDecoding {
 
     static func entry(_ row: Row, replicas: [Int64: ReplicaID]) throws -> Entry {
         Entry(
-            id: row[1], stream: row[2], originDevice: try device(row[3]), dot: try dot(row[0], replicas: replicas),
-            hlc: HybridTimestamp(rawValue: UInt64(row[4] as Int64)), wallMilliseconds: row[5], payload: row[6])
+            id: row[1],
+            stream: row[2],
+            originDevice: try device(row[3]),
+            dot: try dot(row[0], replicas: replicas),
+            hlc: HybridTimestamp(rawValue: UInt64(row[4] as Int64)),
+            wallMilliseconds: row[5],
+            payload: row[6]
+        )
     }
 
     /// The last device ID read, so consecutive rows of one device (the usual case) share it.
@@ -324,18 +343,32 @@ enum RowDecoding {
     }
 
     /// An entry from a row of `entryColumns`, read through the C API (see `BoundStatement`).
-    static func entry(_ columns: BoundStatement.Columns, replicas: [Int64: ReplicaID], devices: inout DeviceCache)
+    static func entry(
+        _ columns: BoundStatement.Columns,
+        replicas: [Int64: ReplicaID],
+        devices: inout DeviceCache
+    )
         throws -> Entry
     {
         Entry(
-            id: columns.text(1), stream: columns.text(2), originDevice: try columns.withBlob(3) { try devices.device($0) },
-            dot: try dot(columns.int64(0), replicas: replicas), hlc: HybridTimestamp(rawValue: UInt64(columns.int64(4))),
-            wallMilliseconds: columns.int64(5), payload: columns.text(6))
+            id: columns.text(1),
+            stream: columns.text(2),
+            originDevice: try columns.withBlob(3) { try devices.device($0) },
+            dot: try dot(columns.int64(0), replicas: replicas),
+            hlc: HybridTimestamp(rawValue: UInt64(columns.int64(4))),
+            wallMilliseconds: columns.int64(5),
+            payload: columns.text(6)
+        )
     }
 
     static func preference(_ row: Row, replicas: [Int64: ReplicaID]) throws -> PreferenceWrite {
         PreferenceWrite(
-            key: row[1], value: row[2], originDevice: try device(row[3]), dot: try dot(row[0], replicas: replicas),
-            hlc: HybridTimestamp(rawValue: UInt64(row[4] as Int64)), wallMilliseconds: row[5])
+            key: row[1],
+            value: row[2],
+            originDevice: try device(row[3]),
+            dot: try dot(row[0], replicas: replicas),
+            hlc: HybridTimestamp(rawValue: UInt64(row[4] as Int64)),
+            wallMilliseconds: row[5]
+        )
     }
 }

@@ -9,7 +9,12 @@ import LANSyncWire
 package enum PairingFuzzing {
     package static func check(_ bytes: [UInt8]) {
         let device = DeviceID(bytes: [UInt8](repeating: 3, count: 16))!
-        var inviter = PairingInviter(code: "48213907", secret: SecureBytes(copying: [UInt8](repeating: 9, count: 32)), device: device, name: "i")
+        var inviter = PairingInviter(
+            code: "48213907",
+            secret: SecureBytes(copying: [UInt8](repeating: 9, count: 32)),
+            device: device,
+            name: "i"
+        )
         guard var joiner = try? PairingJoiner(code: "48213907", device: device, name: "j") else { return }
         var rest = bytes[...]
         while let first = rest.first {

@@ -22,8 +22,10 @@ package struct Scenario {
     package init(operations: [Int]) {
         replicas = (0..<3).map { index in
             ReplicaState(
-                replica: ReplicaID(high: UInt64(index + 1) << 56, low: UInt64(index)), device: Self.devices[index],
-                hasher: Self.hasher)
+                replica: ReplicaID(high: UInt64(index + 1) << 56, low: UInt64(index)),
+                device: Self.devices[index],
+                hasher: Self.hasher
+            )
         }
         var fresh = 0
         for operation in operations {
@@ -34,11 +36,18 @@ package struct Scenario {
             switch kind {
             case 0:
                 entriesMade.append(
-                    replicas[index].append(id: "shared-\(pick)", stream: "taps", payload: "{\"v\":\(operation)}", now: now))
+                    replicas[index].append(
+                        id: "shared-\(pick)",
+                        stream: "taps",
+                        payload: "{\"v\":\(operation)}",
+                        now: now
+                    )
+                )
             case 1:
                 fresh += 1
                 entriesMade.append(
-                    replicas[index].append(id: "fresh-\(fresh)", stream: "log", payload: "\(operation)", now: now))
+                    replicas[index].append(id: "fresh-\(fresh)", stream: "log", payload: "\(operation)", now: now)
+                )
             case 2:
                 writesMade.append(replicas[index].set(key: "key/\(pick)", value: "\(operation)", now: now))
             case 3:

@@ -51,7 +51,6 @@ package enum SessionFuzzing {
         package var endings: [SessionEnd] = []
     }
 
-
     /// Values fuzzers rarely find alone: the edges of every field the protocol defines.
     package static let edgeValues: [UInt64] = [
         0, 1, 2, 3, 0x7F, 0x80, 0xFFFF, 1 << 32, Dot.maxCounter - 1, Dot.maxCounter, Dot.maxCounter + 1,
@@ -68,7 +67,9 @@ package enum SessionFuzzing {
         let replicas: [ReplicaID]
         let device = DeviceID(bytes: [UInt8](repeating: 0xD1, count: 16))!
         /// The peer's signing key (it signs the ranges of both its replicas), and every replica's key.
-        let peerKey = SigningKey(derivedFrom: try! KeyPair(secretKey: SecureBytes(copying: [UInt8](repeating: 0x5E, count: 32))))
+        let peerKey = SigningKey(
+            derivedFrom: try! KeyPair(secretKey: SecureBytes(copying: [UInt8](repeating: 0x5E, count: 32)))
+        )
         let keys: [ReplicaID: [UInt8]]
         var pushEncoder = EntryPushEncoder()
         var rowPushEncoder = RowPushEncoder()
@@ -76,8 +77,11 @@ package enum SessionFuzzing {
 
         init(_ bytes: [UInt8]) {
             self.bytes = bytes
-            let ownKey = SigningKey(derivedFrom: try! KeyPair(secretKey: SecureBytes(copying: [UInt8](repeating: 0x0E, count: 32))))
-            store = try! ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 0xD0, count: 16))!).signingHeads(with: ownKey)
+            let ownKey = SigningKey(
+                derivedFrom: try! KeyPair(secretKey: SecureBytes(copying: [UInt8](repeating: 0x0E, count: 32)))
+            )
+            store = try! ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 0xD0, count: 16))!)
+                .signingHeads(with: ownKey)
             now = .now
             machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), now: now)
             // The pool of replicas rows may name: ours, and two of the peer's.
@@ -124,16 +128,25 @@ package enum SessionFuzzing {
             let ids = ["x y", "tap", "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b", "tap-2"]
             let payloads = ["not json", "{}", "{\"symbol\":12}", "[1,2]"]
             return Entry(
-                id: pick(ids), stream: pick(["Bad Stream", "symbol_taps", "phrases"]), originDevice: device,
-                dot: dot(in: range), hlc: HybridTimestamp(rawValue: value()), wallMilliseconds: Int64(bitPattern: value()),
-                payload: pick(payloads))
+                id: pick(ids),
+                stream: pick(["Bad Stream", "symbol_taps", "phrases"]),
+                originDevice: device,
+                dot: dot(in: range),
+                hlc: HybridTimestamp(rawValue: value()),
+                wallMilliseconds: Int64(bitPattern: value()),
+                payload: pick(payloads)
+            )
         }
 
         mutating func preference(in range: Delta.Coverage? = nil) -> PreferenceWrite {
             PreferenceWrite(
-                key: pick(["a//b", "caregiver/active", "board/grid"]), value: byte() % 2 == 0 ? nil : "\"mum\"",
-                originDevice: device, dot: dot(in: range), hlc: HybridTimestamp(rawValue: value()),
-                wallMilliseconds: Int64(bitPattern: value()))
+                key: pick(["a//b", "caregiver/active", "board/grid"]),
+                value: byte() % 2 == 0 ? nil : "\"mum\"",
+                originDevice: device,
+                dot: dot(in: range),
+                hlc: HybridTimestamp(rawValue: value()),
+                wallMilliseconds: Int64(bitPattern: value())
+            )
         }
 
         mutating func message() -> WireMessage {
@@ -141,10 +154,18 @@ package enum SessionFuzzing {
             case 0:
                 var counters: [ReplicaID: UInt64] = [:]
                 for _ in 0..<(byte() % 4) { counters[replica()] = value() }
-                return .state(PeerState(versionVector: VersionVector(counters), digest: StateDigest(), hlc: HybridTimestamp(rawValue: value())))
+                return .state(
+                    PeerState(
+                        versionVector: VersionVector(counters),
+                        digest: StateDigest(),
+                        hlc: HybridTimestamp(rawValue: value())
+                    )
+                )
             case 1:
                 var delta = Delta()
-                for _ in 0..<(byte() % 3) { delta.coverage.append(.init(replica: replica(), from: value(), through: value())) }
+                for _ in 0..<(byte() % 3) {
+                    delta.coverage.append(.init(replica: replica(), from: value(), through: value()))
+                }
                 for _ in 0..<(byte() % 4) { delta.entries.append(entry(in: delta.coverage.first)) }
                 for _ in 0..<(byte() % 3) { delta.preferences.append(preference(in: delta.coverage.first)) }
                 sign(&delta)
@@ -160,12 +181,23 @@ package enum SessionFuzzing {
             case 6:
                 let kind = pick([RowChange.Kind.insert, .insert, .update, .delete, .append])
                 let change = RowChange(
-                    key: RowKey(table: pick(["bad table", "sets", "sessions"]), primaryKey: [pick([.null, .text("a"), .integer(Int64(bitPattern: value()))])]),
-                    kind: kind, causalLength: value(), hlc: HybridTimestamp(rawValue: value()), dot: dot(in: nil),
-                    values: byte() % 2 == 0 ? [] : [.init(column: pick(["", "reps", "notes"]), value: .integer(Int64(bitPattern: value())))],
-                    totals: byte() % 4 == 0 ? [.init(column: "xp", total: Int64(bitPattern: value()))] : [])
+                    key: RowKey(
+                        table: pick(["bad table", "sets", "sessions"]),
+                        primaryKey: [pick([.null, .text("a"), .integer(Int64(bitPattern: value()))])]
+                    ),
+                    kind: kind,
+                    causalLength: value(),
+                    hlc: HybridTimestamp(rawValue: value()),
+                    dot: dot(in: nil),
+                    values: byte() % 2 == 0
+                        ? []
+                        : [.init(column: pick(["", "reps", "notes"]), value: .integer(Int64(bitPattern: value())))],
+                    totals: byte() % 4 == 0 ? [.init(column: "xp", total: Int64(bitPattern: value()))] : []
+                )
                 let check = byte() % 2 == 0 ? value() : nil
-                guard var push = rowPushEncoder.push(change, signature: signature(), digestCheck: check) else { return .ping(1) }
+                guard var push = rowPushEncoder.push(change, signature: signature(), digestCheck: check) else {
+                    return .ping(1)
+                }
                 if byte() % 4 == 0 { push.counterStep = Int64(bitPattern: value()) }
                 if byte() % 8 == 0 { push.replica = .slot(Int(byte())) }
                 return .rowPush(push)
@@ -179,14 +211,24 @@ package enum SessionFuzzing {
                 for counter in (from + 1)...(from + count) {
                     delta.entries.append(
                         Entry(
-                            id: "tap-\(replica.description.prefix(4))-\(counter)", stream: "symbol_taps", originDevice: device,
-                            dot: Dot(replica: replica, counter: counter), hlc: HybridTimestamp(physicalMilliseconds: 1_699_999_000_000 + counter, logical: 0),
-                            wallMilliseconds: 1_699_999_000_000 + Int64(counter), payload: "{\"symbol\":\(counter)}"))
+                            id: "tap-\(replica.description.prefix(4))-\(counter)",
+                            stream: "symbol_taps",
+                            originDevice: device,
+                            dot: Dot(replica: replica, counter: counter),
+                            hlc: HybridTimestamp(physicalMilliseconds: 1_699_999_000_000 + counter, logical: 0),
+                            wallMilliseconds: 1_699_999_000_000 + Int64(counter),
+                            payload: "{\"symbol\":\(counter)}"
+                        )
+                    )
                 }
                 sign(&delta)
                 return .delta(delta)
             case 7 where byte() % 2 == 0:
-                return .records((0..<(1 + byte() % 3)).map { _ in preference() }.filter { $0.dot.counter > 0 && $0.dot.counter <= Dot.maxCounter })
+                return .records(
+                    (0..<(1 + byte() % 3)).map { _ in preference() }.filter {
+                        $0.dot.counter > 0 && $0.dot.counter <= Dot.maxCounter
+                    }
+                )
             case 7: return .resend(replica(), after: value() & Dot.maxCounter)
             default: return .state(PeerState(versionVector: VersionVector(), digest: StateDigest(), hlc: .zero))
             }
@@ -205,20 +247,34 @@ package enum SessionFuzzing {
                 case 0: continue
                 case 1: delta.coverage[index].signature = signature()
                 default:
-                    guard range.through > range.from, range.through - range.from <= 64, range.through <= Dot.maxCounter else {
+                    guard range.through > range.from, range.through - range.from <= 64, range.through <= Dot.maxCounter
+                    else {
                         delta.coverage[index].signature = signature()
                         continue
                     }
                     let key = range.replica == store.replica ? nil : peerKey
                     guard let key else { continue }
-                    let genesis = ChainHead(replica: range.replica, counter: range.from, hash: ChainHead.genesis(of: range.replica).hash)
+                    let genesis = ChainHead(
+                        replica: range.replica,
+                        counter: range.from,
+                        hash: ChainHead.genesis(of: range.replica).hash
+                    )
                     let head = genesis.extended(
                         by: ((range.from + 1)...range.through).map { counter in
                             leaves[Dot(replica: range.replica, counter: counter)]
-                                ?? ChangeLeaf.none(replica: range.replica, counter: counter, hasher: ReplicaStore.elementHasher)
-                        }, hasher: ReplicaStore.elementHasher)
+                                ?? ChangeLeaf.none(
+                                    replica: range.replica,
+                                    counter: counter,
+                                    hasher: ReplicaStore.elementHasher
+                                )
+                        },
+                        hasher: ReplicaStore.elementHasher
+                    )
                     delta.coverage[index].signature = key.sign(head.signedMessage)
-                    delta.coverage[index].genesis = ProvenanceCheck.Genesis(counter: range.from, signature: key.sign(genesis.signedMessage))
+                    delta.coverage[index].genesis = ProvenanceCheck.Genesis(
+                        counter: range.from,
+                        signature: key.sign(genesis.signedMessage)
+                    )
                 }
             }
         }
@@ -238,7 +294,10 @@ package enum SessionFuzzing {
                     now += .milliseconds(Int64(value() % 10_000))
                     _ = machine.timerFired(now: now)
                     if let deadline = machine.nextDeadline {
-                        precondition(deadline > now || machine.isEnded, "the timer just fired: nothing may be due still")
+                        precondition(
+                            deadline > now || machine.isEnded,
+                            "the timer just fired: nothing may be due still"
+                        )
                     }
                 default: await writeLocallyAndSend()
                 }
@@ -293,7 +352,10 @@ package enum SessionFuzzing {
             let vector = try! store.versionVector()
             let notTaken = Dictionary(uniqueKeysWithValues: result.rangesNotTaken.map { ($0, vector[$0]) })
             _ = machine.mergeFinished(
-                ourDigest: { try? store.syncSummary().digest }, notTaken: notTaken, changedAnything: result.outcome.changedAnything)
+                ourDigest: { try? store.syncSummary().digest },
+                notTaken: notTaken,
+                changedAnything: result.outcome.changedAnything
+            )
             report.merges += 1
             if result.outcome.changedAnything { report.changingMerges += 1 }
             let summary = try! store.syncSummary()
@@ -307,7 +369,9 @@ package enum SessionFuzzing {
             for reply in machine.takeReplies() { precondition((try? WireMessage.decode(reply.wireBytes())) == reply) }
             let store = store
             var rounds = 0
-            while rounds < 4, let batch = try? store.signedDelta(since: machine.peerKnown, maxRows: 2_000), !batch.isEmpty {
+            while rounds < 4, let batch = try? store.signedDelta(since: machine.peerKnown, maxRows: 2_000),
+                !batch.isEmpty
+            {
                 let outgoing = machine.outgoing(batch) { (try? store.syncSummary().digest) ?? StateDigest() }
                 precondition((try? WireMessage.decode(outgoing.wireBytes())) == outgoing, "what we send must decode")
                 report.rowsSent += batch.entries.count + batch.preferences.count

@@ -142,7 +142,9 @@ package enum DeltaCoding {
                 previousHLC = stub.hlc.rawValue
                 changes.raw(stub.elementHash)
             }
-            let lost = delta.rows.indices.compactMap { index in delta.lostCells[delta.rows[index].dot].map { (index, $0) } }
+            let lost = delta.rows.indices.compactMap { index in
+                delta.lostCells[delta.rows[index].dot].map { (index, $0) }
+            }
             changes.varint(lost.count)
             for (index, cells) in lost {
                 changes.varint(index)
@@ -245,7 +247,8 @@ package enum DeltaCoding {
         delta.entries.reserveCapacity(min(entryCount, reader.remaining / 8))
         for _ in 0..<entryCount {
             let flags = try reader.flags(known: 1, "entry flags")
-            let id = flags & 1 == 1
+            let id =
+                flags & 1 == 1
                 ? try UUIDText.text(from: &reader) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
             let stream = try pick(streams, "stream")
             let device = try pick(devices, "device")
@@ -256,8 +259,15 @@ package enum DeltaCoding {
             let payload = try reader.string(atMost: Delta.maxValueBytes, "payload")
             delta.entries.append(
                 Entry(
-                    id: id, stream: stream, originDevice: device, dot: Dot(replica: replica, counter: counter),
-                    hlc: reading, wallMilliseconds: wallMilliseconds, payload: payload))
+                    id: id,
+                    stream: stream,
+                    originDevice: device,
+                    dot: Dot(replica: replica, counter: counter),
+                    hlc: reading,
+                    wallMilliseconds: wallMilliseconds,
+                    payload: payload
+                )
+            )
         }
         let preferenceCount = try reader.count(atMost: WireProtocol.maxRowsPerDelta, "preference count")
         for _ in 0..<preferenceCount {
@@ -270,23 +280,35 @@ package enum DeltaCoding {
             let reading = try hlc()
             delta.preferences.append(
                 PreferenceWrite(
-                    key: key, value: value, originDevice: device, dot: Dot(replica: replica, counter: counter),
-                    hlc: reading, wallMilliseconds: try wall(reading)))
+                    key: key,
+                    value: value,
+                    originDevice: device,
+                    dot: Dot(replica: replica, counter: counter),
+                    hlc: reading,
+                    wallMilliseconds: try wall(reading)
+                )
+            )
         }
         let coverageCount = try reader.count(atMost: WireProtocol.maxTableEntries, "coverage count")
         for _ in 0..<coverageCount {
             let replica = try pick(replicas, "replica")
             let from = try reader.counter(atLeast: 0, "coverage start")
             let through = try reader.counter(atLeast: 1, "coverage end")
-            guard from < through else { throw WireError("coverage of replica \(replica) is empty (\(from)...\(through))") }
+            guard from < through else {
+                throw WireError("coverage of replica \(replica) is empty (\(from)...\(through))")
+            }
             delta.coverage.append(.init(replica: replica, from: from, through: through))
         }
         let changeCount = try reader.count(
-            atMost: WireProtocol.maxRowsPerDelta - delta.entries.count - delta.preferences.count, "row change count")
+            atMost: WireProtocol.maxRowsPerDelta - delta.entries.count - delta.preferences.count,
+            "row change count"
+        )
         for _ in 0..<changeCount {
             let table = try pick(tables, "app table")
             let kindByte = try reader.byte()
-            guard let kind = RowChange.Kind(rawValue: kindByte) else { throw WireError("unknown row change kind \(kindByte) (1-4)") }
+            guard let kind = RowChange.Kind(rawValue: kindByte) else {
+                throw WireError("unknown row change kind \(kindByte) (1-4)")
+            }
             let causalLength = try reader.counter(atLeast: 1, "causal length")
             let replica = try pick(replicas, "replica")
             let counter = try reader.counter(atLeast: 1, "row change counter")
@@ -307,8 +329,15 @@ package enum DeltaCoding {
             }
             delta.rows.append(
                 RowChange(
-                    key: RowKey(table: table, primaryKey: key), kind: kind, causalLength: causalLength, hlc: reading,
-                    dot: Dot(replica: replica, counter: counter), values: values, totals: totals))
+                    key: RowKey(table: table, primaryKey: key),
+                    kind: kind,
+                    causalLength: causalLength,
+                    hlc: reading,
+                    dot: Dot(replica: replica, counter: counter),
+                    values: values,
+                    totals: totals
+                )
+            )
         }
         guard signed else { return delta }
         for index in delta.coverage.indices {
@@ -316,7 +345,10 @@ package enum DeltaCoding {
             let flags = try reader.flags(known: 3, "range flags")
             if flags & 1 != 0 {
                 let counter = try reader.counter(atLeast: 0, "genesis counter")
-                delta.coverage[index].genesis = ProvenanceCheck.Genesis(counter: counter, signature: try reader.raw(signatureLength))
+                delta.coverage[index].genesis = ProvenanceCheck.Genesis(
+                    counter: counter,
+                    signature: try reader.raw(signatureLength)
+                )
             }
             if flags & 2 != 0 {
                 let record = try reader.string(atMost: Delta.Coverage.maxRecordBytes, "replica record")
@@ -325,14 +357,22 @@ package enum DeltaCoding {
             }
         }
         let stubCount = try reader.count(
-            atMost: WireProtocol.maxRowsPerDelta - delta.entries.count - delta.preferences.count - delta.rows.count, "preference stub count")
+            atMost: WireProtocol.maxRowsPerDelta - delta.entries.count - delta.preferences.count - delta.rows.count,
+            "preference stub count"
+        )
         for _ in 0..<stubCount {
             let key = try reader.string(atMost: Names.maxKeyLength, "preference stub key")
             let replica = try pick(replicas, "replica")
             let counter = try reader.counter(atLeast: 1, "preference stub counter")
             let reading = try hlc()
             delta.preferenceStubs.append(
-                PreferenceStub(key: key, hlc: reading, dot: Dot(replica: replica, counter: counter), elementHash: try reader.raw(ChainHead.hashByteCount)))
+                PreferenceStub(
+                    key: key,
+                    hlc: reading,
+                    dot: Dot(replica: replica, counter: counter),
+                    elementHash: try reader.raw(ChainHead.hashByteCount)
+                )
+            )
         }
         var previousIndex = -1
         for _ in 0..<(try reader.count(atMost: delta.rows.count, "lost cell list count")) {
@@ -344,7 +384,9 @@ package enum DeltaCoding {
             guard cellCount > 0 else { throw WireError("an empty lost cell list") }
             for _ in 0..<cellCount {
                 let kindByte = try reader.byte()
-                guard let kind = RowChange.CellKind(rawValue: kindByte) else { throw WireError("unknown cell kind \(kindByte) (1-2)") }
+                guard let kind = RowChange.CellKind(rawValue: kindByte) else {
+                    throw WireError("unknown cell kind \(kindByte) (1-2)")
+                }
                 let column = try pick(columns, "column")
                 let length = Int(try reader.byte())
                 guard kind == .value ? length <= ChainHead.hashByteCount : length == 8 else {

@@ -69,20 +69,31 @@ package struct EntryPush: Equatable, Sendable {
             let device = DeviceID(bytes: try reader.raw(16))!
             definition = ReplicaDefinition(replica: replica, device: device)
         }
-        let stream = flags & Flag.streamDefinition != 0 ? try reader.string(atMost: Names.maxStreamLength, "stream") : nil
+        let stream =
+            flags & Flag.streamDefinition != 0 ? try reader.string(atMost: Names.maxStreamLength, "stream") : nil
         let replicaSlot = try reader.count(atMost: WireProtocol.maxTableEntries - 1, "replica slot")
         let streamSlot = try reader.count(atMost: WireProtocol.maxTableEntries - 1, "stream slot")
         let counterStep = try reader.signed()
-        let id = flags & Flag.uuidID != 0
+        let id =
+            flags & Flag.uuidID != 0
             ? try UUIDText.text(from: &reader) : try reader.string(atMost: Names.maxEntryIDLength, "entry id")
         let hlcStep = try reader.signed()
         let wallOffset = try reader.signed()
         let payload = try reader.string(atMost: Delta.maxValueBytes, "payload")
         let signature = try reader.raw(64)
         return EntryPush(
-            replicaDefinition: definition, streamDefinition: stream, replicaSlot: replicaSlot, streamSlot: streamSlot,
-            counterStep: counterStep, id: id, hlcStep: hlcStep, wallOffset: wallOffset, payload: payload,
-            digestImplied: flags & Flag.digestImplied != 0, signature: signature)
+            replicaDefinition: definition,
+            streamDefinition: stream,
+            replicaSlot: replicaSlot,
+            streamSlot: streamSlot,
+            counterStep: counterStep,
+            id: id,
+            hlcStep: hlcStep,
+            wallOffset: wallOffset,
+            payload: payload,
+            digestImplied: flags & Flag.digestImplied != 0,
+            signature: signature
+        )
     }
 }
 
@@ -113,10 +124,17 @@ package struct EntryPushEncoder: Sendable {
         lastHLC = entry.hlc.rawValue
         return EntryPush(
             replicaDefinition: newReplica ? .init(replica: entry.dot.replica, device: entry.originDevice) : nil,
-            streamDefinition: newStream ? entry.stream : nil, replicaSlot: replicaSlot, streamSlot: streamSlot,
-            counterStep: counterStep, id: entry.id, hlcStep: hlcStep,
-            wallOffset: entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds), payload: entry.payload,
-            digestImplied: digestImplied, signature: signature)
+            streamDefinition: newStream ? entry.stream : nil,
+            replicaSlot: replicaSlot,
+            streamSlot: streamSlot,
+            counterStep: counterStep,
+            id: entry.id,
+            hlcStep: hlcStep,
+            wallOffset: entry.wallMilliseconds &- Int64(bitPattern: entry.hlc.physicalMilliseconds),
+            payload: entry.payload,
+            digestImplied: digestImplied,
+            signature: signature
+        )
     }
 }
 
@@ -152,8 +170,14 @@ package struct EntryPushDecoder: Sendable {
         lastCounter[push.replicaSlot] = counter
         lastHLC = hlc.rawValue
         return Entry(
-            id: push.id, stream: streams[push.streamSlot], originDevice: replica.device,
-            dot: Dot(replica: replica.replica, counter: counter), hlc: hlc, wallMilliseconds: wall, payload: push.payload)
+            id: push.id,
+            stream: streams[push.streamSlot],
+            originDevice: replica.device,
+            dot: Dot(replica: replica.replica, counter: counter),
+            hlc: hlc,
+            wallMilliseconds: wall,
+            payload: push.payload
+        )
     }
 }
 
@@ -164,13 +188,25 @@ extension EntryPush {
     package static func delta(carrying entry: Entry, signature: [UInt8]) -> Delta {
         Delta(
             entries: [entry],
-            coverage: [.init(replica: entry.dot.replica, from: entry.dot.counter - 1, through: entry.dot.counter, signature: signature)])
+            coverage: [
+                .init(
+                    replica: entry.dot.replica,
+                    from: entry.dot.counter - 1,
+                    through: entry.dot.counter,
+                    signature: signature
+                )
+            ]
+        )
     }
 
     /// The sender's digest after a digest-implied push: the one it last announced (or implied)
     /// plus the entry's element hash. Both sides compute it; the sender sets the flag only when
     /// its real digest is this.
-    package static func impliedDigest(after told: StateDigest, adding entry: Entry, hasher: ElementHasher) -> StateDigest {
+    package static func impliedDigest(
+        after told: StateDigest,
+        adding entry: Entry,
+        hasher: ElementHasher
+    ) -> StateDigest {
         var digest = told
         digest.insert(hash: hasher.hash(entry))
         return digest

@@ -38,7 +38,12 @@ package struct Hello: Equatable, Sendable {
     package var signingKey: [UInt8]?
 
     package init(
-        version: UInt16, device: DeviceID, name: String, replica: ReplicaID, hlc: HybridTimestamp, wallMilliseconds: UInt64,
+        version: UInt16,
+        device: DeviceID,
+        name: String,
+        replica: ReplicaID,
+        hlc: HybridTimestamp,
+        wallMilliseconds: UInt64,
         signingKey: [UInt8]? = nil
     ) {
         self.version = version
@@ -83,7 +88,15 @@ package struct Hello: Equatable, Sendable {
         }
         let signingKey = version >= signingKeyVersion ? try reader.raw(32) : nil
         try reader.expectEnd("hello")
-        return Hello(version: version, device: device, name: name, replica: replica, hlc: hlc, wallMilliseconds: wall, signingKey: signingKey)
+        return Hello(
+            version: version,
+            device: device,
+            name: name,
+            replica: replica,
+            hlc: hlc,
+            wallMilliseconds: wall,
+            signingKey: signingKey
+        )
     }
 }
 

@@ -65,10 +65,14 @@ package enum PairingMessage: Equatable, Sendable {
     /// name that is not 1–256 bytes of UTF-8, bytes left over, more than `maxBytes` or, for a
     /// welcome, `maxWelcomeBytes`).
     package static func decode(_ bytes: [UInt8]) throws(WireError) -> PairingMessage {
-        guard bytes.count <= maxWelcomeBytes else { throw WireError("a pairing message of \(bytes.count) bytes (at most \(maxWelcomeBytes))") }
+        guard bytes.count <= maxWelcomeBytes else {
+            throw WireError("a pairing message of \(bytes.count) bytes (at most \(maxWelcomeBytes))")
+        }
         var reader = ByteReader(bytes)
         let kindByte = try reader.byte()
-        guard let kind = Kind(rawValue: kindByte) else { throw WireError("unknown pairing message kind \(kindByte) (1-5)") }
+        guard let kind = Kind(rawValue: kindByte) else {
+            throw WireError("unknown pairing message kind \(kindByte) (1-5)")
+        }
         guard kind == .welcome || bytes.count <= maxBytes else {
             throw WireError("a pairing message of \(bytes.count) bytes (at most \(maxBytes) but for a welcome)")
         }
@@ -88,11 +92,18 @@ package enum PairingMessage: Equatable, Sendable {
             let element = try reader.raw(elementBytes)
             let device = DeviceID(bytes: try reader.raw(16))!
             let name = try name()
-            message = .reply(element: element, device: device, name: name, confirmation: try reader.raw(confirmationBytes))
+            message = .reply(
+                element: element,
+                device: device,
+                name: name,
+                confirmation: try reader.raw(confirmationBytes)
+            )
         case .confirm:
             message = .confirm(confirmation: try reader.raw(confirmationBytes))
         case .welcome:
-            guard reader.remaining >= sealedBytes else { throw WireError("a welcome of \(reader.remaining) sealed bytes (at least \(sealedBytes))") }
+            guard reader.remaining >= sealedBytes else {
+                throw WireError("a welcome of \(reader.remaining) sealed bytes (at least \(sealedBytes))")
+            }
             message = .welcome(sealed: try reader.raw(reader.remaining))
         case .refused:
             message = .refused(reason: try reader.string(atMost: WireProtocol.maxNameBytes, "reason"))
@@ -135,13 +146,20 @@ package enum WelcomeRecords {
         while reader.remaining > 0 {
             let length = try reader.count(atMost: reader.remaining, "member record length")
             var message = ByteReader(try reader.raw(length))
-            guard try message.byte() == WireMessage.Kind.delta.rawValue else { throw WireError("a member record that is not a delta") }
+            guard try message.byte() == WireMessage.Kind.delta.rawValue else {
+                throw WireError("a member record that is not a delta")
+            }
             let delta = try DeltaCoding.decode(from: &message, signed: false)
             try message.expectEnd("member record")
             guard delta.entries.isEmpty, delta.rows.isEmpty, delta.preferences.count == 1,
-                let record = delta.preferences.first, record.key.hasPrefix(PreferenceWrite.reservedPrefix), record.dot.counter > 0,
+                let record = delta.preferences.first, record.key.hasPrefix(PreferenceWrite.reservedPrefix),
+                record.dot.counter > 0,
                 delta == Delta.carrying(record)
-            else { throw WireError("a member record must be one preference under \(PreferenceWrite.reservedPrefix) covering its own dot") }
+            else {
+                throw WireError(
+                    "a member record must be one preference under \(PreferenceWrite.reservedPrefix) covering its own dot"
+                )
+            }
             records.append(record)
         }
         return records

@@ -91,7 +91,9 @@ package struct RowPush: Equatable, Sendable {
         let counterStep = try reader.signed()
         let hlcStep = try reader.signed()
         let kindByte = try reader.byte()
-        guard let kind = RowChange.Kind(rawValue: kindByte) else { throw WireError("unknown row change kind \(kindByte) (1-4)") }
+        guard let kind = RowChange.Kind(rawValue: kindByte) else {
+            throw WireError("unknown row change kind \(kindByte) (1-4)")
+        }
         let causalLength = try reader.counter(atLeast: 1, "causal length")
         let keyCount = Int(try reader.byte())
         guard (1...SQLValue.maxKeyColumns).contains(keyCount) else {
@@ -117,12 +119,24 @@ package struct RowPush: Equatable, Sendable {
         let check = flags & Flag.digestCheck != 0 ? try reader.fixed64() : nil
         let signature = try reader.raw(64)
         return RowPush(
-            replica: replica, table: table, counterStep: counterStep, hlcStep: hlcStep, kind: kind,
-            causalLength: causalLength, primaryKey: key, values: values, totals: totals, digestCheck: check, signature: signature)
+            replica: replica,
+            table: table,
+            counterStep: counterStep,
+            hlcStep: hlcStep,
+            kind: kind,
+            causalLength: causalLength,
+            primaryKey: key,
+            values: values,
+            totals: totals,
+            digestCheck: check,
+            signature: signature
+        )
     }
 
     private static func write<Value>(
-        _ reference: Reference<Value>, into writer: inout ByteWriter, definition: (inout ByteWriter, Value) -> Void
+        _ reference: Reference<Value>,
+        into writer: inout ByteWriter,
+        definition: (inout ByteWriter, Value) -> Void
     ) {
         switch reference {
         case .slot(let slot):
@@ -135,12 +149,16 @@ package struct RowPush: Equatable, Sendable {
 
     /// Reads a reference; its slot must be below `WireProtocol.maxTableEntries`.
     private static func readReference<Value>(
-        _ reader: inout ByteReader, _ what: String, definition: (inout ByteReader) throws(WireError) -> Value
+        _ reader: inout ByteReader,
+        _ what: String,
+        definition: (inout ByteReader) throws(WireError) -> Value
     ) throws(WireError) -> Reference<Value> {
         let reference = try reader.varint()
         let slot = reference >> 1
         guard slot < UInt64(WireProtocol.maxTableEntries) else {
-            throw WireError("row push names \(what) slot \(slot), beyond the \(WireProtocol.maxTableEntries) a connection may define")
+            throw WireError(
+                "row push names \(what) slot \(slot), beyond the \(WireProtocol.maxTableEntries) a connection may define"
+            )
         }
         return reference & 1 == 0 ? .slot(Int(slot)) : .define(Int(slot), try definition(&reader))
     }
@@ -172,7 +190,9 @@ private struct Slots<Value: Hashable & Sendable>: Sendable {
             guard slot < items.count else { throw WireError("row push names an undefined \(what) slot \(slot)") }
             return items[slot]
         case .define(let slot, let value):
-            guard slot == items.count else { throw WireError("row push defines \(what) slot \(slot) out of order (next: \(items.count))") }
+            guard slot == items.count else {
+                throw WireError("row push defines \(what) slot \(slot) out of order (next: \(items.count))")
+            }
             items.append(value)
             return value
         }
@@ -204,7 +224,8 @@ package struct RowPushEncoder: Sendable {
         for item in change.totals where !state.columns.contains(item.column) { newColumns.insert(item.column) }
         guard state.replicas.hasRoom(for: change.dot.replica), state.tables.hasRoom(for: change.key.table),
             state.columns.items.count + newColumns.count <= WireProtocol.maxTableEntries,
-            let replica = state.replicas.reference(for: change.dot.replica), let table = state.tables.reference(for: change.key.table)
+            let replica = state.replicas.reference(for: change.dot.replica),
+            let table = state.tables.reference(for: change.key.table)
         else { return nil }
         var values = [RowPush.ColumnValue]()
         values.reserveCapacity(change.values.count)
@@ -222,9 +243,18 @@ package struct RowPushEncoder: Sendable {
         let hlcStep = Int64(bitPattern: change.hlc.rawValue &- state.lastHLC)
         state.lastHLC = change.hlc.rawValue
         return RowPush(
-            replica: replica, table: table, counterStep: counterStep, hlcStep: hlcStep, kind: change.kind,
-            causalLength: change.causalLength, primaryKey: change.key.primaryKey, values: values, totals: totals,
-            digestCheck: digestCheck, signature: signature)
+            replica: replica,
+            table: table,
+            counterStep: counterStep,
+            hlcStep: hlcStep,
+            kind: change.kind,
+            causalLength: change.causalLength,
+            primaryKey: change.key.primaryKey,
+            values: values,
+            totals: totals,
+            digestCheck: digestCheck,
+            signature: signature
+        )
     }
 }
 
@@ -239,9 +269,13 @@ package struct RowPushDecoder: Sendable {
         let table = try state.tables.value(of: push.table, "app table")
         var values = [RowChange.Value]()
         values.reserveCapacity(push.values.count)
-        for item in push.values { values.append(.init(column: try state.columns.value(of: item.column, "column"), value: item.value)) }
+        for item in push.values {
+            values.append(.init(column: try state.columns.value(of: item.column, "column"), value: item.value))
+        }
         var totals = [RowChange.Total]()
-        for item in push.totals { totals.append(.init(column: try state.columns.value(of: item.column, "column"), total: item.total)) }
+        for item in push.totals {
+            totals.append(.init(column: try state.columns.value(of: item.column, "column"), total: item.total))
+        }
         // Steps wrap modulo 2^64; the counter they land on must be a valid one.
         let counter = (state.lastCounter[push.replica.slot] ?? 0) &+ UInt64(bitPattern: push.counterStep)
         guard counter > 0, counter <= Dot.maxCounter else {
@@ -250,8 +284,14 @@ package struct RowPushDecoder: Sendable {
         state.lastCounter[push.replica.slot] = counter
         state.lastHLC = state.lastHLC &+ UInt64(bitPattern: push.hlcStep)
         return RowChange(
-            key: RowKey(table: table, primaryKey: push.primaryKey), kind: push.kind, causalLength: push.causalLength,
-            hlc: HybridTimestamp(rawValue: state.lastHLC), dot: Dot(replica: replica, counter: counter), values: values, totals: totals)
+            key: RowKey(table: table, primaryKey: push.primaryKey),
+            kind: push.kind,
+            causalLength: push.causalLength,
+            hlc: HybridTimestamp(rawValue: state.lastHLC),
+            dot: Dot(replica: replica, counter: counter),
+            values: values,
+            totals: totals
+        )
     }
 }
 
@@ -262,7 +302,15 @@ extension RowPush {
     package static func delta(carrying change: RowChange, signature: [UInt8]) -> Delta {
         Delta(
             rows: [change],
-            coverage: [.init(replica: change.dot.replica, from: change.dot.counter - 1, through: change.dot.counter, signature: signature)])
+            coverage: [
+                .init(
+                    replica: change.dot.replica,
+                    from: change.dot.counter - 1,
+                    through: change.dot.counter,
+                    signature: signature
+                )
+            ]
+        )
     }
 
     /// The digest check for `digest`: its first 8 bytes, big-endian.

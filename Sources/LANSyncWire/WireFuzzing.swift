@@ -13,11 +13,15 @@ package enum WireFuzzing {
             if case .push(let push) = message {
                 // A fresh connection's tables: slots must be defined in order before use.
                 var decoder = EntryPushDecoder()
-                if let entry = try? decoder.entry(from: push) { _ = EntryPush.delta(carrying: entry, signature: push.signature).problem() }
+                if let entry = try? decoder.entry(from: push) {
+                    _ = EntryPush.delta(carrying: entry, signature: push.signature).problem()
+                }
             }
             if case .rowPush(let push) = message {
                 var decoder = RowPushDecoder()
-                if let change = try? decoder.change(from: push) { _ = RowPush.delta(carrying: change, signature: push.signature).problem() }
+                if let change = try? decoder.change(from: push) {
+                    _ = RowPush.delta(carrying: change, signature: push.signature).problem()
+                }
             }
         }
         if let hello = try? Hello.decode(bytes) {
@@ -25,7 +29,10 @@ package enum WireFuzzing {
         }
         _ = try? VersionOffer.decode(bytes)
         if let pairing = try? PairingMessage.decode(bytes) {
-            precondition((try? PairingMessage.decode(pairing.encoded())) == pairing, "pairing message did not survive a round trip")
+            precondition(
+                (try? PairingMessage.decode(pairing.encoded())) == pairing,
+                "pairing message did not survive a round trip"
+            )
         }
         // Frames: the first byte of each 7-byte slice plays the flags byte.
         var reassembler = Framing.Reassembler(maxMessageBytes: 64 * 1024)

@@ -21,14 +21,20 @@ struct APIBenchmark {
         .deletingLastPathComponent().appendingPathComponent("Examples/python/taps.py").path
 
     func run() async throws {
-        print("Local API: appends from a Python process (standard library, one keep-alive connection) to an agent on loopback,")
+        print(
+            "Local API: appends from a Python process (standard library, one keep-alive connection) to an agent on loopback,"
+        )
         print("beside the library's own appends in the agent's process; \(rounds) rounds alternating, medians [ranges]")
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
             print("    skipped: no /usr/bin/python3")
             return
         }
-        var apiP50 = [Double](), apiP99 = [Double](), libraryP50 = [Double](), libraryP99 = [Double]()
-        var apiRate = [Double](), libraryRate = [Double]()
+        var apiP50 = [Double]()
+        var apiP99 = [Double]()
+        var libraryP50 = [Double]()
+        var libraryP99 = [Double]()
+        var apiRate = [Double]()
+        var libraryRate = [Double]()
         for round in 0..<rounds {
             let directory = DataDirectory(path: root + "/api-\(round)")
             _ = try LANSyncNode.initialize(at: directory, name: "api-bench", machineIDPath: "/nonexistent")
@@ -56,19 +62,28 @@ struct APIBenchmark {
             var latencies = Latencies()
             for index in 0..<appends {
                 let start = ContinuousClock.now
-                _ = try await node.append(to: "symbol_taps", payload: "{\"symbol_id\":\(index % 8),\"label\":\"more\",\"session_id\":\"library\"}")
+                _ = try await node.append(
+                    to: "symbol_taps",
+                    payload: "{\"symbol_id\":\(index % 8),\"label\":\"more\",\"session_id\":\"library\"}"
+                )
                 latencies.add(ContinuousClock.now - start)
             }
             libraryP50.append(latencies.percentile(0.5))
             libraryP99.append(latencies.percentile(0.99))
             // A: batches of 500 through the API.
-            let batch = try Self.python(["batch", "--count", "\(batched)", "--per-request", "500", "--data-dir", directory.path])
+            let batch = try Self.python([
+                "batch", "--count", "\(batched)", "--per-request", "500", "--data-dir", directory.path,
+            ])
             apiRate.append(batch["per_second"] as? Double ?? .nan)
             // B: the same batches through the library.
             let start = ContinuousClock.now
             for first in stride(from: 0, to: batched, by: 500) {
                 let requests = (first..<min(first + 500, batched)).map {
-                    AppendRequest(id: nil, stream: "symbol_taps", payload: "{\"symbol_id\":\($0 % 8),\"label\":\"more\",\"session_id\":\"library\"}")
+                    AppendRequest(
+                        id: nil,
+                        stream: "symbol_taps",
+                        payload: "{\"symbol_id\":\($0 % 8),\"label\":\"more\",\"session_id\":\"library\"}"
+                    )
                 }
                 _ = try await node.append(requests)
             }
@@ -79,17 +94,31 @@ struct APIBenchmark {
         }
         func describe(_ values: [Double], _ format: String) -> String {
             let sorted = values.sorted()
-            return String(format: "\(format) [\(format)-\(format)]", sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1])
+            return String(
+                format: "\(format) [\(format)-\(format)]",
+                sorted[sorted.count / 2],
+                sorted[0],
+                sorted[sorted.count - 1]
+            )
         }
         let p99 = apiP99.sorted()[apiP99.count / 2]
         print("one append per request, \(appends) each, idle agent")
-        print("    API       p50 \(describe(apiP50, "%.3f")) ms   p99 \(describe(apiP99, "%.3f")) ms   (goal p99 <= 2 ms: \(p99 <= 2 ? "met" : "MISSED"))")
+        print(
+            "    API       p50 \(describe(apiP50, "%.3f")) ms   p99 \(describe(apiP99, "%.3f")) ms   (goal p99 <= 2 ms: \(p99 <= 2 ? "met" : "MISSED"))"
+        )
         print("    library   p50 \(describe(libraryP50, "%.3f")) ms   p99 \(describe(libraryP99, "%.3f")) ms")
         let rate = apiRate.sorted()[apiRate.count / 2]
         print("batches of 500 entries, \(batched) entries")
-        print("    API       \(describe(apiRate, "%.0f")) appends/s   (goal >= 20000: \(rate >= 20_000 ? "met" : "MISSED"))")
+        print(
+            "    API       \(describe(apiRate, "%.0f")) appends/s   (goal >= 20000: \(rate >= 20_000 ? "met" : "MISSED"))"
+        )
         print("    library   \(describe(libraryRate, "%.0f")) appends/s")
-        print(String(format: "    ratio of medians %.2f x the library", rate / libraryRate.sorted()[libraryRate.count / 2]))
+        print(
+            String(
+                format: "    ratio of medians %.2f x the library",
+                rate / libraryRate.sorted()[libraryRate.count / 2]
+            )
+        )
         fflush(nil)
     }
 
@@ -103,8 +132,12 @@ struct APIBenchmark {
         try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        guard process.terminationStatus == 0, let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw APIBenchmarkError(message: "taps.py \(arguments.joined(separator: " ")) failed: \(String(decoding: data, as: UTF8.self))")
+        guard process.terminationStatus == 0,
+            let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else {
+            throw APIBenchmarkError(
+                message: "taps.py \(arguments.joined(separator: " ")) failed: \(String(decoding: data, as: UTF8.self))"
+            )
         }
         return object
     }

@@ -46,8 +46,10 @@ struct AppTableBenchmark {
 
     static func arguments(_ index: Int) -> StatementArguments {
         [
-            uuid(index), uuid(index / 12), ["squat", "bench press", "deadlift", "row"][index % 4], index % 12, 5 + index % 8,
-            60.0 + Double(index % 40) * 2.5, 6.5 + Double(index % 7) / 2, 90 + index % 60, index % 5 == 0 ? "felt strong" : nil,
+            uuid(index), uuid(index / 12), ["squat", "bench press", "deadlift", "row"][index % 4], index % 12,
+            5 + index % 8,
+            60.0 + Double(index % 40) * 2.5, 6.5 + Double(index % 7) / 2, 90 + index % 60,
+            index % 5 == 0 ? "felt strong" : nil,
             1_763_800_000_000 + index * 1_000,
         ]
     }
@@ -60,7 +62,11 @@ struct AppTableBenchmark {
     /// A new node in `path` with `schema` applied.
     static func node(at path: String, schema: String) throws -> LANSyncNode {
         let directory = DataDirectory(path: path)
-        _ = try LANSyncNode.initialize(at: directory, name: "bench-" + (path.split(separator: "/").last.map(String.init) ?? "node"), machineIDPath: "/nonexistent")
+        _ = try LANSyncNode.initialize(
+            at: directory,
+            name: "bench-" + (path.split(separator: "/").last.map(String.init) ?? "node"),
+            machineIDPath: "/nonexistent"
+        )
         let node = try LANSyncNode.open(at: directory)
         try node.applySchema(schema)
         return node
@@ -78,7 +84,9 @@ struct AppTableBenchmark {
     /// Inserts `rows` with `insert`, `batch` rows per transaction, through `write` (a node's or the
     /// baseline's): the same statements for both sides of a comparison.
     static func insert(
-        _ rows: [StatementArguments], batch: Int, through write: (@escaping @Sendable (Database) throws -> Void) async throws -> Void
+        _ rows: [StatementArguments],
+        batch: Int,
+        through write: (@escaping @Sendable (Database) throws -> Void) async throws -> Void
     ) async throws {
         for first in stride(from: 0, to: rows.count, by: batch) {
             let range = first..<min(first + batch, rows.count)
@@ -150,7 +158,12 @@ struct AppTableBenchmark {
                 let target = try freshNode()
                 let start = ContinuousClock.now
                 for batch in batches { _ = try await target.store.mergeSigned(batch, keys: keys) }
-                print(String(format: "merge on one thread %.0f rows/s", Double(rows) / (ContinuousClock.now - start).seconds))
+                print(
+                    String(
+                        format: "merge on one thread %.0f rows/s",
+                        Double(rows) / (ContinuousClock.now - start).seconds
+                    )
+                )
             }
             let pipelined = try freshNode()
             let mergeStart = ContinuousClock.now
@@ -162,7 +175,11 @@ struct AppTableBenchmark {
     }
 
     /// Inserts the rows into a fresh baseline database and prints its rate beside `rate`.
-    private mutating func printBaseline(_ rowArguments: [StatementArguments], batch: Int, beside rate: Double) async throws {
+    private mutating func printBaseline(
+        _ rowArguments: [StatementArguments],
+        batch: Int,
+        beside rate: Double
+    ) async throws {
         let pool = try freshBaseline()
         let start = ContinuousClock.now
         try await Self.insert(rowArguments, batch: batch) { try await pool.write($0) }
@@ -201,8 +218,16 @@ struct AppTableBenchmark {
         }
         Self.compare("bulk insert, 1,000 rows/transaction", ours, theirs, unit: "rows/s", goal: 0.5)
         chainSeconds.sort()
-        print(String(format: "    then signing the chain over them, off the write path: median %.3f s [%.3f-%.3f], %.1f us a row",
-            chainSeconds[chainSeconds.count / 2], chainSeconds.first!, chainSeconds.last!, chainSeconds[chainSeconds.count / 2] / Double(rows) * 1e6))
+        print(
+            String(
+                format:
+                    "    then signing the chain over them, off the write path: median %.3f s [%.3f-%.3f], %.1f us a row",
+                chainSeconds[chainSeconds.count / 2],
+                chainSeconds.first!,
+                chainSeconds.last!,
+                chainSeconds[chainSeconds.count / 2] / Double(rows) * 1e6
+            )
+        )
 
         // One upsert per durable write, idle node.
         var upserts = Latencies()
@@ -215,20 +240,36 @@ struct AppTableBenchmark {
                 let key = block * 100 + index % 50
                 var begin = clock.now
                 try await node.write { db in
-                    try db.cachedStatement(sql: Self.upsert).execute(arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
+                    try db.cachedStatement(sql: Self.upsert).execute(arguments: [
+                        Self.uuid(key), index, 70.0 + Double(index), "set \(index)",
+                    ])
                 }
                 upserts.add(clock.now - begin)
                 begin = clock.now
                 try await pool.write { db in
-                    try db.cachedStatement(sql: Self.upsert).execute(arguments: [Self.uuid(key), index, 70.0 + Double(index), "set \(index)"])
+                    try db.cachedStatement(sql: Self.upsert).execute(arguments: [
+                        Self.uuid(key), index, 70.0 + Double(index), "set \(index)",
+                    ])
                 }
                 plainUpserts.add(clock.now - begin)
             }
         }
         print("single-row upsert, one durable write each, idle (\(samples) each, interleaved)")
-        print(String(format: "    LANSync   p50 %.3f ms   p99 %.3f ms   (goal p99 <= 1 ms: %@)",
-            upserts.percentile(0.5), upserts.percentile(0.99), upserts.percentile(0.99) <= 1 ? "met" : "MISSED"))
-        print(String(format: "    baseline  p50 %.3f ms   p99 %.3f ms", plainUpserts.percentile(0.5), plainUpserts.percentile(0.99)))
+        print(
+            String(
+                format: "    LANSync   p50 %.3f ms   p99 %.3f ms   (goal p99 <= 1 ms: %@)",
+                upserts.percentile(0.5),
+                upserts.percentile(0.99),
+                upserts.percentile(0.99) <= 1 ? "met" : "MISSED"
+            )
+        )
+        print(
+            String(
+                format: "    baseline  p50 %.3f ms   p99 %.3f ms",
+                plainUpserts.percentile(0.5),
+                plainUpserts.percentile(0.99)
+            )
+        )
 
         // What a one-column update puts on the wire to a connected peer: a row push, measured as
         // the second one of a session (the first defines the replica, table and column slots),
@@ -245,7 +286,9 @@ struct AppTableBenchmark {
         var deltaBytes = 0
         for key in [7, 8] {
             let before = try store.versionVector()
-            try await node.write { db in try db.execute(sql: "UPDATE sets SET notes = ? WHERE id = ?", arguments: [note, Self.uuid(key)]) }
+            try await node.write { db in
+                try db.execute(sql: "UPDATE sets SET notes = ? WHERE id = ?", arguments: [note, Self.uuid(key)])
+            }
             try await store.extendOwnChain()
             let update = try store.signedDelta(since: before, maxRows: 10)
             deltaBytes = WireMessage.delta(update).wireBytes().count + Self.frameBytes
@@ -255,17 +298,35 @@ struct AppTableBenchmark {
         }
         // Issue 13's goal (value + 64), and the 64-byte signature version 4 adds to every push.
         let goal = note.utf8.count + 64 + 64
-        print(String(format: "one-column update, encoded (frame and AEAD tag included): %d bytes for a %d-byte value as a "
-            + "row push, its 64-byte signature included (%d for a session's first, which defines its slots; %d as a delta)",
-            pushes[1], note.utf8.count, pushes[0], deltaBytes))
+        print(
+            String(
+                format: "one-column update, encoded (frame and AEAD tag included): %d bytes for a %d-byte value as a "
+                    + "row push, its 64-byte signature included (%d for a session's first, which defines its slots; %d as a delta)",
+                pushes[1],
+                note.utf8.count,
+                pushes[0],
+                deltaBytes
+            )
+        )
         // The same between two running agents: everything the editing side sends per update.
         var wire = NetworkBenchmark(root: root + "/tables-update", baseline: nil)
         try FileManager.default.createDirectory(atPath: root + "/tables-update", withIntermediateDirectories: true)
-        let sent = try await wire.tableUpdateBytes(count: rows >= 100_000 ? 200 : 50) { "strong finish, +2.\(($0 / 10) % 10)" }.sorted()
+        let sent = try await wire.tableUpdateBytes(count: rows >= 100_000 ? 200 : 50) {
+            "strong finish, +2.\(($0 / 10) % 10)"
+        }.sorted()
         let median = sent[sent.count / 2]
-        print(String(format: "one-column update between two agents: median %d bytes sent [%d-%d] for a %d-byte value "
-            + "(everything the editing agent sent, framing included); goal <= value + 64, + 64 for the signature = %d: %@",
-            median, sent[0], sent[sent.count - 1], note.utf8.count, goal, median <= goal ? "met" : "MISSED"))
+        print(
+            String(
+                format: "one-column update between two agents: median %d bytes sent [%d-%d] for a %d-byte value "
+                    + "(everything the editing agent sent, framing included); goal <= value + 64, + 64 for the signature = %d: %@",
+                median,
+                sent[0],
+                sent[sent.count - 1],
+                note.utf8.count,
+                goal,
+                median <= goal ? "met" : "MISSED"
+            )
+        )
 
         // Catch-up of every row into an empty peer, and the merge alone against the baseline.
         guard let source else { return }
@@ -286,7 +347,9 @@ struct AppTableBenchmark {
                 let next = try source.store.signedDelta(since: known, maxRows: 2_000)
                 if next.isEmpty { break }
                 known.advance(by: next.coverage)
-                guard case .delta(let received) = try WireMessage.decode(WireMessage.delta(next).wireBytes()) else { fatalError() }
+                guard case .delta(let received) = try WireMessage.decode(WireMessage.delta(next).wireBytes()) else {
+                    fatalError()
+                }
                 _ = try await target.store.mergeSigned(received, keys: keys)
             }
             catchUps.append((clock.now - start).seconds)
@@ -309,15 +372,36 @@ struct AppTableBenchmark {
             plain.append(Double(rows) / (clock.now - start).seconds)
         }
         let sorted = catchUps.sorted()
-        print(String(format: "catch-up of %d rows into an empty peer, every step on one thread (read, encode, decode, check, "
-            + "merge): median %.2f s [%.2f-%.2f]", rows, sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1]))
+        print(
+            String(
+                format:
+                    "catch-up of %d rows into an empty peer, every step on one thread (read, encode, decode, check, "
+                    + "merge): median %.2f s [%.2f-%.2f]",
+                rows,
+                sorted[sorted.count / 2],
+                sorted[0],
+                sorted[sorted.count - 1]
+            )
+        )
         Self.compare(
             "merge of a peer's signed deltas as a session runs it (2,000 rows each, every range checked, a batch's check beside the merges of the ones before)",
-            merges, plain, unit: "rows/s", goal: 0.5)
+            merges,
+            plain,
+            unit: "rows/s",
+            goal: 0.5
+        )
         let oneThreadRatio = oneThreadMerges.sorted()[oneThreadMerges.count / 2] / plain.sorted()[plain.count / 2]
         let sortedOneThread = oneThreadMerges.sorted()
-        print(String(format: "    the same with check and merge one after the other on one thread: %.0f [%.0f-%.0f] rows/s, %.2f x baseline",
-            sortedOneThread[sortedOneThread.count / 2], sortedOneThread[0], sortedOneThread[sortedOneThread.count - 1], oneThreadRatio))
+        print(
+            String(
+                format:
+                    "    the same with check and merge one after the other on one thread: %.0f [%.0f-%.0f] rows/s, %.2f x baseline",
+                sortedOneThread[sortedOneThread.count / 2],
+                sortedOneThread[0],
+                sortedOneThread[sortedOneThread.count - 1],
+                oneThreadRatio
+            )
+        )
         // The same catch-up between two agents on loopback: the sender reads and encodes while the
         // receiver decodes, checks and merges, as two machines would.
         var network = NetworkBenchmark(root: root + "/tables-net", baseline: nil)
@@ -325,9 +409,17 @@ struct AppTableBenchmark {
         var agents = [Double]()
         for _ in 0..<rounds { agents.append(try await network.tableCatchUp(rows: rows)) }
         agents.sort()
-        print(String(format: "catch-up of %d rows between two agents on loopback (Noise, TCP): median %.2f s [%.2f-%.2f]; "
-            + "goal <= 2 s: %@", rows, agents[agents.count / 2], agents[0], agents[agents.count - 1],
-            agents[agents.count / 2] <= 2 ? "met" : "MISSED"))
+        print(
+            String(
+                format: "catch-up of %d rows between two agents on loopback (Noise, TCP): median %.2f s [%.2f-%.2f]; "
+                    + "goal <= 2 s: %@",
+                rows,
+                agents[agents.count / 2],
+                agents[0],
+                agents[agents.count - 1],
+                agents[agents.count / 2] <= 2 ? "met" : "MISSED"
+            )
+        )
         print("")
     }
 
@@ -338,14 +430,27 @@ struct AppTableBenchmark {
     static func compare(_ label: String, _ ours: [Double], _ theirs: [Double], unit: String, goal: Double) {
         func describe(_ values: [Double]) -> String {
             let sorted = values.sorted()
-            return String(format: "%.0f [%.0f-%.0f] %@", sorted[sorted.count / 2], sorted[0], sorted[sorted.count - 1], unit)
+            return String(
+                format: "%.0f [%.0f-%.0f] %@",
+                sorted[sorted.count / 2],
+                sorted[0],
+                sorted[sorted.count - 1],
+                unit
+            )
         }
         let ratio = ours.sorted()[ours.count / 2] / theirs.sorted()[theirs.count / 2]
         print(label)
         print("    LANSync   " + describe(ours))
         print("    baseline  " + describe(theirs))
         // Three decimals: a ratio of 0.497 printed as 0.50 beside "MISSED" would say two things.
-        print(String(format: "    ratio of medians %.3f x baseline (goal >= %.1f: %@)", ratio, goal, ratio >= goal ? "met" : "MISSED"))
+        print(
+            String(
+                format: "    ratio of medians %.3f x baseline (goal >= %.1f: %@)",
+                ratio,
+                goal,
+                ratio >= goal ? "met" : "MISSED"
+            )
+        )
         fflush(nil)
     }
 }

@@ -32,7 +32,8 @@ enum Baseline {
                     CREATE TABLE rows (id TEXT NOT NULL PRIMARY KEY, stream TEXT NOT NULL, origin_device BLOB NOT NULL,
                     replica INTEGER NOT NULL, counter INTEGER NOT NULL, hlc INTEGER NOT NULL, wall_ms INTEGER NOT NULL,
                     payload TEXT NOT NULL)
-                    """)
+                    """
+            )
         }
         let clock = ContinuousClock()
         let start = clock.now

@@ -37,7 +37,8 @@ struct Benchmark {
           --idle S             an idle agent's CPU and wakeups over S seconds
         """
     static let options: Set<String> = [
-        "--quick", "--streams", "--tables", "--storage", "--group-trial", "--tables-profile", "merge", "session", "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+        "--quick", "--streams", "--tables", "--storage", "--group-trial", "--tables-profile", "merge", "session",
+        "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
     ]
 
     static func main() async throws {
@@ -119,8 +120,10 @@ struct Benchmark {
         let delta = Workload.peerDelta(count: rows, startMilliseconds: now - 3_600_000)
         let payloadBytes = delta.entries.map(\.payload.utf8.count).reduce(0, +) / rows
 
-        print("LANSync benchmark: \(rows) rows, payloads of \(payloadBytes) bytes, WAL + synchronous=FULL, "
-            + "\(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print(
+            "LANSync benchmark: \(rows) rows, payloads of \(payloadBytes) bytes, WAL + synchronous=FULL, "
+                + "\(ProcessInfo.processInfo.activeProcessorCount) cores"
+        )
         print("")
 
         // Baseline: plain SQLite, 1,000 rows per transaction, bound through the C API; median of three runs.
@@ -128,8 +131,12 @@ struct Benchmark {
         let baseline = Double(rows) / baselineTime.seconds
         row("baseline: plain SQLite, prepared INSERT (C API), 1,000 rows/txn, median of 3", rate: baseline, goal: nil)
         let grdbTime = try Baseline.medianInsert(delta.entries, batch: 1_000, directory: root, binding: .throughGRDB)
-        row("  the same, bound through GRDB's execute(arguments:), for reference", rate: Double(rows) / grdbTime.seconds,
-            baseline: baseline, goal: nil)
+        row(
+            "  the same, bound through GRDB's execute(arguments:), for reference",
+            rate: Double(rows) / grdbTime.seconds,
+            baseline: baseline,
+            goal: nil
+        )
 
         // Appends through the library's batch API, 1,000 per durable commit.
         let batchNode = try freshNode()
@@ -156,7 +163,12 @@ struct Benchmark {
             try await group.waitForAll()
         }
         let concurrentRate = Double(rows) / (clock.now - start).seconds
-        row("append, \(callers) concurrent callers, one entry/call", rate: concurrentRate, baseline: baseline, goal: nil)
+        row(
+            "append, \(callers) concurrent callers, one entry/call",
+            rate: concurrentRate,
+            baseline: baseline,
+            goal: nil
+        )
 
         // Merge of a peer's delta into an empty replica.
         let mergeNode = try freshNode()
@@ -196,11 +208,17 @@ struct Benchmark {
         }
         _ = try await merging.value
         let mergeSeconds = (clock.now - mergeStart).seconds
-        latency("append latency during a \(mergeSize)-entry merge (\(during.samples.count) appends, merge "
-            + String(format: "%.2f s", mergeSeconds) + ")", during, goal: 5)
+        latency(
+            "append latency during a \(mergeSize)-entry merge (\(during.samples.count) appends, merge "
+                + String(format: "%.2f s", mergeSeconds) + ")",
+            during,
+            goal: 5
+        )
         let status = try latencyNode.status()
         print("")
-        print("check: \(status.entries) entries held after the merge test (expected \(mergeSize + idle.samples.count + during.samples.count))")
+        print(
+            "check: \(status.entries) entries held after the merge test (expected \(mergeSize + idle.samples.count + during.samples.count))"
+        )
         return baseline
     }
 
@@ -216,7 +234,11 @@ struct Benchmark {
         if let baseline {
             let ratio = rate / baseline
             line += String(format: "   %.2f x baseline", ratio)
-            if let goal { line += ratio >= goal ? String(format: " (goal >= %.1f: met)", goal) : String(format: " (goal >= %.1f: MISSED)", goal) }
+            if let goal {
+                line +=
+                    ratio >= goal
+                    ? String(format: " (goal >= %.1f: met)", goal) : String(format: " (goal >= %.1f: MISSED)", goal)
+            }
         }
         print(line)
         fflush(nil)
@@ -225,8 +247,16 @@ struct Benchmark {
     static func latency(_ label: String, _ samples: Latencies, goal: Double) {
         let p99 = samples.percentile(0.99)
         print(label)
-        print(String(format: "    p50 %.3f ms   p99 %.3f ms   max %.3f ms   (goal p99 <= %.0f ms: %@)",
-            samples.percentile(0.5), p99, samples.percentile(1), goal, p99 <= goal ? "met" : "MISSED"))
+        print(
+            String(
+                format: "    p50 %.3f ms   p99 %.3f ms   max %.3f ms   (goal p99 <= %.0f ms: %@)",
+                samples.percentile(0.5),
+                p99,
+                samples.percentile(1),
+                goal,
+                p99 <= goal ? "met" : "MISSED"
+            )
+        )
         fflush(nil)
     }
 }

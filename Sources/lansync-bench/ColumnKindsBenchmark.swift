@@ -42,7 +42,9 @@ struct ColumnKindsBenchmark {
     static func key(_ index: Int) -> String { AppTableBenchmark.uuid(index) }
 
     mutating func run() async throws {
-        print("Column kinds: \(rows) rows each updated once in one column (1,000 a transaction), then merged by a peer that holds")
+        print(
+            "Column kinds: \(rows) rows each updated once in one column (1,000 a transaction), then merged by a peer that holds"
+        )
         print("the rows; the kinds alternate, \(rounds) rounds, medians [ranges], ratios against the plain column")
         let clock = ContinuousClock()
         var writes = [[Double]](repeating: [], count: Self.kinds.count)
@@ -55,12 +57,16 @@ struct ColumnKindsBenchmark {
                 for first in stride(from: 0, to: rows, by: 1_000) {
                     try await source.write { db in
                         let insert = try db.cachedStatement(sql: "INSERT INTO kinds (id) VALUES (?)")
-                        for index in first..<min(first + 1_000, rows) { try insert.execute(arguments: [Self.key(index)]) }
+                        for index in first..<min(first + 1_000, rows) {
+                            try insert.execute(arguments: [Self.key(index)])
+                        }
                     }
                 }
                 try await source.store.extendOwnChain()
                 let keys = [source.replicaID: source.identity.signingKey.publicKey]
-                for batch in try AppTableBenchmark.deltas(of: source) { _ = try await target.store.mergeSigned(batch, keys: keys) }
+                for batch in try AppTableBenchmark.deltas(of: source) {
+                    _ = try await target.store.mergeSigned(batch, keys: keys)
+                }
                 let before = try source.store.versionVector()
 
                 var start = clock.now
@@ -89,8 +95,16 @@ struct ColumnKindsBenchmark {
             for (kind, values) in figures.enumerated() {
                 let sorted = values.sorted()
                 let label = Self.kinds[kind].label.padding(toLength: 26, withPad: " ", startingAt: 0)
-                print("    " + label + String(format: "%7.0f [%.0f-%.0f]   %.2f x plain",
-                    median(values), sorted[0], sorted[sorted.count - 1], median(values) / median(figures[0])))
+                print(
+                    "    " + label
+                        + String(
+                            format: "%7.0f [%.0f-%.0f]   %.2f x plain",
+                            median(values),
+                            sorted[0],
+                            sorted[sorted.count - 1],
+                            median(values) / median(figures[0])
+                        )
+                )
             }
         }
         print("")

@@ -23,10 +23,22 @@ enum GroupTrialBenchmark {
             // group, which the benchmark checks by opening each round's message as the last key.
             var baseline = Duration.zero
             for _ in 0..<repeats {
-                var initiator = NoiseHandshake(pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: KeyPair.generate(), psk: psks[0])
+                var initiator = NoiseHandshake(
+                    pattern: .xxpsk0,
+                    initiator: true,
+                    prologue: prologue,
+                    staticKey: KeyPair.generate(),
+                    psk: psks[0]
+                )
                 let first = try initiator.writeMessage(payload: VersionOffer().encoded())
                 let start = clock.now
-                var handshake = NoiseHandshake(pattern: .xxpsk0, initiator: false, prologue: prologue, staticKey: responder, psk: psks[0])
+                var handshake = NoiseHandshake(
+                    pattern: .xxpsk0,
+                    initiator: false,
+                    prologue: prologue,
+                    staticKey: responder,
+                    psk: psks[0]
+                )
                 _ = try handshake.readMessage(first)
                 baseline += clock.now - start
             }
@@ -35,10 +47,21 @@ enum GroupTrialBenchmark {
                 var total = Duration.zero
                 for _ in 0..<repeats {
                     var initiator = NoiseHandshake(
-                        pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: KeyPair.generate(), psk: psks[count - 1])
+                        pattern: .xxpsk0,
+                        initiator: true,
+                        prologue: prologue,
+                        staticKey: KeyPair.generate(),
+                        psk: psks[count - 1]
+                    )
                     let first = try initiator.writeMessage(payload: VersionOffer().encoded())
                     let start = clock.now
-                    let opened = NoiseKeyTrial.respond(to: first, pattern: .xxpsk0, prologue: prologue, staticKey: responder, psks: Array(psks[0..<count]))
+                    let opened = NoiseKeyTrial.respond(
+                        to: first,
+                        pattern: .xxpsk0,
+                        prologue: prologue,
+                        staticKey: responder,
+                        psks: Array(psks[0..<count])
+                    )
                     total += clock.now - start
                     precondition(opened?.index == count - 1, "the initiator's group is found")
                 }
@@ -52,9 +75,13 @@ enum GroupTrialBenchmark {
         print("Handshake message 1 on the responder, \(rounds) rounds of \(repeats), medians [ranges]:")
         print("    one group, its one key (today's responder)       " + summary(single))
         for (position, count) in counts.enumerated() {
-            let goal = count == 50 ? "   (goal <= 2 ms: \(trials[position].sorted()[rounds / 2] <= 2 ? "met" : "NOT met"))" : ""
-            print("    \(String(count).padding(toLength: 3, withPad: " ", startingAt: 0)) groups, every key tried (at least 64 trials)   "
-                + summary(trials[position]) + goal)
+            let goal =
+                count == 50
+                ? "   (goal <= 2 ms: \(trials[position].sorted()[rounds / 2] <= 2 ? "met" : "NOT met"))" : ""
+            print(
+                "    \(String(count).padding(toLength: 3, withPad: " ", startingAt: 0)) groups, every key tried (at least 64 trials)   "
+                    + summary(trials[position]) + goal
+            )
         }
         print("")
         fflush(nil)

@@ -32,7 +32,12 @@ struct IdleBenchmark {
         let portA = 20_000 + Int(getpid() % 20_000)
         let agentA = try start(["run", "--no-mdns", "--listen", "127.0.0.1:\(portA)", "--log-level", "error"], a)
         let agentB = try start(
-            ["run", "--no-mdns", "--listen", "127.0.0.1:\(portA + 1)", "--peer", "127.0.0.1:\(portA)", "--log-level", "error"], b)
+            [
+                "run", "--no-mdns", "--listen", "127.0.0.1:\(portA + 1)", "--peer", "127.0.0.1:\(portA)", "--log-level",
+                "error",
+            ],
+            b
+        )
         defer {
             for agent in [agentA, agentB] {
                 agent.terminate()
@@ -53,8 +58,15 @@ struct IdleBenchmark {
             print(
                 String(
                     format: "  agent %@ over %.0f s: %.3f%% of a core (goal < 0.1%%: %@), %.1f context switches/s "
-                        + "(goal: a few, <= 10: %@)", name, elapsed, cpu, cpu < 0.1 ? "met" : "MISSED", switches,
-                    switches <= 10 ? "met" : "MISSED"))
+                        + "(goal: a few, <= 10: %@)",
+                    name,
+                    elapsed,
+                    cpu,
+                    cpu < 0.1 ? "met" : "MISSED",
+                    switches,
+                    switches <= 10 ? "met" : "MISSED"
+                )
+            )
         }
         fflush(nil)
     }
@@ -74,11 +86,13 @@ struct IdleBenchmark {
             }
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
             for task in tasks {
-                guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else {
+                guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)
+                else {
                     continue
                 }
                 for line in status.split(separator: "\n") where line.contains("ctxt_switches") {
-                    contextSwitches += Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+                    contextSwitches +=
+                        Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
                 }
             }
         }
@@ -97,7 +111,9 @@ struct IdleBenchmark {
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw BenchmarkFailure("lansync \(arguments.joined(separator: " ")) failed with status \(process.terminationStatus)")
+            throw BenchmarkFailure(
+                "lansync \(arguments.joined(separator: " ")) failed with status \(process.terminationStatus)"
+            )
         }
         return String(decoding: data, as: UTF8.self)
     }

@@ -89,7 +89,10 @@ struct NetworkBenchmark {
         let group = try a.createGroup()
         try b.joinGroup(code: group.joinCode)
         let (agentA, taskA) = try await start(a)
-        let (_, taskB) = try await start(b, peers: [PeerAddress(host: "127.0.0.1", port: try await agentA.listeningPort())])
+        let (_, taskB) = try await start(
+            b,
+            peers: [PeerAddress(host: "127.0.0.1", port: try await agentA.listeningPort())]
+        )
         try await a.append(to: "warmup", payload: "{}")
         try await waitForEqualDigests(a, b)
         var changes = b.changes().makeAsyncIterator()
@@ -112,9 +115,16 @@ struct NetworkBenchmark {
         let delta = pushBytes.sorted()[pushBytes.count / 2]
         let overhead = delta - payload
         // Version 4 adds the writer's 64-byte signature to every push (issue 14: payload + 48 plus it).
-        print(String(format: "    live push: %d bytes on the wire for a %d-byte payload (median; everything A sent for "
-            + "the entry, framing included) — payload + %d (goal: payload + 48 + the 64-byte signature = + 112: %@)", delta, payload,
-            overhead, overhead <= 48 + 64 ? "met" : "MISSED"))
+        print(
+            String(
+                format: "    live push: %d bytes on the wire for a %d-byte payload (median; everything A sent for "
+                    + "the entry, framing included) — payload + %d (goal: payload + 48 + the 64-byte signature = + 112: %@)",
+                delta,
+                payload,
+                overhead,
+                overhead <= 48 + 64 ? "met" : "MISSED"
+            )
+        )
         await Self.stop(taskA, taskB)
 
         for size in quick ? [20_000] : [100_000, 1_000_000] {
@@ -136,16 +146,24 @@ struct NetworkBenchmark {
         for replica in [a, b] { try replica.applySchema(AppTableBenchmark.table) }
         let group = try a.createGroup()
         try b.joinGroup(code: group.joinCode)
-        try await AppTableBenchmark.insert((0..<10).map(AppTableBenchmark.arguments), batch: 10) { try await a.write($0) }
+        try await AppTableBenchmark.insert((0..<10).map(AppTableBenchmark.arguments), batch: 10) {
+            try await a.write($0)
+        }
         let (agentA, taskA) = try await start(a)
-        let (_, taskB) = try await start(b, peers: [PeerAddress(host: "127.0.0.1", port: try await agentA.listeningPort())])
+        let (_, taskB) = try await start(
+            b,
+            peers: [PeerAddress(host: "127.0.0.1", port: try await agentA.listeningPort())]
+        )
         try await waitForEqualDigests(a, b)
         var bytes = [Int]()
         for index in 0..<count {
             let sentBefore = agentA.traffic.sent
             let text = value(index)
             try await a.write { db in
-                try db.execute(sql: "UPDATE sets SET notes = ? WHERE id = ?", arguments: [text, AppTableBenchmark.uuid(index % 10)])
+                try db.execute(
+                    sql: "UPDATE sets SET notes = ? WHERE id = ?",
+                    arguments: [text, AppTableBenchmark.uuid(index % 10)]
+                )
             }
             try await waitForEqualDigests(a, b)
             // Let B's answer go by (A owes nothing for it), then count what A sent.
@@ -193,7 +211,9 @@ struct NetworkBenchmark {
         var index = 0
         while index < size {
             let end = min(index + 1_000, size)
-            _ = try await source.append((index..<end).map { AppendRequest(stream: "symbol_taps", payload: Workload.payload($0)) })
+            _ = try await source.append(
+                (index..<end).map { AppendRequest(stream: "symbol_taps", payload: Workload.payload($0)) }
+            )
             index = end
         }
         // A running agent signs its chain over bulk commits like these after them, off the write
@@ -248,21 +268,52 @@ struct NetworkBenchmark {
             // the goals are for the app's ordinary pace, and every write must commit within
             // milliseconds, which cuts the merge's transactions short.
             let every = String(format: "%.0f", appendEvery.milliseconds)
-            Benchmark.row("catch-up of \(size) entries, an app append every \(every) ms (stress), \(time)", rate: rate,
-                baseline: baseline, goal: nil)
+            Benchmark.row(
+                "catch-up of \(size) entries, an app append every \(every) ms (stress), \(time)",
+                rate: rate,
+                baseline: baseline,
+                goal: nil
+            )
         } else {
             let goal = size == 100_000 ? " (goal ≤ 2 s)" : size == 1_000_000 ? " (goal ≤ 5 s)" : ""
-            Benchmark.row("catch-up of \(size) entries into an empty peer, \(time)\(goal)", rate: rate, baseline: baseline, goal: 0.5)
+            Benchmark.row(
+                "catch-up of \(size) entries into an empty peer, \(time)\(goal)",
+                rate: rate,
+                baseline: baseline,
+                goal: 0.5
+            )
         }
-        print(String(format: "    the source signed its chain over them before, off the catch-up: %.2f s (%.1f us an entry)",
-            signing, signing / Double(size) * 1e6))
-        print(String(format: "    CPU: %.2f cores busy on average (both agents and the app share this machine's %d)", cores,
-            ProcessInfo.processInfo.activeProcessorCount))
-        print(String(format: "    wire: %.0f bytes per entry for %d-byte payloads = %.2f × payload (goal ≤ 1.05)",
-            Double(bulkBytes) / Double(size), payload, Double(bulkBytes) / Double(size) / Double(payload)))
+        print(
+            String(
+                format: "    the source signed its chain over them before, off the catch-up: %.2f s (%.1f us an entry)",
+                signing,
+                signing / Double(size) * 1e6
+            )
+        )
+        print(
+            String(
+                format: "    CPU: %.2f cores busy on average (both agents and the app share this machine's %d)",
+                cores,
+                ProcessInfo.processInfo.activeProcessorCount
+            )
+        )
+        print(
+            String(
+                format: "    wire: %.0f bytes per entry for %d-byte payloads = %.2f × payload (goal ≤ 1.05)",
+                Double(bulkBytes) / Double(size),
+                payload,
+                Double(bulkBytes) / Double(size) / Double(payload)
+            )
+        )
         Benchmark.latency(
-            String(format: "    local append on the receiving peer during that catch-up, one every %.0f ms (%d appends)",
-                appendEvery.milliseconds, during.samples.count), during, goal: 5)
+            String(
+                format: "    local append on the receiving peer during that catch-up, one every %.0f ms (%d appends)",
+                appendEvery.milliseconds,
+                during.samples.count
+            ),
+            during,
+            goal: 5
+        )
 
         // Reconnect of an in-sync pair: what it costs no longer depends on how much they hold.
         targetTask.cancel()
@@ -271,8 +322,10 @@ struct NetworkBenchmark {
         let (againAgent, againTask) = try await start(target, peers: [PeerAddress(host: "127.0.0.1", port: port)])
         try await Task.sleep(for: .milliseconds(500))
         let exchanged = sourceAgent.traffic.sent + sourceAgent.traffic.received - before
-        print("    in-sync reconnect with \(size) entries held: \(exchanged) bytes both ways, handshake included "
-            + "(goal: independent of the number of entries)")
+        print(
+            "    in-sync reconnect with \(size) entries held: \(exchanged) bytes both ways, handshake included "
+                + "(goal: independent of the number of entries)"
+        )
         _ = againAgent
         againTask.cancel()
         sourceTask.cancel()

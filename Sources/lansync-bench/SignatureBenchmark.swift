@@ -23,13 +23,16 @@ enum SignatureBenchmark {
         let key = SigningKey(derivedFrom: KeyPair.generate())
         let originPath = root + "/signatures-origin.sqlite"
         let origin = try ReplicaStore.openOrCreate(path: originPath, device: Workload.device).0.signingHeads(with: key)
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: originPath + suffix) } }
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: originPath + suffix) }
+        }
         var written = 0
         while written < entries {
             let count = min(10_000, entries - written)
             _ = try await origin.append(
                 (0..<count).map { AppendRequest(stream: "symbol_taps", payload: Workload.payload(written + $0)) },
-                now: 1_700_000_000_000 + UInt64(written))
+                now: 1_700_000_000_000 + UInt64(written)
+            )
             written += count
         }
         let extendStart = ContinuousClock.now
@@ -40,8 +43,13 @@ enum SignatureBenchmark {
         print("Signed changes: a catch-up of \(entries) entries in batches of up to \(batchRows) on one thread")
         print("(read from the sender's replica, encode, decode, check, merge), unsigned (version 3's path)")
         print("and signed (version 4: signed ranges, verified before merging), interleaved (\(rounds) rounds):")
-        print(String(format: "    the origin extends and signs its chain once, after writing: %.2f s (%.1f µs per entry)",
-            extended.seconds, extended.seconds / Double(entries) * 1e6))
+        print(
+            String(
+                format: "    the origin extends and signs its chain once, after writing: %.2f s (%.1f µs per entry)",
+                extended.seconds,
+                extended.seconds / Double(entries) * 1e6
+            )
+        )
         var unsigned: [Duration] = []
         var signed: [Duration] = []
         var ratios: [Double] = []
@@ -49,7 +57,12 @@ enum SignatureBenchmark {
         for round in 0..<rounds {
             var pair: [Bool: Duration] = [:]
             for sign in round % 2 == 0 ? [false, true] : [true, false] {
-                let (elapsed, sent) = try await catchUp(from: origin, signed: sign, keys: keys, path: root + "/signatures-\(round)-\(sign).sqlite")
+                let (elapsed, sent) = try await catchUp(
+                    from: origin,
+                    signed: sign,
+                    keys: keys,
+                    path: root + "/signatures-\(round)-\(sign).sqlite"
+                )
                 pair[sign] = elapsed
                 bytes[sign] = sent
             }
@@ -57,12 +70,34 @@ enum SignatureBenchmark {
             signed.append(pair[true]!)
             ratios.append(pair[true]!.seconds / pair[false]!.seconds)
         }
-        print(String(format: "    unsigned   median %.2f s [%.2f-%.2f], %d bytes on the wire (before compression)",
-            median(unsigned).seconds, unsigned.min()!.seconds, unsigned.max()!.seconds, bytes[false]!))
-        print(String(format: "    signed     median %.2f s [%.2f-%.2f], %d bytes on the wire (before compression)",
-            median(signed).seconds, signed.min()!.seconds, signed.max()!.seconds, bytes[true]!))
+        print(
+            String(
+                format: "    unsigned   median %.2f s [%.2f-%.2f], %d bytes on the wire (before compression)",
+                median(unsigned).seconds,
+                unsigned.min()!.seconds,
+                unsigned.max()!.seconds,
+                bytes[false]!
+            )
+        )
+        print(
+            String(
+                format: "    signed     median %.2f s [%.2f-%.2f], %d bytes on the wire (before compression)",
+                median(signed).seconds,
+                signed.min()!.seconds,
+                signed.max()!.seconds,
+                bytes[true]!
+            )
+        )
         let ratio = ratios.sorted()[ratios.count / 2]
-        print(String(format: "    cost of signed changes: %.3f × [%.3f-%.3f] (goal ≤ 1.15: %@)", ratio, ratios.min()!, ratios.max()!, ratio <= 1.15 ? "met" : "missed"))
+        print(
+            String(
+                format: "    cost of signed changes: %.3f × [%.3f-%.3f] (goal ≤ 1.15: %@)",
+                ratio,
+                ratios.min()!,
+                ratios.max()!,
+                ratio <= 1.15 ? "met" : "missed"
+            )
+        )
 
         // One Ed25519 check per entry instead, projected from timing 20,000 of them.
         let sample = 20_000
@@ -75,21 +110,41 @@ enum SignatureBenchmark {
         precondition(valid == sample, "the benchmark's own signature must verify")
         let perCheck = (ContinuousClock.now - start).seconds / Double(sample)
         let projected = (median(unsigned).seconds + perCheck * Double(entries)) / median(unsigned).seconds
-        print(String(format: "    one signature per entry instead: %.1f µs per check → %.1f × (projected)", perCheck * 1e6, projected))
-        print(String(format: "    on the wire: 64 bytes more per live push (its signature); %d more for this catch-up's deltas "
-            + "(65 per range, 2 per delta)", bytes[true]! - bytes[false]!))
+        print(
+            String(
+                format: "    one signature per entry instead: %.1f µs per check → %.1f × (projected)",
+                perCheck * 1e6,
+                projected
+            )
+        )
+        print(
+            String(
+                format:
+                    "    on the wire: 64 bytes more per live push (its signature); %d more for this catch-up's deltas "
+                    + "(65 per range, 2 per delta)",
+                bytes[true]! - bytes[false]!
+            )
+        )
     }
 
     /// Sends everything `origin` holds to a new replica at `path`, batch by batch; returns the
     /// time and the bytes sent.
-    static func catchUp(from origin: ReplicaStore, signed: Bool, keys: [ReplicaID: [UInt8]], path: String) async throws -> (Duration, Int) {
+    static func catchUp(
+        from origin: ReplicaStore,
+        signed: Bool,
+        keys: [ReplicaID: [UInt8]],
+        path: String
+    ) async throws -> (Duration, Int) {
         let target = try ReplicaStore.openOrCreate(path: path, device: Workload.device).0
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         var known = VersionVector()
         var sent = 0
         let start = ContinuousClock.now
         while true {
-            let batch = signed ? try origin.signedDelta(since: known, maxRows: batchRows) : try origin.delta(since: known, maxRows: batchRows)
+            let batch =
+                signed
+                ? try origin.signedDelta(since: known, maxRows: batchRows)
+                : try origin.delta(since: known, maxRows: batchRows)
             guard !batch.isEmpty else { break }
             known.advance(by: batch.coverage)
             let received: Delta

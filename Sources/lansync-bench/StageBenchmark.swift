@@ -14,7 +14,9 @@ enum StageBenchmark {
 
     static func run(root: String) async throws {
         let batches = Workload.peerBatches(count: rows, size: batchRows)
-        print("Per-row cost of each catch-up step (\(rows) rows in batches of \(batchRows), one thread, best of \(passes)):")
+        print(
+            "Per-row cost of each catch-up step (\(rows) rows in batches of \(batchRows), one thread, best of \(passes)):"
+        )
 
         var encoded: [[UInt8]] = []
         measure("encode + compress (sender)") { encoded = batches.map { WireMessage.delta($0).wireBytes() } }
@@ -36,7 +38,9 @@ enum StageBenchmark {
         measure("  of which: canonical bytes + hash") {
             var buffer = [UInt8]()
             for delta in decoded {
-                for index in delta.entries.indices { _ = ReplicaStore.elementHasher.hash(delta.entries[index], reusing: &buffer) }
+                for index in delta.entries.indices {
+                    _ = ReplicaStore.elementHasher.hash(delta.entries[index], reusing: &buffer)
+                }
             }
         }
 
@@ -73,7 +77,9 @@ enum StageBenchmark {
     }
 
     static func report(_ label: String, _ best: Duration) {
-        print(label.padding(toLength: 40, withPad: " ", startingAt: 0)
-            + String(format: "%8.3f µs/row", best.seconds * 1e6 / Double(rows)))
+        print(
+            label.padding(toLength: 40, withPad: " ", startingAt: 0)
+                + String(format: "%8.3f µs/row", best.seconds * 1e6 / Double(rows))
+        )
     }
 }

@@ -38,7 +38,9 @@ struct StorageBenchmark {
             }
             try await writer.store.extendOwnChain()
             let keys = [writer.replicaID: writer.identity.signingKey.publicKey]
-            for batch in try AppTableBenchmark.deltas(of: writer) { _ = try await peer.store.mergeSigned(batch, keys: keys) }
+            for batch in try AppTableBenchmark.deltas(of: writer) {
+                _ = try await peer.store.mergeSigned(batch, keys: keys)
+            }
             let (merged, written) = (try peer.status().digest, try writer.status().digest)
             precondition(merged == written, "the merged replica differs from its writer")
             let plainBytes = try Self.checkpointedSize(plainPath)
@@ -47,10 +49,20 @@ struct StorageBenchmark {
                 let bytes = try Self.checkpointedSize(node.dataDirectory.path + "/replica.sqlite")
                 let ratio = Double(bytes) / Double(plainBytes)
                 let goal = Self.goals[appendOnly]!
-                print("        \(label.padding(toLength: 17, withPad: " ", startingAt: 0)) \(Self.megabytes(bytes))   "
-                    + String(format: "%.2f x plain (goal <= %.1f: %@)", ratio, goal, ratio <= goal ? "met" : "NOT met"))
+                print(
+                    "        \(label.padding(toLength: 17, withPad: " ", startingAt: 0)) \(Self.megabytes(bytes))   "
+                        + String(
+                            format: "%.2f x plain (goal <= %.1f: %@)",
+                            ratio,
+                            goal,
+                            ratio <= goal ? "met" : "NOT met"
+                        )
+                )
             }
-            print("        where the writer's bytes go: " + (try Self.breakdown(writer.dataDirectory.path + "/replica.sqlite")))
+            print(
+                "        where the writer's bytes go: "
+                    + (try Self.breakdown(writer.dataDirectory.path + "/replica.sqlite"))
+            )
         }
         print("")
         fflush(nil)
@@ -64,7 +76,10 @@ struct StorageBenchmark {
         let queue = try DatabaseQueue(path: path)
         return try queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-            return try Int.fetchOne(db, sql: "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")!
+            return try Int.fetchOne(
+                db,
+                sql: "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+            )!
         }
     }
 
@@ -72,9 +87,12 @@ struct StorageBenchmark {
     static func breakdown(_ path: String) throws -> String {
         let queue = try DatabaseQueue(path: path)
         return try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC LIMIT 5")
-                .map { row in "\(row["name"] as String) \(String(format: "%.1f", Double(row["bytes"] as Int) / 1e6))" }
-                .joined(separator: ", ")
+            try Row.fetchAll(
+                db,
+                sql: "SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC LIMIT 5"
+            )
+            .map { row in "\(row["name"] as String) \(String(format: "%.1f", Double(row["bytes"] as Int) / 1e6))" }
+            .joined(separator: ", ")
         }
     }
 }

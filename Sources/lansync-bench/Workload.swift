@@ -26,12 +26,21 @@ enum Workload {
         var entries = [Entry]()
         entries.reserveCapacity(count)
         for index in 0..<count {
-            let hlc = HybridTimestamp(physicalMilliseconds: startMilliseconds + UInt64(index / 16), logical: UInt16(index % 16))
+            let hlc = HybridTimestamp(
+                physicalMilliseconds: startMilliseconds + UInt64(index / 16),
+                logical: UInt16(index % 16)
+            )
             entries.append(
                 Entry(
-                    id: EntryIDs.make(hlc: hlc), stream: "symbol_taps", originDevice: device,
-                    dot: Dot(replica: replica, counter: UInt64(index + 1)), hlc: hlc,
-                    wallMilliseconds: Int64(hlc.physicalMilliseconds), payload: payload(index)))
+                    id: EntryIDs.make(hlc: hlc),
+                    stream: "symbol_taps",
+                    originDevice: device,
+                    dot: Dot(replica: replica, counter: UInt64(index + 1)),
+                    hlc: hlc,
+                    wallMilliseconds: Int64(hlc.physicalMilliseconds),
+                    payload: payload(index)
+                )
+            )
         }
         return Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))])
     }
@@ -45,7 +54,8 @@ enum Workload {
             let end = min(start + size, count)
             return Delta(
                 entries: Array(delta.entries[start..<end]),
-                coverage: [.init(replica: replica, from: UInt64(start), through: UInt64(end))])
+                coverage: [.init(replica: replica, from: UInt64(start), through: UInt64(end))]
+            )
         }
     }
 }

@@ -26,13 +26,25 @@ enum HandshakeFuzzing {
     static let prologue = WireProtocol.prologue
 
     static func check(_ bytes: [UInt8]) {
-        var responder = NoiseHandshake(pattern: .xxpsk0, initiator: false, prologue: prologue, staticKey: ours, psk: psk)
+        var responder = NoiseHandshake(
+            pattern: .xxpsk0,
+            initiator: false,
+            prologue: prologue,
+            staticKey: ours,
+            psk: psk
+        )
         if (try? responder.readMessage(bytes)) != nil {
             // Authentic only if someone forged the PSK: then the next step must still work.
             _ = try? responder.writeMessage()
         }
         var initiator = NoiseHandshake(
-            pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: ours, psk: psk, ephemeral: ephemeral)
+            pattern: .xxpsk0,
+            initiator: true,
+            prologue: prologue,
+            staticKey: ours,
+            psk: psk,
+            ephemeral: ephemeral
+        )
         _ = try? initiator.writeMessage()
         _ = try? initiator.readMessage(bytes)
     }

@@ -24,7 +24,8 @@ struct SimulateCommand: AsyncParsableCommand {
               lansync-simulate --seeds 1000 --byzantine
               lansync-simulate --seeds 100000 --minutes 60
               lansync-simulate --seed 4242 --byzantine --verbose
-            """)
+            """
+    )
 
     @Option(help: "How many seeds to run, from --first.")
     var seeds = 100
@@ -71,7 +72,9 @@ struct SimulateCommand: AsyncParsableCommand {
             }
             if runs % 500 == 0 {
                 // A long run that is stopped still says how far it got.
-                print("\(runs) seeds\(byzantine ? " (byzantine)" : ""), \(failures) failed so far, up to seed \(current)")
+                print(
+                    "\(runs) seeds\(byzantine ? " (byzantine)" : ""), \(failures) failed so far, up to seed \(current)"
+                )
                 fflush(nil)
             }
             guard let failure = run.outcome.failure else { continue }
@@ -81,7 +84,9 @@ struct SimulateCommand: AsyncParsableCommand {
                 let shrunk = await Simulator.shrink(run)
                 // The network seed with the shrunk schedule replays it in a test (`GroupSimulation`).
                 let networkSeed = Simulator.plan(seed: current, length: length, byzantine: byzantine).networkSeed
-                print("shrunk schedule (\(shrunk.actions.count) of \(run.schedule.actions.count) actions, network seed \(networkSeed)):\n\(shrunk)")
+                print(
+                    "shrunk schedule (\(shrunk.actions.count) of \(run.schedule.actions.count) actions, network seed \(networkSeed)):\n\(shrunk)"
+                )
             }
             print("replay: lansync-simulate --seed \(current)\(byzantine ? " --byzantine" : "") --length \(length)")
             // Into a log file too: a failure shows while a long run goes on.
@@ -89,11 +94,23 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        print(String(
-            format: "%d seeds%@: %d failed; %d simulated events, %d messages, %d hostile sends, %d deltas refused, "
-                + "%d looks at open claims, %d strokes gone with their item; %.1f s, %.1f seeds/s",
-            runs, byzantine ? " (byzantine)" : "", failures, events, messages, hostile, refused, claims, cascaded, seconds,
-            Double(runs) / max(seconds, 0.001)))
+        print(
+            String(
+                format: "%d seeds%@: %d failed; %d simulated events, %d messages, %d hostile sends, %d deltas refused, "
+                    + "%d looks at open claims, %d strokes gone with their item; %.1f s, %.1f seeds/s",
+                runs,
+                byzantine ? " (byzantine)" : "",
+                failures,
+                events,
+                messages,
+                hostile,
+                refused,
+                claims,
+                cascaded,
+                seconds,
+                Double(runs) / max(seconds, 0.001)
+            )
+        )
         if failures > 0 { throw ExitCode(1) }
     }
 
@@ -106,6 +123,8 @@ struct SimulateCommand: AsyncParsableCommand {
         setenv(variable, "1", 1)
         let arguments = CommandLine.arguments.map { strdup($0) } + [nil]
         execv("/proc/self/exe", arguments)
-        throw ValidationError("could not run again with \(variable)=1 (\(String(cString: strerror(errno)))); set it and run again")
+        throw ValidationError(
+            "could not run again with \(variable)=1 (\(String(cString: strerror(errno)))); set it and run again"
+        )
     }
 }

@@ -23,7 +23,8 @@ import ServiceLifecycle
 struct TamperRelay {
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
-        guard let mode = ProcessInfo.processInfo.environment["LANSYNC_TAMPER"].flatMap(Tampering.Mode.init(rawValue:)) else {
+        guard let mode = ProcessInfo.processInfo.environment["LANSYNC_TAMPER"].flatMap(Tampering.Mode.init(rawValue:))
+        else {
             fail("set LANSYNC_TAMPER to alter, forge or claim")
         }
         func value(after flag: String) -> [String] {
@@ -49,12 +50,15 @@ struct TamperRelay {
             let tampering = Tampering(mode: mode, own: node.replicaID)
             configuration.outgoingMessageRewrite = { message in
                 let rewritten = tampering.rewrite(message)
-                if rewritten != message { logger.notice("tampered with a delta", metadata: ["tamper.mode": "\(mode.rawValue)"]) }
+                if rewritten != message {
+                    logger.notice("tampered with a delta", metadata: ["tamper.mode": "\(mode.rawValue)"])
+                }
                 return rewritten
             }
             let agent = try Agent(node: node, configuration: configuration, logger: logger)
             logger.notice("tampering with relayed changes", metadata: ["tamper.mode": "\(mode.rawValue)"])
-            try await ServiceGroup(services: [agent], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
+            try await ServiceGroup(services: [agent], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+                .run()
         } catch {
             fail("\(error)")
         }
@@ -79,26 +83,48 @@ struct Tampering: Sendable {
     func rewrite(_ message: WireMessage) -> WireMessage {
         guard case .delta(var delta) = message else { return message }
         let carried = Set(delta.entries.map(\.dot.replica))
-        guard let range = delta.coverage.first(where: { range in range.replica != own && carried.contains(range.replica) }) else { return message }
+        guard
+            let range = delta.coverage.first(where: { range in range.replica != own && carried.contains(range.replica) }
+            )
+        else { return message }
         let victim = range.replica
         switch mode {
         case .alter:
             let index = delta.entries.firstIndex { $0.dot.replica == victim }!
             let entry = delta.entries[index]
             delta.entries[index] = Entry(
-                id: entry.id, stream: entry.stream, originDevice: entry.originDevice, dot: entry.dot, hlc: entry.hlc,
-                wallMilliseconds: entry.wallMilliseconds, payload: "{\"tampered\":true}")
+                id: entry.id,
+                stream: entry.stream,
+                originDevice: entry.originDevice,
+                dot: entry.dot,
+                hlc: entry.hlc,
+                wallMilliseconds: entry.wallMilliseconds,
+                payload: "{\"tampered\":true}"
+            )
         case .forge:
-            guard let last = delta.entries.last(where: { $0.dot.replica == victim }), range.through < Dot.maxCounter else { return message }
+            guard let last = delta.entries.last(where: { $0.dot.replica == victim }), range.through < Dot.maxCounter
+            else { return message }
             let counter = range.through + 1
             delta.entries.append(
                 Entry(
-                    id: "forged-\(victim.description.prefix(8))-\(counter)", stream: last.stream, originDevice: last.originDevice,
-                    dot: Dot(replica: victim, counter: counter), hlc: last.hlc, wallMilliseconds: last.wallMilliseconds,
-                    payload: "{\"forged\":true}"))
+                    id: "forged-\(victim.description.prefix(8))-\(counter)",
+                    stream: last.stream,
+                    originDevice: last.originDevice,
+                    dot: Dot(replica: victim, counter: counter),
+                    hlc: last.hlc,
+                    wallMilliseconds: last.wallMilliseconds,
+                    payload: "{\"forged\":true}"
+                )
+            )
             let index = delta.coverage.firstIndex { $0.replica == victim }!
             delta.coverage[index] = .init(
-                replica: victim, from: range.from, through: counter, signature: range.signature, genesis: range.genesis, record: range.record)
+                replica: victim,
+                from: range.from,
+                through: counter,
+                signature: range.signature,
+                genesis: range.genesis,
+                record: range.record
+            )
         case .claim:
             delta.entries.removeAll { $0.dot.replica == victim }
             delta.preferences.removeAll { $0.dot.replica == victim }

@@ -12,17 +12,23 @@ struct Dashboard: AsyncParsableCommand {
             Examples:
               lansync dashboard
               lansync dashboard --open      (opens it with xdg-open)
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Open the link in the desktop's browser (xdg-open).") var open = false
 
     func run() async throws {
         let directory = global.dataDirectory.path
-        guard let address = try? String(contentsOfFile: directory + "/api-address", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+        guard
+            let address = try? String(contentsOfFile: directory + "/api-address", encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines
+            ),
             !address.isEmpty
         else {
-            note("lansync: error: the agent is not running for \(directory), or runs with --no-api; start it with `lansync run`")
+            note(
+                "lansync: error: the agent is not running for \(directory), or runs with --no-api; start it with `lansync run`"
+            )
             throw ExitCode(1)
         }
         let answer: (status: Int, body: String)
@@ -32,7 +38,8 @@ struct Dashboard: AsyncParsableCommand {
             note("lansync: error: \(failure.message)")
             throw ExitCode(1)
         }
-        guard answer.status == 201, let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+        guard answer.status == 201,
+            let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
             let path = object["path"] as? String
         else {
             note("lansync: error: the agent refused to make a link (HTTP \(answer.status)): \(answer.body)")
@@ -47,7 +54,9 @@ struct Dashboard: AsyncParsableCommand {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = ["xdg-open", link]
-            do { try process.run() } catch { note("lansync: warning: could not run xdg-open (\(error)); open the link yourself") }
+            do { try process.run() } catch {
+                note("lansync: warning: could not run xdg-open (\(error)); open the link yourself")
+            }
         }
     }
 }

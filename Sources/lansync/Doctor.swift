@@ -13,7 +13,8 @@ struct Doctor: AsyncParsableCommand {
             Examples:
               lansync doctor
               sudo -u lansync lansync doctor      (the service's node)
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -32,12 +33,17 @@ struct Doctor: AsyncParsableCommand {
         let node: LANSyncNode
         do {
             node = try global.openNode()
-            findings.append(Finding(verdict: .ok, text: "node \(node.identity.name) (\(node.deviceID)) in \(directory.path)"))
+            findings.append(
+                Finding(verdict: .ok, text: "node \(node.identity.name) (\(node.deviceID)) in \(directory.path)")
+            )
         } catch {
             findings.append(
                 Finding(
-                    verdict: .fail, text: "no usable node in \(directory.path): \(error)",
-                    fix: "`lansync init --name NAME` (or --data-dir to point at the right directory)"))
+                    verdict: .fail,
+                    text: "no usable node in \(directory.path): \(error)",
+                    fix: "`lansync init --name NAME` (or --data-dir to point at the right directory)"
+                )
+            )
             Self.print(findings)
             throw ExitCode(1)
         }
@@ -49,8 +55,11 @@ struct Doctor: AsyncParsableCommand {
         } else {
             findings.append(
                 Finding(
-                    verdict: .fail, text: "in no group: this node syncs with nobody",
-                    fix: "`lansync group create` on the first device, `lansync group join CODE` on the others"))
+                    verdict: .fail,
+                    text: "in no group: this node syncs with nobody",
+                    fix: "`lansync group create` on the first device, `lansync group join CODE` on the others"
+                )
+            )
         }
         let report = await ControlClient.report(directory)
         if let report {
@@ -58,8 +67,11 @@ struct Doctor: AsyncParsableCommand {
         } else {
             findings.append(
                 Finding(
-                    verdict: .warn, text: "no agent running: nothing syncs until one does",
-                    fix: "`lansync run` (or `sudo systemctl start lansync` for the service)"))
+                    verdict: .warn,
+                    text: "no agent running: nothing syncs until one does",
+                    fix: "`lansync run` (or `sudo systemctl start lansync` for the service)"
+                )
+            )
         }
         findings += await Self.checkDiscovery(report)
         findings += Self.checkMulticastInterfaces()
@@ -80,23 +92,32 @@ struct Doctor: AsyncParsableCommand {
             return Finding(verdict: .warn, text: "could not look for orphan rows")
         }
         guard !orphans.isEmpty else { return Finding(verdict: .ok, text: "no orphan rows in the app's tables") }
-        let listed = orphans.prefix(10).map { "\($0.table) (\($0.key.joined(separator: ", "))) lacks its \($0.parent) row" }
+        let listed = orphans.prefix(10).map {
+            "\($0.table) (\($0.key.joined(separator: ", "))) lacks its \($0.parent) row"
+        }
         return Finding(
             verdict: .warn,
             text: "\(orphans.count) orphan row\(orphans.count == 1 ? "" : "s"): " + listed.joined(separator: "; ")
                 + (orphans.count > 10 ? "; …" : ""),
-            fix: "its parent was deleted on another device while it was added here (or never written): delete the orphan "
-                + "(`lansync exec`) or insert its parent again; `GET /v1/orphans` lists them all")
+            fix:
+                "its parent was deleted on another device while it was added here (or never written): delete the orphan "
+                + "(`lansync exec`) or insert its parent again; `GET /v1/orphans` lists them all"
+        )
     }
 
     /// SQLite's `PRAGMA integrity_check` on the replica, through LANSync's connection.
     static func checkIntegrity(_ node: LANSyncNode) -> Finding {
-        let fix = "stop the agent, move the data directory aside and set this device up again (`lansync init`, `lansync group join`): "
+        let fix =
+            "stop the agent, move the data directory aside and set this device up again (`lansync init`, `lansync group join`): "
             + "peers send back everything they hold; `lansync export` on the old directory may save what only this device had"
         do {
             let problems = try node.store.integrityProblems()
             guard problems.isEmpty else {
-                return Finding(verdict: .fail, text: "replica file damaged: \(problems.prefix(3).joined(separator: "; "))", fix: fix)
+                return Finding(
+                    verdict: .fail,
+                    text: "replica file damaged: \(problems.prefix(3).joined(separator: "; "))",
+                    fix: fix
+                )
             }
             return Finding(verdict: .ok, text: "replica file intact (SQLite's integrity check)")
         } catch {
@@ -114,9 +135,12 @@ struct Doctor: AsyncParsableCommand {
         guard !claims.isEmpty else { return Finding(verdict: .ok, text: "no open loss claims") }
         return Finding(
             verdict: .warn,
-            text: "changes of \(claims.count) replica\(claims.count == 1 ? "" : "s") that a peer said lost have not lost here yet",
-            fix: "keep the agent running until `lansync peers` shows every peer in sync: the agent asks them for those changes "
-                + "again; a warning that stays then means a peer passed a live change off as lost (`lansync run --log-level debug` names the peer)")
+            text:
+                "changes of \(claims.count) replica\(claims.count == 1 ? "" : "s") that a peer said lost have not lost here yet",
+            fix:
+                "keep the agent running until `lansync peers` shows every peer in sync: the agent asks them for those changes "
+                + "again; a warning that stays then means a peer passed a live change off as lost (`lansync run --log-level debug` names the peer)"
+        )
     }
 
     static func print(_ findings: [Finding]) {
@@ -127,7 +151,9 @@ struct Doctor: AsyncParsableCommand {
         }
         let failed = findings.filter { $0.verdict == .fail }.count
         let warned = findings.filter { $0.verdict == .warn }.count
-        out.line(failed + warned == 0 ? "all checks passed" : "\(failed) failed, \(warned) warning\(warned == 1 ? "" : "s")")
+        out.line(
+            failed + warned == 0 ? "all checks passed" : "\(failed) failed, \(warned) warning\(warned == 1 ? "" : "s")"
+        )
     }
 
     static func checkPermissions(_ directory: DataDirectory) -> [Finding] {
@@ -138,14 +164,20 @@ struct Doctor: AsyncParsableCommand {
         if mode & 0o077 != 0 {
             findings.append(
                 Finding(
-                    verdict: .fail, text: "data directory \(directory.path) is readable by others (mode \(String(mode, radix: 8)))",
-                    fix: "chmod 700 \(directory.path)"))
+                    verdict: .fail,
+                    text: "data directory \(directory.path) is readable by others (mode \(String(mode, radix: 8)))",
+                    fix: "chmod 700 \(directory.path)"
+                )
+            )
         }
         if let owner = attributes[.ownerAccountID] as? Int, owner != Int(getuid()) {
             findings.append(
                 Finding(
-                    verdict: .fail, text: "data directory \(directory.path) belongs to another user (uid \(owner))",
-                    fix: "run lansync as its owner (e.g. `sudo -u lansync lansync …` for the service), or chown it"))
+                    verdict: .fail,
+                    text: "data directory \(directory.path) belongs to another user (uid \(owner))",
+                    fix: "run lansync as its owner (e.g. `sudo -u lansync lansync …` for the service), or chown it"
+                )
+            )
         }
         for name in ["identity.json", "group.json", "replica.sqlite", "replica.sqlite-wal", "peers.json"] {
             let path = directory.path + "/" + name
@@ -154,8 +186,11 @@ struct Doctor: AsyncParsableCommand {
             if fileMode & 0o077 != 0 {
                 findings.append(
                     Finding(
-                        verdict: .fail, text: "\(path) is readable by others (mode \(String(fileMode, radix: 8)))",
-                        fix: "chmod 600 \(path)"))
+                        verdict: .fail,
+                        text: "\(path) is readable by others (mode \(String(fileMode, radix: 8)))",
+                        fix: "chmod 600 \(path)"
+                    )
+                )
             }
         }
         if findings.isEmpty { findings.append(Finding(verdict: .ok, text: "data directory is private to its owner")) }
@@ -167,23 +202,34 @@ struct Doctor: AsyncParsableCommand {
         if let discovery = report?.discovery {
             switch discovery.state {
             case "off":
-                return [Finding(verdict: .warn, text: "mDNS discovery is off (--no-mdns or `mdns = off`): only static peers sync")]
+                return [
+                    Finding(
+                        verdict: .warn,
+                        text: "mDNS discovery is off (--no-mdns or `mdns = off`): only static peers sync"
+                    )
+                ]
             case "unavailable":
                 return [
                     Finding(
-                        verdict: .fail, text: "avahi-daemon: \(discovery.detail ?? "unavailable"); peers are not discovered",
-                        fix: install)
+                        verdict: .fail,
+                        text: "avahi-daemon: \(discovery.detail ?? "unavailable"); peers are not discovered",
+                        fix: install
+                    )
                 ]
             default:
                 return [
                     Finding(
                         verdict: .ok,
-                        text: "mDNS: advertised as '\(discovery.advertisedAs ?? "-")', \(discovery.sameGroup) node(s) of this group seen")
+                        text:
+                            "mDNS: advertised as '\(discovery.advertisedAs ?? "-")', \(discovery.sameGroup) node(s) of this group seen"
+                    )
                 ]
             }
         }
         if let problem = await MDNSDiscovery.probe() {
-            return [Finding(verdict: .fail, text: "avahi-daemon: \(problem); peers will not be discovered", fix: install)]
+            return [
+                Finding(verdict: .fail, text: "avahi-daemon: \(problem); peers will not be discovered", fix: install)
+            ]
         }
         return [Finding(verdict: .ok, text: "avahi-daemon is running")]
     }
@@ -204,8 +250,11 @@ struct Doctor: AsyncParsableCommand {
         if usable.isEmpty {
             return [
                 Finding(
-                    verdict: .fail, text: "no network interface is up with multicast: mDNS cannot reach anyone",
-                    fix: "connect to the network (or `ip link set DEV multicast on`); where multicast is blocked, use `--peer HOST:PORT`")
+                    verdict: .fail,
+                    text: "no network interface is up with multicast: mDNS cannot reach anyone",
+                    fix:
+                        "connect to the network (or `ip link set DEV multicast on`); where multicast is blocked, use `--peer HOST:PORT`"
+                )
             ]
         }
         return [Finding(verdict: .ok, text: "multicast-capable interfaces: \(usable.joined(separator: ", "))")]
@@ -224,20 +273,30 @@ struct Doctor: AsyncParsableCommand {
         guard let rules else {
             return [Finding(verdict: .ok, text: "no firewall rules found (or not readable without root)")]
         }
-        let dropsInput = rules.contains("hook input") && rules.contains("policy drop") || rules.contains("-P INPUT DROP")
-        guard dropsInput else { return [Finding(verdict: .ok, text: "the firewall does not drop incoming traffic by default")] }
+        let dropsInput =
+            rules.contains("hook input") && rules.contains("policy drop") || rules.contains("-P INPUT DROP")
+        guard dropsInput else {
+            return [Finding(verdict: .ok, text: "the firewall does not drop incoming traffic by default")]
+        }
         var findings = [Finding]()
         if !rules.contains("\(port)") {
             findings.append(
                 Finding(
-                    verdict: .fail, text: "the firewall drops incoming connections and does not open TCP port \(port)",
-                    fix: "`sudo nft add rule inet filter input tcp dport \(port) accept` (or your firewall's equivalent)"))
+                    verdict: .fail,
+                    text: "the firewall drops incoming connections and does not open TCP port \(port)",
+                    fix:
+                        "`sudo nft add rule inet filter input tcp dport \(port) accept` (or your firewall's equivalent)"
+                )
+            )
         }
         if !rules.contains("5353") && !rules.contains("mdns") {
             findings.append(
                 Finding(
-                    verdict: .fail, text: "the firewall drops incoming traffic and does not open mDNS (UDP 5353)",
-                    fix: "`sudo nft add rule inet filter input udp dport 5353 accept`"))
+                    verdict: .fail,
+                    text: "the firewall drops incoming traffic and does not open mDNS (UDP 5353)",
+                    fix: "`sudo nft add rule inet filter input udp dport 5353 accept`"
+                )
+            )
         }
         return findings.isEmpty ? [Finding(verdict: .ok, text: "the firewall opens port \(port) and mDNS")] : findings
     }
@@ -251,15 +310,20 @@ struct Doctor: AsyncParsableCommand {
                     Finding(
                         verdict: peer.state == .refused ? .fail : .warn,
                         text: "\(name)'s clock differs from ours by \(offset / 1000) s",
-                        fix: "turn on time sync on both machines: `sudo timedatectl set-ntp true`"))
+                        fix: "turn on time sync on both machines: `sudo timedatectl set-ntp true`"
+                    )
+                )
             }
             if peer.state == .refused, let error = peer.lastError {
                 findings.append(
                     Finding(
-                        verdict: .warn, text: "\(name) was refused: \(error)",
+                        verdict: .warn,
+                        text: "\(name) was refused: \(error)",
                         fix: error.contains("handshake")
                             ? "if it should be in this group, join it with this group's code (`lansync group show --code`)"
-                            : "see `lansync peers`"))
+                            : "see `lansync peers`"
+                    )
+                )
             }
         }
         if findings.isEmpty, !peers.isEmpty {

@@ -18,7 +18,8 @@ struct Export: AsyncParsableCommand {
               lansync export --out backup.jsonl
               lansync export --format csv --stream symbol_taps --out taps.csv
               lansync export --format csv --table athletes --out athletes.csv
-            """)
+            """
+    )
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case json, csv }
 
@@ -45,7 +46,8 @@ struct Export: AsyncParsableCommand {
         let partial = target.map { $0 + ".partial" }
         let handle: FileHandle
         if let partial {
-            guard FileManager.default.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]),
+            guard
+                FileManager.default.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]),
                 let opened = FileHandle(forWritingAtPath: partial)
             else {
                 note("lansync: error: cannot write \(target!); check the directory exists and is writable")
@@ -61,13 +63,17 @@ struct Export: AsyncParsableCommand {
             case .json:
                 let status = try node.status()
                 let progress = ProgressReporter(label: "export", unit: "entries")
-                let counts = try ExportFile.write(node, to: { output.write($0) }) { done in
-                    progress.update(done: done, total: status.entries)
-                }
+                let counts = try ExportFile.write(
+                    node,
+                    to: { output.write($0) },
+                    progress: { done in progress.update(done: done, total: status.entries) }
+                )
                 progress.finish()
                 if target != nil {
-                    note("exported \(counted(counts.entries, "entry", "entries")), \(counted(counts.preferences, "preference")) "
-                        + "and \(counted(counts.rows, "app-table row"))")
+                    note(
+                        "exported \(counted(counts.entries, "entry", "entries")), \(counted(counts.preferences, "preference")) "
+                            + "and \(counted(counts.rows, "app-table row"))"
+                    )
                 }
             case .csv:
                 if let table {
@@ -96,17 +102,26 @@ struct Export: AsyncParsableCommand {
 extension Export {
     /// An app table's rows as CSV, in primary-key order, as the app's SQL sees them.
     static func writeTable(_ table: String, of node: LANSyncNode, to output: Output) throws -> Int {
-        guard let declared = try node.appliedSchemaTables().first(where: { $0.lowercased() == table.lowercased() }) else {
-            throw LANSyncError(.invalidInput, "no app table \(table) is declared here; `lansync schema show` lists them")
+        guard let declared = try node.appliedSchemaTables().first(where: { $0.lowercased() == table.lowercased() })
+        else {
+            throw LANSyncError(
+                .invalidInput,
+                "no app table \(table) is declared here; `lansync schema show` lists them"
+            )
         }
         return try node.read { db in
             let primaryKey = try db.primaryKey(declared).columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
-            let statement = try db.makeStatement(sql: "SELECT * FROM \(declared.quotedDatabaseIdentifier) ORDER BY \(primaryKey)")
+            let statement = try db.makeStatement(
+                sql: "SELECT * FROM \(declared.quotedDatabaseIdentifier) ORDER BY \(primaryKey)"
+            )
             output.write(statement.columnNames.map(CSVExport.cell).joined(separator: ",") + "\r\n")
             var count = 0
             let rows = try Row.fetchCursor(statement)
             while let row = try rows.next() {
-                output.write(row.databaseValues.map { CSVExport.cell($0.isNull ? "" : AppSQL.plain($0)) }.joined(separator: ",") + "\r\n")
+                output.write(
+                    row.databaseValues.map { CSVExport.cell($0.isNull ? "" : AppSQL.plain($0)) }.joined(separator: ",")
+                        + "\r\n"
+                )
                 count += 1
             }
             return count
@@ -123,7 +138,8 @@ struct Import: AsyncParsableCommand {
             Example:
               lansync export --data-dir ~/old --out backup.jsonl
               lansync import backup.jsonl
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The export file.") var file: String
@@ -139,7 +155,9 @@ struct Import: AsyncParsableCommand {
             }
         } catch {
             // One transaction: whatever failed, nothing of the file is in the replica.
-            note("lansync: error: \(error.message)\nlansync: nothing of \(file) was imported; run the import again once the problem is fixed")
+            note(
+                "lansync: error: \(error.message)\nlansync: nothing of \(file) was imported; run the import again once the problem is fixed"
+            )
             throw ExitCode(1)
         }
         let outcome = report.outcome
@@ -149,6 +167,7 @@ struct Import: AsyncParsableCommand {
                 + "\(counted(outcome.preferencesChanged, "preference change")) and "
                 + "\(counted(outcome.rowsChanged, "app-table row change")) (the file held "
                 + "\(counted(report.entriesRead, "entry", "entries")), \(counted(report.preferencesRead, "preference")) "
-                + "and \(counted(report.rowsRead, "app-table row")))")
+                + "and \(counted(report.rowsRead, "app-table row")))"
+        )
     }
 }

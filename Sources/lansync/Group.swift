@@ -21,11 +21,13 @@ struct Group: AsyncParsableCommand {
               lansync group members
               lansync group remove 5GQ2M7K-...          (a new group key for everyone else)
             """,
-        subcommands: [Create.self, Join.self, Invite.self, Members.self, Remove.self, Show.self, Leave.self])
+        subcommands: [Create.self, Join.self, Invite.self, Members.self, Remove.self, Show.self, Leave.self]
+    )
 
     struct Members: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the group's member devices: name, device ID, key fingerprint, who added them and when, last seen.",
+            abstract:
+                "List the group's member devices: name, device ID, key fingerprint, who added them and when, last seen.",
             discussion: """
                 The group pins each member's device key when it first sees it: a device that comes back with another key (reinstalled, or a cloned machine) is refused until a member vouches for it with `lansync group invite`. Removed devices are listed with who removed them; they are refused whatever key they present.
 
@@ -35,7 +37,8 @@ struct Group: AsyncParsableCommand {
 
                 Example:
                   lansync group members
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print one JSON object per member.") var json = false
 
@@ -43,27 +46,42 @@ struct Group: AsyncParsableCommand {
             let node = try await reportingErrors { try global.openNode() }
             let (epochs, members) = try await reportingErrors { (try node.groupEpochs(), try node.members()) }
             guard let epochs else {
-                note("lansync: this device is in no group; start one with `lansync group create` or join one with `lansync group join CODE`")
+                note(
+                    "lansync: this device is in no group; start one with `lansync group create` or join one with `lansync group join CODE`"
+                )
                 throw ExitCode(1)
             }
-            let peers = await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
-            let seen = Dictionary(peers.compactMap { peer in peer.deviceID.map { ($0, peer) } }, uniquingKeysWith: { first, _ in first })
+            let peers =
+                await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
+            let seen = Dictionary(
+                peers.compactMap { peer in peer.deviceID.map { ($0, peer) } },
+                uniquingKeysWith: { first, _ in first }
+            )
             let names = Dictionary(members.map { ($0.deviceID, $0.name) }, uniquingKeysWith: { first, _ in first })
             let me = node.deviceID.description
             func lastSeen(_ member: GroupMember) -> Int64? {
-                member.deviceID == me ? nil : (seen[member.deviceID]?.state == .connected ? Int64(Timestamps.nowMilliseconds()) : seen[member.deviceID]?.lastSeen)
+                member.deviceID == me
+                    ? nil
+                    : (seen[member.deviceID]?.state == .connected
+                        ? Int64(Timestamps.nowMilliseconds()) : seen[member.deviceID]?.lastSeen)
             }
             let out = Output()
             if json {
                 for member in members {
                     func text(_ value: String?) -> String { value.map(ExportFile.quoted) ?? "null" }
-                    out.line([
-                        ("device_id", text(member.deviceID)), ("name", text(member.name)),
-                        ("key_fingerprint", text(member.key.map(GroupMember.fingerprint))), ("added_by", text(member.addedBy)),
-                        ("added_at", text(member.addedAt)), ("via", text(member.via)), ("removed_by", text(member.removedBy)),
-                        ("removed_at", text(member.removedAt)), ("removed_in_epoch", member.removedInEpoch.map(String.init) ?? "null"),
-                        ("last_seen", text(lastSeen(member).map(Timestamps.iso8601))), ("this_device", member.deviceID == me ? "true" : "false"),
-                    ].jsonObject)
+                    out.line(
+                        [
+                            ("device_id", text(member.deviceID)), ("name", text(member.name)),
+                            ("key_fingerprint", text(member.key.map(GroupMember.fingerprint))),
+                            ("added_by", text(member.addedBy)),
+                            ("added_at", text(member.addedAt)), ("via", text(member.via)),
+                            ("removed_by", text(member.removedBy)),
+                            ("removed_at", text(member.removedAt)),
+                            ("removed_in_epoch", member.removedInEpoch.map(String.init) ?? "null"),
+                            ("last_seen", text(lastSeen(member).map(Timestamps.iso8601))),
+                            ("this_device", member.deviceID == me ? "true" : "false"),
+                        ].jsonObject
+                    )
                 }
                 return
             }
@@ -78,7 +96,9 @@ struct Group: AsyncParsableCommand {
                 if member.deviceID == me { notes.append("this device") }
                 if member.key == nil { notes.append("vouched for; key pinned when it first connects") }
                 if member.isRemoved {
-                    notes.append("REMOVED by \(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?") at \(member.removedAt ?? "?")")
+                    notes.append(
+                        "REMOVED by \(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?") at \(member.removedAt ?? "?")"
+                    )
                 }
                 rows.append([
                     member.name, String(member.deviceID.prefix(15)), member.key.map(GroupMember.fingerprint) ?? "-",
@@ -89,7 +109,9 @@ struct Group: AsyncParsableCommand {
                 ])
             }
             for line in aligned(rows) { out.line(line) }
-            out.line("group \(epochs.current.tag), epoch \(epochs.epoch); \(members.filter { !$0.isRemoved }.count) members")
+            out.line(
+                "group \(epochs.current.tag), epoch \(epochs.epoch); \(members.filter { !$0.isRemoved }.count) members"
+            )
         }
     }
 
@@ -105,7 +127,8 @@ struct Group: AsyncParsableCommand {
 
                 Example:
                   lansync group remove old-tablet
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The device to remove: its device ID (or a unique prefix) or its name.") var device: String
 
@@ -120,24 +143,35 @@ struct Group: AsyncParsableCommand {
                 matches = present.filter { $0.deviceID.replacingOccurrences(of: "-", with: "").hasPrefix(wanted) }
             }
             guard matches.count == 1, let target = DeviceID(matches[0].deviceID) else {
-                note(matches.isEmpty
-                    ? "lansync: error: no member matches '\(device)'; `lansync group members` lists them"
-                    : "lansync: error: '\(device)' matches \(matches.count) members (\(matches.map(\.name).joined(separator: ", "))); give more of the device ID")
+                note(
+                    matches.isEmpty
+                        ? "lansync: error: no member matches '\(device)'; `lansync group members` lists them"
+                        : "lansync: error: '\(device)' matches \(matches.count) members (\(matches.map(\.name).joined(separator: ", "))); give more of the device ID"
+                )
                 throw ExitCode(1)
             }
             let removal = try await reportingErrors { try await node.removeMember(target) }
             let agentRunning = await ControlClient.groupChanged(node.dataDirectory)
             let out = Output()
-            out.line("removed \(removal.removed.name) (\(removal.removed.deviceID)); the group is now in epoch \(removal.epoch)")
-            out.line("the new key is sealed to \(removal.sealedFor.count) member\(removal.sealedFor.count == 1 ? "" : "s"): "
-                + (removal.sealedFor.map(\.name).joined(separator: ", ").isEmpty ? "none" : removal.sealedFor.map(\.name).joined(separator: ", ")))
+            out.line(
+                "removed \(removal.removed.name) (\(removal.removed.deviceID)); the group is now in epoch \(removal.epoch)"
+            )
+            out.line(
+                "the new key is sealed to \(removal.sealedFor.count) member\(removal.sealedFor.count == 1 ? "" : "s"): "
+                    + (removal.sealedFor.map(\.name).joined(separator: ", ").isEmpty
+                        ? "none" : removal.sealedFor.map(\.name).joined(separator: ", "))
+            )
             if !removal.withoutKey.isEmpty {
-                out.line("no pinned key, cannot open it (add them again with `lansync group invite`): "
-                    + removal.withoutKey.map(\.name).joined(separator: ", "))
+                out.line(
+                    "no pinned key, cannot open it (add them again with `lansync group invite`): "
+                        + removal.withoutKey.map(\.name).joined(separator: ", ")
+                )
             }
-            out.line(agentRunning
-                ? "the agent switched to the new key; members get it when they next connect"
-                : "no agent is running here: the new key is used when `lansync run` starts")
+            out.line(
+                agentRunning
+                    ? "the agent switched to the new key; members get it when they next connect"
+                    : "no agent is running here: the new key is used when `lansync run` starts"
+            )
         }
     }
 
@@ -151,7 +185,8 @@ struct Group: AsyncParsableCommand {
 
                 Example:
                   lansync group invite --minutes 10
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Option(help: "How long the window stays open (1-60 minutes).") var minutes = 5
         @Flag(help: "Print the code and return; do not wait for the outcome.") var noWait = false
@@ -163,11 +198,15 @@ struct Group: AsyncParsableCommand {
         func run() async throws {
             let node = try await reportingErrors { try global.openNode() }
             guard try await reportingErrors({ try node.group() }) != nil else {
-                note("lansync: error: this device is in no group; create one (`lansync group create`) or join one first")
+                note(
+                    "lansync: error: this device is in no group; create one (`lansync group create`) or join one first"
+                )
                 throw ExitCode(1)
             }
             guard let answer = await ControlClient.invite(node.dataDirectory, minutes: minutes) else {
-                note("lansync: error: no agent is running for \(node.dataDirectory.path); start it with `lansync run` (it answers the new device)")
+                note(
+                    "lansync: error: no agent is running for \(node.dataDirectory.path); start it with `lansync run` (it answers the new device)"
+                )
                 throw ExitCode(1)
             }
             guard let code = answer["code"] else {
@@ -175,9 +214,13 @@ struct Group: AsyncParsableCommand {
                 throw ExitCode(1)
             }
             let out = Output()
-            out.line("pairing code: \(code)   (open for \(minutes) minute\(minutes == 1 ? "" : "s"), \(PairingWindowText.attempts) attempts)")
+            out.line(
+                "pairing code: \(code)   (open for \(minutes) minute\(minutes == 1 ? "" : "s"), \(PairingWindowText.attempts) attempts)"
+            )
             out.line("on the new device, on this network: lansync group join \(code)")
-            out.line("(where mDNS does not reach: lansync group join \(code) --from THIS-HOST:\(answer["port"] ?? "?"))")
+            out.line(
+                "(where mDNS does not reach: lansync group join \(code) --from THIS-HOST:\(answer["port"] ?? "?"))"
+            )
             out.flush()
             guard !noWait else { return }
             while true {
@@ -209,7 +252,8 @@ struct Group: AsyncParsableCommand {
 
                 Example:
                   lansync group create
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -234,14 +278,19 @@ struct Group: AsyncParsableCommand {
                 Examples:
                   lansync group join 1f4k3mq-9x2vb7c-...
                   lansync group join 4821-3907
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "A join code, or a short code from `lansync group invite`.")
         var code: String
         @Flag(help: "Leave the current group for this one.") var replace = false
-        @Option(help: "With a short code: the inviting device's pairing address (HOST:PORT), instead of looking for it over mDNS.")
+        @Option(
+            help:
+                "With a short code: the inviting device's pairing address (HOST:PORT), instead of looking for it over mDNS."
+        )
         var from: String?
-        @Option(help: "With a short code: how long to look for the inviting device over mDNS (seconds).") var timeout: Double = 10
+        @Option(help: "With a short code: how long to look for the inviting device over mDNS (seconds).") var timeout:
+            Double = 10
 
         func run() async throws {
             var code = code
@@ -254,7 +303,12 @@ struct Group: AsyncParsableCommand {
                 }
                 let joined = try await reportingErrors {
                     try await PairingClient.join(
-                        code: code, device: node.deviceID, name: node.identity.name, address: from, timeout: timeout)
+                        code: code,
+                        device: node.deviceID,
+                        name: node.identity.name,
+                        address: from,
+                        timeout: timeout
+                    )
                 }
                 Output().line("paired with \(joined.inviterName) (\(joined.inviterDevice))")
                 code = joined.joinCode
@@ -283,7 +337,8 @@ struct Group: AsyncParsableCommand {
                 out.line(
                     "if this device was in the group before (reinstalled, or its data wiped), its members pinned its old key "
                         + "and refuse this one until one vouches for it: run `lansync group invite` on a member, then "
-                        + "`lansync group join SHORTCODE --replace` here; `lansync peers` shows a refusal as it happens")
+                        + "`lansync group join SHORTCODE --replace` here; `lansync peers` shows a refusal as it happens"
+                )
             }
         }
     }
@@ -299,7 +354,8 @@ struct Group: AsyncParsableCommand {
                 Examples:
                   lansync group show
                   lansync group show --code
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print one JSON object.") var json = false
         @Flag(help: "Print the join code (it carries the secret).") var code = false
@@ -310,7 +366,9 @@ struct Group: AsyncParsableCommand {
                 return (node, try node.group())
             }
             guard let group else {
-                note("lansync: this device is in no group; start one with `lansync group create` or join one with `lansync group join CODE`")
+                note(
+                    "lansync: this device is in no group; start one with `lansync group create` or join one with `lansync group join CODE`"
+                )
                 throw ExitCode(1)
             }
             let out = Output()
@@ -318,7 +376,12 @@ struct Group: AsyncParsableCommand {
                 out.line(group.joinCode)
             } else if json {
                 let epoch = (try? node.groupEpochs())??.epoch ?? 0
-                out.line([("tag", ExportFile.quoted(group.tag)), ("epoch", String(epoch)), ("data_dir", ExportFile.quoted(node.dataDirectory.path))].jsonObject)
+                out.line(
+                    [
+                        ("tag", ExportFile.quoted(group.tag)), ("epoch", String(epoch)),
+                        ("data_dir", ExportFile.quoted(node.dataDirectory.path)),
+                    ].jsonObject
+                )
             } else {
                 let epoch = (try? node.groupEpochs())??.epoch ?? 0
                 out.line(epoch == 0 ? "group \(group.tag)" : "group \(group.tag), epoch \(epoch)")
@@ -332,7 +395,8 @@ struct Group: AsyncParsableCommand {
             discussion: """
                 Example:
                   lansync group leave
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {

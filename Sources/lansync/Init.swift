@@ -12,7 +12,8 @@ struct Init: AsyncParsableCommand {
 
             Example:
               lansync init --name therapy-room
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -23,7 +24,10 @@ struct Init: AsyncParsableCommand {
         name: .customLong("machine-id-file"),
         help: ArgumentHelp(
             "Where to read the machine ID (for containers and tests).",
-            discussion: "Default: $LANSYNC_MACHINE_ID_FILE, else /etc/machine-id.", valueName: "path"))
+            discussion: "Default: $LANSYNC_MACHINE_ID_FILE, else /etc/machine-id.",
+            valueName: "path"
+        )
+    )
     var machineIDFile: String?
 
     func validate() throws {
@@ -44,7 +48,8 @@ struct Init: AsyncParsableCommand {
             if let problem = report.machineIDProblem {
                 note(
                     "lansync: warning: \(problem), so this device got a random device ID. It stays the same as long "
-                        + "as \(directory.identityPath) exists; keep a backup of it.")
+                        + "as \(directory.identityPath) exists; keep a backup of it."
+                )
             }
             if report.identityCreated {
                 out.line("created a new identity in \(directory.identityPath)")
@@ -67,7 +72,8 @@ struct ID: AsyncParsableCommand {
             Example:
               lansync id
               lansync id --json | jq -r .device_id
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print one JSON object (device_id, name, public_key, device_id_source, replica_id).")
@@ -85,13 +91,17 @@ struct ID: AsyncParsableCommand {
                     ("public_key", ExportFile.quoted(identity.publicKeyHex)),
                     ("device_id_source", ExportFile.quoted(identity.source.rawValue)),
                     ("replica_id", ExportFile.quoted(node.replicaID.description)),
-                ].jsonObject)
+                ].jsonObject
+            )
         } else {
             for line in aligned([
                 ["device ID", identity.deviceID.description],
                 ["name", identity.name],
                 ["public key", identity.publicKeyHex],
-                ["derived from", identity.source == .machineID ? "this machine's machine-id" : "random (no machine-id)"],
+                [
+                    "derived from",
+                    identity.source == .machineID ? "this machine's machine-id" : "random (no machine-id)",
+                ],
                 ["replica ID", node.replicaID.description],
             ]) { out.line(line) }
         }

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
 import LANSync
+import LANSyncAgent
 import LANSyncCore
 import LANSyncStore
-import LANSyncAgent
 
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,7 +15,8 @@ struct Watch: AsyncParsableCommand {
               lansync watch
               lansync watch --interval 5
               lansync watch --count 3 > snapshot.txt     (three refreshes, then stop)
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Option(help: "Seconds between refreshes.") var interval: Double = 1
@@ -38,10 +39,14 @@ struct Watch: AsyncParsableCommand {
             let time = Timestamps.iso8601(milliseconds: Int64(Timestamps.nowMilliseconds()))
             lines.append(
                 style.bold("\(node.identity.name)  \(node.deviceID)")
-                    + "  \(counted(status.entries, "entry", "entries")), digest \(status.digest.description.prefix(12))  \(time)")
+                    + "  \(counted(status.entries, "entry", "entries")), digest \(status.digest.description.prefix(12))  \(time)"
+            )
             if let report {
                 let connected = report.peers.filter { $0.state == .connected }.count
-                lines.append("agent on port \(report.port), \(connected) connected" + (report.discovery.map { ", discovery \($0.state)" } ?? ""))
+                lines.append(
+                    "agent on port \(report.port), \(connected) connected"
+                        + (report.discovery.map { ", discovery \($0.state)" } ?? "")
+                )
                 lines += PeersView.lines(peers: report.peers, report: report, style: style)
             } else {
                 lines.append(style.red("no agent running (start it with `lansync run`); last known peers:"))
@@ -75,10 +80,14 @@ struct Why: AsyncParsableCommand {
               lansync why 01a1fd27-062e-7000-b84a-5046c97fba88
               lansync log list sessions --json | tail -1 | jq -r .id | xargs lansync why    (did everyone get today's session?)
               lansync why athletes:8c5e2d0a-1f1b-4a8e-9d0e-2b7c4a1f9e33
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The entry's id (as `lansync log list --json` or `log append` print it), or TABLE:KEY for an app-table row.")
+    @Argument(
+        help:
+            "The entry's id (as `lansync log list --json` or `log append` print it), or TABLE:KEY for an app-table row."
+    )
     var id: String
     @Flag(help: "Print one JSON object.") var json = false
 
@@ -88,10 +97,12 @@ struct Why: AsyncParsableCommand {
         guard let entry = try await reportingErrors({ try node.store.entry(id: id) }) else {
             note(
                 "lansync: error: this node holds no entry \(id): it was not written here and has not arrived yet "
-                    + "(check the id with `lansync log list --json`); peers can only be judged for entries held here")
+                    + "(check the id with `lansync log list --json`); peers can only be judged for entries held here"
+            )
             throw ExitCode(1)
         }
-        let peers = await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
+        let peers =
+            await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
         let replica = entry.dot.replica.description
         var held = [PeerRecord]()
         var lacking = [PeerRecord]()
@@ -107,20 +118,25 @@ struct Why: AsyncParsableCommand {
         let time = Timestamps.iso8601(milliseconds: entry.wallMilliseconds)
         if json {
             func list(_ records: [PeerRecord]) -> String {
-                "[" + records.map { peer in
-                    [
-                        ("device_id", ExportFile.quoted(peer.deviceID ?? "")), ("name", peer.name.map(ExportFile.quoted) ?? "null"),
-                        ("state", ExportFile.quoted(peer.state.rawValue)), ("as_of", peer.lastSeen.map { "\($0)" } ?? "null"),
-                    ].jsonObject
-                }.joined(separator: ",") + "]"
+                "["
+                    + records.map { peer in
+                        [
+                            ("device_id", ExportFile.quoted(peer.deviceID ?? "")),
+                            ("name", peer.name.map(ExportFile.quoted) ?? "null"),
+                            ("state", ExportFile.quoted(peer.state.rawValue)),
+                            ("as_of", peer.lastSeen.map { "\($0)" } ?? "null"),
+                        ].jsonObject
+                    }.joined(separator: ",") + "]"
             }
             out.line(
                 [
                     ("id", ExportFile.quoted(entry.id)), ("stream", ExportFile.quoted(entry.stream)),
-                    ("device_id", ExportFile.quoted(entry.originDevice.description)), ("replica_id", ExportFile.quoted(replica)),
+                    ("device_id", ExportFile.quoted(entry.originDevice.description)),
+                    ("replica_id", ExportFile.quoted(replica)),
                     ("counter", "\(entry.dot.counter)"), ("time", ExportFile.quoted(time)),
                     ("held_by", list(held)), ("lacking", list(lacking)), ("unknown", list(unknown)),
-                ].jsonObject)
+                ].jsonObject
+            )
             return
         }
         let now = Int64(Timestamps.nowMilliseconds())
@@ -129,7 +145,9 @@ struct Why: AsyncParsableCommand {
             if peer.state == .connected { return "\(name) (connected)" }
             return "\(name) (as of \(peer.lastSeen.map { ago(now - $0) } ?? "never"))"
         }
-        out.line("entry \(entry.id) in \(entry.stream), written \(time) by \(entry.originDevice == node.deviceID ? "this device" : entry.originDevice.description)")
+        out.line(
+            "entry \(entry.id) in \(entry.stream), written \(time) by \(entry.originDevice == node.deviceID ? "this device" : entry.originDevice.description)"
+        )
         out.line("held by:  this node" + held.map { ", " + describe($0) }.joined())
         out.line("lacking:  " + (lacking.isEmpty ? "no known peer" : lacking.map(describe).joined(separator: ", ")))
         if !unknown.isEmpty {
@@ -145,14 +163,19 @@ extension Why {
         let table = id[..<colon].lowercased()
         let status = try node.status()
         guard status.tables.contains(where: { $0.name == table }) else { return nil }
-        let parts = id[id.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        let types = try node.store.appliedSchema()?.schema.table(table).map { declared in
-            declared.primaryKey.map { name in declared.column(name)?.type.uppercased() ?? "" }
-        } ?? []
+        let parts = id[id.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false).map(
+            String.init
+        )
+        let types =
+            try node.store.appliedSchema()?.schema.table(table).map { declared in
+                declared.primaryKey.map { name in declared.column(name)?.type.uppercased() ?? "" }
+            } ?? []
         let key = parts.enumerated().map { index, text -> SQLValue in
             let type = index < types.count ? types[index] : ""
             if type.contains("INT"), let number = Int64(text) { return .integer(number) }
-            if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB"), let number = Double(text) { return .real(number) }
+            if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB"), let number = Double(text) {
+                return .real(number)
+            }
             return .text(text)
         }
         return (table, key)
@@ -161,11 +184,14 @@ extension Why {
     func whyRow(_ node: LANSyncNode, table: String, key values: [SQLValue]) async throws {
         let key = RowKey(table: table, primaryKey: values)
         guard let state = try await reportingErrors({ try node.store.row(key) }) else {
-            note("lansync: error: this node holds no row \(key) (check the key with `lansync query \"SELECT * FROM \(table)\"`)")
+            note(
+                "lansync: error: this node holds no row \(key) (check the key with `lansync query \"SELECT * FROM \(table)\"`)"
+            )
             throw ExitCode(1)
         }
         let writes = state.changes(key: key)
-        let peers = await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
+        let peers =
+            await ControlClient.report(node.dataDirectory)?.peers ?? ControlClient.savedPeers(node.dataDirectory)
         var held = [PeerRecord]()
         var lacking = [(PeerRecord, [RowChange])]()
         var unknown = [PeerRecord]()
@@ -193,19 +219,30 @@ extension Why {
         let out = Output()
         if json {
             func list(_ records: [PeerRecord]) -> String {
-                "[" + records.map { peer in
-                    [("device_id", ExportFile.quoted(peer.deviceID ?? "")), ("name", peer.name.map(ExportFile.quoted) ?? "null"),
-                     ("state", ExportFile.quoted(peer.state.rawValue))].jsonObject
-                }.joined(separator: ",") + "]"
+                "["
+                    + records.map { peer in
+                        [
+                            ("device_id", ExportFile.quoted(peer.deviceID ?? "")),
+                            ("name", peer.name.map(ExportFile.quoted) ?? "null"),
+                            ("state", ExportFile.quoted(peer.state.rawValue)),
+                        ].jsonObject
+                    }.joined(separator: ",") + "]"
             }
             out.line(
                 [
-                    ("table", ExportFile.quoted(table)), ("key", "[" + values.map(ExportFile.json).joined(separator: ",") + "]"),
+                    ("table", ExportFile.quoted(table)),
+                    ("key", "[" + values.map(ExportFile.json).joined(separator: ",") + "]"),
                     ("exists", "\(state.exists)"), ("causal_length", "\(state.causalLength)"),
-                    ("values", ExportFile.object(state.values.sorted { $0.key < $1.key }.map { ($0.key, ExportFile.json($0.value)) })),
+                    (
+                        "values",
+                        ExportFile.object(
+                            state.values.sorted { $0.key < $1.key }.map { ($0.key, ExportFile.json($0.value)) }
+                        )
+                    ),
                     ("writes", "[" + writes.map { ExportFile.quoted(describe($0)) }.joined(separator: ",") + "]"),
                     ("held_by", list(held)), ("lacking", list(lacking.map(\.0))), ("unknown", list(unknown)),
-                ].jsonObject)
+                ].jsonObject
+            )
             return
         }
         out.line("row \(key): \(state.exists ? "exists" : "deleted") (life \(state.causalLength))")
@@ -214,7 +251,14 @@ extension Why {
         for change in writes { out.line("  " + describe(change)) }
         func name(_ peer: PeerRecord) -> String { peer.name ?? String((peer.deviceID ?? "?").prefix(7)) }
         out.line("held by:  this node" + held.map { ", " + name($0) }.joined())
-        out.line("lacking:  " + (lacking.isEmpty ? "no known peer" : lacking.map { "\(name($0.0)) (\(counted($0.1.count, "write")))" }.joined(separator: ", ")))
-        if !unknown.isEmpty { out.line("unknown:  " + unknown.map(name).joined(separator: ", ") + " (never announced what they hold)") }
+        out.line(
+            "lacking:  "
+                + (lacking.isEmpty
+                    ? "no known peer"
+                    : lacking.map { "\(name($0.0)) (\(counted($0.1.count, "write")))" }.joined(separator: ", "))
+        )
+        if !unknown.isEmpty {
+            out.line("unknown:  " + unknown.map(name).joined(separator: ", ") + " (never announced what they hold)")
+        }
     }
 }

@@ -28,8 +28,10 @@ struct Lansync: AsyncParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Init.self, ID.self, Group.self, Run.self, Peers.self, Sync.self, Log.self, Pref.self, Status.self, Export.self,
-            Import.self, Watch.self, Why.self, Report.self, SchemaCommand.self, Exec.self, Query.self, Dashboard.self, Doctor.self,
+            Init.self, ID.self, Group.self, Run.self, Peers.self, Sync.self, Log.self, Pref.self, Status.self,
+            Export.self,
+            Import.self, Watch.self, Why.self, Report.self, SchemaCommand.self, Exec.self, Query.self, Dashboard.self,
+            Doctor.self,
         ]
     )
 
@@ -39,7 +41,9 @@ struct Lansync: AsyncParsableCommand {
         do {
             try StrictUTF8.checkCommandLine()
             arguments = try LoadedConfig.load(
-                arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+                arguments: Array(CommandLine.arguments.dropFirst()),
+                environment: ProcessInfo.processInfo.environment
+            )
         } catch {
             note("lansync: error: \(error)")
             Foundation.exit(1)
@@ -68,14 +72,19 @@ struct GlobalOptions: ParsableArguments {
         help: ArgumentHelp(
             "The node's data directory.",
             discussion: "Default: $LANSYNC_DATA_DIR, else $XDG_DATA_HOME/lansync, else ~/.local/share/lansync.",
-            valueName: "dir"))
+            valueName: "dir"
+        )
+    )
     var dataDir: String?
     @Option(
         name: .customLong("config"),
         help: ArgumentHelp(
             "A configuration file (key = value lines; see `lansync help config`).",
-            discussion: "Default: $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf.",
-            valueName: "file"))
+            discussion:
+                "Default: $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf.",
+            valueName: "file"
+        )
+    )
     var config: String?
 
     /// Lets `lansync --data-dir DIR log list` work like `lansync log list --data-dir DIR`: each
@@ -105,13 +114,17 @@ struct GlobalOptions: ParsableArguments {
         let environment = ProcessInfo.processInfo.environment
         let fromEnvironment = environment["LANSYNC_DATA_DIR"].map { !$0.isEmpty } ?? false
         return DataDirectory.resolve(
-            explicit: dataDir ?? (fromEnvironment ? nil : LoadedConfig.file.dataDir), environment: environment)
+            explicit: dataDir ?? (fromEnvironment ? nil : LoadedConfig.file.dataDir),
+            environment: environment
+        )
     }
 
     /// Opens the initialised node, or fails with a message that says to run `init`.
     func openNode() throws -> LANSyncNode {
         let node = try LANSyncNode.open(
-            at: dataDirectory, clock: NodeClock.fromEnvironment(ProcessInfo.processInfo.environment))
+            at: dataDirectory,
+            clock: NodeClock.fromEnvironment(ProcessInfo.processInfo.environment)
+        )
         if let readOnly = node.store.readOnlyNote { note("lansync: warning: \(readOnly)") }
         return node
     }

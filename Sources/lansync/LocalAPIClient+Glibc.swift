@@ -9,11 +9,15 @@ enum LocalAPIClient {
     /// Sends `method path` with the data directory's token; returns the status and the body.
     static func request(_ method: String, _ path: String, dataDirectory: String) throws -> (status: Int, body: String) {
         guard let token = try? String(contentsOfFile: dataDirectory + "/api-token", encoding: .utf8) else {
-            throw Failure(message: "no API token in \(dataDirectory); is the agent running? Start it with `lansync run`")
+            throw Failure(
+                message: "no API token in \(dataDirectory); is the agent running? Start it with `lansync run`"
+            )
         }
         let socketPath = dataDirectory + "/api.sock"
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw Failure(message: "cannot make a socket: \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else {
+            throw Failure(message: "cannot make a socket: \(String(cString: strerror(errno)))")
+        }
         defer { close(descriptor) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -25,15 +29,23 @@ enum LocalAPIClient {
             for (index, byte) in pathBytes.enumerated() { raw[index] = byte }
         }
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard connected == 0 else {
-            throw Failure(message: "the agent's local API does not answer at \(socketPath); start the agent with `lansync run` (without --no-api)")
+            throw Failure(
+                message:
+                    "the agent's local API does not answer at \(socketPath); start the agent with `lansync run` (without --no-api)"
+            )
         }
-        let request = "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token.trimmingCharacters(in: .whitespacesAndNewlines))\r\n"
+        let request =
+            "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token.trimmingCharacters(in: .whitespacesAndNewlines))\r\n"
             + "Content-Length: 0\r\nConnection: close\r\n\r\n"
         let bytes = Array(request.utf8)
-        guard write(descriptor, bytes, bytes.count) == bytes.count else { throw Failure(message: "cannot send to the agent's local API") }
+        guard write(descriptor, bytes, bytes.count) == bytes.count else {
+            throw Failure(message: "cannot send to the agent's local API")
+        }
         var response = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
@@ -42,7 +54,8 @@ enum LocalAPIClient {
             response += buffer[0..<count]
         }
         let text = String(decoding: response, as: UTF8.self)
-        guard let statusLine = text.split(separator: "\r\n").first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? ""),
+        guard let statusLine = text.split(separator: "\r\n").first,
+            let status = Int(statusLine.split(separator: " ").dropFirst().first ?? ""),
             let bodyStart = text.range(of: "\r\n\r\n")
         else { throw Failure(message: "the agent's local API gave an answer that is not HTTP") }
         // The agent answers with a Content-Length and closes (`Connection: close`): the rest is the body.

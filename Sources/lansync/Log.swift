@@ -3,12 +3,11 @@ import Foundation
 import LANSync
 import LANSyncAgent
 
-
-
 struct Log: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Append to and list streams: append-only logs such as symbol_taps or sessions.",
-        subcommands: [Append.self, List.self])
+        subcommands: [Append.self, List.self]
+    )
 
     struct Append: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -23,7 +22,8 @@ struct Log: AsyncParsableCommand {
                   echo '{"phrase":"I want juice"}' | lansync log append phrases
                   lansync log append sessions '{"minutes":25}' --id session-2026-11-21-am
                   jq -c '.[]' taps.json | lansync log append symbol_taps --lines
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The stream: lowercase letters, digits, '_', '-', '.'.") var stream: String
@@ -34,7 +34,9 @@ struct Log: AsyncParsableCommand {
         func validate() throws {
             if let problem = Names.streamProblem(stream) { throw ValidationError(problem) }
             if let id, let problem = Names.entryIDProblem(id) { throw ValidationError(problem) }
-            if lines && json != nil { throw ValidationError("--lines reads payloads from standard input; drop the JSON argument") }
+            if lines && json != nil {
+                throw ValidationError("--lines reads payloads from standard input; drop the JSON argument")
+            }
             if lines && id != nil { throw ValidationError("--id names one entry; it cannot be used with --lines") }
         }
 
@@ -118,7 +120,8 @@ struct Log: AsyncParsableCommand {
                         "lansync: error: \(error.message)\nlansync: \(committed); the remaining "
                             + "\(counted(requests.count - index, "entry", "entries")) (input lines \(lineOf[index])–"
                             + "\(lineOf[requests.count - 1])) were not; append those lines again once the problem is fixed "
-                            + "(e.g. `tail -n +\(lineOf[index]) FILE | lansync log append \(stream) --lines`)")
+                            + "(e.g. `tail -n +\(lineOf[index]) FILE | lansync log append \(stream) --lines`)"
+                    )
                     throw ExitCode(1)
                 }
                 for entry in entries { out.line(entry.id) }
@@ -142,7 +145,8 @@ struct Log: AsyncParsableCommand {
                   lansync log list
                   lansync log list symbol_taps --since 2026-11-21T08:00:00Z
                   lansync log list sessions --json | jq .payload
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "Only this stream.") var stream: String?
@@ -165,8 +169,11 @@ struct Log: AsyncParsableCommand {
         func run() async throws {
             let node = try await reportingErrors { try global.openNode() }
             let query = EntryQuery(
-                stream: stream, since: since.flatMap(Timestamps.milliseconds(iso8601:)),
-                until: until.flatMap(Timestamps.milliseconds(iso8601:)), limit: limit)
+                stream: stream,
+                since: since.flatMap(Timestamps.milliseconds(iso8601:)),
+                until: until.flatMap(Timestamps.milliseconds(iso8601:)),
+                limit: limit
+            )
             let out = Output()
             let me = node.deviceID
             try await reportingErrors {
@@ -175,7 +182,9 @@ struct Log: AsyncParsableCommand {
                         if json {
                             out.line(ExportFile.fields(of: entry).dropFirst().map { $0 }.jsonObject)
                         } else {
-                            let device = entry.originDevice == me ? "this device" : String(entry.originDevice.description.prefix(7))
+                            let device =
+                                entry.originDevice == me
+                                ? "this device" : String(entry.originDevice.description.prefix(7))
                             out.line(
                                 "\(Timestamps.iso8601(milliseconds: entry.wallMilliseconds))  \(entry.stream)  \(device)  \(entry.payload)"
                             )

@@ -14,7 +14,8 @@ struct Peers: AsyncParsableCommand {
             Examples:
               lansync peers
               lansync peers --json | jq 'select(.state == "refused")'
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "One JSON object per line.") var json = false
@@ -31,7 +32,9 @@ struct Peers: AsyncParsableCommand {
             for peer in peers { out.line(String(decoding: try encoder.encode(peer), as: UTF8.self)) }
             return
         }
-        if report == nil { note("no agent is running for \(directory.path); showing what it saw last (start it with `lansync run`)") }
+        if report == nil {
+            note("no agent is running for \(directory.path); showing what it saw last (start it with `lansync run`)")
+        }
         for line in PeersView.lines(peers: peers, report: report, style: Style.forStandardOutput()) { out.line(line) }
     }
 }
@@ -45,14 +48,17 @@ enum PeersView {
         for peer in peers {
             var notes = [String]()
             if peer.duplicateDevice == true {
-                notes.append("DUPLICATE device ID: two machines share it (cloned machine-id; `lansync status` on them says how to fix)")
+                notes.append(
+                    "DUPLICATE device ID: two machines share it (cloned machine-id; `lansync status` on them says how to fix)"
+                )
             }
             if peer.rekeyed == true { notes.append("re-keyed") }
             if let error = peer.lastError, peer.state != .connected { notes.append(error) }
             rows.append([
                 peer.name ?? "-", peer.deviceID.map { String($0.prefix(7)) } ?? "-", peer.address ?? "-",
                 peer.state.rawValue, peer.lastSeen.map { ago(now - $0) } ?? "never",
-                peer.weLack.map(String.init) ?? "-", peer.theyLack.map(String.init) ?? "-", notes.joined(separator: "; "),
+                peer.weLack.map(String.init) ?? "-", peer.theyLack.map(String.init) ?? "-",
+                notes.joined(separator: "; "),
             ])
         }
         var lines = aligned(rows)
@@ -76,7 +82,9 @@ enum PeersView {
         guard !connected.isEmpty else { return "no peer connected" + refusedNote }
         let behind = connected.filter { report.connectedDigests[$0.deviceID ?? ""] != report.digest }
         if behind.isEmpty {
-            return "in sync with \(connected.count) of \(connected.count) connected peer\(connected.count == 1 ? "" : "s")" + refusedNote
+            return
+                "in sync with \(connected.count) of \(connected.count) connected peer\(connected.count == 1 ? "" : "s")"
+                + refusedNote
         }
         return behind.map { peer in
             let name = peer.name ?? peer.deviceID ?? "?"
@@ -93,7 +101,9 @@ struct Style {
 
     static func forStandardOutput() -> Style {
         let environment = ProcessInfo.processInfo.environment
-        return Style(enabled: isatty(STDOUT_FILENO) != 0 && environment["NO_COLOR"] == nil && environment["TERM"] != "dumb")
+        return Style(
+            enabled: isatty(STDOUT_FILENO) != 0 && environment["NO_COLOR"] == nil && environment["TERM"] != "dumb"
+        )
     }
 
     private func wrap(_ code: String, _ text: String) -> String { enabled ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
@@ -123,7 +133,8 @@ struct Sync: AsyncParsableCommand {
             Examples:
               lansync sync --wait
               lansync sync --wait --peers 2 --timeout 60
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Wait until in sync (the only mode so far).") var wait = false
@@ -164,13 +175,19 @@ struct Sync: AsyncParsableCommand {
             let connected = report.peers.filter { $0.state == .connected }
             let behind = connected.filter { peer in report.connectedDigests[peer.deviceID ?? ""] != report.digest }
             if connected.count >= required && behind.isEmpty {
-                Output().line("in sync with \(connected.count) peer\(connected.count == 1 ? "" : "s") (digest \(report.digest.prefix(16)))")
+                Output().line(
+                    "in sync with \(connected.count) peer\(connected.count == 1 ? "" : "s") (digest \(report.digest.prefix(16)))"
+                )
                 return
             }
             let waited = clock.now - start
-            let status = connected.count < required
+            let status =
+                connected.count < required
                 ? "\(connected.count) of \(required) peer\(required == 1 ? "" : "s") connected"
-                : "waiting for " + behind.map { "\($0.name ?? $0.deviceID ?? "?") (we lack \($0.weLack ?? 0), it lacks \($0.theyLack ?? 0))" }.joined(separator: ", ")
+                : "waiting for "
+                    + behind.map {
+                        "\($0.name ?? $0.deviceID ?? "?") (we lack \($0.weLack ?? 0), it lacks \($0.theyLack ?? 0))"
+                    }.joined(separator: ", ")
             if waited > .seconds(timeout) {
                 note("lansync: error: not in sync after \(Int(timeout)) s: \(status)")
                 throw ExitCode(1)

@@ -9,7 +9,8 @@ struct Pref: AsyncParsableCommand {
         discussion: """
             Keys are '/'-separated names such as device/name, caregiver/active or controls/slider/sensitivity, of letters, digits, '_', '-' and '.'. They are case-insensitive: game.L20 and game.l20 are one key, stored, synced and listed in lowercase. When two devices change a preference while apart, the later write (by hybrid logical clock) wins on every device once they meet.
             """,
-        subcommands: [Set.self, Get.self, List.self, Unset.self])
+        subcommands: [Set.self, Get.self, List.self, Unset.self]
+    )
 
     struct Set: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -19,7 +20,8 @@ struct Pref: AsyncParsableCommand {
                   lansync pref set controls/slider/sensitivity 0.7
                   lansync pref set caregiver/active '"dad"'
                   lansync pref set board/layout '{"rows":4,"columns":6}'
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The key, e.g. controls/slider/sensitivity.") var key: String
         @Argument(help: "The value as JSON: a string needs its quotes, e.g. '\"dad\"'.") var json: String
@@ -44,7 +46,8 @@ struct Pref: AsyncParsableCommand {
                 Examples:
                   lansync pref get controls/slider/sensitivity
                   lansync pref get caregiver/active --json
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The key.") var key: String
         @Flag(help: "Print an object with key, value, time, device_id and hlc.") var json = false
@@ -56,7 +59,9 @@ struct Pref: AsyncParsableCommand {
         func run() async throws {
             let write = try await reportingErrors {
                 let node = try global.openNode()
-                do { return try node.store.preference(key: Names.foldedKey(key)) } catch { throw LANSyncError(.storage, "\(error)") }
+                do { return try node.store.preference(key: Names.foldedKey(key)) } catch {
+                    throw LANSyncError(.storage, "\(error)")
+                }
             }
             guard let write, write.value != nil else {
                 note("lansync: \(key) is not set")
@@ -75,7 +80,8 @@ struct Pref: AsyncParsableCommand {
                 Examples:
                   lansync pref list
                   lansync pref list --all --json
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Flag(help: "One JSON object per line.") var json = false
         @Flag(help: "Include unset keys (tombstones).") var all = false
@@ -101,7 +107,8 @@ struct Pref: AsyncParsableCommand {
 
                 Example:
                   lansync pref unset caregiver/active
-                """)
+                """
+        )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The key.") var key: String
 

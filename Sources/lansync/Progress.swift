@@ -18,7 +18,9 @@ final class ProgressReporter {
         self.label = label
         self.unit = unit
         isTerminal = isatty(STDERR_FILENO) != 0 && ProcessInfo.processInfo.environment["TERM"] != "dumb"
-        let override = ProcessInfo.processInfo.environment["LANSYNC_PROGRESS_INTERVAL_MS"].flatMap(Double.init).map { $0 / 1000 }
+        let override = ProcessInfo.processInfo.environment["LANSYNC_PROGRESS_INTERVAL_MS"].flatMap(Double.init).map {
+            $0 / 1000
+        }
         interval = override ?? (isTerminal ? 0.1 : 2)
         delay = override ?? (isTerminal ? 0.5 : 2)
     }
@@ -36,11 +38,13 @@ final class ProgressReporter {
         let speed = "\(Int(rate).grouped)/s"
         let left = eta.map { ", about \(Self.duration($0)) left" } ?? ""
         if isTerminal {
-            let bar = part.map { fraction -> String in
-                let filled = Int(fraction * 24)
-                return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 24 - filled) + "] "
-                    + String(format: "%3d%% ", Int(fraction * 100))
-            } ?? ""
+            let bar =
+                part.map { fraction -> String in
+                    let filled = Int(fraction * 24)
+                    return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 24 - filled)
+                        + "] "
+                        + String(format: "%3d%% ", Int(fraction * 100))
+                } ?? ""
             write("\r\u{1B}[2K\(label)  \(bar)\(amount)  \(speed)\(eta.map { "  ETA \(Self.duration($0))" } ?? "")")
             shownOnTerminal = true
         } else {

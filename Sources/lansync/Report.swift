@@ -16,7 +16,8 @@ struct Report: AsyncParsableCommand {
               lansync report sessions symbol_taps --session-field session_id
               lansync report regression symbol_taps --key symbol_id
             """,
-        subcommands: [Usage.self, Sessions.self, Regression.self])
+        subcommands: [Usage.self, Sessions.self, Regression.self]
+    )
 
     /// Every entry of `stream` (written at or after `since`, ms), checked first.
     static func entries(_ global: GlobalOptions, stream: String, since: Int64? = nil) async throws -> [Entry] {
@@ -36,7 +37,9 @@ struct Report: AsyncParsableCommand {
         }
         let shared = Set(Dictionary(grouping: names.values, by: { $0 }).filter { $0.value.count > 1 }.keys)
         return names.reduce(into: [:]) { result, pair in
-            result[pair.key] = (pair.value, shared.contains(pair.value) ? "\(pair.value) (\(pair.key.prefix(7)))" : pair.value)
+            result[pair.key] = (
+                pair.value, shared.contains(pair.value) ? "\(pair.value) (\(pair.key.prefix(7)))" : pair.value
+            )
         }
     }
 
@@ -53,7 +56,8 @@ struct Report: AsyncParsableCommand {
                 Examples:
                   lansync report usage symbol_taps
                   lansync report usage symbol_taps --by caregiver_profile_id --days 30
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The stream.") var stream: String
@@ -76,7 +80,10 @@ struct Report: AsyncParsableCommand {
             let out = Output()
             if json {
                 for count in counts {
-                    var fields = [("day", ExportFile.quoted(count.day)), ("group", ExportFile.quoted(count.group)), ("count", "\(count.count)")]
+                    var fields = [
+                        ("day", ExportFile.quoted(count.day)), ("group", ExportFile.quoted(count.group)),
+                        ("count", "\(count.count)"),
+                    ]
                     if let name = names[count.group] { fields.insert(("name", ExportFile.quoted(name.plain)), at: 2) }
                     out.line(fields.jsonObject)
                 }
@@ -86,7 +93,10 @@ struct Report: AsyncParsableCommand {
                 note("no entries in \(stream) in the last \(days) day\(days == 1 ? "" : "s")")
                 return
             }
-            for line in aligned([["DAY", by == "device" ? "DEVICE" : by.uppercased(), "ENTRIES"]] + counts.map { [$0.day, names[$0.group]?.shown ?? $0.group, "\($0.count)"] }) {
+            for line in aligned(
+                [["DAY", by == "device" ? "DEVICE" : by.uppercased(), "ENTRIES"]]
+                    + counts.map { [$0.day, names[$0.group]?.shown ?? $0.group, "\($0.count)"] }
+            ) {
                 out.line(line)
             }
         }
@@ -100,7 +110,8 @@ struct Report: AsyncParsableCommand {
 
                 Example:
                   lansync report sessions symbol_taps --session-field session_id
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The stream.") var stream: String
@@ -115,7 +126,10 @@ struct Report: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let sessions = UsageReports.sessions(try await Report.entries(global, stream: stream), sessionField: sessionField)
+            let sessions = UsageReports.sessions(
+                try await Report.entries(global, stream: stream),
+                sessionField: sessionField
+            )
             let out = Output()
             if json {
                 for session in sessions {
@@ -125,8 +139,10 @@ struct Report: AsyncParsableCommand {
                             ("start", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.start))),
                             ("end", ExportFile.quoted(Timestamps.iso8601(milliseconds: session.end))),
                             ("duration_ms", "\(session.durationMilliseconds)"), ("entries", "\(session.entries)"),
-                            ("distinct_symbols", "\(session.distinctSymbols)"), ("longest_phrase", session.longestPhrase.map { "\($0)" } ?? "null"),
-                        ].jsonObject)
+                            ("distinct_symbols", "\(session.distinctSymbols)"),
+                            ("longest_phrase", session.longestPhrase.map { "\($0)" } ?? "null"),
+                        ].jsonObject
+                    )
                 }
                 return
             }
@@ -136,12 +152,15 @@ struct Report: AsyncParsableCommand {
             }
             let rows = sessions.map { session in
                 [
-                    session.id, Timestamps.iso8601(milliseconds: session.start), Timestamps.iso8601(milliseconds: session.end),
+                    session.id, Timestamps.iso8601(milliseconds: session.start),
+                    Timestamps.iso8601(milliseconds: session.end),
                     Self.duration(session.durationMilliseconds), "\(session.entries)", "\(session.distinctSymbols)",
                     session.longestPhrase.map { "\($0)" } ?? "-",
                 ]
             }
-            for line in aligned([["SESSION", "START", "END", "DURATION", "ENTRIES", "SYMBOLS", "LONGEST PHRASE"]] + rows) { out.line(line) }
+            for line in aligned(
+                [["SESSION", "START", "END", "DURATION", "ENTRIES", "SYMBOLS", "LONGEST PHRASE"]] + rows
+            ) { out.line(line) }
         }
     }
 
@@ -154,7 +173,8 @@ struct Report: AsyncParsableCommand {
                 Example:
                   lansync report regression symbol_taps --key symbol_id
                   lansync report regression symbol_taps --key symbol_id --baseline-days 28 --min-uses 10
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The stream.") var stream: String
@@ -175,27 +195,40 @@ struct Report: AsyncParsableCommand {
         func run() async throws {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let flags = UsageReports.regressions(
-                try await Report.entries(global, stream: stream), key: key, baselineDays: baselineDays, recentDays: recentDays,
-                minUses: minUses, now: now)
+                try await Report.entries(global, stream: stream),
+                key: key,
+                baselineDays: baselineDays,
+                recentDays: recentDays,
+                minUses: minUses,
+                now: now
+            )
             let out = Output()
             if json {
                 for flag in flags {
                     out.line(
                         [
-                            ("key", ExportFile.quoted(flag.key)), ("last_used", ExportFile.quoted(Timestamps.iso8601(milliseconds: flag.lastUsed))),
+                            ("key", ExportFile.quoted(flag.key)),
+                            ("last_used", ExportFile.quoted(Timestamps.iso8601(milliseconds: flag.lastUsed))),
                             ("previous_frequency", "\(flag.previousFrequency)"),
                             ("per_day", String(format: "%.2f", flag.previousUsesPerDay)),
-                        ].jsonObject)
+                        ].jsonObject
+                    )
                 }
                 return
             }
             guard !flags.isEmpty else {
                 note(
                     "no regressions: no \(key) used \(minUses) or more times in the \(baselineDays) days before the last "
-                        + "\(recentDays) went unused since")
+                        + "\(recentDays) went unused since"
+                )
                 return
             }
-            let rows = flags.map { [$0.key, Timestamps.iso8601(milliseconds: $0.lastUsed), "\($0.previousFrequency)", String(format: "%.1f", $0.previousUsesPerDay)] }
+            let rows = flags.map {
+                [
+                    $0.key, Timestamps.iso8601(milliseconds: $0.lastUsed), "\($0.previousFrequency)",
+                    String(format: "%.1f", $0.previousUsesPerDay),
+                ]
+            }
             for line in aligned([[key.uppercased(), "LAST USED", "USES BEFORE", "PER DAY"]] + rows) { out.line(line) }
         }
     }

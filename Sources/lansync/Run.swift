@@ -20,12 +20,22 @@ struct Run: AsyncParsableCommand {
               lansync run --listen 127.0.0.1:0      (port 0 picks a free port and prints it)
               lansync run --no-mdns --peer 10.0.0.5:7741   (no discovery: static peers only)
               lansync --config /etc/lansync/lansync.conf run   (settings from a file; see `lansync help config`)
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
-    @Option(help: ArgumentHelp("Address to listen on, HOST:PORT.", discussion: "Default: [::]:7741, every IPv6 and IPv4 address (IPv4 only where the machine has no IPv6).", valueName: "host:port"))
+    @Option(
+        help: ArgumentHelp(
+            "Address to listen on, HOST:PORT.",
+            discussion: "Default: [::]:7741, every IPv6 and IPv4 address (IPv4 only where the machine has no IPv6).",
+            valueName: "host:port"
+        )
+    )
     var listen: String?
-    @Option(name: .customLong("peer"), help: ArgumentHelp("A peer to dial, HOST:PORT (repeatable).", valueName: "host:port"))
+    @Option(
+        name: .customLong("peer"),
+        help: ArgumentHelp("A peer to dial, HOST:PORT (repeatable).", valueName: "host:port")
+    )
     var peers: [String] = []
     @Flag(name: .customLong("no-mdns"), help: "Do not use mDNS discovery (static peers only).")
     var noMDNS = false
@@ -34,26 +44,39 @@ struct Run: AsyncParsableCommand {
         help: ArgumentHelp(
             "Instance name to advertise over mDNS.",
             discussion: "Default: 'LANSync' and a random suffix, new on each start. Keep it free of names of people.",
-            valueName: "name"))
+            valueName: "name"
+        )
+    )
     var mdnsName: String?
     @Option(
         name: .customLong("max-clock-skew"),
-        help: ArgumentHelp("Refuse peers whose clock differs from ours by more than this many seconds.", valueName: "seconds"))
+        help: ArgumentHelp(
+            "Refuse peers whose clock differs from ours by more than this many seconds.",
+            valueName: "seconds"
+        )
+    )
     var maxClockSkew: Int?
     @Option(
         name: .customLong("max-connections"),
-        help: ArgumentHelp("Connections at once, in and out (default 64).", valueName: "count"))
+        help: ArgumentHelp("Connections at once, in and out (default 64).", valueName: "count")
+    )
     var maxConnections: Int?
     @Option(
         name: .customLong("api"),
         help: ArgumentHelp(
             "Where the local HTTP API listens, HOST:PORT, on loopback.",
-            discussion: "Default: 127.0.0.1:7742; port 0 picks a free one. Requests need the token in the data directory's api-token file. Also served on api.sock in the data directory. See `lansync help api`.",
-            valueName: "host:port"))
+            discussion:
+                "Default: 127.0.0.1:7742; port 0 picks a free one. Requests need the token in the data directory's api-token file. Also served on api.sock in the data directory. See `lansync help api`.",
+            valueName: "host:port"
+        )
+    )
     var api: String?
     @Flag(name: .customLong("no-api"), help: "Do not serve the local HTTP API.")
     var noAPI = false
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
+    @Option(
+        name: .customLong("log-level"),
+        help: "trace, debug, info, notice, warning, error or critical (default info)."
+    )
     var logLevel: String?
 
     func validate() throws {
@@ -65,8 +88,12 @@ struct Run: AsyncParsableCommand {
             throw ValidationError("--mdns-name must be 1 to 63 bytes long (a DNS label)")
         }
         if let api {
-            guard let address = PeerAddress(api) else { throw ValidationError("--api '\(api)' is not HOST:PORT (e.g. 127.0.0.1:7742)") }
-            if let problem = LocalAPIConfiguration.hostProblem(address.host) { throw ValidationError("--api: \(problem)") }
+            guard let address = PeerAddress(api) else {
+                throw ValidationError("--api '\(api)' is not HOST:PORT (e.g. 127.0.0.1:7742)")
+            }
+            if let problem = LocalAPIConfiguration.hostProblem(address.host) {
+                throw ValidationError("--api: \(problem)")
+            }
         }
         if api != nil && noAPI { throw ValidationError("give --api or --no-api, not both") }
         if let maxClockSkew, maxClockSkew < 1 { throw ValidationError("--max-clock-skew must be at least 1 second") }
@@ -106,7 +133,8 @@ struct Run: AsyncParsableCommand {
                 throw LANSyncError(
                     .invalidInput,
                     "the data directory \(node.dataDirectory.path) is read-only, and the agent writes what it syncs; "
-                        + "make it writable (or copy it somewhere that is) to run the agent. Reading works: status, log list, query, export")
+                        + "make it writable (or copy it somewhere that is) to run the agent. Reading works: status, log list, query, export"
+                )
             }
             return try Agent(node: node, configuration: configuration, logger: logger)
         }
@@ -138,7 +166,10 @@ struct Run: AsyncParsableCommand {
             }
         }
         let group = ServiceGroup(
-            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            services: services,
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
         do {
             try await group.run()
         } catch let error as LANSyncError {

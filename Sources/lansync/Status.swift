@@ -14,7 +14,8 @@ struct Status: AsyncParsableCommand {
             Examples:
               lansync status
               lansync status --json | jq -r .digest
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print one JSON object.") var json = false
@@ -40,29 +41,41 @@ struct Status: AsyncParsableCommand {
                     ("preferences", "\(status.preferences)"), ("unset_preferences", "\(status.tombstones)"),
                     ("tables", "[" + status.tables.map(StatusTables.json).joined(separator: ",") + "]"),
                     ("digest", ExportFile.quoted(status.digest.description)),
-                    ("hlc", ExportFile.quoted(status.hlc.description)), ("version_vector", ExportFile.json(status.versionVector)),
+                    ("hlc", ExportFile.quoted(status.hlc.description)),
+                    ("version_vector", ExportFile.json(status.versionVector)),
                     ("group_tag", group.map(ExportFile.quoted) ?? "null"),
                     ("agent_running", agent == nil ? "false" : "true"), ("peers_connected", "\(connected)"),
                     ("port", agent.map { "\($0.port)" } ?? "null"),
                     ("discovery", agent?.discovery.map(Self.json) ?? "null"),
                     ("duplicate_device_id", agent?.duplicateDeviceID.map(ExportFile.quoted) ?? "null"),
                     ("parts", agent.map { "[" + $0.parts.map(Self.json).joined(separator: ",") + "]" } ?? "null"),
-                ].jsonObject)
+                ].jsonObject
+            )
         } else {
-            for line in aligned([
-                ["device", "\(node.deviceID)  (\(node.identity.name))"],
-                ["replica", node.replicaID.description],
-                ["data", node.dataDirectory.path],
-                ["entries", "\(status.entries) in \(counted(status.streams, "stream"))"],
-                ["preferences", "\(status.preferences) set, \(status.tombstones) unset"],
-                ["tables", StatusTables.summary(status.tables)],
-                ["digest", status.digest.description],
-                ["writers", vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here"],
-                ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
-                ["agent", agent.map { "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected" } ?? "not running (start it with `lansync run`)"],
-            ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])
-                + (agent.map { agent in [["api", Self.describeAPI(agent.parts)]] } ?? [])
-                + (agent.map { [["parts", Self.describe($0.parts)]] } ?? [])) { out.line(line) }
+            for line in aligned(
+                [
+                    ["device", "\(node.deviceID)  (\(node.identity.name))"],
+                    ["replica", node.replicaID.description],
+                    ["data", node.dataDirectory.path],
+                    ["entries", "\(status.entries) in \(counted(status.streams, "stream"))"],
+                    ["preferences", "\(status.preferences) set, \(status.tombstones) unset"],
+                    ["tables", StatusTables.summary(status.tables)],
+                    ["digest", status.digest.description],
+                    [
+                        "writers",
+                        vector.count == 1 ? "1 replica has written here" : "\(vector.count) replicas have written here",
+                    ],
+                    ["group", group ?? "none (`lansync group create`, or `lansync group join CODE`)"],
+                    [
+                        "agent",
+                        agent.map {
+                            "running on port \($0.port), \(connected) peer\(connected == 1 ? "" : "s") connected"
+                        } ?? "not running (start it with `lansync run`)",
+                    ],
+                ] + (agent?.discovery.map { [["discovery", Self.describe($0)]] } ?? [])
+                    + (agent.map { agent in [["api", Self.describeAPI(agent.parts)]] } ?? [])
+                    + (agent.map { [["parts", Self.describe($0.parts)]] } ?? [])
+            ) { out.line(line) }
             if let agent { out.line(PeersView.verdict(agent)) }
             if let duplicate = agent?.duplicateDeviceID { note("lansync: warning: \(duplicate)") }
         }
@@ -78,14 +91,18 @@ struct Status: AsyncParsableCommand {
     /// "all 7 running", or each part that is not, with its state.
     /// Where the local API listens, from its part's detail, or why it does not.
     static func describeAPI(_ parts: [AgentPartStatus]) -> String {
-        guard let api = parts.first(where: { $0.name == "local API" }) else { return "off (the agent runs without the local API)" }
+        guard let api = parts.first(where: { $0.name == "local API" }) else {
+            return "off (the agent runs without the local API)"
+        }
         return "\(api.state.rawValue)" + (api.detail.map { ", \($0)" } ?? "")
     }
 
     static func describe(_ parts: [AgentPartStatus]) -> String {
         let notRunning = parts.filter { $0.state != .running }
         if notRunning.isEmpty { return "all \(parts.count) running" }
-        return notRunning.map { "\($0.name) \($0.state.rawValue)" + ($0.detail.map { " (\($0))" } ?? "") }.joined(separator: ", ")
+        return notRunning.map { "\($0.name) \($0.state.rawValue)" + ($0.detail.map { " (\($0))" } ?? "") }.joined(
+            separator: ", "
+        )
             + "; \(parts.count - notRunning.count) of \(parts.count) running"
     }
 
@@ -99,12 +116,14 @@ struct Status: AsyncParsableCommand {
     }
 
     static func describe(_ discovery: DiscoveryReport) -> String {
-        let found = "\(discovery.sameGroup) node\(discovery.sameGroup == 1 ? "" : "s") of this group found"
+        let found =
+            "\(discovery.sameGroup) node\(discovery.sameGroup == 1 ? "" : "s") of this group found"
             + (discovery.otherGroups > 0 ? ", \(discovery.otherGroups) of other groups ignored" : "")
         switch discovery.state {
         case "off": return "off (the agent runs with --no-mdns; static peers only)"
         case "running":
-            return "mDNS, " + (discovery.advertisedAs.map { "advertised as '\($0)'" } ?? "not yet advertised") + "; " + found
+            return "mDNS, " + (discovery.advertisedAs.map { "advertised as '\($0)'" } ?? "not yet advertised") + "; "
+                + found
         case "unavailable":
             return "unavailable: \(discovery.detail ?? "avahi-daemon cannot be reached") (is avahi-daemon running? "
                 + "`systemctl start avahi-daemon`); static peers only"

@@ -22,7 +22,8 @@ struct SchemaCommand: AsyncParsableCommand {
               lansync schema apply app.sql
               lansync schema show
             """,
-        subcommands: [Apply.self, Show.self])
+        subcommands: [Apply.self, Show.self]
+    )
 
     struct Apply: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -32,7 +33,8 @@ struct SchemaCommand: AsyncParsableCommand {
 
                 Example:
                   lansync schema apply docs/examples/rowing.sql
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The schema file, or - for standard input.") var file: String
@@ -73,7 +75,8 @@ struct SchemaCommand: AsyncParsableCommand {
 
                 Example:
                   lansync schema show
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print one JSON object.") var json = false
@@ -89,7 +92,8 @@ struct SchemaCommand: AsyncParsableCommand {
                     [
                         ("schema", schema.map(ExportFile.quoted) ?? "null"),
                         ("tables", "[" + status.tables.map(StatusTables.json).joined(separator: ",") + "]"),
-                    ].jsonObject)
+                    ].jsonObject
+                )
                 return
             }
             guard let schema else {
@@ -120,7 +124,8 @@ struct Exec: AsyncParsableCommand {
 
             --seed writes seed data, such as the rows an app inserts on first launch on every device (INSERT OR IGNORE with fixed keys): any real write of a column beats a seed's value of it, whichever device wrote or merged first, so a device set up later does not undo an edit made elsewhere.
               lansync exec --seed "INSERT OR IGNORE INTO exercises (id, name) VALUES ('e-squat', 'Squat')"
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "SQL statements, one per argument (quote each); or use --file.") var sql: [String] = []
@@ -129,7 +134,9 @@ struct Exec: AsyncParsableCommand {
 
     func validate() throws {
         if sql.isEmpty && file == nil { throw ValidationError("give the SQL as arguments or with --file") }
-        if !sql.isEmpty && file != nil { throw ValidationError("give the SQL either as arguments or with --file, not both") }
+        if !sql.isEmpty && file != nil {
+            throw ValidationError("give the SQL either as arguments or with --file, not both")
+        }
     }
 
     func run() async throws {
@@ -137,11 +144,16 @@ struct Exec: AsyncParsableCommand {
         // became one statement SQLite refused, or worse, one it read differently.
         var text = sql.joined(separator: ";\n")
         if let file {
-            guard let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: file) else {
+            guard
+                let data = file == "-"
+                    ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: file)
+            else {
                 note("lansync: error: cannot read \(file); check the path")
                 throw ExitCode(1)
             }
-            text = try await reportingErrors { () throws(LANSyncError) in try StrictUTF8.decode(data, file == "-" ? "standard input" : file) }
+            text = try await reportingErrors { () throws(LANSyncError) in
+                try StrictUTF8.decode(data, file == "-" ? "standard input" : file)
+            }
         }
         let statement = text
         let several = sql.count > 1
@@ -149,9 +161,12 @@ struct Exec: AsyncParsableCommand {
         let changed = try await reportingErrors { () throws(LANSyncError) in
             do throws(LANSyncError) {
                 return try await AppSQL.execute(statement, seed: seed, on: node)
-            } catch where several && error.code == .sql {
+            } catch  where several && error.code == .sql {
                 // Words of one statement given unquoted arrive as several arguments.
-                throw LANSyncError(error.code, error.message + " (each argument is one statement: quote each whole statement, or use --file)")
+                throw LANSyncError(
+                    error.code,
+                    error.message + " (each argument is one statement: quote each whole statement, or use --file)"
+                )
             }
         }
         Output().line("ok: \(counted(changed, "row")) changed")
@@ -168,7 +183,8 @@ struct Query: AsyncParsableCommand {
             Examples:
               lansync query "SELECT name, weight_kg FROM athletes ORDER BY name"
               lansync query "SELECT athlete_id, count(*) FROM rowing_sessions GROUP BY athlete_id" --csv
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The query.") var sql: String
@@ -188,7 +204,9 @@ struct Query: AsyncParsableCommand {
             for row in rows { out.line(zip(columns, row).map { ($0, AppSQL.json($1)) }.jsonObject) }
         } else if csv {
             out.write(columns.map(CSVExport.cell).joined(separator: ",") + "\r\n")
-            for row in rows { out.write(row.map { CSVExport.cell($0.isNull ? "" : AppSQL.plain($0)) }.joined(separator: ",") + "\r\n") }
+            for row in rows {
+                out.write(row.map { CSVExport.cell($0.isNull ? "" : AppSQL.plain($0)) }.joined(separator: ",") + "\r\n")
+            }
         } else {
             for line in aligned([columns] + rows.map { $0.map(AppSQL.plain) }) { out.line(line) }
             note(counted(rows.count, "row"))
@@ -199,13 +217,15 @@ struct Query: AsyncParsableCommand {
 /// App tables in `status` and `schema show`.
 enum StatusTables {
     static func json(_ table: AppTableCount) -> String {
-        [("name", ExportFile.quoted(table.name)), ("declared", "\(table.declared)"), ("rows", "\(table.rows)")].jsonObject
+        [("name", ExportFile.quoted(table.name)), ("declared", "\(table.declared)"), ("rows", "\(table.rows)")]
+            .jsonObject
     }
 
     static func lines(_ tables: [AppTableCount]) -> [String] {
         guard !tables.isEmpty else { return ["no app tables"] }
         return tables.map { table in
-            "\(table.name): \(counted(table.rows, "row"))" + (table.declared ? "" : " (not declared here; kept and passed on)")
+            "\(table.name): \(counted(table.rows, "row"))"
+                + (table.declared ? "" : " (not declared here; kept and passed on)")
         }
     }
 

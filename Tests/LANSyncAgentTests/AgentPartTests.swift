@@ -1,6 +1,6 @@
 import Logging
-import Synchronization
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 @testable import LANSyncAgent
@@ -39,7 +39,11 @@ import Testing
         let order = StopOrder()
         let parts = ["first", "second", "third"].map { Self.part($0, states, order: order) }
         let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(services: parts.map { .init(service: $0) }, logger: Logger(label: "test")))
+            configuration: ServiceGroupConfiguration(
+                services: parts.map { .init(service: $0) },
+                logger: Logger(label: "test")
+            )
+        )
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             try await Self.waitUntil { states.all.count == 3 && states.all.allSatisfy { $0.state == .running } }
@@ -62,7 +66,9 @@ import Testing
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [.init(service: Self.part("peer directory", states, order: order)), .init(service: failing)],
-                logger: Logger(label: "test")))
+                logger: Logger(label: "test")
+            )
+        )
         await #expect(throws: BindFailed.self) { try await group.run() }
         let listener = states.all.first { $0.name == "sync listener" }
         #expect(listener?.state == .failed)

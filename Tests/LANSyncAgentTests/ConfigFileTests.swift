@@ -22,7 +22,11 @@ import Testing
         #expect(file.api == PeerAddress(host: "127.0.0.1", port: 7800) && !file.apiOff)
         #expect(try ConfigFile.parse("api = off", path: "c").apiOff)
         #expect(file.dataDir == "/var/lib/lansync")
-        #expect(file.peers == [PeerAddress(host: "192.168.1.20", port: 7741), PeerAddress(host: "laptop.local", port: 7741)])
+        #expect(
+            file.peers == [
+                PeerAddress(host: "192.168.1.20", port: 7741), PeerAddress(host: "laptop.local", port: 7741),
+            ]
+        )
         #expect(file.logLevel == "debug")
         var configuration = AgentConfiguration()
         file.apply(to: &configuration)

@@ -17,7 +17,10 @@ import Testing
         let tags: Set = [tag, "1111111111111111"]
         #expect(Agent.isDialableMember(["v": "5", "g": tag], groupTags: tags))
         #expect(Agent.isDialableMember(["v": "3-5", "g": tag], groupTags: tags), "a newer node that still speaks 4")
-        #expect(Agent.isDialableMember(["v": "2-3", "g": tag], groupTags: tags), "an older node: dialed once, told to upgrade")
+        #expect(
+            Agent.isDialableMember(["v": "2-3", "g": tag], groupTags: tags),
+            "an older node: dialed once, told to upgrade"
+        )
         #expect(!Agent.isDialableMember(["v": "0", "g": tag], groupTags: tags), "no such version")
         #expect(!Agent.isDialableMember(["v": "5", "g": "ffffffffffffffff"], groupTags: tags), "another group")
         #expect(!Agent.isDialableMember(["g": tag], groupTags: tags), "no version")

@@ -21,15 +21,38 @@ import Testing
         defer { agent.stop() }
         let replica = ReplicaID(high: 9, low: 9)
         let hostile: [(String, WireMessage)] = [
-            ("state counters summing past 2^64", .state(PeerState(
-                versionVector: VersionVector([ReplicaID(high: 1, low: 1): .max, ReplicaID(high: 2, low: 2): 1]),
-                digest: StateDigest(), hlc: .zero))),
-            ("coverage ending at 2^63", .delta(Delta(
-                entries: [Entry(
-                    id: "tap-1", stream: "symbol_taps", originDevice: RawPeer.device, dot: Dot(replica: replica, counter: 1),
-                    hlc: HybridTimestamp(physicalMilliseconds: UInt64(Date().timeIntervalSince1970 * 1000), logical: 0),
-                    wallMilliseconds: Int64(Date().timeIntervalSince1970 * 1000), payload: "{}")],
-                coverage: [.init(replica: replica, from: 0, through: 1 << 63)]))),
+            (
+                "state counters summing past 2^64",
+                .state(
+                    PeerState(
+                        versionVector: VersionVector([ReplicaID(high: 1, low: 1): .max, ReplicaID(high: 2, low: 2): 1]),
+                        digest: StateDigest(),
+                        hlc: .zero
+                    )
+                )
+            ),
+            (
+                "coverage ending at 2^63",
+                .delta(
+                    Delta(
+                        entries: [
+                            Entry(
+                                id: "tap-1",
+                                stream: "symbol_taps",
+                                originDevice: RawPeer.device,
+                                dot: Dot(replica: replica, counter: 1),
+                                hlc: HybridTimestamp(
+                                    physicalMilliseconds: UInt64(Date().timeIntervalSince1970 * 1000),
+                                    logical: 0
+                                ),
+                                wallMilliseconds: Int64(Date().timeIntervalSince1970 * 1000),
+                                payload: "{}"
+                            )
+                        ],
+                        coverage: [.init(replica: replica, from: 0, through: 1 << 63)]
+                    )
+                )
+            ),
         ]
         for (what, message) in hostile {
             var closedAfterGoodbye: Duration?
@@ -50,11 +73,17 @@ import Testing
             // this agent shares the test process's cooperative pool (two threads here) with CLI
             // tests that block it while their processes run: 3.5 s was seen, and once 33 s. So
             // the bound tells the two causes apart rather than timing the close: 120 s.
-            #expect(closedAfterGoodbye.map { $0 < .seconds(120) } == true, "\(what): \(String(describing: closedAfterGoodbye))")
+            #expect(
+                closedAfterGoodbye.map { $0 < .seconds(120) } == true,
+                "\(what): \(String(describing: closedAfterGoodbye))"
+            )
         }
         // A Hello whose wall clock is 2^63 (handshake message 3): refused the same way.
         let answer = try await RawPeer.connect(
-            port: agent.port, group: agent.group, wallMilliseconds: 1 << 63, expectState: false
+            port: agent.port,
+            group: agent.group,
+            wallMilliseconds: 1 << 63,
+            expectState: false
         ) { peer in try await peer.messagesUntilClosed() }
         guard case .goodbye(.malformed, let reason)? = answer.first else {
             Issue.record("hello with a wall clock of 2^63: expected goodbye(malformed), got \(answer)")
@@ -89,7 +118,8 @@ import Testing
         let agent = try await RunningAgent.start()
         defer { agent.stop() }
         let identity = RawPeer.Identity()
-        let (answer, pong) = try await RawPeer.connect(port: agent.port, group: agent.group, identity: identity) { older in
+        let (answer, pong) = try await RawPeer.connect(port: agent.port, group: agent.group, identity: identity) {
+            older in
             try await RawPeer.connect(port: agent.port, group: agent.group, identity: identity) { newer in
                 let answer = try await older.messagesUntilClosed()
                 try await newer.sender.send(.ping(5))
@@ -126,22 +156,36 @@ import Testing
     /// A peer that speaks no common version hears so in message 2 (before, it looked exactly
     /// like a wrong group secret): a newer one, and a version-4 one, which would keep appended
     /// rows a parent's cascade deleted.
-    @Test(arguments: [UInt16(7)...9, 4...4]) func aVersionMismatchIsSaidNotHidden(theirs: ClosedRange<UInt16>) async throws {
+    @Test(arguments: [UInt16(7)...9, 4...4]) func aVersionMismatchIsSaidNotHidden(
+        theirs: ClosedRange<UInt16>
+    ) async throws {
         let agent = try await RunningAgent.start()
         defer { agent.stop() }
         let channel = try await RawPeer.dial(port: agent.port)
         try await channel.executeThenClose { inbound, outbound in
             var noise = NoiseHandshake(
-                pattern: .xxpsk0, initiator: true, prologue: WireProtocol.prologue, staticKey: KeyPair.generate(),
-                psk: agent.group.noisePSK)
-            try await outbound.write(ByteBuffer(bytes: try noise.writeMessage(payload: VersionOffer(versions: theirs).encoded())))
+                pattern: .xxpsk0,
+                initiator: true,
+                prologue: WireProtocol.prologue,
+                staticKey: KeyPair.generate(),
+                psk: agent.group.noisePSK
+            )
+            try await outbound.write(
+                ByteBuffer(bytes: try noise.writeMessage(payload: VersionOffer(versions: theirs).encoded()))
+            )
             var frames = inbound.makeAsyncIterator()
             let reply = try #require(try await frames.next())
             let payload = try noise.readMessage(Array(reply.readableBytesView))
             #expect(try VersionRefusal.decode(payload) == VersionRefusal(versions: WireProtocol.versions))
         }
         let said = ConnectionError.versionMismatch(theirs: theirs).description
-        #expect(said.contains(theirs.upperBound < WireProtocol.versions.lowerBound ? "upgrade lansync on the peer" : "upgrade lansync on this node"), "\(said)")
+        #expect(
+            said.contains(
+                theirs.upperBound < WireProtocol.versions.lowerBound
+                    ? "upgrade lansync on the peer" : "upgrade lansync on this node"
+            ),
+            "\(said)"
+        )
     }
 }
 
@@ -167,7 +211,8 @@ final class RunningAgent: @unchecked Sendable {
     }
 
     /// An agent (not started) in a fresh data directory, to listen on 127.0.0.1:`port`.
-    static func make(port: Int, keepalive: Duration = .seconds(60)) throws -> (Agent, root: String, group: GroupSecret) {
+    static func make(port: Int, keepalive: Duration = .seconds(60)) throws -> (Agent, root: String, group: GroupSecret)
+    {
         let root = NSTemporaryDirectory() + "lansync-agent-\(UUID().uuidString)"
         let machineID = root + "-machine-id"
         try UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
@@ -218,8 +263,11 @@ struct RawPeer {
     /// Connects, completes the handshake, reads the agent's opening state (unless told not to),
     /// and runs `body` with the connection; it closes when `body` returns.
     static func connect<T: Sendable>(
-        port: Int, group: GroupSecret, identity: Identity = Identity(),
-        wallMilliseconds: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000), expectState: Bool = true,
+        port: Int,
+        group: GroupSecret,
+        identity: Identity = Identity(),
+        wallMilliseconds: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000),
+        expectState: Bool = true,
         _ body: (inout RawPeer) async throws -> T
     ) async throws -> T {
         let channel = try await dial(port: port)
@@ -227,15 +275,27 @@ struct RawPeer {
             var frames = inbound.makeAsyncIterator()
             let hello: @Sendable (UInt16) -> Hello = { version in
                 Hello(
-                    version: version, device: identity.device, name: "raw-peer", replica: identity.replica, hlc: .zero,
-                    wallMilliseconds: wallMilliseconds)
+                    version: version,
+                    device: identity.device,
+                    name: "raw-peer",
+                    replica: identity.replica,
+                    hlc: .zero,
+                    wallMilliseconds: wallMilliseconds
+                )
             }
             let handshaken = try await HandshakeDriver.run(
-                initiator: true, psks: [(0, group.noisePSK)], staticKey: identity.key, hello: hello, traffic: TrafficCounter(),
-                inbound: &frames, outbound: outbound)
+                initiator: true,
+                psks: [(0, group.noisePSK)],
+                staticKey: identity.key,
+                hello: hello,
+                traffic: TrafficCounter(),
+                inbound: &frames,
+                outbound: outbound
+            )
             var peer = RawPeer(
                 sender: SealedSender(cipher: handshaken.send, outbound: outbound, traffic: TrafficCounter()),
-                receiver: SealedReceiver(cipher: handshaken.receive, inbound: frames, traffic: TrafficCounter()))
+                receiver: SealedReceiver(cipher: handshaken.receive, inbound: frames, traffic: TrafficCounter())
+            )
             if expectState {
                 guard case .state? = try await peer.next() else { throw RawPeerError.noOpeningState }
             }

@@ -36,9 +36,19 @@ import Testing
         // The session keys of a Noise handshake run in memory (the wire handshake is tested elsewhere).
         let psk = SecureBytes(randomCount: 32)
         var initiator = NoiseHandshake(
-            pattern: .xxpsk0, initiator: true, prologue: [], staticKey: KeyPair.generate(), psk: psk)
+            pattern: .xxpsk0,
+            initiator: true,
+            prologue: [],
+            staticKey: KeyPair.generate(),
+            psk: psk
+        )
         var responder = NoiseHandshake(
-            pattern: .xxpsk0, initiator: false, prologue: [], staticKey: KeyPair.generate(), psk: psk)
+            pattern: .xxpsk0,
+            initiator: false,
+            prologue: [],
+            staticKey: KeyPair.generate(),
+            psk: psk
+        )
         _ = try responder.readMessage(try initiator.writeMessage())
         _ = try initiator.readMessage(try responder.writeMessage())
         _ = try responder.readMessage(try initiator.writeMessage())
@@ -50,7 +60,9 @@ import Testing
                 let batches = 40
                 let pings = 2_000
                 async let bulk: Void = {
-                    for index in 0..<batches { try await sender.send(.delta(Self.incompressibleDelta(index)), inBackground: true) }
+                    for index in 0..<batches {
+                        try await sender.send(.delta(Self.incompressibleDelta(index)), inBackground: true)
+                    }
                 }()
                 async let keepalive: Void = {
                     for value in 0..<pings {
@@ -61,7 +73,10 @@ import Testing
                 // Let the socket fill up before anything is read.
                 try await Task.sleep(for: .milliseconds(300))
                 var receiver = SealedReceiver(
-                    cipher: receiving, inbound: serverInbound.makeAsyncIterator(), traffic: TrafficCounter())
+                    cipher: receiving,
+                    inbound: serverInbound.makeAsyncIterator(),
+                    traffic: TrafficCounter()
+                )
                 var deltas = 0
                 var pingsSeen = 0
                 while deltas < batches || pingsSeen < pings {
@@ -73,7 +88,9 @@ import Testing
                     case .ping(let value):
                         #expect(value == UInt64(pingsSeen), "pings arrive in the order they were sent")
                         pingsSeen += 1
-                    case nil: Issue.record("the connection closed early"); return
+                    case nil:
+                        Issue.record("the connection closed early")
+                        return
                     default: Issue.record("an unexpected message")
                     }
                 }
@@ -91,9 +108,14 @@ import Testing
         let entries = (1...1_000).map { counter in
             let text = (0..<120).map { _ in String(random.next() % 1_000_000, radix: 36) }.joined()
             return Entry(
-                id: "e-\(index)-\(counter)", stream: "taps", originDevice: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!,
-                dot: Dot(replica: replica, counter: UInt64(counter)), hlc: HybridTimestamp(rawValue: UInt64(counter)),
-                wallMilliseconds: 0, payload: "\"\(text)\"")
+                id: "e-\(index)-\(counter)",
+                stream: "taps",
+                originDevice: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!,
+                dot: Dot(replica: replica, counter: UInt64(counter)),
+                hlc: HybridTimestamp(rawValue: UInt64(counter)),
+                wallMilliseconds: 0,
+                payload: "\"\(text)\""
+            )
         }
         return Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: 1_000)])
     }

@@ -20,7 +20,9 @@ import Testing
             let server = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .bind(host: "127.0.0.1", port: 0) { channel in
-                    channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>.wrapping(channel) }
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>.wrapping(channel)
+                    }
                 }
             let port = try #require(server.channel.localAddress?.port)
             let serving = Task {

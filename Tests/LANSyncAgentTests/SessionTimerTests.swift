@@ -18,7 +18,9 @@ import Testing
                 try await RawPeer.connect(port: agent.port, group: agent.group) { peer in
                     var messages: [WireMessage] = []
                     // Bounded: an agent that never dropped the peer would ping it for good.
-                    while messages.count < 200, let message = try? await peer.receiver.next() { messages.append(message) }
+                    while messages.count < 200, let message = try? await peer.receiver.next() {
+                        messages.append(message)
+                    }
                     return (messages, ContinuousClock.now - started)
                 }
             }
@@ -33,10 +35,15 @@ import Testing
         // Whether a ping went before the end depends on how late the timer fires on a busy
         // machine (one that fires after three intervals ends the session at once): pings, if
         // any, count up from 1 (`SyncProtocolTests` checks when they go).
-        let pings = messages.compactMap { message -> UInt64? in if case .ping(let value) = message { value } else { nil } }
+        let pings = messages.compactMap { message -> UInt64? in
+            if case .ping(let value) = message { value } else { nil }
+        }
         #expect(pings == (pings.isEmpty ? [] : Array(1...UInt64(pings.count))), "pings count up from 1 with none lost")
         #expect(messages.count < 200, "the agent dropped the silent peer")
-        #expect(!messages.contains { if case .goodbye = $0 { true } else { false } }, "no goodbye to an unreachable peer")
+        #expect(
+            !messages.contains { if case .goodbye = $0 { true } else { false } },
+            "no goodbye to an unreachable peer"
+        )
         #expect(elapsed >= keepalive * 3, "not before three intervals of silence: \(elapsed)")
     }
 }

@@ -13,8 +13,12 @@ final class AgentProcess {
     /// avahi-daemon runs, agents would otherwise find each other by mDNS and bypass, say, the
     /// tampering proxy a test puts between them (discovery has its own tests, in namespaces).
     init(
-        _ cli: CLI, node: String, arguments: [String] = [], environment: [String: String] = [:],
-        listen: String = "127.0.0.1:0", discovery: Bool = false
+        _ cli: CLI,
+        node: String,
+        arguments: [String] = [],
+        environment: [String: String] = [:],
+        listen: String = "127.0.0.1:0",
+        discovery: Bool = false
     ) throws {
         self.node = node
         output = cli.root + "/agent-\(node)-\(UUID().uuidString).out"
@@ -24,7 +28,8 @@ final class AgentProcess {
         // The local API on a free port unless a test chooses: agents of one test machine must not
         // contend for the default port.
         let api = arguments.contains { $0 == "--api" || $0 == "--no-api" } ? [] : ["--api", "127.0.0.1:0"]
-        process.arguments = ["run", "--data-dir", cli.dataDir(node), "--listen", listen, "--log-level", "debug"]
+        process.arguments =
+            ["run", "--data-dir", cli.dataDir(node), "--listen", listen, "--log-level", "debug"]
             + (discovery ? [] : ["--no-mdns"]) + api + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
@@ -79,7 +84,11 @@ extension CLI {
         let machineID = root + "/machine-id-\(node)"
         try (UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
             .write(toFile: machineID, atomically: true, encoding: .utf8)
-        let result = try await run(["init", "--name", node], node: node, environment: ["LANSYNC_MACHINE_ID_FILE": machineID])
+        let result = try await run(
+            ["init", "--name", node],
+            node: node,
+            environment: ["LANSYNC_MACHINE_ID_FILE": machineID]
+        )
         #expect(result.status == 0, "init \(node): \(result.stderr)")
         if let code { try await ok(["group", "join", code], node: node) }
     }

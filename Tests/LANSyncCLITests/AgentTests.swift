@@ -17,7 +17,11 @@ import Testing
         // Discovery: off when asked; otherwise on (running, or unavailable where no avahi-daemon is reachable).
         #expect(try await cli.status("b")["discovery"] as? [String: Any] != nil)
         #expect((try await cli.status("b")["discovery"] as? [String: Any])?["state"] as? String == "off")
-        #expect(["starting", "running", "unavailable"].contains((try await cli.status("a")["discovery"] as? [String: Any])?["state"] as? String ?? ""))
+        #expect(
+            ["starting", "running", "unavailable"].contains(
+                (try await cli.status("a")["discovery"] as? [String: Any])?["state"] as? String ?? ""
+            )
+        )
         // A write on one side reaches the other by itself.
         try await cli.ok(["log", "append", "taps", "{\"live\":true}"], node: "b")
         #expect(try await eventually { try await cli.entries("a") == 21 })
@@ -33,7 +37,11 @@ import Testing
         #expect(try await cli.ok(["pref", "get", "caregiver/active"], node: "a") == "\"dad\"\n")
         let peers = try await cli.ok(["peers", "--json"], node: "a")
         #expect(peers.contains("\"state\":\"connected\"") && peers.contains("\"name\":\"b\""))
-        #expect(try await eventually { try await cli.ok(["peers"], node: "a").contains("in sync with 1 of 1 connected peer") })
+        #expect(
+            try await eventually {
+                try await cli.ok(["peers"], node: "a").contains("in sync with 1 of 1 connected peer")
+            }
+        )
         #expect(a.stop() == 0)
         #expect(b.stop() == 0)
     }
@@ -93,10 +101,12 @@ import Testing
         let c = try AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
         try await cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
         try await cli.ok(["log", "append", "taps", "{\"from\":\"c\"}"], node: "c")
-        #expect(try await eventually {
-            let (c, a) = (try await cli.entries("c"), try await cli.entries("a"))
-            return c == 2 && a == 2
-        })
+        #expect(
+            try await eventually {
+                let (c, a) = (try await cli.entries("c"), try await cli.entries("a"))
+                return c == 2 && a == 2
+            }
+        )
         #expect(try await cli.digest("a") == cli.digest("c"))
         let cPeers = try await cli.ok(["peers", "--json"], node: "c")
         #expect(!cPeers.contains("\"name\":\"a\""), "C must not have talked to A")
@@ -115,12 +125,18 @@ import Testing
         try await cli.ok(["log", "append", "taps", "{\"spam\":true}"], node: "stranger")
         let a = try AgentProcess(cli, node: "a")
         // Once the agent runs (it records its own key as a member at start).
-        #expect(try await eventually { try await cli.ok(["group", "members", "--json"], node: "a").contains("\"this_device\":true") })
+        #expect(
+            try await eventually {
+                try await cli.ok(["group", "members", "--json"], node: "a").contains("\"this_device\":true")
+            }
+        )
         let before = try await cli.digest("a")
         let stranger = try AgentProcess(cli, node: "stranger", arguments: ["--peer", a.address])
-        #expect(try await eventually {
-            try await cli.ok(["peers", "--json"], node: "a").contains("\"state\":\"refused\"")
-        })
+        #expect(
+            try await eventually {
+                try await cli.ok(["peers", "--json"], node: "a").contains("\"state\":\"refused\"")
+            }
+        )
         let refused = try await cli.ok(["peers"], node: "a")
         #expect(refused.contains("wrong group secret"))
         #expect(try await cli.entries("stranger") == 1)
@@ -146,7 +162,10 @@ import Testing
         b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         // Progress while it catches up: plain lines when not on a terminal (reported at once here).
         let synced = try await cli.run(
-            ["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "b", environment: ["LANSYNC_PROGRESS_INTERVAL_MS": "0"])
+            ["sync", "--wait", "--peers", "1", "--timeout", "60"],
+            node: "b",
+            environment: ["LANSYNC_PROGRESS_INTERVAL_MS": "0"]
+        )
         #expect(synced.status == 0, "\(synced.stderr)")
         // Whether a progress line appears depends on how much is left at the first poll; every line
         // that does appear is a plain progress line (no terminal codes), with counts and a rate.
@@ -176,10 +195,12 @@ import Testing
             try await cli.ok(["log", "append", "live", "{\"i\":\(index)}"], node: index % 2 == 0 ? "a" : "b")
         }
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "a")
-        #expect(try await eventually(within: 30) {
-            let (a, b) = (try await cli.entries("a"), try await cli.entries("b"))
-            return a == 60_020 && b == 60_020
-        })
+        #expect(
+            try await eventually(within: 30) {
+                let (a, b) = (try await cli.entries("a"), try await cli.entries("b"))
+                return a == 60_020 && b == 60_020
+            }
+        )
         #expect(try await cli.digest("a") == cli.digest("b"))
         _ = (a, b)
     }
@@ -230,39 +251,69 @@ import Testing
         let first = try await cli.ok(["log", "append", "sessions", #"{"session":"morning"}"#], node: "a")
             .trimmingCharacters(in: .whitespacesAndNewlines)
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
-        #expect(try await eventually {
-            let why = try await cli.ok(["why", first, "--json"], node: "a")
-            return why.contains(#""held_by":[{"device_id""#) && why.contains(#""lacking":[]"#)
-        })
+        #expect(
+            try await eventually {
+                let why = try await cli.ok(["why", first, "--json"], node: "a")
+                return why.contains(#""held_by":[{"device_id""#) && why.contains(#""lacking":[]"#)
+            }
+        )
         #expect(try await cli.ok(["why", first], node: "a").contains("held by:  this node, b (connected)"))
         // The JSON outputs are an interface: their keys are pinned here and listed in docs/cli.md.
         let status = try await cli.status("a")
         #expect(
             Set(status.keys) == [
                 "device_id", "replica_id", "name", "data_dir", "entries", "streams", "preferences", "unset_preferences",
-                "tables", "digest", "hlc", "version_vector", "group_tag", "agent_running", "peers_connected", "port", "discovery",
+                "tables", "digest", "hlc", "version_vector", "group_tag", "agent_running", "peers_connected", "port",
+                "discovery",
                 "duplicate_device_id", "parts",
-            ])
+            ]
+        )
         // Every part of the running agent says where it stands, in the order the parts start.
         let parts = (status["parts"] as? [[String: Any]]) ?? []
-        #expect(parts.compactMap { $0["name"] as? String }.starts(with: ["peer directory", "sync listener", "control socket", "local changes", "network watch"]), "\(parts)")
+        #expect(
+            parts.compactMap { $0["name"] as? String }.starts(with: [
+                "peer directory", "sync listener", "control socket", "local changes", "network watch",
+            ]),
+            "\(parts)"
+        )
         #expect(parts.allSatisfy { $0["state"] as? String == "running" }, "\(parts)")
         #expect(try await cli.status("b")["parts"].map { "\($0)" }?.contains("static peers") == true)
-        #expect(Set((status["discovery"] as? [String: Any])?.keys ?? [:].keys) == ["state", "advertised_as", "detail", "same_group", "other_groups"])
-        let peer = try JSONSerialization.jsonObject(with: Data(try await cli.ok(["peers", "--json"], node: "a").utf8)) as? [String: Any] ?? [:]
+        #expect(
+            Set((status["discovery"] as? [String: Any])?.keys ?? [:].keys) == [
+                "state", "advertised_as", "detail", "same_group", "other_groups",
+            ]
+        )
+        let peer =
+            try JSONSerialization.jsonObject(with: Data(try await cli.ok(["peers", "--json"], node: "a").utf8))
+            as? [String: Any] ?? [:]
         #expect(
             Set(peer.keys).isSuperset(of: [
-                "device_id", "name", "address", "state", "last_seen", "we_lack", "they_lack", "clock_offset_ms", "public_key",
+                "device_id", "name", "address", "state", "last_seen", "we_lack", "they_lack", "clock_offset_ms",
+                "public_key",
                 "digest", "version_vector",
-            ]), "\(peer.keys)")
-        #expect(Set(peer.keys).isSubset(of: [
-            "device_id", "name", "address", "state", "last_seen", "last_sync", "we_lack", "they_lack", "clock_offset_ms",
-            "last_error", "rekeyed", "public_key", "digest", "duplicate_device", "version_vector",
-        ]))
-        let whyObject = try JSONSerialization.jsonObject(with: Data(try await cli.ok(["why", first, "--json"], node: "a").utf8)) as? [String: Any] ?? [:]
-        #expect(Set(whyObject.keys) == ["id", "stream", "device_id", "replica_id", "counter", "time", "held_by", "lacking", "unknown"])
+            ]),
+            "\(peer.keys)"
+        )
+        #expect(
+            Set(peer.keys).isSubset(of: [
+                "device_id", "name", "address", "state", "last_seen", "last_sync", "we_lack", "they_lack",
+                "clock_offset_ms",
+                "last_error", "rekeyed", "public_key", "digest", "duplicate_device", "version_vector",
+            ])
+        )
+        let whyObject =
+            try JSONSerialization.jsonObject(with: Data(try await cli.ok(["why", first, "--json"], node: "a").utf8))
+            as? [String: Any] ?? [:]
+        #expect(
+            Set(whyObject.keys) == [
+                "id", "stream", "device_id", "replica_id", "counter", "time", "held_by", "lacking", "unknown",
+            ]
+        )
         // One line per catch-up (it counts the entry and the member records the two agents wrote).
-        #expect(await eventually { b.log.contains("synced") && b.log.contains("sync.received=") }, "one line per catch-up")
+        #expect(
+            await eventually { b.log.contains("synced") && b.log.contains("sync.received=") },
+            "one line per catch-up"
+        )
 
         #expect(b.stop() == 0)
         let second = try await cli.ok(["log", "append", "sessions", #"{"session":"afternoon"}"#], node: "a")
@@ -290,15 +341,21 @@ extension AgentTests {
         let code = try await cli.newGroup(on: "a")
         try await cli.device("ahead", joining: code)
         let skew = ["LANSYNC_TEST_CLOCK_OFFSET_MS": "600000"]
-        let wrote = try await cli.run(["pref", "set", "caregiver/active", "\"stranger\""], node: "ahead", environment: skew)
+        let wrote = try await cli.run(
+            ["pref", "set", "caregiver/active", "\"stranger\""],
+            node: "ahead",
+            environment: skew
+        )
         #expect(wrote.status == 0)
         try await cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
         let a = try AgentProcess(cli, node: "a")
         let ahead = try AgentProcess(cli, node: "ahead", arguments: ["--peer", a.address], environment: skew)
-        #expect(try await eventually {
-            let peers = try await cli.ok(["peers", "--json"], node: "a")
-            return peers.contains("\"state\":\"refused\"") && peers.contains("clock skew")
-        })
+        #expect(
+            try await eventually {
+                let peers = try await cli.ok(["peers", "--json"], node: "a")
+                return peers.contains("\"state\":\"refused\"") && peers.contains("clock skew")
+            }
+        )
         #expect(try await cli.ok(["peers"], node: "ahead").contains("clock skew"))
         #expect(try await cli.ok(["pref", "get", "caregiver/active"], node: "a") == "\"mum\"\n")
         _ = ahead
@@ -356,12 +413,16 @@ final class TCPClient {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard result == 0 else { throw POSIXError(.ECONNREFUSED) }
     }
 
-    func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
     func close() { Glibc.close(fd) }
 }
 

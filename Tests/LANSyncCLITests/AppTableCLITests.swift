@@ -24,12 +24,23 @@ import Testing
         try await cli.ok(["init", "--name", "a"])
         try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
         try await cli.ok(
-            ["exec", "INSERT INTO athletes (id, name) VALUES ('ana', 'Ana')", "UPDATE athletes SET name = 'Ana B.' WHERE id = 'ana'"], node: "a")
+            [
+                "exec", "INSERT INTO athletes (id, name) VALUES ('ana', 'Ana')",
+                "UPDATE athletes SET name = 'Ana B.' WHERE id = 'ana'",
+            ],
+            node: "a"
+        )
         #expect(try await query(cli, "SELECT name FROM athletes", node: "a").first?["name"] as? String == "Ana B.")
-        let unquoted = try await cli.run(["exec", "INSERT", "INTO", "athletes", "(id)", "VALUES", "('ben')"], node: "a")
+        let unquoted = try await cli.run(
+            ["exec", "INSERT", "INTO", "athletes", "(id)", "VALUES", "('ben')"],
+            node: "a"
+        )
         #expect(unquoted.status != 0)
         #expect(unquoted.stderr.contains("quote each whole statement"), "\(unquoted.stderr)")
-        #expect(try await query(cli, "SELECT count(*) AS n FROM athletes", node: "a").first?["n"] as? Int == 1, "nothing applied")
+        #expect(
+            try await query(cli, "SELECT count(*) AS n FROM athletes", node: "a").first?["n"] as? Int == 1,
+            "nothing applied"
+        )
     }
 
     /// `doctor` lists app-table rows whose parent is missing, with the fix.
@@ -58,7 +69,11 @@ import Testing
         #expect(try await query(cli, "SELECT name FROM athletes", node: "b").first?["name"] as? String == "Ana")
         // A live write reaches the other side by itself.
         try await cli.ok(["exec", "UPDATE athletes SET xp = xp + 5 WHERE id = 'ana'"], node: "a")
-        #expect(try await eventually { try await query(cli, "SELECT xp FROM athletes", node: "b").first?["xp"] as? Int == 5 })
+        #expect(
+            try await eventually {
+                try await query(cli, "SELECT xp FROM athletes", node: "b").first?["xp"] as? Int == 5
+            }
+        )
         // Apart: a renames, b weighs and adds xp; then they meet.
         #expect(b?.stop() == 0)
         b = nil
@@ -94,7 +109,10 @@ import Testing
         for sql in ["DELETE FROM entries", "DELETE FROM meta", "DROP TABLE athletes", "PRAGMA writable_schema = 1"] {
             let refused = try await cli.run(["exec", sql], node: "a")
             #expect(refused.status == 1, "\(sql): \(refused.stdout)")
-            #expect(refused.stderr.contains("nothing was applied") && refused.stderr.contains("athletes"), "\(refused.stderr)")
+            #expect(
+                refused.stderr.contains("nothing was applied") && refused.stderr.contains("athletes"),
+                "\(refused.stderr)"
+            )
             #expect(!refused.stdout.contains("ok:"))
         }
         let query = try await cli.run(["query", "SELECT * FROM meta"], node: "a")
@@ -114,14 +132,30 @@ import Testing
         try await cli.device("a")
         try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
         let before = try await cli.digest("a")
-        let refused = try await cli.run(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT);")
+        let refused = try await cli.run(
+            ["schema", "apply", "-"],
+            node: "a",
+            stdin: "CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT);"
+        )
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("rowid") && refused.stderr.contains("Instead: use a key the app generates"), "\(refused.stderr)")
-        let dropped = try await cli.run(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE athletes (id TEXT PRIMARY KEY);")
+        #expect(
+            refused.stderr.contains("rowid") && refused.stderr.contains("Instead: use a key the app generates"),
+            "\(refused.stderr)"
+        )
+        let dropped = try await cli.run(
+            ["schema", "apply", "-"],
+            node: "a",
+            stdin: "CREATE TABLE athletes (id TEXT PRIMARY KEY);"
+        )
         #expect(dropped.status == 1 && dropped.stderr.contains("missing now"), "\(dropped.stderr)")
         let badSQL = try await cli.run(
-            ["exec", "INSERT INTO athletes (id) VALUES ('x'); INSERT INTO nowhere VALUES (1)"], node: "a")
-        #expect(badSQL.status == 1 && badSQL.stderr.contains("no such table: nowhere") && badSQL.stderr.contains("nothing was applied"))
+            ["exec", "INSERT INTO athletes (id) VALUES ('x'); INSERT INTO nowhere VALUES (1)"],
+            node: "a"
+        )
+        #expect(
+            badSQL.status == 1 && badSQL.stderr.contains("no such table: nowhere")
+                && badSQL.stderr.contains("nothing was applied")
+        )
         let ddl = try await cli.run(["exec", "DROP TABLE athletes"], node: "a")
         #expect(ddl.status == 1 && ddl.stderr.contains("schema apply"))
         let write = try await cli.run(["query", "DELETE FROM athletes"], node: "a")
@@ -130,7 +164,8 @@ import Testing
         #expect(try await query(cli, "SELECT count(*) AS n FROM athletes", node: "a").first?["n"] as? Int == 0)
         // Another program writing the file directly fails loudly instead of writing an unsynced row.
         let sqlite = try await CLI.shell(
-            "sqlite3 \(cli.dataDir("a"))/replica.sqlite \"INSERT INTO athletes (id) VALUES ('x')\" 2>/dev/null")
+            "sqlite3 \(cli.dataDir("a"))/replica.sqlite \"INSERT INTO athletes (id) VALUES ('x')\" 2>/dev/null"
+        )
         #expect(sqlite != 0)
         #expect(try await cli.digest("a") == before)
     }
@@ -142,8 +177,12 @@ import Testing
         try await cli.device("b")
         try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
         try await cli.ok(
-            ["exec", "INSERT INTO athletes (id, name) VALUES ('a1', 'Ana, \"the\" rower'), ('b2', 'Ben'); DELETE FROM athletes WHERE id = 'b2'"],
-            node: "a")
+            [
+                "exec",
+                "INSERT INTO athletes (id, name) VALUES ('a1', 'Ana, \"the\" rower'), ('b2', 'Ben'); DELETE FROM athletes WHERE id = 'b2'",
+            ],
+            node: "a"
+        )
         let file = cli.root + "/export.jsonl"
         try await cli.ok(["export", "--out", file], node: "a")
         try await cli.ok(["import", file], node: "b")

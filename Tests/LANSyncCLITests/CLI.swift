@@ -28,7 +28,9 @@ struct CLI {
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
             directory = directory.deletingLastPathComponent()
         }
-        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/lansync").path
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(
+            ".build/debug/lansync"
+        ).path
     }()
 
     func dataDir(_ name: String) -> String { root + "/" + name }
@@ -37,7 +39,11 @@ struct CLI {
     /// without holding a thread (`Process.runUntilExit`).
     @discardableResult
     func run(
-        _ arguments: [String], node: String? = "a", stdin: String? = nil, stdinBytes: [UInt8]? = nil, environment: [String: String] = [:]
+        _ arguments: [String],
+        node: String? = "a",
+        stdin: String? = nil,
+        stdinBytes: [UInt8]? = nil,
+        environment: [String: String] = [:]
     ) async throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
@@ -66,17 +72,28 @@ struct CLI {
             try? FileManager.default.removeItem(atPath: errPath)
         }
         return Result(
-            status: status, stdout: try String(contentsOfFile: outPath, encoding: .utf8),
-            stderr: try String(contentsOfFile: errPath, encoding: .utf8))
+            status: status,
+            stdout: try String(contentsOfFile: outPath, encoding: .utf8),
+            stderr: try String(contentsOfFile: errPath, encoding: .utf8)
+        )
     }
 
     /// Runs a command that must succeed, and returns its standard output.
     @discardableResult
-    func ok(_ arguments: [String], node: String? = "a", stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation)
+    func ok(
+        _ arguments: [String],
+        node: String? = "a",
+        stdin: String? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    )
         async throws -> String
     {
         let result = try await run(arguments, node: node, stdin: stdin)
-        #expect(result.status == 0, "lansync \(arguments.joined(separator: " ")) failed: \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(
+            result.status == 0,
+            "lansync \(arguments.joined(separator: " ")) failed: \(result.stderr)",
+            sourceLocation: sourceLocation
+        )
         return result.stdout
     }
 

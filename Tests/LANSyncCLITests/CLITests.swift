@@ -12,7 +12,9 @@ import Testing
         #expect(again.contains("nothing changed"))
         #expect(try await cli.status()["replica_id"] as? String == before["replica_id"] as? String)
         #expect(try await cli.status()["name"] as? String == "home-desktop")
-        let permissions = try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/identity.json")[.posixPermissions] as? Int
+        let permissions =
+            try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/identity.json")[.posixPermissions]
+            as? Int
         #expect(permissions == 0o600)
         // Reinstall: the whole data directory is gone.
         try FileManager.default.removeItem(atPath: cli.dataDir("a"))
@@ -67,7 +69,9 @@ import Testing
         #expect(lines.count == 3)
         for line in lines {
             let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
-            for key in ["id", "stream", "device_id", "time", "payload"] { #expect(object[key] != nil, "\(key) missing") }
+            for key in ["id", "stream", "device_id", "time", "payload"] {
+                #expect(object[key] != nil, "\(key) missing")
+            }
         }
         #expect(try await cli.ok(["log", "list", "sessions"]).contains("{\"minutes\":25}"))
         #expect(try await cli.ok(["log", "list", "--since", "2999-01-01"]).isEmpty)
@@ -81,9 +85,18 @@ import Testing
         let invalid: [UInt8] = Array(#"{"a":""#.utf8) + [0xFF, 0xFE, 0xC0] + Array(#""}"#.utf8)
         let piped = try await cli.run(["log", "append", "s"], stdinBytes: invalid)
         #expect(piped.status == 1 && piped.stderr.contains("not valid UTF-8 (byte 6 is not)"), "\(piped.stderr)")
-        let lines = try await cli.run(["log", "append", "s", "--lines"], stdinBytes: Array("{\"ok\":1}\n".utf8) + invalid)
-        #expect(lines.status == 1 && lines.stderr.contains("line 2") && lines.stderr.contains("UTF-8"), "\(lines.stderr)")
-        let schema = try await cli.run(["schema", "apply", "-"], stdinBytes: Array("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT DEFAULT '".utf8) + [0xFF] + Array("');".utf8))
+        let lines = try await cli.run(
+            ["log", "append", "s", "--lines"],
+            stdinBytes: Array("{\"ok\":1}\n".utf8) + invalid
+        )
+        #expect(
+            lines.status == 1 && lines.stderr.contains("line 2") && lines.stderr.contains("UTF-8"),
+            "\(lines.stderr)"
+        )
+        let schema = try await cli.run(
+            ["schema", "apply", "-"],
+            stdinBytes: Array("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT DEFAULT '".utf8) + [0xFF] + Array("');".utf8)
+        )
         #expect(schema.status == 1 && schema.stderr.contains("UTF-8"), "\(schema.stderr)")
         #expect(try await cli.status()["entries"] as? Int == 0)
         // Valid UTF-8, beyond ASCII, goes in as given.
@@ -119,7 +132,10 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         try await cli.ok(["init"])
-        let bad = try await cli.run(["log", "append", "symbol_taps", "--lines"], stdin: "{\"a\":1}\n{\"a\":2}\n{\"a\":\n{\"a\":4}\n")
+        let bad = try await cli.run(
+            ["log", "append", "symbol_taps", "--lines"],
+            stdin: "{\"a\":1}\n{\"a\":2}\n{\"a\":\n{\"a\":4}\n"
+        )
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("line 3"))
         #expect(try await cli.status()["entries"] as? Int == 0)
@@ -168,7 +184,11 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: exportPath + ".partial"))
         // Another machine: a different machine ID, so a different device.
         try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
-        let other = try await cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
+        let other = try await cli.run(
+            ["init"],
+            node: "b",
+            environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"]
+        )
         #expect(other.status == 0)
         #expect(try await cli.ok(["import", exportPath], node: "b").contains("imported 3 new entries"))
         let a = try await cli.status("a")
@@ -204,7 +224,9 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         try await cli.ok(["init"])
-        try await cli.ok(["log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\",\"grid_position\":[2,3]}"])
+        try await cli.ok([
+            "log", "append", "symbol_taps", "{\"symbol_id\":1,\"label\":\"more\",\"grid_position\":[2,3]}",
+        ])
         try await cli.ok(["log", "append", "phrases", "{\"text\":\"hi\"}"])
         let csv = try await cli.ok(["export", "--format", "csv", "--stream", "symbol_taps"])
         let rows = csv.components(separatedBy: "\r\n").filter { !$0.isEmpty }
@@ -218,8 +240,10 @@ import Testing
 @Suite struct HelpCLITests {
     @Test(arguments: [
         ["init"], ["id"], ["log", "append"], ["log", "list"], ["pref", "set"], ["pref", "get"], ["pref", "list"],
-        ["pref", "unset"], ["status"], ["export"], ["import"], ["group", "create"], ["group", "join"], ["group", "show"],
-        ["group", "leave"], ["run"], ["peers"], ["sync"], ["watch"], ["why"], ["doctor"], ["report"], ["report", "usage"],
+        ["pref", "unset"], ["status"], ["export"], ["import"], ["group", "create"], ["group", "join"],
+        ["group", "show"],
+        ["group", "leave"], ["run"], ["peers"], ["sync"], ["watch"], ["why"], ["doctor"], ["report"],
+        ["report", "usage"],
         ["report", "sessions"], ["report", "regression"],
     ])
     func everyCommandHelpHasAnExample(command: [String]) async throws {
@@ -242,16 +266,24 @@ import Testing
         let created = try await cli.ok(["group", "create"])
         let code = try await cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(created.contains(code))
-        let tag = try JSONSerialization.jsonObject(with: Data(try await cli.ok(["group", "show", "--json"]).utf8)) as! [String: Any]
+        let tag =
+            try JSONSerialization.jsonObject(with: Data(try await cli.ok(["group", "show", "--json"]).utf8))
+            as! [String: Any]
         #expect(created.contains(tag["tag"] as! String))
         #expect(try await cli.status()["group_tag"] as? String == tag["tag"] as? String)
-        let permissions = try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/group.json")[.posixPermissions] as? Int
+        let permissions =
+            try FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/group.json")[.posixPermissions]
+            as? Int
         #expect(permissions == 0o600)
         #expect(try await cli.run(["group", "create"]).status != 0)
 
         try "fedcba9876543210fedcba9876543210".write(toFile: cli.root + "/other-id", atomically: true, encoding: .utf8)
         _ = try await cli.run(["init"], node: "b", environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/other-id"])
-        #expect(try await cli.ok(["group", "join", code.uppercased()], node: "b").contains("joined group \(tag["tag"] as! String)"))
+        #expect(
+            try await cli.ok(["group", "join", code.uppercased()], node: "b").contains(
+                "joined group \(tag["tag"] as! String)"
+            )
+        )
         #expect(try await cli.ok(["group", "join", code], node: "b").contains("nothing changed"))
         var typo = Array(code)
         typo[3] = typo[3] == "a" ? "b" : "a"
@@ -285,7 +317,11 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         let config = cli.root + "/bad.conf"
-        try "data-dir = \(cli.dataDir("x"))\nmax-clock-skew = soon\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try "data-dir = \(cli.dataDir("x"))\nmax-clock-skew = soon\n".write(
+            toFile: config,
+            atomically: true,
+            encoding: .utf8
+        )
         let result = try await cli.run(["--config", config, "init"], node: nil)
         #expect(result.status == 1)
         #expect(result.stderr.contains("bad.conf:2: max-clock-skew: 'soon'"), "\(result.stderr)")
@@ -303,7 +339,10 @@ import Testing
             #expect(text.contains("lansync "), "\(topic) shows a command")
         }
         #expect(try await cli.ok(["help", "group"], node: nil).hasPrefix("GROUPS"), "singular works too")
-        #expect(try await cli.ok(["--version"], node: nil).trimmingCharacters(in: .whitespacesAndNewlines).first?.isNumber == true)
+        #expect(
+            try await cli.ok(["--version"], node: nil).trimmingCharacters(in: .whitespacesAndNewlines).first?.isNumber
+                == true
+        )
     }
 }
 
@@ -365,7 +404,8 @@ import Testing
         let lines = Set(unit.split(separator: "\n").map(String.init))
         for required in [
             "ExecStart=/usr/local/bin/lansync --config /etc/lansync/lansync.conf run", "Restart=on-failure",
-            "StateDirectory=lansync", "StateDirectoryMode=0700", "User=lansync", "ProtectSystem=strict", "ProtectHome=yes",
+            "StateDirectory=lansync", "StateDirectoryMode=0700", "User=lansync", "ProtectSystem=strict",
+            "ProtectHome=yes",
             "PrivateTmp=yes", "NoNewPrivileges=yes", "WantedBy=multi-user.target",
         ] {
             #expect(lines.contains(required), "missing \(required)")
@@ -391,7 +431,10 @@ import Testing
     @Test func theExampleConfigIsValid() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        let result = try await cli.run(["--config", Self.root + "/packaging/lansync.conf", "help", "config"], node: nil)
+        let result = try await cli.run(
+            ["--config", Self.root + "/packaging/lansync.conf", "help", "config"],
+            node: nil
+        )
         #expect(result.status == 0, "\(result.stderr)")
     }
 }
@@ -409,7 +452,11 @@ import Testing
             writer.executableURL = URL(fileURLWithPath: CLI.executable)
             writer.arguments = ["log", "append", "taps", "--lines", "--data-dir", cli.dataDir("a")]
             let input = cli.root + "/lines-\(round)"
-            try (0..<60_000).map { "{\"n\":\($0)}" }.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            try (0..<60_000).map { "{\"n\":\($0)}" }.joined(separator: "\n").write(
+                toFile: input,
+                atomically: true,
+                encoding: .utf8
+            )
             writer.standardInput = FileHandle(forReadingAtPath: input)
             writer.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
             writer.standardError = FileHandle(forWritingAtPath: "/dev/null")
@@ -417,10 +464,13 @@ import Testing
             // Kill it once it has committed some batches (the WAL has frames), before it closes.
             // Polled on this thread, not awaited: an await can be delayed by other tests until
             // the writer has finished, and then nothing needs recovery.
-            #expect(eventuallyOnThisThread(within: 20) {
-                ((try? FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/replica.sqlite-wal")[.size] as? Int)
-                    ?? 0) > 2_000_000
-            })
+            #expect(
+                eventuallyOnThisThread(within: 20) {
+                    ((try? FileManager.default.attributesOfItem(atPath: cli.dataDir("a") + "/replica.sqlite-wal")[.size]
+                        as? Int)
+                        ?? 0) > 2_000_000
+                }
+            )
             kill(writer.processIdentifier, SIGKILL)
             writer.waitUntilExit()
             // Several processes open it at once; one recovers the WAL, the others must wait for it.
@@ -455,19 +505,36 @@ struct FullDiskTests {
         // An export made elsewhere, to import once the disk is full.
         try await cli.device("elsewhere")
         let notes = (0..<20_000).map { "{\"note\":\"\($0) \(String(repeating: "y", count: 80))\"}" }
-        _ = try await cli.ok(["log", "append", "notes", "--lines"], node: "elsewhere", stdin: notes.joined(separator: "\n"))
+        _ = try await cli.ok(
+            ["log", "append", "notes", "--lines"],
+            node: "elsewhere",
+            stdin: notes.joined(separator: "\n")
+        )
         let export = cli.root + "/elsewhere.jsonl"
         try await cli.ok(["export", "--out", export], node: "elsewhere")
 
         try await cli.ok(["init", "--name", "full"], node: "small-disk/node")
-        let lines = (0..<60_000).map { "{\"symbol\":\"more\",\"i\":\($0),\"note\":\"\(String(repeating: "x", count: 60))\"}" }
-        let result = try await cli.run(["log", "append", "taps", "--lines"], node: "small-disk/node", stdin: lines.joined(separator: "\n"))
+        let lines = (0..<60_000).map {
+            "{\"symbol\":\"more\",\"i\":\($0),\"note\":\"\(String(repeating: "x", count: 60))\"}"
+        }
+        let result = try await cli.run(
+            ["log", "append", "taps", "--lines"],
+            node: "small-disk/node",
+            stdin: lines.joined(separator: "\n")
+        )
         #expect(result.status != 0)
         let printed = result.stdout.split(separator: "\n").count
         #expect(printed > 0 && printed < 60_000 && printed % 10_000 == 0, "\(printed) ids printed")
         #expect(result.stderr.contains("the disk is full"))
-        #expect(result.stderr.contains("the first \(printed) entries (input lines 1–\(printed)) were appended"), "\(result.stderr)")
-        #expect(result.stderr.contains("the remaining \(60_000 - printed) entries (input lines \(printed + 1)–60000) were not"))
+        #expect(
+            result.stderr.contains("the first \(printed) entries (input lines 1–\(printed)) were appended"),
+            "\(result.stderr)"
+        )
+        #expect(
+            result.stderr.contains(
+                "the remaining \(60_000 - printed) entries (input lines \(printed + 1)–60000) were not"
+            )
+        )
         #expect(!result.stderr.contains("nothing was written"))
         // Exactly the printed entries are held.
         #expect(try await cli.status("small-disk/node")["entries"] as? Int == printed)
@@ -478,7 +545,10 @@ struct FullDiskTests {
         #expect(imported.status != 0)
         #expect(imported.stderr.contains("nothing of \(export) was imported"), "\(imported.stderr)")
         // The replica's disk is full; the export file was read fine and is not to blame.
-        #expect(imported.stderr.contains("the disk is full") && !imported.stderr.contains("cannot read"), "\(imported.stderr)")
+        #expect(
+            imported.stderr.contains("the disk is full") && !imported.stderr.contains("cannot read"),
+            "\(imported.stderr)"
+        )
         #expect(try await cli.status("small-disk/node")["entries"] as? Int == printed)
     }
 }
@@ -492,9 +562,15 @@ struct FullDiskTests {
         try await cli.ok(["init", "--name", "tablet"])
         let eightDaysAgo = ["LANSYNC_TEST_CLOCK_OFFSET_MS": "\(-8 * 86_400_000)"]
         let helps = (1...15).map { _ in #"{"symbol_id":"help","session_id":"old"}"# }.joined(separator: "\n")
-        let written = try await cli.run(["log", "append", "symbol_taps", "--lines"], stdin: helps, environment: eightDaysAgo)
+        let written = try await cli.run(
+            ["log", "append", "symbol_taps", "--lines"],
+            stdin: helps,
+            environment: eightDaysAgo
+        )
         #expect(written.status == 0, "\(written.stderr)")
-        for _ in 0..<3 { try await cli.ok(["log", "append", "symbol_taps", #"{"symbol_id":"want","session_id":"today"}"#]) }
+        for _ in 0..<3 {
+            try await cli.ok(["log", "append", "symbol_taps", #"{"symbol_id":"want","session_id":"today"}"#])
+        }
 
         let flags = try await cli.ok(["report", "regression", "symbol_taps", "--key", "symbol_id", "--json"])
             .split(separator: "\n").map(String.init)
@@ -520,8 +596,12 @@ struct FullDiskTests {
         // format AND file can be re-imported without data loss.
         for day in 1...30 {
             let written = try await cli.run(
-                ["log", "append", "symbol_taps", #"{"symbol_id":"more","session_id":"day-\#(day)","grid_position":[2,3]}"#],
-                environment: ["LANSYNC_TEST_CLOCK_OFFSET_MS": "\(-day * 86_400_000)"])
+                [
+                    "log", "append", "symbol_taps",
+                    #"{"symbol_id":"more","session_id":"day-\#(day)","grid_position":[2,3]}"#,
+                ],
+                environment: ["LANSYNC_TEST_CLOCK_OFFSET_MS": "\(-day * 86_400_000)"]
+            )
             #expect(written.status == 0, "\(written.stderr)")
         }
         let file = cli.root + "/usage.jsonl"
@@ -532,7 +612,11 @@ struct FullDiskTests {
         #expect(lines.count == 15 + 3 + 30)
         let iso8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
         for line in lines {
-            #expect(Set(line.keys).isSuperset(of: ["id", "stream", "device_id", "replica_id", "counter", "hlc", "time", "wall_ms", "payload"]))
+            #expect(
+                Set(line.keys).isSuperset(of: [
+                    "id", "stream", "device_id", "replica_id", "counter", "hlc", "time", "wall_ms", "payload",
+                ])
+            )
             #expect((line["time"] as? String)?.wholeMatch(of: iso8601) != nil, "\(line)")
         }
         try await cli.ok(["init", "--name", "therapist"], node: "b")
@@ -555,26 +639,39 @@ struct ReadOnlyDataDirectoryTests {
         defer { cli.remove() }
         try await cli.ok(["init", "--name", "archive"], node: "rw")
         try await cli.ok(["group", "create"], node: "rw")
-        try await cli.ok(["schema", "apply", "-"], node: "rw", stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);")
+        try await cli.ok(
+            ["schema", "apply", "-"],
+            node: "rw",
+            stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);"
+        )
         try await cli.ok(["exec", "INSERT INTO notes (id, body) VALUES ('n1', 'kept')"], node: "rw")
         for index in 0..<3 { try await cli.ok(["log", "append", "taps", "{\"n\":\(index)}"], node: "rw") }
         let digest = try await cli.digest("rw")
         let mountPoint = cli.dataDir("ro")
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        #expect(try await CLI.shell("mount --bind '\(cli.dataDir("rw"))' '\(mountPoint)' && mount -o remount,ro,bind '\(mountPoint)'") == 0)
+        #expect(
+            try await CLI.shell(
+                "mount --bind '\(cli.dataDir("rw"))' '\(mountPoint)' && mount -o remount,ro,bind '\(mountPoint)'"
+            ) == 0
+        )
         defer { _ = try? CLI.shell("umount '\(mountPoint)'") }
 
         #expect(try await cli.digest("ro") == digest)
         #expect(try await cli.ok(["log", "list", "taps"], node: "ro").split(separator: "\n").count == 3)
         #expect(try await cli.ok(["query", "SELECT body FROM notes", "--csv"], node: "ro") == "body\r\nkept\r\n")
         #expect(try await cli.ok(["export"], node: "ro").contains("\"type\":\"end\""))
-        for write in [["log", "append", "taps", "{}"], ["pref", "set", "ui/theme", "\"dark\""], ["exec", "DELETE FROM notes"]] {
+        for write in [
+            ["log", "append", "taps", "{}"], ["pref", "set", "ui/theme", "\"dark\""], ["exec", "DELETE FROM notes"],
+        ] {
             let refused = try await cli.run(write, node: "ro")
             #expect(refused.status == 1 && refused.stderr.contains("read-only"), "\(write): \(refused.stderr)")
             #expect(!refused.stderr.contains("unable to open database file"), "\(refused.stderr)")
         }
         let run = try await cli.run(["run", "--no-mdns", "--listen", "127.0.0.1:0", "--no-api"], node: "ro")
-        #expect(run.status == 1 && run.stderr.contains("is read-only, and the agent writes what it syncs"), "\(run.stderr)")
+        #expect(
+            run.status == 1 && run.stderr.contains("is read-only, and the agent writes what it syncs"),
+            "\(run.stderr)"
+        )
         #expect(try await cli.digest("rw") == digest)
     }
 }

@@ -47,7 +47,11 @@ struct Cluster {
     /// Runs `scripts/cluster --prefix P --dir D ARGS`; output and errors together. Waits without
     /// holding a thread (`Process.runUntilExit`): cluster commands wait for agents and digests.
     @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) async throws -> Result {
+    func run(
+        _ arguments: [String],
+        stdin: String? = nil,
+        environment extra: [String: String] = [:]
+    ) async throws -> Result {
         let process = process(arguments, environment: extra)
         let outPath = NSTemporaryDirectory() + "cluster-out-\(UUID().uuidString)"
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
@@ -72,8 +76,10 @@ struct Cluster {
     func ok(_ arguments: String..., sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
         let result = try await run(arguments)
         #expect(
-            result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
-            sourceLocation: sourceLocation)
+            result.status == 0,
+            "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
+            sourceLocation: sourceLocation
+        )
         return result.output
     }
 
@@ -83,11 +89,17 @@ struct Cluster {
     }
 
     @discardableResult
-    func ok(_ arguments: [String], stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+    func ok(
+        _ arguments: [String],
+        stdin: String? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> String {
         let result = try await run(arguments, stdin: stdin)
         #expect(
-            result.status == 0, "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
-            sourceLocation: sourceLocation)
+            result.status == 0,
+            "scripts/cluster \(arguments.joined(separator: " ")) failed: \(result.output)",
+            sourceLocation: sourceLocation
+        )
         return result.output
     }
 
@@ -122,7 +134,9 @@ struct Cluster {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    func discovery(_ node: Int) async throws -> [String: Any] { await (try status(node)["discovery"] as? [String: Any]) ?? [:] }
+    func discovery(_ node: Int) async throws -> [String: Any] {
+        await (try status(node)["discovery"] as? [String: Any]) ?? [:]
+    }
 
     func agentLog(_ node: Int) -> String {
         (try? String(contentsOfFile: "\(directory)/node-\(node)/agent.log", encoding: .utf8)) ?? ""
@@ -168,7 +182,10 @@ struct ClusterTests {
         var code = try await invite()
         for (attempt, guess) in ["9999-9999", "1111-2222", "0000-0000"].enumerated() where guess != code {
             let wrong = try await cluster.run(["lansync", "3", "group", "join", guess])
-            #expect(wrong.status != 0 && wrong.output.contains("did not match"), "guess \(attempt + 1): \(wrong.output)")
+            #expect(
+                wrong.status != 0 && wrong.output.contains("did not match"),
+                "guess \(attempt + 1): \(wrong.output)"
+            )
         }
         #expect(cluster.agentLog(1).contains("attempts_left=2"), "the first wrong code took one attempt")
         // Closed after the third: the right code finds no window now.
@@ -194,26 +211,42 @@ struct ClusterTests {
         defer { cluster.down() }
         try await cluster.ok("up", "4")
         try await cluster.group(1...4)
-        let oldCode = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        let oldCode = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
         try await cluster.startAll(1...4)
         try await cluster.lansync(1, "log", "append", "notes", #"{"before":"removal"}"#)
         try await cluster.ok("wait-sync", "1", "2", "3", "4", "--timeout", "60")
-        func members(_ node: Int) async throws -> Int { try await cluster.lansync(node, "group", "members", "--json").split(separator: "\n").count }
-        func epoch(_ node: Int) async throws -> Int { (try await cluster.lansync(node, "group", "show", "--json")).contains("\"epoch\":1") ? 1 : 0 }
-        #expect(try await eventually(within: 30) {
-            let (one, four) = (try await members(1), try await members(4))
-            return one == 4 && four == 4
-        }, "every key pinned and known")
+        func members(_ node: Int) async throws -> Int {
+            try await cluster.lansync(node, "group", "members", "--json").split(separator: "\n").count
+        }
+        func epoch(_ node: Int) async throws -> Int {
+            (try await cluster.lansync(node, "group", "show", "--json")).contains("\"epoch\":1") ? 1 : 0
+        }
+        #expect(
+            try await eventually(within: 30) {
+                let (one, four) = (try await members(1), try await members(4))
+                return one == 4 && four == 4
+            },
+            "every key pinned and known"
+        )
         try await cluster.ok("stop", "4")
 
         let start = ContinuousClock.now
         let removed = try await cluster.lansync(1, "group", "remove", "node3")
         #expect(removed.contains("removed node3") && removed.contains("epoch 1"), "\(removed)")
-        #expect(try await eventually(within: 30) { try await epoch(2) == 1 }, "node 2 gets the new key; \(cluster.logTails([1, 2]))")
+        #expect(
+            try await eventually(within: 30) { try await epoch(2) == 1 },
+            "node 2 gets the new key; \(cluster.logTails([1, 2]))"
+        )
         print("scenario: removal → the member online holds the new key: \(ContinuousClock.now - start)")
         try await cluster.lansync(1, "log", "append", "notes", #"{"after":"removal"}"#)
         try await cluster.ok("wait-sync", "1", "2", "--timeout", "60")
-        #expect(try await eventually(within: 30) { try await cluster.lansync(3, "peers").contains("was removed from the group") })
+        #expect(
+            try await eventually(within: 30) {
+                try await cluster.lansync(3, "peers").contains("was removed from the group")
+            }
+        )
         #expect(try await cluster.status(3)["entries"] as? Int == 1, "nothing written after the removal")
 
         // Node 4 was away: the others find it by its old tag and hand it the new key.
@@ -221,7 +254,8 @@ struct ClusterTests {
         try await cluster.ok("start", "4")
         #expect(
             try await eventually(within: 60) { try await epoch(4) == 1 },
-            "\(cluster.logTails([1, 2]))\n\(cluster.agentLog(4, without: "connection refused"))")
+            "\(cluster.logTails([1, 2]))\n\(cluster.agentLog(4, without: "connection refused"))"
+        )
         let synced = try await cluster.run(["wait-sync", "1", "2", "4", "--timeout", "60"])
         #expect(synced.status == 0, "\(synced.output)\n\(cluster.logTails([1, 2, 4]))")
         print("scenario: member away during the removal → in the new epoch and in sync: \(ContinuousClock.now - back)")
@@ -234,8 +268,11 @@ struct ClusterTests {
         try await cluster.lansync(3, "group", "join", oldCode)
         try await cluster.ok("start", "3")
         #expect(
-            try await eventually(within: 30) { try await cluster.lansync(3, "peers").contains("was removed from the group") },
-            "\(cluster.logTails([1, 3]))")
+            try await eventually(within: 30) {
+                try await cluster.lansync(3, "peers").contains("was removed from the group")
+            },
+            "\(cluster.logTails([1, 3]))"
+        )
         #expect(try await cluster.status(3)["entries"] as? Int == 0)
         try await cluster.lansync(2, "log", "append", "notes", #"{"still":"syncing"}"#)
         try await cluster.ok("wait-sync", "1", "2", "4", "--timeout", "60")
@@ -249,19 +286,26 @@ struct ClusterTests {
         defer { cluster.down() }
         try await cluster.ok("up", "3")
         try await cluster.group(1...3)
-        let shown = try JSONSerialization.jsonObject(with: Data(try await cluster.lansync(1, "group", "show", "--json").utf8)) as? [String: Any]
+        let shown =
+            try JSONSerialization.jsonObject(with: Data(try await cluster.lansync(1, "group", "show", "--json").utf8))
+            as? [String: Any]
         let stableTag = try #require(shown?["tag"] as? String)
         for node in 1...3 {
-            let started = try await cluster.run(["start", "\(node)"], environment: ["LANSYNC_MDNS_TAG_PERIOD_SECONDS": "4"])
+            let started = try await cluster.run(
+                ["start", "\(node)"],
+                environment: ["LANSYNC_MDNS_TAG_PERIOD_SECONDS": "4"]
+            )
             #expect(started.status == 0, "\(started.output)")
         }
         try await cluster.lansync(1, "log", "append", "notes", #"{"before":"rotation"}"#)
         try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
         func advertisedTags() async throws -> Set<String> {
-            Set(try await cluster.browse(from: 3).compactMap { record in
-                record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
-                    .first { $0.hasPrefix("g=") }.map { String($0.dropFirst(2)) }
-            })
+            Set(
+                try await cluster.browse(from: 3).compactMap { record in
+                    record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+                        .first { $0.hasPrefix("g=") }.map { String($0.dropFirst(2)) }
+                }
+            )
         }
         var seen = Set<String>()
         let start = ContinuousClock.now
@@ -271,7 +315,9 @@ struct ClusterTests {
         }
         #expect(seen.count >= 2, "the advertised tag changed over 10 s of 4 s periods: \(seen)")
         #expect(!seen.contains(stableTag), "the stable group tag is never advertised")
-        for node in 1...3 { #expect(try await cluster.status(node)["peers_connected"] as? Int == 2, "node \(node) kept its peers") }
+        for node in 1...3 {
+            #expect(try await cluster.status(node)["peers_connected"] as? Int == 2, "node \(node) kept its peers")
+        }
         try await cluster.lansync(2, "log", "append", "notes", #"{"after":"rotations"}"#)
         try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
         for node in 1...3 { #expect(try await cluster.status(node)["entries"] as? Int == 2) }
@@ -290,18 +336,24 @@ struct ClusterTests {
     @Test func aRelayThatTampersIsRefusedAndTheTruthStillArrives() async throws {
         let cluster = Cluster(prefix: "lsx3")
         defer { cluster.down() }
-        let relay = URL(fileURLWithPath: CLI.executable).deletingLastPathComponent().appendingPathComponent("lansync-tamper-relay").path
+        let relay = URL(fileURLWithPath: CLI.executable).deletingLastPathComponent().appendingPathComponent(
+            "lansync-tamper-relay"
+        ).path
         try await cluster.ok("up", "3")
         try await cluster.group(1...3)
         try await cluster.ok("start", "1", "--no-mdns")
         var written = 0
         var refusals = 0
         for mode in ["alter", "forge", "claim"] {
-            for index in 0..<5 { try await cluster.lansync(1, "log", "append", "taps", #"{"mode":"\#(mode)","n":\#(index)}"#) }
+            for index in 0..<5 {
+                try await cluster.lansync(1, "log", "append", "taps", #"{"mode":"\#(mode)","n":\#(index)}"#)
+            }
             written += 5
             // The relay takes node 1's entries honestly (it checks what it receives like anyone).
             let started = try await cluster.run(
-                ["start", "2", "--no-mdns", "--peer", "10.47.0.1:7741"], environment: ["LANSYNC_BIN": relay, "LANSYNC_TAMPER": mode])
+                ["start", "2", "--no-mdns", "--peer", "10.47.0.1:7741"],
+                environment: ["LANSYNC_BIN": relay, "LANSYNC_TAMPER": mode]
+            )
             #expect(started.status == 0, "\(started.output)")
             try await cluster.ok("wait-sync", "1", "2", "--timeout", "60")
             // Node 3 hears node 1's new entries only through the relay, which tampers with them.
@@ -309,19 +361,30 @@ struct ClusterTests {
             let refused = await eventually(within: 30) {
                 cluster.agentLog(3).components(separatedBy: "refused a delta from the peer").count - 1 > refusals
             }
-            #expect(refused, "\(mode): node 3 refuses the tampered delta; its log:\n\(cluster.agentLog(3).suffix(2_000))")
+            #expect(
+                refused,
+                "\(mode): node 3 refuses the tampered delta; its log:\n\(cluster.agentLog(3).suffix(2_000))"
+            )
             #expect(cluster.agentLog(2).contains("tampered with a delta"), "\(mode): the relay did tamper")
             refusals = cluster.agentLog(3).components(separatedBy: "refused a delta from the peer").count - 1
-            #expect(try await cluster.status(3)["entries"] as? Int == written - 5, "\(mode): nothing of the tampered range is merged")
-            let line = cluster.agentLog(3).split(separator: "\n").last { $0.contains("refused a delta from the peer") } ?? ""
-            print("scenario: tampering relay (\(mode)): node 3 refused it: \(line.split(separator: "error=").last?.prefix(160) ?? "")")
+            #expect(
+                try await cluster.status(3)["entries"] as? Int == written - 5,
+                "\(mode): nothing of the tampered range is merged"
+            )
+            let line =
+                cluster.agentLog(3).split(separator: "\n").last { $0.contains("refused a delta from the peer") } ?? ""
+            print(
+                "scenario: tampering relay (\(mode)): node 3 refused it: \(line.split(separator: "error=").last?.prefix(160) ?? "")"
+            )
             try await cluster.ok("stop", "3")
             try await cluster.ok("stop", "2")
             // The honest path: node 1 itself.
             try await cluster.ok("start", "3", "--no-mdns", "--peer", "10.47.0.1:7741")
             let start = ContinuousClock.now
             try await cluster.ok("wait-sync", "1", "3", "--timeout", "60")
-            print("scenario: tampering relay (\(mode)): the true entries reached node 3 from node 1 in \(ContinuousClock.now - start)")
+            print(
+                "scenario: tampering relay (\(mode)): the true entries reached node 3 from node 1 in \(ContinuousClock.now - start)"
+            )
             #expect(try await cluster.status(3)["entries"] as? Int == written)
             try await cluster.ok("stop", "3")
         }
@@ -338,22 +401,30 @@ struct ClusterTests {
         try await cluster.ok("up", "2")
         for node in 1...2 { try await cluster.lansync(node, "init", "--name", "node\(node)") }
         try await cluster.lansync(1, "group", "create")
-        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
         try await cluster.lansync(2, "group", "join", code)
         try await cluster.ok("start", "1")
         try await cluster.ok("start", "2")
         // The scenario's own timing: the drop comes before the first announcement (about 1 s).
         try await Task.sleep(for: .milliseconds(300))
         try await cluster.ok("link", "2", "down")
-        try await cluster.ok(["lansync", "2", "log", "append", "taps", "--lines"], stdin: (0..<20).map { "{\"tap\":\($0)}" }.joined(separator: "\n"))
+        try await cluster.ok(
+            ["lansync", "2", "log", "append", "taps", "--lines"],
+            stdin: (0..<20).map { "{\"tap\":\($0)}" }.joined(separator: "\n")
+        )
         // Past node 1's queries at 1, 2, 4, 8 and 16 s: its next one is at 32 s.
         try await Task.sleep(for: .seconds(20))
         try await cluster.ok("link", "2", "up")
         let back = ContinuousClock.now
         #expect(
             try await eventually(within: 8) { try await cluster.status(1)["entries"] as? Int == 20 },
-            "node 1 did not get node 2's taps within 8 s of the link coming back\n\(cluster.agentLog(2))")
-        print("scenario: link dropped 0.3 s after start; node 1 had node 2's taps \(ContinuousClock.now - back) after the link came back")
+            "node 1 did not get node 2's taps within 8 s of the link coming back\n\(cluster.agentLog(2))"
+        )
+        print(
+            "scenario: link dropped 0.3 s after start; node 1 had node 2's taps \(ContinuousClock.now - back) after the link came back"
+        )
     }
 
     @Test func nodesOfOneGroupFindEachOtherByMDNSAloneAndStrangersGetNothing() async throws {
@@ -362,11 +433,15 @@ struct ClusterTests {
         try await cluster.ok("up", "4")
         for node in 1...4 { try await cluster.lansync(node, "init", "--name", "node\(node)") }
         try await cluster.lansync(1, "group", "create")
-        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
         try await cluster.lansync(2, "group", "join", code)
         try await cluster.lansync(3, "group", "join", code)
         try await cluster.lansync(4, "group", "create")
-        for node in 1...4 { try await cluster.lansync(node, "log", "append", "notes", #"{"written_on":"node\#(node)"}"#) }
+        for node in 1...4 {
+            try await cluster.lansync(node, "log", "append", "notes", #"{"written_on":"node\#(node)"}"#)
+        }
 
         // Node 3 also has node 1 as a static peer: found both ways, it is still one peer.
         try await cluster.ok("start", "1", "--mdns-name", "LANSync")
@@ -388,18 +463,25 @@ struct ClusterTests {
             try await eventually(within: 30) {
                 resolved = try await cluster.browse(from: 4)
                 return Set(resolved.map { $0[7] }) == ["10.47.0.1", "10.47.0.2", "10.47.0.3", "10.47.0.4"]
-            }, "every node is seen in mDNS: \(resolved)")
+            },
+            "every node is seen in mDNS: \(resolved)"
+        )
         let names = Set(resolved.map { $0[3] })
         #expect(names.isSuperset(of: ["LANSync", "LANSync #2", "LANSync #3"]), "collisions resolved: \(names)")
         for record in resolved {
-            let txt = record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            let txt = record[9].split(separator: " ").map {
+                $0.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            }
             #expect(Set(txt.map { $0.split(separator: "=")[0] }) == ["v", "g"], "TXT holds only v and g: \(txt)")
         }
 
         let devices = try await cluster.lansync(3, "peers", "--json").split(separator: "\n").compactMap {
             (try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["device_id"] as? String
         }
-        #expect(devices.count == 2 && Set(devices).count == 2, "node 1, found by address and by mDNS, is one peer: \(devices)")
+        #expect(
+            devices.count == 2 && Set(devices).count == 2,
+            "node 1, found by address and by mDNS, is one peer: \(devices)"
+        )
         #expect(try await cluster.status(3)["peers_connected"] as? Int == 2)
 
         // The stranger: sees three nodes of another group, contacts none, holds only its own entry.
@@ -413,8 +495,11 @@ struct ClusterTests {
             // Under the full test run's load, Avahi's probing of the colliding names takes a while.
             #expect(
                 try await eventually(within: 40) { (try await cluster.discovery(node)["same_group"] as? Int) == 2 },
-                "node \(node) sees both other members: \(cluster.logTails([node]))")
-            #expect(try await eventually(within: 40) { (try await cluster.discovery(node)["other_groups"] as? Int) == 1 })
+                "node \(node) sees both other members: \(cluster.logTails([node]))"
+            )
+            #expect(
+                try await eventually(within: 40) { (try await cluster.discovery(node)["other_groups"] as? Int) == 1 }
+            )
         }
 
         // avahi-daemon stops on node 3: one warning, sync goes on over the open connections.
@@ -424,14 +509,20 @@ struct ClusterTests {
         try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "30")
         #expect(cluster.agentLog(3).components(separatedBy: "mDNS discovery unavailable").count - 1 == 1)
         let doctor = try await cluster.run(["lansync", "3", "doctor"])
-        #expect(doctor.status == 1 && doctor.output.contains("FAIL  avahi-daemon"), "doctor names the daemon: \(doctor.output)")
+        #expect(
+            doctor.status == 1 && doctor.output.contains("FAIL  avahi-daemon"),
+            "doctor names the daemon: \(doctor.output)"
+        )
         // …and comes back: node 3 advertises again and is seen by the others.
         try await cluster.ok("avahi", "3", "start")
-        #expect(try await eventually(within: 30) { (try await cluster.discovery(3)["advertised_as"] as? String) != nil })
+        #expect(
+            try await eventually(within: 30) { (try await cluster.discovery(3)["advertised_as"] as? String) != nil }
+        )
         #expect(
             try await eventually(within: 30) {
                 try await cluster.browse(from: 1).contains { $0[7] == "10.47.0.3" }
-            })
+            }
+        )
         #expect(cluster.agentLog(3).contains("mDNS discovery is back"))
         let healthy = try await cluster.run(["lansync", "3", "doctor"])
         #expect(healthy.status == 0 && healthy.output.contains("ok    mDNS: advertised as"), "\(healthy.output)")

@@ -5,14 +5,17 @@ import Testing
 /// the one-time link opens a session, the group page shows a running two-node group's peer in
 /// sync, and a chart's bars are the entries, counted per day by device and by a payload field.
 @Suite(.serialized) struct DashboardBrowserTests {
-    static let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
 
     /// The page as the browser built it (`--dump-dom`), in a profile that keeps cookies between calls.
     static func dom(_ url: String, profile: String) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: chromium!)
         process.arguments = [
-            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)", "--dump-dom", url,
+            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)", "--dump-dom",
+            url,
         ]
         let output = Pipe()
         process.standardOutput = output
@@ -29,7 +32,9 @@ import Testing
         let chart = dom[start.upperBound...]
         let end = chart.range(of: "</figure>")?.lowerBound ?? chart.endIndex
         var bars: [String: Int] = [:]
-        let pattern = try! NSRegularExpression(pattern: "data-day=\"([^\"]+)\" data-group=\"([^\"]+)\" data-count=\"([0-9]+)\"")
+        let pattern = try! NSRegularExpression(
+            pattern: "data-day=\"([^\"]+)\" data-group=\"([^\"]+)\" data-count=\"([0-9]+)\""
+        )
         let text = String(chart[..<end])
         for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
             let part = { (index: Int) in String(text[Range(match.range(at: index), in: text)!]) }
@@ -43,17 +48,29 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         try await cli.group(of: "home", "therapy")
-        for caregiver in ["mum", "mum", "mum"] { try await cli.ok(["log", "append", "taps", "{\"symbol\":\"more\",\"caregiver\":\"\(caregiver)\"}"], node: "home") }
-        for caregiver in ["dad", "dad"] { try await cli.ok(["log", "append", "taps", "{\"symbol\":\"help\",\"caregiver\":\"\(caregiver)\"}"], node: "therapy") }
+        for caregiver in ["mum", "mum", "mum"] {
+            try await cli.ok(
+                ["log", "append", "taps", "{\"symbol\":\"more\",\"caregiver\":\"\(caregiver)\"}"],
+                node: "home"
+            )
+        }
+        for caregiver in ["dad", "dad"] {
+            try await cli.ok(
+                ["log", "append", "taps", "{\"symbol\":\"help\",\"caregiver\":\"\(caregiver)\"}"],
+                node: "therapy"
+            )
+        }
         let home = try AgentProcess(cli, node: "home")
         defer { home.stop() }
         let therapy = try AgentProcess(cli, node: "therapy", arguments: ["--peer", home.address])
         defer { therapy.stop() }
-        #expect(await eventually(within: 60) {
-            let entries = try? await cli.entries("home")
-            let (home, therapy) = (try? await cli.digest("home"), try? await cli.digest("therapy"))
-            return entries == 5 && home == therapy
-        })
+        #expect(
+            await eventually(within: 60) {
+                let entries = try? await cli.entries("home")
+                let (home, therapy) = (try? await cli.digest("home"), try? await cli.digest("therapy"))
+                return entries == 5 && home == therapy
+            }
+        )
         let profile = cli.root + "/browser"
         let link = try await cli.ok(["dashboard"], node: "home").trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(link.hasPrefix("http://127.0.0.1:") && link.contains("/login?code="))
@@ -63,7 +80,8 @@ import Testing
         if !group.contains("In sync with all 1 connected peer") {
             // The peers' digests are announced every few seconds: the page refreshes; so do we.
             _ = await eventually(within: 30) {
-                group = (try? Self.dom(link.components(separatedBy: "/login")[0] + "/dashboard/", profile: profile)) ?? ""
+                group =
+                    (try? Self.dom(link.components(separatedBy: "/login")[0] + "/dashboard/", profile: profile)) ?? ""
                 return group.contains("In sync with all 1 connected peer")
             }
         }
@@ -72,7 +90,11 @@ import Testing
         #expect(group.contains("<span class=\"ok\">connected</span>"))
         #expect(group.contains("In sync with all 1 connected peer"))
         // The group's members, for a caregiver who has no terminal: both devices, who created the group.
-        #expect(group.contains("<h2>Members</h2>") && group.contains("created the group") && group.contains("Group epoch 0"), "\(group)")
+        #expect(
+            group.contains("<h2>Members</h2>") && group.contains("created the group")
+                && group.contains("Group epoch 0"),
+            "\(group)"
+        )
 
         // The stream's charts: per day by device, and by caregiver, exactly the entries.
         let base = link.components(separatedBy: "/login")[0]

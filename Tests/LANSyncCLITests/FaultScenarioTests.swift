@@ -21,9 +21,11 @@ struct ScenarioReport {
         let converge = convergeSeconds.map { String(format: "%.2f s", $0) } ?? "-"
         print(
             "scenario \(scenario): acknowledged \(acknowledged), lost \(lost), duplicated \(duplicated), "
-                + "fault end → equal digests \(converge); \(note)")
+                + "fault end → equal digests \(converge); \(note)"
+        )
         guard let path = ProcessInfo.processInfo.environment["LANSYNC_SCENARIO_REPORT"] else { return }
-        let line = [scenario, "\(acknowledged)", "\(lost)", "\(duplicated)", converge, note].joined(separator: "\t") + "\n"
+        let line =
+            [scenario, "\(acknowledged)", "\(lost)", "\(duplicated)", converge, note].joined(separator: "\t") + "\n"
         if let handle = FileHandle(forWritingAtPath: path) {
             handle.seekToEndOfFile()
             handle.write(Data(line.utf8))
@@ -39,14 +41,18 @@ extension Cluster {
     func group(_ nodes: ClosedRange<Int>) async throws {
         for node in nodes { try await lansync(node, "init", "--name", "node\(node)") }
         try await lansync(nodes.lowerBound, "group", "create")
-        let code = try await lansync(nodes.lowerBound, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        let code = try await lansync(nodes.lowerBound, "group", "show", "--code").trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
         for node in nodes.dropFirst() { try await lansync(node, "group", "join", code) }
     }
 
     /// Appends `count` AAC symbol taps on a node, one `lansync log append` per tap as an app would,
     /// and returns the ids of those acknowledged (exit 0 and an id printed).
     func tap(_ node: Int, count: Int, session: String) async throws -> [String] {
-        await Self.acknowledgedIDs(in: try run(["exec", "\(node)", "bash", "-c", tapScript(node, count: count, session: session)]).output)
+        await Self.acknowledgedIDs(
+            in: try run(["exec", "\(node)", "bash", "-c", tapScript(node, count: count, session: session)]).output
+        )
     }
 
     /// A shell loop logging `count` AAC symbol taps on a node, one `lansync log append` each.
@@ -113,8 +119,10 @@ extension Cluster {
 
     /// The end of some nodes' agent logs, for a failure message.
     func logTails(_ nodes: [Int]) -> String {
-        nodes.map { "node \($0)'s agent log:\n" + agentLog($0).split(separator: "\n").suffix(25).joined(separator: "\n") }
-            .joined(separator: "\n")
+        nodes.map {
+            "node \($0)'s agent log:\n" + agentLog($0).split(separator: "\n").suffix(25).joined(separator: "\n")
+        }
+        .joined(separator: "\n")
     }
 
     /// The app's preferences (not the group's member records under `lansync/`).
@@ -142,7 +150,10 @@ extension Cluster {
 
     /// The usual end: the set check over `nodes`, the figures printed, nothing lost or duplicated.
     func conclude(
-        _ report: inout ScenarioReport, acknowledged: [String], nodes: [Int], note: String,
+        _ report: inout ScenarioReport,
+        acknowledged: [String],
+        nodes: [Int],
+        note: String,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         try await check(&report, acknowledged: acknowledged, nodes: nodes)
@@ -173,8 +184,11 @@ struct FaultScenarioTests {
         report.convergeSeconds = await cluster.secondsToEqualDigests([1, 2, 3], timeout: 30)
         #expect(report.convergeSeconds != nil, "all three hold the same entries within 30 s")
         try await cluster.conclude(
-            &report, acknowledged: acknowledged, nodes: [1, 2, 3],
-            note: "200 taps logged on a node with its link down, then link up (goal < 3 s, bound 30 s)")
+            &report,
+            acknowledged: acknowledged,
+            nodes: [1, 2, 3],
+            note: "200 taps logged on a node with its link down, then link up (goal < 3 s, bound 30 s)"
+        )
     }
 
     /// 2. One of three is cut off while the other two write entries and change the same preferences.
@@ -190,7 +204,13 @@ struct FaultScenarioTests {
         for round in 0..<5 {
             acknowledged += try await cluster.tap(1, count: 10, session: "home-\(round)")
             acknowledged += try await cluster.tap(2, count: 10, session: "laptop-\(round)")
-            try await cluster.lansync(1 + round % 2, "pref", "set", "caregiver/active", round % 2 == 0 ? #""mum""# : #""dad""#)
+            try await cluster.lansync(
+                1 + round % 2,
+                "pref",
+                "set",
+                "caregiver/active",
+                round % 2 == 0 ? #""mum""# : #""dad""#
+            )
             try await cluster.lansync(2 - round % 2, "pref", "set", "controls/slider/sensitivity", "0.\(round + 1)")
         }
         try await cluster.ok("link", "3", "up")
@@ -202,8 +222,11 @@ struct FaultScenarioTests {
         #expect(preferences[2]["caregiver/active"]?.hasPrefix("mum") == true, "the last write (round 4, \"mum\") wins")
         #expect(preferences[2]["controls/slider/sensitivity"]?.hasPrefix("0.5") == true)
         try await cluster.conclude(
-            &report, acknowledged: acknowledged, nodes: [1, 2, 3],
-            note: "node 3 cut off while 1 and 2 write 100 entries and 10 preference changes; same winners on all")
+            &report,
+            acknowledged: acknowledged,
+            nodes: [1, 2, 3],
+            note: "node 3 cut off while 1 and 2 write 100 entries and 10 preference changes; same winners on all"
+        )
     }
 
     /// 3. Two sides write concurrently, including conflicting preference writes; heal; one winner
@@ -224,7 +247,9 @@ struct FaultScenarioTests {
             try await cluster.lansync(4, "pref", "set", "board/layout", #""right-\#(round)""#)
             try await cluster.lansync(1 + 2 * (round % 2), "pref", "set", "voice/rate", "\(round)")
         }
-        let (sideA, sideB) = (await cluster.secondsToEqualDigests([1, 2]), await cluster.secondsToEqualDigests([3, 4]))
+        let (sideA, sideB) = (
+            await cluster.secondsToEqualDigests([1, 2]), await cluster.secondsToEqualDigests([3, 4])
+        )
         #expect(sideA != nil && sideB != nil)
         let left = try await cluster.preferences(1)
         let right = try await cluster.preferences(3)
@@ -243,7 +268,12 @@ struct FaultScenarioTests {
             }
             #expect(after[0][key] == Self.newer(l, r), "\(key): the greater HLC wins (\(l) vs \(r))")
         }
-        try await cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3, 4], note: "2 + 2 nodes write 120 entries and conflicting preferences apart; winners by HLC, identical on all")
+        try await cluster.conclude(
+            &report,
+            acknowledged: acknowledged,
+            nodes: [1, 2, 3, 4],
+            note: "2 + 2 nodes write 120 entries and conflicting preferences apart; winners by HLC, identical on all"
+        )
     }
 
     /// "value @hlc/replica" strings: the one with the greater (HLC, replica).
@@ -252,7 +282,10 @@ struct FaultScenarioTests {
             let tail = s.split(separator: "@").last.map(String.init) ?? ""
             let parts = tail.split(separator: "/")
             let hlc = parts.first?.split(separator: ".") ?? []
-            return (Int64(hlc.first ?? "") ?? 0, Int64(hlc.count > 1 ? hlc[1] : "") ?? 0, parts.count > 1 ? String(parts[1]) : "")
+            return (
+                Int64(hlc.first ?? "") ?? 0, Int64(hlc.count > 1 ? hlc[1] : "") ?? 0,
+                parts.count > 1 ? String(parts[1]) : ""
+            )
         }
         return key(a) > key(b) ? a : b
     }
@@ -272,16 +305,30 @@ struct FaultScenarioTests {
         var report = ScenarioReport(scenario: "crash (kill -9)")
         try await cluster.ok("up", "2")
         try await cluster.group(1...2)
-        let bulk = (1...Self.catchUp).map { #"{"symbol_id":\#($0 % 40),"label":"more","session_id":"bulk","tap":"bulk-\#($0)"}"# }
-            .joined(separator: "\n")
+        let bulk = (1...Self.catchUp).map {
+            #"{"symbol_id":\#($0 % 40),"label":"more","session_id":"bulk","tap":"bulk-\#($0)"}"#
+        }
+        .joined(separator: "\n")
         let bulkIDs = Cluster.acknowledgedIDs(
-            in: try await cluster.ok(["lansync", "1", "log", "append", "symbol_taps", "--lines"], stdin: bulk))
+            in: try await cluster.ok(["lansync", "1", "log", "append", "symbol_taps", "--lines"], stdin: bulk)
+        )
         #expect(bulkIDs.count == Self.catchUp, "every bulk entry acknowledged with its id")
         try await cluster.startAll(1...2)
         // Once node 2 is part-way through, kill it while the CLI appends on it.
-        let acknowledgedDuring = try await cluster.killWhenHolding(2, moreThan: 2_000, tapping: 100, session: "during-crash")
+        let acknowledgedDuring = try await cluster.killWhenHolding(
+            2,
+            moreThan: 2_000,
+            tapping: 100,
+            session: "during-crash"
+        )
         let kept = (try await cluster.status(2)["entries"] as? Int) ?? 0
-        let integrity = try await cluster.ok("exec", "2", "sqlite3", "\(cluster.directory)/node-2/data/replica.sqlite", "PRAGMA integrity_check")
+        let integrity = try await cluster.ok(
+            "exec",
+            "2",
+            "sqlite3",
+            "\(cluster.directory)/node-2/data/replica.sqlite",
+            "PRAGMA integrity_check"
+        )
         #expect(integrity.trimmingCharacters(in: .whitespacesAndNewlines) == "ok")
         let vector = (try await cluster.status(2)["version_vector"] as? [String: Int]) ?? [:]
         #expect(vector.values.max() ?? 0 > 0, "progress from node 1 survived the crash: \(vector)")
@@ -291,8 +338,14 @@ struct FaultScenarioTests {
         report.convergeSeconds = await cluster.secondsToEqualDigests([1, 2], timeout: 120)
         #expect(report.convergeSeconds != nil)
         #expect(try await cluster.status(2)["entries"] as? Int == Self.catchUp + acknowledgedDuring.count)
-        try await cluster.conclude(&report, acknowledged: bulkIDs + acknowledgedDuring, nodes: [1, 2], note: "node 2 killed at \(kept) of \(Self.catchUp) entries while the CLI appended (\(acknowledgedDuring.count) acknowledged); "
-            + "integrity_check ok; resumed from its version vector")
+        try await cluster.conclude(
+            &report,
+            acknowledged: bulkIDs + acknowledgedDuring,
+            nodes: [1, 2],
+            note:
+                "node 2 killed at \(kept) of \(Self.catchUp) entries while the CLI appended (\(acknowledgedDuring.count) acknowledged); "
+                + "integrity_check ok; resumed from its version vector"
+        )
     }
 
     /// 5. Wipe a node's data directory entirely and init again on the same machine: same device ID,
@@ -310,19 +363,27 @@ struct FaultScenarioTests {
         acknowledged += try await cluster.tap(1, count: 30, session: "home")
         #expect(await cluster.secondsToEqualDigests([1, 2, 3]) != nil)
         let before = try await cluster.status(3)
-        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(in: .whitespacesAndNewlines)
+        let code = try await cluster.lansync(1, "group", "show", "--code").trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
 
         try await cluster.ok("stop", "3")
         try FileManager.default.removeItem(atPath: "\(cluster.directory)/node-3/data")
         try await cluster.lansync(3, "init", "--name", "node3")
         try await cluster.lansync(3, "group", "join", code)
         let after = try await cluster.status(3)
-        #expect(after["device_id"] as? String == before["device_id"] as? String, "same device ID from the same machine-id")
+        #expect(
+            after["device_id"] as? String == before["device_id"] as? String,
+            "same device ID from the same machine-id"
+        )
         #expect(after["replica_id"] as? String != before["replica_id"] as? String, "a new replica ID")
         try await cluster.ok("start", "3")
         #expect(
-            try await eventually(within: 30) { try await cluster.lansync(3, "peers").contains("presented a new device key") },
-            "the old join code alone does not let a new key in; \(cluster.logTails([1, 3]))")
+            try await eventually(within: 30) {
+                try await cluster.lansync(3, "peers").contains("presented a new device key")
+            },
+            "the old join code alone does not let a new key in; \(cluster.logTails([1, 3]))"
+        )
         #expect(try await cluster.status(3)["entries"] as? Int == 0)
         try await cluster.ok("stop", "3")
         let invite = try await cluster.lansync(1, "group", "invite", "--no-wait")
@@ -332,16 +393,31 @@ struct FaultScenarioTests {
         report.convergeSeconds = await cluster.secondsToEqualDigests([1, 2, 3], timeout: 60)
         #expect(report.convergeSeconds != nil, "refilled from its peers; \(cluster.logTails([1, 3]))")
         acknowledged += try await cluster.tap(3, count: 30, session: "new-install")
-        #expect(await cluster.secondsToEqualDigests([1, 2, 3]) != nil, "the new install's writes spread; \(cluster.logTails([1, 3]))")
+        #expect(
+            await cluster.secondsToEqualDigests([1, 2, 3]) != nil,
+            "the new install's writes spread; \(cluster.logTails([1, 3]))"
+        )
         #expect(try await cluster.entries(1).ids.count == 90, "new entries never collide with old ones")
-        #expect(try await eventually { try await cluster.lansync(1, "peers").contains("re-keyed") }, "peers show the re-key")
+        #expect(
+            try await eventually { try await cluster.lansync(1, "peers").contains("re-keyed") },
+            "peers show the re-key"
+        )
         // A device that joins later verifies what node 3 wrote before its reinstall too.
         try await cluster.lansync(4, "init", "--name", "node4")
         try await cluster.lansync(4, "group", "join", code)
         try await cluster.ok("start", "4")
-        #expect(await cluster.secondsToEqualDigests([1, 2, 3, 4], timeout: 60) != nil, "the late joiner converged; \(cluster.logTails([1, 4]))")
+        #expect(
+            await cluster.secondsToEqualDigests([1, 2, 3, 4], timeout: 60) != nil,
+            "the late joiner converged; \(cluster.logTails([1, 4]))"
+        )
         #expect(try await cluster.entries(4).ids.count == 90, "all 90 entries, the old install's 30 included")
-        try await cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3, 4], note: "data dir wiped; same device ID, new replica ID; refused until vouched for by an invite; 60 entries refilled, 30 new ones distinct; peers show re-keyed; a device joining later gets all 90")
+        try await cluster.conclude(
+            &report,
+            acknowledged: acknowledged,
+            nodes: [1, 2, 3, 4],
+            note:
+                "data dir wiped; same device ID, new replica ID; refused until vouched for by an invite; 60 entries refilled, 30 new ones distinct; peers show re-keyed; a device joining later gets all 90"
+        )
     }
 
     /// 6. Two machines with one machine-id: the duplicate device ID is reported with the fix. The
@@ -366,15 +442,21 @@ struct FaultScenarioTests {
         #expect(
             try await eventually {
                 let statuses = [try await cluster.status(1), try await cluster.status(2)]
-                return statuses.contains { ($0["duplicate_device_id"] as? String)?.contains("systemd-machine-id-setup") == true }
-            }, "status on a clone names the problem and the fix")
+                return statuses.contains {
+                    ($0["duplicate_device_id"] as? String)?.contains("systemd-machine-id-setup") == true
+                }
+            },
+            "status on a clone names the problem and the fix"
+        )
         // Node 3 syncs with exactly one of the clones; the other is refused with the reason.
         var converged: Int?
         let start = Date()
         let deadline = start.addingTimeInterval(60)
         while converged == nil, Date() < deadline {
             for node in [1, 2] where converged == nil {
-                if (try? await cluster.entries(3).ids.count) == 40, await cluster.secondsToEqualDigests([node, 3], timeout: 0.2) != nil {
+                if (try? await cluster.entries(3).ids.count) == 40,
+                    await cluster.secondsToEqualDigests([node, 3], timeout: 0.2) != nil
+                {
                     converged = node
                 }
             }
@@ -385,9 +467,17 @@ struct FaultScenarioTests {
             try await eventually(within: 30) {
                 let peers = try await cluster.lansync(refused, "peers")
                 return peers.contains("presented a new device key") || peers.contains("cloned from one system image")
-            }, "the refused clone is told why; \(cluster.logTails([refused]))")
+            },
+            "the refused clone is told why; \(cluster.logTails([refused]))"
+        )
         report.convergeSeconds = Date().timeIntervalSince(start)
-        try await cluster.conclude(&report, acknowledged: (taps[accepted] ?? []) + (taps[3] ?? []), nodes: [accepted, 3], note: "nodes 1 and 2 share a machine-id: status names the duplicate and the fix; the group pinned node \(accepted)'s key and refuses node \(refused), saying why")
+        try await cluster.conclude(
+            &report,
+            acknowledged: (taps[accepted] ?? []) + (taps[3] ?? []),
+            nodes: [accepted, 3],
+            note:
+                "nodes 1 and 2 share a machine-id: status names the duplicate and the fix; the group pinned node \(accepted)'s key and refuses node \(refused), saying why"
+        )
     }
 
     /// 7. A line A–B–C on two bridges: A's writes reach C through B, though A never sees C.
@@ -404,7 +494,13 @@ struct FaultScenarioTests {
         let cDevice = try await cluster.status(3)["device_id"] as? String ?? "?"
         #expect(!(try await cluster.lansync(1, "peers", "--json")).contains(cDevice), "A never talked to C")
         #expect(!(try await cluster.lansync(3, "peers", "--json")).contains(aDevice), "C never talked to A")
-        try await cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2, 3], note: "A and C on different bridges, B on both; 50 entries each way, relayed by B (time from the last write)")
+        try await cluster.conclude(
+            &report,
+            acknowledged: acknowledged,
+            nodes: [1, 2, 3],
+            note:
+                "A and C on different bridges, B on both; 50 entries each way, relayed by B (time from the last write)"
+        )
     }
 
     /// 8. A node whose clock is 10 minutes ahead is refused with a clock-skew reason and cannot win
@@ -416,7 +512,12 @@ struct FaultScenarioTests {
         try await cluster.ok("up", "3")
         try await cluster.group(1...3)
         let ahead = ["LANSYNC_TEST_CLOCK_OFFSET_MS": "600000"]
-        #expect(try await cluster.run(["lansync", "3", "pref", "set", "caregiver/active", #""from the future""#], environment: ahead).status == 0)
+        #expect(
+            try await cluster.run(
+                ["lansync", "3", "pref", "set", "caregiver/active", #""from the future""#],
+                environment: ahead
+            ).status == 0
+        )
         try await cluster.ok("start", "1")
         try await cluster.ok("start", "2")
         #expect(try await cluster.run(["start", "3"], environment: ahead).status == 0)
@@ -427,20 +528,33 @@ struct FaultScenarioTests {
             try await eventually(within: 30) {
                 let peers = try await cluster.lansync(1, "peers", "--json")
                 return peers.contains("\"refused\"") && peers.contains("clock")
-            }, "node 1 shows node 3 refused for its clock")
+            },
+            "node 1 shows node 3 refused for its clock"
+        )
         #expect(try await cluster.lansync(3, "peers").contains("clock"), "node 3 is told why")
         for node in 1...2 {
-            #expect(try await cluster.lansync(node, "pref", "get", "caregiver/active") == "\"mum\"\n", "the future write does not win")
+            #expect(
+                try await cluster.lansync(node, "pref", "get", "caregiver/active") == "\"mum\"\n",
+                "the future write does not win"
+            )
         }
         #expect(await Set(cluster.digests([1, 3])).count == 2, "nothing crossed")
-        try await cluster.conclude(&report, acknowledged: acknowledged, nodes: [1, 2], note: "node 3 runs 10 min ahead: refused both ways with a clock-skew reason; its preference write never wins")
+        try await cluster.conclude(
+            &report,
+            acknowledged: acknowledged,
+            nodes: [1, 2],
+            note:
+                "node 3 runs 10 min ahead: refused both ways with a clock-skew reason; its preference write never wins"
+        )
     }
 
     /// 9. Chaos: five nodes, random appends and preference writes, link cuts, kill -9s and restarts
     /// for a bounded time; then heal: equal digests, entry count = successful appends.
     /// Replay a failure with LANSYNC_CHAOS_SEED=<the printed seed>.
     @Test func chaos() async throws {
-        let seed = ProcessInfo.processInfo.environment["LANSYNC_CHAOS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        let seed =
+            ProcessInfo.processInfo.environment["LANSYNC_CHAOS_SEED"].flatMap(UInt64.init)
+            ?? UInt64.random(in: 1...999_999)
         print("chaos seed \(seed) (replay: LANSYNC_CHAOS_SEED=\(seed) swift test --filter chaos)")
         var random = SplitMix64(seed: seed)  // deterministic: a chaos run replays from its seed
         let cluster = Cluster(prefix: "lsf9")
@@ -458,10 +572,20 @@ struct FaultScenarioTests {
             let node = Int.random(in: 1...5, using: &random)
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<5:
-                acknowledged += try await cluster.tap(node, count: Int.random(in: 1...8, using: &random), session: "chaos-\(step)")
+                acknowledged += try await cluster.tap(
+                    node,
+                    count: Int.random(in: 1...8, using: &random),
+                    session: "chaos-\(step)"
+                )
                 actions["append", default: 0] += 1
             case 5, 6:
-                try await cluster.lansync(node, "pref", "set", "chaos/\(Int.random(in: 0..<3, using: &random))", "\(step)")
+                try await cluster.lansync(
+                    node,
+                    "pref",
+                    "set",
+                    "chaos/\(Int.random(in: 0..<3, using: &random))",
+                    "\(step)"
+                )
                 actions["pref set", default: 0] += 1
             case 7:
                 try await cluster.ok("link", "\(node)", linked.contains(node) ? "down" : "up")
@@ -486,10 +610,18 @@ struct FaultScenarioTests {
         report.convergeSeconds = await cluster.secondsToEqualDigests(Array(1...5), timeout: 120)
         #expect(report.convergeSeconds != nil, "seed \(seed)")
         for node in 1...5 {
-            #expect(try await cluster.entries(node).ids.count == acknowledged.count, "node \(node): entries = successful appends (seed \(seed))")
+            #expect(
+                try await cluster.entries(node).ids.count == acknowledged.count,
+                "node \(node): entries = successful appends (seed \(seed))"
+            )
         }
-        try await cluster.conclude(&report, acknowledged: acknowledged, nodes: Array(1...5), note: "seed \(seed), 5 nodes, 25 s: "
-            + actions.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))
+        try await cluster.conclude(
+            &report,
+            acknowledged: acknowledged,
+            nodes: Array(1...5),
+            note: "seed \(seed), 5 nodes, 25 s: "
+                + actions.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+        )
     }
 }
 
@@ -498,7 +630,12 @@ extension Cluster {
     /// background, and kills its agent 0.2 s later; returns the taps acknowledged (all of them
     /// finish, the later ones with the agent dead). One shell process does the waiting and the
     /// killing, so their timing does not depend on this test process's scheduling.
-    func killWhenHolding(_ node: Int, moreThan entries: Int, tapping count: Int, session: String) async throws -> [String] {
+    func killWhenHolding(
+        _ node: Int,
+        moreThan entries: Int,
+        tapping count: Int,
+        session: String
+    ) async throws -> [String] {
         let tapFile = NSTemporaryDirectory() + "taps-\(UUID().uuidString).sh"
         let outPath = tapFile + ".out"
         try tapScript(node, count: count, session: session).write(toFile: tapFile, atomically: true, encoding: .utf8)

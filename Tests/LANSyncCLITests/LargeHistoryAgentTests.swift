@@ -17,14 +17,21 @@ import Testing
         try await cli.ok(["pref", "set", "ui/theme", "\"dark\""], node: "a")
         let a = try AgentProcess(cli, node: "a")
         let c = try AgentProcess(cli, node: "c", arguments: ["--peer", a.address])
-        #expect(try await eventually(within: 60) { try await cli.entries("c") == 3000 }, "c caught up; \(c.log.suffix(2000))")
+        #expect(
+            try await eventually(within: 60) { try await cli.entries("c") == 3000 },
+            "c caught up; \(c.log.suffix(2000))"
+        )
         try await cli.ok(["pref", "set", "ui/theme", "\"light\""], node: "c")
-        #expect(try await eventually(within: 30) { try await cli.digest("a") == cli.digest("c") }, "a got c's overwrite")
+        #expect(
+            try await eventually(within: 30) { try await cli.digest("a") == cli.digest("c") },
+            "a got c's overwrite"
+        )
         #expect(c.stop() == 0)
         let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         #expect(
             try await eventually(within: 60) { try await cli.digest("b") == cli.digest("a") },
-            "the newcomer converged; \(b.log.suffix(3000))")
+            "the newcomer converged; \(b.log.suffix(3000))"
+        )
         #expect(try await cli.entries("b") == 3000)
         #expect(try await cli.ok(["pref", "get", "ui/theme"], node: "b").contains("light"))
         #expect(a.stop() == 0)
@@ -45,7 +52,8 @@ import Testing
         let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         #expect(
             try await eventually(within: 60) { try await cli.digest("b") == cli.digest("a") },
-            "the newcomer converged; \(b.log.suffix(3000))")
+            "the newcomer converged; \(b.log.suffix(3000))"
+        )
         #expect(try await cli.entries("b") == 5000)
         #expect(a.stop() == 0)
         #expect(b.stop() == 0)
@@ -62,13 +70,14 @@ import Testing
         try await cli.group(of: "tablet", "phone")
         let schema = cli.root + "/rowing.sql"
         try """
-            CREATE TABLE sessions (id TEXT PRIMARY KEY, strokes INTEGER NOT NULL DEFAULT 0);
-            -- lansync: append-only strokes
-            CREATE TABLE strokes (id TEXT PRIMARY KEY, session TEXT NOT NULL, watts REAL);
-            """.write(toFile: schema, atomically: true, encoding: .utf8)
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, strokes INTEGER NOT NULL DEFAULT 0);
+        -- lansync: append-only strokes
+        CREATE TABLE strokes (id TEXT PRIMARY KEY, session TEXT NOT NULL, watts REAL);
+        """.write(toFile: schema, atomically: true, encoding: .utf8)
         for node in ["tablet", "phone"] { try await cli.ok(["schema", "apply", schema], node: node) }
         let warmUp = cli.root + "/warm-up.sql"
-        try ((0..<500).map { "INSERT INTO strokes VALUES ('w\($0)', 's0', \($0));" }.joined(separator: "\n")
+        try
+            ((0..<500).map { "INSERT INTO strokes VALUES ('w\($0)', 's0', \($0));" }.joined(separator: "\n")
             + "\nINSERT INTO sessions VALUES ('s0', 500);").write(toFile: warmUp, atomically: true, encoding: .utf8)
         try await cli.ok(["exec", "--file", warmUp], node: "tablet")
         let tablet = try AgentProcess(cli, node: "tablet")
@@ -77,14 +86,20 @@ import Testing
         #expect(phone.stop() == 0)
 
         let session = cli.root + "/session.sql"
-        try ("INSERT INTO sessions VALUES ('s1', 0);\n"
+        try
+            ("INSERT INTO sessions VALUES ('s1', 0);\n"
             + (0..<5000).map { "INSERT INTO strokes VALUES ('s\($0)', 's1', \($0));" }.joined(separator: "\n")
-            + "\nUPDATE sessions SET strokes = 5000 WHERE id = 's1';").write(toFile: session, atomically: true, encoding: .utf8)
+            + "\nUPDATE sessions SET strokes = 5000 WHERE id = 's1';").write(
+                toFile: session,
+                atomically: true,
+                encoding: .utf8
+            )
         try await cli.ok(["exec", "--file", session], node: "tablet")
         let back = try AgentProcess(cli, node: "phone", arguments: ["--peer", tablet.address])
         #expect(
             try await eventually(within: 60) { try await cli.digest("phone") == cli.digest("tablet") },
-            "the phone caught up; \(back.log.suffix(3000))")
+            "the phone caught up; \(back.log.suffix(3000))"
+        )
         let strokes = try await cli.ok(["query", "SELECT count(*) AS n FROM strokes", "--json"], node: "phone")
         #expect(strokes.contains("5500"), "\(strokes)")
         #expect(tablet.stop() == 0)

@@ -6,18 +6,23 @@ import Testing
 /// language, as the apps it serves): its rules and errors, and the change feed followed across
 /// an agent restart.
 @Suite(.serialized) struct LocalAPICLITests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
     static let tapsScript = root.appendingPathComponent("Examples/python/taps.py").path
     static let checksScript = root.appendingPathComponent("Tests/LANSyncCLITests/python/api_checks.py").path
     static let limitsScript = root.appendingPathComponent("Tests/LANSyncCLITests/python/api_limits.py").path
 
     /// Runs python3 with `arguments` to the end; returns its status and output.
-    static func python(_ arguments: [String], dataDir: String) throws -> (status: Int32, output: String, errors: String) {
+    static func python(_ arguments: [String], dataDir: String) throws -> (status: Int32, output: String, errors: String)
+    {
         let process = try start(arguments, dataDir: dataDir)
         let output = process.output.fileHandleForReading.readDataToEndOfFile()
         let errors = process.errors.fileHandleForReading.readDataToEndOfFile()
         process.process.waitUntilExit()
-        return (process.process.terminationStatus, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
+        return (
+            process.process.terminationStatus, String(decoding: output, as: UTF8.self),
+            String(decoding: errors, as: UTF8.self)
+        )
     }
 
     static func start(_ arguments: [String], dataDir: String) throws -> (process: Process, output: Pipe, errors: Pipe) {
@@ -45,7 +50,8 @@ import Testing
         let agent = try AgentProcess(cli, node: "a")
         defer { agent.stop() }
         #expect(await eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
-        let limits = "{\"connections\": \(APILimits.connections), \"feeds\": \(APILimits.feeds), \"idle_seconds\": \(APILimits.idleSeconds)}"
+        let limits =
+            "{\"connections\": \(APILimits.connections), \"feeds\": \(APILimits.feeds), \"idle_seconds\": \(APILimits.idleSeconds)}"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", Self.limitsScript, cli.dataDir("a"), limits]
@@ -58,7 +64,10 @@ import Testing
         let status = try await process.runUntilExit()
         let text = try String(contentsOfFile: output, encoding: .utf8)
         #expect(status == 0, "\((try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "")")
-        let results = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: [String: Any]], "\(text)")
+        let results = try #require(
+            try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: [String: Any]],
+            "\(text)"
+        )
         #expect(results.count == 4)
         for (name, result) in results.sorted(by: { $0.key < $1.key }) {
             #expect(result["ok"] as? Bool == true, "\(name): \(result["detail"] ?? "")")
@@ -71,23 +80,34 @@ import Testing
         defer { cli.remove() }
         try await cli.device("a")
         try await cli.ok(["group", "create"], node: "a")
-        try await cli.ok(["schema", "apply", "-"], node: "a", stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);")
+        try await cli.ok(
+            ["schema", "apply", "-"],
+            node: "a",
+            stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);"
+        )
         let agent = try AgentProcess(cli, node: "a")
         defer { agent.stop() }
         #expect(await eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
         let run = try Self.python([Self.checksScript, cli.dataDir("a")], dataDir: cli.dataDir("a"))
         #expect(run.status == 0, "\(run.errors)")
         let results = try #require(
-            try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: [String: Any]], "\(run.output) \(run.errors)")
+            try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: [String: Any]],
+            "\(run.output) \(run.errors)"
+        )
         #expect(results.count >= 30)
         for (name, result) in results.sorted(by: { $0.key < $1.key }) {
             #expect(result["ok"] as? Bool == true, "\(name): \(result["detail"] ?? "")")
         }
         // The writes through the API are the node's: the CLI sees them.
-        #expect(try await cli.ok(["query", "SELECT body FROM notes ORDER BY id", "--csv"], node: "a") == "body\r\nfirst\r\nsecond\r\n")
+        #expect(
+            try await cli.ok(["query", "SELECT body FROM notes ORDER BY id", "--csv"], node: "a")
+                == "body\r\nfirst\r\nsecond\r\n"
+        )
         // Stopping the agent removes the API's address and socket; the token stays.
         agent.stop()
-        for file in ["api-address", "api.sock"] { #expect(!FileManager.default.fileExists(atPath: cli.dataDir("a") + "/" + file)) }
+        for file in ["api-address", "api.sock"] {
+            #expect(!FileManager.default.fileExists(atPath: cli.dataDir("a") + "/" + file))
+        }
         #expect(FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-token"))
     }
 
@@ -102,8 +122,12 @@ import Testing
         #expect(await eventually { FileManager.default.fileExists(atPath: dataDir + "/api-address") })
         // The follower keeps its cursor in a file, as an app would, and stops after 100 taps.
         let follower = try Self.start(
-            [Self.tapsScript, "follow", "--stream", "taps", "--cursor-file", cli.root + "/cursor", "--count", "100", "--give-up-after", "120"],
-            dataDir: dataDir)
+            [
+                Self.tapsScript, "follow", "--stream", "taps", "--cursor-file", cli.root + "/cursor", "--count", "100",
+                "--give-up-after", "120",
+            ],
+            dataDir: dataDir
+        )
         defer { if follower.process.isRunning { follower.process.terminate() } }
         let first = try Self.python([Self.tapsScript, "append", "--count", "40", "--stream", "taps"], dataDir: dataDir)
         #expect(first.status == 0, "\(first.errors)")
@@ -111,7 +135,10 @@ import Testing
         #expect(agent.stop() == 0)
         for index in 0..<20 { try await cli.ok(["log", "append", "taps", "{\"offline\":\(index)}"], node: "a") }
         agent = try AgentProcess(cli, node: "a")
-        let second = try Self.python([Self.tapsScript, "append", "--count", "40", "--stream", "taps"], dataDir: dataDir)
+        let second = try Self.python(
+            [Self.tapsScript, "append", "--count", "40", "--stream", "taps"],
+            dataDir: dataDir
+        )
         #expect(second.status == 0, "\(second.errors)")
         // Also a tap of another stream, which this follower skips.
         try await cli.ok(["log", "append", "other", "{}"], node: "a")

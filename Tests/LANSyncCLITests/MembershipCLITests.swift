@@ -15,11 +15,19 @@ import Testing
     /// so the same device ID; a new key and replica), joined with `code`.
     static func reinstall(_ cli: CLI, _ node: String, joining code: String) async throws {
         try FileManager.default.removeItem(atPath: cli.dataDir(node))
-        let result = try await cli.run(["init", "--name", node], node: node, environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/machine-id-\(node)"])
+        let result = try await cli.run(
+            ["init", "--name", node],
+            node: node,
+            environment: ["LANSYNC_MACHINE_ID_FILE": cli.root + "/machine-id-\(node)"]
+        )
         #expect(result.status == 0, "init \(node): \(result.stderr)")
         let joined = try await cli.ok(["group", "join", code], node: node)
         // The join itself says what the members will do, and the fix (it cannot know they will).
-        #expect(joined.contains("joined group") && joined.contains("until one vouches for it: run `lansync group invite` on a member"), "\(joined)")
+        #expect(
+            joined.contains("joined group")
+                && joined.contains("until one vouches for it: run `lansync group invite` on a member"),
+            "\(joined)"
+        )
     }
 
     static func epoch(_ cli: CLI, _ node: String) async throws -> Int {
@@ -40,25 +48,36 @@ import Testing
         var tablet = try AgentProcess(cli, node: "tablet", arguments: ["--peer", a.address])
         var d = try AgentProcess(cli, node: "d", arguments: ["--peer", a.address])
         // Everyone met a: the group pinned every key, and the records reached everyone.
-        #expect(try await eventually(within: 30) {
-            let (a, d) = (try await Self.members(cli, "a").count, try await Self.members(cli, "d").count)
-            return a == 4 && d == 4
-        })
-        for node in ["b", "tablet", "d"] { try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: node) }
+        #expect(
+            try await eventually(within: 30) {
+                let (a, d) = (try await Self.members(cli, "a").count, try await Self.members(cli, "d").count)
+                return a == 4 && d == 4
+            }
+        )
+        for node in ["b", "tablet", "d"] {
+            try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: node)
+        }
         let listing = try await cli.ok(["group", "members"], node: "a")
         #expect(listing.contains("created the group") && listing.contains("epoch 0; 4 members"), "\(listing)")
         d.stop()
 
         // Remove the tablet on a (by name), with its agent running.
         let removed = try await cli.ok(["group", "remove", "tablet"], node: "a")
-        #expect(removed.contains("removed tablet") && removed.contains("epoch 1") && removed.contains("the agent switched"), "\(removed)")
+        #expect(
+            removed.contains("removed tablet") && removed.contains("epoch 1") && removed.contains("the agent switched"),
+            "\(removed)"
+        )
         #expect(try await Self.epoch(cli, "a") == 1)
         // b was connected: it gets the new epoch and syncs on.
         #expect(try await eventually(within: 30) { try await Self.epoch(cli, "b") == 1 }, "b: \(b.log.suffix(2_000))")
         try await cli.ok(["log", "append", "taps", "{\"after\":1}"], node: "a")
         #expect(try await eventually(within: 30) { try await cli.entries("b") == 2 }, "b syncs in the new epoch")
         // The tablet is refused and told why; it has nothing written after its removal.
-        #expect(try await eventually(within: 30) { try await cli.ok(["peers"], node: "tablet").contains("was removed from the group") })
+        #expect(
+            try await eventually(within: 30) {
+                try await cli.ok(["peers"], node: "tablet").contains("was removed from the group")
+            }
+        )
         #expect(try await cli.entries("tablet") == 1)
         #expect(a.log.contains("was removed from the group"))
         let aMembers = try await Self.members(cli, "a")
@@ -77,11 +96,17 @@ import Testing
         try await Self.reinstall(cli, "tablet", joining: code)
         #expect(try await cli.status("tablet")["device_id"] as? String == tabletDevice)
         tablet = try AgentProcess(cli, node: "tablet", arguments: ["--peer", a.address])
-        #expect(try await eventually(within: 30) { try await cli.ok(["peers"], node: "tablet").contains("was removed from the group") })
+        #expect(
+            try await eventually(within: 30) {
+                try await cli.ok(["peers"], node: "tablet").contains("was removed from the group")
+            }
+        )
         #expect(try await cli.entries("tablet") == 0, "it learns nothing, old or new")
 
         // Bad input: unknown device, this device, a removed one again.
-        for (target, message) in [("nobody", "no member matches"), ("b", "this is this device"), ("tablet", "no member matches")] {
+        for (target, message) in [
+            ("nobody", "no member matches"), ("b", "this is this device"), ("tablet", "no member matches"),
+        ] {
             let result = try await cli.run(["group", "remove", target], node: "b")
             #expect(result.status == 1 && result.stderr.contains(message), "\(target): \(result.stderr)")
         }
@@ -96,7 +121,9 @@ import Testing
         let joined = try await cli.ok(["group", "join", short, "--from", "127.0.0.1:\(port)"], node: "e")
         #expect(!joined.contains("tablet ("), "\(joined)")
         #expect(try await Self.epoch(cli, "e") == 1)
-        let removedAsSeenByE = try await #require(try Self.members(cli, "e").first { $0["name"] as? String == "tablet" })
+        let removedAsSeenByE = try await #require(
+            try Self.members(cli, "e").first { $0["name"] as? String == "tablet" }
+        )
         #expect(removedAsSeenByE["removed_in_epoch"] as? Int == 1)
         for process in [a, b, d, tablet] { #expect(process.stop() == 0) }
     }
@@ -114,7 +141,11 @@ import Testing
         b.stop()
         try await Self.reinstall(cli, "b", joining: code)
         b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        #expect(try await eventually(within: 30) { try await cli.ok(["peers"], node: "b").contains("presented a new device key") })
+        #expect(
+            try await eventually(within: 30) {
+                try await cli.ok(["peers"], node: "b").contains("presented a new device key")
+            }
+        )
         #expect(try await cli.entries("b") == 0)
         b.stop()
         let (short, port) = try await PairingCLITests.invite(cli, "a")

@@ -6,7 +6,8 @@ import Testing
 /// installed with apt-get, checked, and purged. Each is skipped, with the reason, where it cannot
 /// run (not root, no podman, no apt-get).
 @Suite(.serialized) struct PackagingTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
 
     static var isRoot: Bool { getuid() == 0 }
     static let podmanWorks: Bool = {
@@ -28,8 +29,15 @@ import Testing
     }
 
     @Test(
-        .enabled(if: podmanWorks, "podman does not run here (needs root, podman and runc: scripts/setup installs them)"),
-        .enabled(if: haveStaticBinary, "no .build/lansync-static-debug: scripts/test builds it (scripts/static-binary debug)"))
+        .enabled(
+            if: podmanWorks,
+            "podman does not run here (needs root, podman and runc: scripts/setup installs them)"
+        ),
+        .enabled(
+            if: haveStaticBinary,
+            "no .build/lansync-static-debug: scripts/test builds it (scripts/static-binary debug)"
+        )
+    )
     func threeContainersConvergeByDiscoveryAloneAndAStoppedOneCatchesUp() async throws {
         let result = try await Self.run("LANSYNC_BINARY='\(Self.staticBinary)' scripts/container-test")
         #expect(result.status == 0, "\(result.output.suffix(3000))")
@@ -41,34 +49,58 @@ import Testing
 
     @Test(
         .enabled(if: aptWorks, "apt-get cannot install packages here (needs root)"),
-        .enabled(if: haveStaticBinary, "no .build/lansync-static-debug: scripts/test builds it (scripts/static-binary debug)"))
+        .enabled(
+            if: haveStaticBinary,
+            "no .build/lansync-static-debug: scripts/test builds it (scripts/static-binary debug)"
+        )
+    )
     func theDebianPackageInstallsRunsAndPurgesCleanly() async throws {
         // Not on a machine where LANSync is installed for real (a package, scripts/install-service):
         // this test installs, purges and then deletes the lansync user and /var/lib/lansync.
-        let clean = try await Self.run("! dpkg -s lansync >/dev/null 2>&1 && ! getent passwd lansync && [ ! -e /var/lib/lansync ] && [ ! -e /etc/lansync ]")
+        let clean = try await Self.run(
+            "! dpkg -s lansync >/dev/null 2>&1 && ! getent passwd lansync && [ ! -e /var/lib/lansync ] && [ ! -e /etc/lansync ]"
+        )
         guard clean.status == 0 else {
-            Issue.record("LANSync is installed on this machine already (package, user, /var/lib/lansync or /etc/lansync); this test would remove it")
+            Issue.record(
+                "LANSync is installed on this machine already (package, user, /var/lib/lansync or /etc/lansync); this test would remove it"
+            )
             return
         }
-        let build = try await Self.run("rm -f lansync_*.deb && LANSYNC_DEB_FAST=1 LANSYNC_BINARY='\(Self.staticBinary)' scripts/package-deb")
+        let build = try await Self.run(
+            "rm -f lansync_*.deb && LANSYNC_DEB_FAST=1 LANSYNC_BINARY='\(Self.staticBinary)' scripts/package-deb"
+        )
         #expect(build.status == 0, "\(build.output.suffix(2000))")
         // A defer cannot wait asynchronously; this short cleanup blocks its thread for a moment.
-        defer { _ = try? CLI.shell("cd '\(Self.root)' && (apt-get purge -y -qq lansync; rm -f lansync_*.deb) >/dev/null 2>&1") }
+        defer {
+            _ = try? CLI.shell(
+                "cd '\(Self.root)' && (apt-get purge -y -qq lansync; rm -f lansync_*.deb) >/dev/null 2>&1"
+            )
+        }
         let install = try await Self.run("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./lansync_*.deb")
         #expect(install.status == 0, "\(install.output.suffix(2000))")
-        #expect(try await Self.run("/usr/bin/lansync --version").output.trimmingCharacters(in: .whitespacesAndNewlines) == "0.1.0")
+        #expect(
+            try await Self.run("/usr/bin/lansync --version").output.trimmingCharacters(in: .whitespacesAndNewlines)
+                == "0.1.0"
+        )
         let verify = try await Self.run("systemd-analyze verify /lib/systemd/system/lansync.service")
         #expect(verify.status == 0, "\(verify.output)")
         for path in [
-            "/etc/lansync/lansync.conf", "/usr/share/bash-completion/completions/lansync", "/usr/share/zsh/vendor-completions/_lansync",
-            "/usr/share/fish/vendor_completions.d/lansync.fish", "/usr/share/man/man1/lansync.1.gz", "/usr/share/man/man1/lansync.run.1.gz",
+            "/etc/lansync/lansync.conf", "/usr/share/bash-completion/completions/lansync",
+            "/usr/share/zsh/vendor-completions/_lansync",
+            "/usr/share/fish/vendor_completions.d/lansync.fish", "/usr/share/man/man1/lansync.1.gz",
+            "/usr/share/man/man1/lansync.run.1.gz",
         ] {
             #expect(FileManager.default.fileExists(atPath: path), "\(path)")
         }
         #expect(try await Self.run("getent passwd lansync").status == 0, "postinst makes the lansync user")
-        #expect(try await Self.run("test \"$(stat -c %a:%U /var/lib/lansync)\" = 700:lansync").status == 0, "the data directory, owner-only")
+        #expect(
+            try await Self.run("test \"$(stat -c %a:%U /var/lib/lansync)\" = 700:lansync").status == 0,
+            "the data directory, owner-only"
+        )
         // The service user can set the node up with the shipped config.
-        let setup = try await Self.run("runuser -u lansync -- lansync --config /etc/lansync/lansync.conf init --name package-test")
+        let setup = try await Self.run(
+            "runuser -u lansync -- lansync --config /etc/lansync/lansync.conf init --name package-test"
+        )
         #expect(setup.status == 0, "\(setup.output)")
         let files = try await Self.run("dpkg -L lansync").output.split(separator: "\n").map(String.init)
         let purge = try await Self.run("DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq lansync")

@@ -29,7 +29,10 @@ import Testing
         #expect(code.count == 9 && code.contains("-"), "\(code)")
         let wrong = String(code.reversed())
         for attempt in 1...3 {
-            let guess = try await cli.run(["group", "join", attempt == 3 ? "0000-0000" : wrong, "--from", "127.0.0.1:\(port)"], node: "mallory")
+            let guess = try await cli.run(
+                ["group", "join", attempt == 3 ? "0000-0000" : wrong, "--from", "127.0.0.1:\(port)"],
+                node: "mallory"
+            )
             #expect(guess.status == 1 && guess.stderr.contains("did not match"), "\(guess.stderr)")
         }
         // The window is closed now, even for the right code.
@@ -45,12 +48,16 @@ import Testing
         // The welcome carried the group's member records: before it ever synced, the newcomer
         // lists the inviter with the key it will hold it to.
         #expect(joined.contains("members: a ("), "\(joined)")
-        let inviterAsSeenByB = try await #require(try MembershipCLITests.members(cli, "b").first { $0["name"] as? String == "a" })
-        let inviterAsSeenByA = try await #require(try MembershipCLITests.members(cli, "a").first { $0["name"] as? String == "a" })
+        let inviterAsSeenByB = try await #require(
+            try MembershipCLITests.members(cli, "b").first { $0["name"] as? String == "a" }
+        )
+        let inviterAsSeenByA = try await #require(
+            try MembershipCLITests.members(cli, "a").first { $0["name"] as? String == "a" }
+        )
         #expect(inviterAsSeenByB["key_fingerprint"] as? String != nil)
         #expect(inviterAsSeenByB["key_fingerprint"] as? String == inviterAsSeenByA["key_fingerprint"] as? String)
         #expect(try await cli.entries("b") == 0, "records only: the log arrives by sync")
-        #expect(try await cli.ok(["group", "show", "--json"], node: "b") .contains(try Self.tag(cli, "a")))
+        #expect(try await cli.ok(["group", "show", "--json"], node: "b").contains(try Self.tag(cli, "a")))
         #expect(a.log.contains("peer.name=b") && a.log.contains("pairing: a device joined"))
         // It is a member: it syncs.
         let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])

@@ -42,7 +42,9 @@ import Testing
                 // Two replicas may append one key before they hear of each other; a cascade
                 // deletes what this replica holds.
                 if row.causalLength == 0 {
-                    let values = AppTableMergeTests.columns.enumerated().map { RowChange.Value(column: $0.element, value: Self.value(choice + $0.offset)) }
+                    let values = AppTableMergeTests.columns.enumerated().map {
+                        RowChange.Value(column: $0.element, value: Self.value(choice + $0.offset))
+                    }
                     emit(r, key, .append, life: 1, values: values)
                 } else if row.exists, (choice / 31) % 6 == 3 {
                     emit(r, key, .delete, life: 2)
@@ -59,7 +61,13 @@ import Testing
             case 4:
                 if row.exists {
                     let own = row.total(of: "xp", by: replicas[r].id)
-                    emit(r, key, .update, life: row.causalLength, totals: [.init(column: "xp", total: own + Int64(choice % 9) - 2)])
+                    emit(
+                        r,
+                        key,
+                        .update,
+                        life: row.causalLength,
+                        totals: [.init(column: "xp", total: own + Int64(choice % 9) - 2)]
+                    )
                 }
             default:
                 // Sync: replica r hears everything another replica holds (relays included), as
@@ -76,7 +84,14 @@ import Testing
             let values = AppTableMergeTests.columns.enumerated().filter { (choice >> $0.offset) & 1 == 1 }.map {
                 RowChange.Value(column: $0.element, value: Self.value(choice + $0.offset))
             }
-            emit(r, key, .insert, life: row.causalLength + 1, values: values, totals: [.init(column: "xp", total: Int64(choice % 4))])
+            emit(
+                r,
+                key,
+                .insert,
+                life: row.causalLength + 1,
+                values: values,
+                totals: [.init(column: "xp", total: Int64(choice % 4))]
+            )
         }
 
         mutating func update(_ r: Int, _ key: RowKey, _ row: RowState, _ choice: Int) {
@@ -85,7 +100,8 @@ import Testing
             let values = (0..<count).map { offset in
                 RowChange.Value(
                     column: AppTableMergeTests.columns[(first + offset) % AppTableMergeTests.columns.count],
-                    value: Self.value(choice + offset))
+                    value: Self.value(choice + offset)
+                )
             }
             emit(r, key, .update, life: row.causalLength, values: values)
         }
@@ -101,13 +117,23 @@ import Testing
         }
 
         mutating func emit(
-            _ r: Int, _ key: RowKey, _ kind: RowChange.Kind, life: UInt64, values: [RowChange.Value] = [],
+            _ r: Int,
+            _ key: RowKey,
+            _ kind: RowChange.Kind,
+            life: UInt64,
+            values: [RowChange.Value] = [],
             totals: [RowChange.Total] = []
         ) {
             replicas[r].counter += 1
             let change = RowChange(
-                key: key, kind: kind, causalLength: life, hlc: HybridTimestamp(physicalMilliseconds: clock, logical: 0),
-                dot: Dot(replica: replicas[r].id, counter: replicas[r].counter), values: values, totals: totals)
+                key: key,
+                kind: kind,
+                causalLength: life,
+                hlc: HybridTimestamp(physicalMilliseconds: clock, logical: 0),
+                dot: Dot(replica: replicas[r].id, counter: replicas[r].counter),
+                values: values,
+                totals: totals
+            )
             #expect(change.problem() == nil)
             replicas[r].heard.insert(change)
             replicas[r].rows[key, default: RowState()].merge(change)
@@ -138,7 +164,8 @@ import Testing
                 // The latest write by (HLC, replica ID, counter), then the greater value.
                 if let winner = writes.max(by: { a, b in
                     (a.0.hlc, a.0.dot.replica, a.0.dot.counter) < (b.0.hlc, b.0.dot.replica, b.0.dot.counter)
-                        || ((a.0.hlc, a.0.dot.replica, a.0.dot.counter) == (b.0.hlc, b.0.dot.replica, b.0.dot.counter) && a.1 < b.1)
+                        || ((a.0.hlc, a.0.dot.replica, a.0.dot.counter) == (b.0.hlc, b.0.dot.replica, b.0.dot.counter)
+                            && a.1 < b.1)
                 }) {
                     values[column] = winner.1
                 }
@@ -156,7 +183,9 @@ import Testing
 
         init(_ state: RowState) {
             exists = state.exists
-            for column in AppTableMergeTests.columns { if let value = state.value(of: column) { values[column] = value } }
+            for column in AppTableMergeTests.columns {
+                if let value = state.value(of: column) { values[column] = value }
+            }
             xp = state.counter("xp")
         }
     }
@@ -260,13 +289,23 @@ import Testing
     }
 
     static func change(
-        _ kind: RowChange.Kind, life: UInt64, at time: UInt64, by replica: UInt64, _ counter: UInt64,
-        _ values: [String: SQLValue] = [:], totals: [String: Int64] = [:]
+        _ kind: RowChange.Kind,
+        life: UInt64,
+        at time: UInt64,
+        by replica: UInt64,
+        _ counter: UInt64,
+        _ values: [String: SQLValue] = [:],
+        totals: [String: Int64] = [:]
     ) -> RowChange {
         RowChange(
-            key: keys[0], kind: kind, causalLength: life, hlc: HybridTimestamp(physicalMilliseconds: time, logical: 0),
+            key: keys[0],
+            kind: kind,
+            causalLength: life,
+            hlc: HybridTimestamp(physicalMilliseconds: time, logical: 0),
             dot: Dot(replica: ReplicaID(high: replica, low: 0), counter: counter),
-            values: values.map { .init(column: $0.key, value: $0.value) }, totals: totals.map { .init(column: $0.key, total: $0.value) })
+            values: values.map { .init(column: $0.key, value: $0.value) },
+            totals: totals.map { .init(column: $0.key, total: $0.value) }
+        )
     }
 
     /// Two devices edit different columns of one athlete offline: both edits survive.
@@ -326,9 +365,15 @@ import Testing
         let append = Self.change(.append, life: 1, at: 10, by: 1, 1, ["bpm": .integer(120)])
         let delete = Self.change(.delete, life: 2, at: 12, by: 2, 1)
         let earlierAppend = Self.change(.append, life: 1, at: 9, by: 3, 1, ["bpm": .integer(90)])
-        for order in [[append, delete, earlierAppend], [delete, append, earlierAppend], [earlierAppend, delete, append], [delete, earlierAppend, append]] {
+        for order in [
+            [append, delete, earlierAppend], [delete, append, earlierAppend], [earlierAppend, delete, append],
+            [delete, earlierAppend, append],
+        ] {
             let state = Self.merged(order)[append.key]!
-            #expect(!state.exists && state.causalLength == 2 && state.columns.isEmpty, "order \(order.map(\.dot.counter))")
+            #expect(
+                !state.exists && state.causalLength == 2 && state.columns.isEmpty,
+                "order \(order.map(\.dot.counter))"
+            )
         }
         var appended = RowState()
         appended.merge(append)
@@ -357,7 +402,9 @@ import Testing
         #expect(Self.change(.insert, life: 2, at: 1, by: 1, 1).problem()?.contains("deleted life") == true)
         #expect(Self.change(.delete, life: 3, at: 1, by: 1, 1).problem()?.contains("even life") == true)
         #expect(Self.change(.append, life: 1, at: 1, by: 1, 1, totals: ["xp": 1]).problem() != nil)
-        #expect(Self.change(.update, life: 1, at: 1, by: 1, 1, ["Name": .null]).problem()?.contains("lowercase") == true)
+        #expect(
+            Self.change(.update, life: 1, at: 1, by: 1, 1, ["Name": .null]).problem()?.contains("lowercase") == true
+        )
         #expect(Self.change(.update, life: 1, at: 1, by: 1, 1, ["name": .null]).problem() == nil)
     }
 

@@ -54,7 +54,11 @@ import Testing
             let signed = origin.sign(Self.head(after: leaves[..<b]))
             let result = origin.verifier.verify(from: from, leaves: Array(leaves[a..<b]), to: signed)
             #expect(result == .success(signed.head))
-            let whole = origin.verifier.verify(from: .genesis(of: Self.replica), leaves: Array(leaves[..<b]), to: signed)
+            let whole = origin.verifier.verify(
+                from: .genesis(of: Self.replica),
+                leaves: Array(leaves[..<b]),
+                to: signed
+            )
             #expect(whole == result)
         }
     }
@@ -70,28 +74,43 @@ import Testing
 
             var altered = leaves
             altered[index][seeds[1] % 32] ^= 1
-            #expect(origin.verifier.verify(from: genesis, leaves: altered, to: signed) == .failure(.hashMismatch(counter: signed.head.counter)))
+            #expect(
+                origin.verifier.verify(from: genesis, leaves: altered, to: signed)
+                    == .failure(.hashMismatch(counter: signed.head.counter))
+            )
 
             var dropped = leaves
             dropped.remove(at: index)
             #expect(
                 origin.verifier.verify(from: genesis, leaves: dropped, to: signed)
-                    == .failure(.leafCount(expected: UInt64(leaves.count), got: leaves.count - 1)))
+                    == .failure(.leafCount(expected: UInt64(leaves.count), got: leaves.count - 1))
+            )
 
             var reordered = leaves
             reordered.swapAt(index, (index + 1) % leaves.count)
-            #expect(origin.verifier.verify(from: genesis, leaves: reordered, to: signed) == .failure(.hashMismatch(counter: signed.head.counter)))
+            #expect(
+                origin.verifier.verify(from: genesis, leaves: reordered, to: signed)
+                    == .failure(.hashMismatch(counter: signed.head.counter))
+            )
 
             // Coverage past what the replica signed: the relay can hash invented changes, not sign them.
             let relay = Origin()
             let invented = leaves + Self.leaves([seeds[2], seeds[2] + 1])
             let forged = relay.sign(Self.head(after: invented[...]))
-            #expect(origin.verifier.verify(from: genesis, leaves: invented, to: forged) == .failure(.badSignature(counter: forged.head.counter)))
+            #expect(
+                origin.verifier.verify(from: genesis, leaves: invented, to: forged)
+                    == .failure(.badSignature(counter: forged.head.counter))
+            )
 
             // The genuine signature on a head whose counter or hash was changed.
             let moved = SignedHead(
-                head: ChainHead(replica: Self.replica, counter: signed.head.counter + 1, hash: signed.head.hash), signature: signed.signature)
-            #expect(origin.verifier.verify(from: genesis, leaves: invented.dropLast(), to: moved) == .failure(.hashMismatch(counter: moved.head.counter)))
+                head: ChainHead(replica: Self.replica, counter: signed.head.counter + 1, hash: signed.head.hash),
+                signature: signed.signature
+            )
+            #expect(
+                origin.verifier.verify(from: genesis, leaves: invented.dropLast(), to: moved)
+                    == .failure(.hashMismatch(counter: moved.head.counter))
+            )
         }
     }
 
@@ -101,6 +120,9 @@ import Testing
         let signed = origin.sign(Self.head(after: leaves[...]))
         let other = ChainHead.genesis(of: ReplicaID(high: 7, low: 7))
         #expect(origin.verifier.verify(from: other, leaves: leaves, to: signed) == .failure(.otherReplica))
-        #expect(origin.verifier.verify(from: signed.head, leaves: [], to: signed) == .failure(.notAfter(verified: 3, claimed: 3)))
+        #expect(
+            origin.verifier.verify(from: signed.head, leaves: [], to: signed)
+                == .failure(.notAfter(verified: 3, claimed: 3))
+        )
     }
 }

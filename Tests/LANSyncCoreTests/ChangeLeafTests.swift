@@ -31,14 +31,20 @@ import Testing
         /// its row's current life, and the hashes of the ones that lost.
         func shipped(_ change: RowChange) -> (change: RowChange, lost: [RowChange.LostCell]) {
             let state = rows[change.key] ?? RowState()
-            return (RowChangeStub(of: change).change(key: change.key, dot: change.dot, in: state), Array(lost[change.dot] ?? []))
+            return (
+                RowChangeStub(of: change).change(key: change.key, dot: change.dot, in: state),
+                Array(lost[change.dot] ?? [])
+            )
         }
     }
 
     /// Any schedule, any delivery order with duplicates: every change's leaf rebuilds from what the
     /// store keeps; the cells left out are exactly the ones the state shows lost.
     @Test func whatAStoreKeepsRebuildsEveryLeaf() async {
-        await propertyCheck(input: Gen.int(in: 3...5), AppTableMergeTests.steps, AppTableMergeTests.order) { replicaCount, steps, order in
+        await propertyCheck(input: Gen.int(in: 3...5), AppTableMergeTests.steps, AppTableMergeTests.order) {
+            replicaCount,
+            steps,
+            order in
             var simulation = Simulation(replicaCount: replicaCount)
             for step in steps { simulation.step(step) }
             let all = Array(simulation.allChanges)
@@ -53,14 +59,35 @@ import Testing
                 #expect(shipped.leaf(lost: lost, hasher: Self.hasher) == change.leaf(hasher: Self.hasher), "\(change)")
                 #expect(shipped == change.without(lost))
                 for cell in lost {
-                    #expect(state.hasSuperseded(cell, ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind))
+                    #expect(
+                        state.hasSuperseded(
+                            cell,
+                            ofChangeAt: change.stamp,
+                            life: change.causalLength,
+                            kind: change.kind
+                        )
+                    )
                 }
                 // A relay calling a cell lost that still wins is caught.
                 for value in shipped.values {
-                    #expect(!state.hasSuperseded(RowChange.lost(value, hasher: Self.hasher), ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind))
+                    #expect(
+                        !state.hasSuperseded(
+                            RowChange.lost(value, hasher: Self.hasher),
+                            ofChangeAt: change.stamp,
+                            life: change.causalLength,
+                            kind: change.kind
+                        )
+                    )
                 }
                 for total in shipped.totals {
-                    #expect(!state.hasSuperseded(RowChange.lost(total), ofChangeAt: change.stamp, life: change.causalLength, kind: change.kind))
+                    #expect(
+                        !state.hasSuperseded(
+                            RowChange.lost(total),
+                            ofChangeAt: change.stamp,
+                            life: change.causalLength,
+                            kind: change.kind
+                        )
+                    )
                 }
             }
             // What a receiver rebuilds from the shipped forms equals the state the sender holds.
@@ -74,10 +101,14 @@ import Testing
     }
 
     static let change = RowChange(
-        key: RowKey(table: "athletes", primaryKey: [.text("a1")]), kind: .insert, causalLength: 1,
-        hlc: HybridTimestamp(physicalMilliseconds: 5_000, logical: 0), dot: Dot(replica: ReplicaID(high: 1, low: 2), counter: 7),
+        key: RowKey(table: "athletes", primaryKey: [.text("a1")]),
+        kind: .insert,
+        causalLength: 1,
+        hlc: HybridTimestamp(physicalMilliseconds: 5_000, logical: 0),
+        dot: Dot(replica: ReplicaID(high: 1, low: 2), counter: 7),
         values: [.init(column: "name", value: .text("Ada")), .init(column: "weight", value: .real(61.5))],
-        totals: [.init(column: "xp", total: 4)])
+        totals: [.init(column: "xp", total: 4)]
+    )
 
     @Test func theRowLeafIsAsDocumented() {
         let c = Self.change
@@ -102,12 +133,20 @@ import Testing
         let c = Self.change
         let leaf = c.leaf(hasher: Self.hasher)
         func variant(
-            kind: RowChange.Kind? = nil, life: UInt64? = nil, counter: UInt64? = nil, key: String = "a1",
-            values: [RowChange.Value]? = nil, totals: [RowChange.Total]? = nil
+            kind: RowChange.Kind? = nil,
+            life: UInt64? = nil,
+            counter: UInt64? = nil,
+            key: String = "a1",
+            values: [RowChange.Value]? = nil,
+            totals: [RowChange.Total]? = nil
         ) -> [UInt8]? {
             RowChange(
-                key: RowKey(table: "athletes", primaryKey: [.text(key)]), kind: kind ?? c.kind, causalLength: life ?? c.causalLength,
-                hlc: c.hlc, dot: Dot(replica: c.dot.replica, counter: counter ?? c.dot.counter), values: values ?? c.values,
+                key: RowKey(table: "athletes", primaryKey: [.text(key)]),
+                kind: kind ?? c.kind,
+                causalLength: life ?? c.causalLength,
+                hlc: c.hlc,
+                dot: Dot(replica: c.dot.replica, counter: counter ?? c.dot.counter),
+                values: values ?? c.values,
                 totals: totals ?? c.totals
             ).leaf(hasher: Self.hasher)
         }
@@ -124,13 +163,26 @@ import Testing
         let stripped = c.without([weight])
         #expect(stripped.values.count == 1)
         #expect(stripped.leaf(lost: [weight], hasher: Self.hasher) == leaf)
-        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weigh", standIn: weight.standIn)], hasher: Self.hasher) != leaf)
-        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weight", standIn: [1, 2])], hasher: Self.hasher) != leaf)
+        #expect(
+            stripped.leaf(lost: [.init(kind: .value, column: "weigh", standIn: weight.standIn)], hasher: Self.hasher)
+                != leaf
+        )
+        #expect(
+            stripped.leaf(lost: [.init(kind: .value, column: "weight", standIn: [1, 2])], hasher: Self.hasher) != leaf
+        )
         // Malformed: a lost cell the change also carries, one named twice, stand-ins too long.
         #expect(c.leaf(lost: [weight], hasher: Self.hasher) == nil)
         #expect(stripped.leaf(lost: [weight, weight], hasher: Self.hasher) == nil)
-        #expect(stripped.leaf(lost: [.init(kind: .value, column: "weight", standIn: .init(repeating: 1, count: 33))], hasher: Self.hasher) == nil)
-        #expect(stripped.leaf(lost: [.init(kind: .total, column: "weight", standIn: weight.standIn)], hasher: Self.hasher) == nil)
+        #expect(
+            stripped.leaf(
+                lost: [.init(kind: .value, column: "weight", standIn: .init(repeating: 1, count: 33))],
+                hasher: Self.hasher
+            ) == nil
+        )
+        #expect(
+            stripped.leaf(lost: [.init(kind: .total, column: "weight", standIn: weight.standIn)], hasher: Self.hasher)
+                == nil
+        )
         // A long value stands as its hash.
         let long = SQLValue.text(String(repeating: "x", count: 40))
         var longBytes = [UInt8]()
@@ -144,13 +196,19 @@ import Testing
         let device = DeviceID(bytes: [UInt8](repeating: 3, count: 16))!
         func write(_ seed: Int, key: String = "theme") -> PreferenceWrite {
             PreferenceWrite(
-                key: key, value: seed % 3 == 0 ? nil : "\"v\(seed)\"", originDevice: device,
+                key: key,
+                value: seed % 3 == 0 ? nil : "\"v\(seed)\"",
+                originDevice: device,
                 dot: Dot(replica: ReplicaID(high: UInt64(seed % 3 + 1), low: 1), counter: UInt64(seed % 5 + 1)),
-                hlc: HybridTimestamp(physicalMilliseconds: UInt64(1_000 + seed % 4), logical: 0), wallMilliseconds: 7)
+                hlc: HybridTimestamp(physicalMilliseconds: UInt64(1_000 + seed % 4), logical: 0),
+                wallMilliseconds: 7
+            )
         }
         await propertyCheck(input: Gen.int(in: 0...10_000), Gen.int(in: 0...10_000)) { a, b in
             let stub = PreferenceStub(write(a), hasher: Self.hasher)
-            #expect(ChangeLeaf.preference(stub, hasher: Self.hasher) == ChangeLeaf.preference(write(a), hasher: Self.hasher))
+            #expect(
+                ChangeLeaf.preference(stub, hasher: Self.hasher) == ChangeLeaf.preference(write(a), hasher: Self.hasher)
+            )
             let held = write(b)
             let expected = held.dot != write(a).dot && PreferenceWrite.loses(write(a), to: held)
             #expect(stub.isSuperseded(by: held) == expected)

@@ -41,8 +41,14 @@ import Testing
         let replica = ReplicaID(high: 1, low: 1)
         let device = DeviceID(bytes: [UInt8](repeating: 1, count: 16))!
         let entry = Entry(
-            id: "e", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: 1),
-            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0), wallMilliseconds: 1, payload: "{ \"not\": compact")
+            id: "e",
+            stream: "taps",
+            originDevice: device,
+            dot: Dot(replica: replica, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
+            wallMilliseconds: 1,
+            payload: "{ \"not\": compact"
+        )
         let delta = Delta(entries: [entry], coverage: [.init(replica: replica, from: 0, through: 1)])
         #expect(delta.problem()?.contains("payload") == true)
     }
@@ -61,13 +67,16 @@ import Testing
             defer { next += 1 }
             return picks[next % picks.count]
         }
-        let atoms = ["0", "-1", "2.5", "1e+3", "-0.5E-2", "10", "true", "false", "null",
-                     "\"\"", "\"abc\"", "\"é ü\"", "\"\\n\\t\"", "\"\\u00e9\"", "\"\\\"q\\\"\"", "\"a/b\""]
+        let atoms = [
+            "0", "-1", "2.5", "1e+3", "-0.5E-2", "10", "true", "false", "null",
+            "\"\"", "\"abc\"", "\"é ü\"", "\"\\n\\t\"", "\"\\u00e9\"", "\"\\\"q\\\"\"", "\"a/b\"",
+        ]
         let kind = pick() % 4
         guard depth < 4, kind >= 2 else { return atoms[pick() % atoms.count] }
         let count = pick() % 4
         let members = (0..<count).map { _ in
-            kind == 2 ? value(picks, &next, depth: depth + 1) : "\"k\(pick() % 3)\":" + value(picks, &next, depth: depth + 1)
+            kind == 2
+                ? value(picks, &next, depth: depth + 1) : "\"k\(pick() % 3)\":" + value(picks, &next, depth: depth + 1)
         }
         return kind == 2 ? "[" + members.joined(separator: ",") + "]" : "{" + members.joined(separator: ",") + "}"
     }
@@ -79,7 +88,8 @@ import Testing
             if picks[0] % 2 == 1 {
                 let bytes = Array(text.utf8)
                 let at = picks[1] % (bytes.count + 1)
-                text = String(decoding: bytes[..<at], as: UTF8.self) + Self.fragments[picks[0] % Self.fragments.count]
+                text =
+                    String(decoding: bytes[..<at], as: UTF8.self) + Self.fragments[picks[0] % Self.fragments.count]
                     + String(decoding: bytes[at...], as: UTF8.self)
             } else {
                 #expect(CompactJSON.isCompact(text), "a built value is compact: \(text)")
@@ -90,12 +100,15 @@ import Testing
     }
 
     @Test func nestingIsBoundedTheSameWay() {
-        let deepest = String(repeating: "[", count: CompactJSON.maxDepth) + String(repeating: "]", count: CompactJSON.maxDepth)
+        let deepest =
+            String(repeating: "[", count: CompactJSON.maxDepth) + String(repeating: "]", count: CompactJSON.maxDepth)
         let tooDeep = "[" + deepest + "]"
         #expect(CompactJSON.isCompact(deepest))
         #expect(!CompactJSON.isCompact(tooDeep))
         #expect((try? CompactJSON.compact(tooDeep).get()) == nil)
-        let objects = String(repeating: "{\"a\":", count: CompactJSON.maxDepth) + "1" + String(repeating: "}", count: CompactJSON.maxDepth)
+        let objects =
+            String(repeating: "{\"a\":", count: CompactJSON.maxDepth) + "1"
+            + String(repeating: "}", count: CompactJSON.maxDepth)
         #expect(CompactJSON.isCompact(objects))
         #expect(!CompactJSON.isCompact("[" + objects + "]"))
     }

@@ -83,7 +83,8 @@ extension DeviceIDTests {
     /// A digest of part of the elements added to one of the rest is the digest of them all,
     /// carries between limbs included (hashes of all ones carry through every limb).
     @Test func addingDigestsOfTwoPartsGivesTheWhole() {
-        let hashes = (0..<40).map { SHA256.hash([UInt8($0)]) } + Array(repeating: [UInt8](repeating: 0xFF, count: 32), count: 3)
+        let hashes =
+            (0..<40).map { SHA256.hash([UInt8($0)]) } + Array(repeating: [UInt8](repeating: 0xFF, count: 32), count: 3)
         for cut in [0, 1, 20, hashes.count] {
             var whole = StateDigest()
             var (first, second) = (StateDigest(), StateDigest())
@@ -109,18 +110,24 @@ extension DeviceIDTests {
 /// between versions, or replicas holding the same rows would disagree. Pinned here byte for byte.
 @Suite struct CanonicalBytesTests {
     static let entry = Entry(
-        id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b", stream: "symbol_taps",
+        id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b",
+        stream: "symbol_taps",
         originDevice: DeviceID(bytes: Array(0x10...0x1F))!,
         dot: Dot(replica: ReplicaID(high: 0x0102_0304_0506_0708, low: 0x090A_0B0C_0D0E_0F10), counter: 0x1234),
-        hlc: HybridTimestamp(rawValue: 0x0190_A1B2_C3D4_0007), wallMilliseconds: 1_718_000_000_123,
-        payload: "{\"symbol_id\":1042}")
+        hlc: HybridTimestamp(rawValue: 0x0190_A1B2_C3D4_0007),
+        wallMilliseconds: 1_718_000_000_123,
+        payload: "{\"symbol_id\":1042}"
+    )
 
     @Test func entryBytesArePinned() {
         let hex = Self.entry.canonicalBytes.map { String($0, radix: 16).leftPadded }.joined()
         // "E", then id and stream (4-byte big-endian length + UTF-8), device, replica, counter,
         // HLC, wall time (8 bytes big-endian each), payload (length + UTF-8).
-        #expect(hex == "450000002430313930613162322d633364342d376535662d386136622d3763386439653066316132620000000b73796d626f6c5f74617073101112131415161718191a"
-            + "1b1c1d1e1f0102030405060708090a0b0c0d0e0f1000000000000012340190a1b2c3d400070000019000c79c7b000000127b2273796d626f6c5f6964223a313034327d")
+        #expect(
+            hex
+                == "450000002430313930613162322d633364342d376535662d386136622d3763386439653066316132620000000b73796d626f6c5f74617073101112131415161718191a"
+                + "1b1c1d1e1f0102030405060708090a0b0c0d0e0f1000000000000012340190a1b2c3d400070000019000c79c7b000000127b2273796d626f6c5f6964223a313034327d"
+        )
     }
 
     @Test func appendingToABufferGivesTheSameBytes() {
@@ -140,8 +147,14 @@ extension String {
 
     func entry(counter: UInt64, stream: String = "taps") -> Entry {
         Entry(
-            id: "e\(counter)", stream: stream, originDevice: device, dot: Dot(replica: replica, counter: counter),
-            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0), wallMilliseconds: 1, payload: "{}")
+            id: "e\(counter)",
+            stream: stream,
+            originDevice: device,
+            dot: Dot(replica: replica, counter: counter),
+            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
+            wallMilliseconds: 1,
+            payload: "{}"
+        )
     }
 
     @Test func wellFormedDeltaPasses() {
@@ -150,7 +163,7 @@ extension String {
     }
 
     @Test(arguments: [
-        Delta(entries: [], coverage: [.init(replica: ReplicaID(high: 1, low: 2), from: 3, through: 3)]),
+        Delta(entries: [], coverage: [.init(replica: ReplicaID(high: 1, low: 2), from: 3, through: 3)])
     ])
     func emptyRangeIsRejected(delta: Delta) {
         #expect(delta.problem() != nil)
@@ -161,9 +174,14 @@ extension String {
         #expect(outside.problem()?.contains("outside") == true)
         let uncovered = Delta(entries: [entry(counter: 1)])
         #expect(uncovered.problem() != nil)
-        let badName = Delta(entries: [entry(counter: 1, stream: "Bad Name")], coverage: [.init(replica: replica, from: 0, through: 1)])
+        let badName = Delta(
+            entries: [entry(counter: 1, stream: "Bad Name")],
+            coverage: [.init(replica: replica, from: 0, through: 1)]
+        )
         #expect(badName.problem() != nil)
-        let twice = Delta(coverage: [.init(replica: replica, from: 0, through: 1), .init(replica: replica, from: 1, through: 2)])
+        let twice = Delta(coverage: [
+            .init(replica: replica, from: 0, through: 1), .init(replica: replica, from: 1, through: 2),
+        ])
         #expect(twice.problem()?.contains("two coverage") == true)
     }
 

@@ -90,7 +90,9 @@ import Testing
                 receiver.merge(delta)
                 let vector = receiver.versionVector
                 for (id, versions) in Dictionary(grouping: s.entriesMade, by: \.id) {
-                    guard let best = versions.filter({ vector.covers($0.dot) }).min(by: Entry.precedes) else { continue }
+                    guard let best = versions.filter({ vector.covers($0.dot) }).min(by: Entry.precedes) else {
+                        continue
+                    }
                     let held = receiver.entries[id]
                     let holdsIt = held != nil && (held == best || Entry.precedes(held!, best))
                     let betterPending = versions.contains { Entry.precedes($0, best) && !vector.covers($0.dot) }
@@ -102,7 +104,9 @@ import Testing
                     }
                     let held = receiver.preferences[key]
                     let holdsIt = held != nil && !PreferenceWrite.loses(held!, to: best)
-                    let betterPending = writes.contains { PreferenceWrite.loses(best, to: $0) && !vector.covers($0.dot) }
+                    let betterPending = writes.contains {
+                        PreferenceWrite.loses(best, to: $0) && !vector.covers($0.dot)
+                    }
                     #expect(holdsIt || betterPending)
                 }
             }
@@ -129,7 +133,9 @@ import Testing
 
     /// Two replicas hold the same elements (and, unless told otherwise, the same version vector).
     func expectSameState(
-        _ a: ReplicaState, _ b: ReplicaState, comparingVectors: Bool = true,
+        _ a: ReplicaState,
+        _ b: ReplicaState,
+        comparingVectors: Bool = true,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         #expect(a.digest == b.digest, sourceLocation: sourceLocation)

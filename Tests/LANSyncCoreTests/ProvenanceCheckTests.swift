@@ -27,12 +27,23 @@ import Testing
         }
 
         func leaf(_ counter: UInt64) -> [UInt8] {
-            leaves[counter] ?? ChangeLeaf.none(replica: ProvenanceCheckTests.replica, counter: counter, hasher: ProvenanceCheckTests.hasher)
+            leaves[counter]
+                ?? ChangeLeaf.none(
+                    replica: ProvenanceCheckTests.replica,
+                    counter: counter,
+                    hasher: ProvenanceCheckTests.hasher
+                )
         }
 
         func head(at counter: UInt64, from genesis: UInt64 = 0) -> SignedHead {
-            var head = ChainHead(replica: ProvenanceCheckTests.replica, counter: genesis, hash: ChainHead.genesis(of: ProvenanceCheckTests.replica).hash)
-            if counter > genesis { head = head.extended(by: ((genesis + 1)...counter).map(leaf), hasher: ProvenanceCheckTests.hasher) }
+            var head = ChainHead(
+                replica: ProvenanceCheckTests.replica,
+                counter: genesis,
+                hash: ChainHead.genesis(of: ProvenanceCheckTests.replica).hash
+            )
+            if counter > genesis {
+                head = head.extended(by: ((genesis + 1)...counter).map(leaf), hasher: ProvenanceCheckTests.hasher)
+            }
             return SignedHead(head: head, signature: key.sign(head.signedMessage))
         }
 
@@ -44,20 +55,31 @@ import Testing
         /// What a delta carries of `(from, through]`: the leaves of the changes in it.
         func carried(_ from: UInt64, _ through: UInt64) -> [Dot: [UInt8]] {
             var carried: [Dot: [UInt8]] = [:]
-            for counter in (from + 1)...through { if let leaf = leaves[counter] { carried[Dot(replica: ProvenanceCheckTests.replica, counter: counter)] = leaf } }
+            for counter in (from + 1)...through {
+                if let leaf = leaves[counter] {
+                    carried[Dot(replica: ProvenanceCheckTests.replica, counter: counter)] = leaf
+                }
+            }
             return carried
         }
 
         var keys: [ReplicaID: [UInt8]] { [ProvenanceCheckTests.replica: key.publicKey] }
     }
 
-    static let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
+    static let check = ProvenanceCheck(hasher: hasher) {
+        SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1)
+    }
 
     /// Any way of cutting an honest chain into ranges verifies, from the genesis or from any
     /// verified point, with overlaps; the verified head ends at the last range's end.
     @Test func honestRangesVerifyFromWhereverTheReceiverStands() async {
-        await propertyCheck(input: Gen.int(in: 2...80), Gen.int(in: 0...1_000).array(of: 1...6), Gen.int(in: 0...1_000)) { count, cuts, seed in
-            let origin = Origin(count: UInt64(count), none: Set((1...UInt64(count)).filter { ($0 &* 7 &+ UInt64(seed)) % 9 == 0 }), seed: seed)
+        await propertyCheck(input: Gen.int(in: 2...80), Gen.int(in: 0...1_000).array(of: 1...6), Gen.int(in: 0...1_000))
+        { count, cuts, seed in
+            let origin = Origin(
+                count: UInt64(count),
+                none: Set((1...UInt64(count)).filter { ($0 &* 7 &+ UInt64(seed)) % 9 == 0 }),
+                seed: seed
+            )
             var points = Set(cuts.map { UInt64(1 + $0 % count) })
             points.insert(UInt64(count))
             let ends = points.sorted()
@@ -70,18 +92,36 @@ import Testing
             for end in ends {
                 // Start each range a little below the previous end (an overlap after a race).
                 let start = from > 0 && seed % 2 == 0 ? from - 1 : from
-                ranges.append(.init(replica: Self.replica, from: start, through: end, signature: origin.head(at: end).signature,
-                    genesis: start == 0 ? origin.genesis(at: 0) : nil))
+                ranges.append(
+                    .init(
+                        replica: Self.replica,
+                        from: start,
+                        through: end,
+                        signature: origin.head(at: end).signature,
+                        genesis: start == 0 ? origin.genesis(at: 0) : nil
+                    )
+                )
                 leaves.merge(origin.carried(start, end)) { a, _ in a }
                 from = end
             }
-            guard case .success(let verdicts) = Self.check.check(ranges, verified: verified, keys: origin.keys, leaves: leaves) else {
+            guard
+                case .success(let verdicts) = Self.check.check(
+                    ranges,
+                    verified: verified,
+                    keys: origin.keys,
+                    leaves: leaves
+                )
+            else {
                 Issue.record("an honest delta was refused")
                 return
             }
             #expect(verdicts.count == ranges.count)
             for (range, verdict) in zip(ranges, verdicts) {
-                if range.through <= knownAt { #expect(verdict == .known) } else { #expect(verdict == .verified(origin.head(at: range.through).head)) }
+                if range.through <= knownAt {
+                    #expect(verdict == .known)
+                } else {
+                    #expect(verdict == .verified(origin.head(at: range.through).head))
+                }
             }
         }
     }
@@ -89,28 +129,47 @@ import Testing
     /// Every change a relay alters, drops or invents, and every claim of counters without their
     /// rows, is refused with the replica and the counter.
     @Test func tamperedRangesAreRefused() async {
-        await propertyCheck(input: Gen.int(in: 3...60), Gen.int(in: 0...1_000), Gen.int(in: 0...4)) { count, pick, way in
+        await propertyCheck(input: Gen.int(in: 3...60), Gen.int(in: 0...1_000), Gen.int(in: 0...4)) {
+            count,
+            pick,
+            way in
             let origin = Origin(count: UInt64(count))
             let target = Dot(replica: Self.replica, counter: UInt64(1 + pick % count))
             var leaves = origin.carried(0, UInt64(count))
             let range = ProvenanceCheck.Range(
-                replica: Self.replica, from: 0, through: UInt64(count), signature: origin.head(at: UInt64(count)).signature, genesis: origin.genesis(at: 0))
+                replica: Self.replica,
+                from: 0,
+                through: UInt64(count),
+                signature: origin.head(at: UInt64(count)).signature,
+                genesis: origin.genesis(at: 0)
+            )
             switch way {
             case 0: leaves[target] = BLAKE2b.hash(Array("altered".utf8))
             case 1: leaves[target] = nil
-            case 2: leaves[Dot(replica: Self.replica, counter: target.counter)] = origin.leaf(target.counter == UInt64(count) ? 1 : target.counter + 1)
+            case 2:
+                leaves[Dot(replica: Self.replica, counter: target.counter)] = origin.leaf(
+                    target.counter == UInt64(count) ? 1 : target.counter + 1
+                )
             case 3: leaves = [:]
             default:
                 // Coverage claimed past what the replica signed, with its signature of where it stood.
                 let claim = ProvenanceCheck.Range(
-                    replica: Self.replica, from: 0, through: UInt64(count) + 5, signature: origin.head(at: UInt64(count)).signature,
-                    genesis: origin.genesis(at: 0))
-                #expect(Self.check.check([claim], verified: [:], keys: origin.keys, leaves: leaves)
-                    == .failure(.chain(Self.replica, .badSignature(counter: UInt64(count) + 5))))
+                    replica: Self.replica,
+                    from: 0,
+                    through: UInt64(count) + 5,
+                    signature: origin.head(at: UInt64(count)).signature,
+                    genesis: origin.genesis(at: 0)
+                )
+                #expect(
+                    Self.check.check([claim], verified: [:], keys: origin.keys, leaves: leaves)
+                        == .failure(.chain(Self.replica, .badSignature(counter: UInt64(count) + 5)))
+                )
                 return
             }
-            #expect(Self.check.check([range], verified: [:], keys: origin.keys, leaves: leaves)
-                == .failure(.chain(Self.replica, .badSignature(counter: UInt64(count)))))
+            #expect(
+                Self.check.check([range], verified: [:], keys: origin.keys, leaves: leaves)
+                    == .failure(.chain(Self.replica, .badSignature(counter: UInt64(count))))
+            )
         }
     }
 
@@ -119,29 +178,112 @@ import Testing
         let mallory = SigningKey(derivedFrom: KeyPair.generate())
         let leaves = origin.carried(0, 10)
         let honest = origin.head(at: 10)
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: origin.genesis(at: 0))],
-            verified: [:], keys: origin.keys, leaves: leaves) == .success([.verified(honest.head)]))
+        #expect(
+            Self.check.check(
+                [
+                    .init(
+                        replica: Self.replica,
+                        from: 0,
+                        through: 10,
+                        signature: honest.signature,
+                        genesis: origin.genesis(at: 0)
+                    )
+                ],
+                verified: [:],
+                keys: origin.keys,
+                leaves: leaves
+            ) == .success([.verified(honest.head)])
+        )
         let forged = mallory.sign(honest.head.signedMessage)
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: forged, genesis: origin.genesis(at: 0))],
-            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.chain(Self.replica, .badSignature(counter: 10))))
+        #expect(
+            Self.check.check(
+                [.init(replica: Self.replica, from: 0, through: 10, signature: forged, genesis: origin.genesis(at: 0))],
+                verified: [:],
+                keys: origin.keys,
+                leaves: leaves
+            ) == .failure(.chain(Self.replica, .badSignature(counter: 10)))
+        )
         // A genesis signed by another key, one the replica never signed, one past the range.
-        let forgedGenesis = ProvenanceCheck.Genesis(counter: 0, signature: mallory.sign(origin.head(at: 0).head.signedMessage))
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: forgedGenesis)],
-            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.badGenesis(Self.replica, counter: 0)))
+        let forgedGenesis = ProvenanceCheck.Genesis(
+            counter: 0,
+            signature: mallory.sign(origin.head(at: 0).head.signedMessage)
+        )
+        #expect(
+            Self.check.check(
+                [
+                    .init(
+                        replica: Self.replica,
+                        from: 0,
+                        through: 10,
+                        signature: honest.signature,
+                        genesis: forgedGenesis
+                    )
+                ],
+                verified: [:],
+                keys: origin.keys,
+                leaves: leaves
+            ) == .failure(.badGenesis(Self.replica, counter: 0))
+        )
         let notAGenesis = ProvenanceCheck.Genesis(counter: 4, signature: origin.head(at: 4).signature)
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: notAGenesis)],
-            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.badGenesis(Self.replica, counter: 4)))
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: origin.genesis(at: 11))],
-            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.badGenesis(Self.replica, counter: 11)))
-        #expect(Self.check.check([.init(replica: Self.replica, from: 3, through: 3, signature: honest.signature)],
-            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.emptyRange(Self.replica, from: 3, through: 3)))
+        #expect(
+            Self.check.check(
+                [.init(replica: Self.replica, from: 0, through: 10, signature: honest.signature, genesis: notAGenesis)],
+                verified: [:],
+                keys: origin.keys,
+                leaves: leaves
+            ) == .failure(.badGenesis(Self.replica, counter: 4))
+        )
+        #expect(
+            Self.check.check(
+                [
+                    .init(
+                        replica: Self.replica,
+                        from: 0,
+                        through: 10,
+                        signature: honest.signature,
+                        genesis: origin.genesis(at: 11)
+                    )
+                ],
+                verified: [:],
+                keys: origin.keys,
+                leaves: leaves
+            ) == .failure(.badGenesis(Self.replica, counter: 11))
+        )
+        #expect(
+            Self.check.check(
+                [.init(replica: Self.replica, from: 3, through: 3, signature: honest.signature)],
+                verified: [:],
+                keys: origin.keys,
+                leaves: leaves
+            ) == .failure(.emptyRange(Self.replica, from: 3, through: 3))
+        )
         // Coverage of a vast range without changes is refused before any hashing.
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 1 << 39, signature: honest.signature, genesis: origin.genesis(at: 0))],
-            verified: [:], keys: origin.keys, leaves: leaves) == .failure(.tooManyWithoutChange(Self.replica, count: (1 << 39) - 10)))
+        #expect(
+            Self.check.check(
+                [
+                    .init(
+                        replica: Self.replica,
+                        from: 0,
+                        through: 1 << 39,
+                        signature: honest.signature,
+                        genesis: origin.genesis(at: 0)
+                    )
+                ],
+                verified: [:],
+                keys: origin.keys,
+                leaves: leaves
+            ) == .failure(.tooManyWithoutChange(Self.replica, count: (1 << 39) - 10))
+        )
         // No key known for the replica yet: left for later, whatever it carries, and the range
         // after it of a replica whose key is known is still checked.
-        #expect(Self.check.check([.init(replica: Self.replica, from: 0, through: 10, signature: forged, genesis: origin.genesis(at: 0))],
-            verified: [:], keys: [:], leaves: leaves) == .success([.keyUnknown]))
+        #expect(
+            Self.check.check(
+                [.init(replica: Self.replica, from: 0, through: 10, signature: forged, genesis: origin.genesis(at: 0))],
+                verified: [:],
+                keys: [:],
+                leaves: leaves
+            ) == .success([.keyUnknown])
+        )
     }
 
     /// A later genesis (an upgraded replica) makes the counters up to it unsigned history: a range
@@ -151,11 +293,19 @@ import Testing
         let origin = Origin(count: 12)
         let upgraded = origin.genesis(at: 5)
         let head = origin.head(at: 12, from: 5)
-        let fromGenesis = Self.check.check([.init(replica: Self.replica, from: 0, through: 12, signature: head.signature, genesis: upgraded)],
-            verified: [:], keys: origin.keys, leaves: origin.carried(0, 12))
+        let fromGenesis = Self.check.check(
+            [.init(replica: Self.replica, from: 0, through: 12, signature: head.signature, genesis: upgraded)],
+            verified: [:],
+            keys: origin.keys,
+            leaves: origin.carried(0, 12)
+        )
         #expect(fromGenesis == .success([.verified(head.head)]))
-        let gap = Self.check.check([.init(replica: Self.replica, from: 8, through: 12, signature: head.signature)],
-            verified: [Self.replica: origin.head(at: 5, from: 5).head], keys: origin.keys, leaves: origin.carried(8, 12))
+        let gap = Self.check.check(
+            [.init(replica: Self.replica, from: 8, through: 12, signature: head.signature)],
+            verified: [Self.replica: origin.head(at: 5, from: 5).head],
+            keys: origin.keys,
+            leaves: origin.carried(8, 12)
+        )
         #expect(gap == .success([.gap]))
     }
 }

@@ -21,7 +21,10 @@ import Testing
 @Suite struct BLAKE2bTests {
     /// Known answers for unkeyed BLAKE2b with a 32-byte output (RFC 7693's algorithm).
     @Test func knownAnswer() {
-        #expect(BLAKE2b.hash(Array("abc".utf8)).hexString == "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319")
+        #expect(
+            BLAKE2b.hash(Array("abc".utf8)).hexString
+                == "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319"
+        )
         #expect(BLAKE2b.hash([UInt8]()).hexString == "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8")
     }
 }

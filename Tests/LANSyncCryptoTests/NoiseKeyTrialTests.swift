@@ -6,15 +6,29 @@ import Testing
 @Suite struct NoiseKeyTrialTests {
     static let prologue = Array("LANSync wire protocol".utf8)
 
-    @Test(arguments: [1, 3, 50, 70]) func theGroupWhoseKeyOpensTheFirstMessageIsFoundAndTheHandshakeCompletes(groups: Int) throws {
+    @Test(arguments: [1, 3, 50, 70]) func theGroupWhoseKeyOpensTheFirstMessageIsFoundAndTheHandshakeCompletes(
+        groups: Int
+    ) throws {
         let psks = (0..<groups).map { _ in SecureBytes(randomCount: 32) }
         let responderKey = KeyPair.generate()
         for chosen in Set([0, groups / 2, groups - 1]) {
             var initiator = NoiseHandshake(
-                pattern: .xxpsk0, initiator: true, prologue: Self.prologue, staticKey: KeyPair.generate(), psk: psks[chosen])
+                pattern: .xxpsk0,
+                initiator: true,
+                prologue: Self.prologue,
+                staticKey: KeyPair.generate(),
+                psk: psks[chosen]
+            )
             let first = try initiator.writeMessage(payload: [1, 2, 3])
             let opened = try #require(
-                NoiseKeyTrial.respond(to: first, pattern: .xxpsk0, prologue: Self.prologue, staticKey: responderKey, psks: psks))
+                NoiseKeyTrial.respond(
+                    to: first,
+                    pattern: .xxpsk0,
+                    prologue: Self.prologue,
+                    staticKey: responderKey,
+                    psks: psks
+                )
+            )
             #expect(opened.index == chosen)
             #expect(opened.payload == [1, 2, 3])
             var responder = opened.handshake
@@ -29,14 +43,57 @@ import Testing
     @Test func aMessageNoKeyOpensIsRefusedAndTamperingToo() throws {
         let psks = (0..<5).map { _ in SecureBytes(randomCount: 32) }
         var outsider = NoiseHandshake(
-            pattern: .xxpsk0, initiator: true, prologue: Self.prologue, staticKey: KeyPair.generate(), psk: SecureBytes(randomCount: 32))
+            pattern: .xxpsk0,
+            initiator: true,
+            prologue: Self.prologue,
+            staticKey: KeyPair.generate(),
+            psk: SecureBytes(randomCount: 32)
+        )
         let first = try outsider.writeMessage(payload: [1])
-        #expect(NoiseKeyTrial.respond(to: first, pattern: .xxpsk0, prologue: Self.prologue, staticKey: KeyPair.generate(), psks: psks) == nil)
-        var member = NoiseHandshake(pattern: .xxpsk0, initiator: true, prologue: Self.prologue, staticKey: KeyPair.generate(), psk: psks[2])
+        #expect(
+            NoiseKeyTrial.respond(
+                to: first,
+                pattern: .xxpsk0,
+                prologue: Self.prologue,
+                staticKey: KeyPair.generate(),
+                psks: psks
+            ) == nil
+        )
+        var member = NoiseHandshake(
+            pattern: .xxpsk0,
+            initiator: true,
+            prologue: Self.prologue,
+            staticKey: KeyPair.generate(),
+            psk: psks[2]
+        )
         var tampered = try member.writeMessage(payload: [1])
         tampered[tampered.count - 1] ^= 1
-        #expect(NoiseKeyTrial.respond(to: tampered, pattern: .xxpsk0, prologue: Self.prologue, staticKey: KeyPair.generate(), psks: psks) == nil)
-        #expect(NoiseKeyTrial.respond(to: [], pattern: .xxpsk0, prologue: Self.prologue, staticKey: KeyPair.generate(), psks: psks) == nil)
-        #expect(NoiseKeyTrial.respond(to: first, pattern: .xxpsk0, prologue: Self.prologue, staticKey: KeyPair.generate(), psks: []) == nil)
+        #expect(
+            NoiseKeyTrial.respond(
+                to: tampered,
+                pattern: .xxpsk0,
+                prologue: Self.prologue,
+                staticKey: KeyPair.generate(),
+                psks: psks
+            ) == nil
+        )
+        #expect(
+            NoiseKeyTrial.respond(
+                to: [],
+                pattern: .xxpsk0,
+                prologue: Self.prologue,
+                staticKey: KeyPair.generate(),
+                psks: psks
+            ) == nil
+        )
+        #expect(
+            NoiseKeyTrial.respond(
+                to: first,
+                pattern: .xxpsk0,
+                prologue: Self.prologue,
+                staticKey: KeyPair.generate(),
+                psks: []
+            ) == nil
+        )
     }
 }

@@ -41,27 +41,38 @@ func keyPair(_ hex: String?) throws -> KeyPair? {
 
 @Suite struct NoiseVectorTests {
     @Test func vectorsCoverEveryToken() {
-        #expect(Set(NoiseVector.all.map(\.protocol_name)) == [
-            "Noise_XX_25519_ChaChaPoly_SHA256", "Noise_NNpsk0_25519_ChaChaPoly_SHA256",
-            "Noise_XXpsk3_25519_ChaChaPoly_SHA256",
-        ])
+        #expect(
+            Set(NoiseVector.all.map(\.protocol_name)) == [
+                "Noise_XX_25519_ChaChaPoly_SHA256", "Noise_NNpsk0_25519_ChaChaPoly_SHA256",
+                "Noise_XXpsk3_25519_ChaChaPoly_SHA256",
+            ]
+        )
     }
 
     /// Every handshake and transport message matches the published ciphertext byte for byte.
     @Test(arguments: NoiseVector.all)
     func publishedVectors(vector: NoiseVector) throws {
         var initiator = NoiseHandshake(
-            pattern: vector.pattern, initiator: true, prologue: bytes(vector.init_prologue),
-            staticKey: try keyPair(vector.init_static), psk: vector.init_psks?.first.map { SecureBytes(copying: bytes($0)) },
-            ephemeral: try keyPair(vector.init_ephemeral))
+            pattern: vector.pattern,
+            initiator: true,
+            prologue: bytes(vector.init_prologue),
+            staticKey: try keyPair(vector.init_static),
+            psk: vector.init_psks?.first.map { SecureBytes(copying: bytes($0)) },
+            ephemeral: try keyPair(vector.init_ephemeral)
+        )
         var responder = NoiseHandshake(
-            pattern: vector.pattern, initiator: false, prologue: bytes(vector.resp_prologue),
-            staticKey: try keyPair(vector.resp_static), psk: vector.resp_psks?.first.map { SecureBytes(copying: bytes($0)) },
-            ephemeral: try keyPair(vector.resp_ephemeral))
+            pattern: vector.pattern,
+            initiator: false,
+            prologue: bytes(vector.resp_prologue),
+            staticKey: try keyPair(vector.resp_static),
+            psk: vector.resp_psks?.first.map { SecureBytes(copying: bytes($0)) },
+            ephemeral: try keyPair(vector.resp_ephemeral)
+        )
         let handshakeCount = vector.pattern.messages.count
         for (index, message) in vector.messages.prefix(handshakeCount).enumerated() {
             let fromInitiator = index % 2 == 0
-            let ciphertext = fromInitiator
+            let ciphertext =
+                fromInitiator
                 ? try initiator.writeMessage(payload: bytes(message.payload))
                 : try responder.writeMessage(payload: bytes(message.payload))
             #expect(ciphertext.hexString == message.ciphertext, "handshake message \(index)")
@@ -75,12 +86,15 @@ func keyPair(_ hex: String?) throws -> KeyPair? {
         var (responderSend, responderReceive) = try responder.split()
         for (index, message) in vector.messages.enumerated().dropFirst(handshakeCount) {
             let fromInitiator = index % 2 == 0
-            let ciphertext = fromInitiator
+            let ciphertext =
+                fromInitiator
                 ? try initiatorSend.encrypt(plaintext: bytes(message.payload))
                 : try responderSend.encrypt(plaintext: bytes(message.payload))
             #expect(ciphertext.hexString == message.ciphertext, "transport message \(index)")
-            let payload = fromInitiator
-                ? try responderReceive.decrypt(ciphertext: ciphertext) : try initiatorReceive.decrypt(ciphertext: ciphertext)
+            let payload =
+                fromInitiator
+                ? try responderReceive.decrypt(ciphertext: ciphertext)
+                : try initiatorReceive.decrypt(ciphertext: ciphertext)
             #expect(payload.hexString == message.payload)
         }
     }
@@ -92,8 +106,20 @@ func keyPair(_ hex: String?) throws -> KeyPair? {
 
     func pair(initiatorPSK: SecureBytes? = nil, responderPSK: SecureBytes? = nil) -> (NoiseHandshake, NoiseHandshake) {
         (
-            NoiseHandshake(pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: .generate(), psk: initiatorPSK ?? psk),
-            NoiseHandshake(pattern: .xxpsk0, initiator: false, prologue: prologue, staticKey: .generate(), psk: responderPSK ?? psk)
+            NoiseHandshake(
+                pattern: .xxpsk0,
+                initiator: true,
+                prologue: prologue,
+                staticKey: .generate(),
+                psk: initiatorPSK ?? psk
+            ),
+            NoiseHandshake(
+                pattern: .xxpsk0,
+                initiator: false,
+                prologue: prologue,
+                staticKey: .generate(),
+                psk: responderPSK ?? psk
+            )
         )
     }
 
@@ -101,7 +127,13 @@ func keyPair(_ hex: String?) throws -> KeyPair? {
         let initiatorKey = KeyPair.generate()
         let responderKey = KeyPair.generate()
         var a = NoiseHandshake(pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: initiatorKey, psk: psk)
-        var b = NoiseHandshake(pattern: .xxpsk0, initiator: false, prologue: prologue, staticKey: responderKey, psk: psk)
+        var b = NoiseHandshake(
+            pattern: .xxpsk0,
+            initiator: false,
+            prologue: prologue,
+            staticKey: responderKey,
+            psk: psk
+        )
         _ = try b.readMessage(try a.writeMessage(payload: Array("hello".utf8)))
         _ = try a.readMessage(try b.writeMessage())
         _ = try b.readMessage(try a.writeMessage())
@@ -203,11 +235,19 @@ func keyPair(_ hex: String?) throws -> KeyPair? {
         let theirs = KeyPair.generate()
         let prologue = Array("LANSync/1".utf8)
         let peer = try Peer(
-            role: weInitiate ? "responder" : "initiator", psk: psk,
-            secret: theirs.secretKey.withUnsafeBytes { [UInt8]($0) }, prologue: prologue)
+            role: weInitiate ? "responder" : "initiator",
+            psk: psk,
+            secret: theirs.secretKey.withUnsafeBytes { [UInt8]($0) },
+            prologue: prologue
+        )
         defer { peer.finish() }
         var handshake = NoiseHandshake(
-            pattern: .xxpsk0, initiator: weInitiate, prologue: prologue, staticKey: ours, psk: SecureBytes(copying: psk))
+            pattern: .xxpsk0,
+            initiator: weInitiate,
+            prologue: prologue,
+            staticKey: ours,
+            psk: SecureBytes(copying: psk)
+        )
         while !handshake.isComplete {
             if handshake.isOurTurn {
                 peer.send(try handshake.writeMessage(payload: Array("swift payload".utf8)))

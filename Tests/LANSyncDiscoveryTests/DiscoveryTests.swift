@@ -9,21 +9,35 @@ private func key(_ name: String, interface: Int32 = 2, ipv6: Bool = false) -> Av
     AvahiServiceKey(interface: interface, ipProtocol: ipv6 ? 1 : 0, name: name, type: "_lansync._tcp", domain: "local")
 }
 
-private func resolution(_ address: String, port: Int = 7741, interface: Int32 = 2, tag: String = "t1") -> AvahiResolution {
+private func resolution(
+    _ address: String,
+    port: Int = 7741,
+    interface: Int32 = 2,
+    tag: String = "t1"
+) -> AvahiResolution {
     AvahiResolution(
-        address: address, isIPv6: address.contains(":"), port: port, interface: interface, txt: ["v": "1", "g": tag],
-        isOurOwn: false)
+        address: address,
+        isIPv6: address.contains(":"),
+        port: port,
+        interface: interface,
+        txt: ["v": "1", "g": tag],
+        isOurOwn: false
+    )
 }
 
 @Suite struct ServiceTableTests {
     @Test func mergesAServiceFoundOverIPv4AndIPv6WithIPv4First() throws {
         var table = ServiceTable()
         let first = table.update(key("A", ipv6: true), resolution("fe80::1"))
-        guard case .appeared(let v6only) = first else { Issue.record("expected appeared, got \(String(describing: first))"); return }
+        guard case .appeared(let v6only) = first else {
+            Issue.record("expected appeared, got \(String(describing: first))")
+            return
+        }
         #expect(v6only.endpoints.map(\.host) == ["fe80::1"])
         #expect(v6only.endpoints[0].isLinkLocalIPv6)
         guard case .appeared(let both) = table.update(key("A"), resolution("10.0.0.5")) else {
-            Issue.record("expected appeared"); return
+            Issue.record("expected appeared")
+            return
         }
         #expect(both.endpoints.map(\.host) == ["10.0.0.5", "fe80::1"])
         #expect(both.txt["g"] == "t1")
@@ -34,7 +48,8 @@ private func resolution(_ address: String, port: Int = 7741, interface: Int32 = 
         #expect(table.update(key("A"), resolution("10.0.0.5")) != nil)
         #expect(table.update(key("A"), resolution("10.0.0.5")) == nil, "the same resolution again is no news")
         guard case .appeared(let moved) = table.update(key("A"), resolution("10.0.0.9")) else {
-            Issue.record("an address change must be reported"); return
+            Issue.record("an address change must be reported")
+            return
         }
         #expect(moved.endpoints.map(\.host) == ["10.0.0.9"])
     }
@@ -43,7 +58,10 @@ private func resolution(_ address: String, port: Int = 7741, interface: Int32 = 
         var table = ServiceTable()
         _ = table.update(key("A"), resolution("10.0.0.5"))
         _ = table.update(key("A", ipv6: true), resolution("fe80::1"))
-        guard case .appeared(let rest) = table.remove(key("A")) else { Issue.record("expected the IPv6 address to remain"); return }
+        guard case .appeared(let rest) = table.remove(key("A")) else {
+            Issue.record("expected the IPv6 address to remain")
+            return
+        }
         #expect(rest.endpoints.map(\.host) == ["fe80::1"])
         #expect(table.remove(key("A", ipv6: true)) == .left(name: "A"))
         #expect(table.remove(key("A", ipv6: true)) == nil)
@@ -74,10 +92,14 @@ private func resolution(_ address: String, port: Int = 7741, interface: Int32 = 
         _ = session.handle(.client(.running))
         let renamed = session.handle(.group(.collision)).actions
         #expect(renamed.count == 1)
-        guard case .publish(let second) = renamed.first else { Issue.record("expected a publish"); return }
+        guard case .publish(let second) = renamed.first else {
+            Issue.record("expected a publish")
+            return
+        }
         #expect(second.name == "LANSync #2")
         guard case .publish(let third) = session.handle(.group(.collision)).actions.first else {
-            Issue.record("expected a publish"); return
+            Issue.record("expected a publish")
+            return
         }
         #expect(third.name == "LANSync #3")
         _ = session.handle(.group(.established))
@@ -98,7 +120,10 @@ private func resolution(_ address: String, port: Int = 7741, interface: Int32 = 
         _ = session.handle(.client(.running))
         _ = session.handle(.client(.failed(code: -23, message: "Daemon connection failed")))
         #expect(session.isFinished)
-        guard case .unavailable(let reason) = session.status else { Issue.record("expected unavailable"); return }
+        guard case .unavailable(let reason) = session.status else {
+            Issue.record("expected unavailable")
+            return
+        }
         #expect(reason.contains("Daemon connection failed"))
     }
 

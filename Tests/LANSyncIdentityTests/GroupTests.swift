@@ -7,8 +7,10 @@ import Testing
         let group = GroupSecret.generate()
         let code = group.joinCode
         #expect(code.split(separator: "-").map(\.count) == [7, 7, 7, 7, 7, 7, 7, 7])
-        for typed in [code, code.uppercased(), code.replacingOccurrences(of: "-", with: " "),
-                      code.replacingOccurrences(of: "0", with: "O").replacingOccurrences(of: "1", with: "l")] {
+        for typed in [
+            code, code.uppercased(), code.replacingOccurrences(of: "-", with: " "),
+            code.replacingOccurrences(of: "0", with: "O").replacingOccurrences(of: "1", with: "l"),
+        ] {
             let parsed = try GroupSecret.parse(joinCode: typed).get()
             #expect(parsed.secret.constantTimeEquals(group.secret), "\(typed)")
         }
@@ -19,7 +21,9 @@ import Testing
         var typo = code
         let index = 10
         typo[index] = typo[index] == "a" ? "b" : "a"
-        #expect(throws: GroupSecret.JoinCodeProblem.checksumMismatch) { try GroupSecret.parse(joinCode: String(typo)).get() }
+        #expect(throws: GroupSecret.JoinCodeProblem.checksumMismatch) {
+            try GroupSecret.parse(joinCode: String(typo)).get()
+        }
         #expect(throws: GroupSecret.JoinCodeProblem.wrongLength(55)) {
             try GroupSecret.parse(joinCode: String(code.dropLast())).get()
         }

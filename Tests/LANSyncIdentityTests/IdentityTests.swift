@@ -52,7 +52,10 @@ import Testing
     }
 
     @Test func identityFileRoundTripsWithOwnerOnlyPermissions() throws {
-        let (identity, _) = IdentityFactory.make(name: "home-desktop", machineIDPath: try machineIDFile("ab" + String(repeating: "1", count: 30)))
+        let (identity, _) = IdentityFactory.make(
+            name: "home-desktop",
+            machineIDPath: try machineIDFile("ab" + String(repeating: "1", count: 30))
+        )
         let file = IdentityFile(path: directory + "/identity.json")
         try file.save(identity)
         #expect(SecretFile.permissions(of: file.path) == 0o600)

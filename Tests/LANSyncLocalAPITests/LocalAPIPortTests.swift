@@ -22,7 +22,8 @@ import Testing
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                Glibc.bind(socket, address, length) == 0 && listen(socket, 1) == 0 && getsockname(socket, address, &length) == 0
+                Glibc.bind(socket, address, length) == 0 && listen(socket, 1) == 0
+                    && getsockname(socket, address, &length) == 0
             }
         }
         #expect(bound)
@@ -31,7 +32,9 @@ import Testing
 
     /// Runs an agent and its API with `configuration` until `check` returns true for the API's
     /// part (or 30 s pass), then stops both; returns the part's last status and the data directory's files.
-    static func run(_ configure: (inout LocalAPIConfiguration) -> Void) async throws -> (AgentPartStatus?, apiAddress: String?, socket: Bool) {
+    static func run(
+        _ configure: (inout LocalAPIConfiguration) -> Void
+    ) async throws -> (AgentPartStatus?, apiAddress: String?, socket: Bool) {
         let root = NSTemporaryDirectory() + "lansync-api-port-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: root) }
         _ = try LANSyncNode.initialize(at: DataDirectory(path: root), name: "second", machineIDPath: "/nonexistent")
@@ -45,7 +48,12 @@ import Testing
         var configuration = LocalAPIConfiguration()
         configure(&configuration)
         let api = await LocalAPI(agent: agent, configuration: configuration, logger: Logger(label: "test"))
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [.init(service: agent), .init(service: api)], logger: Logger(label: "test")))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: agent), .init(service: api)],
+                logger: Logger(label: "test")
+            )
+        )
         let running = Task { try await group.run() }
         defer { running.cancel() }
         var part: AgentPartStatus?
@@ -80,7 +88,10 @@ import Testing
                 $0.takeAFreePortWhenTaken = false
             }
             #expect(part?.state == .running, "\(String(describing: part))")
-            #expect(part?.detail?.contains("no TCP port") == true && part?.detail?.contains("unix") == true, "\(String(describing: part))")
+            #expect(
+                part?.detail?.contains("no TCP port") == true && part?.detail?.contains("unix") == true,
+                "\(String(describing: part))"
+            )
             #expect(address == nil)
             #expect(socket)
         }

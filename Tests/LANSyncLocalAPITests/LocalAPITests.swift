@@ -57,7 +57,9 @@ import Testing
         await propertyCheck(input: Gen.int(in: 0...Int.max).array(of: 0...20)) { seeds in
             var random = SplitMix64(seed: UInt64(seeds.count))
             let pairs = seeds.map { seed -> (ReplicaID, UInt64) in
-                let bytes = (0..<16).map { UInt8(truncatingIfNeeded: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 >> UInt64($0 * 4)) }
+                let bytes = (0..<16).map {
+                    UInt8(truncatingIfNeeded: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 >> UInt64($0 * 4))
+                }
                 return (ReplicaID(bytes: bytes)!, 1 + random.next() % Dot.maxCounter)
             }
             let vector = VersionVector(Dictionary(pairs, uniquingKeysWith: max))
@@ -73,12 +75,21 @@ import Testing
     /// with one character changed, inserted or cut, so many of them still decode.
     @Test func anyTextIsReadSafelyAsACursor() async {
         let alphabet = Array("AZaz09-_+/=!é.")
-        let real = FeedCursor(VersionVector([
-            ReplicaID(bytes: Array(0..<16))!: 5, ReplicaID(bytes: Array(repeating: 0xEE, count: 16))!: Dot.maxCounter,
-        ])).text
+        let real = FeedCursor(
+            VersionVector([
+                ReplicaID(bytes: Array(0..<16))!: 5,
+                ReplicaID(bytes: Array(repeating: 0xEE, count: 16))!: Dot.maxCounter,
+            ])
+        ).text
         let characters = Array(real)
-        await propertyCheck(input: Gen.int(in: 0..<characters.count), Gen.int(in: 0..<alphabet.count), Gen.int(in: 0...2)) {
-            position, replacement, edit in
+        await propertyCheck(
+            input: Gen.int(in: 0..<characters.count),
+            Gen.int(in: 0..<alphabet.count),
+            Gen.int(in: 0...2)
+        ) {
+            position,
+            replacement,
+            edit in
             var text = characters
             switch edit {
             case 0: text[position] = alphabet[replacement]
@@ -91,8 +102,10 @@ import Testing
 
     @Test func malformedCursorsAreRefused() {
         let one = FeedCursor(VersionVector([ReplicaID(bytes: Array(repeating: 7, count: 16))!: 5])).text
-        for text in ["", "v1", "v2." + one.dropFirst(3), "v1.!!!!", String(one.dropLast(2)), one + "AAAA", one + "=",
-            one.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/") + (one.contains("-") || one.contains("_") ? "" : "+"),
+        for text in [
+            "", "v1", "v2." + one.dropFirst(3), "v1.!!!!", String(one.dropLast(2)), one + "AAAA", one + "=",
+            one.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+                + (one.contains("-") || one.contains("_") ? "" : "+"),
             // A counter of 0 and one past the protocol's range.
             FeedCursor.encodeForTest([(Array(repeating: 7, count: 16), 0)]),
             FeedCursor.encodeForTest([(Array(repeating: 7, count: 16), Dot.maxCounter + 1)]),
@@ -111,7 +124,10 @@ import Testing
         for host in ["localhost", "LOCALHOST:7742", "127.0.0.1", "127.0.0.1:7742", "[::1]", "[::1]:80"] {
             #expect(LoopbackGuard<BasicRequestContext>.isLoopback(host: host), "\(host)")
         }
-        for host in ["evil.com", "localhost.evil.com", "127.0.0.1.nip.io", "127.0.0.2", "[::2]", "[::1]x", "localhost:80x", "", "192.168.1.20:7742"] {
+        for host in [
+            "evil.com", "localhost.evil.com", "127.0.0.1.nip.io", "127.0.0.2", "[::2]", "[::1]x", "localhost:80x", "",
+            "192.168.1.20:7742",
+        ] {
             #expect(!LoopbackGuard<BasicRequestContext>.isLoopback(host: host), "\(host)")
         }
         #expect(LoopbackGuard<BasicRequestContext>.isLoopback(origin: "http://127.0.0.1:7742"))
@@ -123,7 +139,8 @@ import Testing
     // MARK: OpenAPI
 
     static var openAPIPath: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("docs/openapi.json").path
     }
 
@@ -136,23 +153,39 @@ import Testing
         var configuration = AgentConfiguration()
         configuration.discovery = false
         let agent = try Agent(node: node, configuration: configuration, logger: Logger(label: "test"))
-        let router = LocalAPI.router(agent: agent, node: node, token: APIToken(value: String(repeating: "a", count: 64)))
+        let router = LocalAPI.router(
+            agent: agent,
+            node: node,
+            token: APIToken(value: String(repeating: "a", count: 64))
+        )
         // The API's routes; the dashboard's pages (/dashboard/…, /login) are HTML for people.
-        let served = Set(router.routes.map { route in
-            // Hummingbird writes "/v1/streams/:stream/entries"; OpenAPI "/v1/streams/{stream}/entries".
-            // A preference's key is the rest of the path ("**"), as it may hold slashes.
-            "\(route.method) " + route.path.description.split(separator: "/", omittingEmptySubsequences: false).map { part in
-                part == "**" ? "{key}" : part.hasPrefix(":") ? "{\(part.dropFirst())}" : String(part)
-            }.joined(separator: "/")
-        }.filter { $0.contains(" /v1/") })
+        let served = Set(
+            router.routes.map { route in
+                // Hummingbird writes "/v1/streams/:stream/entries"; OpenAPI "/v1/streams/{stream}/entries".
+                // A preference's key is the rest of the path ("**"), as it may hold slashes.
+                "\(route.method) "
+                    + route.path.description.split(separator: "/", omittingEmptySubsequences: false).map { part in
+                        part == "**" ? "{key}" : part.hasPrefix(":") ? "{\(part.dropFirst())}" : String(part)
+                    }.joined(separator: "/")
+            }.filter { $0.contains(" /v1/") }
+        )
         let document = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.openAPIPath))) as? [String: Any])
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.openAPIPath)))
+                as? [String: Any]
+        )
         let paths = try #require(document["paths"] as? [String: [String: Any]])
-        let documented = Set(paths.flatMap { path, operations in
-            operations.keys.filter { ["get", "put", "post", "delete", "patch"].contains($0) }.map { "\($0.uppercased()) \(path)" }
-        })
+        let documented = Set(
+            paths.flatMap { path, operations in
+                operations.keys.filter { ["get", "put", "post", "delete", "patch"].contains($0) }.map {
+                    "\($0.uppercased()) \(path)"
+                }
+            }
+        )
         #expect(!served.isEmpty)
-        #expect(served == documented, "served but not documented: \(served.subtracting(documented).sorted()); documented but not served: \(documented.subtracting(served).sorted())")
+        #expect(
+            served == documented,
+            "served but not documented: \(served.subtracting(documented).sorted()); documented but not served: \(documented.subtracting(served).sorted())"
+        )
     }
 
     @Test func theOpenAPIDocumentIsValidOpenAPI() throws {
@@ -180,10 +213,15 @@ extension FeedCursor {
         var bytes = [UInt8]()
         for (replica, counter) in pairs {
             bytes += replica
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: counter >> UInt64(shift))) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: counter >> UInt64(shift)))
+            }
         }
-        return "v1." + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        return "v1."
+            + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+                of: "/",
+                with: "_"
+            )
             .replacingOccurrences(of: "=", with: "")
     }
 }
-

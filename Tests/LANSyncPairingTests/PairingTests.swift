@@ -1,8 +1,8 @@
 import LANSyncCore
 import LANSyncCrypto
 import LANSyncPairing
-import LANSyncWire
 import LANSyncTestSupport
+import LANSyncWire
 import Testing
 
 /// Pairing by short code: both machines, message by message, as the agent and the CLI run them
@@ -13,10 +13,20 @@ import Testing
     static let secret = SecureBytes(copying: (0..<32).map { UInt8($0) })
 
     /// Runs a whole exchange, every message through its bytes; returns both outcomes.
-    static func run(inviterCode: String, joinerCode: String, records: [PreferenceWrite] = []) throws
+    static func run(
+        inviterCode: String,
+        joinerCode: String,
+        records: [PreferenceWrite] = []
+    ) throws
         -> (inviter: PairingOutcome?, joiner: PairingOutcome?)
     {
-        var inviter = PairingInviter(code: inviterCode, secret: secret, records: records, device: inviterDevice, name: "home-desktop")
+        var inviter = PairingInviter(
+            code: inviterCode,
+            secret: secret,
+            records: records,
+            device: inviterDevice,
+            name: "home-desktop"
+        )
         var joiner = try PairingJoiner(code: joinerCode, device: joinerDevice, name: "therapy-room")
         var toInviter: PairingMessage? = joiner.hello
         var outcomes: (inviter: PairingOutcome?, joiner: PairingOutcome?) = (nil, nil)
@@ -35,10 +45,13 @@ import Testing
     /// A member record as the inviter's store holds one: `number` picks its key, replica and size.
     static func record(_ number: Int, valueBytes: Int = 40) -> PreferenceWrite {
         PreferenceWrite(
-            key: "lansync/seen/\(number)/by", value: "{\"name\":\"" + String(repeating: "x", count: valueBytes) + "\"}",
-            originDevice: inviterDevice, dot: Dot(replica: ReplicaID(high: 1, low: UInt64(number % 3)), counter: UInt64(number + 1)),
+            key: "lansync/seen/\(number)/by",
+            value: "{\"name\":\"" + String(repeating: "x", count: valueBytes) + "\"}",
+            originDevice: inviterDevice,
+            dot: Dot(replica: ReplicaID(high: 1, low: UInt64(number % 3)), counter: UInt64(number + 1)),
             hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000 + UInt64(number), logical: 0),
-            wallMilliseconds: 1_700_000_000_000 + Int64(number))
+            wallMilliseconds: 1_700_000_000_000 + Int64(number)
+        )
     }
 
     @Test func theRightCodeHandsOverTheSecretAndTheMemberRecordsAndBothSidesSeeEachOther() throws {
@@ -46,8 +59,13 @@ import Testing
         let (inviter, joiner) = try Self.run(inviterCode: "48213907", joinerCode: "48213907", records: records)
         #expect(inviter == .invited(PairedDevice(device: Self.joinerDevice, name: "therapy-room")))
         #expect(
-            joiner == .joined(
-                secret: (0..<32).map { UInt8($0) }, records: records, inviter: PairedDevice(device: Self.inviterDevice, name: "home-desktop")))
+            joiner
+                == .joined(
+                    secret: (0..<32).map { UInt8($0) },
+                    records: records,
+                    inviter: PairedDevice(device: Self.inviterDevice, name: "home-desktop")
+                )
+        )
     }
 
     /// A group whose records outgrow a welcome (64 KiB) sends the first that fit, in its order;
@@ -78,12 +96,28 @@ import Testing
             return writer.bytes
         }
         let app = PreferenceWrite(
-            key: "controls/slider", value: "1", originDevice: good.originDevice, dot: good.dot, hlc: good.hlc,
-            wallMilliseconds: good.wallMilliseconds)
+            key: "controls/slider",
+            value: "1",
+            originDevice: good.originDevice,
+            dot: good.dot,
+            hlc: good.hlc,
+            wallMilliseconds: good.wallMilliseconds
+        )
         let bad: [(String, [UInt8])] = [
             ("an app preference", encoded(Delta.carrying(app))),
-            ("coverage past its dot", encoded(Delta(preferences: [good], coverage: [.init(replica: good.dot.replica, from: 0, through: 9)]))),
-            ("two records in one delta", encoded(Delta(preferences: [good, Self.record(4)], coverage: [.init(replica: good.dot.replica, from: 1, through: 5)]))),
+            (
+                "coverage past its dot",
+                encoded(Delta(preferences: [good], coverage: [.init(replica: good.dot.replica, from: 0, through: 9)]))
+            ),
+            (
+                "two records in one delta",
+                encoded(
+                    Delta(
+                        preferences: [good, Self.record(4)],
+                        coverage: [.init(replica: good.dot.replica, from: 1, through: 5)]
+                    )
+                )
+            ),
             ("a length past the end", [0x7F, 1, 2]),
         ]
         for (what, bytes) in bad {
@@ -104,9 +138,21 @@ import Testing
     /// a joiner that skips a step or replays one is refused.
     @Test func messagesOutOfTurnOrForgedAreRefused() throws {
         var joiner = try PairingJoiner(code: "48213907", device: Self.joinerDevice, name: "t")
-        let mallory = try CPaceParty(role: .responder, code: Array("00000000".utf8), channel: [], session: [1], associatedData: [])
+        let mallory = try CPaceParty(
+            role: .responder,
+            code: Array("00000000".utf8),
+            channel: [],
+            session: [1],
+            associatedData: []
+        )
         let forged = joiner.receive(
-            .reply(element: mallory.element, device: Self.inviterDevice, name: "mallory", confirmation: [UInt8](repeating: 7, count: 32)))
+            .reply(
+                element: mallory.element,
+                device: Self.inviterDevice,
+                name: "mallory",
+                confirmation: [UInt8](repeating: 7, count: 32)
+            )
+        )
         #expect(forged.outcome.map { if case .failed(_, true) = $0 { true } else { false } } == true)
         var inviter = PairingInviter(code: "48213907", secret: Self.secret, device: Self.inviterDevice, name: "h")
         let early = inviter.receive(.confirm(confirmation: [UInt8](repeating: 0, count: 32)))
@@ -177,8 +223,18 @@ import Testing
     /// Every message survives its encoding; malformed bytes are refused with a reason.
     @Test func messagesRoundTripAndMalformedOnesAreRefused() throws {
         let messages: [PairingMessage] = [
-            .hello(session: [UInt8](repeating: 1, count: 16), element: [UInt8](repeating: 2, count: 32), device: Self.joinerDevice, name: "é"),
-            .reply(element: [UInt8](repeating: 3, count: 32), device: Self.inviterDevice, name: "home", confirmation: [UInt8](repeating: 4, count: 32)),
+            .hello(
+                session: [UInt8](repeating: 1, count: 16),
+                element: [UInt8](repeating: 2, count: 32),
+                device: Self.joinerDevice,
+                name: "é"
+            ),
+            .reply(
+                element: [UInt8](repeating: 3, count: 32),
+                device: Self.inviterDevice,
+                name: "home",
+                confirmation: [UInt8](repeating: 4, count: 32)
+            ),
             .confirm(confirmation: [UInt8](repeating: 5, count: 32)),
             .welcome(sealed: [UInt8](repeating: 6, count: 48)),
             .refused(reason: "the code did not match"),
@@ -205,7 +261,9 @@ import Testing
     @Test func randomMessagesNeverPairAndNeverCrash() {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2_000 {
-            let bytes = (0..<Int.random(in: 0...400, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let bytes = (0..<Int.random(in: 0...400, using: &generator)).map { _ in
+                UInt8.random(in: 0...255, using: &generator)
+            }
             PairingFuzzing.check(bytes)
         }
         // Well-formed messages too: a hello, a reply and a confirm with random contents.

@@ -24,7 +24,10 @@ import Testing
     @Test func severalMergesHoldBackFromTheEarliestUntilEachSettles() {
         var grace = RelayGrace(grace: .seconds(2))
         grace.merged([.init(replica: Self.a, from: 10, through: 20)], at: Self.start)
-        grace.merged([.init(replica: Self.a, from: 20, through: 30), .init(replica: Self.b, from: 0, through: 5)], at: Self.start + .seconds(1))
+        grace.merged(
+            [.init(replica: Self.a, from: 20, through: 30), .init(replica: Self.b, from: 0, through: 5)],
+            at: Self.start + .seconds(1)
+        )
         let both = grace.holdBack(at: Self.start + .milliseconds(1500))
         #expect(both.cap == [Self.a: 10, Self.b: 0])
         #expect(both.settles == Self.start + .seconds(2))

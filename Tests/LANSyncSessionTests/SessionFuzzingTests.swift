@@ -42,8 +42,10 @@ import Testing
     @Test func theFormerCrashMessagesEndTheSessionAsMalformed() async {
         let edge = { (value: UInt64) -> UInt8 in UInt8(SessionFuzzingEdges.index(of: value)) }
         let state: [UInt8] = [0, 0, 2, 1, edge(.max), 2, edge(1), edge(0)]
-        let delta: [UInt8] = [0, 1, 1, 1, edge(0), edge(1 << 63), 1, 0, 0, 1, edge(1), edge(1_700_000_000_000 << 16),
-                              edge(1_700_000_000_000), 0, 0]
+        let delta: [UInt8] = [
+            0, 1, 1, 1, edge(0), edge(1 << 63), 1, 0, 0, 1, edge(1), edge(1_700_000_000_000 << 16),
+            edge(1_700_000_000_000), 0, 0,
+        ]
         for script in [state, delta] {
             let report = await SessionFuzzing.run(script)
             guard case .malformed(let reason)? = report.endings.first else {
@@ -67,7 +69,6 @@ extension SessionFuzzingTests {
             _ = await SessionFuzzing.run([UInt8](try Data(contentsOf: corpus.appendingPathComponent(file))))
         }
     }
-
 
     static func kind(_ ending: SessionEnd) -> String {
         switch ending {

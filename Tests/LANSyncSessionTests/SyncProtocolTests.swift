@@ -18,10 +18,14 @@ import Testing
 
     static func entry(_ replica: ReplicaID, _ counter: UInt64) -> Entry {
         Entry(
-            id: "tap-\(replica.bytes[0])-\(counter)", stream: "symbol_taps", originDevice: device,
+            id: "tap-\(replica.bytes[0])-\(counter)",
+            stream: "symbol_taps",
+            originDevice: device,
             dot: Dot(replica: replica, counter: counter),
             hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000 + counter, logical: 0),
-            wallMilliseconds: 1_700_000_000_000, payload: "{}")
+            wallMilliseconds: 1_700_000_000_000,
+            payload: "{}"
+        )
     }
 
     static func state(_ counters: [ReplicaID: UInt64], digest: StateDigest = StateDigest()) -> PeerState {
@@ -45,22 +49,38 @@ import Testing
         var machine = Self.machine()
         _ = machine.opening(Self.state([:]), now: Self.start)
         let claims = [Self.theirs: UInt64(7)]
-        #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9])) == .nothing, "no state from the peer yet")
+        #expect(
+            machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9])) == .nothing,
+            "no state from the peer yet"
+        )
         _ = machine.received(.state(Self.state([Self.theirs: 9, Self.third: 2])), now: Self.start)
-        #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9])) == .nothing, "we still lack the third's changes")
+        #expect(
+            machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9])) == .nothing,
+            "we still lack the third's changes"
+        )
         #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .wakeSender)
         #expect(machine.takeReplies() == [.resend(Self.theirs, after: 6)])
-        #expect(machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .nothing, "once per place")
-        #expect(machine.claimsOpen([Self.third: 5], ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .nothing,
-            "the peer does not hold that change")
+        #expect(
+            machine.claimsOpen(claims, ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .nothing,
+            "once per place"
+        )
+        #expect(
+            machine.claimsOpen([Self.third: 5], ourVector: VersionVector([Self.theirs: 9, Self.third: 2])) == .nothing,
+            "the peer does not hold that change"
+        )
     }
 
     /// `records` come only in a hand-over, before the peer's first state: in a session they end
     /// it (an independent implementation merged member records through them, outside any range).
     @Test func recordsComeOnlyBeforeAnyState() {
         let write = PreferenceWrite(
-            key: "lansync/epoch/2", value: "{}", originDevice: Self.device, dot: Dot(replica: Self.theirs, counter: 1),
-            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0), wallMilliseconds: 1)
+            key: "lansync/epoch/2",
+            value: "{}",
+            originDevice: Self.device,
+            dot: Dot(replica: Self.theirs, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
+            wallMilliseconds: 1
+        )
         var handOver = Self.machine()
         #expect(handOver.received(.records([write]), now: Self.start) == .mergeRecords([write]))
         var session = Self.machine()
@@ -74,7 +94,10 @@ import Testing
 
     @Test func aDeltaIsMergedAndNeverEchoedBack() {
         var machine = Self.machine()
-        let delta = Delta(entries: [Self.entry(Self.theirs, 1)], coverage: [.init(replica: Self.theirs, from: 0, through: 1)])
+        let delta = Delta(
+            entries: [Self.entry(Self.theirs, 1)],
+            coverage: [.init(replica: Self.theirs, from: 0, through: 1)]
+        )
         #expect(machine.received(.delta(delta), now: Self.start) == .merge(delta))
         #expect(machine.peerKnown[Self.theirs] == 1)
         // After the merge our state is owed, even with no rows to send.
@@ -111,7 +134,9 @@ import Testing
         #expect(machine.closingState(now: Self.start, { Self.state([Self.ours: 1], digest: digest) }) == .nothing)
         // Two entries at once go as a delta, and our state follows.
         let two = Delta(
-            entries: [Self.entry(Self.ours, 2), Self.entry(Self.ours, 3)], coverage: [.init(replica: Self.ours, from: 1, through: 3)])
+            entries: [Self.entry(Self.ours, 2), Self.entry(Self.ours, 3)],
+            coverage: [.init(replica: Self.ours, from: 1, through: 3)]
+        )
         #expect(machine.outgoing(two, digest: { digest }) == .delta(two))
         #expect(machine.closingState(now: Self.start, { Self.state([Self.ours: 3]) }) != .nothing)
     }
@@ -148,7 +173,10 @@ import Testing
         #expect(machine.timerFired(now: Self.start + interval) == .wakeSender)
         #expect(machine.closingState(now: Self.start + interval, { changed }) == .send(.state(changed)))
         #expect(machine.closingState(now: Self.start + interval * 3, { changed }) == .nothing)
-        #expect(machine.nextDeadline == Self.start + machine.keepalive, "nothing due now but a ping after a silent interval")
+        #expect(
+            machine.nextDeadline == Self.start + machine.keepalive,
+            "nothing due now but a ping after a silent interval"
+        )
     }
 
     /// Rows held back from this peer while a relay settles (`RelayGrace`): the timer wakes the
@@ -194,7 +222,10 @@ import Testing
     @Test func anOwedStateGoesAtOnceEvenWithinTheInterval() {
         var machine = Self.machine()
         _ = machine.opening(Self.state([:]), now: Self.start)
-        let delta = Delta(entries: [Self.entry(Self.theirs, 1)], coverage: [.init(replica: Self.theirs, from: 0, through: 1)])
+        let delta = Delta(
+            entries: [Self.entry(Self.theirs, 1)],
+            coverage: [.init(replica: Self.theirs, from: 0, through: 1)]
+        )
         _ = machine.received(.delta(delta), now: Self.start)
         _ = machine.mergeFinished(ourDigest: { nil })
         let state = Self.state([Self.theirs: 1])
@@ -238,9 +269,15 @@ import Testing
 
     @Test func aRefusedMergeEndsWithTheMatchingGoodbye() {
         var skewed = Self.machine()
-        #expect(skewed.mergeFailed("ahead by 10 min", clockSkew: true)?.goodbye == .goodbye(code: .clockSkew, reason: "ahead by 10 min"))
+        #expect(
+            skewed.mergeFailed("ahead by 10 min", clockSkew: true)?.goodbye
+                == .goodbye(code: .clockSkew, reason: "ahead by 10 min")
+        )
         var malformed = Self.machine()
-        #expect(malformed.mergeFailed("payload is not JSON", clockSkew: false)?.goodbye == .goodbye(code: .malformed, reason: "payload is not JSON"))
+        #expect(
+            malformed.mergeFailed("payload is not JSON", clockSkew: false)?.goodbye
+                == .goodbye(code: .malformed, reason: "payload is not JSON")
+        )
     }
 
     @Test func shuttingDownAndBeingReplacedSayGoodbye() {
@@ -350,9 +387,13 @@ import Testing
 
     static func change(_ replica: ReplicaID, _ counter: UInt64) -> RowChange {
         RowChange(
-            key: RowKey(table: "athletes", primaryKey: [.text("3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10")]), kind: .update,
-            causalLength: 1, hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000 + counter, logical: 0),
-            dot: Dot(replica: replica, counter: counter), values: [.init(column: "weight_kg", value: .real(71.5))])
+            key: RowKey(table: "athletes", primaryKey: [.text("3f2a9c1e-7b7d-4c1e-9a55-0c7c2f1e8d10")]),
+            kind: .update,
+            causalLength: 1,
+            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000 + counter, logical: 0),
+            dot: Dot(replica: replica, counter: counter),
+            values: [.init(column: "weight_kg", value: .real(71.5))]
+        )
     }
 
     static func digest(_ seed: UInt8) -> StateDigest { StateDigest(bytes: [UInt8](repeating: seed, count: 32))! }
@@ -371,7 +412,10 @@ import Testing
         #expect(push.signature == testSignature)
         #expect(current.peerKnown[T.ours] == 1)
         var receiver = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
-        #expect(receiver.received(.rowPush(push), now: T.start) == .merge(batch), "the receiver gets the signed range back")
+        #expect(
+            receiver.received(.rowPush(push), now: T.start) == .merge(batch),
+            "the receiver gets the signed range back"
+        )
 
         var unsigned = RowPush.delta(carrying: Self.change(T.ours, 2), signature: testSignature)
         unsigned.coverage[0].signature = nil
@@ -381,7 +425,8 @@ import Testing
         withLostCells.lostCells[Dot(replica: T.ours, counter: 4)] = [.init(kind: .value, column: "name", standIn: [1])]
         let two = Delta(
             rows: [Self.change(T.ours, 5), Self.change(T.ours, 6)],
-            coverage: [.init(replica: T.ours, from: 4, through: 6, signature: testSignature)])
+            coverage: [.init(replica: T.ours, from: 4, through: 6, signature: testSignature)]
+        )
         for other in [unsigned, withGenesis, withLostCells, two] {
             #expect(current.outgoing(other, digest: { Self.digest(3) }) == .delta(other))
         }
@@ -399,23 +444,44 @@ import Testing
         #expect(receiver.takeReplies() == [.resend(T.theirs, after: 0)])
         _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 0], changedAnything: false)
         #expect(receiver.takeReplies().isEmpty)
-        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, keysKnown: [T.third], ourVector: VersionVector())
+        _ = receiver.mergeFinished(
+            ourDigest: { nil },
+            changedAnything: true,
+            keysKnown: [T.third],
+            ourVector: VersionVector()
+        )
         #expect(receiver.takeReplies().isEmpty, "another replica's key brings nothing for this one")
-        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, keysKnown: [T.theirs], ourVector: VersionVector())
+        _ = receiver.mergeFinished(
+            ourDigest: { nil },
+            changedAnything: true,
+            keysKnown: [T.theirs],
+            ourVector: VersionVector()
+        )
         #expect(receiver.takeReplies() == [.resend(T.theirs, after: 0)], "its key is known: asked again")
-        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, keysKnown: [T.theirs], ourVector: VersionVector())
+        _ = receiver.mergeFinished(
+            ourDigest: { nil },
+            changedAnything: true,
+            keysKnown: [T.theirs],
+            ourVector: VersionVector()
+        )
         #expect(receiver.takeReplies().isEmpty, "once")
         _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 3], changedAnything: true)
         _ = receiver.takeReplies()
         _ = receiver.mergeFinished(
-            ourDigest: { nil }, changedAnything: true, keysKnown: [T.theirs], ourVector: VersionVector([T.theirs: 5]))
+            ourDigest: { nil },
+            changedAnything: true,
+            keysKnown: [T.theirs],
+            ourVector: VersionVector([T.theirs: 5])
+        )
         #expect(receiver.takeReplies().isEmpty, "held now: no longer waiting")
     }
 
     @Test func aRangeNotTakenIsAskedForAgainAndSentAgain() throws {
         var receiver = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
         _ = receiver.opening(T.state([:]), now: T.start)
-        #expect(receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 4], changedAnything: false) == .wakeSender)
+        #expect(
+            receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 4], changedAnything: false) == .wakeSender
+        )
         #expect(receiver.takeReplies() == [.resend(T.theirs, after: 4)])
         _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 4], changedAnything: false)
         #expect(receiver.takeReplies().isEmpty, "not asked twice for the same place while nothing changes")
@@ -426,7 +492,8 @@ import Testing
         _ = sender.opening(T.state([:]), now: T.start)
         let batch = Delta(
             rows: [Self.change(T.theirs, 5), Self.change(T.theirs, 6)],
-            coverage: [.init(replica: T.theirs, from: 0, through: 6, signature: testSignature)])
+            coverage: [.init(replica: T.theirs, from: 0, through: 6, signature: testSignature)]
+        )
         _ = sender.outgoing(batch, digest: { Self.digest(3) })
         #expect(sender.peerKnown[T.theirs] == 6)
         #expect(sender.received(.resend(T.theirs, after: 4), now: T.start) == .wakeSender)
@@ -440,11 +507,17 @@ import Testing
     @Test func aMatchingDigestCheckUpdatesThePeersAnnouncedState() throws {
         var sender = T.machine()
         _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
-        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature), digest: { Self.digest(2) })
+        let message = sender.outgoing(
+            RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature),
+            digest: { Self.digest(2) }
+        )
 
         var receiver = T.machine()
         _ = receiver.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
-        #expect(receiver.received(message, now: T.start) == .merge(RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature)))
+        #expect(
+            receiver.received(message, now: T.start)
+                == .merge(RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature))
+        )
         #expect(receiver.mergeFinished(ourDigest: { Self.digest(2) }) == .wakeSender)
         #expect(receiver.peerAnnounced?.digest == Self.digest(2))
         #expect(receiver.peerAnnounced?.versionVector[T.theirs] == 1)
@@ -460,7 +533,10 @@ import Testing
     @Test func aStateAfterThePushOutranksItsCheck() throws {
         var sender = T.machine()
         _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
-        let message = sender.outgoing(RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature), digest: { Self.digest(2) })
+        let message = sender.outgoing(
+            RowPush.delta(carrying: Self.change(T.theirs, 1), signature: testSignature),
+            digest: { Self.digest(2) }
+        )
         var receiver = T.machine()
         _ = receiver.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
         _ = receiver.received(message, now: T.start)
@@ -476,7 +552,10 @@ import Testing
             var sender = T.machine()
             _ = sender.opening(T.state([:], digest: Self.digest(1)), now: T.start)
             _ = sender.received(.state(T.state([:], digest: Self.digest(1))), now: T.start)
-            _ = sender.outgoing(RowPush.delta(carrying: Self.change(T.ours, 1), signature: testSignature), digest: { Self.digest(2) })
+            _ = sender.outgoing(
+                RowPush.delta(carrying: Self.change(T.ours, 1), signature: testSignature),
+                digest: { Self.digest(2) }
+            )
             let ours = T.state([T.ours: 1], digest: Self.digest(2))
             #expect(sender.closingState(now: T.start, { ours }) == .nothing)
             // The peer's answer after its merge.

@@ -9,7 +9,10 @@ import Testing
     @Test(arguments: [false, true]) func seedsConverge(byzantine: Bool) async {
         for seed in UInt64(1)...12 {
             let run = await Simulator.run(seed: seed, byzantine: byzantine)
-            #expect(run.outcome.failure == nil, "seed \(seed)\(byzantine ? " (byzantine)" : ""): \(run.outcome.failure ?? "")\n\(run.schedule)")
+            #expect(
+                run.outcome.failure == nil,
+                "seed \(seed)\(byzantine ? " (byzantine)" : ""): \(run.outcome.failure ?? "")\n\(run.schedule)"
+            )
         }
     }
 
@@ -23,9 +26,13 @@ import Testing
                 (0, .connect(1, 0)), (3331, .reinstall(node: 0, voucher: 1)), (4451, .connect(1, 0)),
                 (6065, .setPreference(node: 0, key: 1, value: 174)), (9285, .reinstall(node: 1, voucher: 0)),
             ],
-            nodes: 3, lateJoiners: [2])
+            nodes: 3,
+            lateJoiners: [2]
+        )
         let outcome = await GroupSimulation(
-            schedule: schedule, networkSeed: 15_973_907_961_090_042_830, root: Simulator.scratch + "/\(UUID().uuidString)"
+            schedule: schedule,
+            networkSeed: 15_973_907_961_090_042_830,
+            root: Simulator.scratch + "/\(UUID().uuidString)"
         ).run()
         #expect(outcome.failure == nil, "\(outcome.failure ?? "")")
     }
@@ -39,13 +46,19 @@ extension GroupSimulationTests {
     @Test func aRemovalARemoverMayNotMakeYetIsRefusedAndTheGroupGoesOn() async {
         let schedule = Schedule(
             actions: [
-                (0, .connect(1, 0)), (0, .connect(2, 0)), (970, .reinstall(node: 1, voucher: 5)), (1696, .join(node: 3)),
-                (9189, .connect(1, 4)), (9709, .connect(2, 3)), (11007, .connect(4, 3)), (18913, .remove(node: 0, by: 1)),
+                (0, .connect(1, 0)), (0, .connect(2, 0)), (970, .reinstall(node: 1, voucher: 5)),
+                (1696, .join(node: 3)),
+                (9189, .connect(1, 4)), (9709, .connect(2, 3)), (11007, .connect(4, 3)),
+                (18913, .remove(node: 0, by: 1)),
             ],
-            nodes: 6, lateJoiners: [3])
+            nodes: 6,
+            lateJoiners: [3]
+        )
         for _ in 0..<3 {
             let outcome = await GroupSimulation(
-                schedule: schedule, networkSeed: 14_565_071_795_959_309_252, root: Simulator.scratch + "/\(UUID().uuidString)"
+                schedule: schedule,
+                networkSeed: 14_565_071_795_959_309_252,
+                root: Simulator.scratch + "/\(UUID().uuidString)"
             ).run()
             #expect(outcome.failure == nil, "\(outcome.failure ?? "")")
         }

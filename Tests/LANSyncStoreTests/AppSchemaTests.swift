@@ -26,7 +26,8 @@ import Testing
             -- lansync: append-only taps
             CREATE TABLE taps (id TEXT PRIMARY KEY, profile_id TEXT REFERENCES profiles(id), at INTEGER);
             CREATE INDEX taps_by_profile ON taps(profile_id, at);
-            """)
+            """
+        )
         #expect(schema.tables.map(\.name) == ["profiles", "taps"])
         #expect(schema.table("profiles")?.appendOnly == false)
         #expect(schema.table("profiles")?.counters == ["xp"])
@@ -37,7 +38,8 @@ import Testing
             -- lansync: append-only game_sessions
             CREATE TABLE game_sessions (id TEXT PRIMARY KEY, started INTEGER NOT NULL, ended INTEGER NOT NULL,
                 CHECK (ended >= started AND ended - started <= 86400000));
-            """)
+            """
+        )
         #expect(sessions.table("game_sessions")?.appendOnly == true)
         #expect(schema.table("taps")?.primaryKey == ["id"])
         #expect(schema.indexes.map(\.name) == ["taps_by_profile"])
@@ -49,7 +51,8 @@ import Testing
             """
             CREATE TABLE set_muscles (set_id TEXT, muscle TEXT, PRIMARY KEY (set_id, muscle));
             CREATE TABLE levels (level INTEGER PRIMARY KEY, title TEXT) WITHOUT ROWID;
-            """)
+            """
+        )
         #expect(schema.table("set_muscles")?.primaryKey == ["set_id", "muscle"])
         #expect(schema.table("levels")?.primaryKey == ["level"])
     }
@@ -66,11 +69,20 @@ import Testing
         ("CREATE TEMP TABLE t (id TEXT PRIMARY KEY);", "temporary"),
         ("CREATE TABLE lansync_t (id TEXT PRIMARY KEY);", "reserved"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT GENERATED ALWAYS AS (id || 'x'));", "generated"),
-        ("-- lansync: append-only t\nCREATE TABLE p (id TEXT PRIMARY KEY);\nCREATE TABLE t (id TEXT PRIMARY KEY, p TEXT REFERENCES p(id) ON DELETE SET NULL);", "cannot apply"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY, " + (1...60).map { "c\($0) TEXT" }.joined(separator: ", ") + ");", "at most 60 columns"),
+        (
+            "-- lansync: append-only t\nCREATE TABLE p (id TEXT PRIMARY KEY);\nCREATE TABLE t (id TEXT PRIMARY KEY, p TEXT REFERENCES p(id) ON DELETE SET NULL);",
+            "cannot apply"
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, " + (1...60).map { "c\($0) TEXT" }.joined(separator: ", ") + ");",
+            "at most 60 columns"
+        ),
         ("CREATE TABLE t (id TEXT PRIMARY KEY, xp TEXT);\n-- lansync: counter t.xp", "declare it INTEGER"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY);\n-- lansync: counter t.xp", "no column xp"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);\n-- lansync: append-only t\n-- lansync: counter t.n", "append-only"),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);\n-- lansync: append-only t\n-- lansync: counter t.n",
+            "append-only"
+        ),
         ("CREATE TABLE t (id TEXT PRIMARY KEY);\n-- lansync: append-only other", "no table other"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY);\n-- lansync: mutable t", "not one LANSync knows"),
         ("CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT", "SQLite could not read it"),
@@ -91,7 +103,8 @@ import Testing
             CREATE TABLE a (id INTEGER PRIMARY KEY);
             CREATE TABLE b (v TEXT);
             -- lansync: sometimes b
-            """)
+            """
+        )
         #expect(error?.problems.count == 3)
     }
 
@@ -109,20 +122,50 @@ import Testing
             CREATE TABLE t (id TEXT PRIMARY KEY, name TEXT, weight REAL, active INTEGER NOT NULL DEFAULT 1);
             CREATE TABLE u (id TEXT PRIMARY KEY);
             CREATE INDEX t_by_name ON t(name);
-            """)
+            """
+        )
         let changes = try old.changes(to: new).map(\.description)
-        #expect(changes == ["add column t.weight", "add column t.active", "add mutable table u (1 columns)", "add index t_by_name on t"])
+        #expect(
+            changes == [
+                "add column t.weight", "add column t.active", "add mutable table u (1 columns)",
+                "add index t_by_name on t",
+            ]
+        )
     }
 
     @Test(arguments: [
-        ("CREATE TABLE t (id TEXT PRIMARY KEY, name TEXT);", "CREATE TABLE t (id TEXT PRIMARY KEY);", "dropping or renaming a column"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY, name TEXT);", "CREATE TABLE u (id TEXT PRIMARY KEY);", "dropping or renaming a table"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT);", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);", "changed type"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY);", "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT NOT NULL);", "NOT NULL without a default"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY);", "CREATE TABLE t (id TEXT PRIMARY KEY);\n-- lansync: append-only t", "append-only"),
-        ("CREATE TABLE t (a TEXT, b TEXT, PRIMARY KEY (a, b));", "CREATE TABLE t (a TEXT PRIMARY KEY, b TEXT);", "primary key"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);\n-- lansync: counter t.n", "counter"),
-        ("CREATE TABLE t (id TEXT PRIMARY KEY); CREATE INDEX i ON t(id);", "CREATE TABLE t (id TEXT PRIMARY KEY);", "index i"),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, name TEXT);", "CREATE TABLE t (id TEXT PRIMARY KEY);",
+            "dropping or renaming a column"
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, name TEXT);", "CREATE TABLE u (id TEXT PRIMARY KEY);",
+            "dropping or renaming a table"
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT);", "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);",
+            "changed type"
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY);", "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT NOT NULL);",
+            "NOT NULL without a default"
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY);", "CREATE TABLE t (id TEXT PRIMARY KEY);\n-- lansync: append-only t",
+            "append-only"
+        ),
+        (
+            "CREATE TABLE t (a TEXT, b TEXT, PRIMARY KEY (a, b));", "CREATE TABLE t (a TEXT PRIMARY KEY, b TEXT);",
+            "primary key"
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);",
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);\n-- lansync: counter t.n", "counter"
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY); CREATE INDEX i ON t(id);", "CREATE TABLE t (id TEXT PRIMARY KEY);",
+            "index i"
+        ),
     ])
     func aNewerSchemaMayNotTakeAwayOrChange(old: String, new: String, reason: String) throws {
         let before = try Self.read(old)
@@ -136,7 +179,8 @@ import Testing
     }
 
     static func example(_ name: String) -> URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("docs/examples/\(name).sql")
     }
 

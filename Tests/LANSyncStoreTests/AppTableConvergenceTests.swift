@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import LANSyncCore
 import LANSyncCrypto
-@testable import LANSyncStore
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 /// The whole machinery under random schedules: 3–5 replicas write app tables with plain SQL
 /// (inserts, updates of random columns, deletes, re-inserts, counter increments), some apply a
@@ -20,11 +21,16 @@ import Testing
         CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight REAL, notes TEXT, best INTEGER NOT NULL DEFAULT 0,
             km REAL NOT NULL DEFAULT 0, xp INTEGER NOT NULL DEFAULT 0);
         """
-    static let newer = schema.replacingOccurrences(of: "xp INTEGER NOT NULL DEFAULT 0);", with: "xp INTEGER NOT NULL DEFAULT 0, nick TEXT);")
+    static let newer =
+        schema.replacingOccurrences(
+            of: "xp INTEGER NOT NULL DEFAULT 0);",
+            with: "xp INTEGER NOT NULL DEFAULT 0, nick TEXT);"
+        )
         + "\nCREATE TABLE athletes_extra (id TEXT PRIMARY KEY, v BLOB);"
     static let keys = ["a", "b", "c"]
     static let defaults: [String: SQLValue] = [
-        "name": .text(""), "weight": .null, "notes": .null, "best": .integer(0), "km": .real(0), "xp": .integer(0), "nick": .null,
+        "name": .text(""), "weight": .null, "notes": .null, "best": .integer(0), "km": .real(0), "xp": .integer(0),
+        "nick": .null,
     ]
 
     final class Replica {
@@ -51,7 +57,10 @@ import Testing
     static func write(_ replica: Replica, _ choice: Int, now: UInt64) async throws -> [RowChange] {
         let key = keys[(choice / 5) % keys.count]
         let known = try replica.store.versionVector()
-        let exists = try replica.store.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [key]) } ?? false
+        let exists =
+            try replica.store.read { db in
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM athletes WHERE id = ?", arguments: [key])
+            } ?? false
         let columns = replica.newer ? ["name", "weight", "notes", "nick"] : ["name", "weight", "notes"]
         let column = columns[(choice / 11) % columns.count]
         let newer = replica.newer
@@ -61,43 +70,65 @@ import Testing
                 _ = try await replica.store.write(now: now) { db in
                     try db.execute(
                         sql: "INSERT INTO athletes (id, \(column)) VALUES (?, ?)",
-                        arguments: [key, column == "name" ? "n\(choice % 13)".databaseValue : value(choice)])
-                    if newer { try db.execute(sql: "INSERT OR REPLACE INTO athletes_extra VALUES (?, x'00ff')", arguments: [key]) }
+                        arguments: [key, column == "name" ? "n\(choice % 13)".databaseValue : value(choice)]
+                    )
+                    if newer {
+                        try db.execute(
+                            sql: "INSERT OR REPLACE INTO athletes_extra VALUES (?, x'00ff')",
+                            arguments: [key]
+                        )
+                    }
                 }
             case 0, 1:
                 _ = try await replica.store.write(now: now) { db in
                     try db.execute(
                         sql: "UPDATE athletes SET \(column) = ? WHERE id = ?",
-                        arguments: [column == "name" ? "n\(choice % 13)".databaseValue : value(choice), key])
+                        arguments: [column == "name" ? "n\(choice % 13)".databaseValue : value(choice), key]
+                    )
                 }
             case 2 where choice % 4 == 0:
                 _ = try await replica.store.write(now: now) { db in
-                    try db.execute(sql: "UPDATE athletes SET xp = xp + ? WHERE id = ?", arguments: [choice % 7 - 2, key])
+                    try db.execute(
+                        sql: "UPDATE athletes SET xp = xp + ? WHERE id = ?",
+                        arguments: [choice % 7 - 2, key]
+                    )
                 }
             case 2 where choice % 4 == 2:
                 // A REAL counter: fractions that do not add up exactly in binary.
                 _ = try await replica.store.write(now: now) { db in
-                    try db.execute(sql: "UPDATE athletes SET km = km + ? WHERE id = ?", arguments: [Double(choice % 23) / 10 - 0.7, key])
+                    try db.execute(
+                        sql: "UPDATE athletes SET km = km + ? WHERE id = ?",
+                        arguments: [Double(choice % 23) / 10 - 0.7, key]
+                    )
                 }
             case 2:
                 // A one-way column: any value, below or above the best.
                 _ = try await replica.store.write(now: now) { db in
-                    try db.execute(sql: "UPDATE athletes SET best = ? WHERE id = ?", arguments: [choice % 41 - 10, key])
+                    try db.execute(
+                        sql: "UPDATE athletes SET best = ? WHERE id = ?",
+                        arguments: [choice % 41 - 10, key]
+                    )
                 }
             case 3:
-                _ = try await replica.store.write(now: now) { db in try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [key]) }
+                _ = try await replica.store.write(now: now) { db in
+                    try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [key])
+                }
             default:
                 // Upserts: the form apps use to "save" a record.
                 _ = try await replica.store.write(now: now) { db in
                     try db.execute(
-                        sql: "INSERT INTO athletes (id, notes) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET notes = excluded.notes",
-                        arguments: [key, value(choice + 1)])
+                        sql:
+                            "INSERT INTO athletes (id, notes) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET notes = excluded.notes",
+                        arguments: [key, value(choice + 1)]
+                    )
                 }
             }
         }
         // What the write added to this replica's own counters: its changes, as shipped.
         var mine = known
-        for (id, counter) in try replica.store.versionVector().counters where id != replica.store.replica { mine[id] = counter }
+        for (id, counter) in try replica.store.versionVector().counters where id != replica.store.replica {
+            mine[id] = counter
+        }
         return try replica.store.delta(since: mine, maxRows: 1_000).rows
     }
 
@@ -112,7 +143,9 @@ import Testing
 
     @Test func randomSchedulesConvergeToTheReference() async {
         await propertyCheck(
-            count: 40, input: Gen.int(in: 3...5), Gen.int(in: 0...1_000_000).array(of: 1...60)
+            count: 40,
+            input: Gen.int(in: 3...5),
+            Gen.int(in: 0...1_000_000).array(of: 1...60)
         ) { replicaCount, steps in
             do {
                 let replicas = try (1...replicaCount).map { try Replica($0) }
@@ -129,12 +162,16 @@ import Testing
                         replica.newer = true
                     default:
                         let other = replicas[(step / 64) % replicaCount]
-                        if other !== replica { try await Self.ship(other, replica, maxRows: 1 + step % 4, twice: step % 2 == 0) }
+                        if other !== replica {
+                            try await Self.ship(other, replica, maxRows: 1 + step % 4, twice: step % 2 == 0)
+                        }
                     }
                 }
                 // Everyone hears everyone (twice round, so relays carry what a direct pair missed).
                 for _ in 0..<2 {
-                    for from in replicas { for to in replicas where to !== from { try await Self.ship(from, to, maxRows: 5, twice: false) } }
+                    for from in replicas {
+                        for to in replicas where to !== from { try await Self.ship(from, to, maxRows: 5, twice: false) }
+                    }
                 }
                 var expected: [RowKey: RowState] = [:]
                 for change in all { expected[change.key, default: RowState()].merge(change) }
@@ -148,7 +185,9 @@ import Testing
                     // The app's table shows exactly the live rows, each column its winning value or default.
                     let shown = try replica.store.read { db in
                         try Row.fetchAll(db, sql: "SELECT * FROM athletes ORDER BY id").map { row in
-                            Dictionary(uniqueKeysWithValues: row.columnNames.map { ($0, SQLValue(row[$0] as DatabaseValue)) })
+                            Dictionary(
+                                uniqueKeysWithValues: row.columnNames.map { ($0, SQLValue(row[$0] as DatabaseValue)) }
+                            )
                         }
                     }
                     let wanted = expected.filter { $0.key.table == "athletes" && $0.value.exists }

@@ -1,9 +1,10 @@
 import Foundation
 import GRDB
 import LANSyncCore
-@testable import LANSyncStore
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 /// App tables in the store: declared with SQL, written with plain SQL, synced by deltas, merged
 /// column by column, and shown in the app's own tables.
@@ -61,7 +62,9 @@ import Testing
         let store = try Self.store()
         let before = try Self.rows(store, "SELECT name FROM sqlite_master ORDER BY name")
         #expect(throws: StoreError.self) {
-            try store.applySchema(Self.schema + "\nCREATE TABLE later (id TEXT PRIMARY KEY);\nCREATE TABLE bad (n INTEGER PRIMARY KEY);")
+            try store.applySchema(
+                Self.schema + "\nCREATE TABLE later (id TEXT PRIMARY KEY);\nCREATE TABLE bad (n INTEGER PRIMARY KEY);"
+            )
         }
         #expect(try Self.rows(store, "SELECT name FROM sqlite_master ORDER BY name") == before)
         #expect(throws: StoreError.self) { try store.applySchema("CREATE TABLE entries (id TEXT PRIMARY KEY);") }
@@ -73,8 +76,12 @@ import Testing
             try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)")
         }
         try await Self.sync(a, to: b)
-        _ = try await a.write(now: 2_000) { db in try db.execute(sql: "UPDATE athletes SET name = 'Ana B.' WHERE id = 'ana'") }
-        _ = try await b.write(now: 2_001) { db in try db.execute(sql: "UPDATE athletes SET weight_kg = 61.5 WHERE id = 'ana'") }
+        _ = try await a.write(now: 2_000) { db in
+            try db.execute(sql: "UPDATE athletes SET name = 'Ana B.' WHERE id = 'ana'")
+        }
+        _ = try await b.write(now: 2_001) { db in
+            try db.execute(sql: "UPDATE athletes SET weight_kg = 61.5 WHERE id = 'ana'")
+        }
         try await Self.sync(a, to: b)
         try await Self.sync(b, to: a)
         for store in [a, b] {
@@ -117,15 +124,23 @@ import Testing
             try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)")
         }
         _ = try await a.write(now: 2_000) { db in try db.execute(sql: "DELETE FROM athletes WHERE id = 'ana'") }
-        _ = try await a.write(now: 3_000) { db in try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('ana', 'Back')") }
+        _ = try await a.write(now: 3_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('ana', 'Back')")
+        }
         try await Self.sync(a, to: b)
-        #expect(try Self.rows(b, "SELECT name, weight_kg FROM athletes") == [["name": "Back".databaseValue, "weight_kg": .null]])
+        #expect(
+            try Self.rows(b, "SELECT name, weight_kg FROM athletes") == [
+                ["name": "Back".databaseValue, "weight_kg": .null]
+            ]
+        )
         #expect(try b.row(RowKey(table: "athletes", primaryKey: [.text("ana")]))?.causalLength == 3)
     }
 
     @Test func countersAddEveryDevicesIncrements() async throws {
         let stores = try (1...3).map { try Self.store(UInt8($0)) }
-        _ = try await stores[0].write(now: 1_000) { db in try db.execute(sql: "INSERT INTO athletes (id) VALUES ('ana')") }
+        _ = try await stores[0].write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id) VALUES ('ana')")
+        }
         for store in stores.dropFirst() { try await Self.sync(stores[0], to: store) }
         for (index, store) in stores.enumerated() {
             _ = try await store.write(now: 2_000 + UInt64(index)) { db in
@@ -138,7 +153,9 @@ import Testing
 
     @Test func appendOnlyTablesRefuseUpdatesAndDeletes() async throws {
         let store = try Self.store()
-        _ = try await store.write(now: 1_000) { db in try db.execute(sql: "INSERT INTO metrics VALUES ('m1', 's1', 250.5)") }
+        _ = try await store.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO metrics VALUES ('m1', 's1', 250.5)")
+        }
         for sql in ["UPDATE metrics SET watts = 1", "DELETE FROM metrics"] {
             await #expect {
                 try await store.write(now: 2_000) { db in try db.execute(sql: sql) }
@@ -151,13 +168,17 @@ import Testing
 
     @Test func aFailedWriteLeavesNothingAndOthersInTheSameCommitStay() async throws {
         let store = try Self.store()
-        async let good: Void = store.write(now: 1_000) { db in try db.execute(sql: "INSERT INTO athletes (id) VALUES ('a')") }
+        async let good: Void = store.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id) VALUES ('a')")
+        }
         async let bad: Result<Void, StoreError> = {
             do {
-                return .success(try await store.write(now: 1_000) { db in
-                    try db.execute(sql: "INSERT INTO athletes (id) VALUES ('b')")
-                    try db.execute(sql: "INSERT INTO nowhere VALUES (1)")
-                })
+                return .success(
+                    try await store.write(now: 1_000) { db in
+                        try db.execute(sql: "INSERT INTO athletes (id) VALUES ('b')")
+                        try db.execute(sql: "INSERT INTO nowhere VALUES (1)")
+                    }
+                )
             } catch {
                 return .failure(error as! StoreError)
             }
@@ -176,7 +197,9 @@ import Testing
         let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
         _ = try store.applySchema(Self.schema)
         _ = try await store.write(now: 1_000) {
-            try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada'); INSERT INTO metrics VALUES ('m', 's', 1)")
+            try $0.execute(
+                sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada'); INSERT INTO metrics VALUES ('m', 's', 1)"
+            )
         }
         let digest = try store.status().digest
         // Another program opening the file: no guard function, so every kind of write fails, and reading works.
@@ -189,10 +212,18 @@ import Testing
         }
         #expect(try await other.read { try String.fetchAll($0, sql: "SELECT name FROM athletes") } == ["Ada"])
         // LANSync's own connection, outside a write: refused too.
-        for sql in ["INSERT INTO athletes (id) VALUES ('x')", "UPDATE athletes SET name = 'Bea'", "DELETE FROM athletes"] {
-            #expect(throws: (any Error).self, "\(sql)") { try (store.reader as! any DatabaseWriter).write { try $0.execute(sql: sql) } }
+        for sql in [
+            "INSERT INTO athletes (id) VALUES ('x')", "UPDATE athletes SET name = 'Bea'", "DELETE FROM athletes",
+        ] {
+            #expect(throws: (any Error).self, "\(sql)") {
+                try (store.reader as! any DatabaseWriter).write { try $0.execute(sql: sql) }
+            }
         }
-        #expect(try Self.rows(store, "SELECT id, name FROM athletes") == [["id": "a".databaseValue, "name": "Ada".databaseValue]])
+        #expect(
+            try Self.rows(store, "SELECT id, name FROM athletes") == [
+                ["id": "a".databaseValue, "name": "Ada".databaseValue]
+            ]
+        )
         #expect(try store.status().digest == digest)
         #expect(try store.integrityProblems().isEmpty)
     }
@@ -205,7 +236,9 @@ import Testing
         do {
             let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
             _ = try store.applySchema(Self.schema)
-            _ = try await store.write(now: 1_000) { try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')") }
+            _ = try await store.write(now: 1_000) {
+                try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')")
+            }
         }
         // Made as the earlier version left it: no CHECK, a capture trigger calling a function this version lacks.
         let old = try DatabaseQueue(path: path)
@@ -215,23 +248,43 @@ import Testing
             try db.execute(sql: "PRAGMA writable_schema = ON")
             try db.execute(
                 sql: "UPDATE sqlite_master SET sql = ? WHERE name = 'athletes'",
-                arguments: [sql.replacingOccurrences(of: ", " + AppTableGuard.constraint, with: "")])
+                arguments: [sql.replacingOccurrences(of: ", " + AppTableGuard.constraint, with: "")]
+            )
             try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
             try db.execute(sql: "PRAGMA writable_schema = OFF")
             try db.execute(sql: "DROP TRIGGER lansync_athletes_guard_update")
-            try db.execute(sql: "CREATE TRIGGER lansync_athletes_insert AFTER INSERT ON athletes BEGIN SELECT lansync_capture(1, 1, NEW.id); END")
+            try db.execute(
+                sql:
+                    "CREATE TRIGGER lansync_athletes_insert AFTER INSERT ON athletes BEGIN SELECT lansync_capture(1, 1, NEW.id); END"
+            )
         }
         try old.close()
         let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
-        let triggers = try store.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'athletes' ORDER BY name") }
-        #expect(triggers == ["lansync_athletes_guard_delete", "lansync_athletes_guard_update", "lansync_sessions_on_delete_0"])
-        #expect(try store.read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'") }?.contains(", " + AppTableGuard.constraint) == true)
-        _ = try await store.write(now: 2_000) { try $0.execute(sql: "UPDATE athletes SET name = 'Ada L.' WHERE id = 'a'") }
+        let triggers = try store.read {
+            try String.fetchAll(
+                $0,
+                sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'athletes' ORDER BY name"
+            )
+        }
+        #expect(
+            triggers == [
+                "lansync_athletes_guard_delete", "lansync_athletes_guard_update", "lansync_sessions_on_delete_0",
+            ]
+        )
+        #expect(
+            try store.read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'") }?
+                .contains(", " + AppTableGuard.constraint) == true
+        )
+        _ = try await store.write(now: 2_000) {
+            try $0.execute(sql: "UPDATE athletes SET name = 'Ada L.' WHERE id = 'a'")
+        }
         #expect(try Self.rows(store, "SELECT name FROM athletes") == [["name": "Ada L.".databaseValue]])
         #expect(try store.status().tables.first { $0.name == "athletes" }?.rows == 1)
         #expect(try store.recomputeDigest() == store.status().digest)
         #expect(try store.integrityProblems().isEmpty)
-        #expect(throws: DatabaseError.self) { try DatabaseQueue(path: path).write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") } }
+        #expect(throws: DatabaseError.self) {
+            try DatabaseQueue(path: path).write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") }
+        }
     }
 
     /// A row's state is stored in the compact form (`StoredRowState`), well under its canonical
@@ -239,7 +292,10 @@ import Testing
     @Test func aRowsStateIsStoredCompactly() async throws {
         let store = try Self.store()
         _ = try await store.write(now: 1_000) { db in
-            try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg, photo, xp) VALUES ('a', 'Ada Lovelace', 61.5, x'00ff10', 12)")
+            try db.execute(
+                sql:
+                    "INSERT INTO athletes (id, name, weight_kg, photo, xp) VALUES ('a', 'Ada Lovelace', 61.5, x'00ff10', 12)"
+            )
             try db.execute(sql: "UPDATE athletes SET name = 'Ada' WHERE id = 'a'")
         }
         let stored = try #require(try store.readInternals { try Data.fetchOne($0, sql: "SELECT state FROM app_rows") })
@@ -248,7 +304,10 @@ import Testing
         #expect(state.value(of: "name") == .text("Ada") && state.value(of: "photo") == .blob([0, 0xFF, 0x10]))
         #expect(state.counters.map(\.sum) == [12])
         // Two stamps, three columns and a counter.
-        #expect(stored.count * 2 < state.canonicalBytes.count, "\(stored.count) bytes stored, \(state.canonicalBytes.count) canonical")
+        #expect(
+            stored.count * 2 < state.canonicalBytes.count,
+            "\(stored.count) bytes stored, \(state.canonicalBytes.count) canonical"
+        )
     }
 
     /// A replica whose rows were stored before the compact form (schema 4 kept canonical states)
@@ -262,7 +321,10 @@ import Testing
             let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
             _ = try store.applySchema(Self.schema)
             _ = try await store.write(now: 1_000) { db in
-                try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg, xp) VALUES ('a', 'Ada', 61.5, 3), ('b', 'Bo', 80, 0)")
+                try db.execute(
+                    sql:
+                        "INSERT INTO athletes (id, name, weight_kg, xp) VALUES ('a', 'Ada', 61.5, 3), ('b', 'Bo', 80, 0)"
+                )
                 try db.execute(sql: "INSERT INTO sessions (id, athlete_id, notes) VALUES ('s', 'a', 'row')")
             }
             try store.forEachAppRow { key, state in before[key] = state }
@@ -271,10 +333,15 @@ import Testing
             try await store.writer.write { db in
                 for (key, state) in held {
                     try db.execute(
-                        sql: "UPDATE app_rows SET state = ? WHERE key = ? AND tbl = (SELECT num FROM app_tables WHERE name = ?)",
-                        arguments: [Data(state.canonicalBytes), Data(SQLValue.keyBytes(key.primaryKey)), key.table])
+                        sql:
+                            "UPDATE app_rows SET state = ? WHERE key = ? AND tbl = (SELECT num FROM app_tables WHERE name = ?)",
+                        arguments: [Data(state.canonicalBytes), Data(SQLValue.keyBytes(key.primaryKey)), key.table]
+                    )
                 }
-                try db.execute(sql: "DROP TABLE app_columns; DELETE FROM grdb_migrations WHERE identifier = 'v5 stored row states'; PRAGMA user_version = 4;")
+                try db.execute(
+                    sql:
+                        "DROP TABLE app_columns; DELETE FROM grdb_migrations WHERE identifier = 'v5 stored row states'; PRAGMA user_version = 4;"
+                )
             }
             try store.writer.close()
         }
@@ -287,15 +354,26 @@ import Testing
             try db.execute(sql: "UPDATE athletes SET weight_kg = 62, xp = xp + 2 WHERE id = 'a'")
             try db.execute(sql: "DELETE FROM athletes WHERE id = 'b'")
         }
-        let forms = try store.readInternals { try String.fetchAll($0, sql: "SELECT hex(substr(state, 1, 1)) FROM app_rows ORDER BY key") }
+        let forms = try store.readInternals {
+            try String.fetchAll($0, sql: "SELECT hex(substr(state, 1, 1)) FROM app_rows ORDER BY key")
+        }
         #expect(forms == ["C5", "C5", "00"], "a and b changed (compact), s did not (canonical)")
         #expect(try store.recomputeDigest() == store.status().digest)
         let peer = try Self.store(2)
         try await Self.sync(store, to: peer)
         #expect(try peer.status().digest == store.status().digest)
-        #expect(try Self.rows(peer, "SELECT id, weight_kg, xp FROM athletes") == [["id": "a".databaseValue, "weight_kg": 62.0.databaseValue, "xp": 5.databaseValue]])
+        #expect(
+            try Self.rows(peer, "SELECT id, weight_kg, xp FROM athletes") == [
+                ["id": "a".databaseValue, "weight_kg": 62.0.databaseValue, "xp": 5.databaseValue]
+            ]
+        )
 
-        try await store.writer.write { db in try db.execute(sql: "UPDATE app_rows SET state = x'c50101' WHERE key = ?", arguments: [Data(SQLValue.keyBytes([.text("a")]))]) }
+        try await store.writer.write { db in
+            try db.execute(
+                sql: "UPDATE app_rows SET state = x'c50101' WHERE key = ?",
+                arguments: [Data(SQLValue.keyBytes([.text("a")]))]
+            )
+        }
         #expect {
             _ = try store.row(RowKey(table: "athletes", primaryKey: [.text("a")]))
         } throws: { error in
@@ -304,12 +382,22 @@ import Testing
     }
 
     @Test(arguments: [
-        ("CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT)", "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT, CHECK (lansync_guard()))"),
-        ("CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')') WITHOUT ROWID",
-         "CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')', CHECK (lansync_guard())) WITHOUT ROWID"),
-        ("CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n) STRICT",
-         "CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n, CHECK (lansync_guard())) STRICT"),
-        ("CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here')", "CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here', CHECK (lansync_guard()))"),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT)",
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT, CHECK (lansync_guard()))"
+        ),
+        (
+            "CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')') WITHOUT ROWID",
+            "CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')', CHECK (lansync_guard())) WITHOUT ROWID"
+        ),
+        (
+            "CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n) STRICT",
+            "CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n, CHECK (lansync_guard())) STRICT"
+        ),
+        (
+            "CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here')",
+            "CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here', CHECK (lansync_guard()))"
+        ),
     ])
     func theGuardIsTheTablesLastConstraint(sql: String, guarded: String) throws {
         #expect(AppTableGuard.guarded(sql) == guarded)
@@ -333,7 +421,8 @@ import Testing
             // GRDB binds text up to a NUL; SQL can still write one.
             try db.execute(
                 sql: "INSERT INTO athletes (id, name, weight_kg, photo) VALUES (?, 'x' || char(0) || 'y', ?, ?)",
-                arguments: ["é𝄞", 0.1 + 0.2, blob])
+                arguments: ["é𝄞", 0.1 + 0.2, blob]
+            )
         }
         try await Self.sync(a, to: b)
         let row = try Self.rows(b, "SELECT id, CAST(name AS BLOB) AS name, weight_kg, photo FROM athletes")[0]
@@ -354,7 +443,10 @@ import Testing
             for position in 0..<count {
                 var bytes = plain
                 bytes[position] = 0xC3
-                #expect(!bytes.withUnsafeBytes { AppWriteCapture.isASCII($0) }, "a high byte at \(position) of \(count)")
+                #expect(
+                    !bytes.withUnsafeBytes { AppWriteCapture.isASCII($0) },
+                    "a high byte at \(position) of \(count)"
+                )
             }
         }
     }
@@ -366,27 +458,36 @@ import Testing
             -- lansync: append-only log
             CREATE TABLE log (id TEXT PRIMARY KEY, line TEXT NOT NULL);
             """
-        let (a, b) = (try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!),
-                      try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!))
+        let (a, b) = (
+            try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!),
+            try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
+        )
         _ = try a.applySchema(schema)
         _ = try b.applySchema(schema)
         _ = try await a.write(now: 1_000) { db in
-            try db.execute(sql: """
-                INSERT INTO readings VALUES
-                    ('whole', 15, -1, 'héllo', x'', '12'),
-                    ('signs', -0.0, -9223372036854775808, '', x'00ff', 1.5),
-                    ('nulls', NULL, NULL, NULL, NULL, NULL),
-                    ('bytes', 1e308, 9223372036854775807, CAST(x'ff41' AS TEXT), zeroblob(3), 'text'),
-                    ('nul', 0.1, 0, 'a' || char(0) || 'b', x'00', x'01');
-                INSERT INTO pairs VALUES (1, 'a', 'one'), (-1, '', NULL);
-                INSERT INTO log VALUES ('l1', 'first'), ('l2', 'second');
-                """)
+            try db.execute(
+                sql: """
+                    INSERT INTO readings VALUES
+                        ('whole', 15, -1, 'héllo', x'', '12'),
+                        ('signs', -0.0, -9223372036854775808, '', x'00ff', 1.5),
+                        ('nulls', NULL, NULL, NULL, NULL, NULL),
+                        ('bytes', 1e308, 9223372036854775807, CAST(x'ff41' AS TEXT), zeroblob(3), 'text'),
+                        ('nul', 0.1, 0, 'a' || char(0) || 'b', x'00', x'01');
+                    INSERT INTO pairs VALUES (1, 'a', 'one'), (-1, '', NULL);
+                    INSERT INTO log VALUES ('l1', 'first'), ('l2', 'second');
+                    """
+            )
         }
         // The running digest (hashed from the encoded bytes) is the one recomputed from the stored states.
         #expect(try a.recomputeDigest() == a.status().digest)
         let state = try #require(try a.row(RowKey(table: "readings", primaryKey: [.text("whole")])))
-        #expect(state.value(of: "r") == .real(15) && state.value(of: "i") == .integer(-1) && state.value(of: "n") == .integer(12))
-        #expect(try a.row(RowKey(table: "readings", primaryKey: [.text("bytes")]))?.value(of: "t") == .text("\u{FFFD}A"))
+        #expect(
+            state.value(of: "r") == .real(15) && state.value(of: "i") == .integer(-1)
+                && state.value(of: "n") == .integer(12)
+        )
+        #expect(
+            try a.row(RowKey(table: "readings", primaryKey: [.text("bytes")]))?.value(of: "t") == .text("\u{FFFD}A")
+        )
         // A peer merges the same changes through the general path, to the same states and digest.
         try await Self.sync(a, to: b)
         var (held, merged) = ([RowKey: RowState](), [RowKey: RowState]())
@@ -396,7 +497,9 @@ import Testing
         #expect(try b.status().digest == a.status().digest)
         // A row held already (deleted) goes the general way with the stamp it took, and revives.
         _ = try await a.write(now: 2_000) { try $0.execute(sql: "DELETE FROM readings WHERE id = 'nulls'") }
-        _ = try await a.write(now: 3_000) { try $0.execute(sql: "INSERT INTO readings (id, t) VALUES ('nulls', 'back')") }
+        _ = try await a.write(now: 3_000) {
+            try $0.execute(sql: "INSERT INTO readings (id, t) VALUES ('nulls', 'back')")
+        }
         let revived = try #require(try a.row(RowKey(table: "readings", primaryKey: [.text("nulls")])))
         #expect(revived.causalLength == 3 && revived.value(of: "t") == .text("back"))
         #expect(try a.recomputeDigest() == a.status().digest)
@@ -411,12 +514,17 @@ import Testing
         // leaves none of their hashes in the digest.
         _ = try await a.write(now: 5_000) { db in
             for index in 0..<200 {
-                try db.execute(sql: "INSERT INTO readings (id, r, t) VALUES (?, ?, ?)", arguments: ["bulk\(index)", Double(index) / 3, "t\(index)"])
+                try db.execute(
+                    sql: "INSERT INTO readings (id, r, t) VALUES (?, ?, ?)",
+                    arguments: ["bulk\(index)", Double(index) / 3, "t\(index)"]
+                )
             }
         }
         await #expect(throws: (any Error).self) {
             _ = try await a.write(now: 6_000) { db in
-                for index in 0..<100 { try db.execute(sql: "INSERT INTO readings (id) VALUES (?)", arguments: ["failed\(index)"]) }
+                for index in 0..<100 {
+                    try db.execute(sql: "INSERT INTO readings (id) VALUES (?)", arguments: ["failed\(index)"])
+                }
                 try db.execute(sql: "INSERT INTO readings (id, t) VALUES (NULL, 'x')")
             }
         }
@@ -444,9 +552,13 @@ import Testing
     /// and shows them once its app declares them.
     @Test func unknownTablesAndColumnsAreKeptRelayedAndShownOnceDeclared() async throws {
         let newer = try Self.store(1)
-        _ = try newer.applySchema(Self.schema.replacingOccurrences(of: "photo BLOB,", with: "photo BLOB,\n    nickname TEXT,"))
+        _ = try newer.applySchema(
+            Self.schema.replacingOccurrences(of: "photo BLOB,", with: "photo BLOB,\n    nickname TEXT,")
+        )
         let older = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
-        _ = try older.applySchema("CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL, photo BLOB, xp INTEGER NOT NULL DEFAULT 0);\n-- lansync: counter athletes.xp")
+        _ = try older.applySchema(
+            "CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL, photo BLOB, xp INTEGER NOT NULL DEFAULT 0);\n-- lansync: counter athletes.xp"
+        )
         let third = try Self.store(3)
         _ = try await newer.write(now: 1_000) { db in
             try db.execute(sql: "INSERT INTO athletes (id, name, nickname) VALUES ('ana', 'Ana', 'Nana')")
@@ -459,7 +571,9 @@ import Testing
         #expect(try Self.rows(third, "SELECT notes FROM sessions") == [["notes": "first".databaseValue]])
         #expect(try older.status().digest == newer.status().digest)
         // older's app is updated: the table and the column appear with their rows.
-        _ = try older.applySchema(Self.schema.replacingOccurrences(of: "photo BLOB,", with: "photo BLOB,\n    nickname TEXT,"))
+        _ = try older.applySchema(
+            Self.schema.replacingOccurrences(of: "photo BLOB,", with: "photo BLOB,\n    nickname TEXT,")
+        )
         #expect(try Self.rows(older, "SELECT nickname FROM athletes") == [["nickname": "Nana".databaseValue]])
         #expect(try Self.rows(older, "SELECT notes FROM sessions") == [["notes": "first".databaseValue]])
     }

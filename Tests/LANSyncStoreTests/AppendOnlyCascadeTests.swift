@@ -1,8 +1,9 @@
 import Foundation
 import GRDB
 import LANSyncCore
-@testable import LANSyncStore
 import Testing
+
+@testable import LANSyncStore
 
 /// An append-only child declared `ON DELETE CASCADE` goes with its parent: the app deletes a
 /// session, its strokes go on every device, and nothing else can delete or bring back a stroke.
@@ -27,10 +28,19 @@ import Testing
         try store.read { db in try Int.fetchOne(db, sql: sql)! }
     }
 
-    static func strokes(_ store: ReplicaStore, session: String, count: Int, from first: Int = 0, now: UInt64) async throws {
+    static func strokes(
+        _ store: ReplicaStore,
+        session: String,
+        count: Int,
+        from first: Int = 0,
+        now: UInt64
+    ) async throws {
         _ = try await store.write(now: now) { db in
             for index in first..<(first + count) {
-                try db.execute(sql: "INSERT INTO strokes VALUES (?, ?, ?)", arguments: ["\(session)-\(index)", session, Double(index)])
+                try db.execute(
+                    sql: "INSERT INTO strokes VALUES (?, ?, ?)",
+                    arguments: ["\(session)-\(index)", session, Double(index)]
+                )
             }
         }
     }
@@ -46,7 +56,10 @@ import Testing
         #expect(try Self.count(phone, "SELECT count(*) FROM strokes") == 520)
 
         _ = try await phone.write(now: 2_000) { db in try db.execute(sql: "DELETE FROM sessions WHERE id = 's1'") }
-        #expect(try Self.count(phone, "SELECT count(*) FROM strokes") == 20, "the cascade deleted the session's strokes here")
+        #expect(
+            try Self.count(phone, "SELECT count(*) FROM strokes") == 20,
+            "the cascade deleted the session's strokes here"
+        )
         try await AppTableStoreTests.sync(phone, to: tablet, maxRows: 200)
         for store in [tablet, phone] {
             #expect(try Self.count(store, "SELECT count(*) FROM strokes WHERE session_id = 's1'") == 0)
@@ -64,15 +77,20 @@ import Testing
             _ = try await store.write(now: 1_002) { db in try db.execute(sql: "DELETE FROM strokes WHERE id = 's1-0'") }
         }
         await #expect(throws: StoreError.self) {
-            _ = try await store.write(now: 1_003) { db in try db.execute(sql: "UPDATE strokes SET watts = 1 WHERE id = 's1-0'") }
+            _ = try await store.write(now: 1_003) { db in
+                try db.execute(sql: "UPDATE strokes SET watts = 1 WHERE id = 's1-0'")
+            }
         }
         #expect(try Self.count(store, "SELECT count(*) FROM strokes") == 3)
         _ = try await store.write(now: 1_004) { db in try db.execute(sql: "DELETE FROM sessions WHERE id = 's1'") }
         #expect(try Self.count(store, "SELECT count(*) FROM strokes") == 0)
         // The session comes back under its key; a stroke under a key that went with it does not.
-        _ = try await store.write(now: 1_005) { db in try db.execute(sql: "INSERT INTO sessions VALUES ('s1', 'again')") }
+        _ = try await store.write(now: 1_005) { db in try db.execute(sql: "INSERT INTO sessions VALUES ('s1', 'again')")
+        }
         do {
-            _ = try await store.write(now: 1_006) { db in try db.execute(sql: "INSERT INTO strokes VALUES ('s1-0', 's1', 9)") }
+            _ = try await store.write(now: 1_006) { db in
+                try db.execute(sql: "INSERT INTO strokes VALUES ('s1-0', 's1', 9)")
+            }
             Issue.record("a key that went with its parent was appended again")
         } catch {
             #expect("\(error)".contains("never used again"), "\(error)")
@@ -96,7 +114,8 @@ import Testing
             #expect(try Self.count(store, "SELECT count(*) FROM strokes") == 3, "the three appended meanwhile")
             #expect(try store.orphans().count == 3)
         }
-        _ = try await phone.write(now: 3_000) { db in try db.execute(sql: "DELETE FROM strokes WHERE session_id = 's1'") }
+        _ = try await phone.write(now: 3_000) { db in try db.execute(sql: "DELETE FROM strokes WHERE session_id = 's1'")
+        }
         try await AppTableStoreTests.sync(phone, to: tablet)
         for store in [tablet, phone] { #expect(try Self.count(store, "SELECT count(*) FROM strokes") == 0) }
         #expect(try tablet.syncSummary().digest == phone.syncSummary().digest)

@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import LANSyncCore
 import LANSyncCrypto
-@testable import LANSyncStore
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 /// Each replica's own change chain as the store keeps it (docs/signed-changes.md): extended over
 /// the changes made here, its heads signed by the device, and the leaves rebuilt from what the
@@ -15,13 +16,18 @@ import Testing
 
     static func verifier(_ key: SigningKey) -> ChainVerifier {
         let publicKey = key.publicKey
-        return ChainVerifier(hasher: ReplicaStore.elementHasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: publicKey) }
+        return ChainVerifier(hasher: ReplicaStore.elementHasher) {
+            SigningKey.verify($0.signature, of: $0.head.signedMessage, by: publicKey)
+        }
     }
 
     /// The store's own chain, once extended: a signed genesis, a signed head at its counter,
     /// signed points, and the leaves of every counter since the genesis leading to each.
     static func expectOwnChainVerifies(
-        _ store: ReplicaStore, key: SigningKey, noChange: Set<UInt64> = [], sourceLocation: SourceLocation = #_sourceLocation
+        _ store: ReplicaStore,
+        key: SigningKey,
+        noChange: Set<UInt64> = [],
+        sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let extended = try await store.extendOwnChain()
         #expect(try store.chainHead(of: store.replica) == extended, sourceLocation: sourceLocation)
@@ -39,25 +45,42 @@ import Testing
         var genesis: SignedHead?
         for point in points.map({ $0.signed }) + [head] {
             let point = try #require(point, "every point is signed", sourceLocation: sourceLocation)
-            #expect(SigningKey.verify(point.signature, of: point.head.signedMessage, by: key.publicKey), sourceLocation: sourceLocation)
+            #expect(
+                SigningKey.verify(point.signature, of: point.head.signedMessage, by: key.publicKey),
+                sourceLocation: sourceLocation
+            )
             if point.head.hash == zeros {
                 genesis = point
                 continue
             }
             let from = try #require(genesis, "the chain starts at a genesis", sourceLocation: sourceLocation).head
-            let held = Dictionary(uniqueKeysWithValues: try store.chainLeaves(of: store.replica, from: from.counter, through: point.head.counter))
+            let held = Dictionary(
+                uniqueKeysWithValues: try store.chainLeaves(
+                    of: store.replica,
+                    from: from.counter,
+                    through: point.head.counter
+                )
+            )
             let leaves = ((from.counter + 1)...point.head.counter).map {
                 held[$0] ?? ChangeLeaf.none(replica: store.replica, counter: $0, hasher: ReplicaStore.elementHasher)
             }
-            #expect(held.count + noChange.filter { $0 > from.counter && $0 <= point.head.counter }.count == leaves.count,
-                "a leaf for every counter but those that hold no change", sourceLocation: sourceLocation)
-            #expect(verifier.verify(from: from, leaves: leaves, to: point) == .success(point.head), sourceLocation: sourceLocation)
+            #expect(
+                held.count + noChange.filter { $0 > from.counter && $0 <= point.head.counter }.count == leaves.count,
+                "a leaf for every counter but those that hold no change",
+                sourceLocation: sourceLocation
+            )
+            #expect(
+                verifier.verify(from: from, leaves: leaves, to: point) == .success(point.head),
+                sourceLocation: sourceLocation
+            )
         }
         #expect(points.first?.head.hash == zeros, "the first point is a genesis", sourceLocation: sourceLocation)
     }
 
     static func store(_ number: UInt8, key: SigningKey) throws -> ReplicaStore {
-        try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!).signingHeads(with: key)
+        try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!).signingHeads(
+            with: key
+        )
     }
 
     static func sync(_ from: ReplicaStore, to: ReplicaStore, maxRows: Int = 4) async throws {
@@ -85,9 +108,14 @@ import Testing
                     switch (step / 3) % 5 {
                     case 0:
                         _ = try await store.setPreferences(
-                            [PreferenceRequest(key: "k\(step / 15 % 2)", value: step % 5 == 0 ? nil : "\(step)")], now: now)
+                            [PreferenceRequest(key: "k\(step / 15 % 2)", value: step % 5 == 0 ? nil : "\(step)")],
+                            now: now
+                        )
                     case 1:
-                        _ = try await store.append([AppendRequest(id: "id-\(step / 15 % 3)", stream: "taps", payload: "\(step)")], now: now)
+                        _ = try await store.append(
+                            [AppendRequest(id: "id-\(step / 15 % 3)", stream: "taps", payload: "\(step)")],
+                            now: now
+                        )
                     case 2:
                         _ = try await store.append([AppendRequest(stream: "taps", payload: "\(step)")], now: now)
                     case 3:
@@ -113,7 +141,9 @@ import Testing
         let store = try Self.store(1, key: key)
         func head() throws -> (counter: UInt64, signed: Bool, replica: UInt64) {
             let head = try store.chainHead(of: store.replica)
-            let signed = head?.signed.map { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: key.publicKey) } ?? false
+            let signed =
+                head?.signed.map { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: key.publicKey) }
+                ?? false
             return (head?.head.counter ?? 0, signed, try store.versionVector()[store.replica])
         }
         _ = try await store.append([AppendRequest(stream: "taps", payload: "0")], now: 1_000)
@@ -128,9 +158,15 @@ import Testing
         #expect(store.chainCoversKnownWrites)
         for step in 0..<6 {
             if step % 2 == 0 {
-                _ = try await store.append((0...step).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_010 + UInt64(step))
+                _ = try await store.append(
+                    (0...step).map { AppendRequest(stream: "taps", payload: "\($0)") },
+                    now: 1_010 + UInt64(step)
+                )
             } else {
-                _ = try await store.setPreferences([PreferenceRequest(key: "theme", value: "\"\(step)\"")], now: 1_010 + UInt64(step))
+                _ = try await store.setPreferences(
+                    [PreferenceRequest(key: "theme", value: "\"\(step)\"")],
+                    now: 1_010 + UInt64(step)
+                )
             }
             let now = try head()
             #expect(now.counter == now.replica && now.signed, "step \(step): \(now)")
@@ -138,7 +174,10 @@ import Testing
         }
 
         // More changes than the limit: left to `extendOwnChain`, and so is the next small commit.
-        _ = try await store.append((0..<Int(ChainCoverage.limit) + 1).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 2_000)
+        _ = try await store.append(
+            (0..<Int(ChainCoverage.limit) + 1).map { AppendRequest(stream: "taps", payload: "\($0)") },
+            now: 2_000
+        )
         #expect(try head().counter < head().replica)
         #expect(!store.chainCoversKnownWrites)
         _ = try await store.append([AppendRequest(stream: "taps", payload: "after")], now: 2_001)
@@ -172,13 +211,19 @@ import Testing
         let key = SigningKey(derivedFrom: KeyPair.generate())
         let path = NSTemporaryDirectory() + "chain-race-\(UInt64.random(in: 0...UInt64.max)).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let store = try ReplicaStore.openOrCreate(path: path, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!).0.signingHeads(with: key)
+        let store = try ReplicaStore.openOrCreate(
+            path: path,
+            device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!
+        ).0.signingHeads(with: key)
         store.extendChainInCommits(true)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 for step in 0..<300 {
                     let count = step % 50 == 49 ? 100 : 1 + step % 3
-                    _ = try await store.append((0..<count).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000 + UInt64(step))
+                    _ = try await store.append(
+                        (0..<count).map { AppendRequest(stream: "taps", payload: "\($0)") },
+                        now: 1_000 + UInt64(step)
+                    )
                 }
             }
             for _ in 0..<2 {
@@ -216,7 +261,10 @@ import Testing
         let payload = "\"" + String(repeating: "x", count: 60_000) + "\""
         // Three commits of 10 entries of about 60 kB: 1.8 MB in all.
         for commit in 0..<3 {
-            _ = try await store.append((0..<10).map { _ in AppendRequest(stream: "photos", payload: payload) }, now: UInt64(1_000 + commit))
+            _ = try await store.append(
+                (0..<10).map { _ in AppendRequest(stream: "photos", payload: payload) },
+                now: UInt64(1_000 + commit)
+            )
         }
         try await Self.expectOwnChainVerifies(store, key: key)
         #expect(try store.chainPoints(of: store.replica).map(\.head.counter) == [0, 17])
@@ -244,7 +292,10 @@ import Testing
         let key = SigningKey(derivedFrom: KeyPair.generate())
         let path = NSTemporaryDirectory() + "chain-upgrade-\(UInt64.random(in: 0...UInt64.max)).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let (created, _) = try ReplicaStore.openOrCreate(path: path, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!)
+        let (created, _) = try ReplicaStore.openOrCreate(
+            path: path,
+            device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!
+        )
         _ = try await created.append((0..<5).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
         let replica = created.replica
         try await created.writer.write { db in
@@ -255,7 +306,8 @@ import Testing
                     DROP TABLE row_stubs; ALTER TABLE app_ops DROP COLUMN stub;
                     DELETE FROM grdb_migrations WHERE identifier IN ('v3 signed changes', 'v4 protocol 4 genesis');
                     PRAGMA user_version = 2;
-                    """)
+                    """
+            )
         }
         try created.writer.close()
         let store = try ReplicaStore.open(path: path).signingHeads(with: key)
@@ -273,14 +325,19 @@ import Testing
         let key = SigningKey(derivedFrom: KeyPair.generate())
         let path = NSTemporaryDirectory() + "chain-upgrade4-\(UInt64.random(in: 0...UInt64.max)).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let (created, _) = try ReplicaStore.openOrCreate(path: path, device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!)
+        let (created, _) = try ReplicaStore.openOrCreate(
+            path: path,
+            device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!
+        )
         let signing = created.signingHeads(with: key)
         _ = try await signing.append((0..<300).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
         try await signing.extendOwnChain()
         #expect(try signing.chainPoints(of: signing.replica).map(\.head.counter) == [0, 256])
         let replica = created.replica
         try await created.writer.write { db in
-            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v4 protocol 4 genesis'; PRAGMA user_version = 3;")
+            try db.execute(
+                sql: "DELETE FROM grdb_migrations WHERE identifier = 'v4 protocol 4 genesis'; PRAGMA user_version = 3;"
+            )
         }
         try created.writer.close()
         let store = try ReplicaStore.open(path: path).signingHeads(with: key)
@@ -314,7 +371,8 @@ import Testing
                     ALTER TABLE meta DROP COLUMN replica_nonce;
                     DELETE FROM grdb_migrations WHERE identifier = 'v8 replica nonce';
                     PRAGMA user_version = 7;
-                    """)
+                    """
+            )
         }
         _ = try await created.writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
         try created.writer.close()
@@ -349,6 +407,9 @@ import Testing
         let head = try #require(try await store.extendOwnChain()?.signed)
         try await store.writer.write { db in try db.execute(sql: "UPDATE preference_stubs SET hlc = hlc + 1") }
         let leaves = try store.chainLeaves(of: store.replica, from: 0, through: 2).map(\.leaf)
-        #expect(Self.verifier(key).verify(from: .genesis(of: store.replica), leaves: leaves, to: head) == .failure(.hashMismatch(counter: 2)))
+        #expect(
+            Self.verifier(key).verify(from: .genesis(of: store.replica), leaves: leaves, to: head)
+                == .failure(.hashMismatch(counter: 2))
+        )
     }
 }

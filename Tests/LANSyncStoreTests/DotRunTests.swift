@@ -1,9 +1,10 @@
 import Foundation
 import GRDB
 import LANSyncCore
-@testable import LANSyncStore
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 /// The dot index kept in runs (`DotRun`): new rows written together are indexed by one run, and
 /// whatever supersedes some of them later, every reader (unsigned deltas cut at any row count,
@@ -21,7 +22,10 @@ import Testing
         let (a, b) = (try Replica(1), try Replica(2))
         _ = try await a.store.write(now: 1_000) { db in
             for (index, key) in Self.keys.enumerated() {
-                try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES (?, ?, ?)", arguments: [key, "n\(index)", Double(index)])
+                try db.execute(
+                    sql: "INSERT INTO athletes (id, name, weight) VALUES (?, ?, ?)",
+                    arguments: [key, "n\(index)", Double(index)]
+                )
             }
         }
         #expect(try Self.count(a.store, "SELECT count(*) FROM app_op_runs") == 1)
@@ -58,7 +62,9 @@ import Testing
             _ = try await a.store.write(now: 1_000 + UInt64(round)) { db in
                 for index in 0..<20 {
                     try db.execute(
-                        sql: "INSERT INTO athletes (id, name, weight, xp) VALUES (?, ?, ?, ?)", arguments: ["r\(round)-\(index)", "n", Double(index), index])
+                        sql: "INSERT INTO athletes (id, name, weight, xp) VALUES (?, ?, ?, ?)",
+                        arguments: ["r\(round)-\(index)", "n", Double(index), index]
+                    )
                 }
             }
             try await a.store.extendOwnChain()
@@ -72,7 +78,11 @@ import Testing
         #expect(encodedAhead == [false, true])
         try await SignedRangeTests.ship(a.store, to: checkedAlone.store, keys: [a.store.replica: a.key.publicKey])
         let states = { (store: ReplicaStore) in
-            try store.readInternals { try Row.fetchAll($0, sql: "SELECT key, state FROM app_rows ORDER BY key").map { [$0[0] as Data, $0[1] as Data] } }
+            try store.readInternals {
+                try Row.fetchAll($0, sql: "SELECT key, state FROM app_rows ORDER BY key").map {
+                    [$0[0] as Data, $0[1] as Data]
+                }
+            }
         }
         #expect(try states(checkedHere.store) == states(checkedAlone.store))
         #expect(try checkedHere.store.status().digest == a.store.status().digest)
@@ -86,7 +96,10 @@ import Testing
         let keys = [a.store.replica: a.key.publicKey]
         func take() async throws -> [Bool] {
             try await a.store.extendOwnChain()
-            let checked = try b.store.check(try SignedRangeTests.everything(a.store, beyond: try b.store.versionVector()), signed: true)
+            let checked = try b.store.check(
+                try SignedRangeTests.everything(a.store, beyond: try b.store.versionVector()),
+                signed: true
+            )
             _ = try await b.store.mergeSigned(checked, keys: keys)
             return checked.firstRows.map { $0.stored != nil }
         }
@@ -94,15 +107,24 @@ import Testing
             // Every column named (an insert leaves a column at its default out): the receiver
             // then has a number for each column the later changes write.
             for index in 0..<20 {
-                try db.execute(sql: "INSERT INTO athletes (id, name, weight, notes) VALUES (?, 'n', ?, 'first')", arguments: ["old\(index)", Double(index)])
+                try db.execute(
+                    sql: "INSERT INTO athletes (id, name, weight, notes) VALUES (?, 'n', ?, 'first')",
+                    arguments: ["old\(index)", Double(index)]
+                )
             }
         }
         _ = try await take()
         // Edits of held rows among new rows, and new rows edited again, in one delta.
         _ = try await a.store.write(now: 2_000) { db in
             for index in 0..<10 {
-                try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES (?, 'new', ?)", arguments: ["new\(index)", Double(index)])
-                try db.execute(sql: "UPDATE athletes SET name = ? WHERE id = ?", arguments: ["edited\(index)", "old\(index)"])
+                try db.execute(
+                    sql: "INSERT INTO athletes (id, name, weight) VALUES (?, 'new', ?)",
+                    arguments: ["new\(index)", Double(index)]
+                )
+                try db.execute(
+                    sql: "UPDATE athletes SET name = ? WHERE id = ?",
+                    arguments: ["edited\(index)", "old\(index)"]
+                )
             }
             try db.execute(sql: "DELETE FROM athletes WHERE id = 'old15'")
         }
@@ -113,11 +135,16 @@ import Testing
             try db.execute(sql: "INSERT INTO athletes (id, notes) VALUES ('old15', 'back')")
         }
         let encodedAhead = try await take()
-        #expect(encodedAhead.count > 20 && encodedAhead.allSatisfy { $0 }, "every change came with a state made by the check")
+        #expect(
+            encodedAhead.count > 20 && encodedAhead.allSatisfy { $0 },
+            "every change came with a state made by the check"
+        )
         #expect(try b.store.status().digest == a.store.status().digest)
         #expect(try b.store.recomputeDigest() == b.store.status().digest)
         let rows = { (store: ReplicaStore) in
-            try store.readInternals { try Row.fetchAll($0, sql: "SELECT id, name, weight, notes FROM athletes ORDER BY id").map(\.description) }
+            try store.readInternals {
+                try Row.fetchAll($0, sql: "SELECT id, name, weight, notes FROM athletes ORDER BY id").map(\.description)
+            }
         }
         #expect(try rows(b.store) == rows(a.store))
         #expect(try rows(b.store).contains { $0.contains("edited3") })
@@ -128,19 +155,30 @@ import Testing
     @Test func aDotReusedForAnotherRowIsRefused() async throws {
         let a = try Replica(1)
         _ = try await a.store.write(now: 1_000) { db in
-            for key in ["k0", "k1", "k2"] { try db.execute(sql: "INSERT INTO athletes (id, name) VALUES (?, 'n')", arguments: [key]) }
+            for key in ["k0", "k1", "k2"] {
+                try db.execute(sql: "INSERT INTO athletes (id, name) VALUES (?, 'n')", arguments: [key])
+            }
         }
         let b = try Replica(2)
         _ = try await b.store.merge(try a.store.delta(since: VersionVector(), maxRows: 10))
         let sent = try a.store.delta(since: VersionVector(), maxRows: 10).rows
         func delta(_ changes: [RowChange]) -> Delta {
             let counter = changes[0].dot.counter
-            return Delta(rows: changes, coverage: [.init(replica: a.store.replica, from: counter - 1, through: counter)])
+            return Delta(
+                rows: changes,
+                coverage: [.init(replica: a.store.replica, from: counter - 1, through: counter)]
+            )
         }
         func forged(_ change: RowChange, key: String) -> RowChange {
             RowChange(
-                key: RowKey(table: "athletes", primaryKey: [.text(key)]), kind: change.kind, causalLength: change.causalLength,
-                hlc: change.hlc, dot: change.dot, values: change.values, totals: change.totals)
+                key: RowKey(table: "athletes", primaryKey: [.text(key)]),
+                kind: change.kind,
+                causalLength: change.causalLength,
+                hlc: change.hlc,
+                dot: change.dot,
+                values: change.values,
+                totals: change.totals
+            )
         }
         func expectRefused(_ merge: () async throws -> Void) async {
             do {
@@ -156,12 +194,20 @@ import Testing
         await expectRefused { _ = try await b.store.merge(delta([forged(sent[1], key: "other")])) }
         // Two new rows under one dot in one delta: the second run meets the first.
         let fresh = try Replica(4)
-        await expectRefused { _ = try await fresh.store.merge(delta([forged(sent[0], key: "x"), forged(sent[0], key: "y")])) }
+        await expectRefused {
+            _ = try await fresh.store.merge(delta([forged(sent[0], key: "x"), forged(sent[0], key: "y")]))
+        }
         // A dot of a run, used by an update of a held row: `app_ops` meets the run.
         var update = forged(sent[2], key: "k0")
         update = RowChange(
-            key: update.key, kind: .update, causalLength: 1, hlc: HybridTimestamp(rawValue: update.hlc.rawValue + 1), dot: update.dot,
-            values: [.init(column: "name", value: .text("other"))], totals: [])
+            key: update.key,
+            kind: .update,
+            causalLength: 1,
+            hlc: HybridTimestamp(rawValue: update.hlc.rawValue + 1),
+            dot: update.dot,
+            values: [.init(column: "name", value: .text("other"))],
+            totals: []
+        )
         await expectRefused { _ = try await b.store.merge(delta([update])) }
         #expect(try b.store.status().digest == a.store.status().digest)
     }
@@ -186,20 +232,29 @@ import Testing
                         _ = try await replica.store.write(now: now) { db in
                             for key in chosen {
                                 try db.execute(
-                                    sql: "INSERT OR IGNORE INTO athletes (id, name, weight) VALUES (?, ?, ?)", arguments: [key, "n\(step % 13)", Double(step % 50)])
+                                    sql: "INSERT OR IGNORE INTO athletes (id, name, weight) VALUES (?, ?, ?)",
+                                    arguments: [key, "n\(step % 13)", Double(step % 50)]
+                                )
                             }
                         }
                     case 2:
                         let column = ["name", "weight", "notes"][(step / 11) % 3]
                         _ = try await replica.store.write(now: now) { db in
                             for key in chosen.prefix(3) {
-                                let value = column == "name" ? "n\(step % 13)".databaseValue : AppTableConvergenceTests.value(step)
-                                try db.execute(sql: "UPDATE athletes SET \(column) = ? WHERE id = ?", arguments: [value, key])
+                                let value =
+                                    column == "name"
+                                    ? "n\(step % 13)".databaseValue : AppTableConvergenceTests.value(step)
+                                try db.execute(
+                                    sql: "UPDATE athletes SET \(column) = ? WHERE id = ?",
+                                    arguments: [value, key]
+                                )
                             }
                         }
                     case 3:
                         _ = try await replica.store.write(now: now) { db in
-                            for key in chosen.prefix(2) { try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [key]) }
+                            for key in chosen.prefix(2) {
+                                try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [key])
+                            }
                         }
                     default:
                         let other = replicas[(step / 5) % 3]
@@ -209,7 +264,9 @@ import Testing
                 }
                 for _ in 0..<2 {
                     for from in replicas {
-                        for to in replicas where to !== from { try await SignedRangeTests.ship(from.store, to: to.store, keys: keys) }
+                        for to in replicas where to !== from {
+                            try await SignedRangeTests.ship(from.store, to: to.store, keys: keys)
+                        }
                     }
                 }
                 let digest = try replicas[0].store.status().digest
@@ -218,7 +275,12 @@ import Testing
                     #expect(try replica.store.recomputeDigest() == digest)
                 }
                 let unsigned = try Replica(4)
-                try await AppTableConvergenceTests.ship(replicas[1], unsigned, maxRows: 1 + steps.count % 4, twice: false)
+                try await AppTableConvergenceTests.ship(
+                    replicas[1],
+                    unsigned,
+                    maxRows: 1 + steps.count % 4,
+                    twice: false
+                )
                 #expect(try unsigned.store.status().digest == digest)
                 let signed = try Replica(5)
                 try await SignedRangeTests.ship(replicas[2].store, to: signed.store, keys: keys)
@@ -228,7 +290,10 @@ import Testing
                 // with the numbers it held when it checked.
                 let prepared = try Replica(6)
                 for _ in 0..<3 {
-                    let delta = try SignedRangeTests.everything(replicas[2].store, beyond: try prepared.store.versionVector())
+                    let delta = try SignedRangeTests.everything(
+                        replicas[2].store,
+                        beyond: try prepared.store.versionVector()
+                    )
                     if delta.isEmpty { break }
                     _ = try await prepared.store.mergeSigned(try prepared.store.check(delta, signed: true), keys: keys)
                 }

@@ -1,8 +1,9 @@
 import Foundation
 import LANSyncCore
-@testable import LANSyncStore
 import Synchronization
 import Testing
+
+@testable import LANSyncStore
 
 /// Local writes that arrive while a merge runs ride along in the merge's transactions
 /// (`LocalWriteQueue`); these tests drive the queue directly, so they do not depend on timing.
@@ -13,10 +14,14 @@ import Testing
     func peerDelta(count: Int, replacingDotOf counterToReuse: UInt64? = nil) -> Delta {
         let entries = (1...count).map { counter in
             Entry(
-                id: "peer-\(counter)", stream: "taps", originDevice: device,
+                id: "peer-\(counter)",
+                stream: "taps",
+                originDevice: device,
                 dot: Dot(replica: replica, counter: UInt64(counter)),
-                hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: UInt16(counter % 60_000)), wallMilliseconds: 1_000,
-                payload: "{\"n\":\(counter)}")
+                hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: UInt16(counter % 60_000)),
+                wallMilliseconds: 1_000,
+                payload: "{\"n\":\(counter)}"
+            )
         }
         return Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))])
     }
@@ -35,10 +40,15 @@ import Testing
             LocalWrite(
                 apply: { context in
                     let entries = try ReplicaStore.append(
-                        [AppendRequest(stream: "local", payload: payload)], now: 2_000, context: &context)
+                        [AppendRequest(stream: "local", payload: payload)],
+                        now: 2_000,
+                        context: &context
+                    )
                     return { heard.set(.success(entries)) }
                 },
-                fail: { error in heard.set(.failure(StoreError(.database, "\(error)"))) }))
+                fail: { error in heard.set(.failure(StoreError(.database, "\(error)"))) }
+            )
+        )
         return heard
     }
 
@@ -67,8 +77,14 @@ import Testing
         _ = try await store.merge(peerDelta(count: 1))
         var bad = peerDelta(count: 400)
         bad.entries[LocalWriteQueue.rowsBetweenLooks] = Entry(
-            id: "impostor", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: 1),
-            hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: 1), wallMilliseconds: 1_000, payload: "1")
+            id: "impostor",
+            stream: "taps",
+            originDevice: device,
+            dot: Dot(replica: replica, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: 1),
+            wallMilliseconds: 1_000,
+            payload: "1"
+        )
         bad.coverage = [.init(replica: replica, from: 0, through: 400)]
         let heard = queueAppend(store, payload: "{\"tap\":\"stop\"}")
         await #expect(throws: StoreError.self) { try await store.merge(bad) }
@@ -91,7 +107,10 @@ import Testing
         let merging = Task { try await store.merge(peerDelta(count: 30_000)) }
         var appended = [Entry]()
         while appended.count < 200 {
-            appended += try await store.append([AppendRequest(stream: "local", payload: "\(appended.count)")], now: 2_000)
+            appended += try await store.append(
+                [AppendRequest(stream: "local", payload: "\(appended.count)")],
+                now: 2_000
+            )
         }
         _ = try await merging.value
         #expect(Set(appended.map(\.id)).count == 200)

@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import LANSyncCore
 import LANSyncCrypto
-@testable import LANSyncStore
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 /// A merge writes the new rows of a checked delta many to a statement
 /// (`WriteContext.mergeNewRows`); whatever the delta holds, the replica ends exactly where the
@@ -18,7 +19,9 @@ import Testing
         CREATE TABLE scores (id TEXT PRIMARY KEY, points INTEGER, label TEXT);
         """
     static let receiverSchema = senderSchema.replacingOccurrences(
-        of: "points INTEGER,", with: "points INTEGER CHECK (points IS NULL OR points >= 0),")
+        of: "points INTEGER,",
+        with: "points INTEGER CHECK (points IS NULL OR points >= 0),"
+    )
 
     static func store(_ number: UInt8, schema: String) throws -> ReplicaStore {
         let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
@@ -50,14 +53,18 @@ import Testing
         await propertyCheck(count: 25, input: Gen.int(in: 0...1_000_000).array(of: 3...30)) { steps in
             do {
                 let sender = try Self.store(1, schema: Self.senderSchema)
-                let (batched, general) = (try Self.store(2, schema: Self.receiverSchema), try Self.store(3, schema: Self.receiverSchema))
+                let (batched, general) = (
+                    try Self.store(2, schema: Self.receiverSchema), try Self.store(3, schema: Self.receiverSchema)
+                )
                 var now: UInt64 = 1_000
                 // A first row in each table, every column set, so that the receivers number them all.
                 _ = try await sender.write(now: now) { db in
                     try db.execute(sql: "INSERT INTO athletes VALUES ('first', 'n', 1.5, 'x', 1)")
                     try db.execute(sql: "INSERT INTO scores VALUES ('first', 1, 'x')")
                 }
-                for receiver in [batched, general] { _ = try await receiver.merge(try sender.delta(since: VersionVector(), maxRows: 10)) }
+                for receiver in [batched, general] {
+                    _ = try await receiver.merge(try sender.delta(since: VersionVector(), maxRows: 10))
+                }
                 for (number, step) in steps.enumerated() {
                     now += 10
                     let count = 1 + step % 40
@@ -68,21 +75,39 @@ import Testing
                         case 0, 1:
                             for index in first..<(first + count) {
                                 try db.execute(
-                                    sql: "INSERT OR REPLACE INTO athletes (id, name, weight, notes) VALUES (?, ?, ?, ?)",
-                                    arguments: ["a\(index)", "n\(number)", Double(index) / 4, index % 3 == 0 ? nil : "note \(index)"])
+                                    sql:
+                                        "INSERT OR REPLACE INTO athletes (id, name, weight, notes) VALUES (?, ?, ?, ?)",
+                                    arguments: [
+                                        "a\(index)", "n\(number)", Double(index) / 4,
+                                        index % 3 == 0 ? nil : "note \(index)",
+                                    ]
+                                )
                                 if index % 2 == number % 2 {
                                     // Negative points: the receivers' CHECK refuses them.
                                     try db.execute(
                                         sql: "INSERT OR REPLACE INTO scores (id, points, label) VALUES (?, ?, ?)",
-                                        arguments: ["s\(index)", index % 5 == 0 ? -index : index, "l\(number)"])
+                                        arguments: ["s\(index)", index % 5 == 0 ? -index : index, "l\(number)"]
+                                    )
                                 }
                             }
                         case 2:
-                            try db.execute(sql: "UPDATE athletes SET xp = xp + 3, name = ? WHERE id >= ? AND id < ?", arguments: ["e\(number)", "a\(first)", "a\(first + 5)"])
-                            try db.execute(sql: "UPDATE scores SET points = ? WHERE id >= ? AND id < ?", arguments: [number, "s\(first)", "s\(first + 9)"])
+                            try db.execute(
+                                sql: "UPDATE athletes SET xp = xp + 3, name = ? WHERE id >= ? AND id < ?",
+                                arguments: ["e\(number)", "a\(first)", "a\(first + 5)"]
+                            )
+                            try db.execute(
+                                sql: "UPDATE scores SET points = ? WHERE id >= ? AND id < ?",
+                                arguments: [number, "s\(first)", "s\(first + 9)"]
+                            )
                         default:
-                            try db.execute(sql: "DELETE FROM athletes WHERE id >= ? AND id < ?", arguments: ["a\(first)", "a\(first + count / 2)"])
-                            try db.execute(sql: "DELETE FROM scores WHERE id >= ? AND id < ?", arguments: ["s\(first)", "s\(first + count / 3)"])
+                            try db.execute(
+                                sql: "DELETE FROM athletes WHERE id >= ? AND id < ?",
+                                arguments: ["a\(first)", "a\(first + count / 2)"]
+                            )
+                            try db.execute(
+                                sql: "DELETE FROM scores WHERE id >= ? AND id < ?",
+                                arguments: ["s\(first)", "s\(first + count / 3)"]
+                            )
                         }
                     }
                 }

@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import LANSyncCore
 import LANSyncCrypto
-@testable import LANSyncStore
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 /// Signed ranges between stores, without the wire (docs/signed-changes.md, step 3): an origin's
 /// changes, superseded ones included as stubs, reach a receiver through a relay, and every store
@@ -14,7 +15,9 @@ import Testing
 @Suite struct SignedRangeTests {
     typealias Replica = AppTableConvergenceTests.Replica
     static let hasher = ReplicaStore.elementHasher
-    static let check = ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
+    static let check = ProvenanceCheck(hasher: hasher) {
+        SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1)
+    }
 
     /// Every range `from` holds beyond `known`, whole: one delta.
     static func everything(_ from: ReplicaStore, beyond known: VersionVector = VersionVector()) throws -> Delta {
@@ -68,18 +71,25 @@ import Testing
                     case 0, 1: _ = try await AppTableConvergenceTests.write(writer, step / 8, now: now)
                     case 2:
                         _ = try await writer.store.setPreferences(
-                            [PreferenceRequest(key: "k\(step / 8 % 2)", value: step % 5 == 0 ? nil : "\(step)")], now: now)
+                            [PreferenceRequest(key: "k\(step / 8 % 2)", value: step % 5 == 0 ? nil : "\(step)")],
+                            now: now
+                        )
                     default: try await Self.ship(writers[1 - step % 2].store, to: writer.store, keys: keys)
                     }
                 }
-                for (a, b) in [(0, 1), (1, 0)] { try await Self.ship(writers[a].store, to: writers[b].store, keys: keys) }
+                for (a, b) in [(0, 1), (1, 0)] {
+                    try await Self.ship(writers[a].store, to: writers[b].store, keys: keys)
+                }
                 try await Self.ship(writers[0].store, to: relay.store, keys: keys)
                 let sent = try Self.everything(relay.store)
                 try await Self.ship(relay.store, to: receiver.store, keys: keys)
                 let digest = try writers[0].store.status().digest
                 for store in [relay.store, receiver.store] {
                     #expect(try store.status().digest == digest)
-                    #expect(try store.versionVector() == writers[0].store.versionVector(), "every range counted: every claim held")
+                    #expect(
+                        try store.versionVector() == writers[0].store.versionVector(),
+                        "every range counted: every claim held"
+                    )
                 }
                 let carried = sent.leaves(hasher: Self.hasher)
                 for writer in writers {
@@ -90,10 +100,16 @@ import Testing
                     guard let head = try await writer.store.extendOwnChain()?.signed else { continue }
                     let genesis = try #require(try writer.store.chainPoints(of: replica).first?.signed)
                     let range = ProvenanceCheck.Range(
-                        replica: replica, from: 0, through: head.head.counter, signature: head.signature,
-                        genesis: .init(counter: genesis.head.counter, signature: genesis.signature))
-                    #expect(Self.check.check([range], verified: [:], keys: [replica: writer.key.publicKey], leaves: carried)
-                        == .success([.verified(head.head)]))
+                        replica: replica,
+                        from: 0,
+                        through: head.head.counter,
+                        signature: head.signature,
+                        genesis: .init(counter: genesis.head.counter, signature: genesis.signature)
+                    )
+                    #expect(
+                        Self.check.check([range], verified: [:], keys: [replica: writer.key.publicKey], leaves: carried)
+                            == .success([.verified(head.head)])
+                    )
                 }
             } catch {
                 Issue.record("\(error)")
@@ -107,7 +123,12 @@ import Testing
     @Test func batchesEndAtSignedPointsAndBringAPeerUpToDate() async throws {
         let writer = try Replica(1)
         _ = try await writer.store.append((0..<600).map { AppendRequest(stream: "taps", payload: "\($0)") }, now: 1_000)
-        for index in 0..<5 { _ = try await writer.store.setPreferences([PreferenceRequest(key: "theme", value: "\"v\(index)\"")], now: 2_000 + UInt64(index)) }
+        for index in 0..<5 {
+            _ = try await writer.store.setPreferences(
+                [PreferenceRequest(key: "theme", value: "\"v\(index)\"")],
+                now: 2_000 + UInt64(index)
+            )
+        }
         try await writer.store.extendOwnChain()
         let keys = [writer.store.replica: writer.key.publicKey]
         let peer = try Replica(2)
@@ -125,7 +146,10 @@ import Testing
         #expect(try peer.store.versionVector() == writer.store.versionVector())
         // The peer can now send the same ranges on, cut where it received them.
         let third = try Replica(3)
-        _ = try await third.store.mergeSigned(try peer.store.signedDelta(since: VersionVector(), maxRows: 10_000), keys: keys)
+        _ = try await third.store.mergeSigned(
+            try peer.store.signedDelta(since: VersionVector(), maxRows: 10_000),
+            keys: keys
+        )
         #expect(try third.store.status().digest == writer.store.status().digest)
     }
 
@@ -133,15 +157,26 @@ import Testing
     /// without the rows, has its delta refused whole: nothing of it is merged.
     @Test func tamperedSignedRangesAreRefusedWhole() async throws {
         let writer = try Replica(1)
-        _ = try await writer.store.append((0..<4).map { AppendRequest(stream: "taps", payload: "{\"n\":\($0)}") }, now: 1_000)
-        _ = try await writer.store.write(now: 1_001) { db in try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')") }
+        _ = try await writer.store.append(
+            (0..<4).map { AppendRequest(stream: "taps", payload: "{\"n\":\($0)}") },
+            now: 1_000
+        )
+        _ = try await writer.store.write(now: 1_001) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')")
+        }
         try await writer.store.extendOwnChain()
         let keys = [writer.store.replica: writer.key.publicKey]
         let honest = try Self.everything(writer.store)
         var altered = honest
         altered.entries[1] = Entry(
-            id: altered.entries[1].id, stream: "taps", originDevice: altered.entries[1].originDevice, dot: altered.entries[1].dot,
-            hlc: altered.entries[1].hlc, wallMilliseconds: altered.entries[1].wallMilliseconds, payload: "{\"n\":99}")
+            id: altered.entries[1].id,
+            stream: "taps",
+            originDevice: altered.entries[1].originDevice,
+            dot: altered.entries[1].dot,
+            hlc: altered.entries[1].hlc,
+            wallMilliseconds: altered.entries[1].wallMilliseconds,
+            payload: "{\"n\":99}"
+        )
         var dropped = honest
         dropped.entries.remove(at: 2)
         var withoutRows = honest
@@ -163,7 +198,10 @@ import Testing
         #expect(try receiver.store.status().entries == 0 && receiver.store.versionVector()[writer.store.replica] == 0)
         _ = try await receiver.store.mergeSigned(honest, keys: keys)
         #expect(try receiver.store.status().digest == writer.store.status().digest)
-        #expect(try receiver.store.verifiedHeads()[writer.store.replica] == writer.store.chainHead(of: writer.store.replica)?.head)
+        #expect(
+            try receiver.store.verifiedHeads()[writer.store.replica]
+                == writer.store.chainHead(of: writer.store.replica)?.head
+        )
     }
 
     /// A relay that calls a live cell, or a live preference write, lost: the receiver counts the
@@ -186,7 +224,10 @@ import Testing
         let name = try #require(change.values.first { $0.column == "name" })
         hidden.lostCells[change.dot] = [RowChange.lost(name, hasher: Self.hasher)]
         hidden.rows[index] = change.without([RowChange.lost(name, hasher: Self.hasher)])
-        #expect(hidden.leaves(hasher: Self.hasher) == honest.leaves(hasher: Self.hasher), "the leaves still match the origin's")
+        #expect(
+            hidden.leaves(hasher: Self.hasher) == honest.leaves(hasher: Self.hasher),
+            "the leaves still match the origin's"
+        )
         let fooled = try Replica(2)
         let opened = try await fooled.store.merge(hidden)
         #expect(opened.claimsOpened == [writer.store.replica])
@@ -210,8 +251,11 @@ import Testing
         _ = try await other.store.merge(honest)
         #expect(try other.store.openClaims().isEmpty)
         #expect(try other.store.status().digest == writer.store.status().digest)
-        #expect(try Self.allLeaves(other.store, of: writer.store.replica) == Self.allLeaves(writer.store, of: writer.store.replica),
-            "the false stub went: one leaf per counter")
+        #expect(
+            try Self.allLeaves(other.store, of: writer.store.replica)
+                == Self.allLeaves(writer.store, of: writer.store.replica),
+            "the false stub went: one leaf per counter"
+        )
     }
 
     /// A range sent again, below where the receiver verified its writer's chain, is not checked
@@ -233,8 +277,13 @@ import Testing
         var altered = honest
         let write = try #require(altered.preferences.first)
         altered.preferences[0] = PreferenceWrite(
-            key: write.key, value: "\"light\"", originDevice: write.originDevice, dot: write.dot,
-            hlc: HybridTimestamp(physicalMilliseconds: 9_000, logical: 0), wallMilliseconds: 9_000)
+            key: write.key,
+            value: "\"light\"",
+            originDevice: write.originDevice,
+            dot: write.dot,
+            hlc: HybridTimestamp(physicalMilliseconds: 9_000, logical: 0),
+            wallMilliseconds: 9_000
+        )
         await #expect(throws: StoreError.self) { try await receiver.store.mergeSigned(altered, keys: keys) }
         #expect(try receiver.store.status().digest == digest, "nothing of it merged")
         _ = try await receiver.store.mergeSigned(honest, keys: keys)

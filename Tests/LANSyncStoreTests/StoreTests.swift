@@ -2,10 +2,11 @@ import Foundation
 import GRDB
 import LANSyncCore
 import LANSyncCrypto
-@testable import LANSyncStore
 import LANSyncTestSupport
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 let device = DeviceID(bytes: [UInt8](repeating: 9, count: 16))!
 
@@ -49,7 +50,8 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let store = try ReplicaStore.inMemory(device: device)
         let first = try await store.append(
             [AppendRequest(stream: "taps", payload: "1"), AppendRequest(id: "tap-7", stream: "taps", payload: "2")],
-            now: 5_000)
+            now: 5_000
+        )
         #expect(first.map(\.dot.counter) == [1, 2])
         #expect(first[1].hlc > first[0].hlc)
         let retry = try await store.append([AppendRequest(id: "tap-7", stream: "taps", payload: "2")], now: 6_000)
@@ -76,7 +78,10 @@ func fileHash(_ path: String) throws -> [UInt8] {
     @Test func entriesAreQueriedByStreamAndTime() async throws {
         let store = try ReplicaStore.inMemory(device: device)
         for (index, stream) in ["taps", "phrases", "taps", "taps"].enumerated() {
-            _ = try await store.append([AppendRequest(stream: stream, payload: "\(index)")], now: UInt64(1_000 + index * 100))
+            _ = try await store.append(
+                [AppendRequest(stream: stream, payload: "\(index)")],
+                now: UInt64(1_000 + index * 100)
+            )
         }
         #expect(try store.entries(EntryQuery(stream: "taps")).map(\.payload) == ["0", "2", "3"])
         #expect(try store.entries(EntryQuery(stream: "taps", since: 1_100, until: 1_300)).map(\.payload) == ["2"])
@@ -91,7 +96,8 @@ func fileHash(_ path: String) throws -> [UInt8] {
     /// vector, same digest, for any history and any delivery order.
     @Test func storeMatchesTheReferenceModel() async {
         await propertyCheck(count: 60, input: Self.operations, Gen.int(in: 0...1_000_000).array(of: 0...100)) {
-            operations, keys in
+            operations,
+            keys in
             let s = Scenario(operations: operations)
             let deliveries = Scenario.ordered(s.deltas, by: keys)
             var model = Scenario.fresh()
@@ -109,7 +115,9 @@ func fileHash(_ path: String) throws -> [UInt8] {
             #expect(vector == model.versionVector)
             let entries = try! store.entries(EntryQuery())
             #expect(Dictionary(uniqueKeysWithValues: entries.map { ($0.id, $0) }) == model.entries)
-            #expect(Dictionary(uniqueKeysWithValues: try! store.preferences().map { ($0.key, $0) }) == model.preferences)
+            #expect(
+                Dictionary(uniqueKeysWithValues: try! store.preferences().map { ($0.key, $0) }) == model.preferences
+            )
         }
     }
 
@@ -141,24 +149,45 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let replica = ReplicaID(high: 3, low: 3)
         let entries = (1...2_500).map { counter in
             Entry(
-                id: "e\(counter)", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: UInt64(counter)),
-                hlc: HybridTimestamp(physicalMilliseconds: 10, logical: UInt16(counter)), wallMilliseconds: 10, payload: "1")
+                id: "e\(counter)",
+                stream: "taps",
+                originDevice: device,
+                dot: Dot(replica: replica, counter: UInt64(counter)),
+                hlc: HybridTimestamp(physicalMilliseconds: 10, logical: UInt16(counter)),
+                wallMilliseconds: 10,
+                payload: "1"
+            )
         }
-        let writes = [PreferenceWrite(
-            key: "k", value: "1", originDevice: device, dot: Dot(replica: replica, counter: 2_501),
-            hlc: HybridTimestamp(physicalMilliseconds: 11, logical: 0), wallMilliseconds: 11)]
-        let delta = Delta(entries: entries, preferences: writes, coverage: [.init(replica: replica, from: 0, through: 2_501)])
+        let writes = [
+            PreferenceWrite(
+                key: "k",
+                value: "1",
+                originDevice: device,
+                dot: Dot(replica: replica, counter: 2_501),
+                hlc: HybridTimestamp(physicalMilliseconds: 11, logical: 0),
+                wallMilliseconds: 11
+            )
+        ]
+        let delta = Delta(
+            entries: entries,
+            preferences: writes,
+            coverage: [.init(replica: replica, from: 0, through: 2_501)]
+        )
         var pacer = MergePacer(cost: MergeCost())
         var chunks = [Delta]()
         while let share = pacer.next(of: delta, appWriting: true) {
             chunks.append(
                 Delta(
-                    entries: Array(delta.entries[share.entries]), preferences: Array(delta.preferences[share.preferences]),
-                    coverage: share.isLast ? delta.coverage : []))
+                    entries: Array(delta.entries[share.entries]),
+                    preferences: Array(delta.preferences[share.preferences]),
+                    coverage: share.isLast ? delta.coverage : []
+                )
+            )
             pacer.record(share, merged: (share.entries.count, share.preferences.count, 0), elapsed: .milliseconds(100))
         }
         #expect(chunks.count > 3)
-        #expect(chunks[0].entries.count == MergePacer(cost: MergeCost()).rows(appWriting: true))  // the target at the first guess
+        // The target at the first guess.
+        #expect(chunks[0].entries.count == MergePacer(cost: MergeCost()).rows(appWriting: true))
         #expect(chunks[1].entries.count < chunks[0].entries.count)  // rows measured slower: shorter transactions
         #expect(chunks.dropLast().allSatisfy { $0.coverage.isEmpty })
         #expect(chunks.last?.coverage == delta.coverage)
@@ -168,13 +197,21 @@ func fileHash(_ path: String) throws -> [UInt8] {
         // A transaction that stopped early (a local write rode along): the next share starts
         // where it stopped, and only a share merged to the end carries the coverage.
         let small = Delta(
-            entries: Array(entries.prefix(300)), coverage: [.init(replica: replica, from: 0, through: 300)])
+            entries: Array(entries.prefix(300)),
+            coverage: [.init(replica: replica, from: 0, through: 300)]
+        )
         let cost = MergeCost()
         var partial = MergePacer(cost: cost)
-        guard let first = partial.next(of: small, appWriting: true) else { Issue.record("no first share"); return }
+        guard let first = partial.next(of: small, appWriting: true) else {
+            Issue.record("no first share")
+            return
+        }
         #expect(first.isLast)  // 300 rows fit in one transaction at the first guess
         partial.record(first, merged: (100, 0, 0), elapsed: .microseconds(500))
-        guard let second = partial.next(of: small, appWriting: true) else { Issue.record("no second share"); return }
+        guard let second = partial.next(of: small, appWriting: true) else {
+            Issue.record("no second share")
+            return
+        }
         #expect(second.entries.lowerBound == 100)
         #expect(second.isLast)
         partial.record(second, merged: (second.entries.count, second.preferences.count, 0), elapsed: .milliseconds(5))
@@ -208,7 +245,8 @@ func fileHash(_ path: String) throws -> [UInt8] {
         while true {
             let delta = try source.delta(since: try target.versionVector(), maxRows: 1_000, maxBytes: 200_000)
             if delta.isEmpty { break }
-            let bytes = delta.entries.map { $0.payload.utf8.count }.reduce(0, +)
+            let bytes =
+                delta.entries.map { $0.payload.utf8.count }.reduce(0, +)
                 + delta.preferences.map { $0.value?.utf8.count ?? 0 }.reduce(0, +)
             #expect(bytes <= 200_000)
             #expect(delta.problem() == nil)
@@ -233,8 +271,14 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let other = ReplicaID(high: 9, low: 9)
         let entries = (1...4).map {
             Entry(
-                id: "other-\($0)", stream: "taps", originDevice: device, dot: Dot(replica: other, counter: UInt64($0)),
-                hlc: HybridTimestamp(physicalMilliseconds: 2_000 + UInt64($0), logical: 0), wallMilliseconds: 2_000, payload: "1")
+                id: "other-\($0)",
+                stream: "taps",
+                originDevice: device,
+                dot: Dot(replica: other, counter: UInt64($0)),
+                hlc: HybridTimestamp(physicalMilliseconds: 2_000 + UInt64($0), logical: 0),
+                wallMilliseconds: 2_000,
+                payload: "1"
+            )
         }
         _ = try await source.merge(Delta(entries: entries, coverage: [.init(replica: other, from: 0, through: 4)]))
         let bounded = try source.delta(since: VersionVector([ours: 2]), upTo: VersionVector([ours: 6]), maxRows: 100)
@@ -249,11 +293,23 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let before = try store.status()
         let replica = ReplicaID(high: 5, low: 5)
         let good = Entry(
-            id: "good", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: 1),
-            hlc: HybridTimestamp(physicalMilliseconds: 10, logical: 0), wallMilliseconds: 10, payload: "1")
+            id: "good",
+            stream: "taps",
+            originDevice: device,
+            dot: Dot(replica: replica, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 10, logical: 0),
+            wallMilliseconds: 10,
+            payload: "1"
+        )
         let bad = Entry(
-            id: "bad", stream: "Not A Stream", originDevice: device, dot: Dot(replica: replica, counter: 2),
-            hlc: HybridTimestamp(physicalMilliseconds: 10, logical: 1), wallMilliseconds: 10, payload: "1")
+            id: "bad",
+            stream: "Not A Stream",
+            originDevice: device,
+            dot: Dot(replica: replica, counter: 2),
+            hlc: HybridTimestamp(physicalMilliseconds: 10, logical: 1),
+            wallMilliseconds: 10,
+            payload: "1"
+        )
         let delta = Delta(entries: [good, bad], coverage: [.init(replica: replica, from: 0, through: 2)])
         await #expect(throws: StoreError.self) { try await store.merge(delta) }
         let after = try store.status()
@@ -264,9 +320,14 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let (a, b) = (ReplicaID(high: 1, low: 0), ReplicaID(high: 2, low: 0))
         func version(_ replica: ReplicaID, _ millis: UInt64) -> Entry {
             Entry(
-                id: "session-1", stream: "sessions", originDevice: device, dot: Dot(replica: replica, counter: 1),
-                hlc: HybridTimestamp(physicalMilliseconds: millis, logical: 0), wallMilliseconds: Int64(millis),
-                payload: "\(millis)")
+                id: "session-1",
+                stream: "sessions",
+                originDevice: device,
+                dot: Dot(replica: replica, counter: 1),
+                hlc: HybridTimestamp(physicalMilliseconds: millis, logical: 0),
+                wallMilliseconds: Int64(millis),
+                payload: "\(millis)"
+            )
         }
         let early = Delta(entries: [version(b, 10)], coverage: [.init(replica: b, from: 0, through: 1)])
         let late = Delta(entries: [version(a, 20)], coverage: [.init(replica: a, from: 0, through: 1)])
@@ -312,7 +373,9 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let path = directory.path + "/replica.sqlite"
         do {
             let queue = try DatabaseQueue(path: path)
-            try await queue.write { try $0.execute(sql: "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x')") }
+            try await queue.write {
+                try $0.execute(sql: "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x')")
+            }
         }
         let before = try fileHash(path)
         do {
@@ -359,15 +422,22 @@ func fileHash(_ path: String) throws -> [UInt8] {
         let count = 30_000
         let entries = (1...count).map { index in
             Entry(
-                id: "e-\(index)", stream: "taps", originDevice: device, dot: Dot(replica: replica, counter: UInt64(index)),
+                id: "e-\(index)",
+                stream: "taps",
+                originDevice: device,
+                dot: Dot(replica: replica, counter: UInt64(index)),
                 hlc: HybridTimestamp(physicalMilliseconds: 1_000 + UInt64(index), logical: 0),
-                wallMilliseconds: Int64(1_000 + index), payload: payload)
+                wallMilliseconds: Int64(1_000 + index),
+                payload: payload
+            )
         }
         // One delta, so its paced transactions follow each other with no pause between them, and
         // short ones: the app has just written (see `MergePacer`). Longer transactions leave the
         // background checkpoint time to catch up, and the WAL often rewinds by itself.
         _ = try await store.append([AppendRequest(stream: "taps", payload: "{}")], now: 1_000)
-        _ = try await store.merge(Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))]))
+        _ = try await store.merge(
+            Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))])
+        )
         #expect(try store.status().entries == count + 1)
         let database = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
         let wal = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)

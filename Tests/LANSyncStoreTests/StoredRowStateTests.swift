@@ -1,9 +1,10 @@
 import Foundation
 import GRDB
 import LANSyncCore
-@testable import LANSyncStore
 import PropertyBased
 import Testing
+
+@testable import LANSyncStore
 
 /// The compact form `app_rows` keeps states in (`StoredRowState`): every state reads back as it
 /// was, a first change's fast encoding reads back as the state it makes, and damaged bytes throw
@@ -15,7 +16,9 @@ import Testing
     /// A database with the column numbering's table, as schema 5 makes it.
     static func database() throws -> DatabaseQueue {
         let queue = try DatabaseQueue()
-        try queue.write { try $0.execute(sql: "CREATE TABLE app_columns (num INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)") }
+        try queue.write {
+            try $0.execute(sql: "CREATE TABLE app_columns (num INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+        }
         return queue
     }
 
@@ -34,25 +37,35 @@ import Testing
     static func change(_ seed: Int, counter: UInt64) -> RowChange {
         let kinds: [RowChange.Kind] = [.insert, .update, .delete, .append]
         let kind = kinds[seed % 4]
-        let life: UInt64 = kind == .append ? 1 : kind == .delete ? UInt64(2 + 2 * (seed / 4 % 3)) : UInt64(1 + 2 * (seed / 4 % 3))
+        let life: UInt64 =
+            kind == .append ? 1 : kind == .delete ? UInt64(2 + 2 * (seed / 4 % 3)) : UInt64(1 + 2 * (seed / 4 % 3))
         var values = [String: SQLValue]()
         var totals = [String: Int64]()
         if kind != .delete {
             for (index, name) in names.enumerated() where (seed >> (index + 3)) & 1 == 1 {
-                if kind != .append, index % 3 == 0 { totals[name] = Int64(seed % 1_000) - 500 } else { values[name] = value(seed / (index + 1)) }
+                if kind != .append, index % 3 == 0 {
+                    totals[name] = Int64(seed % 1_000) - 500
+                } else {
+                    values[name] = value(seed / (index + 1))
+                }
             }
         }
         return RowChange(
-            key: RowKey(table: "athletes", primaryKey: [.text("a")]), kind: kind, causalLength: life,
+            key: RowKey(table: "athletes", primaryKey: [.text("a")]),
+            kind: kind,
+            causalLength: life,
             hlc: HybridTimestamp(physicalMilliseconds: UInt64(1_000 + seed % 97), logical: 0),
             dot: Dot(replica: replicas[seed % 3], counter: counter),
             values: values.sorted { $0.key < $1.key }.map { .init(column: $0.key, value: $0.value) },
-            totals: totals.sorted { $0.key < $1.key }.map { .init(column: $0.key, total: $0.value) })
+            totals: totals.sorted { $0.key < $1.key }.map { .init(column: $0.key, total: $0.value) }
+        )
     }
 
     @Test func everyStateReadsBackAsItWas() async throws {
         let queue = try Self.database()
-        let numbers = Dictionary(uniqueKeysWithValues: Self.replicas.enumerated().map { ($0.element, Int64($0.offset + 1)) })
+        let numbers = Dictionary(
+            uniqueKeysWithValues: Self.replicas.enumerated().map { ($0.element, Int64($0.offset + 1)) }
+        )
         let ids = Dictionary(uniqueKeysWithValues: numbers.map { ($0.value, $0.key) })
         await propertyCheck(count: 200, input: Gen.int(in: 0...1_000_000).array(of: 1...12)) { seeds in
             try! queue.write { db in
@@ -67,18 +80,25 @@ import Testing
                         try StoredRowState.encodeFirst(change, columns: &columns, replicas: numbers, db, to: &first)
                         var made = RowState()
                         made.merge(change)
-                        let read = try first.withUnsafeBytes { try StoredRowState.decode($0, columns: columns.names, replicas: ids) }
+                        let read = try first.withUnsafeBytes {
+                            try StoredRowState.decode($0, columns: columns.names, replicas: ids)
+                        }
                         #expect(read == made, "\(change)")
                     }
                     state.merge(change)
                     var stored = [UInt8]()
                     try StoredRowState.encode(state, columns: &columns, replicas: numbers, db, to: &stored)
                     #expect(stored.first == StoredRowState.tag)
-                    let read = try stored.withUnsafeBytes { try StoredRowState.decode($0, columns: columns.names, replicas: ids) }
+                    let read = try stored.withUnsafeBytes {
+                        try StoredRowState.decode($0, columns: columns.names, replicas: ids)
+                    }
                     #expect(read == state && read.canonicalBytes == state.canonicalBytes)
                     // A state stored canonically (schema 4) reads too.
                     let canonical = state.canonicalBytes
-                    #expect(try canonical.withUnsafeBytes { try StoredRowState.decode($0, columns: [:], replicas: [:]) } == state)
+                    #expect(
+                        try canonical.withUnsafeBytes { try StoredRowState.decode($0, columns: [:], replicas: [:]) }
+                            == state
+                    )
                 }
             }
         }
@@ -88,7 +108,9 @@ import Testing
     /// some state; they never trap.
     @Test func damagedBytesThrowInsteadOfTrapping() async throws {
         let queue = try Self.database()
-        let numbers = Dictionary(uniqueKeysWithValues: Self.replicas.enumerated().map { ($0.element, Int64($0.offset + 1)) })
+        let numbers = Dictionary(
+            uniqueKeysWithValues: Self.replicas.enumerated().map { ($0.element, Int64($0.offset + 1)) }
+        )
         let ids = Dictionary(uniqueKeysWithValues: numbers.map { ($0.value, $0.key) })
         var built = RowState()
         // No deletes: the state keeps columns, so a numbering without them fails to read it.
@@ -106,7 +128,9 @@ import Testing
         var thrown = 0
         for length in 1..<stored.count {
             do {
-                _ = try Array(stored.prefix(length)).withUnsafeBytes { try StoredRowState.decode($0, columns: names, replicas: ids) }
+                _ = try Array(stored.prefix(length)).withUnsafeBytes {
+                    try StoredRowState.decode($0, columns: names, replicas: ids)
+                }
             } catch let error as StoreError {
                 #expect(error.description.contains("the database is damaged"))
                 thrown += 1
@@ -119,7 +143,11 @@ import Testing
             _ = try? bytes.withUnsafeBytes { try StoredRowState.decode($0, columns: names, replicas: ids) }
         }
         // A column or replica number the numbering does not hold.
-        #expect(throws: StoreError.self) { try stored.withUnsafeBytes { try StoredRowState.decode($0, columns: [:], replicas: ids) } }
-        #expect(throws: StoreError.self) { try stored.withUnsafeBytes { try StoredRowState.decode($0, columns: names, replicas: [:]) } }
+        #expect(throws: StoreError.self) {
+            try stored.withUnsafeBytes { try StoredRowState.decode($0, columns: [:], replicas: ids) }
+        }
+        #expect(throws: StoreError.self) {
+            try stored.withUnsafeBytes { try StoredRowState.decode($0, columns: names, replicas: [:]) }
+        }
     }
 }

@@ -14,7 +14,10 @@ import Testing
         ("DELETE FROM entries", "entries (LANSync's own table"),
         ("DELETE FROM meta", "meta (LANSync's own table"),
         ("UPDATE app_rows SET state = x''", "app_rows (LANSync's own table"),
-        ("INSERT INTO athletes (id, name) SELECT id, payload FROM entries", "entries (LANSync's own table, not an app table) cannot be read"),
+        (
+            "INSERT INTO athletes (id, name) SELECT id, payload FROM entries",
+            "entries (LANSync's own table, not an app table) cannot be read"
+        ),
         // SQLite itself refuses this one before asking the guard.
         ("UPDATE sqlite_master SET sql = 'x' WHERE name = 'athletes'", "table sqlite_master may not be modified"),
         ("DELETE FROM sqlite_master WHERE name = 'athletes'", "table sqlite_master may not be modified"),
@@ -70,9 +73,14 @@ import Testing
         // What an app (and GRDB's records) needs to read its tables works.
         #expect(try node.read { db in try db.columns(in: "athletes").map(\.name) } == ["id", "name"])
         #expect(try node.read { db in try db.primaryKey("athletes").columns } == ["id"])
-        #expect(try node.read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE name = 'athletes'") } == ["athletes"])
+        #expect(
+            try node.read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE name = 'athletes'")
+            } == ["athletes"]
+        )
         #expect(try node.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") } != nil)
-        for sql in ["SELECT * FROM entries", "SELECT count(*) FROM meta", "SELECT a.name FROM athletes a JOIN app_rows r ON 1"] {
+        for sql in [
+            "SELECT * FROM entries", "SELECT count(*) FROM meta", "SELECT a.name FROM athletes a JOIN app_rows r ON 1",
+        ] {
             #expect(throws: LANSyncError.self, "\(sql)") {
                 try node.read { db in try Row.fetchAll(db, sql: sql) }
             }
@@ -80,7 +88,9 @@ import Testing
         #expect {
             try node.read { db in try Row.fetchAll(db, sql: "SELECT * FROM entries") }
         } throws: { error in
-            (error as? LANSyncError)?.message.contains("entries (LANSync's own table, not an app table) cannot be read here") == true
+            (error as? LANSyncError)?.message.contains(
+                "entries (LANSync's own table, not an app table) cannot be read here"
+            ) == true
         }
         // LANSync itself still reads its tables (the guard is off outside the app's SQL).
         #expect(try node.entries().count == 1)

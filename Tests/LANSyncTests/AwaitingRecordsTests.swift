@@ -27,6 +27,9 @@ import Testing
         #expect(awaiting.records == [Self.replica(2): "c"])
         for number in 3..<(AwaitingRecords.limit + 3) { awaiting.keep("x", of: Self.replica(number)) }
         #expect(awaiting.records.count == AwaitingRecords.limit)
-        #expect(awaiting.records[Self.replica(2)] == nil, "a forgotten record leaves the order too: 2 was the oldest left")
+        #expect(
+            awaiting.records[Self.replica(2)] == nil,
+            "a forgotten record leaves the order too: 2 was the oldest left"
+        )
     }
 }

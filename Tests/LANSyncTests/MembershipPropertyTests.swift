@@ -10,7 +10,10 @@ import Testing
 /// at random times. Every member holding the same records must derive the same members, forgeries
 /// must count for nothing, and "removed" must mean exactly what the counting records say.
 @Suite struct MembershipPropertyTests {
-    static let devices = ["AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAA", "BBBBBBB-BBBBBBB-BBBBBBB-BBBBBBB", "CCCCCCC-CCCCCCC-CCCCCCC-CCCCCCC", "DDDDDDD-DDDDDDD-DDDDDDD-DDDDDDD"]
+    static let devices = [
+        "AAAAAAA-AAAAAAA-AAAAAAA-AAAAAAA", "BBBBBBB-BBBBBBB-BBBBBBB-BBBBBBB", "CCCCCCC-CCCCCCC-CCCCCCC-CCCCCCC",
+        "DDDDDDD-DDDDDDD-DDDDDDD-DDDDDDD",
+    ]
     /// Per device, its key before and after a reinstall.
     static let keys = devices.map { _ in [KeyPair.generate(), KeyPair.generate()] }
 
@@ -18,7 +21,9 @@ import Testing
         String(decoding: try! JSONEncoder().encode(value), as: UTF8.self)
     }
 
-    static func time(_ second: Int) -> String { String(format: "2026-11-23T00:%02d:%02d.000Z", second / 60 % 60, second % 60) }
+    static func time(_ second: Int) -> String {
+        String(format: "2026-11-23T00:%02d:%02d.000Z", second / 60 % 60, second % 60)
+    }
 
     struct Scenario {
         /// Each write's HLC stamp is its place in the scenario (causal order), while the wall-clock
@@ -44,19 +49,48 @@ import Testing
                 let key = MemberKeysForTests.seen(devices[device], by: devices[other])
                 scenario.records.removeAll { $0.key == key }
                 let pair = keys[device][version]
-                scenario.records.append((key, json(KeyObservation(
-                    name: "device-\(device)", key: pair.publicKey.hexString,
-                    signingKey: SigningKey(derivedFrom: pair).publicKey.hexString, at: at)), stamp))
+                scenario.records.append(
+                    (
+                        key,
+                        json(
+                            KeyObservation(
+                                name: "device-\(device)",
+                                key: pair.publicKey.hexString,
+                                signingKey: SigningKey(derivedFrom: pair).publicKey.hexString,
+                                at: at
+                            )
+                        ), stamp
+                    )
+                )
             case 2:
                 let key = "lansync/member/" + devices[device].lowercased()
                 scenario.records.removeAll { $0.key == key }
-                scenario.records.append((key, json(GroupMember(
-                    deviceID: devices[device], name: "device-\(device)", key: nil, addedBy: devices[other], addedAt: at, via: "short code")), stamp))
+                scenario.records.append(
+                    (
+                        key,
+                        json(
+                            GroupMember(
+                                deviceID: devices[device],
+                                name: "device-\(device)",
+                                key: nil,
+                                addedBy: devices[other],
+                                addedAt: at,
+                                via: "short code"
+                            )
+                        ), stamp
+                    )
+                )
             default:
                 epoch += 1
                 let forged = seed % 6 == 5
                 var record = EpochRecord(
-                    epoch: epoch, removed: [devices[device]], by: devices[other], at: at, tag: "t\(index)", sealed: [:])
+                    epoch: epoch,
+                    removed: [devices[device]],
+                    by: devices[other],
+                    at: at,
+                    tag: "t\(index)",
+                    sealed: [:]
+                )
                 // Signed with the remover's key of this version; a forgery with another device's.
                 let signer = forged ? keys[(other + 1) % 4][version] : keys[other][version]
                 record.signature = Data(SigningKey(derivedFrom: signer).sign(record.signedText)).base64EncodedString()
@@ -85,14 +119,20 @@ import Testing
             removed += derived.members.filter(\.isRemoved).count
             forged += scenario.forgedKeys.count
         }
-        #expect(counting > 50 && removed > 50 && forged > 50, "counting \(counting), removed \(removed), forged \(forged)")
+        #expect(
+            counting > 50 && removed > 50 && forged > 50,
+            "counting \(counting), removed \(removed), forged \(forged)"
+        )
     }
 
     @Test func everyOrderOfTheRecordsGivesTheSameMembers() async {
         await propertyCheck(input: Self.seeds) { seeds in
             let scenario = Self.scenario(seeds)
             let derived = GroupMembership.derive(from: scenario.records)
-            for order in [Array(scenario.records.reversed()), Array(scenario.records.dropFirst(seeds.count / 2) + scenario.records.prefix(seeds.count / 2))] {
+            for order in [
+                Array(scenario.records.reversed()),
+                Array(scenario.records.dropFirst(seeds.count / 2) + scenario.records.prefix(seeds.count / 2)),
+            ] {
                 let other = GroupMembership.derive(from: order)
                 #expect(derived.members == other.members)
                 #expect(derived.epochs == other.epochs)
@@ -119,12 +159,14 @@ import Testing
             let scenario = Self.scenario(seeds)
             let derived = GroupMembership.derive(from: scenario.records)
             let members = Dictionary(uniqueKeysWithValues: derived.members.map { ($0.deviceID, $0) })
-            let vouches = Dictionary(uniqueKeysWithValues: scenario.records.compactMap { record -> (String, HybridTimestamp)? in
-                guard record.key.hasPrefix("lansync/member/"),
-                    let member = try? JSONDecoder().decode(GroupMember.self, from: Data(record.value.utf8))
-                else { return nil }
-                return (member.deviceID, record.stamp)
-            })
+            let vouches = Dictionary(
+                uniqueKeysWithValues: scenario.records.compactMap { record -> (String, HybridTimestamp)? in
+                    guard record.key.hasPrefix("lansync/member/"),
+                        let member = try? JSONDecoder().decode(GroupMember.self, from: Data(record.value.utf8))
+                    else { return nil }
+                    return (member.deviceID, record.stamp)
+                }
+            )
             let stamps = Dictionary(uniqueKeysWithValues: scenario.records.map { ($0.key, $0.stamp) })
             func vouchedAfter(_ device: String, _ record: EpochRecord) -> Bool {
                 (vouches[device] ?? .zero) > stamps["lansync/epoch/\(record.epoch)"]!
@@ -136,16 +178,24 @@ import Testing
                 for device in record.removed where !vouchedAfter(device, record) { removedBefore.insert(device) }
             }
             for member in derived.members {
-                let listed = derived.epochs.contains { $0.removed.contains(member.deviceID) && !vouchedAfter(member.deviceID, $0) }
+                let listed = derived.epochs.contains {
+                    $0.removed.contains(member.deviceID) && !vouchedAfter(member.deviceID, $0)
+                }
                 #expect(member.isRemoved == listed, "\(member.deviceID): removed \(member.isRemoved), listed \(listed)")
                 // The earliest observation's key (by time, then observer), of those stamped after the vouch if any.
                 let vouch = vouches[member.deviceID]
-                let earliest = scenario.records.filter { $0.key.hasPrefix("lansync/seen/" + member.deviceID.lowercased() + "/") }
-                    .filter { vouch == nil || $0.stamp > vouch! }
-                    .compactMap { record -> (String, String, String)? in
-                        guard let observation = try? JSONDecoder().decode(KeyObservation.self, from: Data(record.value.utf8)) else { return nil }
-                        return (observation.at, String(record.key.split(separator: "/").last!).uppercased(), observation.key)
-                    }.min { ($0.0, $0.1) < ($1.0, $1.1) }
+                let earliest = scenario.records.filter {
+                    $0.key.hasPrefix("lansync/seen/" + member.deviceID.lowercased() + "/")
+                }
+                .filter { vouch == nil || $0.stamp > vouch! }
+                .compactMap { record -> (String, String, String)? in
+                    guard
+                        let observation = try? JSONDecoder().decode(KeyObservation.self, from: Data(record.value.utf8))
+                    else { return nil }
+                    return (
+                        observation.at, String(record.key.split(separator: "/").last!).uppercased(), observation.key
+                    )
+                }.min { ($0.0, $0.1) < ($1.0, $1.1) }
                 #expect(member.key == earliest?.2)
             }
         }

@@ -16,18 +16,27 @@ import Testing
 
     /// Three devices of one group, each with its member record as the agent writes it.
     static func group() async throws -> [TemporaryNode] {
-        let nodes = [try TemporaryNode(name: "home"), try TemporaryNode(name: "laptop"), try TemporaryNode(name: "old-tablet")]
+        let nodes = [
+            try TemporaryNode(name: "home"), try TemporaryNode(name: "laptop"), try TemporaryNode(name: "old-tablet"),
+        ]
         let secret = try nodes[0].node.createGroup()
         try await nodes[0].node.recordCreator()
         for other in nodes.dropFirst() { try other.node.joinGroup(code: secret.joinCode) }
         for (index, other) in nodes.enumerated().dropFirst() {
             try await nodes[0].node.record(
                 GroupMember(
-                    deviceID: other.node.deviceID.description, name: ["home", "laptop", "old-tablet"][index],
-                    key: other.node.identity.publicKeyHex, addedBy: nodes[0].node.deviceID.description, addedAt: nil,
-                    via: "group secret"))
+                    deviceID: other.node.deviceID.description,
+                    name: ["home", "laptop", "old-tablet"][index],
+                    key: other.node.identity.publicKeyHex,
+                    addedBy: nodes[0].node.deviceID.description,
+                    addedAt: nil,
+                    via: "group secret"
+                )
+            )
         }
-        for other in nodes.dropFirst() { try await other.node.merge(try everything(nodes[0].node), maxSkewMilliseconds: 60_000) }
+        for other in nodes.dropFirst() {
+            try await other.node.merge(try everything(nodes[0].node), maxSkewMilliseconds: 60_000)
+        }
         return nodes
     }
 
@@ -40,31 +49,61 @@ import Testing
         for node in [home, laptop, tablet] { try await node.observeSelf() }
         for _ in 0..<2 {
             for a in [home, laptop, tablet] {
-                for b in [home, laptop, tablet] where a !== b { try await a.merge(try Self.everything(b), maxSkewMilliseconds: 60_000) }
+                for b in [home, laptop, tablet] where a !== b {
+                    try await a.merge(try Self.everything(b), maxSkewMilliseconds: 60_000)
+                }
             }
         }
         for node in [home, laptop, tablet] {
             let keys = try node.replicaSigningKeys()
             #expect(keys.count == 3)
-            for other in [home, laptop, tablet] { #expect(keys[other.replicaID] == other.identity.signingKey.publicKey) }
+            for other in [home, laptop, tablet] {
+                #expect(keys[other.replicaID] == other.identity.signingKey.publicKey)
+            }
         }
 
         // The tablet writes a record in the laptop's replica's name, claiming its own key.
-        let json = String(decoding: try JSONEncoder().encode(ReplicaRecord(replica: laptop.replicaID, device: tablet.deviceID, key: tablet.identity.signingKey, nonce: nil)), as: UTF8.self)
+        let json = String(
+            decoding: try JSONEncoder().encode(
+                ReplicaRecord(
+                    replica: laptop.replicaID,
+                    device: tablet.deviceID,
+                    key: tablet.identity.signingKey,
+                    nonce: nil
+                )
+            ),
+            as: UTF8.self
+        )
         let counter = try tablet.store.versionVector()[tablet.replicaID] + 1
         let forged = PreferenceWrite(
-            key: MemberKeys.replica(laptop.replicaID), value: json, originDevice: tablet.deviceID,
-            dot: Dot(replica: tablet.replicaID, counter: counter), hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0), wallMilliseconds: 1)
+            key: MemberKeys.replica(laptop.replicaID),
+            value: json,
+            originDevice: tablet.deviceID,
+            dot: Dot(replica: tablet.replicaID, counter: counter),
+            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
+            wallMilliseconds: 1
+        )
         #expect(forged.problem() != nil)
-        await #expect(throws: LANSyncError.self) { try await home.merge(Delta.carrying(forged), maxSkewMilliseconds: 60_000) }
+        await #expect(throws: LANSyncError.self) {
+            try await home.merge(Delta.carrying(forged), maxSkewMilliseconds: 60_000)
+        }
 
         // A replica that says it is the laptop's but signs with a key the group never pinned.
         let stranger = ReplicaID(high: 0xFEED, low: 1)
-        let record = ReplicaRecord(replica: stranger, device: laptop.deviceID, key: SigningKey(derivedFrom: KeyPair.generate()), nonce: nil)
+        let record = ReplicaRecord(
+            replica: stranger,
+            device: laptop.deviceID,
+            key: SigningKey(derivedFrom: KeyPair.generate()),
+            nonce: nil
+        )
         let claim = PreferenceWrite(
-            key: MemberKeys.replica(stranger), value: String(decoding: try JSONEncoder().encode(record), as: UTF8.self),
-            originDevice: laptop.deviceID, dot: Dot(replica: stranger, counter: 1), hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
-            wallMilliseconds: 1)
+            key: MemberKeys.replica(stranger),
+            value: String(decoding: try JSONEncoder().encode(record), as: UTF8.self),
+            originDevice: laptop.deviceID,
+            dot: Dot(replica: stranger, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 1, logical: 0),
+            wallMilliseconds: 1
+        )
         #expect(claim.problem() == nil)
         try await home.merge(Delta.carrying(claim), maxSkewMilliseconds: 60_000)
         #expect(try home.preference(MemberKeys.replica(stranger)) != nil)
@@ -78,7 +117,9 @@ import Testing
     /// derived replica ID binds the replica to its device (`ReplicaBinding`), so neither record
     /// counts: the range is not taken, and the owner's own changes still verify and converge.
     @Test func aMemberCannotClaimAnotherDevicesReplica() async throws {
-        let nodes = [try TemporaryNode(name: "home"), try TemporaryNode(name: "laptop"), try TemporaryNode(name: "tablet")]
+        let nodes = [
+            try TemporaryNode(name: "home"), try TemporaryNode(name: "laptop"), try TemporaryNode(name: "tablet"),
+        ]
         let (home, laptop, tablet) = (nodes[0].node, nodes[1].node, nodes[2].node)
         let secret = try home.createGroup()
         try await home.recordCreator()
@@ -89,9 +130,14 @@ import Testing
         }
         for node in [home, laptop, tablet] { try await node.recordReplica() }
         #expect(ReplicaBinding.isDerived(laptop.replicaID))
-        #expect(laptop.store.replicaNonce.map { ReplicaBinding.binds(laptop.replicaID, to: laptop.deviceID, nonce: $0) } == true)
+        #expect(
+            laptop.store.replicaNonce.map { ReplicaBinding.binds(laptop.replicaID, to: laptop.deviceID, nonce: $0) }
+                == true
+        )
         _ = try await laptop.append(to: "notes", payload: "\"the laptop's\"")
-        for (from, to) in [(laptop, home), (tablet, home), (home, tablet), (home, laptop)] { try await Self.syncSigned(from, to: to) }
+        for (from, to) in [(laptop, home), (tablet, home), (home, tablet), (home, laptop)] {
+            try await Self.syncSigned(from, to: to)
+        }
         let owners = try #require(try tablet.preference(MemberKeys.replica(laptop.replicaID)))
         let ownersNonce = try JSONDecoder().decode(ReplicaRecord.self, from: Data(owners.utf8)).nonce
         #expect(ownersNonce != nil)
@@ -106,17 +152,32 @@ import Testing
             let root = NSTemporaryDirectory() + "lansync-claim-\(UUID().uuidString)"
             defer { try? FileManager.default.removeItem(atPath: root) }
             let claimer = try LANSyncNode.create(
-                at: DataDirectory(path: root), identity: tablet.identity, replica: .exactly(laptop.replicaID), clock: tablet.clock)
-            var record = ReplicaRecord(replica: laptop.replicaID, device: tablet.deviceID, key: tablet.identity.signingKey, nonce: nil)
+                at: DataDirectory(path: root),
+                identity: tablet.identity,
+                replica: .exactly(laptop.replicaID),
+                clock: tablet.clock
+            )
+            var record = ReplicaRecord(
+                replica: laptop.replicaID,
+                device: tablet.deviceID,
+                key: tablet.identity.signingKey,
+                nonce: nil
+            )
             record.nonce = copied
             let json = String(decoding: try JSONEncoder().encode(record), as: UTF8.self)
-            _ = try await claimer.store.setPreferences([PreferenceRequest(key: MemberKeys.replica(laptop.replicaID), value: json)], now: tablet.clock.now())
+            _ = try await claimer.store.setPreferences(
+                [PreferenceRequest(key: MemberKeys.replica(laptop.replicaID), value: json)],
+                now: tablet.clock.now()
+            )
             _ = try await claimer.append(to: "notes", payload: "\"claimed\"")
             _ = try await claimer.store.extendOwnChain()
             let forged = try claimer.store.signedDelta(since: VersionVector(), maxRows: 100)
             #expect(forged.coverage.map(\.replica) == [laptop.replicaID])
 
-            let outcome = try await late.node.mergeSigned(try late.node.store.check(forged, signed: true), maxSkewMilliseconds: 60_000)
+            let outcome = try await late.node.mergeSigned(
+                try late.node.store.check(forged, signed: true),
+                maxSkewMilliseconds: 60_000
+            )
             #expect(outcome.notTaken[laptop.replicaID] == 0, "no key for the claimed replica: its range is not taken")
             #expect(try late.node.replicaSigningKeys()[laptop.replicaID] == nil)
             #expect(try late.node.preference(MemberKeys.replica(laptop.replicaID)) == nil)
@@ -124,7 +185,10 @@ import Testing
             try await Self.syncSigned(home, to: late.node)
             try await Self.syncSigned(late.node, to: home)
             #expect(try late.node.replicaSigningKeys()[laptop.replicaID] == laptop.identity.signingKey.publicKey)
-            #expect(try late.node.entries().map(\.payload) == ["\"the laptop's\""], "the owner's entry, and not the claimer's")
+            #expect(
+                try late.node.entries().map(\.payload) == ["\"the laptop's\""],
+                "the owner's entry, and not the claimer's"
+            )
             #expect(try late.node.status().digest == home.status().digest, "the owner's changes verify and converge")
         }
     }
@@ -133,23 +197,43 @@ import Testing
     /// for a derived ID a nonce that derives it from that device. A legacy ID (made before IDs were
     /// derived) needs no nonce, and a derived-form ID without one counts for nothing.
     @Test func aDerivedReplicaIDCountsOnlyForTheDeviceItIsDerivedFrom() throws {
-        let (owner, other) = (DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
-        let (ownerKey, otherKey) = (SigningKey(derivedFrom: KeyPair.generate()), SigningKey(derivedFrom: KeyPair.generate()))
-        let pinned = [owner.description.lowercased(): Set([ownerKey.publicKey.hexString]), other.description.lowercased(): Set([otherKey.publicKey.hexString])]
+        let (owner, other) = (
+            DeviceID(bytes: [UInt8](repeating: 1, count: 16))!, DeviceID(bytes: [UInt8](repeating: 2, count: 16))!
+        )
+        let (ownerKey, otherKey) = (
+            SigningKey(derivedFrom: KeyPair.generate()), SigningKey(derivedFrom: KeyPair.generate())
+        )
+        let pinned = [
+            owner.description.lowercased(): Set([ownerKey.publicKey.hexString]),
+            other.description.lowercased(): Set([otherKey.publicKey.hexString]),
+        ]
         let nonce = [UInt8](repeating: 0xAB, count: 16)
         let derived = ReplicaBinding.replicaID(device: owner, nonce: nonce)
         let legacy = ReplicaID(high: 0x0123_4567_89AB_CDEF, low: 7)
-        func counts(_ replica: ReplicaID, _ device: DeviceID, _ key: SigningKey, _ nonce: [UInt8]?, edit: (inout ReplicaRecord) -> Void = { _ in }) throws -> Bool {
+        func counts(
+            _ replica: ReplicaID,
+            _ device: DeviceID,
+            _ key: SigningKey,
+            _ nonce: [UInt8]?,
+            edit: (inout ReplicaRecord) -> Void = { _ in }
+        ) throws -> Bool {
             var record = ReplicaRecord(replica: replica, device: device, key: key, nonce: nonce)
             edit(&record)
             let json = String(decoding: try JSONEncoder().encode(record), as: UTF8.self)
-            return LANSyncNode.signingKeys(in: [(MemberKeys.replica(replica), json)], pinned: pinned)[replica] == key.publicKey
+            return LANSyncNode.signingKeys(in: [(MemberKeys.replica(replica), json)], pinned: pinned)[replica]
+                == key.publicKey
         }
         #expect(try counts(derived, owner, ownerKey, nonce))
         #expect(try !counts(derived, owner, ownerKey, nil), "a derived-form ID needs its nonce")
-        #expect(try !counts(derived, other, otherKey, nonce), "another device cannot present it, even with the owner's nonce")
+        #expect(
+            try !counts(derived, other, otherKey, nonce),
+            "another device cannot present it, even with the owner's nonce"
+        )
         #expect(try !counts(derived, other, otherKey, nil))
-        #expect(try !counts(derived, owner, ownerKey, nonce) { $0.nonce = $0.nonce?.uppercased() }, "one text form: lowercase hex")
+        #expect(
+            try !counts(derived, owner, ownerKey, nonce) { $0.nonce = $0.nonce?.uppercased() },
+            "one text form: lowercase hex"
+        )
         #expect(try counts(legacy, owner, ownerKey, nil), "a legacy ID keeps the rule it had")
         #expect(try !counts(legacy, owner, ownerKey, nonce), "no nonce derives a legacy ID")
     }
@@ -171,8 +255,11 @@ import Testing
     static func meet(_ device: LANSyncNode, _ member: LANSyncNode) async throws {
         for (one, other) in [(device, member), (member, device)] {
             try await one.observe(
-                other.deviceID, name: other.identity.name, key: other.identity.publicKeyHex,
-                signingKey: other.identity.signingKey.publicKey.hexString)
+                other.deviceID,
+                name: other.identity.name,
+                key: other.identity.publicKeyHex,
+                signingKey: other.identity.signingKey.publicKey.hexString
+            )
             try await one.observeSelf()
         }
     }
@@ -238,10 +325,15 @@ import Testing
         try reinstalled.node.joinGroup(code: secret.joinCode)
         try await tablet.node.vouch(for: reinstalled.node.deviceID, name: "laptop")
         try await Self.syncSigned(tablet.node, to: home.node)
-        let vouch = try #require(try home.node.records().first { $0.key == MemberKeys.member(reinstalled.node.deviceID.description) })
+        let vouch = try #require(
+            try home.node.records().first { $0.key == MemberKeys.member(reinstalled.node.deviceID.description) }
+        )
         try await Self.meet(reinstalled.node, home.node)
         let observation = try #require(
-            try home.node.records().first { $0.key == MemberKeys.seen(reinstalled.node.deviceID.description, by: home.node.deviceID.description) })
+            try home.node.records().first {
+                $0.key == MemberKeys.seen(reinstalled.node.deviceID.description, by: home.node.deviceID.description)
+            }
+        )
         #expect(observation.wallMilliseconds < vouch.wallMilliseconds, "the home's clock runs behind the voucher's")
         #expect(observation.hlc > vouch.hlc, "but it merged the vouch before it saw the new key")
 
@@ -269,14 +361,26 @@ import Testing
         _ = try await laptop.node.append(to: "notes", payload: "\"before the reinstall\"")
         try await Self.syncSigned(laptop.node, to: home.node)
         let oldKey = laptop.node.identity.signingKey.publicKey.hexString
-        #expect(try home.node.records().contains { $0.key == MemberKeys.pinnedKey(laptop.node.deviceID.description, oldKey, by: home.node.deviceID.description) })
+        #expect(
+            try home.node.records().contains {
+                $0.key
+                    == MemberKeys.pinnedKey(
+                        laptop.node.deviceID.description,
+                        oldKey,
+                        by: home.node.deviceID.description
+                    )
+            }
+        )
 
         // The tablet, which never met the laptop, vouches for its new install.
         let reinstalled = try TemporaryNode(name: "laptop", machineID: machineID)
         try reinstalled.node.joinGroup(code: secret.joinCode)
         try await Self.meet(tablet.node, home.node)
         try await tablet.node.vouch(for: reinstalled.node.deviceID, name: "laptop")
-        #expect(try tablet.node.member(reinstalled.node.deviceID)?.signingKeysBefore == nil, "the tablet knew no earlier key")
+        #expect(
+            try tablet.node.member(reinstalled.node.deviceID)?.signingKeysBefore == nil,
+            "the tablet knew no earlier key"
+        )
         try await Self.meet(reinstalled.node, tablet.node)
         _ = try await reinstalled.node.append(to: "notes", payload: "\"after the reinstall\"")
         try await Self.syncSigned(reinstalled.node, to: tablet.node)
@@ -301,22 +405,55 @@ import Testing
         func write(_ key: String, _ value: String, in replica: ReplicaID) -> PreferenceWrite {
             counter += 1
             return PreferenceWrite(
-                key: key, value: value, originDevice: home.deviceID, dot: Dot(replica: replica, counter: counter),
-                hlc: HybridTimestamp(physicalMilliseconds: home.clock.now(), logical: 0), wallMilliseconds: 1)
+                key: key,
+                value: value,
+                originDevice: home.deviceID,
+                dot: Dot(replica: replica, counter: counter),
+                hlc: HybridTimestamp(physicalMilliseconds: home.clock.now(), logical: 0),
+                wallMilliseconds: 1
+            )
         }
         let pinned = try #require(try laptop.member(home.deviceID)?.key)
-        let hijack = GroupMember(deviceID: home.deviceID.description, name: "home", key: String(repeating: "ab", count: 32), addedBy: nil, addedAt: nil, via: "short code")
-        let newcomer = GroupMember(deviceID: stranger.description, name: "tablet", key: String(repeating: "cd", count: 32), addedBy: nil, addedAt: nil, via: "short code")
+        let hijack = GroupMember(
+            deviceID: home.deviceID.description,
+            name: "home",
+            key: String(repeating: "ab", count: 32),
+            addedBy: nil,
+            addedAt: nil,
+            via: "short code"
+        )
+        let newcomer = GroupMember(
+            deviceID: stranger.description,
+            name: "tablet",
+            key: String(repeating: "cd", count: 32),
+            addedBy: nil,
+            addedAt: nil,
+            via: "short code"
+        )
         let records = [
-            write(MemberKeys.member(home.deviceID.description), String(decoding: try JSONEncoder().encode(hijack), as: UTF8.self), in: home.replicaID),
-            write(MemberKeys.member(stranger.description), String(decoding: try JSONEncoder().encode(newcomer), as: UTF8.self), in: home.replicaID),
-            write(MemberKeys.seen(laptop.deviceID.description, by: home.deviceID.description), "{}", in: laptop.replicaID),
+            write(
+                MemberKeys.member(home.deviceID.description),
+                String(decoding: try JSONEncoder().encode(hijack), as: UTF8.self),
+                in: home.replicaID
+            ),
+            write(
+                MemberKeys.member(stranger.description),
+                String(decoding: try JSONEncoder().encode(newcomer), as: UTF8.self),
+                in: home.replicaID
+            ),
+            write(
+                MemberKeys.seen(laptop.deviceID.description, by: home.deviceID.description),
+                "{}",
+                in: laptop.replicaID
+            ),
         ]
         #expect(try await laptop.mergeHandedRecords(records) == 1)
         #expect(try laptop.member(home.deviceID)?.key == pinned, "a known device's key is not re-pinned")
         #expect(try laptop.member(stranger)?.name == "tablet", "a device it did not know is taken")
-        #expect(try laptop.preference(MemberKeys.seen(laptop.deviceID.description, by: home.deviceID.description)) == nil,
-            "nothing is written in its own replica's name")
+        #expect(
+            try laptop.preference(MemberKeys.seen(laptop.deviceID.description, by: home.deviceID.description)) == nil,
+            "nothing is written in its own replica's name"
+        )
     }
 
     @Test func sealedBoxesOpenOnlyWithTheirKey() throws {
@@ -335,7 +472,10 @@ import Testing
     @Test func signingKeysComeFromTheDeviceKeyAndSignaturesBindTheirMessage() throws {
         let device = KeyPair.generate()
         let signing = SigningKey(derivedFrom: device)
-        #expect(SigningKey(derivedFrom: device).publicKey == signing.publicKey, "the same device key, the same signing key")
+        #expect(
+            SigningKey(derivedFrom: device).publicKey == signing.publicKey,
+            "the same device key, the same signing key"
+        )
         #expect(SigningKey(derivedFrom: KeyPair.generate()).publicKey != signing.publicKey)
         let message = Array("lansync epoch record v1".utf8)
         let signature = signing.sign(message)
@@ -368,14 +508,23 @@ import Testing
         altered.removed = [laptop.deviceID.description]
         for record in [forged, altered] {
             _ = try await tablet.store.setPreferences(
-                [PreferenceRequest(key: "lansync/epoch/\(record.epoch)", value: String(decoding: try JSONEncoder().encode(record), as: UTF8.self))],
-                now: tablet.clock.now())
+                [
+                    PreferenceRequest(
+                        key: "lansync/epoch/\(record.epoch)",
+                        value: String(decoding: try JSONEncoder().encode(record), as: UTF8.self)
+                    )
+                ],
+                now: tablet.clock.now()
+            )
         }
         // The laptop merges all of it: the genuine removal counts, the forgeries do not.
         try await laptop.merge(try Self.everything(tablet), maxSkewMilliseconds: 60_000)
         #expect(try laptop.member(tablet.deviceID)?.isRemoved == true)
         #expect(try laptop.member(laptop.deviceID)?.isRemoved == false)
-        #expect(try laptop.adoptNewerEpoch(keyPair: laptop.identity.keyPair) == removal.epoch, "the genuine epoch, not a forged later one")
+        #expect(
+            try laptop.adoptNewerEpoch(keyPair: laptop.identity.keyPair) == removal.epoch,
+            "the genuine epoch, not a forged later one"
+        )
         #expect(try laptop.groupEpochs()?.current.tag == home.groupEpochs()?.current.tag)
     }
 
@@ -394,7 +543,10 @@ import Testing
         try file.save(epochs, joined: "2026-01-01T00:00:00.000Z")
         let again = try #require(try file.loadEpochs())
         #expect(again.epoch == 6)
-        #expect(again.previous.map(\.epoch) == [5, 4, 3, 2], "the last \(GroupEpochs.keptEpochs) earlier epochs are kept")
+        #expect(
+            again.previous.map(\.epoch) == [5, 4, 3, 2],
+            "the last \(GroupEpochs.keptEpochs) earlier epochs are kept"
+        )
         #expect(again.all.map(\.group.tag) == epochs.all.map(\.group.tag))
         #expect(file.joined() == "2026-01-01T00:00:00.000Z")
     }

@@ -68,7 +68,9 @@ final class TemporaryNode {
         await #expect(throws: LANSyncError.self) { try await node.append(to: "Bad Stream", payload: "{}") }
         await #expect(throws: LANSyncError.self) { try await node.append(to: "taps", payload: "   ") }
         await #expect(throws: LANSyncError.self) {
-            try await node.append([AppendRequest(stream: "taps", payload: "1"), AppendRequest(stream: "taps", payload: "[")])
+            try await node.append([
+                AppendRequest(stream: "taps", payload: "1"), AppendRequest(stream: "taps", payload: "["),
+            ])
         }
         await #expect(throws: LANSyncError.self) { try await node.set("Bad Key", to: "1") }
         await #expect(throws: LANSyncError.self) { try await node.set("a/b", to: "nope") }
@@ -169,8 +171,14 @@ final class TemporaryNode {
     }
 
     func populate(_ node: LANSyncNode) async throws {
-        try await node.append(to: "symbol_taps", payload: "{\"symbol_id\":12,\"label\":\"more, please\",\"grid_position\":[2,3]}")
-        try await node.append(to: "symbol_taps", payload: "{\"symbol_id\":4,\"label\":\"=SUM(A1)\",\"note\":\"quote \\\" here\"}")
+        try await node.append(
+            to: "symbol_taps",
+            payload: "{\"symbol_id\":12,\"label\":\"more, please\",\"grid_position\":[2,3]}"
+        )
+        try await node.append(
+            to: "symbol_taps",
+            payload: "{\"symbol_id\":4,\"label\":\"=SUM(A1)\",\"note\":\"quote \\\" here\"}"
+        )
         try await node.append(to: "sessions", payload: "{\"minutes\":25}", id: "session-am")
         try await node.set("controls/slider/sensitivity", to: "0.7")
         try await node.set("board/layout", to: "{\"rows\":4}")
@@ -258,11 +266,14 @@ final class TemporaryNode {
     /// device's seed overwrote the rename everywhere.
     @Test func seedRowsLoseToEveryRealEdit() async throws {
         let schema = "CREATE TABLE exercises (id TEXT PRIMARY KEY, name TEXT NOT NULL, equipment TEXT);"
-        let seed = "INSERT OR IGNORE INTO exercises (id, name, equipment) VALUES ('e-squat', 'Squat', 'bar'), ('e-lunge', 'Lunge', NULL)"
+        let seed =
+            "INSERT OR IGNORE INTO exercises (id, name, equipment) VALUES ('e-squat', 'Squat', 'bar'), ('e-lunge', 'Lunge', NULL)"
         /// Everything `from` holds, through the wire's encoding, merged into `to`.
         func send(_ from: LANSyncNode, to: LANSyncNode) async throws {
             let message = WireMessage.delta(try from.store.delta(since: VersionVector(), maxRows: 100))
-            guard case .delta(let delta) = try WireMessage.decode(message.wireBytes()) else { throw CancellationError() }
+            guard case .delta(let delta) = try WireMessage.decode(message.wireBytes()) else {
+                throw CancellationError()
+            }
             try await to.merge(delta, maxSkewMilliseconds: 60_000)
         }
         func names(_ node: LANSyncNode) throws -> [String] {
@@ -272,7 +283,9 @@ final class TemporaryNode {
             let (phone, tablet) = (try TemporaryNode(name: "phone"), try TemporaryNode(name: "tablet"))
             for device in [phone.node, tablet.node] { _ = try device.applySchema(schema) }
             try await phone.node.write(seed: asSeed) { db in try db.execute(sql: seed) }
-            try await phone.node.write { db in try db.execute(sql: "UPDATE exercises SET name = 'Back squat' WHERE id = 'e-squat'") }
+            try await phone.node.write { db in
+                try db.execute(sql: "UPDATE exercises SET name = 'Back squat' WHERE id = 'e-squat'")
+            }
             try await phone.node.write { db in try db.execute(sql: "DELETE FROM exercises WHERE id = 'e-lunge'") }
             // The tablet is set up later and seeds the same rows before it ever syncs.
             try await tablet.node.write(seed: asSeed) { db in try db.execute(sql: seed) }
@@ -303,7 +316,11 @@ final class TemporaryNode {
             CREATE TABLE machines (id TEXT PRIMARY KEY, brand TEXT, mastery INTEGER NOT NULL DEFAULT 0, note TEXT DEFAULT 'none', seen TEXT DEFAULT CURRENT_TIMESTAMP);
             """
         func rows(_ node: LANSyncNode) throws -> [String] {
-            try node.read { db in try Row.fetchAll(db, sql: "SELECT id, brand, mastery, note FROM machines ORDER BY id").map(\.description) }
+            try node.read { db in
+                try Row.fetchAll(db, sql: "SELECT id, brand, mastery, note FROM machines ORDER BY id").map(
+                    \.description
+                )
+            }
         }
         let phone = try TemporaryNode(name: "phone")
         let tablet = try TemporaryNode(name: "tablet", clock: NodeClock(offsetMilliseconds: 10_000))
@@ -318,23 +335,42 @@ final class TemporaryNode {
         try await tablet.node.write { db in
             try db.execute(sql: "INSERT INTO machines (id, mastery) VALUES ('m1', 2)")
             try db.execute(sql: "INSERT INTO machines (id) VALUES ('m2')")
-            try db.execute(sql: "INSERT INTO machines (id) VALUES " + (0..<300).map { "('b\($0)')" }.joined(separator: ", "))
+            try db.execute(
+                sql: "INSERT INTO machines (id) VALUES " + (0..<300).map { "('b\($0)')" }.joined(separator: ", ")
+            )
         }
-        try await phone.node.merge(try tablet.node.store.delta(since: VersionVector(), maxRows: 2_000), maxSkewMilliseconds: 60_000)
-        try await tablet.node.merge(try phone.node.store.delta(since: VersionVector(), maxRows: 2_000), maxSkewMilliseconds: 60_000)
+        try await phone.node.merge(
+            try tablet.node.store.delta(since: VersionVector(), maxRows: 2_000),
+            maxSkewMilliseconds: 60_000
+        )
+        try await tablet.node.merge(
+            try phone.node.store.delta(since: VersionVector(), maxRows: 2_000),
+            maxSkewMilliseconds: 60_000
+        )
         #expect(try phone.node.status().digest == tablet.node.status().digest)
         let merged = try rows(phone.node)
         #expect(try rows(tablet.node) == merged)
         func row(_ id: String) -> String? { merged.first { $0.hasPrefix("[id:\"\(id)\" ") } }
         #expect(row("m1") == "[id:\"m1\" brand:\"Life Fitness\" mastery:2 note:\"none\"]")
         #expect(row("m2") == "[id:\"m2\" brand:NULL mastery:1 note:\"left knee\"]")
-        #expect(row("b7") == "[id:\"b7\" brand:\"brand 7\" mastery:1 note:\"none\"]", "the fast way leaves defaults out too")
+        #expect(
+            row("b7") == "[id:\"b7\" brand:\"brand 7\" mastery:1 note:\"none\"]",
+            "the fast way leaves defaults out too"
+        )
         #expect(merged.filter { $0.contains("brand:NULL") }.count == 1, "only m2 never had a brand")
 
         // A replace over the live row writes every column, defaults included.
-        try await tablet.node.write { db in try db.execute(sql: "INSERT OR REPLACE INTO machines (id, brand) VALUES ('m2', 'Concept2')") }
-        try await phone.node.merge(try tablet.node.store.delta(since: VersionVector(), maxRows: 2_000), maxSkewMilliseconds: 60_000)
-        #expect(try rows(phone.node).first { $0.hasPrefix("[id:\"m2\" ") } == "[id:\"m2\" brand:\"Concept2\" mastery:0 note:\"none\"]")
+        try await tablet.node.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO machines (id, brand) VALUES ('m2', 'Concept2')")
+        }
+        try await phone.node.merge(
+            try tablet.node.store.delta(since: VersionVector(), maxRows: 2_000),
+            maxSkewMilliseconds: 60_000
+        )
+        #expect(
+            try rows(phone.node).first { $0.hasPrefix("[id:\"m2\" ") }
+                == "[id:\"m2\" brand:\"Concept2\" mastery:0 note:\"none\"]"
+        )
     }
 
     /// The learning game's level progress (`003_…`): a best score that only goes up, a best time
@@ -349,7 +385,10 @@ final class TemporaryNode {
             -- lansync: max level_progress.current_day
             """
         func row(_ node: LANSyncNode) throws -> String {
-            try node.read { db in try Row.fetchOne(db, sql: "SELECT best_score, best_time_ms, current_day, stars FROM level_progress")!.description }
+            try node.read { db in
+                try Row.fetchOne(db, sql: "SELECT best_score, best_time_ms, current_day, stars FROM level_progress")!
+                    .description
+            }
         }
         func exchange(_ a: LANSyncNode, _ b: LANSyncNode) async throws {
             try await a.merge(try b.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
@@ -367,14 +406,21 @@ final class TemporaryNode {
         }
         try await exchange(phone.node, tablet.node)
         #expect(try phone.node.status().digest == tablet.node.status().digest)
-        #expect(try row(phone.node) == "[best_score:980 best_time_ms:21000 current_day:9 stars:2]", "stars is last-writer-wins")
+        #expect(
+            try row(phone.node) == "[best_score:980 best_time_ms:21000 current_day:9 stars:2]",
+            "stars is last-writer-wins"
+        )
         #expect(try row(tablet.node) == row(phone.node))
 
         // A write below the best keeps the best, on the writing device at once.
-        try await tablet.node.write { db in try db.execute(sql: "UPDATE level_progress SET best_score = 500, best_time_ms = 40000") }
+        try await tablet.node.write { db in
+            try db.execute(sql: "UPDATE level_progress SET best_score = 500, best_time_ms = 40000")
+        }
         #expect(try row(tablet.node) == "[best_score:980 best_time_ms:21000 current_day:9 stars:2]")
         // A better one wins everywhere.
-        try await tablet.node.write { db in try db.execute(sql: "UPDATE level_progress SET best_score = 1010, best_time_ms = 19500") }
+        try await tablet.node.write { db in
+            try db.execute(sql: "UPDATE level_progress SET best_score = 1010, best_time_ms = 19500")
+        }
         try await exchange(phone.node, tablet.node)
         #expect(try row(phone.node) == "[best_score:1010 best_time_ms:19500 current_day:9 stars:2]")
         #expect(try phone.node.status().digest == tablet.node.status().digest)
@@ -384,16 +430,31 @@ final class TemporaryNode {
         // A row inserted with no best yet (NULL, the default) pins nothing: the first real time
         // another device sets is the best.
         try await phone.node.write { db in try db.execute(sql: "INSERT INTO level_progress (id) VALUES ('L13')") }
-        try await tablet.node.write { db in try db.execute(sql: "INSERT INTO level_progress (id, best_time_ms) VALUES ('L13', 45000)") }
+        try await tablet.node.write { db in
+            try db.execute(sql: "INSERT INTO level_progress (id, best_time_ms) VALUES ('L13', 45000)")
+        }
         try await exchange(phone.node, tablet.node)
-        #expect(try phone.node.read { db in try Row.fetchOne(db, sql: "SELECT best_score, best_time_ms, current_day FROM level_progress WHERE id = 'L13'")!.description }
-            == "[best_score:0 best_time_ms:45000 current_day:1]")
+        #expect(
+            try phone.node.read { db in
+                try Row.fetchOne(
+                    db,
+                    sql: "SELECT best_score, best_time_ms, current_day FROM level_progress WHERE id = 'L13'"
+                )!.description
+            }
+                == "[best_score:0 best_time_ms:45000 current_day:1]"
+        )
 
         // What a schema may not say.
         for (bad, reason) in [
             ("CREATE TABLE t (id TEXT PRIMARY KEY, best REAL);\n-- lansync: max t.best", "max column t.best is REAL"),
-            ("-- lansync: append-only t\nCREATE TABLE t (id TEXT PRIMARY KEY, best INTEGER);\n-- lansync: max t.best", "append-only"),
-            ("CREATE TABLE t (id TEXT PRIMARY KEY, best INTEGER);\n-- lansync: max t.best\n-- lansync: counter t.best", "already has"),
+            (
+                "-- lansync: append-only t\nCREATE TABLE t (id TEXT PRIMARY KEY, best INTEGER);\n-- lansync: max t.best",
+                "append-only"
+            ),
+            (
+                "CREATE TABLE t (id TEXT PRIMARY KEY, best INTEGER);\n-- lansync: max t.best\n-- lansync: counter t.best",
+                "already has"
+            ),
         ] {
             let error = #expect(throws: AppSchemaError.self, "\(reason)") { _ = try AppSchemaReader.read(bad) }
             #expect(error.map { "\($0)".contains(reason) } == true, "\(String(describing: error))")
@@ -423,15 +484,29 @@ final class TemporaryNode {
         try await nodes[0].node.write { db in try db.execute(sql: "INSERT INTO usage VALUES ('p1', 1.0000004)") }
         #expect(try shown(nodes[0].node) == 1.0, "the insert's value, in whole millionths")
         for other in nodes.dropFirst() {
-            try await other.node.merge(try nodes[0].node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+            try await other.node.merge(
+                try nodes[0].node.store.delta(since: VersionVector(), maxRows: 100),
+                maxSkewMilliseconds: 60_000
+            )
         }
         // Apart: 0.1 three times on a, 2.25 on b, -0.3333333 on c.
-        for _ in 0..<3 { try await nodes[0].node.write { db in try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s + 0.1") } }
-        try await nodes[1].node.write { db in try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s + 2.25") }
-        try await nodes[2].node.write { db in try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s - 0.3333333") }
+        for _ in 0..<3 {
+            try await nodes[0].node.write { db in
+                try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s + 0.1")
+            }
+        }
+        try await nodes[1].node.write { db in
+            try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s + 2.25")
+        }
+        try await nodes[2].node.write { db in
+            try db.execute(sql: "UPDATE usage SET total_usage_s = total_usage_s - 0.3333333")
+        }
         #expect(try shown(nodes[2].node) == 0.666667, "the writing device shows the rounded sum")
         for (from, to) in [(0, 1), (2, 1), (1, 0), (1, 2)] {
-            try await nodes[to].node.merge(try nodes[from].node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+            try await nodes[to].node.merge(
+                try nodes[from].node.store.delta(since: VersionVector(), maxRows: 100),
+                maxSkewMilliseconds: 60_000
+            )
         }
         let expected = Double(1_000_000 + 300_000 + 2_250_000 - 333_333) / 1_000_000
         for node in nodes {
@@ -452,14 +527,27 @@ final class TemporaryNode {
             """
         let (phone, tablet) = (try TemporaryNode(name: "phone"), try TemporaryNode(name: "tablet"))
         for device in [phone.node, tablet.node] { _ = try device.applySchema(schema) }
-        try await phone.node.write { db in try db.execute(sql: "INSERT INTO sessions (id, started) VALUES ('s1', 'today')") }
-        try await tablet.node.merge(try phone.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        try await phone.node.write { db in
+            try db.execute(sql: "INSERT INTO sessions (id, started) VALUES ('s1', 'today')")
+        }
+        try await tablet.node.merge(
+            try phone.node.store.delta(since: VersionVector(), maxRows: 100),
+            maxSkewMilliseconds: 60_000
+        )
         #expect(try tablet.node.orphans().isEmpty)
         // Apart: the phone deletes the session, the tablet adds a set to it.
         try await phone.node.write { db in try db.execute(sql: "DELETE FROM sessions WHERE id = 's1'") }
-        try await tablet.node.write { db in try db.execute(sql: "INSERT INTO sets (id, session_id, reps) VALUES ('x1', 's1', 8)") }
-        try await phone.node.merge(try tablet.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
-        try await tablet.node.merge(try phone.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        try await tablet.node.write { db in
+            try db.execute(sql: "INSERT INTO sets (id, session_id, reps) VALUES ('x1', 's1', 8)")
+        }
+        try await phone.node.merge(
+            try tablet.node.store.delta(since: VersionVector(), maxRows: 100),
+            maxSkewMilliseconds: 60_000
+        )
+        try await tablet.node.merge(
+            try phone.node.store.delta(since: VersionVector(), maxRows: 100),
+            maxSkewMilliseconds: 60_000
+        )
         for device in [phone.node, tablet.node] {
             #expect(try device.orphans() == [AppOrphan(table: "sets", key: ["x1"], parent: "sessions")])
         }
@@ -475,10 +563,14 @@ final class TemporaryNode {
     @Test func aLiveQuerySeesRowsAnotherProcessMerges() async throws {
         let temporary = try TemporaryNode()
         let app = temporary.node
-        _ = try app.applySchema("CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);")
+        _ = try app.applySchema(
+            "CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);"
+        )
         let agent = try LANSyncNode.open(at: app.dataDirectory)
         let peer = try TemporaryNode(name: "peer")
-        _ = try peer.node.applySchema("CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);")
+        _ = try peer.node.applySchema(
+            "CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);"
+        )
         try await peer.node.write { db in try Athlete(id: "p1", name: "Pia", weightKg: 55).insert(db) }
 
         final class Latest: Sendable {
@@ -503,7 +595,10 @@ final class TemporaryNode {
             return false
         }
         #expect(await shows([]))
-        try await agent.merge(try peer.node.store.delta(since: VersionVector(), maxRows: 100), maxSkewMilliseconds: 60_000)
+        try await agent.merge(
+            try peer.node.store.delta(since: VersionVector(), maxRows: 100),
+            maxSkewMilliseconds: 60_000
+        )
         #expect(await shows(["p1"]), "the merged row reached the live query")
         #expect(latest.withLock { $0 } == [Athlete(id: "p1", name: "Pia", weightKg: 55)])
         try await agent.write { db in try Athlete(id: "a2", name: "Ari").insert(db) }
@@ -514,10 +609,13 @@ final class TemporaryNode {
         let temporary = try TemporaryNode()
         let node = temporary.node
         let added = try node.applySchema(
-            "CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);")
+            "CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', weight_kg REAL);"
+        )
         #expect(added == ["add mutable table athletes (3 columns)"])
         let changes = node.changes()
-        var seen = ValueObservation.tracking { db in try Athlete.fetchAll(db) }.removeDuplicates().values(in: node.database).makeAsyncIterator()
+        var seen = ValueObservation.tracking { db in try Athlete.fetchAll(db) }.removeDuplicates().values(
+            in: node.database
+        ).makeAsyncIterator()
         #expect(try await seen.next() == [])
         try await node.write { db in try Athlete(id: "a1", name: "Ana", weightKg: 60).insert(db) }
         let afterInsert = try await seen.next()

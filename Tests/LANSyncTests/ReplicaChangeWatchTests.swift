@@ -17,7 +17,9 @@ import Testing
         let temporary = try TemporaryNode()
         let other = try LANSyncNode.open(at: temporary.node.dataDirectory)
         let calls = Count()
-        let watch = ReplicaChangeWatch(store: temporary.node.store, dataDirectory: temporary.node.dataDirectory) { calls.add() }
+        let watch = ReplicaChangeWatch(store: temporary.node.store, dataDirectory: temporary.node.dataDirectory) {
+            calls.add()
+        }
         #expect(watch.usesInotify)
         _ = try await other.append(to: "taps", payload: "{}")
         let deadline = ContinuousClock.now + .seconds(30)

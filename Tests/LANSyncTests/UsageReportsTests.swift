@@ -19,16 +19,26 @@ import Testing
     /// Distinct dots and ids for the entries one test makes.
     static let counter = Mutex<UInt64>(0)
 
-    static func tap(_ symbol: String, at time: Int64, device: DeviceID = home, session: String = "s1", extra: String = "") -> Entry {
+    static func tap(
+        _ symbol: String,
+        at time: Int64,
+        device: DeviceID = home,
+        session: String = "s1",
+        extra: String = ""
+    ) -> Entry {
         let counter = Self.counter.withLock { value in
             value += 1
             return value
         }
         return Entry(
-            id: "tap-\(counter)", stream: "symbol_taps", originDevice: device,
+            id: "tap-\(counter)",
+            stream: "symbol_taps",
+            originDevice: device,
             dot: Dot(replica: ReplicaID(high: 1, low: 1), counter: counter),
-            hlc: HybridTimestamp(physicalMilliseconds: UInt64(time), logical: 0), wallMilliseconds: time,
-            payload: #"{"symbol_id":"\#(symbol)","session_id":"\#(session)"\#(extra)}"#)
+            hlc: HybridTimestamp(physicalMilliseconds: UInt64(time), logical: 0),
+            wallMilliseconds: time,
+            payload: #"{"symbol_id":"\#(symbol)","session_id":"\#(session)"\#(extra)}"#
+        )
     }
 
     /// TEST: regression_detection_flags — GIVEN "help" was used 15 times in days 1-10 AND "help"
@@ -62,14 +72,18 @@ import Testing
             Self.tap("want", at: Self.at(day: 9), device: Self.therapy),
         ]
         let byDevice = UsageReports.usage(entries, by: .device, days: 2, now: Self.at(day: 2, hour: 23))
-        #expect(byDevice == [
-            .init(day: "2026-11-01", group: Self.home.description, count: 2),
-            .init(day: "2026-11-02", group: Self.therapy.description, count: 1),
-        ])
+        #expect(
+            byDevice == [
+                .init(day: "2026-11-01", group: Self.home.description, count: 2),
+                .init(day: "2026-11-02", group: Self.therapy.description, count: 1),
+            ]
+        )
         let bySymbol = UsageReports.usage(entries, by: .field("symbol_id"), days: 9, now: Self.at(day: 9))
-        #expect(bySymbol.map { "\($0.day) \($0.group) \($0.count)" } == [
-            "2026-11-01 help 1", "2026-11-01 want 1", "2026-11-02 want 1", "2026-11-09 want 1",
-        ])
+        #expect(
+            bySymbol.map { "\($0.day) \($0.group) \($0.count)" } == [
+                "2026-11-01 help 1", "2026-11-01 want 1", "2026-11-02 want 1", "2026-11-09 want 1",
+            ]
+        )
         // An entry without the field is counted under "(none)".
         let other = UsageReports.usage(entries, by: .field("caregiver"), days: 1, now: Self.at(day: 1))
         #expect(other == [.init(day: "2026-11-01", group: "(none)", count: 2)])
@@ -80,10 +94,25 @@ import Testing
             Self.tap("help", at: Self.at(day: 1, minute: 0), session: "morning"),
             Self.tap("want", at: Self.at(day: 1, minute: 5), session: "morning"),
             Self.tap("want", at: Self.at(day: 1, minute: 25), session: "morning", extra: #","final_phrase_length":3"#),
-            Self.tap("more", at: Self.at(day: 2), session: "evening", extra: #","location":"clinic","caregiver":"dad""#),
-            Self.tap("help", at: Self.at(day: 2, minute: 3), device: Self.therapy, session: "evening", extra: #","location":"clinic","caregiver":"therapist""#),
+            Self.tap(
+                "more",
+                at: Self.at(day: 2),
+                session: "evening",
+                extra: #","location":"clinic","caregiver":"dad""#
+            ),
+            Self.tap(
+                "help",
+                at: Self.at(day: 2, minute: 3),
+                device: Self.therapy,
+                session: "evening",
+                extra: #","location":"clinic","caregiver":"therapist""#
+            ),
         ]
-        let sessions = UsageReports.sessions(entries, sessionField: "session_id", details: ["location", "caregiver", "mood"])
+        let sessions = UsageReports.sessions(
+            entries,
+            sessionField: "session_id",
+            details: ["location", "caregiver", "mood"]
+        )
         #expect(sessions.map(\.id) == ["morning", "evening"])
         #expect(sessions[0].entries == 3)
         #expect(sessions[0].distinctSymbols == 2)
@@ -99,8 +128,14 @@ import Testing
 
     @Test func fieldValuesAreReadStrictly() {
         let entry = Entry(
-            id: "x", stream: "s", originDevice: Self.home, dot: Dot(replica: ReplicaID(high: 1, low: 1), counter: 1),
-            hlc: .zero, wallMilliseconds: 0, payload: #"{"a":1,"b":true,"c":1.5,"d":[1,2],"e":null,"f":"x"}"#)
+            id: "x",
+            stream: "s",
+            originDevice: Self.home,
+            dot: Dot(replica: ReplicaID(high: 1, low: 1), counter: 1),
+            hlc: .zero,
+            wallMilliseconds: 0,
+            payload: #"{"a":1,"b":true,"c":1.5,"d":[1,2],"e":null,"f":"x"}"#
+        )
         #expect(UsageReports.fieldText(entry, "a") == "1")
         #expect(UsageReports.fieldText(entry, "b") == "true")
         #expect(UsageReports.fieldText(entry, "c") == "1.5")

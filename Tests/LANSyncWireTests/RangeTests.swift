@@ -12,9 +12,14 @@ import Testing
 
     static func entry(counter: UInt64, wall: Int64 = 1_700_000_000_000) -> Entry {
         Entry(
-            id: "tap-\(counter)", stream: "symbol_taps", originDevice: device,
+            id: "tap-\(counter)",
+            stream: "symbol_taps",
+            originDevice: device,
             dot: Dot(replica: replicaA, counter: counter),
-            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0), wallMilliseconds: wall, payload: "{}")
+            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0),
+            wallMilliseconds: wall,
+            payload: "{}"
+        )
     }
 
     static func refused(_ bytes: [UInt8], saying fragment: String) {
@@ -33,9 +38,15 @@ import Testing
         Self.refused(WireMessage.state(state).encoded(), saying: "version vector counter")
         let justInside = PeerState(
             versionVector: VersionVector([Self.replicaA: Dot.maxCounter, Self.replicaB: Dot.maxCounter]),
-            digest: StateDigest(), hlc: .zero)
+            digest: StateDigest(),
+            hlc: .zero
+        )
         #expect(try WireMessage.decode(WireMessage.state(justInside).encoded()) == .state(justInside))
-        let beyond = PeerState(versionVector: VersionVector([Self.replicaA: Dot.maxCounter + 1]), digest: StateDigest(), hlc: .zero)
+        let beyond = PeerState(
+            versionVector: VersionVector([Self.replicaA: Dot.maxCounter + 1]),
+            digest: StateDigest(),
+            hlc: .zero
+        )
         Self.refused(WireMessage.state(beyond).encoded(), saying: "version vector counter")
     }
 
@@ -49,7 +60,10 @@ import Testing
 
     /// A delta whose coverage ended at 2^63 trapped when the store packed it into a 64-bit key.
     @Test func coverageBeyondTheCounterLimitIsMalformed() throws {
-        let hostile = Delta(entries: [Self.entry(counter: 1)], coverage: [.init(replica: Self.replicaA, from: 0, through: 1 << 63)])
+        let hostile = Delta(
+            entries: [Self.entry(counter: 1)],
+            coverage: [.init(replica: Self.replicaA, from: 0, through: 1 << 63)]
+        )
         Self.refused(WireMessage.delta(hostile).encoded(), saying: "coverage end")
         let start = Delta(coverage: [.init(replica: Self.replicaA, from: Dot.maxCounter + 1, through: .max)])
         Self.refused(WireMessage.delta(start).encoded(), saying: "coverage start")
@@ -57,12 +71,17 @@ import Testing
         Self.refused(WireMessage.delta(empty).encoded(), saying: "empty")
         let row = Delta(
             entries: [Self.entry(counter: Dot.maxCounter + 1)],
-            coverage: [.init(replica: Self.replicaA, from: 0, through: Dot.maxCounter)])
+            coverage: [.init(replica: Self.replicaA, from: 0, through: Dot.maxCounter)]
+        )
         Self.refused(WireMessage.delta(row).encoded(), saying: "entry counter")
         let atLimit = Delta(
             entries: [Self.entry(counter: Dot.maxCounter)],
-            coverage: [.init(replica: Self.replicaA, from: Dot.maxCounter - 1, through: Dot.maxCounter)])
-        #expect(try WireMessage.decode(WireMessage.delta(atLimit.withTestSignatures).encoded()) == .delta(atLimit.withTestSignatures))
+            coverage: [.init(replica: Self.replicaA, from: Dot.maxCounter - 1, through: Dot.maxCounter)]
+        )
+        #expect(
+            try WireMessage.decode(WireMessage.delta(atLimit.withTestSignatures).encoded())
+                == .delta(atLimit.withTestSignatures)
+        )
     }
 
     /// A row's wall clock lies in 0…2^48 − 1 ms; the zigzag offset that carries it wraps modulo 2^64.
@@ -73,13 +92,23 @@ import Testing
             Self.refused(WireMessage.delta(delta).encoded(), saying: "wall clock")
         }
         let edge = Delta(entries: [Self.entry(counter: 1, wall: 0)], coverage: coverage)
-        #expect(try WireMessage.decode(WireMessage.delta(edge.withTestSignatures).encoded()) == .delta(edge.withTestSignatures))
+        #expect(
+            try WireMessage.decode(WireMessage.delta(edge.withTestSignatures).encoded())
+                == .delta(edge.withTestSignatures)
+        )
     }
 
     /// A Hello whose wall clock was 2^63 or more trapped in the clock-skew subtraction.
     @Test func helloWallClockBeyondTheHLCRangeIsMalformed() throws {
         func hello(wall: UInt64, name: String = "home") -> Hello {
-            Hello(version: 1, device: Self.device, name: name, replica: Self.replicaA, hlc: .zero, wallMilliseconds: wall)
+            Hello(
+                version: 1,
+                device: Self.device,
+                name: name,
+                replica: Self.replicaA,
+                hlc: .zero,
+                wallMilliseconds: wall
+            )
         }
         for wall: UInt64 in [1 << 63, .max, HybridTimestamp.maxPhysicalMilliseconds + 1] {
             #expect(throws: WireError.self) { try Hello.decode(hello(wall: wall).encoded()) }
@@ -111,8 +140,13 @@ import Testing
             Self.refused(bytes, saying: "entry flags")
         }
         let write = PreferenceWrite(
-            key: "caregiver/active", value: nil, originDevice: Self.device, dot: Dot(replica: Self.replicaA, counter: 1),
-            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0), wallMilliseconds: 1_700_000_000_000)
+            key: "caregiver/active",
+            value: nil,
+            originDevice: Self.device,
+            dot: Dot(replica: Self.replicaA, counter: 1),
+            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0),
+            wallMilliseconds: 1_700_000_000_000
+        )
         var preference = WireMessage.delta(Delta(preferences: [write], coverage: coverage)).encoded()
         // Layout: type, replicas, devices, no streams, tables or columns, no entries, count,
         // key (1 + 16), flags.
@@ -126,9 +160,13 @@ import Testing
     /// is a change whose life does not match its kind (caught by the delta's check).
     @Test func rowChangesOutsideTheirRangesAreRefused() throws {
         let change = RowChange(
-            key: RowKey(table: "t", primaryKey: [.integer(1)]), kind: .update, causalLength: 1,
-            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0), dot: Dot(replica: Self.replicaA, counter: 1),
-            values: [.init(column: "c", value: .null)])
+            key: RowKey(table: "t", primaryKey: [.integer(1)]),
+            kind: .update,
+            causalLength: 1,
+            hlc: HybridTimestamp(physicalMilliseconds: 1_700_000_000_000, logical: 0),
+            dot: Dot(replica: Self.replicaA, counter: 1),
+            values: [.init(column: "c", value: .null)]
+        )
         let coverage = [Delta.Coverage(replica: Self.replicaA, from: 0, through: 1)]
         let delta = Delta(rows: [change], coverage: coverage)
         let bytes = WireMessage.delta(delta).encoded()
@@ -159,7 +197,13 @@ import Testing
         Self.refused(badTag, saying: "value tag")
         // A delete that sets columns decodes but is refused by the delta's check.
         let delete = RowChange(
-            key: change.key, kind: .delete, causalLength: 2, hlc: change.hlc, dot: change.dot, values: change.values)
+            key: change.key,
+            kind: .delete,
+            causalLength: 2,
+            hlc: change.hlc,
+            dot: change.dot,
+            values: change.values
+        )
         #expect(Delta(rows: [delete], coverage: coverage).problem()?.contains("even life") == true)
     }
 
@@ -187,7 +231,14 @@ import Testing
     @Test func versionRefusalRoundTripsAndIsNotAHello() throws {
         let refusal = VersionRefusal(versions: 1...1)
         #expect(try VersionRefusal.decode(refusal.encoded()) == refusal)
-        let hello = Hello(version: 1, device: Self.device, name: "home", replica: Self.replicaA, hlc: .zero, wallMilliseconds: 0)
+        let hello = Hello(
+            version: 1,
+            device: Self.device,
+            name: "home",
+            replica: Self.replicaA,
+            hlc: .zero,
+            wallMilliseconds: 0
+        )
         #expect(try VersionRefusal.decode(hello.encoded()) == nil)
         #expect(throws: WireError.self) { try VersionRefusal.decode([0, 0, 0, 3, 0, 1]) }
     }

@@ -54,7 +54,12 @@ package struct RowChange: Hashable, Sendable {
     package let totals: [Total]
 
     package init(
-        key: RowKey, kind: Kind, causalLength: UInt64, hlc: HybridTimestamp, dot: Dot, values: [Value] = [],
+        key: RowKey,
+        kind: Kind,
+        causalLength: UInt64,
+        hlc: HybridTimestamp,
+        dot: Dot,
+        values: [Value] = [],
         totals: [Total] = []
     ) {
         self.key = key
@@ -84,25 +89,37 @@ package struct RowChange: Hashable, Sendable {
         guard causalLength >= 1 else { return "change \(dot) of \(key) has causal length 0" }
         switch kind {
         case .insert, .update:
-            guard causalLength % 2 == 1 else { return "change \(dot) of \(key) writes a deleted life (\(causalLength))" }
+            guard causalLength % 2 == 1 else {
+                return "change \(dot) of \(key) writes a deleted life (\(causalLength))"
+            }
         case .delete:
             guard causalLength % 2 == 0, values.isEmpty, totals.isEmpty else {
                 return "delete \(dot) of \(key) must open an even life and set no columns"
             }
         case .append:
-            guard causalLength == 1, totals.isEmpty else { return "append \(dot) of \(key) must be life 1 without counters" }
+            guard causalLength == 1, totals.isEmpty else {
+                return "append \(dot) of \(key) must be life 1 without counters"
+            }
         }
         if let problem = key.problem() { return problem }
-        guard values.count <= Self.maxColumns, totals.count <= Self.maxColumns else { return "change \(dot) of \(key) sets too many columns" }
+        guard values.count <= Self.maxColumns, totals.count <= Self.maxColumns else {
+            return "change \(dot) of \(key) sets too many columns"
+        }
         let size = values.reduce(0) { $0 + $1.value.byteCount }
-        guard size <= Self.maxValueBytes else { return "change \(dot) of \(key) holds \(size) bytes of values (at most \(Self.maxValueBytes))" }
+        guard size <= Self.maxValueBytes else {
+            return "change \(dot) of \(key) holds \(size) bytes of values (at most \(Self.maxValueBytes))"
+        }
         for (index, value) in values.enumerated() {
             if let problem = Self.columnProblem(value.column) { return "change \(dot) of \(key): \(problem)" }
-            if index > 0, values[index - 1].column >= value.column { return "change \(dot) of \(key) sets a column twice" }
+            if index > 0, values[index - 1].column >= value.column {
+                return "change \(dot) of \(key) sets a column twice"
+            }
         }
         for (index, total) in totals.enumerated() {
             if let problem = Self.columnProblem(total.column) { return "change \(dot) of \(key): \(problem)" }
-            if index > 0, totals[index - 1].column >= total.column { return "change \(dot) of \(key) counts a column twice" }
+            if index > 0, totals[index - 1].column >= total.column {
+                return "change \(dot) of \(key) counts a column twice"
+            }
         }
         return nil
     }
@@ -116,7 +133,10 @@ package struct RowChange: Hashable, Sendable {
     static func isLowercase(_ name: String) -> Bool {
         var ascii = true
         for byte in name.utf8 {
-            if byte >= 0x80 { ascii = false; break }
+            if byte >= 0x80 {
+                ascii = false
+                break
+            }
             if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { return false }
         }
         return ascii || name == name.lowercased()
@@ -237,7 +257,12 @@ package struct RowState: Hashable, Sendable {
 
     /// A state restored from its parts (the store's encoding): columns and counters sorted by
     /// name, each once, counter cells sorted by replica.
-    package init(causalLength: UInt64, marker: (kind: RowChange.Kind, stamp: Stamp)?, columns: [Cell], counters: [Counter]) {
+    package init(
+        causalLength: UInt64,
+        marker: (kind: RowChange.Kind, stamp: Stamp)?,
+        columns: [Cell],
+        counters: [Counter]
+    ) {
         self.causalLength = causalLength
         markerKind = marker?.kind
         markerStamp = marker?.stamp
@@ -253,11 +278,19 @@ package struct RowState: Hashable, Sendable {
     /// Whether the row is a row of an append-only table.
     package var isAppended: Bool { markerKind == .append }
 
-    private func columnIndex(_ name: String) -> (found: Bool, index: Int) { Self.search(columns, for: name, by: \.name) }
-    private func counterIndex(_ name: String) -> (found: Bool, index: Int) { Self.search(counters, for: name, by: \.name) }
+    private func columnIndex(_ name: String) -> (found: Bool, index: Int) {
+        Self.search(columns, for: name, by: \.name)
+    }
+    private func counterIndex(_ name: String) -> (found: Bool, index: Int) {
+        Self.search(counters, for: name, by: \.name)
+    }
 
     /// Where `name` is, or would go, in `items` sorted by name.
-    private static func search<Item>(_ items: [Item], for name: String, by itemName: (Item) -> String) -> (found: Bool, index: Int) {
+    private static func search<Item>(
+        _ items: [Item],
+        for name: String,
+        by itemName: (Item) -> String
+    ) -> (found: Bool, index: Int) {
         var low = 0
         var high = items.count
         while low < high {
@@ -333,12 +366,14 @@ package struct RowState: Hashable, Sendable {
             let replica = change.dot.replica
             if let position = counters[index].cells.firstIndex(where: { $0.stamp.dot.replica == replica }) {
                 let held = counters[index].cells[position]
-                guard held.stamp.dot.counter < change.dot.counter
-                    || (held.stamp.dot.counter == change.dot.counter && held.total < total.total)
+                guard
+                    held.stamp.dot.counter < change.dot.counter
+                        || (held.stamp.dot.counter == change.dot.counter && held.total < total.total)
                 else { continue }
                 counters[index].cells[position] = cell
             } else {
-                let position = counters[index].cells.firstIndex { replica < $0.stamp.dot.replica } ?? counters[index].cells.count
+                let position =
+                    counters[index].cells.firstIndex { replica < $0.stamp.dot.replica } ?? counters[index].cells.count
                 counters[index].cells.insert(cell, at: position)
             }
             changed = true
@@ -388,7 +423,9 @@ package struct RowState: Hashable, Sendable {
         stamps.reserveCapacity(4)
         if let markerStamp { stamps.append(markerStamp) }
         for cell in columns where !stamps.contains(cell.stamp) { stamps.append(cell.stamp) }
-        for counter in counters { for cell in counter.cells where !stamps.contains(cell.stamp) { stamps.append(cell.stamp) } }
+        for counter in counters {
+            for cell in counter.cells where !stamps.contains(cell.stamp) { stamps.append(cell.stamp) }
+        }
         stamps.sort()
         return stamps
     }
@@ -416,10 +453,20 @@ package struct RowState: Hashable, Sendable {
         let values = columns.filter { $0.stamp == stamp }.map { RowChange.Value(column: $0.name, value: $0.value) }
         var totals = [RowChange.Total]()
         for counter in counters {
-            if let cell = counter.cells.first(where: { $0.stamp == stamp }) { totals.append(.init(column: counter.name, total: cell.total)) }
+            if let cell = counter.cells.first(where: { $0.stamp == stamp }) {
+                totals.append(.init(column: counter.name, total: cell.total))
+            }
         }
         let kind = stamp == markerStamp ? markerKind! : .update
-        return RowChange(key: key, kind: kind, causalLength: causalLength, hlc: stamp.hlc, dot: stamp.dot, values: values, totals: totals)
+        return RowChange(
+            key: key,
+            kind: kind,
+            causalLength: causalLength,
+            hlc: stamp.hlc,
+            dot: stamp.dot,
+            values: values,
+            totals: totals
+        )
     }
 
     /// Orders two rows written under one stamp (never by honest replicas) by their values.

@@ -56,8 +56,12 @@ extension RowState {
         let totals = change.kind == .append ? [] : change.totals
         let stamped = marked || !change.values.isEmpty || !totals.isEmpty
         appendFirstHeader(
-            causalLength: change.causalLength, marker: marked ? change.kind : nil, stamp: stamped ? change.stamp : nil,
-            cells: change.values.count, to: &out)
+            causalLength: change.causalLength,
+            marker: marked ? change.kind : nil,
+            stamp: stamped ? change.stamp : nil,
+            cells: change.values.count,
+            to: &out
+        )
         for value in change.values {
             appendFirstCell(named: value.column, to: &out)
             value.value.append(to: &out)
@@ -75,7 +79,13 @@ extension RowState {
     /// What a first change's canonical state starts with, before its cells: its life, its marker
     /// (nil for an update), its one stamp (nil for an update that sets nothing) and the number of
     /// cells. `appendFirst` and the store's encoded inserts share it.
-    package static func appendFirstHeader(causalLength: UInt64, marker: RowChange.Kind?, stamp: Stamp?, cells: Int, to out: inout [UInt8]) {
+    package static func appendFirstHeader(
+        causalLength: UInt64,
+        marker: RowChange.Kind?,
+        stamp: Stamp?,
+        cells: Int,
+        to out: inout [UInt8]
+    ) {
         out.appendBigEndian(causalLength)
         out.append(marker?.rawValue ?? 0)
         out.appendBigEndian(UInt32(stamp == nil ? 0 : 1))
@@ -101,7 +111,9 @@ extension RowState {
         if kindByte == 0 {
             kind = nil
         } else {
-            guard let known = RowChange.Kind(rawValue: kindByte) else { throw SQLValueDecodingError("unknown marker kind \(kindByte)") }
+            guard let known = RowChange.Kind(rawValue: kindByte) else {
+                throw SQLValueDecodingError("unknown marker kind \(kindByte)")
+            }
             kind = known
         }
         let stampCount = Int(try reader.uint32())

@@ -66,7 +66,9 @@ extension SQLValue {
         var values = [SQLValue]()
         values.reserveCapacity(count)
         for _ in 0..<count { values.append(try reader.value()) }
-        guard reader.isAtEnd else { throw SQLValueDecodingError("\(bytes.count - reader.offset) bytes after the key's last value") }
+        guard reader.isAtEnd else {
+            throw SQLValueDecodingError("\(bytes.count - reader.offset) bytes after the key's last value")
+        }
         return values
     }
 }
@@ -112,7 +114,9 @@ struct CanonicalReader {
 
     mutating func text() throws(SQLValueDecodingError) -> String {
         let utf8 = try take(try length())
-        guard let text = String(validating: utf8, as: UTF8.self) else { throw SQLValueDecodingError("TEXT that is not UTF-8") }
+        guard let text = String(validating: utf8, as: UTF8.self) else {
+            throw SQLValueDecodingError("TEXT that is not UTF-8")
+        }
         return text
     }
 
@@ -122,7 +126,9 @@ struct CanonicalReader {
 
     mutating func length() throws(SQLValueDecodingError) -> Int {
         let length = Int(try take(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-        guard length <= SQLValue.maxLength else { throw SQLValueDecodingError("a value of \(length) bytes is over the limit") }
+        guard length <= SQLValue.maxLength else {
+            throw SQLValueDecodingError("a value of \(length) bytes is over the limit")
+        }
         return length
     }
 

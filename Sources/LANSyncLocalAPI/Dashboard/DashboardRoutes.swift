@@ -40,20 +40,28 @@ struct DashboardRoutes: Sendable {
             ExportFile.object([
                 ("path", ExportFile.quoted("/login?code=\(code)")),
                 ("expires", ExportFile.quoted(Timestamps.iso8601(milliseconds: expires))),
-            ]), status: .created)
+            ]),
+            status: .created
+        )
     }
 
     func login(_ request: Request) -> Response {
         guard let code = request.uri.queryParameters.get("code"), let session = sessions.redeem(String(code)) else {
             return Self.html(
                 HTML.page(
-                    title: "This link has expired", device: node.identity.name, current: "",
-                    body: "<section><p>A dashboard link works once, for five minutes. Run <code>lansync dashboard</code> on this machine for a new one.</p></section>"),
-                status: .forbidden)
+                    title: "This link has expired",
+                    device: node.identity.name,
+                    current: "",
+                    body:
+                        "<section><p>A dashboard link works once, for five minutes. Run <code>lansync dashboard</code> on this machine for a new one.</p></section>"
+                ),
+                status: .forbidden
+            )
         }
         var headers = HTTPFields()
         headers[.location] = "/dashboard/"
-        headers[.setCookie] = "\(DashboardSessions.cookieName)=\(session); HttpOnly; SameSite=Strict; Path=/; Max-Age=\(DashboardSessions.sessionLifetime / 1000)"
+        headers[.setCookie] =
+            "\(DashboardSessions.cookieName)=\(session); HttpOnly; SameSite=Strict; Path=/; Max-Age=\(DashboardSessions.sessionLifetime / 1000)"
         return Response(status: .seeOther, headers: headers)
     }
 
@@ -75,13 +83,17 @@ struct DashboardRoutes: Sendable {
         let inSync = connected.filter { peer in peer.deviceID.flatMap { report.connectedDigests[$0] } == ours }
         let verdict: String
         if connected.isEmpty {
-            verdict = "<p class=\"warn\" id=\"verdict\">No peer connected: this device keeps every write and syncs when one comes back.</p>"
+            verdict =
+                "<p class=\"warn\" id=\"verdict\">No peer connected: this device keeps every write and syncs when one comes back.</p>"
         } else if inSync.count == connected.count {
-            verdict = "<p class=\"ok\" id=\"verdict\">In sync with all \(connected.count) connected peer\(connected.count == 1 ? "" : "s").</p>"
+            verdict =
+                "<p class=\"ok\" id=\"verdict\">In sync with all \(connected.count) connected peer\(connected.count == 1 ? "" : "s").</p>"
         } else {
-            verdict = "<p class=\"warn\" id=\"verdict\">\(connected.count - inSync.count) of \(connected.count) connected peers not in sync yet.</p>"
+            verdict =
+                "<p class=\"warn\" id=\"verdict\">\(connected.count - inSync.count) of \(connected.count) connected peers not in sync yet.</p>"
         }
-        let rows = report.peers.sorted { ($0.name ?? "", $0.address ?? "") < ($1.name ?? "", $1.address ?? "") }.map { peer -> [String] in
+        let rows = report.peers.sorted { ($0.name ?? "", $0.address ?? "") < ($1.name ?? "", $1.address ?? "") }.map {
+            peer -> [String] in
             let state: String
             switch peer.state {
             case .connected: state = "<span class=\"ok\">connected</span>"
@@ -97,12 +109,17 @@ struct DashboardRoutes: Sendable {
             } else {
                 let weLack = peer.weLack ?? 0
                 let theyLack = peer.theyLack ?? 0
-                sync = "<span class=\"warn\">" + (weLack > 0 ? "we lack \(weLack)" : "") + (weLack > 0 && theyLack > 0 ? ", " : "")
-                    + (theyLack > 0 ? "it lacks \(theyLack)" : "") + (weLack == 0 && theyLack == 0 ? "syncing" : "") + "</span>"
+                sync =
+                    "<span class=\"warn\">" + (weLack > 0 ? "we lack \(weLack)" : "")
+                    + (weLack > 0 && theyLack > 0 ? ", " : "")
+                    + (theyLack > 0 ? "it lacks \(theyLack)" : "") + (weLack == 0 && theyLack == 0 ? "syncing" : "")
+                    + "</span>"
             }
             return [
-                HTML.escape(peer.name ?? "(unknown)"), "<code>\(HTML.escape(peer.deviceID ?? "—"))</code>", HTML.escape(peer.address ?? "—"),
-                state, sync, peer.lastSeen.map { HTML.escape(Self.ago($0)) } ?? "never", HTML.escape(peer.lastError ?? ""),
+                HTML.escape(peer.name ?? "(unknown)"), "<code>\(HTML.escape(peer.deviceID ?? "—"))</code>",
+                HTML.escape(peer.address ?? "—"),
+                state, sync, peer.lastSeen.map { HTML.escape(Self.ago($0)) } ?? "never",
+                HTML.escape(peer.lastError ?? ""),
             ]
         }
         let body = """
@@ -118,28 +135,37 @@ struct DashboardRoutes: Sendable {
             </section>
             \(membersSection(report: report))
             """
-        return Self.html(HTML.page(title: "Group", device: node.identity.name, current: "group", refresh: 5, body: body))
+        return Self.html(
+            HTML.page(title: "Group", device: node.identity.name, current: "group", refresh: 5, body: body)
+        )
     }
 
     /// The group's member devices, as `lansync group members` lists them.
     func membersSection(report: AgentReport) -> String {
         guard let members = try? node.members(), !members.isEmpty else { return "" }
         let names = Dictionary(members.map { ($0.deviceID, $0.name) }, uniquingKeysWith: { first, _ in first })
-        let seen = Dictionary(report.peers.compactMap { peer in peer.deviceID.map { ($0, peer) } }, uniquingKeysWith: { first, _ in first })
+        let seen = Dictionary(
+            report.peers.compactMap { peer in peer.deviceID.map { ($0, peer) } },
+            uniquingKeysWith: { first, _ in first }
+        )
         let me = node.deviceID.description
         let rows = members.map { member -> [String] in
             let status: String
             if member.isRemoved {
-                status = "<span class=\"bad\">removed by \(HTML.escape(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?"))"
+                status =
+                    "<span class=\"bad\">removed by \(HTML.escape(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?"))"
                     + " \(HTML.escape(String((member.removedAt ?? "").prefix(10))))</span>"
             } else if member.deviceID == me {
                 status = "this device"
             } else if seen[member.deviceID]?.state == .connected {
                 status = "<span class=\"ok\">connected</span>"
             } else {
-                status = seen[member.deviceID]?.lastSeen.map { "last seen " + HTML.escape(Self.ago($0)) } ?? "not seen by this device"
+                status =
+                    seen[member.deviceID]?.lastSeen.map { "last seen " + HTML.escape(Self.ago($0)) }
+                    ?? "not seen by this device"
             }
-            let addedBy = member.addedBy.flatMap { names[$0] } ?? (member.via == "created the group" ? "created the group" : "—")
+            let addedBy =
+                member.addedBy.flatMap { names[$0] } ?? (member.via == "created the group" ? "created the group" : "—")
             return [
                 HTML.escape(member.name), "<code>\(HTML.escape(member.deviceID))</code>",
                 member.key.map { "<code>\(HTML.escape(GroupMember.fingerprint($0)))</code>" } ?? "not seen yet",
@@ -159,15 +185,21 @@ struct DashboardRoutes: Sendable {
 
     func streamsPage() throws -> Response {
         let streams = try LocalAPIRoutes.node { () throws(LANSyncError) in
-            do throws(StoreError) { return try node.store.streamSummaries() } catch { throw LANSyncError(.storage, error.message) }
+            do throws(StoreError) { return try node.store.streamSummaries() } catch {
+                throw LANSyncError(.storage, error.message)
+            }
         }
         let rows = streams.map { stream in
             [
-                "<a href=\"/dashboard/streams/\(HTML.component(stream.name))\">\(HTML.escape(stream.name))</a>", "\(stream.entries)",
+                "<a href=\"/dashboard/streams/\(HTML.component(stream.name))\">\(HTML.escape(stream.name))</a>",
+                "\(stream.entries)",
                 HTML.escape(Timestamps.iso8601(milliseconds: stream.newest)),
             ]
         }
-        let body = "<section>" + (rows.isEmpty ? "<p>No entries yet.</p>" : HTML.table(["stream", "entries", "newest (UTC)"], rows, id: "streams"))
+        let body =
+            "<section>"
+            + (rows.isEmpty
+                ? "<p>No entries yet.</p>" : HTML.table(["stream", "entries", "newest (UTC)"], rows, id: "streams"))
             + "</section>"
         return Self.html(HTML.page(title: "Streams", device: node.identity.name, current: "streams", body: body))
     }
@@ -180,16 +212,24 @@ struct DashboardRoutes: Sendable {
         // Only the days shown: a year of taps is not read to draw a week.
         let entries = try reports.entries(stream, since: Reports.start(ofLast: days))
         let fields = Self.fields(entries.suffix(500))
-        let field = parameters.get("field").map { String($0) } ?? ["caregiver", "location", "label", "symbol"].first { fields.contains($0) } ?? ""
+        let field =
+            parameters.get("field").map { String($0) } ?? ["caregiver", "location", "label", "symbol"].first {
+                fields.contains($0)
+            } ?? ""
         let now = Reports.now
         let dayList = (0..<days).reversed().map { UsageReports.dayText(now - Int64($0) * 86_400_000) }
         let names = await names()
         let byDevice = UsageReports.usage(entries, by: .device, days: days, now: now).map { count in
-            (day: count.day, group: names[count.group].map { "\($0) (\(count.group.prefix(7)))" } ?? count.group, count: count.count)
+            (
+                day: count.day, group: names[count.group].map { "\($0) (\(count.group.prefix(7)))" } ?? count.group,
+                count: count.count
+            )
         }
         var charts = StackedBarChart(title: "Entries per day by device", days: dayList, counts: byDevice).svg
         if !field.isEmpty {
-            let byField = UsageReports.usage(entries, by: .field(field), days: days, now: now).map { (day: $0.day, group: $0.group, count: $0.count) }
+            let byField = UsageReports.usage(entries, by: .field(field), days: days, now: now).map {
+                (day: $0.day, group: $0.group, count: $0.count)
+            }
             charts += StackedBarChart(title: "Entries per day by \(field)", days: dayList, counts: byField).svg
         }
         let options = ([""] + fields).map { name in
@@ -198,7 +238,8 @@ struct DashboardRoutes: Sendable {
         let newest = entries.suffix(50).reversed().map { entry in
             [
                 HTML.escape(Timestamps.iso8601(milliseconds: entry.wallMilliseconds)),
-                HTML.escape(names[entry.originDevice.description] ?? entry.originDevice.description), "<code>\(HTML.escape(entry.payload))</code>",
+                HTML.escape(names[entry.originDevice.description] ?? entry.originDevice.description),
+                "<code>\(HTML.escape(entry.payload))</code>",
             ]
         }
         let link = HTML.component(stream)
@@ -215,8 +256,12 @@ struct DashboardRoutes: Sendable {
             """
         return Self.html(
             HTML.page(
-                title: "Stream \(stream): \(entries.count) entries in \(days) day\(days == 1 ? "" : "s")", device: node.identity.name,
-                current: "streams", body: body))
+                title: "Stream \(stream): \(entries.count) entries in \(days) day\(days == 1 ? "" : "s")",
+                device: node.identity.name,
+                current: "streams",
+                body: body
+            )
+        )
     }
 
     func reportPage(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -224,8 +269,11 @@ struct DashboardRoutes: Sendable {
         let parameters = request.uri.queryParameters
         let reports = Reports(node: node)
         let fields = Self.fields(try reports.entries(stream, since: Reports.start(ofLast: 30)).suffix(500))
-        let key = parameters.get("key").map { String($0) } ?? (fields.contains("symbol_id") ? "symbol_id" : fields.first ?? "")
-        let sessionField = parameters.get("session_field").map { String($0) } ?? (fields.contains("session_id") ? "session_id" : "")
+        let key =
+            parameters.get("key").map { String($0) }
+            ?? (fields.contains("symbol_id") ? "symbol_id" : fields.first ?? "")
+        let sessionField =
+            parameters.get("session_field").map { String($0) } ?? (fields.contains("session_id") ? "session_id" : "")
         let baselineDays = try LocalAPIRoutes.number(parameters, "baseline_days", 1...3_660) ?? 14
         let recentDays = try LocalAPIRoutes.number(parameters, "recent_days", 1...3_660) ?? 5
         let minUses = try LocalAPIRoutes.number(parameters, "min_uses", 1...1_000_000) ?? 5
@@ -239,39 +287,70 @@ struct DashboardRoutes: Sendable {
             <button>show</button></form></section>
             """
         if !key.isEmpty {
-            let flags = try reports.regressions(stream: stream, key: key, baselineDays: baselineDays, recentDays: recentDays, minUses: minUses)
+            let flags = try reports.regressions(
+                stream: stream,
+                key: key,
+                baselineDays: baselineDays,
+                recentDays: recentDays,
+                minUses: minUses
+            )
             let rows = flags.map { flag in
-                [HTML.escape(flag.key), HTML.escape(Timestamps.iso8601(milliseconds: flag.lastUsed)), "\(flag.previousFrequency)",
-                    String(format: "%.2f", flag.previousUsesPerDay)]
+                [
+                    HTML.escape(flag.key), HTML.escape(Timestamps.iso8601(milliseconds: flag.lastUsed)),
+                    "\(flag.previousFrequency)",
+                    String(format: "%.2f", flag.previousUsesPerDay),
+                ]
             }
-            body += "<section><h2>Regression flags</h2><p>Values of \(HTML.escape(key)) used at least \(minUses) times in the \(baselineDays) days before the last \(recentDays), and not since.</p>"
-                + (rows.isEmpty ? "<p class=\"ok\" id=\"no-flags\">None.</p>"
-                    : HTML.table([key, "last used (UTC)", "uses in baseline", "per day"], rows, id: "flags")) + "</section>"
+            body +=
+                "<section><h2>Regression flags</h2><p>Values of \(HTML.escape(key)) used at least \(minUses) times in the \(baselineDays) days before the last \(recentDays), and not since.</p>"
+                + (rows.isEmpty
+                    ? "<p class=\"ok\" id=\"no-flags\">None.</p>"
+                    : HTML.table([key, "last used (UTC)", "uses in baseline", "per day"], rows, id: "flags"))
+                + "</section>"
         }
         if !sessionField.isEmpty {
             // Where each session happened and who was there, when the payloads say so.
             let detailFields = ["location", "caregiver"].filter { fields.contains($0) }
             let names = await names()
-            let sessions = try reports.sessions(stream: stream, field: sessionField, details: detailFields, since: Reports.start(ofLast: 30))
-                .suffix(50).reversed()
+            let sessions = try reports.sessions(
+                stream: stream,
+                field: sessionField,
+                details: detailFields,
+                since: Reports.start(ofLast: 30)
+            )
+            .suffix(50).reversed()
             let rows = sessions.map { session in
-                [HTML.escape(session.id), HTML.escape(Timestamps.iso8601(milliseconds: session.start)),
-                    String(format: "%.1f min", Double(session.durationMilliseconds) / 60_000), "\(session.entries)", "\(session.distinctSymbols)",
-                    session.longestPhrase.map { "\($0)" } ?? "—", HTML.escape(session.devices.map { names[$0] ?? $0 }.joined(separator: ", "))]
+                [
+                    HTML.escape(session.id), HTML.escape(Timestamps.iso8601(milliseconds: session.start)),
+                    String(format: "%.1f min", Double(session.durationMilliseconds) / 60_000), "\(session.entries)",
+                    "\(session.distinctSymbols)",
+                    session.longestPhrase.map { "\($0)" } ?? "—",
+                    HTML.escape(session.devices.map { names[$0] ?? $0 }.joined(separator: ", ")),
+                ]
                     + detailFields.map { HTML.escape(session.details[$0]?.joined(separator: ", ") ?? "—") }
             }
-            body += "<section><h2>Sessions</h2><p>The newest 50 of the last 30 days.</p>"
-                + HTML.table(["session", "start (UTC)", "duration", "entries", "distinct symbols", "longest phrase", "device"] + detailFields, rows, id: "sessions")
+            body +=
+                "<section><h2>Sessions</h2><p>The newest 50 of the last 30 days.</p>"
+                + HTML.table(
+                    ["session", "start (UTC)", "duration", "entries", "distinct symbols", "longest phrase", "device"]
+                        + detailFields,
+                    rows,
+                    id: "sessions"
+                )
                 + "</section>"
         }
-        return Self.html(HTML.page(title: "Report: \(stream)", device: node.identity.name, current: "streams", body: body))
+        return Self.html(
+            HTML.page(title: "Report: \(stream)", device: node.identity.name, current: "streams", body: body)
+        )
     }
 
     func exportCSV(_ context: BasicRequestContext) throws -> Response {
         let stream = try context.parameters.require("stream")
         var text = ""
         _ = try LocalAPIRoutes.node { () throws(LANSyncError) in
-            do { return try CSVExport.write(node, stream: stream) { text += $0 } } catch { throw LANSyncError(.storage, "\(error)") }
+            do { return try CSVExport.write(node, stream: stream) { text += $0 } } catch {
+                throw LANSyncError(.storage, "\(error)")
+            }
         }
         return Self.download(text, type: "text/csv; charset=utf-8", name: "\(stream).csv")
     }
@@ -289,12 +368,17 @@ struct DashboardRoutes: Sendable {
         let status = try LocalAPIRoutes.node { () throws(LANSyncError) in try node.status() }
         let rows = status.tables.map { table in
             [
-                table.declared ? "<a href=\"/dashboard/tables/\(HTML.component(table.name))\">\(HTML.escape(table.name))</a>" : HTML.escape(table.name),
+                table.declared
+                    ? "<a href=\"/dashboard/tables/\(HTML.component(table.name))\">\(HTML.escape(table.name))</a>"
+                    : HTML.escape(table.name),
                 "\(table.rows)", table.declared ? "declared" : "kept for a newer app (not declared here)",
             ]
         }
-        let body = "<section>" + (rows.isEmpty ? "<p>No app tables: apps declare them with <code>lansync schema apply</code>.</p>"
-            : HTML.table(["table", "rows", ""], rows, id: "tables")) + "</section>"
+        let body =
+            "<section>"
+            + (rows.isEmpty
+                ? "<p>No app tables: apps declare them with <code>lansync schema apply</code>.</p>"
+                : HTML.table(["table", "rows", ""], rows, id: "tables")) + "</section>"
         return Self.html(HTML.page(title: "App tables", device: node.identity.name, current: "tables", body: body))
     }
 
@@ -307,27 +391,43 @@ struct DashboardRoutes: Sendable {
         let page = try LocalAPIRoutes.number(request.uri.queryParameters, "page", 0...1_000_000) ?? 0
         let (columns, values) = try LocalAPIRoutes.node { () throws(LANSyncError) in
             try AppSQL.query(
-                "SELECT * FROM \(table.name.quotedDatabaseIdentifier) LIMIT 100 OFFSET ?", arguments: [page * 100], on: node,
-                writeInstead: "POST /v1/exec")
+                "SELECT * FROM \(table.name.quotedDatabaseIdentifier) LIMIT 100 OFFSET ?",
+                arguments: [page * 100],
+                on: node,
+                writeInstead: "POST /v1/exec"
+            )
         }
         let rows = values.map { row in row.map { HTML.escape(AppSQL.plain($0)) } }
         let link = "/dashboard/tables/\(HTML.component(table.name))?page="
-        let navigation = (page > 0 ? "<a href=\"\(link)\(page - 1)\">previous 100</a> " : "")
+        let navigation =
+            (page > 0 ? "<a href=\"\(link)\(page - 1)\">previous 100</a> " : "")
             + (rows.count == 100 ? "<a href=\"\(link)\(page + 1)\">next 100</a>" : "")
-        let body = "<section><p>\(table.rows) rows; rows \(page * 100 + 1)–\(page * 100 + rows.count) shown. \(navigation)</p>"
+        let body =
+            "<section><p>\(table.rows) rows; rows \(page * 100 + 1)–\(page * 100 + rows.count) shown. \(navigation)</p>"
             + HTML.table(columns, rows, id: "rows") + "</section>"
-        return Self.html(HTML.page(title: "Table \(table.name)", device: node.identity.name, current: "tables", body: body))
+        return Self.html(
+            HTML.page(title: "Table \(table.name)", device: node.identity.name, current: "tables", body: body)
+        )
     }
 
     func preferencesPage() throws -> Response {
         let preferences = try LocalAPIRoutes.node { () throws(LANSyncError) in try node.preferences() }
         let rows = preferences.map { write in
-            [HTML.escape(write.key), "<code>\(HTML.escape(write.value ?? ""))</code>", HTML.escape(Timestamps.iso8601(milliseconds: write.wallMilliseconds)),
-                "<code>\(HTML.escape(write.originDevice.description))</code>"]
+            [
+                HTML.escape(write.key), "<code>\(HTML.escape(write.value ?? ""))</code>",
+                HTML.escape(Timestamps.iso8601(milliseconds: write.wallMilliseconds)),
+                "<code>\(HTML.escape(write.originDevice.description))</code>",
+            ]
         }
-        let body = "<section>" + (rows.isEmpty ? "<p>No preferences set.</p>" : HTML.table(["key", "value", "set at (UTC)", "by device"], rows, id: "preferences"))
+        let body =
+            "<section>"
+            + (rows.isEmpty
+                ? "<p>No preferences set.</p>"
+                : HTML.table(["key", "value", "set at (UTC)", "by device"], rows, id: "preferences"))
             + "</section>"
-        return Self.html(HTML.page(title: "Preferences", device: node.identity.name, current: "preferences", body: body))
+        return Self.html(
+            HTML.page(title: "Preferences", device: node.identity.name, current: "preferences", body: body)
+        )
     }
 
     // MARK: Helpers
@@ -336,7 +436,9 @@ struct DashboardRoutes: Sendable {
     static func fields(_ entries: some Sequence<Entry>) -> [String] {
         var names = Set<String>()
         for entry in entries {
-            if let object = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any] { names.formUnion(object.keys) }
+            if let object = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any] {
+                names.formUnion(object.keys)
+            }
         }
         return names.sorted()
     }
@@ -354,14 +456,16 @@ struct DashboardRoutes: Sendable {
         headers[.contentType] = "text/html; charset=utf-8"
         headers[.cacheControl] = "no-store"
         // No script runs on these pages, and no other site may frame them.
-        headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'"
+        headers[.contentSecurityPolicy] =
+            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
     static func download(_ text: String, type: String, name: String) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = type
-        headers[.contentDisposition] = "attachment; filename=\"\(name.filter { $0.isLetter || $0.isNumber || "._-".contains($0) })\""
+        headers[.contentDisposition] =
+            "attachment; filename=\"\(name.filter { $0.isLetter || $0.isNumber || "._-".contains($0) })\""
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 }
@@ -371,13 +475,22 @@ struct DashboardRoutes: Sendable {
 struct SessionGuard<Context: RequestContext>: RouterMiddleware {
     let sessions: DashboardSessions
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         guard sessions.session(inCookies: request.headers[.cookie]) != nil else {
             return DashboardRoutes.html(
                 HTML.page(
-                    title: "Sign in", device: "", current: "",
-                    body: "<section><p>Open the dashboard with the link <code>lansync dashboard</code> prints on this machine (it works once, for five minutes).</p></section>"),
-                status: .unauthorized)
+                    title: "Sign in",
+                    device: "",
+                    current: "",
+                    body:
+                        "<section><p>Open the dashboard with the link <code>lansync dashboard</code> prints on this machine (it works once, for five minutes).</p></section>"
+                ),
+                status: .unauthorized
+            )
         }
         return try await next(request, context)
     }

@@ -21,19 +21,23 @@ enum HTML {
 
     /// A query-string or path component.
     static func component(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(.init(charactersIn: "/?&=#+"))) ?? text
+        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(.init(charactersIn: "/?&=#+")))
+            ?? text
     }
 
     /// A table: header cells, then rows of cells already escaped (or built from escaped parts).
     static func table(_ header: [String], _ rows: [[String]], id: String? = nil) -> String {
         let head = header.map { "<th>\(escape($0))</th>" }.joined()
         let body = rows.map { "<tr>" + $0.map { "<td>\($0)</td>" }.joined() + "</tr>" }.joined(separator: "\n")
-        return "<div class=\"scroll\"><table\(id.map { " id=\"\(escape($0))\"" } ?? "")><thead><tr>\(head)</tr></thead><tbody>\n\(body)\n</tbody></table></div>"
+        return
+            "<div class=\"scroll\"><table\(id.map { " id=\"\(escape($0))\"" } ?? "")><thead><tr>\(head)</tr></thead><tbody>\n\(body)\n</tbody></table></div>"
     }
 
     static func page(title: String, device: String, current: String, refresh: Int? = nil, body: String) -> String {
-        let links = [("group", "/dashboard/"), ("streams", "/dashboard/streams"), ("tables", "/dashboard/tables"),
-            ("preferences", "/dashboard/preferences")]
+        let links = [
+            ("group", "/dashboard/"), ("streams", "/dashboard/streams"), ("tables", "/dashboard/tables"),
+            ("preferences", "/dashboard/preferences"),
+        ]
         let navigation = links.map { name, href in
             "<a href=\"\(href)\"\(name == current ? " aria-current=\"page\"" : "")>\(name)</a>"
         }.joined(separator: " ")
@@ -67,4 +71,3 @@ enum HTML {
             """
     }
 }
-

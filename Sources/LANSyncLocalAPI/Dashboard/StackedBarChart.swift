@@ -9,7 +9,9 @@ struct StackedBarChart {
     let days: [String]
     let counts: [(day: String, group: String, count: Int)]
 
-    static let palette = ["#3b6ea5", "#e07b39", "#4f9d69", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
+    static let palette = [
+        "#3b6ea5", "#e07b39", "#4f9d69", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd",
+    ]
 
     /// Groups by their total, largest first: the stacking order and the colours (past the
     /// palette, the last colour repeats).
@@ -20,7 +22,11 @@ struct StackedBarChart {
     }
 
     var svg: String {
-        let width = 480.0, height = 220.0, left = 34.0, bottom = 26.0, top = 12.0
+        let width = 480.0
+        let height = 220.0
+        let left = 34.0
+        let bottom = 26.0
+        let top = 12.0
         var byDay: [String: [(group: String, count: Int)]] = [:]
         for count in counts { byDay[count.day, default: []].append((count.group, count.count)) }
         let maximum = max(1, days.map { day in byDay[day, default: []].reduce(0) { $0 + $1.count } }.max() ?? 1)
@@ -31,7 +37,9 @@ struct StackedBarChart {
         // Axis: the maximum and zero.
         parts.append("<text x=\"\(left - 6)\" y=\"\(top + 4)\" text-anchor=\"end\" font-size=\"12\">\(maximum)</text>")
         parts.append("<text x=\"\(left - 6)\" y=\"\(height - bottom)\" text-anchor=\"end\" font-size=\"12\">0</text>")
-        parts.append("<line x1=\"\(left)\" y1=\"\(height - bottom)\" x2=\"\(width)\" y2=\"\(height - bottom)\" stroke=\"#9aa3ad\"/>")
+        parts.append(
+            "<line x1=\"\(left)\" y1=\"\(height - bottom)\" x2=\"\(width)\" y2=\"\(height - bottom)\" stroke=\"#9aa3ad\"/>"
+        )
         let order = groups
         let rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
         func color(_ group: String) -> String { Self.palette[min(rank[group] ?? 0, Self.palette.count - 1)] }
@@ -44,11 +52,14 @@ struct StackedBarChart {
                 parts.append(
                     "<rect class=\"bar\" x=\"\(fmt(x))\" y=\"\(fmt(y))\" width=\"\(fmt(barWidth))\" height=\"\(fmt(barHeight))\" fill=\"\(color(group))\" "
                         + "data-day=\"\(HTML.escape(day))\" data-group=\"\(HTML.escape(group))\" data-count=\"\(count)\">"
-                        + "<title>\(HTML.escape(day)) · \(HTML.escape(group)): \(count)</title></rect>")
+                        + "<title>\(HTML.escape(day)) · \(HTML.escape(group)): \(count)</title></rect>"
+                )
             }
             // A date under every bar when few, else under every seventh counting back from today.
             if days.count <= 8 || (days.count - 1 - index) % 7 == 0 {
-                parts.append("<text x=\"\(fmt(x + barWidth / 2))\" y=\"\(height - 10)\" text-anchor=\"middle\" font-size=\"12\">\(HTML.escape(String(day.dropFirst(5))))</text>")
+                parts.append(
+                    "<text x=\"\(fmt(x + barWidth / 2))\" y=\"\(height - 10)\" text-anchor=\"middle\" font-size=\"12\">\(HTML.escape(String(day.dropFirst(5))))</text>"
+                )
             }
         }
         let legend = order.map { "<span style=\"--c:\(color($0))\">\(HTML.escape($0))</span>" }.joined(separator: " ")
@@ -61,4 +72,3 @@ struct StackedBarChart {
 
     private func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
 }
-

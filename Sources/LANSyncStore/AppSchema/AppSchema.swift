@@ -53,7 +53,9 @@ package struct AppSchema: Hashable, Sendable {
         package let sql: String
 
         package var primaryKey: [String] {
-            columns.filter { $0.primaryKeyPosition > 0 }.sorted { $0.primaryKeyPosition < $1.primaryKeyPosition }.map(\.name)
+            columns.filter { $0.primaryKeyPosition > 0 }.sorted { $0.primaryKeyPosition < $1.primaryKeyPosition }.map(
+                \.name
+            )
         }
 
         package func column(_ name: String) -> Column? { columns.first { $0.name.lowercased() == name.lowercased() } }
@@ -87,67 +89,102 @@ package struct AppSchema: Hashable, Sendable {
         var changes = [AppSchemaChange]()
         for old in tables {
             guard let new = newer.table(old.name) else {
-                problems.append(.init(
-                    statement: old.sql,
-                    reason: "table \(old.name) was declared before and is missing now; dropping or renaming a table is "
-                        + "not supported, because devices running the older app version still write it",
-                    fix: "keep its CREATE TABLE in the schema (an app may stop using a table; LANSync keeps syncing it)"))
+                problems.append(
+                    .init(
+                        statement: old.sql,
+                        reason:
+                            "table \(old.name) was declared before and is missing now; dropping or renaming a table is "
+                            + "not supported, because devices running the older app version still write it",
+                        fix:
+                            "keep its CREATE TABLE in the schema (an app may stop using a table; LANSync keeps syncing it)"
+                    )
+                )
                 continue
             }
             if new.appendOnly != old.appendOnly {
-                problems.append(.init(
-                    statement: new.sql,
-                    reason: "table \(old.name) was declared \(old.appendOnly ? "append-only" : "mutable") and is now "
-                        + "\(new.appendOnly ? "append-only" : "mutable"); rows already written merge by the first rule",
-                    fix: "keep the table as it was, and declare a new table for the new kind of rows"))
+                problems.append(
+                    .init(
+                        statement: new.sql,
+                        reason:
+                            "table \(old.name) was declared \(old.appendOnly ? "append-only" : "mutable") and is now "
+                            + "\(new.appendOnly ? "append-only" : "mutable"); rows already written merge by the first rule",
+                        fix: "keep the table as it was, and declare a new table for the new kind of rows"
+                    )
+                )
             }
             if new.primaryKey.map({ $0.lowercased() }) != old.primaryKey.map({ $0.lowercased() }) {
-                problems.append(.init(
-                    statement: new.sql,
-                    reason: "the primary key of \(old.name) changed from (\(old.primaryKey.joined(separator: ", "))) to "
-                        + "(\(new.primaryKey.joined(separator: ", "))); rows are matched across devices by it",
-                    fix: "keep the primary key; declare a new table if the rows need another key"))
+                problems.append(
+                    .init(
+                        statement: new.sql,
+                        reason:
+                            "the primary key of \(old.name) changed from (\(old.primaryKey.joined(separator: ", "))) to "
+                            + "(\(new.primaryKey.joined(separator: ", "))); rows are matched across devices by it",
+                        fix: "keep the primary key; declare a new table if the rows need another key"
+                    )
+                )
             }
             for column in old.columns {
                 guard let now = new.column(column.name) else {
-                    problems.append(.init(
-                        statement: new.sql,
-                        reason: "column \(old.name).\(column.name) was declared before and is missing now; dropping or "
-                            + "renaming a column is not supported, because older app versions still write it",
-                        fix: "keep the column (stop using it, or add a new one beside it)"))
+                    problems.append(
+                        .init(
+                            statement: new.sql,
+                            reason:
+                                "column \(old.name).\(column.name) was declared before and is missing now; dropping or "
+                                + "renaming a column is not supported, because older app versions still write it",
+                            fix: "keep the column (stop using it, or add a new one beside it)"
+                        )
+                    )
                     continue
                 }
                 if now.type.uppercased() != column.type.uppercased() {
-                    problems.append(.init(
-                        statement: new.sql,
-                        reason: "column \(old.name).\(column.name) changed type from \(column.type.isEmpty ? "none" : column.type) "
-                            + "to \(now.type.isEmpty ? "none" : now.type); devices with the older declaration still write the old type",
-                        fix: "keep its type, and add a new column for values of the new type"))
+                    problems.append(
+                        .init(
+                            statement: new.sql,
+                            reason:
+                                "column \(old.name).\(column.name) changed type from \(column.type.isEmpty ? "none" : column.type) "
+                                + "to \(now.type.isEmpty ? "none" : now.type); devices with the older declaration still write the old type",
+                            fix: "keep its type, and add a new column for values of the new type"
+                        )
+                    )
                 }
                 if old.counters.contains(column.name) != new.counters.contains(now.name) {
-                    problems.append(.init(
-                        statement: new.sql,
-                        reason: "column \(old.name).\(column.name) \(old.counters.contains(column.name) ? "was" : "was not") "
-                            + "a counter; changing that changes how values already written merge",
-                        fix: "keep the `-- lansync: counter` line as it was, and add a new column instead"))
+                    problems.append(
+                        .init(
+                            statement: new.sql,
+                            reason:
+                                "column \(old.name).\(column.name) \(old.counters.contains(column.name) ? "was" : "was not") "
+                                + "a counter; changing that changes how values already written merge",
+                            fix: "keep the `-- lansync: counter` line as it was, and add a new column instead"
+                        )
+                    )
                 }
                 if old.extremes[column.name] != new.extremes[now.name] {
-                    let was = old.extremes[column.name].map { "merged by \($0.rawValue)imum" } ?? "a last-writer-wins value"
-                    let isNow = new.extremes[now.name].map { "merges by \($0.rawValue)imum" } ?? "is a last-writer-wins value"
-                    problems.append(.init(
-                        statement: new.sql,
-                        reason: "column \(old.name).\(column.name) \(was) and now \(isNow); changing that changes how values "
-                            + "already written merge",
-                        fix: "keep the `-- lansync: max` or `min` line as it was, and add a new column instead"))
+                    let was =
+                        old.extremes[column.name].map { "merged by \($0.rawValue)imum" } ?? "a last-writer-wins value"
+                    let isNow =
+                        new.extremes[now.name].map { "merges by \($0.rawValue)imum" } ?? "is a last-writer-wins value"
+                    problems.append(
+                        .init(
+                            statement: new.sql,
+                            reason:
+                                "column \(old.name).\(column.name) \(was) and now \(isNow); changing that changes how values "
+                                + "already written merge",
+                            fix: "keep the `-- lansync: max` or `min` line as it was, and add a new column instead"
+                        )
+                    )
                 }
             }
             for column in new.columns where old.column(column.name) == nil {
                 if column.notNull && column.defaultSQL == nil {
-                    problems.append(.init(
-                        statement: new.sql,
-                        reason: "new column \(new.name).\(column.name) is NOT NULL without a default; rows written by "
-                            + "devices that do not know it yet would have no value",
-                        fix: "give it a DEFAULT, or leave out NOT NULL"))
+                    problems.append(
+                        .init(
+                            statement: new.sql,
+                            reason:
+                                "new column \(new.name).\(column.name) is NOT NULL without a default; rows written by "
+                                + "devices that do not know it yet would have no value",
+                            fix: "give it a DEFAULT, or leave out NOT NULL"
+                        )
+                    )
                 } else {
                     changes.append(.addColumn(table: new.name, column: column))
                 }
@@ -158,10 +195,13 @@ package struct AppSchema: Hashable, Sendable {
             changes.append(.addIndex(index))
         }
         for index in indexes where !newer.indexes.contains(where: { $0.name.lowercased() == index.name.lowercased() }) {
-            problems.append(.init(
-                statement: index.sql,
-                reason: "index \(index.name) was declared before and is missing now; schemas only grow",
-                fix: "keep its CREATE INDEX in the schema"))
+            problems.append(
+                .init(
+                    statement: index.sql,
+                    reason: "index \(index.name) was declared before and is missing now; schemas only grow",
+                    fix: "keep its CREATE INDEX in the schema"
+                )
+            )
         }
         if !problems.isEmpty { throw AppSchemaError(problems: problems) }
         return changes
@@ -177,7 +217,8 @@ package enum AppSchemaChange: Hashable, Sendable, CustomStringConvertible {
     package var description: String {
         switch self {
         case .addTable(let table):
-            return "add \(table.appendOnly ? "append-only" : "mutable") table \(table.name) (\(table.columns.count) columns)"
+            return
+                "add \(table.appendOnly ? "append-only" : "mutable") table \(table.name) (\(table.columns.count) columns)"
         case .addColumn(let table, let column): return "add column \(table).\(column.name)"
         case .addIndex(let index): return "add index \(index.name) on \(index.table)"
         }

@@ -58,9 +58,11 @@ struct AppCatalog: Sendable {
             columns = names
             physicalColumns = names.enumerated().map { physical[$0.element] ?? Int32($0.offset) }
             realColumns = declared?.columns.map { Self.hasRealAffinity($0.type) } ?? []
-            keyColumns = declared.map { table in
-                table.primaryKey.map { key in table.columns.firstIndex { $0.name.lowercased() == key.lowercased() }! }
-            } ?? []
+            keyColumns =
+                declared.map { table in
+                    table.primaryKey.map { key in table.columns.firstIndex { $0.name.lowercased() == key.lowercased() }!
+                    }
+                } ?? []
             var kinds = [String: TotalsKind]()
             for column in declared?.columns ?? [] {
                 if let extreme = declared!.extremes[column.name] {
@@ -73,12 +75,18 @@ struct AppCatalog: Sendable {
             let counters = Set(kinds.keys)
             counterColumns = names.indices.filter { counters.contains(names[$0]) }
             let key = Set(keyColumns)
-            plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted { names[$0] < names[$1] }
-            valueColumns = names.indices.filter { !key.contains($0) }.map { (names[$0], $0) }.sorted { $0.name < $1.name }
+            plainColumns = names.indices.filter { !key.contains($0) && !counters.contains(names[$0]) }.sorted {
+                names[$0] < names[$1]
+            }
+            valueColumns = names.indices.filter { !key.contains($0) }.map { (names[$0], $0) }.sorted {
+                $0.name < $1.name
+            }
             var defaults = [SQLValue?](repeating: nil, count: names.count)
             if let declared, !declared.appendOnly {
                 for index in plainColumns { defaults[index] = declared.columns[index].constantDefault }
-                for index in counterColumns where kinds[names[index]]!.isOneWay { defaults[index] = declared.columns[index].constantDefault }
+                for index in counterColumns where kinds[names[index]]!.isOneWay {
+                    defaults[index] = declared.columns[index].constantDefault
+                }
             }
             leftAtDefault = defaults
             hasDefaultsLeftOut = defaults.contains { $0 != nil }
@@ -115,9 +123,18 @@ struct AppCatalog: Sendable {
         /// give values, found in one walk of the three sorted lists. A name in both is a counter,
         /// as in `RowState.value(of:)`; names this declaration lacks (a newer app's columns) and
         /// the key's columns are left out.
-        func present<Cells: RandomAccessCollection<CellElement>, CellElement, Counted: RandomAccessCollection<CountedElement>, CountedElement>(
-            cells: Cells, name cellName: (CellElement) -> String, value: (CellElement) -> SQLValue,
-            counted: Counted, name countedName: (CountedElement) -> String, total: (CountedElement) -> SQLValue
+        func present<
+            Cells: RandomAccessCollection<CellElement>,
+            CellElement,
+            Counted: RandomAccessCollection<CountedElement>,
+            CountedElement
+        >(
+            cells: Cells,
+            name cellName: (CellElement) -> String,
+            value: (CellElement) -> SQLValue,
+            counted: Counted,
+            name countedName: (CountedElement) -> String,
+            total: (CountedElement) -> SQLValue
         ) -> Present {
             var present = Present()
             present.indexes.reserveCapacity(cells.count + counted.count)
@@ -126,7 +143,9 @@ struct AppCatalog: Sendable {
             var count = counted.startIndex
             for column in valueColumns {
                 while cell != cells.endIndex, cellName(cells[cell]) < column.name { cell = cells.index(after: cell) }
-                while count != counted.endIndex, countedName(counted[count]) < column.name { count = counted.index(after: count) }
+                while count != counted.endIndex, countedName(counted[count]) < column.name {
+                    count = counted.index(after: count)
+                }
                 if count != counted.endIndex, countedName(counted[count]) == column.name {
                     present.indexes.append(column.index)
                     present.values.append(total(counted[count]))
@@ -159,8 +178,13 @@ struct AppCatalog: Sendable {
         /// append-only row shows no totals).
         func present(of change: RowChange) -> Present {
             present(
-                cells: change.values, name: \.column, value: \.value,
-                counted: change.kind == .append ? [] : change.totals, name: \.column, total: shown)
+                cells: change.values,
+                name: \.column,
+                value: \.value,
+                counted: change.kind == .append ? [] : change.totals,
+                name: \.column,
+                total: shown
+            )
         }
 
         /// SQLite's rule for a declared type's affinity (sqlite.org/datatype3.html, 3.1), as far
@@ -212,7 +236,12 @@ struct AppCatalog: Sendable {
     }
 
     mutating func add(number: Int64, name: String) {
-        tables[number] = Table(number: number, name: name, declared: schema.table(name), physical: physical[name] ?? [:])
+        tables[number] = Table(
+            number: number,
+            name: name,
+            declared: schema.table(name),
+            physical: physical[name] ?? [:]
+        )
         numbers[name] = number
     }
 
@@ -249,7 +278,9 @@ final class AppCatalogCache: Sendable {
 /// not evaluated by an UPDATE).
 enum AppTriggers {
     static func names(for table: AppSchema.Table) -> [String] {
-        ["guard_update", "guard_delete", "refuse_update", "refuse_delete"].map { "lansync_\(table.name.lowercased())_\($0)" }
+        ["guard_update", "guard_delete", "refuse_update", "refuse_delete"].map {
+            "lansync_\(table.name.lowercased())_\($0)"
+        }
     }
 
     /// The names of the capture triggers earlier versions made, dropped when a database is upgraded.
@@ -262,7 +293,9 @@ enum AppTriggers {
         guard let declared = table.declared else { return [] }
         let quoted = declared.name.quotedDatabaseIdentifier
         let names = names(for: declared).map(\.quotedDatabaseIdentifier)
-        var statements = (names + formerNames(for: declared).map(\.quotedDatabaseIdentifier)).map { "DROP TRIGGER IF EXISTS \($0)" }
+        var statements = (names + formerNames(for: declared).map(\.quotedDatabaseIdentifier)).map {
+            "DROP TRIGGER IF EXISTS \($0)"
+        }
         if declared.appendOnly {
             // These guard too: another program has no `lansync_local`. A table whose rows go
             // with their parent gets its DELETE refusal from `cascadeStatements`, which knows
@@ -272,12 +305,15 @@ enum AppTriggers {
                 statements.append(
                     "CREATE TRIGGER \(names[index]) BEFORE \(operation) ON \(quoted) WHEN lansync_local() BEGIN "
                         + "SELECT RAISE(ABORT, '\(declared.name) is append-only: its rows are never updated or deleted, "
-                        + "so that every device keeps every row; append a new row instead'); END")
+                        + "so that every device keeps every row; append a new row instead'); END"
+                )
             }
             return statements
         }
         for (index, operation) in [(0, "UPDATE"), (1, "DELETE")] {
-            statements.append("CREATE TRIGGER \(names[index]) BEFORE \(operation) ON \(quoted) BEGIN SELECT lansync_guard(); END")
+            statements.append(
+                "CREATE TRIGGER \(names[index]) BEFORE \(operation) ON \(quoted) BEGIN SELECT lansync_guard(); END"
+            )
         }
         return statements
     }
@@ -298,17 +334,24 @@ enum AppTriggers {
                 guard let parent = schema.table(key.parent) else { continue }
                 let parentColumns = key.parentColumns.isEmpty ? parent.primaryKey : key.parentColumns
                 guard parentColumns.count == key.columns.count else { continue }
-                let set = key.columns.map { "OLD.\($0.quotedDatabaseIdentifier) IS NOT NULL" }.joined(separator: " AND ")
-                let match = zip(key.columns, parentColumns).map { "\($1.quotedDatabaseIdentifier) = OLD.\($0.quotedDatabaseIdentifier)" }
-                    .joined(separator: " AND ")
-                gone.append("(\(set) AND NOT EXISTS (SELECT 1 FROM \(parent.name.quotedDatabaseIdentifier) WHERE \(match)))")
+                let set = key.columns.map { "OLD.\($0.quotedDatabaseIdentifier) IS NOT NULL" }.joined(
+                    separator: " AND "
+                )
+                let match = zip(key.columns, parentColumns).map {
+                    "\($1.quotedDatabaseIdentifier) = OLD.\($0.quotedDatabaseIdentifier)"
+                }
+                .joined(separator: " AND ")
+                gone.append(
+                    "(\(set) AND NOT EXISTS (SELECT 1 FROM \(parent.name.quotedDatabaseIdentifier) WHERE \(match)))"
+                )
             }
             statements.append("DROP TRIGGER IF EXISTS \(name)")
             statements.append(
                 "CREATE TRIGGER \(name) BEFORE DELETE ON \(child.name.quotedDatabaseIdentifier) WHEN lansync_local()"
                     + (gone.isEmpty ? "" : " AND NOT (\(gone.joined(separator: " OR ")))") + " BEGIN "
                     + "SELECT RAISE(ABORT, '\(child.name) is append-only: its rows are never updated or deleted, so that every "
-                    + "device keeps every row; they go only with their parent (ON DELETE CASCADE), or once it is gone'); END")
+                    + "device keeps every row; they go only with their parent (ON DELETE CASCADE), or once it is gone'); END"
+            )
         }
         for child in schema.tables {
             for (index, key) in child.foreignKeys.enumerated() where key.onDelete != .nothing {
@@ -316,16 +359,21 @@ enum AppTriggers {
                 let parentColumns = key.parentColumns.isEmpty ? parent.primaryKey : key.parentColumns
                 guard parentColumns.count == key.columns.count else { continue }
                 let name = "lansync_\(child.name.lowercased())_on_delete_\(index)".quotedDatabaseIdentifier
-                let match = zip(key.columns, parentColumns).map { "\($0.quotedDatabaseIdentifier) = OLD.\($1.quotedDatabaseIdentifier)" }
-                    .joined(separator: " AND ")
-                let action = key.onDelete == .cascade
+                let match = zip(key.columns, parentColumns).map {
+                    "\($0.quotedDatabaseIdentifier) = OLD.\($1.quotedDatabaseIdentifier)"
+                }
+                .joined(separator: " AND ")
+                let action =
+                    key.onDelete == .cascade
                     ? "DELETE FROM \(child.name.quotedDatabaseIdentifier) WHERE \(match)"
                     : "UPDATE \(child.name.quotedDatabaseIdentifier) SET "
-                        + key.columns.map { "\($0.quotedDatabaseIdentifier) = NULL" }.joined(separator: ", ") + " WHERE \(match)"
+                        + key.columns.map { "\($0.quotedDatabaseIdentifier) = NULL" }.joined(separator: ", ")
+                        + " WHERE \(match)"
                 statements.append("DROP TRIGGER IF EXISTS \(name)")
                 statements.append(
                     "CREATE TRIGGER \(name) AFTER DELETE ON \(parent.name.quotedDatabaseIdentifier) WHEN lansync_local() "
-                        + "BEGIN \(action); END")
+                        + "BEGIN \(action); END"
+                )
             }
         }
         return statements

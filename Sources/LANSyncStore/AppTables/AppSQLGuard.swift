@@ -40,15 +40,23 @@ final class AppSQLGuard: Sendable {
             connection,
             { context, action, argument1, argument2, database, trigger in
                 Unmanaged<AppSQLGuard>.fromOpaque(context!).takeUnretainedValue()
-                    .decide(action, argument1.map { String(cString: $0) }, argument2.map { String(cString: $0) },
-                            database.map { String(cString: $0) }, trigger.map { String(cString: $0) })
+                    .decide(
+                        action,
+                        argument1.map { String(cString: $0) },
+                        argument2.map { String(cString: $0) },
+                        database.map { String(cString: $0) },
+                        trigger.map { String(cString: $0) }
+                    )
             },
-            guardian)
+            guardian
+        )
     }
 
     /// The guard on `db`'s connection, if it has one.
     static func of(_ db: Database) -> AppSQLGuard? {
-        guard let connection = db.sqliteConnection, let context = lansync_authorizer_policy_context(connection) else { return nil }
+        guard let connection = db.sqliteConnection, let context = lansync_authorizer_policy_context(connection) else {
+            return nil
+        }
         return Unmanaged<AppSQLGuard>.fromOpaque(context).takeUnretainedValue()
     }
 
@@ -85,7 +93,9 @@ final class AppSQLGuard: Sendable {
     }
 
     /// SQLite's schema tables: reading them is how GRDB (and an app) learns a table's columns.
-    private static let schemaTables: Set<String> = ["sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"]
+    private static let schemaTables: Set<String> = [
+        "sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema",
+    ]
 
     /// Pragmas that only read, with or without an argument (which names a table or an index).
     private static let readingPragmas: Set<String> = [
@@ -99,7 +109,13 @@ final class AppSQLGuard: Sendable {
         "freelist_count", "encoding", "journal_mode", "foreign_keys", "synchronous", "auto_vacuum", "cache_size",
     ]
 
-    private func decide(_ action: Int32, _ argument1: String?, _ argument2: String?, _ database: String?, _ trigger: String?) -> Int32 {
+    private func decide(
+        _ action: Int32,
+        _ argument1: String?,
+        _ argument2: String?,
+        _ database: String?,
+        _ trigger: String?
+    ) -> Int32 {
         guard let scope = state.withLock({ $0.scope }) else { return SQLITE_OK }
         // LANSync's own triggers on app tables (guards, cascades) compile with the app's statement.
         if let trigger, trigger.lowercased().hasPrefix("lansync_") { return SQLITE_OK }
@@ -124,18 +140,23 @@ final class AppSQLGuard: Sendable {
             }
         case SQLITE_PRAGMA:
             let pragma = table
-            if Self.readingPragmas.contains(pragma) || (Self.settingPragmas.contains(pragma) && argument2 == nil) { return SQLITE_OK }
-            refusal = argument2 == nil || Self.settingPragmas.contains(pragma)
+            if Self.readingPragmas.contains(pragma) || (Self.settingPragmas.contains(pragma) && argument2 == nil) {
+                return SQLITE_OK
+            }
+            refusal =
+                argument2 == nil || Self.settingPragmas.contains(pragma)
                 ? "PRAGMA \(pragma) changes how the replica works, which only LANSync may do"
                 : "PRAGMA \(pragma) is not one of the pragmas that only read"
         case _ where Action.transactions.contains(action):
-            refusal = "transaction control cannot run here: each write runs in one transaction of its own, all of it or nothing"
+            refusal =
+                "transaction control cannot run here: each write runs in one transaction of its own, all of it or nothing"
         case _ where Action.otherFiles.contains(action):
             refusal = "ATTACH and DETACH reach other database files; only this replica's app tables can be reached"
         default:
             refusal = Self.schemaChange
         }
-        let reach = scope.tables.isEmpty
+        let reach =
+            scope.tables.isEmpty
             ? "no app table is declared yet (declare them with `lansync schema apply FILE`)"
             : "the app's declared tables (\(scope.tables.sorted().joined(separator: ", ")))"
         refusal += "; SQL from an app reaches \(reach) and nothing else"

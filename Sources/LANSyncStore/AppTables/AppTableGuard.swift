@@ -27,7 +27,12 @@ enum AppTableGuard {
     /// version moved on. Runs inside the caller's transaction.
     static func install(onTable name: String, _ db: Database) throws {
         let lowercased = name.lowercased()
-        guard let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", arguments: [lowercased]),
+        guard
+            let sql = try String.fetchOne(
+                db,
+                sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND lower(name) = ?",
+                arguments: [lowercased]
+            ),
             !isGuarded(sql)
         else { return }
         guard let guarded = guarded(sql) else {
@@ -37,7 +42,9 @@ enum AppTableGuard {
         try db.execute(sql: "PRAGMA writable_schema = ON")
         do {
             try db.execute(
-                sql: "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND lower(name) = ?", arguments: [guarded, lowercased])
+                sql: "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND lower(name) = ?",
+                arguments: [guarded, lowercased]
+            )
             try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
         } catch {
             try? db.execute(sql: "PRAGMA writable_schema = OFF")
@@ -57,7 +64,9 @@ enum AppTableGuard {
             while position < characters.count {
                 if characters[position] == terminator {
                     // A doubled quote inside quotes is one quote character.
-                    if terminator != UInt8(ascii: "]"), position + 1 < characters.count, characters[position + 1] == terminator {
+                    if terminator != UInt8(ascii: "]"), position + 1 < characters.count,
+                        characters[position + 1] == terminator
+                    {
                         position += 2
                         continue
                     }
@@ -81,7 +90,9 @@ enum AppTableGuard {
                 continue
             case UInt8(ascii: "/") where index + 1 < characters.count && characters[index + 1] == UInt8(ascii: "*"):
                 index += 2
-                while index + 1 < characters.count, !(characters[index] == UInt8(ascii: "*") && characters[index + 1] == UInt8(ascii: "/")) {
+                while index + 1 < characters.count,
+                    !(characters[index] == UInt8(ascii: "*") && characters[index + 1] == UInt8(ascii: "/"))
+                {
                     index += 1
                 }
                 index += 2

@@ -12,7 +12,11 @@ extension AppWriteCapture {
         // The capture outlives every connection: the store's configuration holds it.
         let context = Unmanaged.passUnretained(self).toOpaque()
         sqlite3_create_function_v2(
-            connection, "lansync_local", 0, SQLITE_UTF8, context,
+            connection,
+            "lansync_local",
+            0,
+            SQLITE_UTF8,
+            context,
             { call, _, _ in
                 let capture = Unmanaged<AppWriteCapture>.fromOpaque(sqlite3_user_data(call)!).takeUnretainedValue()
                 switch capture.mode {
@@ -20,11 +24,19 @@ extension AppWriteCapture {
                 case .merging: sqlite3_result_int64(call, 0)
                 case .idle: sqlite3_result_error(call, AppWriteCapture.outsideWrite, -1)
                 }
-            }, nil, nil, nil)
+            },
+            nil,
+            nil,
+            nil
+        )
         // Deterministic, so that a CHECK constraint may call it. A read-only connection (a pool's
         // reader, or `PRAGMA integrity_check` checking the constraint) cannot write, so it passes.
         sqlite3_create_function_v2(
-            connection, "lansync_guard", 0, SQLITE_UTF8 | SQLITE_DETERMINISTIC, context,
+            connection,
+            "lansync_guard",
+            0,
+            SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+            context,
             { call, _, _ in
                 let capture = Unmanaged<AppWriteCapture>.fromOpaque(sqlite3_user_data(call)!).takeUnretainedValue()
                 if capture.mode == .idle, sqlite3_db_readonly(sqlite3_context_db_handle(call), "main") == 0 {
@@ -32,7 +44,11 @@ extension AppWriteCapture {
                 } else {
                     sqlite3_result_int64(call, 1)
                 }
-            }, nil, nil, nil)
+            },
+            nil,
+            nil,
+            nil
+        )
         _ = sqlite3_preupdate_hook(
             connection,
             { context, connection, operation, _, table, _, _ in
@@ -47,7 +63,8 @@ extension AppWriteCapture {
                 let capture = Unmanaged<AppWriteCapture>.fromOpaque(context).takeUnretainedValue()
                 capture.rowWillChange(HookedRow(connection: connection), operation: kind, table: table)
             },
-            context)
+            context
+        )
     }
 
     /// The row the pre-update hook is called for, read through `sqlite3_preupdate_old`/`_new`.
@@ -130,7 +147,12 @@ extension AppWriteCapture {
         case SQLITE_FLOAT: return .real(sqlite3_value_double(value))
         case SQLITE_TEXT:
             guard let start = sqlite3_value_text(value) else { return .text("") }
-            return .text(String(decoding: UnsafeBufferPointer(start: start, count: Int(sqlite3_value_bytes(value))), as: UTF8.self))
+            return .text(
+                String(
+                    decoding: UnsafeBufferPointer(start: start, count: Int(sqlite3_value_bytes(value))),
+                    as: UTF8.self
+                )
+            )
         case SQLITE_BLOB:
             let count = Int(sqlite3_value_bytes(value))
             guard count > 0, let start = sqlite3_value_blob(value) else { return .blob([]) }

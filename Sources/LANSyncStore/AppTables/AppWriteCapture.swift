@@ -118,7 +118,8 @@ final class AppWriteCapture: Sendable {
             if state.lastName == address, let last = state.lastTable {
                 table = last
             } else {
-                guard let found = state.catalog?.table(named: String(cString: name).lowercased()), found.declared != nil else { return }
+                guard let found = state.catalog?.table(named: String(cString: name).lowercased()), found.declared != nil
+                else { return }
                 (state.lastName, state.lastTable) = (address, found)
                 table = found
             }
@@ -128,15 +129,27 @@ final class AppWriteCapture: Sendable {
                     row.appendNew(physical, real: table.realColumns[column], to: &state.captured.encoded)
                 }
                 state.captured.events.append(
-                    Event(table: table.number, operation: .insert, arguments: [], encoded: start..<state.captured.encoded.count))
+                    Event(
+                        table: table.number,
+                        operation: .insert,
+                        arguments: [],
+                        encoded: start..<state.captured.encoded.count
+                    )
+                )
                 return
             }
-            state.captured.events.append(Event(table: table.number, operation: operation, arguments: Self.arguments(row, operation, table)))
+            state.captured.events.append(
+                Event(table: table.number, operation: operation, arguments: Self.arguments(row, operation, table))
+            )
         }
     }
 
     /// The event's arguments for one row (see `Event.arguments`).
-    static func arguments(_ row: some PreUpdateRow, _ operation: Event.Operation, _ table: AppCatalog.Table) -> [SQLValue] {
+    static func arguments(
+        _ row: some PreUpdateRow,
+        _ operation: Event.Operation,
+        _ table: AppCatalog.Table
+    ) -> [SQLValue] {
         let physical = table.physicalColumns
         // What the table shows, as a trigger's NEW and OLD did: the hook reads the stored record,
         // where a REAL column holds 15.0 as the integer 15.
@@ -182,7 +195,8 @@ extension SQLValue {
     /// SQL's `IS`: equal values of the same kind, numbers compared as numbers (so 1 IS 1.0).
     func isSameSQLValue(as other: SQLValue) -> Bool {
         switch (self, other) {
-        case (.integer(let a), .realBits(let b)), (.realBits(let b), .integer(let a)): return Double(a) == Double(bitPattern: b)
+        case (.integer(let a), .realBits(let b)), (.realBits(let b), .integer(let a)):
+            return Double(a) == Double(bitPattern: b)
         case (.realBits(let a), .realBits(let b)): return Double(bitPattern: a) == Double(bitPattern: b)
         default: return self == other
         }

@@ -31,7 +31,11 @@ enum StoredRowState {
     /// Encodes `state`, numbering the column names that have no number yet; every stamp's
     /// replica must have one.
     static func encode(
-        _ state: RowState, columns: inout ColumnNumbering, replicas: [ReplicaID: Int64], _ db: Database, to out: inout [UInt8]
+        _ state: RowState,
+        columns: inout ColumnNumbering,
+        replicas: [ReplicaID: Int64],
+        _ db: Database,
+        to out: inout [UInt8]
     ) throws {
         let stamps = state.stamps
         func index(_ stamp: RowState.Stamp) -> Int { stamps.firstIndex(of: stamp)! }
@@ -61,7 +65,11 @@ enum StoredRowState {
     /// Encodes the state `change` makes of a row nothing is known of (see `RowState.appendFirst`),
     /// without building it.
     static func encodeFirst(
-        _ change: RowChange, columns: inout ColumnNumbering, replicas: [ReplicaID: Int64], _ db: Database, to out: inout [UInt8]
+        _ change: RowChange,
+        columns: inout ColumnNumbering,
+        replicas: [ReplicaID: Int64],
+        _ db: Database,
+        to out: inout [UInt8]
     ) throws {
         _ = try encodeFirst(change, replica: replicas[change.dot.replica]!, to: &out) { name, position in
             try columns.number(name, position: position, db)
@@ -72,7 +80,11 @@ enum StoredRowState {
     /// has no number for a column or the replica yet (the writer gives one then). `last`: the
     /// numbers of the cells' columns of the change encoded before, reused when this one lists
     /// the same columns (each lookup by name hashes the name).
-    static func encodeFirst(_ change: RowChange, numbering: StoredNumbering, last: inout StoredNumbering.LastColumns) -> [UInt8]? {
+    static func encodeFirst(
+        _ change: RowChange,
+        numbering: StoredNumbering,
+        last: inout StoredNumbering.LastColumns
+    ) -> [UInt8]? {
         guard let replica = numbering.replicas[change.dot.replica] else { return nil }
         if !last.lists(change.values) {
             var numbers = [Int64]()
@@ -95,14 +107,21 @@ enum StoredRowState {
     /// `number(name, position)`: a column's number (`position`: where it is among the state's
     /// cells; `Int.max` for a counter), or nil, which stops the encoding: false.
     private static func encodeFirst(
-        _ change: RowChange, replica: Int64, to out: inout [UInt8], number: (String, Int) throws -> Int64?
+        _ change: RowChange,
+        replica: Int64,
+        to out: inout [UInt8],
+        number: (String, Int) throws -> Int64?
     ) rethrows -> Bool {
         let marked = change.kind != .update
         let totals = change.kind == .append ? [] : change.totals
         let stamped = marked || !change.values.isEmpty || !totals.isEmpty
         appendFirstHeader(
-            causalLength: change.causalLength, marker: marked ? change.kind : nil,
-            stamp: stamped ? (change.hlc, replica, change.dot.counter) : nil, cells: change.values.count, to: &out)
+            causalLength: change.causalLength,
+            marker: marked ? change.kind : nil,
+            stamp: stamped ? (change.hlc, replica, change.dot.counter) : nil,
+            cells: change.values.count,
+            to: &out
+        )
         for (position, value) in change.values.enumerated() {
             guard let column = try number(value.column, position) else { return false }
             out.appendVarint(column)
@@ -124,7 +143,10 @@ enum StoredRowState {
     /// (nil for an update), its one stamp (nil for an update that sets nothing; the replica by
     /// its number) and the number of cells. `encodeFirst` and the store's encoded inserts share it.
     static func appendFirstHeader(
-        causalLength: UInt64, marker: RowChange.Kind?, stamp: (hlc: HybridTimestamp, replica: Int64, counter: UInt64)?, cells: Int,
+        causalLength: UInt64,
+        marker: RowChange.Kind?,
+        stamp: (hlc: HybridTimestamp, replica: Int64, counter: UInt64)?,
+        cells: Int,
         to out: inout [UInt8]
     ) {
         out.append(tag)
@@ -142,7 +164,11 @@ enum StoredRowState {
 
     /// Reads a stored state, in this form or the canonical one. `columns` and `replicas` number
     /// what it names; a number missing from them throws (the database is damaged).
-    static func decode(_ bytes: UnsafeRawBufferPointer, columns: [Int64: String], replicas: [Int64: ReplicaID]) throws -> RowState {
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer,
+        columns: [Int64: String],
+        replicas: [Int64: ReplicaID]
+    ) throws -> RowState {
         guard bytes.first == tag else {
             do {
                 return try RowState(canonicalBytes: Array(bytes))
@@ -246,7 +272,9 @@ enum StoredRowState {
     }
 
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
-    private static func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
+    private static func unzigzag(_ value: UInt64) -> Int64 {
+        Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1)
+    }
 
     /// Reads the bytes of one stored state (and the keys of a `DotRun`); any inconsistency means
     /// the database is damaged.
@@ -340,7 +368,9 @@ package struct StoredNumbering: Sendable {
 
     static func load(_ db: Database) throws -> StoredNumbering {
         var numbering = StoredNumbering()
-        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_columns")) { numbering.columns[row[1]] = row[0] }
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_columns")) {
+            numbering.columns[row[1]] = row[0]
+        }
         for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, replica_id FROM replicas")) {
             if let replica = ReplicaID(bytes: [UInt8](row[1] as Data)) { numbering.replicas[replica] = row[0] }
         }
