@@ -5,8 +5,10 @@ import Foundation
 /// Layout: `identity.json` (device ID and key pair, mode 0600) and `replica.sqlite` (with its
 /// `-wal` and `-shm` files) in a directory of mode 0700.
 public struct DataDirectory: Sendable, Equatable {
+    /// The directory, as an absolute path.
     public let path: String
 
+    /// The data directory at `path` (made absolute; nothing is created until `LANSyncNode.initialize`).
     public init(path: String) {
         // Keep paths absolute so messages name the real place and a later chdir changes nothing.
         self.path = URL(fileURLWithPath: path).standardizedFileURL.path

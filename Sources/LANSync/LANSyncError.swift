@@ -27,9 +27,12 @@ public struct LANSyncError: Error, CustomStringConvertible, Sendable {
         public static let sql = Code("sql")
     }
 
+    /// What kind of error it is, for code that reacts to it.
     public let code: Code
+    /// What happened and what to do, for people.
     public let message: String
 
+    /// An error of kind `code` that says `message`.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message

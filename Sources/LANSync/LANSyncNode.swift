@@ -10,7 +10,9 @@ import Synchronization
 /// to SQLite (WAL, `synchronous=FULL`), concurrent appends sharing one commit. Reads see every
 /// committed write. `changes()` streams what was committed, local or merged.
 public final class LANSyncNode: Sendable {
+    /// Where the node keeps its identity and its replica.
     public let dataDirectory: DataDirectory
+    /// This device's identity: its device ID, name and where the ID came from.
     public let identity: DeviceIdentity
     /// The replica: what sync and the CLI's inspection read and merge, not part of an app's API.
     package let store: ReplicaStore
@@ -30,6 +32,7 @@ public final class LANSyncNode: Sendable {
     /// Makes other processes' commits visible to live queries; started by `database`.
     let otherWriters = Mutex<ReplicaChangeWatch?>(nil)
 
+    /// This device's stable ID, the same on every install on this machine.
     public var deviceID: DeviceID { identity.deviceID }
     package var replicaID: ReplicaID { store.replica }
 
@@ -52,9 +55,13 @@ public final class LANSyncNode: Sendable {
     public struct InitReport: Sendable {
         /// False when the node was fully initialised already and nothing changed.
         public var changedAnything: Bool { identityCreated || replicaCreated }
+        /// Whether this call created the identity (false: one was stored, and it was kept).
         public let identityCreated: Bool
+        /// Whether this call created the replica (false: one existed, and it was kept).
         public let replicaCreated: Bool
+        /// The node's identity, created or stored.
         public let identity: DeviceIdentity
+        /// The replica's ID: new with every install, so no (replica, counter) pair is issued twice.
         public let replicaID: ReplicaID
         /// Why the machine ID could not be used, when the device ID had to be random.
         public let machineIDProblem: String?

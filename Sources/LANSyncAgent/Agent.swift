@@ -24,7 +24,9 @@ import Synchronization
 /// This actor is what the parts share: the registry of sessions (one per peer), dialing, and
 /// what `lansync status` and `lansync peers` show.
 public actor Agent: Service {
+    /// The node this agent syncs: the app's own, when the agent runs in the app's process.
     public let node: LANSyncNode
+    /// What it was started with: where it listens, whom it dials, its limits.
     public let configuration: AgentConfiguration
     /// The group's epochs: moved forward by a removal while the agent runs (`GroupState`).
     let groupState: GroupState
@@ -69,6 +71,8 @@ public actor Agent: Service {
     /// Every byte this agent sent and received on sync connections, handshakes included.
     package nonisolated let traffic = TrafficCounter()
 
+    /// An agent for `node`, not running yet: run it in a `ServiceGroup` (or call `run()`).
+    /// Throws when the node is in no group (`lansync group create` or `join` first).
     public init(node: LANSyncNode, configuration: AgentConfiguration, logger: Logger) throws(LANSyncError) {
         guard let epochs = try node.groupEpochs() else {
             throw LANSyncError(

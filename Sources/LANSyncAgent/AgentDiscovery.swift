@@ -119,10 +119,13 @@ struct DiscoveryState {
 public struct DiscoveryReport: Codable, Sendable, Equatable {
     /// off, starting, running or unavailable.
     public let state: String
+    /// The mDNS instance name this node advertises, once avahi-daemon confirmed it.
     public let advertisedAs: String?
+    /// Why discovery is off or unavailable, and what to do, when it is.
     public let detail: String?
-    /// Nodes of this group found over mDNS, and nodes of other groups seen (never contacted).
+    /// Nodes of this group found over mDNS.
     public let sameGroup: Int
+    /// Nodes of other groups seen over mDNS (never contacted).
     public let otherGroups: Int
 
     enum CodingKeys: String, CodingKey {

@@ -5,9 +5,11 @@ import Synchronization
 public enum AgentPartState: String, Codable, Sendable, Equatable {
     /// Started, not serving yet (the listener: not bound yet).
     case starting
+    /// Serving.
     case running
     /// Asked to stop; finishing what it does (sessions saying goodbye, peers.json being written).
     case stopping
+    /// Stopped when asked.
     case stopped
     /// Ended with an error; `detail` says which.
     case failed
@@ -15,8 +17,11 @@ public enum AgentPartState: String, Codable, Sendable, Equatable {
 
 /// One part's state, as a report carries it.
 public struct AgentPartStatus: Codable, Sendable, Equatable {
+    /// The part's name, as `lansync status` shows it (listener, discovery, ...).
     public let name: String
+    /// Where the part stands.
     public let state: AgentPartState
+    /// What failed, or what the part is waiting for, when there is something to say.
     public let detail: String?
 }
 

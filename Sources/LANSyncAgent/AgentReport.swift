@@ -62,8 +62,11 @@ extension Agent {
 
 /// The agent could not listen (the port is taken, the address is not this machine's, ...).
 public struct ListenError: Error, CustomStringConvertible, Sendable {
+    /// The address it tried to listen on.
     public let host: String
+    /// The port it tried to listen on.
     public let port: Int
+    /// The system's reason.
     public let cause: String
 
     public var description: String {
@@ -74,12 +77,17 @@ public struct ListenError: Error, CustomStringConvertible, Sendable {
 
 /// The running agent's view, for the control socket.
 public struct AgentReport: Codable, Sendable {
+    /// The port the agent listens on.
     public let port: Int
+    /// The group's public tag for this period, as discovery announces it.
     public let groupTag: String
+    /// Every peer the agent knows of, connected or not.
     public let peers: [PeerRecord]
     /// Connected peers' last announced digests, by device ID.
     public let connectedDigests: [String: String]
+    /// This replica's state digest: equal digests mean equal replicas.
     public let digest: String
+    /// Where discovery stands; nil when it is off.
     public let discovery: DiscoveryReport?
     /// Set, with the fix, when another machine presented this device's own ID.
     public let duplicateDeviceID: String?

@@ -31,6 +31,7 @@ public struct AgentConfiguration: Sendable {
     public var maxClockSkewMilliseconds: UInt64 = 2 * 60 * 1000
     /// Connections at once, in and out; more are refused so memory stays bounded.
     public var maxConnections = 64
+    /// A handshake that has not completed by then is dropped.
     public var handshakeTimeout: Duration = .seconds(5)
     /// Rows per delta message while catching a peer up (each also stays under 1 MiB of rows).
     /// Measured on a 1M catch-up back when it took about 6 s: 1,000 rows 6.6 s, 2,000 rows 6.0 s;
@@ -65,12 +66,15 @@ public struct AgentConfiguration: Sendable {
     /// agent that alters what it relays, to prove that members refuse what a relay tampered with.
     package var outgoingMessageRewrite: (@Sendable (WireMessage) -> WireMessage)?
 
+    /// The defaults: listen on every address at the default port, discovery on, no static peers.
     public init() {}
 }
 
 /// A peer address given by a person: `host:port`, or `[v6]:port`.
 public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
+    /// A host name, an IPv4 address, or an IPv6 address without brackets.
     public let host: String
+    /// The TCP port (1–65535; 0 in a listen address picks a free one).
     public let port: Int
 
     /// The names of this machine's loopback, where the local API may listen and which a request
@@ -79,6 +83,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         ["localhost", "127.0.0.1", "::1"].contains(host.lowercased())
     }
 
+    /// The address `host`:`port`.
     public init(host: String, port: Int) {
         self.host = host
         self.port = port

@@ -3,26 +3,46 @@ import LANSync
 
 /// One known peer, as `lansync peers` shows it.
 public struct PeerRecord: Codable, Sendable, Equatable {
+    /// Where the connection to a peer stands.
     public enum State: String, Codable, Sendable {
-        case connected, dialing, refused, unreachable, disconnected
+        /// A session runs.
+        case connected
+        /// A connection is being made.
+        case dialing
+        /// The handshake was refused (another group, a clock too far off, a removed device):
+        /// `lastError` says why.
+        case refused
+        /// The address did not answer.
+        case unreachable
+        /// It was connected, and is not now.
+        case disconnected
     }
 
     /// Device ID, or nil for an address that never completed a handshake.
     public var deviceID: String?
+    /// The peer's device name, from its handshake.
     public var name: String?
+    /// Where it was last reached (`host:port`).
     public var address: String?
+    /// Where the connection stands.
     public var state: State
+    /// When it was last heard from, milliseconds since the Unix epoch.
     public var lastSeen: Int64?
+    /// When changes last moved between us (merged from it or sent to it), milliseconds since the Unix epoch.
     public var lastSync: Int64?
-    /// Operations the peer holds that we lack, and the reverse (from the version vectors).
+    /// Operations the peer holds that we lack (from the version vectors).
     public var weLack: UInt64?
+    /// Operations we hold that the peer lacks.
     public var theyLack: UInt64?
     /// The peer's clock minus ours, measured at the handshake.
     public var clockOffsetMilliseconds: Int64?
+    /// Why the last connection failed or was refused, with what to do.
     public var lastError: String?
     /// Set when the peer's device key changed since we first saw it (reinstall or new key pair).
     public var rekeyed: Bool?
+    /// The peer's device key, as hex, from its last handshake.
     public var publicKey: String?
+    /// The peer's state digest as it last announced it.
     public var digest: String?
     /// Two machines present this device ID (a cloned machine-id): `lansync status` gives the fix.
     public var duplicateDevice: Bool?

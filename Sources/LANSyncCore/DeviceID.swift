@@ -5,6 +5,7 @@
 /// base32 digits is followed by a Luhn mod 32 check character, so a mistyped character is caught
 /// when an ID is parsed rather than silently naming another device.
 public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
+    /// The 16 bytes.
     public let bytes: [UInt8]
 
     /// Wraps exactly 16 bytes; nil for any other length.

@@ -4,12 +4,15 @@
 /// versions ever share an id (a bug, or two reinstalls of one device replaying ids), every replica
 /// keeps the same one — the least under `Entry.precedes` — so replicas never diverge.
 public struct Entry: Hashable, Sendable {
+    /// The id: a UUIDv7 unless the writer gave one; an entry is identified by it alone.
     public let id: String
+    /// The stream it belongs to (`symbol_taps`, `sessions`, ...).
     public let stream: String
     /// The device that wrote it.
     public let originDevice: DeviceID
     /// The operation that wrote it: the writing replica and its counter.
     public let dot: Dot
+    /// The hybrid logical clock reading of the write.
     public let hlc: HybridTimestamp
     /// Wall-clock time of the write at its origin, milliseconds since the Unix epoch (UTC).
     public let wallMilliseconds: Int64
@@ -69,12 +72,17 @@ public struct Entry: Hashable, Sendable {
 
 /// One write to a preference: a last-writer-wins register holding a JSON value or a tombstone.
 public struct PreferenceWrite: Hashable, Sendable {
+    /// The key, lowercase (`caregiver/active`).
     public let key: String
     /// Compact JSON text, or nil for a tombstone (the key was unset).
     public let value: String?
+    /// The device that wrote it.
     public let originDevice: DeviceID
+    /// The operation that wrote it: the writing replica and its counter.
     public let dot: Dot
+    /// The hybrid logical clock reading of the write: the greatest wins.
     public let hlc: HybridTimestamp
+    /// Wall-clock time of the write at its origin, milliseconds since the Unix epoch (UTC).
     public let wallMilliseconds: Int64
 
     package init(
@@ -93,6 +101,7 @@ public struct PreferenceWrite: Hashable, Sendable {
         self.wallMilliseconds = wallMilliseconds
     }
 
+    /// Whether this write unset the key.
     public var isTombstone: Bool { value == nil }
 
     /// Last-writer-wins order: the greater HLC wins, the greater replica ID breaks a tie (then the

@@ -4,6 +4,7 @@
 /// HLC readings order last-writer-wins writes: they follow real time where clocks agree, and stay
 /// causal where they do not (a write made after seeing another is always ordered after it).
 public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The reading as one number: milliseconds in the high 48 bits, the logical counter in the low 16.
     public let rawValue: UInt64
 
     package init(rawValue: UInt64) { self.rawValue = rawValue }
@@ -20,6 +21,7 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
 
     /// Milliseconds since the Unix epoch.
     public var physicalMilliseconds: UInt64 { rawValue >> 16 }
+    /// The logical counter: orders writes within one millisecond, or ahead of a clock that lags.
     public var logical: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
 
     public static func < (a: HybridTimestamp, b: HybridTimestamp) -> Bool { a.rawValue < b.rawValue }

@@ -57,7 +57,9 @@ public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible
 
 /// One operation's identity: the replica that issued it and that replica's counter (1, 2, 3, …).
 public struct Dot: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The replica that made the operation.
     public let replica: ReplicaID
+    /// Its place in that replica's sequence of operations, from 1.
     public let counter: UInt64
 
     package init(replica: ReplicaID, counter: UInt64) {

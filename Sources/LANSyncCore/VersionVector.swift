@@ -10,12 +10,14 @@
 ///
 /// Merge is the pointwise maximum: commutative, associative, idempotent.
 public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
+    /// Per replica, the counter up to which every operation is held (replicas at 0 are left out).
     public private(set) var counters: [ReplicaID: UInt64]
 
     package init(_ counters: [ReplicaID: UInt64] = [:]) {
         self.counters = counters.filter { $0.value > 0 }
     }
 
+    /// The counter held for `replica`: 0 when nothing of it is.
     public subscript(replica: ReplicaID) -> UInt64 {
         get { counters[replica] ?? 0 }
         set { counters[replica] = newValue == 0 ? nil : newValue }

@@ -12,8 +12,11 @@ public enum DeviceIDSource: String, Codable, Sendable {
 
 /// A device's identity: its stable device ID, its human name and its long-term key pair.
 public struct DeviceIdentity: Sendable {
+    /// The device's stable ID.
     public let deviceID: DeviceID
+    /// Where the device ID came from: the machine ID, or random.
     public let source: DeviceIDSource
+    /// The device's name for people (`therapy-room`).
     public let name: String
     /// The long-term key pair the handshake authenticates with (never leaves the package).
     package let keyPair: KeyPair

@@ -23,7 +23,9 @@ public struct LocalAPIConfiguration: Sendable {
     /// chosen: a chosen port that is taken is an error to fix.
     public var takeAFreePortWhenTaken = true
 
+    /// The TCP port the local API listens on unless told otherwise.
     public static let defaultPort = 7742
+    /// The defaults: 127.0.0.1 at `defaultPort`, and the Unix socket in the data directory.
     public init() {}
 
     /// Why `host` cannot be the API's, or nil.
@@ -46,6 +48,7 @@ public final class LocalAPI: Service, Sendable {
     let logger: Logger
     private let bound = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
 
+    /// The local API and dashboard of `agent`'s node, not serving yet: run it in the same `ServiceGroup` as the agent.
     public init(agent: Agent, configuration: LocalAPIConfiguration = LocalAPIConfiguration(), logger: Logger) async {
         self.agent = agent
         node = await agent.node

@@ -270,6 +270,7 @@ public struct AppOrphan: Sendable, Equatable {
     /// The table its missing parent belongs to.
     public let parent: String
 
+    /// An orphan of `table` with primary key `key`, whose parent in `parent` is missing.
     public init(table: String, key: [String], parent: String) {
         self.table = table
         self.key = key
@@ -280,7 +281,10 @@ public struct AppOrphan: Sendable, Equatable {
 /// One app table in `status`: its name (lowercase), whether this replica's app declared it, and
 /// how many rows it holds (deleted rows not counted).
 public struct AppTableCount: Sendable, Equatable {
+    /// The table's name, lowercase.
     public let name: String
+    /// Whether this replica's app declared it (rows of tables it did not declare are kept and relayed, not shown).
     public let declared: Bool
+    /// Rows it holds, deleted rows not counted.
     public let rows: Int
 }

@@ -4,10 +4,12 @@ public import LANSyncCore
 public struct AppendRequest: Sendable {
     /// A caller-chosen id for idempotent retries, or nil for a generated time-ordered id.
     public var id: String?
+    /// The stream to append to.
     public var stream: String
     /// Compact JSON text.
     public var payload: String
 
+    /// An append of `payload` (JSON text) to `stream`, under `id` or a new UUIDv7.
     public init(id: String? = nil, stream: String, payload: String) {
         self.id = id
         self.stream = stream
@@ -50,16 +52,23 @@ package struct MergeResult: Sendable {
 
 /// What `status` shows about a replica.
 public struct StoreStatus: Sendable, Equatable {
+    /// This replica's ID.
     public let replica: ReplicaID
+    /// This device's ID.
     public let device: DeviceID
+    /// Entries held, every stream.
     public let entries: Int
     /// Preferences holding a value (tombstones excluded; a node also leaves out the group's member records).
     public let preferences: Int
     /// Preference keys that were unset (tombstones), kept so the unset reaches every peer.
     public let tombstones: Int
+    /// Streams with at least one entry.
     public let streams: Int
+    /// The state digest: equal digests mean equal replicas.
     public let digest: StateDigest
+    /// What this replica holds, per replica.
     public let versionVector: VersionVector
+    /// The replica's clock: the latest reading it issued or saw.
     public let hlc: HybridTimestamp
     /// App tables and their row counts.
     public let tables: [AppTableCount]
@@ -67,12 +76,16 @@ public struct StoreStatus: Sendable, Equatable {
 
 /// Which entries to list.
 public struct EntryQuery: Sendable {
+    /// Only this stream; nil for every stream.
     public var stream: String?
-    /// Wall-clock bounds in milliseconds since the epoch: `since` inclusive, `until` exclusive.
+    /// Entries written at or after this wall-clock time, milliseconds since the Unix epoch.
     public var since: Int64?
+    /// Entries written before this wall-clock time, milliseconds since the Unix epoch.
     public var until: Int64?
+    /// At most this many entries, the oldest first; nil for all.
     public var limit: Int?
 
+    /// A query of the entries of `stream` (every stream when nil) written in `since`..<`until`, at most `limit`.
     public init(stream: String? = nil, since: Int64? = nil, until: Int64? = nil, limit: Int? = nil) {
         self.stream = stream
         self.since = since
