@@ -102,12 +102,24 @@ struct APIBenchmark {
             )
         }
         let p99 = apiP99.sorted()[apiP99.count / 2]
+        GoalRecord.record(
+            "local API: one append per request",
+            figure: "p99 \(describe(apiP99, "%.3f")) ms",
+            goal: "p99 ≤ 2 ms",
+            met: p99 <= 2
+        )
         print("one append per request, \(appends) each, idle agent")
         print(
             "    API       p50 \(describe(apiP50, "%.3f")) ms   p99 \(describe(apiP99, "%.3f")) ms   (goal p99 <= 2 ms: \(p99 <= 2 ? "met" : "MISSED"))"
         )
         print("    library   p50 \(describe(libraryP50, "%.3f")) ms   p99 \(describe(libraryP99, "%.3f")) ms")
         let rate = apiRate.sorted()[apiRate.count / 2]
+        GoalRecord.record(
+            "local API: batches of 500 entries",
+            figure: "\(describe(apiRate, "%.0f")) appends/s",
+            goal: "≥ 20,000 appends/s",
+            met: rate >= 20_000
+        )
         print("batches of 500 entries, \(batched) entries")
         print(
             "    API       \(describe(apiRate, "%.0f")) appends/s   (goal >= 20000: \(rate >= 20_000 ? "met" : "MISSED"))"

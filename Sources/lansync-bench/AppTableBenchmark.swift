@@ -254,6 +254,12 @@ struct AppTableBenchmark {
                 plainUpserts.add(clock.now - begin)
             }
         }
+        GoalRecord.record(
+            "app tables: single-row upsert",
+            figure: String(format: "p99 %.3f ms", upserts.percentile(0.99)),
+            goal: "p99 ≤ 1 ms",
+            met: upserts.percentile(0.99) <= 1
+        )
         print("single-row upsert, one durable write each, idle (\(samples) each, interleaved)")
         print(
             String(
@@ -315,6 +321,12 @@ struct AppTableBenchmark {
             "strong finish, +2.\(($0 / 10) % 10)"
         }.sorted()
         let median = sent[sent.count / 2]
+        GoalRecord.record(
+            "app tables: one-column update between two agents, bytes sent",
+            figure: "\(median) [\(sent[0])-\(sent[sent.count - 1])] bytes for a \(note.utf8.count)-byte value",
+            goal: "≤ value + 64 + 64 (signature) = \(goal)",
+            met: median <= goal
+        )
         print(
             String(
                 format: "one-column update between two agents: median %d bytes sent [%d-%d] for a %d-byte value "
@@ -409,6 +421,12 @@ struct AppTableBenchmark {
         var agents = [Double]()
         for _ in 0..<rounds { agents.append(try await network.tableCatchUp(rows: rows)) }
         agents.sort()
+        GoalRecord.record(
+            "app tables: catch-up of \(rows) rows between two agents",
+            figure: String(format: "%.2f s [%.2f-%.2f]", agents[agents.count / 2], agents[0], agents[agents.count - 1]),
+            goal: "≤ 2 s",
+            met: agents[agents.count / 2] <= 2
+        )
         print(
             String(
                 format: "catch-up of %d rows between two agents on loopback (Noise, TCP): median %.2f s [%.2f-%.2f]; "
@@ -439,6 +457,12 @@ struct AppTableBenchmark {
             )
         }
         let ratio = ours.sorted()[ours.count / 2] / theirs.sorted()[theirs.count / 2]
+        GoalRecord.record(
+            label,
+            figure: String(format: "%.3f × baseline (%@)", ratio, describe(ours)),
+            goal: String(format: "≥ %.1f × baseline", goal),
+            met: ratio >= goal
+        )
         print(label)
         print("    LANSync   " + describe(ours))
         print("    baseline  " + describe(theirs))

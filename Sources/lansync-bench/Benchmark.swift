@@ -35,19 +35,33 @@ struct Benchmark {
           --stages             each catch-up step's cost per row
           --catch-up N [--append-every MS]  one network catch-up of N entries, for a profiler
           --idle S             an idle agent's CPU and wakeups over S seconds
+          --json FILE          also write every goal measured as JSON lines (scripts/performance-table reads them)
         """
     static let options: Set<String> = [
         "--quick", "--streams", "--tables", "--storage", "--group-trial", "--tables-profile", "merge", "session",
-        "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle",
+        "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle", "--json",
     ]
 
     static func main() async throws {
-        let arguments = CommandLine.arguments.dropFirst()
+        var arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.contains("--help") || arguments.contains("-h") { return print(usage) }
+        if let json = arguments.firstIndex(of: "--json") {
+            guard json + 1 < arguments.count else {
+                FileHandle.standardError.write(Data("lansync-bench: --json needs a file to write\n\n\(usage)\n".utf8))
+                exit(2)
+            }
+            arguments.remove(at: json + 1)
+        }
         if let unknown = arguments.first(where: { !options.contains($0) && Int($0) == nil }) {
             FileHandle.standardError.write(Data("lansync-bench: unknown option \(unknown)\n\n\(usage)\n".utf8))
             exit(2)
         }
+        try await run()
+        try GoalRecord.writeIfAsked()
+    }
+
+    /// The run the options ask for.
+    static func run() async throws {
         // The baseline opens SQLite before any replica does: the same process settings for both.
         SQLiteProcessSettings.apply()
         let quick = CommandLine.arguments.contains("--quick")
@@ -238,6 +252,12 @@ struct Benchmark {
                 line +=
                     ratio >= goal
                     ? String(format: " (goal >= %.1f: met)", goal) : String(format: " (goal >= %.1f: MISSED)", goal)
+                GoalRecord.record(
+                    label,
+                    figure: String(format: "%.2f × baseline (%.0f rows/s)", ratio, rate),
+                    goal: String(format: "≥ %.1f × baseline", goal),
+                    met: ratio >= goal
+                )
             }
         }
         print(line)
@@ -246,6 +266,12 @@ struct Benchmark {
 
     static func latency(_ label: String, _ samples: Latencies, goal: Double) {
         let p99 = samples.percentile(0.99)
+        GoalRecord.record(
+            label,
+            figure: String(format: "p99 %.3f ms (p50 %.3f)", p99, samples.percentile(0.5)),
+            goal: String(format: "p99 ≤ %.0f ms", goal),
+            met: p99 <= goal
+        )
         print(label)
         print(
             String(

@@ -55,6 +55,18 @@ struct IdleBenchmark {
         for (index, name) in ["a (listening)", "b (dialing)"].enumerated() {
             let cpu = Double(after[index].cpuTicks - before[index].cpuTicks) / ticks / elapsed * 100
             let switches = Double(after[index].contextSwitches - before[index].contextSwitches) / elapsed
+            GoalRecord.record(
+                "idle agent \(name): CPU",
+                figure: String(format: "%.3f%% of a core", cpu),
+                goal: "< 0.1% of a core",
+                met: cpu < 0.1
+            )
+            GoalRecord.record(
+                "idle agent \(name): wakeups",
+                figure: String(format: "%.1f context switches/s", switches),
+                goal: "≤ 10/s",
+                met: switches <= 10
+            )
             print(
                 String(
                     format: "  agent %@ over %.0f s: %.3f%% of a core (goal < 0.1%%: %@), %.1f context switches/s "

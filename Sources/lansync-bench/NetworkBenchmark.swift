@@ -114,6 +114,12 @@ struct NetworkBenchmark {
         let payload = Workload.payload(0).utf8.count
         let delta = pushBytes.sorted()[pushBytes.count / 2]
         let overhead = delta - payload
+        GoalRecord.record(
+            "live push: bytes on the wire beyond the payload",
+            figure: "+ \(overhead) (\(delta) bytes for \(payload))",
+            goal: "≤ + 48 + 64 (signature)",
+            met: overhead <= 48 + 64
+        )
         // Version 4 adds the writer's 64-byte signature to every push (issue 14: payload + 48 plus it).
         print(
             String(
@@ -276,6 +282,14 @@ struct NetworkBenchmark {
             )
         } else {
             let goal = size == 100_000 ? " (goal ≤ 2 s)" : size == 1_000_000 ? " (goal ≤ 5 s)" : ""
+            if let bound = [100_000: 2.0, 1_000_000: 5.0][size] {
+                GoalRecord.record(
+                    "catch-up of \(size) entries into an empty peer",
+                    figure: time,
+                    goal: String(format: "≤ %.0f s", bound),
+                    met: seconds <= bound
+                )
+            }
             Benchmark.row(
                 "catch-up of \(size) entries into an empty peer, \(time)\(goal)",
                 rate: rate,
@@ -296,6 +310,12 @@ struct NetworkBenchmark {
                 cores,
                 ProcessInfo.processInfo.activeProcessorCount
             )
+        )
+        GoalRecord.record(
+            "catch-up of \(size) entries: bytes on the wire",
+            figure: String(format: "%.2f × payload", Double(bulkBytes) / Double(size) / Double(payload)),
+            goal: "≤ 1.05 × payload",
+            met: Double(bulkBytes) / Double(size) / Double(payload) <= 1.05
         )
         print(
             String(

@@ -49,6 +49,17 @@ struct StorageBenchmark {
                 let bytes = try Self.checkpointedSize(node.dataDirectory.path + "/replica.sqlite")
                 let ratio = Double(bytes) / Double(plainBytes)
                 let goal = Self.goals[appendOnly]!
+                GoalRecord.record(
+                    "storage, \(appendOnly ? "append-only" : "mutable") table, \(label)",
+                    figure: String(
+                        format: "%.2f × plain SQLite (%.1f MB against %.1f MB)",
+                        ratio,
+                        Double(bytes) / 1e6,
+                        Double(plainBytes) / 1e6
+                    ),
+                    goal: String(format: "≤ %.1f × plain SQLite", goal),
+                    met: ratio <= goal
+                )
                 print(
                     "        \(label.padding(toLength: 17, withPad: " ", startingAt: 0)) \(Self.megabytes(bytes))   "
                         + String(
