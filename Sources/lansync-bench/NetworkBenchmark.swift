@@ -294,7 +294,8 @@ struct NetworkBenchmark {
                 "catch-up of \(size) entries into an empty peer, \(time)\(goal)",
                 rate: rate,
                 baseline: baseline,
-                goal: 0.5
+                goal: 0.5,
+                name: "catch-up of \(size) entries into an empty peer, against the baseline's inserts"
             )
         }
         print(
