@@ -189,7 +189,9 @@ extension LANSyncNode {
         }
         return recordsAwaitingKeys.withLock { awaiting in
             for (replica, json) in arriving { awaiting.keep(json, of: replica) }
-            awaiting.forget(held.keys)
+            // Most merges (a catch-up's every batch) find nothing waiting: no work per held key.
+            guard !awaiting.records.isEmpty else { return [] }
+            awaiting.forget(awaiting.records.keys.filter { held[$0] != nil })
             guard let pinned, !awaiting.records.isEmpty else { return [] }
             return Set(
                 Self.signingKeys(in: awaiting.records.map { (MemberKeys.replica($0.key), $0.value) }, pinned: pinned)

@@ -100,6 +100,9 @@ struct GroupChecker {
             expectedStrokes.formUnion(simulated.retired.strokes)
         }
         expectedStrokes.subtract(simulation.cascaded)
+        let gone = simulation.cascadedBy.filter { $0.key != simulation.schedule.byzantine }.values.reduce(
+            into: Set<String>()
+        ) { $0.formUnion($1) }
         var tables: String?
         for (index, node) in devices {
             let entries = try node.store.readInternals { db in try String.fetchAll(db, sql: "SELECT id FROM entries") }
@@ -112,9 +115,6 @@ struct GroupChecker {
             if let missing = expectedStrokes.subtracting(strokes).sorted().first {
                 return "n\(index) lacks the acknowledged stroke \(missing)"
             }
-            let gone = simulation.cascadedBy.filter { $0.key != simulation.schedule.byzantine }.values.reduce(
-                into: Set<String>()
-            ) { $0.formUnion($1) }
             if let kept = gone.intersection(strokes).sorted().first {
                 return "n\(index) holds stroke \(kept), which went with its deleted item"
             }
@@ -199,5 +199,14 @@ struct GroupChecker {
 
     static func strokeIDs(_ node: LANSyncNode) throws -> Set<String> {
         Set(try node.read { db in try String.fetchAll(db, sql: "SELECT id FROM strokes") })
+    }
+
+    /// The strokes of `item` that `node` shows.
+    static func strokeIDs(_ node: LANSyncNode, of item: String) throws -> Set<String> {
+        Set(
+            try node.read { db in
+                try String.fetchAll(db, sql: "SELECT id FROM strokes WHERE item = ?", arguments: [item])
+            }
+        )
     }
 }

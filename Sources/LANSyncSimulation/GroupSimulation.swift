@@ -242,9 +242,11 @@ package final class GroupSimulation {
             )
         case .deleteRow(let index, let row):
             // The item's strokes that this device holds go with it, on every device.
-            let before = try nodes[index].node.map(GroupChecker.strokeIDs) ?? []
+            let before = try nodes[index].node.map { try GroupChecker.strokeIDs($0, of: "r\(row)") } ?? []
             try await appWrite(index, sql: "DELETE FROM items WHERE id = ?", ["r\(row)"])
-            let gone = before.subtracting(try nodes[index].node.map(GroupChecker.strokeIDs) ?? [])
+            let gone = before.subtracting(
+                try nodes[index].node.map { try GroupChecker.strokeIDs($0, of: "r\(row)") } ?? []
+            )
             cascaded.formUnion(gone)
             if !nodes[index].removed { cascadedBy[index, default: []].formUnion(gone) }
         case .addToCounter(let index, let row, let amount):
@@ -265,7 +267,7 @@ package final class GroupSimulation {
             let watts = written
             // Most runs belong to r0 or r1 (and go when it is deleted), which the app makes first
             // unless this device holds it (as a rowing app opens a session); some to none.
-            let item: String? = count % 3 == 2 ? nil : "r\(count % 3)"
+            let item = Schedule.Action.strokeItem(count: count)
             if let item { try await appWrite(index, sql: "INSERT OR IGNORE INTO items (id) VALUES (?)", [item]) }
             try await node.write { db in
                 for id in ids {

@@ -41,6 +41,10 @@ package struct Schedule: Sendable, CustomStringConvertible {
         /// The node's agent signs its chain over its latest writes.
         case extendChain(node: Int)
 
+        /// The item a run of `count` strokes belongs to (`appendRows`): r0, r1, or none, drawn
+        /// from the count so that a schedule says it and shrinking keeps it.
+        package static func strokeItem(count: Int) -> String? { count % 3 == 2 ? nil : "r\(count % 3)" }
+
         package var description: String {
             switch self {
             case .append(let node, let count): "n\(node) appends \(count)"
@@ -55,7 +59,7 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case .writeBest(let node, let row, let value):
                 "n\(node) writes \(value) to r\(row).best (max) and .low (min)"
             case .appendRows(let node, let count):
-                "n\(node) appends \(count) strokes" + (count % 3 == 2 ? "" : " to r\(count % 3)")
+                "n\(node) appends \(count) strokes" + (Self.strokeItem(count: count).map { " to \($0)" } ?? "")
             case .upgradeSchema(let node): "n\(node) upgrades its schema"
             case .connect(let a, let b): "n\(a) connects to n\(b)"
             case .disconnect(let a, let b): "n\(a) and n\(b) disconnect"

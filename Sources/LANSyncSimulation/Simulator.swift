@@ -6,6 +6,8 @@ package enum Simulator {
     package struct SeedRun: Sendable {
         package let seed: UInt64
         package let schedule: Schedule
+        /// The network's seed it ran with: with the schedule (or a shrunk one), it replays the run.
+        package let networkSeed: UInt64
         package let outcome: GroupSimulation.Outcome
     }
 
@@ -37,17 +39,15 @@ package enum Simulator {
             networkSeed: networkSeed,
             root: scratch + "/\(UUID().uuidString)"
         ).run()
-        return SeedRun(seed: seed, schedule: schedule, outcome: outcome)
+        return SeedRun(seed: seed, schedule: schedule, networkSeed: networkSeed, outcome: outcome)
     }
 
     /// The smallest schedule found that still fails (by dropping runs of actions, halving the run
     /// length down to one), within `budget` runs.
+    /// It runs with the failing run's network seed (planning the seed again from the schedule's
+    /// length drew another one: a schedule holds its opening connects besides its actions).
     package static func shrink(_ failing: SeedRun, budget: Int = 150) async -> Schedule {
-        let networkSeed = plan(
-            seed: failing.seed,
-            length: failing.schedule.actions.count,
-            byzantine: failing.schedule.byzantine != nil
-        ).networkSeed
+        let networkSeed = failing.networkSeed
         var schedule = failing.schedule
         var runs = 0
         var chunk = max(1, schedule.actions.count / 2)

@@ -134,9 +134,9 @@ struct WriteContext {
 
     // MARK: Entries
 
-    /// The entry held under `id`, read through the C API: a merge looks up every entry it holds
-    /// already (a range sent again, a relay's overlap), which through GRDB's `Row` cost a
-    /// group simulation about a tenth of its time.
+    /// The entry held under `id`, read through the C API as the delta's reads are: a merge looks
+    /// up every entry it holds already (a range sent again, a relay's overlap), often enough that
+    /// GRDB's statement cache and `Row` showed in a group simulation's profile.
     mutating func entry(id: String) throws -> Entry? {
         if selectEntryStatement == nil {
             selectEntryStatement = try BoundStatement(

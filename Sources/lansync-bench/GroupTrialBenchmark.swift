@@ -18,19 +18,24 @@ enum GroupTrialBenchmark {
         var single = [Double]()
         var trials = [[Double]](repeating: [], count: counts.count)
         let clock = ContinuousClock()
+        /// A member's first handshake message, as an initiator of the group of `psk` writes it.
+        func firstMessage(psk: SecureBytes) throws -> [UInt8] {
+            var initiator = NoiseHandshake(
+                pattern: .xxpsk0,
+                initiator: true,
+                prologue: prologue,
+                staticKey: KeyPair.generate(),
+                psk: psk
+            )
+            return try initiator.writeMessage(payload: VersionOffer().encoded())
+        }
+        let groups = counts.map { Array(psks[0..<$0]) }
         for _ in 0..<rounds {
-            // The initiator belongs to the last group tried: the trial's cost is the same for every
-            // group, which the benchmark checks by opening each round's message as the last key.
+            // The initiator belongs to the last group: every key is tried whichever matches, so
+            // its place does not change the time.
             var baseline = Duration.zero
             for _ in 0..<repeats {
-                var initiator = NoiseHandshake(
-                    pattern: .xxpsk0,
-                    initiator: true,
-                    prologue: prologue,
-                    staticKey: KeyPair.generate(),
-                    psk: psks[0]
-                )
-                let first = try initiator.writeMessage(payload: VersionOffer().encoded())
+                let first = try firstMessage(psk: psks[0])
                 let start = clock.now
                 var handshake = NoiseHandshake(
                     pattern: .xxpsk0,
@@ -43,27 +48,20 @@ enum GroupTrialBenchmark {
                 baseline += clock.now - start
             }
             single.append(baseline.milliseconds / Double(repeats))
-            for (position, count) in counts.enumerated() {
+            for (position, keys) in groups.enumerated() {
                 var total = Duration.zero
                 for _ in 0..<repeats {
-                    var initiator = NoiseHandshake(
-                        pattern: .xxpsk0,
-                        initiator: true,
-                        prologue: prologue,
-                        staticKey: KeyPair.generate(),
-                        psk: psks[count - 1]
-                    )
-                    let first = try initiator.writeMessage(payload: VersionOffer().encoded())
+                    let first = try firstMessage(psk: keys[keys.count - 1])
                     let start = clock.now
                     let opened = NoiseKeyTrial.respond(
                         to: first,
                         pattern: .xxpsk0,
                         prologue: prologue,
                         staticKey: responder,
-                        psks: Array(psks[0..<count])
+                        psks: keys
                     )
                     total += clock.now - start
-                    precondition(opened?.index == count - 1, "the initiator's group is found")
+                    precondition(opened?.index == keys.count - 1, "the initiator's group is found")
                 }
                 trials[position].append(total.milliseconds / Double(repeats))
             }

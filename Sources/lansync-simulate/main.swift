@@ -66,10 +66,7 @@ struct SimulateCommand: AsyncParsableCommand {
             claims += run.outcome.claimsOpened
             hostile += run.outcome.hostileSends
             cascaded += run.outcome.cascadedStrokes
-            if verbose {
-                let networkSeed = Simulator.plan(seed: current, length: length, byzantine: byzantine).networkSeed
-                print("seed \(current) (network seed \(networkSeed)):\n\(run.schedule)")
-            }
+            if verbose { print("seed \(current) (network seed \(run.networkSeed)):\n\(run.schedule)") }
             if runs % 500 == 0 {
                 // A long run that is stopped still says how far it got.
                 print(
@@ -83,9 +80,8 @@ struct SimulateCommand: AsyncParsableCommand {
             if !noShrink {
                 let shrunk = await Simulator.shrink(run)
                 // The network seed with the shrunk schedule replays it in a test (`GroupSimulation`).
-                let networkSeed = Simulator.plan(seed: current, length: length, byzantine: byzantine).networkSeed
                 print(
-                    "shrunk schedule (\(shrunk.actions.count) of \(run.schedule.actions.count) actions, network seed \(networkSeed)):\n\(shrunk)"
+                    "shrunk schedule (\(shrunk.actions.count) of \(run.schedule.actions.count) actions, network seed \(run.networkSeed)):\n\(shrunk)"
                 )
             }
             print("replay: lansync-simulate --seed \(current)\(byzantine ? " --byzantine" : "") --length \(length)")

@@ -6,29 +6,29 @@ import Testing
 @Suite struct NoiseKeyTrialTests {
     static let prologue = Array("LANSync wire protocol".utf8)
 
+    /// An initiator of the group of `psk`, ready to write its first message.
+    static func initiator(psk: SecureBytes) -> NoiseHandshake {
+        NoiseHandshake(pattern: .xxpsk0, initiator: true, prologue: prologue, staticKey: KeyPair.generate(), psk: psk)
+    }
+
+    /// A responder with `psks` opening `message`.
+    static func respond(
+        to message: [UInt8],
+        psks: [SecureBytes],
+        staticKey: KeyPair = KeyPair.generate()
+    ) -> NoiseKeyTrial.Opened? {
+        NoiseKeyTrial.respond(to: message, pattern: .xxpsk0, prologue: prologue, staticKey: staticKey, psks: psks)
+    }
+
     @Test(arguments: [1, 3, 50, 70]) func theGroupWhoseKeyOpensTheFirstMessageIsFoundAndTheHandshakeCompletes(
         groups: Int
     ) throws {
         let psks = (0..<groups).map { _ in SecureBytes(randomCount: 32) }
         let responderKey = KeyPair.generate()
         for chosen in Set([0, groups / 2, groups - 1]) {
-            var initiator = NoiseHandshake(
-                pattern: .xxpsk0,
-                initiator: true,
-                prologue: Self.prologue,
-                staticKey: KeyPair.generate(),
-                psk: psks[chosen]
-            )
+            var initiator = Self.initiator(psk: psks[chosen])
             let first = try initiator.writeMessage(payload: [1, 2, 3])
-            let opened = try #require(
-                NoiseKeyTrial.respond(
-                    to: first,
-                    pattern: .xxpsk0,
-                    prologue: Self.prologue,
-                    staticKey: responderKey,
-                    psks: psks
-                )
-            )
+            let opened = try #require(Self.respond(to: first, psks: psks, staticKey: responderKey))
             #expect(opened.index == chosen)
             #expect(opened.payload == [1, 2, 3])
             var responder = opened.handshake
@@ -42,58 +42,14 @@ import Testing
 
     @Test func aMessageNoKeyOpensIsRefusedAndTamperingToo() throws {
         let psks = (0..<5).map { _ in SecureBytes(randomCount: 32) }
-        var outsider = NoiseHandshake(
-            pattern: .xxpsk0,
-            initiator: true,
-            prologue: Self.prologue,
-            staticKey: KeyPair.generate(),
-            psk: SecureBytes(randomCount: 32)
-        )
+        var outsider = Self.initiator(psk: SecureBytes(randomCount: 32))
         let first = try outsider.writeMessage(payload: [1])
-        #expect(
-            NoiseKeyTrial.respond(
-                to: first,
-                pattern: .xxpsk0,
-                prologue: Self.prologue,
-                staticKey: KeyPair.generate(),
-                psks: psks
-            ) == nil
-        )
-        var member = NoiseHandshake(
-            pattern: .xxpsk0,
-            initiator: true,
-            prologue: Self.prologue,
-            staticKey: KeyPair.generate(),
-            psk: psks[2]
-        )
+        #expect(Self.respond(to: first, psks: psks) == nil)
+        var member = Self.initiator(psk: psks[2])
         var tampered = try member.writeMessage(payload: [1])
         tampered[tampered.count - 1] ^= 1
-        #expect(
-            NoiseKeyTrial.respond(
-                to: tampered,
-                pattern: .xxpsk0,
-                prologue: Self.prologue,
-                staticKey: KeyPair.generate(),
-                psks: psks
-            ) == nil
-        )
-        #expect(
-            NoiseKeyTrial.respond(
-                to: [],
-                pattern: .xxpsk0,
-                prologue: Self.prologue,
-                staticKey: KeyPair.generate(),
-                psks: psks
-            ) == nil
-        )
-        #expect(
-            NoiseKeyTrial.respond(
-                to: first,
-                pattern: .xxpsk0,
-                prologue: Self.prologue,
-                staticKey: KeyPair.generate(),
-                psks: []
-            ) == nil
-        )
+        #expect(Self.respond(to: tampered, psks: psks) == nil)
+        #expect(Self.respond(to: [], psks: psks) == nil)
+        #expect(Self.respond(to: first, psks: []) == nil)
     }
 }
