@@ -129,6 +129,9 @@ let package = Package(
                 // The HTTP/1 server's settings: idle timeout, connection bound.
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                // The servers' event loops, and the parse error that ends a connection (APIServer).
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 // The HTTP parts a channel handler sees (ConnectionBoundHandler).
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

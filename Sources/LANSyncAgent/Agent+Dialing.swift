@@ -95,7 +95,7 @@ extension Agent {
         let id = nextWaiter
         nextWaiter += 1
         let timer = Task {
-            try? await Task.sleep(for: duration)
+            try? await EventLoopSleep.for(duration)
             self.resumeWaiter(id, woken: false)
         }
         defer { timer.cancel() }

@@ -82,7 +82,7 @@ actor PeerDirectory {
         if let due = writeDue, due.at <= at { return }
         writeDue?.task.cancel()
         let task = Task { [weak self] in
-            try? await Task.sleep(until: at)
+            try? await EventLoopSleep.until(at)
             guard !Task.isCancelled else { return }
             await self?.writeWhenDue()
         }

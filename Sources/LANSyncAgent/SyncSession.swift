@@ -382,7 +382,7 @@ actor SyncSession {
         timer = (
             deadline,
             Task { [weak self] in
-                try? await Task.sleep(until: deadline)
+                try? await EventLoopSleep.until(deadline)
                 guard !Task.isCancelled else { return }
                 await self?.timerFired()
             }

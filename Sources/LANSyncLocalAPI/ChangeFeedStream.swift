@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import LANSync
+import LANSyncAgent
 import LANSyncCore
 import Synchronization
 
@@ -54,7 +55,7 @@ struct ChangeFeedStream: Sendable {
         }
         let beat = Task {
             while !Task.isCancelled {
-                try? await Task.sleep(for: heartbeat)
+                try? await EventLoopSleep.for(heartbeat)
                 wake.yield(.heartbeat)
             }
         }

@@ -113,17 +113,17 @@ public final class LocalAPI: Service, Sendable {
                     let path = socketPath
                     unlink(path)
                     group.addTask { [self] in
-                        let server = Self.server(
-                            responder,
-                            at: .unixDomainSocket(path: path),
-                            connections: connections,
-                            logger: logger
-                        ) { [self] _ in
-                            chmod(path, 0o600)
-                            serving.update { $0.socket = .running }
-                            reportServing(serving)
-                        }
                         do {
+                            let server = try Self.server(
+                                responder,
+                                at: .unixDomainSocket(path: path),
+                                connections: connections,
+                                logger: logger
+                            ) { [self] _ in
+                                chmod(path, 0o600)
+                                serving.update { $0.socket = .running }
+                                reportServing(serving)
+                            }
                             try await server.run()
                         } catch {
                             serving.update { $0.socket = .failed("\(error)") }
@@ -141,7 +141,7 @@ public final class LocalAPI: Service, Sendable {
         }
     }
 
-    /// One of the API's servers, HTTP/1.1 at `address`: connections counted against
+    /// One of the API's servers, HTTP/1.1 at `address` (`APIServer`): connections counted against
     /// `APILimits.connections` across both servers, and closed when a request head is not
     /// complete, or no request comes, within `APILimits.idleSeconds` (a request under way, a
     /// change feed too, is never cut).
@@ -151,23 +151,15 @@ public final class LocalAPI: Service, Sendable {
         connections: OpenConnections,
         logger: Logger,
         onRunning: @escaping @Sendable (any Channel) async -> Void
-    ) -> some Service {
-        Application(
-            responder: responder,
-            server: .http1(
-                configuration: .init(
-                    additionalChannelHandlers: [ConnectionBoundHandler(connections)],
-                    idleTimeout: .seconds(APILimits.idleSeconds)
-                )
-            ),
-            configuration: .init(
-                address: address,
-                serverName: nil,
-                availableConnectionsDelegate: MaximumAvailableConnections(APILimits.acceptedConnections)
-            ),
-            onServerRunning: onRunning,
-            eventLoopGroupProvider: .singleton,
-            logger: logger
+    ) throws -> any Service {
+        try APIServer.make(
+            responder,
+            at: address,
+            handlers: { [ConnectionBoundHandler(connections)] },
+            idleTimeout: .seconds(APILimits.idleSeconds),
+            maximumConnections: APILimits.acceptedConnections,
+            logger: logger,
+            onRunning: onRunning
         )
     }
 
@@ -184,22 +176,22 @@ public final class LocalAPI: Service, Sendable {
     ) async {
         var port = configuration.port
         while true {
-            let server = Self.server(
-                responder,
-                at: .hostname(host, port: port),
-                connections: connections,
-                logger: logger
-            ) {
-                [self] channel in
-                let bound = channel.localAddress?.port ?? 0
-                serving.update {
-                    $0.tcp = .running
-                    $0.port = bound
-                }
-                listening(on: bound, host: host)
-                reportServing(serving)
-            }
             do {
+                let server = try Self.server(
+                    responder,
+                    at: .hostname(host, port: port),
+                    connections: connections,
+                    logger: logger
+                ) {
+                    [self] channel in
+                    let bound = channel.localAddress?.port ?? 0
+                    serving.update {
+                        $0.tcp = .running
+                        $0.port = bound
+                    }
+                    listening(on: bound, host: host)
+                    reportServing(serving)
+                }
                 try await server.run()
                 return
             } catch let error as IOError
