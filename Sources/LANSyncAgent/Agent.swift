@@ -109,6 +109,7 @@ public actor Agent: Service {
         } catch is CancellationError {
             // Asked to stop (SIGINT/SIGTERM or cancellation): a clean end, not an error.
         }
+        pairingWindow?.end()
         logger.info("stopped")
     }
 

@@ -26,6 +26,8 @@ final class NetworkWatch: Sendable {
     let changes: AsyncStream<Set<String>>
     private let continuation: AsyncStream<Set<String>>.Continuation
     private let netlink: NetlinkSocket?
+    /// Reads sysfs twice a second where there is no netlink socket; `stop` cancels it.
+    private let poller: Task<Void, Never>?
 
     init() {
         (changes, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(8))
@@ -45,8 +47,9 @@ final class NetworkWatch: Sendable {
             }
             thread.name = "lansync-network-watch"
             thread.start()
+            poller = nil
         } else {
-            Task {
+            poller = Task {
                 var previous = NetworkInterfaces.up()
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
@@ -65,6 +68,7 @@ final class NetworkWatch: Sendable {
 
     func stop() {
         netlink?.stop()
+        poller?.cancel()
         continuation.finish()
     }
 }

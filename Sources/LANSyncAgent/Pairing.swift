@@ -35,24 +35,30 @@ enum PairingNetwork {
 final class OpenPairingWindow: Sendable {
     let state: Mutex<PairingWindow>
     let listener: NIOAsyncChannel<PairingNetwork.FrameChannel, Never>
-    let advertising: Task<Void, Never>
     let port: Int
+    /// The window's one task: its advertisement, its runs and its expiry (`start`).
+    private let life = Mutex<Task<Void, Never>?>(nil)
 
-    init(
-        window: PairingWindow,
-        listener: NIOAsyncChannel<PairingNetwork.FrameChannel, Never>,
-        advertising: Task<Void, Never>,
-        port: Int
-    ) {
+    init(window: PairingWindow, listener: NIOAsyncChannel<PairingNetwork.FrameChannel, Never>, port: Int) {
         state = Mutex(window)
         self.listener = listener
-        self.advertising = advertising
         self.port = port
     }
 
+    /// Runs `body` as the window's life, until it returns or `end` cancels it.
+    func start(_ body: @escaping @Sendable () async -> Void) {
+        life.withLock { $0 = Task { await body() } }
+    }
+
+    /// Closes the window: no new runs; runs under way finish, then its task ends.
     func close() {
-        advertising.cancel()
         listener.channel.close(promise: nil)
+    }
+
+    /// Ends the window now, runs under way too (the agent stops).
+    func end() {
+        close()
+        life.withLock { $0?.cancel() }
     }
 }
 
@@ -72,73 +78,86 @@ extension Agent {
             }
         let port = listener.channel.localAddress?.port ?? 0
         let advertisement = ServiceAdvertisement(name: Self.neutralInstanceName(), port: port, txt: ["v": "1"])
-        let advertising = Task {
-            guard configuration.discovery else { return }
-            for await _ in MDNSDiscovery.events(serviceType: PairingNetwork.serviceType, advertising: advertisement) {}
-        }
-        let open = OpenPairingWindow(window: window, listener: listener, advertising: advertising, port: port)
+        let open = OpenPairingWindow(window: window, listener: listener, port: port)
         pairingWindow = open
         logger.notice("pairing window open", metadata: ["pairing.port": "\(port)", "pairing.minutes": "\(minutes)"])
         let secret = group.secret
         let me = (node.deviceID, node.identity.name)
         let logger = logger
         let node = node
-        Task {
-            try? await listener.executeThenClose { inbound in
-                try await withThrowingDiscardingTaskGroup { runs in
-                    for try await connection in inbound {
-                        let now = UInt64(Date().timeIntervalSince1970 * 1000)
-                        guard open.state.withLock({ $0.startRun(now: now) }) else {
-                            let reason = open.state.withLock { $0.closedReason(now: now) } ?? "the window is closed"
-                            try? await connection.executeThenClose { _, outbound in
-                                try await outbound.write(
-                                    ByteBuffer(bytes: PairingMessage.refused(reason: reason).encoded())
-                                )
+        let discovery = configuration.discovery
+        let closesAt = ContinuousClock.now + .seconds(minutes * 60)
+        // Advertising and the expiry last as long as the listener: until the window closes (its
+        // time is up, its attempts are spent, another window replaces it) and its runs under way
+        // have finished, or the agent stops (`end`).
+        open.start {
+            await withDiscardingTaskGroup { life in
+                life.addTask {
+                    guard discovery else { return }
+                    for await _ in MDNSDiscovery.events(
+                        serviceType: PairingNetwork.serviceType,
+                        advertising: advertisement
+                    ) {}
+                }
+                life.addTask {
+                    try? await EventLoopSleep.until(closesAt)
+                    open.close()
+                }
+                try? await listener.executeThenClose { inbound in
+                    try await withThrowingDiscardingTaskGroup { runs in
+                        for try await connection in inbound {
+                            let now = UInt64(Date().timeIntervalSince1970 * 1000)
+                            guard open.state.withLock({ $0.startRun(now: now) }) else {
+                                let reason = open.state.withLock { $0.closedReason(now: now) } ?? "the window is closed"
+                                try? await connection.executeThenClose { _, outbound in
+                                    try await outbound.write(
+                                        ByteBuffer(bytes: PairingMessage.refused(reason: reason).encoded())
+                                    )
+                                }
+                                continue
                             }
-                            continue
-                        }
-                        runs.addTask {
-                            let records = Self.welcomeRecords((try? node.records()) ?? [])
-                            let outcome = await Self.invite(
-                                connection,
-                                code: code,
-                                secret: secret,
-                                records: records,
-                                me: me
-                            )
-                            open.state.withLock { $0.finishRun(outcome) }
-                            switch outcome {
-                            case .invited(let device)?:
-                                logger.notice(
-                                    "pairing: a device joined",
-                                    metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"]
+                            runs.addTask {
+                                let records = Self.welcomeRecords((try? node.records()) ?? [])
+                                let outcome = await Self.invite(
+                                    connection,
+                                    code: code,
+                                    secret: secret,
+                                    records: records,
+                                    me: me
                                 )
-                                // This member vouches for it: the group pins the key it presents
-                                // first (a reinstalled or removed device is let back in this way).
-                                try? await node.vouch(for: device.device, name: device.name, at: Int64(now))
-                            case .failed(let reason, _)?:
-                                logger.warning(
-                                    "pairing: a run failed: \(reason)",
-                                    metadata: [
-                                        "pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"
-                                    ]
-                                )
-                            default:
-                                logger.warning("pairing: a run ended before it finished")
-                            }
-                            if open.state.withLock({ $0.closedReason(now: UInt64(Date().timeIntervalSince1970 * 1000)) }
-                            ) != nil {
-                                open.close()
+                                open.state.withLock { $0.finishRun(outcome) }
+                                switch outcome {
+                                case .invited(let device)?:
+                                    logger.notice(
+                                        "pairing: a device joined",
+                                        metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"]
+                                    )
+                                    // This member vouches for it: the group pins the key it presents
+                                    // first (a reinstalled or removed device is let back in this way).
+                                    try? await node.vouch(for: device.device, name: device.name, at: Int64(now))
+                                case .failed(let reason, _)?:
+                                    logger.warning(
+                                        "pairing: a run failed: \(reason)",
+                                        metadata: [
+                                            "pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"
+                                        ]
+                                    )
+                                default:
+                                    logger.warning("pairing: a run ended before it finished")
+                                }
+                                if open.state.withLock({
+                                    $0.closedReason(now: UInt64(Date().timeIntervalSince1970 * 1000))
+                                }
+                                ) != nil {
+                                    open.close()
+                                }
                             }
                         }
                     }
                 }
+
+                life.cancelAll()
             }
-        }
-        // The window closes by itself when its time is up.
-        Task {
-            try? await Task.sleep(for: .milliseconds(Int64(minutes) * 60_000))
-            open.close()
         }
         return (
             PairingCode.parse(code).map { String($0.prefix(4)) + "-" + String($0.suffix(4)) } ?? code, port,
