@@ -22,18 +22,16 @@ import Synchronization
 /// its start only in a write transaction that began when every frame had been checkpointed, and
 /// with a background checkpoint always a commit or two behind, that never happens. The WAL then
 /// grows by everything a catch-up writes (250 MB for a million entries), and every frame goes to
-/// a new part of the file, which the kernel must allocate and zero first: 0.36 s of the writer's
-/// time in a profiled 1M catch-up. So a merge, once the WAL passes `rewindBytes`, waits between
-/// two transactions for a checkpoint of everything (`checkpointBeforeRewind()`); its next
-/// transaction rewinds the WAL, and the file's pages, already cached, are written over. The WAL
-/// stays near 32 MB, and over five alternating runs the 1M catch-up took 4.65-4.77 s (median
-/// 4.69) against 4.73-5.30 s (median 4.97) without.
+/// a new part of the file, which the kernel must allocate and zero first. So a merge, once the
+/// WAL passes `rewindBytes`, waits between two transactions for a checkpoint of everything
+/// (`checkpointBeforeRewind()`); its next transaction rewinds the WAL, and the file's pages,
+/// already cached, are written over. The WAL stays near 32 MB, and the 1M catch-up is faster
+/// (docs/journal/2026-11-speed.md).
 final class Checkpointer: Sendable {
     static let commitsPerCheckpoint = 4
     /// WAL bytes past which a merge lets the checkpoint catch up: 32 MiB, whatever the page size
-    /// (a count of frames let the WAL of a replica with 16 KiB pages grow to 128 MiB, and a
-    /// million-entry catch-up took 5.82-6.32 s against 6.11-7.60 s, three runs each alternated).
-    /// Tests set a smaller one.
+    /// (a count of frames let the WAL of a replica with 16 KiB pages grow to 128 MiB, and the
+    /// million-entry catch-up was slower). Tests set a smaller one.
     let rewindBytes = Atomic<Int>(32 << 20)
 
     private let path: String

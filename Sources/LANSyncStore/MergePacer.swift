@@ -24,11 +24,11 @@ final class MergeCost: Sendable {
 ///
 /// While the app is not writing (nothing in `LocalWriteQueue.writingWindow`), nobody waits for a
 /// commit, and a transaction aims at `quietTarget` (16 ms): a quarter of the commits, each
-/// rewriting the last pages of every table it grew, and a quarter of the checkpoints. A
-/// catch-up of app-table rows merged 3–9% faster so (150k against 145k rows/s, and 161k
-/// against 148k, in two alternated comparisons of fifteen figures each); an app writing
-/// throughout a 1M-entry catch-up saw its p99 rise past 5 ms with 16 ms transactions (6.1–7.8
-/// against 5.1–5.5 ms, three runs each), which is why the short ones stay while it writes. The first write after a quiet spell may wait for one long transaction's commit.
+/// rewriting the last pages of every table it grew, and a quarter of the checkpoints: a
+/// catch-up of app-table rows merges a few percent faster so. While the app writes, the short
+/// transactions stay: with 16 ms ones, an app writing throughout a 1M-entry catch-up saw its
+/// append p99 pass the 5 ms goal (docs/journal/2026-11-speed.md). The first write after a quiet
+/// spell may wait for one long transaction's commit.
 ///
 /// The size comes from a running average of what a row costs, so the pacing holds on fast and
 /// slow machines alike.

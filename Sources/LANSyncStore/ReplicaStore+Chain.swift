@@ -92,13 +92,10 @@ extension ReplicaStore {
             }
             if let planned, !planned.writes { return planned.result }
             // Committed with the writer's usual full sync. The chain is derived data (a head lost
-            // in a power cut is extended and signed again: Ed25519 signs deterministically), and
-            // this transaction once switched to `synchronous = NORMAL` and back to skip the
-            // flush. But after one such switch every later commit on the connection took about
-            // 0.3 ms more: `lansync-bench --api`, two runs of each build alternated, the
-            // library's appends p50 0.39-0.42 ms without the switch against 0.65-0.78 ms with
-            // it. (SQLite alone, from Python, does not show it; the cause was not found.) Small
-            // commits extend the chain themselves now, so this transaction is rare.
+            // in a power cut is extended and signed again: Ed25519 signs deterministically), but
+            // switching this transaction to `synchronous = NORMAL` and back made every later
+            // commit on the connection slower (docs/journal/2026-11-speed.md). Small commits
+            // extend the chain themselves now, so this transaction is rare.
             return try await writer.writeWithoutTransaction { db in
                 var head: SignedChainPoint?
                 try db.inTransaction {
@@ -129,13 +126,8 @@ extension ReplicaStore {
     /// replica's chain inside its own transaction, as the agent wants while it runs: a change can
     /// then be pushed as soon as it commits, and the app's next write does not wait behind a
     /// transaction of the chain's own. A larger commit (a bulk insert) leaves its changes to
-    /// `extendOwnChain`, off the write path.
-    ///
-    /// Measured with `lansync-bench --api`, three runs of each build alternated (both builds still
-    /// had the `synchronous` switch that `extendOwnChain` no longer makes): the library's appends
-    /// back to back in an agent's process, p99 1.17-1.31 ms with a separate extension after each
-    /// commit, 0.88-1.07 ms extended in the commit; API appends p99 1.38-2.13 ms against
-    /// 1.18-1.43 ms.
+    /// `extendOwnChain`, off the write path. Extending in the commit lowers the appends' p99
+    /// (`lansync-bench --api`; figures in docs/journal/2026-11-speed.md).
     package func extendChainInCommits(_ enabled: Bool) {
         chainCoverage.extendsInCommits.store(enabled && headSigner != nil, ordering: .relaxed)
     }

@@ -5,9 +5,9 @@ internal import CSQLiteConfig
 /// SQLite's memory statistics (`SQLITE_CONFIG_MEMSTATUS`, on by default) take one process-wide
 /// mutex around every allocation SQLite makes. Every connection in the process shares it: the
 /// writer merging a catch-up, the readers answering peers and the app, a second replica in the
-/// same process. Turned off, a million-entry catch-up between two agents in one process took
-/// 4.8–4.9 s instead of 5.5–6.0 s. LANSync reads no memory statistics and sets no soft heap limit,
-/// the two things that need them.
+/// same process; turned off, a million-entry catch-up between two agents in one process is about
+/// a seventh faster (docs/journal/2026-11-speed.md). LANSync reads no memory statistics and sets
+/// no soft heap limit, the two things that need them.
 ///
 /// SQLite accepts process settings only before it initializes: when the host app opened a
 /// connection of its own first, the call changes nothing and SQLite keeps its defaults. A program

@@ -6,8 +6,8 @@ import LANSyncCore
 /// Most changes a catch-up brings open rows this replica never heard of. One at a time, each
 /// costs two statements: its state into `app_rows` and its row into the app's table, and a
 /// statement's own cost (opening its cursors, closing them, resetting) is a good part of an
-/// insert's. Measured with SQLite's C API on this machine, 16 rows to a statement took the state
-/// inserts from 1.9 to 1.5 µs a row and the app rows' INSERT OR REPLACE from 2.4 to 1.9.
+/// insert's: 16 rows to a statement make both inserts about a fifth cheaper a row (measured with
+/// SQLite's C API; docs/journal/2026-11-speed.md).
 ///
 /// A batch holds consecutive changes of a delta whose rows are taken for new: each was checked
 /// with the store's numbers (so its stored state is encoded already, `FirstRow.stored`), wins
