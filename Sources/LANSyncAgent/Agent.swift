@@ -276,6 +276,7 @@ public actor Agent: Service {
     /// One connection per peer: when two exist (both dialed at once, or a redial), both sides keep
     /// the one initiated by the smaller replica ID; a newer one from the same side replaces the older.
     func register(_ session: SyncSession, replica: ReplicaID, close: @escaping @Sendable () -> Void) async -> Bool {
+        var replaced: SyncSession?
         if let existing = sessions[replica] {
             let heard = await existing.session.lastReceived
             // Re-read after the suspension: another connection may have registered meanwhile.
@@ -291,11 +292,14 @@ public actor Agent: Service {
                     keepNew = session.initiatedByUs == preferredIsOurs
                 }
                 guard keepNew else { return false }
-                Task { await current.session.replaced() }
+                replaced = current.session
             }
         }
         if sessions[replica] == nil { relayGrace.connected(replica, true) }
         sessions[replica] = Registered(session: session, close: close)
+        // The older session says goodbye once the new one holds its place: the registry is
+        // settled before this waits, whatever runs on the agent meanwhile.
+        await replaced?.replaced()
         return true
     }
 
