@@ -3,7 +3,7 @@
 //
 //   lansync (CLI), lansync-bench                 lansync-simulate
 //   LANSyncLocalAPI (HTTP API, dashboard)        LANSyncSimulation
-//   LANSyncAgent ── LANSyncDiscovery, LANSyncPairing, SwiftNIO; LANSyncSession ── LANSyncWire
+//   LANSyncAgent ── LANSyncTransport (SwiftNIO), LANSyncDiscovery, LANSyncPairing; LANSyncSession ── LANSyncWire
 //   LANSync (the embeddable node) ── LANSyncStore (GRDB), LANSyncIdentity ── LANSyncCrypto (libsodium)
 //   LANSyncCore: pure Swift with no I/O; the CRDT laws live there and nowhere else.
 //
@@ -96,10 +96,26 @@ let package = Package(
         // mDNS advertising and browsing through avahi-daemon, as a Swift stream of events. The C
         // interop lives in one file (AvahiConnection+Avahi.swift).
         .target(name: "LANSyncDiscovery", dependencies: ["CAvahi"], swiftSettings: strict),
-        // The running node: TCP transport (SwiftNIO), Noise sessions, sync, the control socket.
+        // The transport under a session: the Noise handshake over framed TCP, sealed frames each
+        // way, serving accepted connections, timers on the event loop, threads for bulk work.
+        .target(
+            name: "LANSyncTransport",
+            dependencies: [
+                "LANSyncCrypto",
+                "LANSyncWire",
+                "LANSyncSession",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+            ],
+            swiftSettings: strict
+        ),
+        // The running node: its parts as services (listener, sessions, dialing, discovery,
+        // pairing, the control socket) over the transport.
         .target(
             name: "LANSyncAgent",
             dependencies: [
+                "LANSyncTransport",
                 "LANSync",
                 "LANSyncCore",
                 "LANSyncStore",
@@ -226,10 +242,18 @@ let package = Package(
         ),
         .testTarget(name: "LANSyncDiscoveryTests", dependencies: ["LANSyncDiscovery"], swiftSettings: strict),
         .testTarget(
+            name: "LANSyncTransportTests",
+            dependencies: [
+                "LANSyncTransport", "LANSyncCore", "LANSyncCrypto", "LANSyncWire",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "LANSyncAgentTests",
             dependencies: [
-                "LANSyncAgent", "LANSyncDiscovery", "LANSyncCore", "LANSyncCrypto", "LANSyncWire", "LANSync",
-                "LANSyncIdentity", .product(name: "Logging", package: "swift-log"),
+                "LANSyncAgent", "LANSyncTransport", "LANSyncDiscovery", "LANSyncCore", "LANSyncCrypto", "LANSyncWire",
+                "LANSync", "LANSyncIdentity", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -3,6 +3,7 @@ import LANSync
 import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncSession
+import LANSyncTransport
 import LANSyncWire
 import Logging
 import NIOCore

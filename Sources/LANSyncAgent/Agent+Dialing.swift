@@ -3,6 +3,7 @@ import LANSync
 import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncSession
+import LANSyncTransport
 import LANSyncWire
 import Logging
 import NIOCore
@@ -36,7 +37,7 @@ extension Agent {
                             value: Self.milliseconds(configuration.unacknowledgedTimeout)
                         )
                     let channel = try await endpoint.connect(bootstrap) { channel in
-                        channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
+                        channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
                     }
                     dialing(target, connected: true)
                     outcome = await run(channel, keys: dialKeys(target), address: endpoint.description, dialed: target)

@@ -3,6 +3,7 @@ import LANSync
 import LANSyncCore
 import LANSyncCrypto
 import LANSyncIdentity
+import LANSyncTransport
 import LANSyncWire
 
 /// Who may sync: every handshake proves the peer holds one of the group's epoch keys; the

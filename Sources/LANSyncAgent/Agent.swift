@@ -3,6 +3,7 @@ public import LANSync
 import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncSession
+package import LANSyncTransport
 import LANSyncWire
 public import Logging
 import NIOCore
@@ -211,7 +212,7 @@ public actor Agent: Service {
             .serverChannelOption(.backlog, value: 64)
             .childChannelOption(Self.tcpUserTimeout, value: Self.milliseconds(configuration.unacknowledgedTimeout))
             .bind(host: host, port: configuration.listenPort) { channel in
-                channel.eventLoop.makeCompletedFuture { try Self.framed(channel) }
+                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
             }
     }
 
@@ -222,14 +223,6 @@ public actor Agent: Service {
 
     static func milliseconds(_ duration: Duration) -> SocketOptionValue {
         SocketOptionValue(TimeAmount(duration).nanoseconds / 1_000_000)
-    }
-
-    static func framed(_ channel: any Channel) throws -> FramedChannel {
-        try channel.pipeline.syncOperations.addHandlers(
-            ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)),
-            LengthFieldPrepender(lengthFieldBitLength: .twoBytes)
-        )
-        return try FramedChannel.wrapping(channel)
     }
 
     // MARK: Sessions (one per peer) and the dial loops waiting on them

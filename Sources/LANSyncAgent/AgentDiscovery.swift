@@ -2,6 +2,7 @@ import Foundation
 import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncIdentity
+import LANSyncTransport
 import LANSyncWire
 import Logging
 import NIOCore

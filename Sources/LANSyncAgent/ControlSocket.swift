@@ -1,5 +1,6 @@
 import Foundation
 package import LANSync
+import LANSyncTransport
 import NIOCore
 import NIOExtras
 import NIOPosix

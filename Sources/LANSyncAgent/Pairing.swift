@@ -5,6 +5,7 @@ import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncIdentity
 import LANSyncPairing
+import LANSyncTransport
 import LANSyncWire
 import Logging
 import NIOCore
@@ -18,16 +19,8 @@ import Synchronization
 /// moves their messages.
 enum PairingNetwork {
     static let serviceType = "_lansync-pair._tcp"
-    typealias FrameChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
-
-    /// u16 BE length-prefixed frames, as pairing messages travel.
-    static func frames(_ channel: any Channel) throws -> FrameChannel {
-        try channel.pipeline.syncOperations.addHandler(
-            ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes))
-        )
-        try channel.pipeline.syncOperations.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
-        return try FrameChannel.wrapping(channel)
-    }
+    /// Pairing messages travel in the sync connections' frames (u16 BE length prefix).
+    typealias FrameChannel = FramedChannel
 }
 
 /// A pairing window the agent opened (`lansync group invite`): the window's count, and what to
@@ -74,7 +67,7 @@ extension Agent {
         let listener = try await ServerBootstrap(group: eventLoops)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: 0) { channel in
-                channel.eventLoop.makeCompletedFuture { try PairingNetwork.frames(channel) }
+                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
             }
         let port = listener.channel.localAddress?.port ?? 0
         let advertisement = ServiceAdvertisement(name: Self.neutralInstanceName(), port: port, txt: ["v": "1"])
@@ -403,7 +396,7 @@ package enum PairingClient {
             let channel = try await endpoint.connect(
                 ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connectTimeout(.seconds(5))
             ) { channel in
-                channel.eventLoop.makeCompletedFuture { try PairingNetwork.frames(channel) }
+                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
             }
             return try await channel.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(bytes: joiner.hello.encoded()))

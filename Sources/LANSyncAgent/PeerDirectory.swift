@@ -1,5 +1,6 @@
 import Foundation
 import LANSync
+import LANSyncTransport
 
 /// One known peer, as `lansync peers` shows it.
 public struct PeerRecord: Codable, Sendable, Equatable {

@@ -1,5 +1,6 @@
 import LANSync
 import LANSyncSession
+import LANSyncTransport
 import LANSyncWire
 import Logging
 

@@ -3,6 +3,7 @@ import Hummingbird
 import LANSync
 import LANSyncAgent
 import LANSyncCore
+import LANSyncTransport
 import Synchronization
 
 /// The change feed as Server-Sent Events: everything the replica holds that the cursor does not

@@ -9,6 +9,7 @@ import NIOPosix
 import Testing
 
 @testable import LANSyncAgent
+@testable import LANSyncTransport
 
 /// A real agent on loopback, and a peer of the same group that speaks the wire protocol by hand:
 /// it can send what no LANSync would (each message below crashed every agent of a group before
@@ -256,7 +257,7 @@ struct RawPeer {
     static func dial(port: Int) async throws -> FramedChannel {
         try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try Agent.framed(channel) }
+                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
             }
     }
 

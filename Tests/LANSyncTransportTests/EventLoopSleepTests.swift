@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LANSyncAgent
+@testable import LANSyncTransport
 
 /// The agent's timers sleep on NIO's event loop (`EventLoopSleep`); they must keep
 /// `Task.sleep`'s promises: not before the deadline, and at once when cancelled.

@@ -1,4 +1,4 @@
-import NIOCore
+package import NIOCore
 
 /// Serves the connections `server` accepts with `handle` until cancelled, dropping none of them.
 ///
@@ -9,7 +9,7 @@ import NIOCore
 /// connections already accepted are taken and handed to `handle` as usual, and then cancelled.
 /// One window stays open inside NIO (a connection accepted as the socket closed is activated after
 /// the stream ended and never reaches us); `NIOAsyncChannel.wrapping` makes that one harmless.
-func serveUntilCancelled<Child: Sendable>(
+package func serveUntilCancelled<Child: Sendable>(
     _ server: NIOAsyncChannel<Child, Never>,
     handle: @escaping @Sendable (Child) async -> Void
 ) async throws {
@@ -39,7 +39,7 @@ extension NIOAsyncChannel where Inbound: Sendable, Outbound: Sendable {
     /// peers redialed it died this way (exit 132). Holding the wrapper until the channel closes
     /// means it is never released unfinished: a connection that is served closes when its session
     /// ends, and one that nobody took closes when its peer gives up or the process exits.
-    static func wrapping(_ channel: any Channel) throws -> NIOAsyncChannel {
+    package static func wrapping(_ channel: any Channel) throws -> NIOAsyncChannel {
         let wrapped = try Self(wrappingChannelSynchronously: channel)
         // executeThenClose finishes the writer (and, on a closed channel, does nothing else); a
         // second call after the session's own is harmless.

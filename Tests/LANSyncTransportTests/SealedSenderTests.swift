@@ -5,7 +5,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-@testable import LANSyncAgent
+@testable import LANSyncTransport
 
 /// Messages sent from two tasks at once, while the socket is full, must reach the peer in the
 /// order their frames were sealed: a keepalive ping sealed while a catch-up batch waited for the
@@ -16,12 +16,12 @@ import Testing
         let group = MultiThreadedEventLoopGroup.singleton
         let server = try await ServerBootstrap(group: group)
             .bind(host: "127.0.0.1", port: 0) { channel in
-                channel.eventLoop.makeCompletedFuture { try Agent.framed(channel) }
+                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
             }
         let port = try #require(server.channel.localAddress?.port)
         let client = try await ClientBootstrap(group: group)
             .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try Agent.framed(channel) }
+                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
             }
         try await server.executeThenClose { connections in
             var accepted = connections.makeAsyncIterator()

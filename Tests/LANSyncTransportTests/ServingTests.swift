@@ -3,7 +3,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-@testable import LANSyncAgent
+@testable import LANSyncTransport
 
 /// A listener that stops while peers are connecting must not crash the process. NIO hands each
 /// accepted connection to the serving loop through a stream; a connection accepted just before the

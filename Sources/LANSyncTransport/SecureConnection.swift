@@ -1,8 +1,8 @@
-import LANSync
 package import LANSyncCrypto
 package import LANSyncSession
-import LANSyncWire
-import NIOCore
+package import LANSyncWire
+package import NIOCore
+import NIOExtras
 import Synchronization
 
 /// Bytes on the wire (frame headers included), for the benchmark's efficiency figures.
@@ -11,7 +11,7 @@ package final class TrafficCounter: Sendable {
 
     package init() {}
 
-    func add(sent: Int = 0, received: Int = 0) {
+    package func add(sent: Int = 0, received: Int = 0) {
         counts.withLock {
             $0.sent += sent
             $0.received += received
@@ -23,7 +23,19 @@ package final class TrafficCounter: Sendable {
 }
 
 /// A TCP connection after framing: whole frames in, whole frames out.
-typealias FramedChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
+package typealias FramedChannel = NIOAsyncChannel<ByteBuffer, ByteBuffer>
+
+extension NIOAsyncChannel where Inbound == ByteBuffer, Outbound == ByteBuffer {
+    /// `channel` with u16 BE length-prefixed frames each way (protocol §3), wrapped for async use
+    /// (`wrapping`). Called in a bootstrap's channel initializer, on the channel's event loop.
+    package static func framing(_ channel: any Channel) throws -> FramedChannel {
+        try channel.pipeline.syncOperations.addHandlers(
+            ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)),
+            LengthFieldPrepender(lengthFieldBitLength: .twoBytes)
+        )
+        return try FramedChannel.wrapping(channel)
+    }
+}
 
 /// Why a connection ended. Shown in logs and in `lansync peers` as the peer's last error.
 package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -80,19 +92,19 @@ package enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertibl
 }
 
 /// What the handshake established: who the peer is, and the keys for this connection.
-struct Handshaken {
-    let peer: Hello
+package struct Handshaken {
+    package let peer: Hello
     /// The group epoch whose key the handshake used (an earlier one: the peer was away during a removal).
-    let epoch: UInt64
-    let peerStaticKey: [UInt8]
-    let send: NoiseCipherState
-    let receive: NoiseCipherState
+    package let epoch: UInt64
+    package let peerStaticKey: [UInt8]
+    package let send: NoiseCipherState
+    package let receive: NoiseCipherState
 }
 
 /// The handshake as a sequence of frames: Noise_XXpsk0 with the group's PSK; the first message
 /// carries the initiator's protocol versions, the second and third each side's `Hello`.
-enum HandshakeDriver {
-    static func run(
+package enum HandshakeDriver {
+    package static func run(
         initiator: Bool,
         psks: [(epoch: UInt64, key: SecureBytes)],
         staticKey: KeyPair,
@@ -200,7 +212,7 @@ enum HandshakeDriver {
 /// keepalive ping in, which sealed the following nonce and could be written first: the peer then
 /// saw nonces out of order and closed the connection as tampered with ("a frame failed
 /// authentication"), and the catch-up started over from what was merged.
-actor SealedSender {
+package actor SealedSender {
     private var cipher: NoiseCipherState
     private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     private let traffic: TrafficCounter
@@ -208,19 +220,20 @@ actor SealedSender {
     private var writing = false
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
-    init(cipher: NoiseCipherState, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, traffic: TrafficCounter) {
+    package init(cipher: NoiseCipherState, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, traffic: TrafficCounter)
+    {
         self.cipher = cipher
         self.outbound = outbound
         self.traffic = traffic
     }
 
     /// Sends `message`; a bulk batch (`inBackground`) is encoded and compressed on a bulk-work thread.
-    func send(_ message: WireMessage, inBackground: Bool = false) async throws {
+    package func send(_ message: WireMessage, inBackground: Bool = false) async throws {
         try await send(encoded: inBackground ? try await BulkWork.run { message.wireBytes() } : message.wireBytes())
     }
 
     /// Sends a message already encoded (tests send bytes no encoder would write).
-    func send(encoded bytes: [UInt8]) async throws {
+    package func send(encoded bytes: [UInt8]) async throws {
         while writing { await withCheckedContinuation { waiting.append($0) } }
         writing = true
         defer {
@@ -241,13 +254,13 @@ actor SealedSender {
 
 /// The receiving half: opens frames in order (any tampering, replay or reordering fails
 /// authentication) and reassembles messages within the size limit.
-struct SealedReceiver {
+package struct SealedReceiver {
     var cipher: NoiseCipherState
     var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
     var reassembler = Framing.Reassembler()
     let traffic: TrafficCounter
 
-    init(
+    package init(
         cipher: NoiseCipherState,
         inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
         traffic: TrafficCounter
@@ -258,7 +271,7 @@ struct SealedReceiver {
     }
 
     /// The next message, or nil when the peer closed the connection cleanly.
-    mutating func next() async throws -> WireMessage? {
+    package mutating func next() async throws -> WireMessage? {
         while let frame = try await inbound.next() {
             traffic.add(received: frame.readableBytes + 2)
             let plaintext: [UInt8]
@@ -289,5 +302,5 @@ struct SealedReceiver {
     }
 
     /// Messages at least this large are decoded on a bulk-work thread (a live push is ~300 bytes).
-    static let decodedInBackground = 16 * 1024
+    package static let decodedInBackground = 16 * 1024
 }

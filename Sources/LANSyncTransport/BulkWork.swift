@@ -10,7 +10,7 @@ import NIOPosix
 /// 2,000-row batch takes a few milliseconds to decode and check). On these threads the kernel preempts bulk
 /// work as soon as an app thread wakes, and bulk work still has every cycle the app leaves idle.
 /// The writer (SQLite's one connection that writes) keeps normal priority: appends share it.
-enum BulkWork {
+package enum BulkWork {
     static let threads = 2
     /// A nice value of 10 weighs about a tenth of the default in the kernel's fair scheduler.
     static let niceness: Int32 = 10
@@ -22,7 +22,7 @@ enum BulkWork {
     }()
 
     /// Runs `body` on a bulk-work thread and returns its result.
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await pool.runIfActive {
             ThreadPriority.lowerCurrentThread(to: niceness)
             return try body()
