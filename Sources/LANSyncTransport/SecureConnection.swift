@@ -123,8 +123,10 @@ package enum HandshakeDriver {
                 psk: psk
             )
         }
-        // An initiator uses the epoch it chose; a responder tries each epoch it holds on message 1
-        // (its payload decrypts only under the key the initiator used), newest first.
+        // An initiator uses the epoch it chose. A responder opens message 1 with each key it
+        // holds, newest epoch first (its payload decrypts only under the key the initiator used),
+        // and always makes `NoiseKeyTrial.trials` trials at least, so the time it takes does not
+        // tell a peer how many keys it holds (protocol §3).
         var noise = handshake(psks[0].key)
         var epoch = psks[0].epoch
         var firstRead = !initiator
@@ -134,19 +136,18 @@ package enum HandshakeDriver {
             let bytes = Array(frame.readableBytesView)
             if firstRead {
                 firstRead = false
-                var firstError: (any Error)?
-                for candidate in psks {
-                    var attempt = handshake(candidate.key)
-                    do {
-                        let payload = try attempt.readMessage(bytes)
-                        noise = attempt
-                        epoch = candidate.epoch
-                        return payload
-                    } catch {
-                        firstError = firstError ?? error
-                    }
-                }
-                throw ConnectionError.handshake(firstError as? NoiseError ?? .authenticationFailed)
+                guard
+                    let opened = NoiseKeyTrial.respond(
+                        to: bytes,
+                        pattern: .xxpsk0,
+                        prologue: WireProtocol.prologue,
+                        staticKey: staticKey,
+                        psks: psks.map(\.key)
+                    )
+                else { throw ConnectionError.handshake(.authenticationFailed) }
+                noise = opened.handshake
+                epoch = psks[opened.index].epoch
+                return opened.payload
             }
             do {
                 return try noise.readMessage(bytes)
