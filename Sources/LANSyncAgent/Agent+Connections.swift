@@ -281,7 +281,7 @@ extension Agent {
                 return
             default: break
             }
-            if sessions.values.contains(where: { $0.session.peer.device.description == device.id }) {
+            if sessions.all.contains(where: { $0.session.peer.device.description == device.id }) {
                 // A newer connection to the same peer replaced this one: the peer is still connected.
                 logger.debug(
                     "a replaced connection closed",

@@ -121,7 +121,7 @@ extension Agent {
                 if Task.isCancelled {
                     continuation.resume()
                 } else {
-                    disconnectWaiters[replica, default: []].append(continuation)
+                    sessions.waitForDisconnect(of: replica, continuation)
                 }
             }
         } onCancel: {
@@ -129,9 +129,7 @@ extension Agent {
         }
     }
 
-    func resumeDisconnectWaiters(_ replica: ReplicaID) {
-        for waiter in disconnectWaiters.removeValue(forKey: replica) ?? [] { waiter.resume() }
-    }
+    func resumeDisconnectWaiters(_ replica: ReplicaID) { sessions.resumeDisconnectWaiters(replica) }
 
     /// Wakes every dial loop waiting out its backoff, so it dials now.
     func wakeDialers() {
@@ -144,7 +142,7 @@ extension Agent {
     func networkCameBack() async {
         wakeDialers()
         redialPeersThatLeft()
-        for registered in sessions.values {
+        for registered in sessions.all {
             let heard = await registered.session.lastReceived
             if isStuck(lastHeard: heard) { registered.close() }
         }

@@ -73,7 +73,7 @@ extension Agent {
 
     func pushAll() {
         ourStateCache.changed()
-        for registered in sessions.values { registered.session.push() }
+        for registered in sessions.all { registered.session.push() }
     }
 
     /// Pushes whatever each connected peer lacks (after a local write, or one by another

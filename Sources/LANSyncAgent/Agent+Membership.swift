@@ -110,7 +110,7 @@ extension Agent {
         advertiseCurrentEpoch()
         // Sessions of the earlier epoch end: peers that hold the new key reconnect with it, a
         // removed device does not get back in.
-        for registered in sessions.values { registered.close() }
+        for registered in sessions.all { registered.close() }
         wakeDialers()
     }
 

@@ -49,12 +49,8 @@ public actor Agent: Service {
     }
     let eventLoops = MultiThreadedEventLoopGroup.singleton
 
-    struct Registered {
-        let session: SyncSession
-        let close: @Sendable () -> Void
-    }
-
-    var sessions: [ReplicaID: Registered] = [:]
+    /// One sync session per connected peer replica (`SessionRegistry`).
+    var sessions = SessionRegistry()
     /// The replica last reached through a dial target (an address or a discovered service).
     var targetReplica: [String: ReplicaID] = [:]
     /// mDNS: where discovery stands, the same-group services found, their dialers.
@@ -232,9 +228,6 @@ public actor Agent: Service {
     var networkWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
     var nextWaiter = 0
 
-    /// Dial loops waiting for a connection (to the replica they reach) to end.
-    var disconnectWaiters: [ReplicaID: [CheckedContinuation<Void, Never>]] = [:]
-
     /// Whether this peer's device ID is ours, or that of another connected replica: machines
     /// cloned from one image share /etc/machine-id and so the derived device ID. Data stays
     /// correct (replicas, not devices, are the CRDT's actors); people need to hear about it.
@@ -246,7 +239,7 @@ public actor Agent: Service {
             }
             return true
         }
-        let twin = sessions.values.contains {
+        let twin = sessions.all.contains {
             $0.session.peer.device == peer.device && $0.session.peer.replica != peer.replica
         }
         if twin {
@@ -267,29 +260,24 @@ public actor Agent: Service {
     }
 
     /// One connection per peer: when two exist (both dialed at once, or a redial), both sides keep
-    /// the one initiated by the smaller replica ID; a newer one from the same side replaces the older.
+    /// the same one (`SessionRegistry.keepsNewConnection`). Returns whether `session` is kept.
     func register(_ session: SyncSession, replica: ReplicaID, close: @escaping @Sendable () -> Void) async -> Bool {
-        var replaced: SyncSession?
         if let existing = sessions[replica] {
             let heard = await existing.session.lastReceived
             // Re-read after the suspension: another connection may have registered meanwhile.
             if let current = sessions[replica] {
-                // A connection silent for longer than a ping interval is stuck (an outage just ended):
-                // the new one wins whoever dialed, so both sides keep the fresh connection.
-                let stale = current.session === existing.session && isStuck(lastHeard: heard)
-                let keepNew: Bool
-                if stale || current.session.initiatedByUs == session.initiatedByUs {
-                    keepNew = true
-                } else {
-                    let preferredIsOurs = node.replicaID < replica
-                    keepNew = session.initiatedByUs == preferredIsOurs
-                }
+                let keepNew = SessionRegistry.keepsNewConnection(
+                    existingIsStuck: current.session === existing.session && isStuck(lastHeard: heard),
+                    existingInitiatedByUs: current.session.initiatedByUs,
+                    newInitiatedByUs: session.initiatedByUs,
+                    ourReplica: node.replicaID,
+                    peerReplica: replica
+                )
                 guard keepNew else { return false }
-                replaced = current.session
             }
         }
         if sessions[replica] == nil { relayGrace.connected(replica, true) }
-        sessions[replica] = Registered(session: session, close: close)
+        let replaced = sessions.hold(session, replica: replica, close: close)
         // The older session says goodbye once the new one holds its place: the registry is
         // settled before this waits, whatever runs on the agent meanwhile.
         await replaced?.replaced()
@@ -297,10 +285,8 @@ public actor Agent: Service {
     }
 
     func unregister(_ session: SyncSession, replica: ReplicaID) {
-        guard sessions[replica]?.session === session else { return }
-        sessions.removeValue(forKey: replica)
+        guard sessions.release(session, replica: replica) else { return }
         relayGrace.connected(replica, false)
-        resumeDisconnectWaiters(replica)
     }
 
 }

@@ -16,14 +16,14 @@ extension Agent {
     /// What `lansync status` and `lansync peers` show about the running agent.
     public func report() async -> AgentReport {
         var connected = [String: String]()
-        for (_, registered) in sessions {
+        for registered in sessions.all {
             if let state = await registered.session.announced {
                 connected[registered.session.peer.device.description] = state.digest.description
             }
         }
         // Who is connected is what is registered now; the directory's record of it can trail a
         // connection that replaced another by a moment.
-        let registered = Set(sessions.values.map { $0.session.peer.device.description })
+        let registered = Set(sessions.all.map { $0.session.peer.device.description })
         let peers = await directory.all.map { record in
             var record = record
             if let device = record.deviceID {
