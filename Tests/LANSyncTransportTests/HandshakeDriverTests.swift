@@ -26,19 +26,7 @@ import Testing
     ) async throws
         -> Result<UInt64, ConnectionError>
     {
-        let group = MultiThreadedEventLoopGroup.singleton
-        let server = try await ServerBootstrap(group: group)
-            .bind(host: "127.0.0.1", port: 0) { channel in
-                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
-            }
-        let port = try #require(server.channel.localAddress?.port)
-        let client = try await ClientBootstrap(group: group)
-            .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
-            }
-        return try await server.executeThenClose { connections in
-            var accepted = connections.makeAsyncIterator()
-            let serverSide = try #require(try await accepted.next())
+        try await LoopbackConnection.run { client, serverSide in
             async let initiated: Void = client.executeThenClose { inbound, outbound in
                 var frames = inbound.makeAsyncIterator()
                 _ = try? await HandshakeDriver.run(

@@ -13,20 +13,8 @@ import Testing
 /// the fix, this test failed with "a frame failed authentication" in two runs of three.)
 @Suite struct SealedSenderTests {
     @Test func concurrentSendsUnderBackpressureArriveSealedInOrder() async throws {
-        let group = MultiThreadedEventLoopGroup.singleton
-        let server = try await ServerBootstrap(group: group)
-            .bind(host: "127.0.0.1", port: 0) { channel in
-                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
-            }
-        let port = try #require(server.channel.localAddress?.port)
-        let client = try await ClientBootstrap(group: group)
-            .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try FramedChannel.framing(channel) }
-            }
-        try await server.executeThenClose { connections in
-            var accepted = connections.makeAsyncIterator()
-            let serverSide = try #require(try await accepted.next())
-            try await Self.exchange(client: client, server: serverSide)
+        try await LoopbackConnection.run { client, server in
+            try await Self.exchange(client: client, server: server)
         }
     }
 
