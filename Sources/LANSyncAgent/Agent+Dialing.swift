@@ -96,7 +96,7 @@ extension Agent {
         let id = nextWaiter
         nextWaiter += 1
         let timer = Task {
-            try? await EventLoopSleep.for(duration)
+            try? await Task.sleep(for: duration)
             self.resumeWaiter(id, woken: false)
         }
         defer { timer.cancel() }

@@ -195,7 +195,7 @@ extension Agent {
             while !Task.isCancelled {
                 let now = Date().timeIntervalSince1970
                 let next = Double((Self.tagPeriod(period, at: now) + 1) * period)
-                try? await EventLoopSleep.for(.milliseconds(Int64(max(0, next - now) * 1000) + 1))
+                try? await Task.sleep(for: .milliseconds(Int64(max(0, next - now) * 1000) + 1))
                 if Task.isCancelled { break }
                 updateTXT.yield(
                     Self.txtRecord(groupTag: groupState.current.advertisedTag(period: Self.tagPeriod(period)))

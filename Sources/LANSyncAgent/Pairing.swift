@@ -93,7 +93,7 @@ extension Agent {
                     ) {}
                 }
                 life.addTask {
-                    try? await EventLoopSleep.until(closesAt)
+                    try? await Task.sleep(until: closesAt)
                     open.close()
                 }
                 try? await listener.executeThenClose { inbound in
@@ -222,7 +222,7 @@ extension Agent {
                     return nil
                 }
                 tasks.addTask {
-                    try await EventLoopSleep.for(.seconds(30))
+                    try await Task.sleep(for: .seconds(30))
                     return .failed(reason: "the joining device took too long", wrongCode: false)
                 }
                 let first = try await tasks.next() ?? nil
@@ -375,7 +375,7 @@ package enum PairingClient {
                 }.filter { !excluding.contains($0.description) }
             }
             tasks.addTask {
-                try? await EventLoopSleep.for(timeout)
+                try? await Task.sleep(for: timeout)
                 return []
             }
             let first = await tasks.next() ?? []

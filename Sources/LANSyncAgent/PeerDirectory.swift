@@ -83,7 +83,7 @@ actor PeerDirectory {
         if let due = writeDue, due.at <= at { return }
         writeDue?.task.cancel()
         let task = Task { [weak self] in
-            try? await EventLoopSleep.until(at)
+            try? await Task.sleep(until: at)
             guard !Task.isCancelled else { return }
             await self?.writeWhenDue()
         }

@@ -145,7 +145,7 @@ actor SyncSession {
         farewell = Task {
             await withTaskGroup(of: Void.self) { race in
                 race.addTask { try? await sender.send(goodbye) }
-                race.addTask { try? await EventLoopSleep.for(.seconds(1)) }
+                race.addTask { try? await Task.sleep(for: .seconds(1)) }
                 // Whichever comes first closes the connection: a send stuck behind a full socket
                 // cannot be cancelled, but the close fails it, so the group's wait ends.
                 await race.next()
@@ -383,7 +383,7 @@ actor SyncSession {
         timer = (
             deadline,
             Task { [weak self] in
-                try? await EventLoopSleep.until(deadline)
+                try? await Task.sleep(until: deadline)
                 guard !Task.isCancelled else { return }
                 await self?.timerFired()
             }

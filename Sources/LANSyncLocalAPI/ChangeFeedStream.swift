@@ -3,7 +3,6 @@ import Hummingbird
 import LANSync
 import LANSyncAgent
 import LANSyncCore
-import LANSyncTransport
 import Synchronization
 
 /// The change feed as Server-Sent Events: everything the replica holds that the cursor does not
@@ -56,7 +55,7 @@ struct ChangeFeedStream: Sendable {
         }
         let beat = Task {
             while !Task.isCancelled {
-                try? await EventLoopSleep.for(heartbeat)
+                try? await Task.sleep(for: heartbeat)
                 wake.yield(.heartbeat)
             }
         }
