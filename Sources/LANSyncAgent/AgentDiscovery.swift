@@ -282,7 +282,11 @@ extension Agent {
             return
         }
         discovery.otherGroups.remove(name)
-        if service.isOurOwn && (name == discovery.advertisedAs || name == discovery.requestedName) {
+        // Our own: the name our advertisement is established under, or, until it is, the name we
+        // asked for. Not the asked-for name after a collision renamed us: a peer holds it then,
+        // and the own flag of our earlier resolution of it can linger in what avahi reports (seen
+        // under load: a node that never counted the peer that took its name).
+        if service.isOurOwn && name == (discovery.advertisedAs ?? discovery.requestedName) {
             discovery.ownServices.insert(name)
         }
         guard !discovery.ownServices.contains(name) else { return }
