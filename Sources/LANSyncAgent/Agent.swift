@@ -276,8 +276,8 @@ public actor Agent: Service {
                 guard keepNew else { return false }
             }
         }
-        if sessions[replica] == nil { relayGrace.connected(replica, true) }
         let replaced = sessions.hold(session, replica: replica, close: close)
+        if replaced == nil { relayGrace.connected(replica, true) }
         // The older session says goodbye once the new one holds its place: the registry is
         // settled before this waits, whatever runs on the agent meanwhile.
         await replaced?.replaced()

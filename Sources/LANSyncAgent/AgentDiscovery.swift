@@ -2,7 +2,6 @@ import Foundation
 import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncIdentity
-import LANSyncTransport
 import LANSyncWire
 import Logging
 import NIOCore

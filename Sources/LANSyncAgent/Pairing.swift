@@ -19,20 +19,18 @@ import Synchronization
 /// moves their messages.
 enum PairingNetwork {
     static let serviceType = "_lansync-pair._tcp"
-    /// Pairing messages travel in the sync connections' frames (u16 BE length prefix).
-    typealias FrameChannel = FramedChannel
 }
 
 /// A pairing window the agent opened (`lansync group invite`): the window's count, and what to
 /// stop when it closes.
 final class OpenPairingWindow: Sendable {
     let state: Mutex<PairingWindow>
-    let listener: NIOAsyncChannel<PairingNetwork.FrameChannel, Never>
+    let listener: NIOAsyncChannel<FramedChannel, Never>
     let port: Int
     /// The window's one task: its advertisement, its runs and its expiry (`start`).
     private let life = Mutex<Task<Void, Never>?>(nil)
 
-    init(window: PairingWindow, listener: NIOAsyncChannel<PairingNetwork.FrameChannel, Never>, port: Int) {
+    init(window: PairingWindow, listener: NIOAsyncChannel<FramedChannel, Never>, port: Int) {
         state = Mutex(window)
         self.listener = listener
         self.port = port
@@ -46,6 +44,11 @@ final class OpenPairingWindow: Sendable {
     /// Closes the window: no new runs; runs under way finish, then its task ends.
     func close() {
         listener.channel.close(promise: nil)
+    }
+
+    /// Closes the window once its time, its attempts or its one join are spent.
+    func closeIfOver() {
+        if state.withLock({ $0.closedReason(now: UInt64(Date().timeIntervalSince1970 * 1000)) }) != nil { close() }
     }
 
     /// Ends the window now, runs under way too (the agent stops).
@@ -96,59 +99,7 @@ extension Agent {
                     try? await Task.sleep(until: closesAt)
                     open.close()
                 }
-                try? await listener.executeThenClose { inbound in
-                    try await withThrowingDiscardingTaskGroup { runs in
-                        for try await connection in inbound {
-                            let now = UInt64(Date().timeIntervalSince1970 * 1000)
-                            guard open.state.withLock({ $0.startRun(now: now) }) else {
-                                let reason = open.state.withLock { $0.closedReason(now: now) } ?? "the window is closed"
-                                try? await connection.executeThenClose { _, outbound in
-                                    try await outbound.write(
-                                        ByteBuffer(bytes: PairingMessage.refused(reason: reason).encoded())
-                                    )
-                                }
-                                continue
-                            }
-                            runs.addTask {
-                                let records = Self.welcomeRecords((try? node.records()) ?? [])
-                                let outcome = await Self.invite(
-                                    connection,
-                                    code: code,
-                                    secret: secret,
-                                    records: records,
-                                    me: me
-                                )
-                                open.state.withLock { $0.finishRun(outcome) }
-                                switch outcome {
-                                case .invited(let device)?:
-                                    logger.notice(
-                                        "pairing: a device joined",
-                                        metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"]
-                                    )
-                                    // This member vouches for it: the group pins the key it presents
-                                    // first (a reinstalled or removed device is let back in this way).
-                                    try? await node.vouch(for: device.device, name: device.name, at: Int64(now))
-                                case .failed(let reason, _)?:
-                                    logger.warning(
-                                        "pairing: a run failed: \(reason)",
-                                        metadata: [
-                                            "pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"
-                                        ]
-                                    )
-                                default:
-                                    logger.warning("pairing: a run ended before it finished")
-                                }
-                                if open.state.withLock({
-                                    $0.closedReason(now: UInt64(Date().timeIntervalSince1970 * 1000))
-                                }
-                                ) != nil {
-                                    open.close()
-                                }
-                            }
-                        }
-                    }
-                }
-
+                await Self.serveRuns(of: open, code: code, secret: secret, me: me, node: node, logger: logger)
                 life.cancelAll()
             }
         }
@@ -156,6 +107,63 @@ extension Agent {
             PairingCode.parse(code).map { String($0.prefix(4)) + "-" + String($0.suffix(4)) } ?? code, port,
             window.closesAt
         )
+    }
+
+    /// Takes the window's connections until its listener closes: a run on each while the window
+    /// allows one, a refusal with its reason otherwise. Returns once the runs under way are over.
+    private static func serveRuns(
+        of open: OpenPairingWindow,
+        code: String,
+        secret: SecureBytes,
+        me: (DeviceID, String),
+        node: LANSyncNode,
+        logger: Logger
+    ) async {
+        try? await open.listener.executeThenClose { inbound in
+            try await withThrowingDiscardingTaskGroup { runs in
+                for try await connection in inbound {
+                    let now = UInt64(Date().timeIntervalSince1970 * 1000)
+                    guard open.state.withLock({ $0.startRun(now: now) }) else {
+                        let reason = open.state.withLock { $0.closedReason(now: now) } ?? "the window is closed"
+                        try? await connection.executeThenClose { _, outbound in
+                            try await outbound.write(
+                                ByteBuffer(bytes: PairingMessage.refused(reason: reason).encoded())
+                            )
+                        }
+                        continue
+                    }
+                    runs.addTask {
+                        let records = Self.welcomeRecords((try? node.records()) ?? [])
+                        let outcome = await Self.invite(
+                            connection,
+                            code: code,
+                            secret: secret,
+                            records: records,
+                            me: me
+                        )
+                        open.state.withLock { $0.finishRun(outcome) }
+                        switch outcome {
+                        case .invited(let device)?:
+                            logger.notice(
+                                "pairing: a device joined",
+                                metadata: ["peer.name": "\(device.name)", "peer.device": "\(device.device)"]
+                            )
+                            // This member vouches for it: the group pins the key it presents first
+                            // (a reinstalled or removed device is let back in this way).
+                            try? await node.vouch(for: device.device, name: device.name, at: Int64(now))
+                        case .failed(let reason, _)?:
+                            logger.warning(
+                                "pairing: a run failed: \(reason)",
+                                metadata: ["pairing.attempts_left": "\(open.state.withLock { $0.attemptsLeft })"]
+                            )
+                        default:
+                            logger.warning("pairing: a run ended before it finished")
+                        }
+                        open.closeIfOver()
+                    }
+                }
+            }
+        }
     }
 
     /// Where the pairing window stands, for `lansync group invite` waiting on it.
@@ -188,7 +196,7 @@ extension Agent {
 
     /// One run as the inviter, on one connection. Nil when the connection ended first.
     static func invite(
-        _ connection: PairingNetwork.FrameChannel,
+        _ connection: FramedChannel,
         code: String,
         secret: SecureBytes,
         records: [PreferenceWrite],

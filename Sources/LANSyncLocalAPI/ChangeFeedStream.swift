@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import LANSync
-import LANSyncAgent
 import LANSyncCore
 import Synchronization
 
