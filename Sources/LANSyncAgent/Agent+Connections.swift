@@ -101,17 +101,23 @@ extension Agent {
 
     func countConnection(_ change: Int) { connections += change }
 
+    /// How long a refused or handed-over peer has to read our last messages and close. A busy
+    /// peer merging a hand-over's records can take more than a second to get there, and closing
+    /// first resets the connection: its kernel then drops the records it had not read yet, and it
+    /// stays in the old epoch.
+    nonisolated static let peerReadGrace = TimeAmount.seconds(10)
+
     /// Ends a connection right after the handshake without losing what we just sent (a refusal,
     /// or a hand-over's records): the peer has sent its opening state meanwhile, and closing with
     /// that unread makes the kernel reset the connection, which can discard our last messages
     /// before the peer reads them. So: half-close (the peer reads everything, then end of stream),
-    /// read until the peer closes too, at most 1 s.
+    /// read until the peer closes too, at most `peerReadGrace`.
     nonisolated static func closeAfterPeerRead(
         _ channel: FramedChannel,
         inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
     ) async {
         channel.channel.close(mode: .output, promise: nil)
-        let deadline = channel.channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.channel.close(promise: nil) }
+        let deadline = channel.channel.eventLoop.scheduleTask(in: peerReadGrace) { channel.channel.close(promise: nil) }
         var rest = inbound
         while (try? await rest.next()) != nil {}
         deadline.cancel()
@@ -203,10 +209,16 @@ extension Agent {
             do {
                 try await sender.send(try await session.opening())
             } catch {
-                // A peer that refuses us closes right after its goodbye: what it said is in what
-                // we received (the channel is closed, so this reads only what arrived).
-                if case .goodbye(let code, let reason)? = try? await receiver.next() {
-                    throw ConnectionError.session(.peerSaidGoodbye(code: code, reason: reason))
+                // A peer that refuses us, or hands us a new epoch, closes right after its goodbye:
+                // what it sent is in what we received (the channel is closed, so this reads only
+                // what arrived). A hand-over's records are merged even so.
+                while let message = try? await receiver.next() {
+                    switch message {
+                    case .records: await session.handle(message)
+                    case .goodbye(let code, let reason):
+                        throw ConnectionError.session(.peerSaidGoodbye(code: code, reason: reason))
+                    default: throw error
+                    }
                 }
                 throw error
             }

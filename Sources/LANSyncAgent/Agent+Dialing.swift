@@ -51,28 +51,16 @@ extension Agent {
                 }
             }
             if case .discovered(let name) = target {
-                switch outcome as? ConnectionError {
-                case .handedOver?, .session(.peerSaidGoodbye(.notAMember, _))?:
-                    // Dialed with an earlier epoch's key the tag still showed; the next dial uses
-                    // the current one (a removed device is refused either way).
-                    discovery.dialWithCurrentEpoch.insert(name)
-                case .notAMember?, .versionMismatch?:
-                    // We refused it (removed, a key nobody vouched for, or no protocol version in
-                    // common): dialing it again changes nothing until it does (an upgrade changes
-                    // its record); it may still dial us.
-                    discovery.refusedUntilChanged.insert(name)
+                switch discovery.dialEnded(name, outcome: outcome as? ConnectionError) {
+                case .dialAgain: break
+                case .refusedUntilChanged:
                     logger.info(
                         "not dialing a refused device again until its mDNS record changes",
                         metadata: ["mdns.name": "\(name)"]
                     )
                     return
-                default: break
+                case .ownAdvertisement: return
                 }
-            }
-            if case .connectedToSelf = outcome as? ConnectionError, case .discovered(let name) = target {
-                // Our own advertisement, seen through another interface: never dial it again.
-                discovery.ownServices.insert(name)
-                return
             }
             let jitter = Double.random(in: 0.8...1.2)
             if await sleepUnlessWoken(backoff * jitter) {

@@ -2,6 +2,7 @@ import Foundation
 import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncIdentity
+import LANSyncTransport
 import LANSyncWire
 import Logging
 import NIOCore
@@ -89,9 +90,9 @@ struct DiscoveryState {
 
     /// Asks discovery to browse afresh (a new browser queries the network at once).
     var refresh: AsyncStream<DiscoveryRefresh>.Continuation?
-    /// Services whose earlier-epoch tag turned out stale (the node there already holds our
-    /// current epoch, and handed us over when we dialed with the old key): dialed with the
-    /// current key until their record changes.
+    /// Services dialed with the current key although their tag shows an earlier epoch: we handed
+    /// the node there the new epoch, or it already held it and handed it to us. Until their
+    /// record changes, or a handshake with the current key fails (`dialEnded`).
     var dialWithCurrentEpoch: Set<String> = []
     /// Services this node refused (removed, or a key nobody vouched for): not dialed again until
     /// their record changes (they can still dial us; a vouch or a new key lets them in).
@@ -102,6 +103,42 @@ struct DiscoveryState {
     /// How long a service that left is still dialed; a link coming up extends that by `redialFor`.
     static let rememberLeft: Duration = .seconds(600)
     static let redialFor: Duration = .seconds(60)
+
+    /// What to do with a discovered service after a dial to it ended.
+    enum AfterDial: Equatable {
+        case dialAgain
+        /// Not dialed again until its record changes (it may still dial us).
+        case refusedUntilChanged
+        /// Our own advertisement, seen through another interface: never dialed again.
+        case ownAdvertisement
+    }
+
+    /// What a dial's outcome teaches about a discovered service: which epoch's key the next dial
+    /// uses, and whether there is a next dial.
+    mutating func dialEnded(_ name: String, outcome: ConnectionError?) -> AfterDial {
+        switch outcome {
+        case .handedOver?, .session(.peerSaidGoodbye(.notAMember, _))?:
+            // Dialed with an earlier epoch's key the tag still showed; the next dial uses the
+            // current one (a removed device is refused either way).
+            dialWithCurrentEpoch.insert(name)
+        case .closedByPeer?, .handshake?, .handshakeTimeout?:
+            // It could not open a handshake with the current key: it did not take the epoch we
+            // handed it (the connection was cut before it read the records). The next dial uses
+            // the key its tag shows again, and so hands the epoch over again.
+            dialWithCurrentEpoch.remove(name)
+        case .notAMember?, .versionMismatch?:
+            // We refused it (removed, a key nobody vouched for, or no protocol version in
+            // common): dialing it again changes nothing until it does (an upgrade changes its
+            // record).
+            refusedUntilChanged.insert(name)
+            return .refusedUntilChanged
+        case .connectedToSelf?:
+            ownServices.insert(name)
+            return .ownAdvertisement
+        default: break
+        }
+        return .dialAgain
+    }
 
     /// The instance name our advertisement is established under, if it is.
     var advertisedAs: String? {

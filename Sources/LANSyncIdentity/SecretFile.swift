@@ -1,16 +1,21 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// Writes and reads small files that hold secrets (the identity file, later the group secret).
+/// Writes and reads small files that hold secrets (the identity file, the group file, the peer list).
 ///
 /// Written atomically with owner-only permissions from the first byte: the data goes to a
 /// temporary file created with mode 0600, is fsynced, then renamed over the target and the
 /// directory fsynced. A crash leaves either the old file or the new one, never half of one, and
 /// no other user can ever read it.
 package enum SecretFile {
+    /// Numbers the temporary files of this process's writes.
+    private static let temporaryNumbers = Atomic<UInt64>(0)
+
     package struct Failure: Error, CustomStringConvertible {
         package let path: String
         package let operation: String
@@ -22,9 +27,18 @@ package enum SecretFile {
     }
 
     /// Replaces the file at `path` with `bytes`, mode 0600.
+    ///
+    /// Each call writes a temporary file of its own (`O_EXCL`): two writers of one file in one
+    /// process (two sessions handing this device a new epoch at once) shared one name before,
+    /// and one truncated the other's file under it, so a reader could find the target empty.
     package static func write(_ bytes: [UInt8], to path: String) throws(Failure) {
-        let temporary = path + ".tmp-\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let temporary = path + ".tmp-\(getpid())-\(temporaryNumbers.add(1, ordering: .relaxed).newValue)"
+        var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd < 0, errno == EEXIST {
+            // Left by a crash of an earlier process with this PID: no live writer owns the name.
+            unlink(temporary)
+            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        }
         guard fd >= 0 else { throw Failure(path: temporary, operation: "create", code: errno) }
         var written = 0
         while written < bytes.count {

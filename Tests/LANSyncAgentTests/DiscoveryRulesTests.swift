@@ -1,5 +1,6 @@
 import LANSyncDiscovery
 import LANSyncIdentity
+import LANSyncTransport
 import Testing
 
 @testable import LANSyncAgent
@@ -52,6 +53,34 @@ import Testing
         let names = Set((0..<20).map { _ in Agent.neutralInstanceName() })
         #expect(names.count > 1)
         for name in names { #expect(name.wholeMatch(of: /LANSync [0-9a-f]{4}/) != nil, "\(name)") }
+    }
+
+    /// A member that was away advertises its old epoch's tag: we dial it with that key and hand it
+    /// the new epoch, then dial with the current key. If it cannot open that handshake (it never
+    /// read the records: the connection was cut first), the next dial hands the epoch over again
+    /// rather than knocking with a key it lacks until its record changes (seen under load: a
+    /// member that stayed in the old epoch for good).
+    @Test func aMemberThatDidNotTakeAHandOverIsHandedItAgain() {
+        var state = DiscoveryState()
+        let name = "LANSync 4a2f"
+        #expect(state.dialEnded(name, outcome: .handedOver(epoch: 1)) == .dialAgain)
+        #expect(state.dialWithCurrentEpoch.contains(name), "next: the current key")
+        #expect(state.dialEnded(name, outcome: .closedByPeer) == .dialAgain)
+        #expect(!state.dialWithCurrentEpoch.contains(name), "next: the key its tag shows, a hand-over again")
+        #expect(
+            state.dialEnded(name, outcome: .session(.peerSaidGoodbye(code: .notAMember, reason: "reconnect")))
+                == .dialAgain
+        )
+        #expect(state.dialWithCurrentEpoch.contains(name), "it handed us a newer epoch: the current key")
+        #expect(state.dialEnded(name, outcome: .session(.peerClosed)) == .dialAgain)
+        #expect(state.dialWithCurrentEpoch.contains(name), "a session that ended says nothing about keys")
+        #expect(state.dialEnded(name, outcome: .handshakeTimeout) == .dialAgain)
+        #expect(!state.dialWithCurrentEpoch.contains(name))
+        #expect(state.dialEnded(name, outcome: .notAMember("removed")) == .refusedUntilChanged)
+        #expect(state.refusedUntilChanged.contains(name))
+        #expect(state.dialEnded("LANSync 0001", outcome: .connectedToSelf) == .ownAdvertisement)
+        #expect(state.ownServices.contains("LANSync 0001"))
+        #expect(state.dialEnded("LANSync 0002", outcome: nil) == .dialAgain)
     }
 
     @Test func linkLocalEndpointsCarryTheirInterface() {

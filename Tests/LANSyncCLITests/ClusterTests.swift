@@ -144,9 +144,9 @@ struct Cluster {
 
     /// A node's whole agent log without the lines that contain `noise`: a peer refused every few
     /// seconds fills a log's tail and hides what came before it.
-    func agentLog(_ node: Int, without noise: String) -> String {
-        "node \(node)'s agent log without \"\(noise)\":\n"
-            + agentLog(node).split(separator: "\n").filter { !$0.contains(noise) }.joined(separator: "\n")
+    func agentLog(_ node: Int, without noise: String, last: Int = .max) -> String {
+        "node \(node)'s agent log without \"\(noise)\"\(last == .max ? "" : ", last \(last) lines"):\n"
+            + agentLog(node).split(separator: "\n").filter { !$0.contains(noise) }.suffix(last).joined(separator: "\n")
     }
 
     /// Stops everything the cluster started and deletes its namespaces and files.
@@ -157,6 +157,18 @@ struct Cluster {
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         if (try? process.run()) != nil { process.waitUntilExit() }
+        // A test run that is hunting a rare failure can keep the nodes' logs.
+        if let keep = ProcessInfo.processInfo.environment["LANSYNC_CLUSTER_KEEP_LOGS"] {
+            let into = "\(keep)/\(URL(fileURLWithPath: directory).lastPathComponent)"
+            try? FileManager.default.createDirectory(atPath: into, withIntermediateDirectories: true)
+            for node in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            where node.hasPrefix("node-") {
+                try? FileManager.default.copyItem(
+                    atPath: "\(directory)/\(node)/agent.log",
+                    toPath: "\(into)/\(node).log"
+                )
+            }
+        }
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -254,7 +266,7 @@ struct ClusterTests {
         try await cluster.ok("start", "4")
         #expect(
             try await eventually(within: 60) { try await epoch(4) == 1 },
-            "\(cluster.logTails([1, 2]))\n\(cluster.agentLog(4, without: "connection refused"))"
+            "\([1, 2, 4].map { cluster.agentLog($0, without: "connection refused", last: 40) }.joined(separator: "\n"))"
         )
         let synced = try await cluster.run(["wait-sync", "1", "2", "4", "--timeout", "60"])
         #expect(synced.status == 0, "\(synced.output)\n\(cluster.logTails([1, 2, 4]))")
