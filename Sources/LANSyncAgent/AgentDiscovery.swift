@@ -133,7 +133,10 @@ struct DiscoveryState {
             refusedUntilChanged.insert(name)
             return .refusedUntilChanged
         case .connectedToSelf?:
+            // Our own advertisement under a name we no longer hold (after a collision renamed us,
+            // avahi can still resolve the old one to our address): not a peer.
             ownServices.insert(name)
+            peers.removeValue(forKey: name)
             return .ownAdvertisement
         default: break
         }
@@ -456,7 +459,7 @@ extension Agent {
             state: state,
             advertisedAs: discovery.advertisedAs,
             detail: detail,
-            sameGroup: discovery.peers.count,
+            sameGroup: discovery.peers.keys.filter { !discovery.ownServices.contains($0) }.count,
             otherGroups: discovery.otherGroups.count
         )
     }

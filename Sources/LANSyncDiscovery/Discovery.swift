@@ -49,6 +49,13 @@ package struct DiscoveredService: Sendable, Equatable {
     package let txt: [String: String]
     /// Published by this machine's own daemon for this very process (or another on the same host).
     package let isOurOwn: Bool
+
+    package init(name: String, endpoints: [DiscoveredEndpoint], txt: [String: String], isOurOwn: Bool) {
+        self.name = name
+        self.endpoints = endpoints
+        self.txt = txt
+        self.isOurOwn = isOurOwn
+    }
 }
 
 /// Where discovery stands, for logs and `lansync status`.

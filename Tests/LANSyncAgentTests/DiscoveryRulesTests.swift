@@ -78,8 +78,15 @@ import Testing
         #expect(!state.dialWithCurrentEpoch.contains(name))
         #expect(state.dialEnded(name, outcome: .notAMember("removed")) == .refusedUntilChanged)
         #expect(state.refusedUntilChanged.contains(name))
+        state.peers["LANSync 0001"] = DiscoveredService(
+            name: "LANSync 0001",
+            endpoints: [DiscoveredEndpoint(host: "10.47.0.1", port: 7741, interface: 2, isIPv6: false)],
+            txt: [:],
+            isOurOwn: false
+        )
         #expect(state.dialEnded("LANSync 0001", outcome: .connectedToSelf) == .ownAdvertisement)
         #expect(state.ownServices.contains("LANSync 0001"))
+        #expect(state.peers["LANSync 0001"] == nil, "our own old name, not a peer")
         #expect(state.dialEnded("LANSync 0002", outcome: nil) == .dialAgain)
     }
 
