@@ -117,8 +117,21 @@ extension LANSyncNode {
             signingKeyCache.withLock { $0 = derived }
         }
         guard let delta else { return keys }
-        var arriving: [(key: String, json: String?)] = delta.preferences.map { ($0.key, $0.value) }
-        arriving += delta.coverage.compactMap { range in range.record.map { (MemberKeys.replica(range.replica), $0) } }
+        // Records of replicas whose key is held already change nothing (the held key wins), and
+        // reading one costs a JSON decode and a signature check: every range of a catch-up
+        // carries its replica's record.
+        var arriving: [(key: String, json: String?)] = delta.preferences.compactMap { write in
+            guard write.key.hasPrefix(MemberKeys.replicaPrefix),
+                let replica = ReplicaID(hex: write.key.dropFirst(MemberKeys.replicaPrefix.count)),
+                keys[replica] == nil
+            else { return nil }
+            return (write.key, write.value)
+        }
+        arriving += delta.coverage.compactMap { range in
+            guard keys[range.replica] == nil else { return nil }
+            return range.record.map { (MemberKeys.replica(range.replica), $0) }
+        }
+        guard !arriving.isEmpty else { return keys }
         keys.merge(Self.signingKeys(in: arriving, pinned: pinned)) { held, _ in held }
         return keys
     }

@@ -98,6 +98,14 @@ package struct ProvenanceCheck: Sendable {
         self.signatureIsValid = signatureIsValid
     }
 
+    /// The head a range's leaves lead to from a given start: the chain's hashes walked over
+    /// `(start.counter, through]`. Computed ahead of a merge (`folds`) where the start can be
+    /// foreseen, it is looked up by the check instead of walked again.
+    package struct Fold: Hashable, Sendable {
+        package let start: ChainHead
+        package let through: UInt64
+    }
+
     /// Checks every range. `verified`: each replica's verified head (a genesis counts); `keys`:
     /// each replica's signing key; `leaves`: the leaf of each change the delta carries, by dot.
     /// Ranges are checked in order, each from where the previous one left its replica, so a
@@ -111,12 +119,73 @@ package struct ProvenanceCheck: Sendable {
         check(ranges, verified: verified, keys: keys, leaves: ChangeLeaves(leaves))
     }
 
-    /// The same, with the leaves per replica in counter order (`Delta.changeLeaves`).
+    /// The heads the ranges' leaves lead to from `starts` (each replica's verified head as it is
+    /// expected to be when the delta is merged), each range from where the one before left its
+    /// replica: the chain's hashes, the costly part of `check`, worked out beside the merge
+    /// before. Signatures and everything else are left to `check`, which uses a fold only where
+    /// its start is the head it finds then. A range that could not be folded is left out.
+    package func folds(
+        _ ranges: [Range],
+        starts: [ReplicaID: ChainHead],
+        leaves: ChangeLeaves
+    ) -> [Fold: ChainHead] {
+        var starts = starts
+        var folds: [Fold: ChainHead] = [:]
+        for range in ranges where range.from < range.through {
+            var start = starts[range.replica]
+            if let genesis = range.genesis, genesis.counter <= range.through,
+                start.map({ $0.counter < genesis.counter }) ?? true
+            {
+                start = ChainHead(
+                    replica: range.replica,
+                    counter: genesis.counter,
+                    hash: ChainHead.genesis(of: range.replica).hash
+                )
+            }
+            guard let from = start, from.counter >= range.from, from.counter < range.through,
+                let head = walk(range, from: from, leaves: leaves.of(range.replica))
+            else { continue }
+            folds[Fold(start: from, through: range.through)] = head
+            starts[range.replica] = head
+        }
+        return folds
+    }
+
+    /// The head `range`'s leaves lead to from `from`; nil when the range leaves more counters
+    /// without a change than anyone may claim (`check` says why).
+    private func walk(
+        _ range: Range,
+        from: ChainHead,
+        leaves carried: [(counter: UInt64, leaf: [UInt8])]
+    )
+        -> ChainHead?
+    {
+        let first = carried.partitioningIndex { $0.counter > from.counter }
+        let inRange = carried[first...].prefix { $0.counter <= range.through }.count
+        guard range.through - from.counter - UInt64(inRange) <= Self.maxCountersWithoutChange else { return nil }
+        // A counter the delta carries no change of takes the "none" leaf: if the replica made a
+        // change there, the hash is not the one it signed. Walked without building a list.
+        let (replica, through, hasher) = (range.replica, range.through, hasher)
+        let rangeLeaves = sequence(state: (counter: from.counter, next: first)) { state -> [UInt8]? in
+            guard state.counter < through else { return nil }
+            state.counter += 1
+            guard state.next < carried.count, carried[state.next].counter == state.counter else {
+                return ChangeLeaf.none(replica: replica, counter: state.counter, hasher: hasher)
+            }
+            state.next += 1
+            return carried[state.next - 1].leaf
+        }
+        return from.extended(by: rangeLeaves, hasher: hasher)
+    }
+
+    /// The same, with the leaves per replica in counter order (`Delta.changeLeaves`), and the
+    /// heads some ranges lead to worked out ahead (`folds`).
     package func check(
         _ ranges: [Range],
         verified: [ReplicaID: ChainHead],
         keys: [ReplicaID: [UInt8]],
-        leaves: ChangeLeaves
+        leaves: ChangeLeaves,
+        folded: [Fold: ChainHead] = [:]
     ) -> Result<[Verdict], Problem> {
         var verified = verified
         var verdicts: [Verdict] = []
@@ -153,8 +222,6 @@ package struct ProvenanceCheck: Sendable {
                 verdicts.append(.known)
                 continue
             }
-            // A counter the delta carries no change of takes the "none" leaf: if the replica made
-            // a change there, the hash is not the one it signed.
             let carried = leaves.of(replica)
             let first = carried.partitioningIndex { $0.counter > from.counter }
             let inRange = carried[first...].prefix { $0.counter <= range.through }.count
@@ -165,22 +232,13 @@ package struct ProvenanceCheck: Sendable {
                 return .failure(.twoChangesAtOneCounter(replica, counter: carried[index].counter))
             }
             let missing = range.through - from.counter - UInt64(inRange)
-            guard missing <= Self.maxCountersWithoutChange else {
+            guard missing <= Self.maxCountersWithoutChange,
+                let head = folded[Fold(start: from, through: range.through)]
+                    ?? walk(range, from: from, leaves: carried)
+            else {
                 return .failure(.tooManyWithoutChange(replica, count: missing))
             }
-            // The head the leaves lead to, walked without building a list; the signature says
-            // whether the replica signed it.
-            let (through, hasher) = (range.through, hasher)
-            let rangeLeaves = sequence(state: (counter: from.counter, next: first)) { state -> [UInt8]? in
-                guard state.counter < through else { return nil }
-                state.counter += 1
-                guard state.next < carried.count, carried[state.next].counter == state.counter else {
-                    return ChangeLeaf.none(replica: replica, counter: state.counter, hasher: hasher)
-                }
-                state.next += 1
-                return carried[state.next - 1].leaf
-            }
-            let head = from.extended(by: rangeLeaves, hasher: hasher)
+            // The signature says whether the replica signed the head its leaves lead to.
             guard signatureIsValid(SignedHead(head: head, signature: range.signature), key) else {
                 return .failure(.chain(replica, .badSignature(counter: range.through)))
             }

@@ -14,6 +14,9 @@ package struct CheckedDelta: Sendable {
     /// writes for a row it has never heard of, computed with the rest of the check, off the
     /// writer's path.
     let firstRows: [FirstRow]
+    /// The heads some of its ranges lead to, worked out ahead of the merge
+    /// (`ReplicaStore.foldingAhead`); the merge's check looks them up instead of hashing again.
+    var folds: [ProvenanceCheck.Fold: ChainHead] = [:]
 
     init(delta: Delta, entryHashes: [[UInt8]], leaves: ChangeLeaves? = nil, firstRows: [FirstRow] = []) {
         precondition(entryHashes.count == delta.entries.count, "one hash per entry")

@@ -786,12 +786,8 @@ extension ReplicaStore {
         try await mergeSigned(Self.check(delta, signed: true), keys: keys)
     }
 
-    /// `mergeSigned` of a delta checked beforehand (`check`, which a session runs on another thread).
-    package func mergeSigned(
-        _ checked: CheckedDelta,
-        keys: [ReplicaID: [UInt8]]
-    ) async throws(StoreError) -> MergeResult {
-        let delta = checked.delta
+    /// The ranges a signed delta claims, for `ProvenanceCheck`; refused when one is not signed.
+    private static func provenanceRanges(of delta: Delta) throws(StoreError) -> [ProvenanceCheck.Range] {
         var ranges: [ProvenanceCheck.Range] = []
         for range in delta.coverage {
             guard let signature = range.signature else {
@@ -807,13 +803,48 @@ extension ReplicaStore {
                 )
             )
         }
-        let check = ProvenanceCheck(hasher: hasher) {
-            SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1)
+        return ranges
+    }
+
+    private var provenanceCheck: ProvenanceCheck {
+        ProvenanceCheck(hasher: hasher) { SigningKey.verify($0.signature, of: $0.head.signedMessage, by: $1) }
+    }
+
+    /// Works out the chain's hashes over `checked`'s ranges (`ProvenanceCheck.folds`) ahead of its
+    /// merge: from the heads this replica verified, or the later ones in `expected` (what the
+    /// merges before it, still under way, lead to). A session does it beside the merge before, so
+    /// that the merges, which run one at a time, only look the heads up. Returns the delta with
+    /// them, and the heads it leads to.
+    package func foldingAhead(
+        _ checked: CheckedDelta,
+        expected: [ReplicaID: ChainHead]
+    ) throws(StoreError) -> (checked: CheckedDelta, heads: [ReplicaID: ChainHead]) {
+        let delta = checked.delta
+        guard !delta.coverage.isEmpty, let ranges = try? Self.provenanceRanges(of: delta) else { return (checked, [:]) }
+        var starts = try verifiedHeads()
+        for (replica, head) in expected where head.counter > starts[replica]?.counter ?? 0 { starts[replica] = head }
+        let leaves = checked.leaves ?? delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)
+        var folded = checked
+        folded.folds = provenanceCheck.folds(ranges, starts: starts, leaves: leaves)
+        var heads: [ReplicaID: ChainHead] = [:]
+        for head in folded.folds.values where head.counter > heads[head.replica]?.counter ?? 0 {
+            heads[head.replica] = head
         }
+        return (folded, heads)
+    }
+
+    /// `mergeSigned` of a delta checked beforehand (`check`, which a session runs on another thread).
+    package func mergeSigned(
+        _ checked: CheckedDelta,
+        keys: [ReplicaID: [UInt8]]
+    ) async throws(StoreError) -> MergeResult {
+        let delta = checked.delta
+        let ranges = try Self.provenanceRanges(of: delta)
+        let check = provenanceCheck
         let verdicts: [ProvenanceCheck.Verdict]
         let verified = try verifiedHeads()
         let leaves = checked.leaves ?? delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)
-        switch check.check(ranges, verified: verified, keys: keys, leaves: leaves) {
+        switch check.check(ranges, verified: verified, keys: keys, leaves: leaves, folded: checked.folds) {
         case .failure(let problem): throw StoreError(.invalidDelta, "rejected a delta: \(problem)")
         case .success(let found): verdicts = found
         }

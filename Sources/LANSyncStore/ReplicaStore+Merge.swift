@@ -185,16 +185,30 @@ extension ReplicaStore {
             try taken.take(from: localWrites, into: &context)
             return taken.isDue
         }
+        // Entries go in many to a statement (`mergeEntries`), written before each look at the
+        // local writes, which may read any of them.
+        var pendingEntries: [Int] = []
+        pendingEntries.reserveCapacity(LocalWriteQueue.rowsBetweenLooks)
+        func mergePendingEntries() throws {
+            try context.mergeEntries(
+                pendingEntries[...],
+                of: delta.entries,
+                hashes: checked.entryHashes,
+                changed: &merged.changedEntries
+            )
+            pendingEntries.removeAll(keepingCapacity: true)
+        }
         for index in share.entries {
             // The clock passes every reading merged before a local write can tick: that write wins.
             context.observe(delta.entries[index].hlc)
-            // Read in place (no copy of the entry, nor retains of its strings).
-            if try context.mergeEntry(delta.entries[index], hash: checked.entryHashes[index]) {
-                merged.changedEntries.append(index)
-            }
+            pendingEntries.append(index)
             merged.entriesMerged += 1
-            if try lookAtLocalWrites(merged.entriesMerged, &context) { break }
+            if merged.entriesMerged % LocalWriteQueue.rowsBetweenLooks == 0 {
+                try mergePendingEntries()
+                if try lookAtLocalWrites(merged.entriesMerged, &context) { break }
+            }
         }
+        try mergePendingEntries()
         if merged.entriesMerged == share.entries.count {
             for index in share.preferences {
                 let write = delta.preferences[index]

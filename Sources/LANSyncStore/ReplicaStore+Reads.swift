@@ -197,9 +197,11 @@ extension ReplicaStore {
     package func fingerprint(ofPreferencesWithPrefix prefix: String) throws(StoreError) -> [Int64] {
         try Self.database {
             try writer.read { db in
+                // Cached: a signed merge asks before every batch.
                 let row = try Row.fetchOne(
-                    db,
-                    sql: "SELECT count(*), total(dot), max(dot) FROM preferences WHERE key >= ? AND key < ?",
+                    db.cachedStatement(
+                        sql: "SELECT count(*), total(dot), max(dot) FROM preferences WHERE key >= ? AND key < ?"
+                    ),
                     arguments: [prefix, Self.prefixEnd(prefix)]
                 )
                 return [row?[0] ?? 0, Int64(row?[1] as Double? ?? 0), row?[2] ?? 0]

@@ -26,6 +26,8 @@ struct WriteContext {
     /// Device IDs as blobs, made once per transaction instead of once per row.
     private var deviceBlobs: [DeviceID: Data] = [:]
     private var insertEntryStatement: BoundStatement?
+    /// Multi-row entry INSERTs by row count (`mergeEntries`).
+    var insertEntriesStatements: [Int: BoundStatement] = [:]
     private var selectEntryStatement: BoundStatement?
     private let ownDeviceBlob: Data
     let hasher: ElementHasher
@@ -153,6 +155,9 @@ struct WriteContext {
         }
         return found
     }
+
+    /// Counts an entry a multi-row INSERT added (`mergeEntries`; its hash is in the digest).
+    mutating func countInsertedEntry() { entryCount += 1 }
 
     /// Inserts an entry, or replaces the version held under its id when the incoming one wins.
     /// Returns whether the replica changed. `hash` is the entry's element hash when the caller

@@ -123,6 +123,27 @@ import Testing
                     #expect(verdict == .verified(origin.head(at: range.through).head))
                 }
             }
+            // The chain's hashes worked out ahead of the merge (`folds`) lead to the same
+            // verdicts: one fold per range that goes past where the receiver stands.
+            let carried = ChangeLeaves(leaves)
+            let folds = Self.check.folds(ranges, starts: verified, leaves: carried)
+            #expect(folds.count == ranges.filter { $0.through > knownAt }.count)
+            #expect(
+                Self.check.check(ranges, verified: verified, keys: origin.keys, leaves: carried, folded: folds)
+                    == .success(verdicts)
+            )
+            // Folds from a start the receiver does not stand at (a merge before failed, say) are
+            // never used: the check walks the chain itself.
+            let elsewhere = ChainHead(
+                replica: Self.replica,
+                counter: knownAt,
+                hash: [UInt8](repeating: 0xEE, count: 32)
+            )
+            let misled = Self.check.folds(ranges, starts: [Self.replica: elsewhere], leaves: carried)
+            #expect(
+                Self.check.check(ranges, verified: verified, keys: origin.keys, leaves: carried, folded: misled)
+                    == .success(verdicts)
+            )
         }
     }
 

@@ -344,6 +344,60 @@ func fileHash(_ path: String) throws -> [UInt8] {
     }
 }
 
+/// Entries go into the replica many to a statement; a statement with one entry held already (a
+/// range sent again, a relay's overlap) or an id taken (two versions of one entry) inserts
+/// nothing, and each of its entries is merged alone. Either way the replica ends as if every
+/// entry had been merged alone: same rows, counts and digest as a reference merged one by one.
+@Suite struct EntryBatchTests {
+    static let replica = ReplicaID(high: 7, low: 7)
+
+    static func entry(_ counter: UInt64, id: String? = nil, millis: UInt64? = nil) -> Entry {
+        Entry(
+            id: id ?? "tap-\(counter)",
+            stream: "taps",
+            originDevice: device,
+            dot: Dot(replica: replica, counter: counter),
+            hlc: HybridTimestamp(physicalMilliseconds: millis ?? (1_000 + counter), logical: 0),
+            wallMilliseconds: Int64(millis ?? (1_000 + counter)),
+            payload: "{\"n\":\(counter)}"
+        )
+    }
+
+    static func delta(_ entries: [Entry]) -> Delta {
+        Delta(
+            entries: entries,
+            coverage: [.init(replica: replica, from: 0, through: entries.map(\.dot.counter).max()!)]
+        )
+    }
+
+    @Test func overlapsAndTakenIdsMergeAsIfOneByOne() async throws {
+        let batched = try ReplicaStore.inMemory(device: device)
+        let oneByOne = try ReplicaStore.inMemory(device: device)
+        let first = (1...40).map { Self.entry($0) }
+        // 21…70 overlaps the first delta by 20; counter 65 carries an earlier version of tap-3
+        // (the earliest version of an entry wins: it replaces the one held), counter 66 a later
+        // one of tap-5 (it loses, and is kept as a losing change).
+        var second = (21...70).map { Self.entry($0) }
+        second[65 - 21] = Self.entry(65, id: "tap-3", millis: 500)
+        second[66 - 21] = Self.entry(66, id: "tap-5", millis: 9_000)
+        for delta in [Self.delta(first), Self.delta(second), Self.delta(second)] {
+            let outcome = try await batched.merge(delta).outcome
+            var expected = MergeOutcome()
+            for entry in delta.entries {
+                expected.entriesAdded += try await oneByOne.merge(Self.delta([entry])).outcome.entriesAdded
+            }
+            #expect(outcome == expected)
+        }
+        let (a, b) = (try batched.status(), try oneByOne.status())
+        #expect(a.entries == b.entries && a.entries == 68, "70 counters, two of them versions of held ids")
+        #expect(a.digest == b.digest)
+        #expect(try batched.recomputeDigest() == a.digest)
+        #expect(try batched.entry(id: "tap-3")?.dot.counter == 65)
+        #expect(try batched.entry(id: "tap-5")?.dot.counter == 5)
+        #expect(try batched.entries(EntryQuery()).map(\.id) == (try oneByOne.entries(EntryQuery()).map(\.id)))
+    }
+}
+
 @Suite struct OpeningTests {
     @Test func missingReplicaIsNotCreatedByOpen() async throws {
         let directory = TemporaryDirectory()
