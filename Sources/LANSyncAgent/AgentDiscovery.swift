@@ -94,6 +94,8 @@ struct DiscoveryState {
     /// the node there the new epoch, or it already held it and handed it to us. Until their
     /// record changes, or a handshake with the current key fails (`dialEnded`).
     var dialWithCurrentEpoch: Set<String> = []
+    /// Names that led a dial to ourselves, with the addresses they resolved to then.
+    var reachedOurselves: [String: Set<String>] = [:]
     /// Services this node refused (removed, or a key nobody vouched for): not dialed again until
     /// their record changes (they can still dial us; a vouch or a new key lets them in).
     var refusedUntilChanged: Set<String> = []
@@ -134,13 +136,26 @@ struct DiscoveryState {
             return .refusedUntilChanged
         case .connectedToSelf?:
             // Our own advertisement under a name we no longer hold (after a collision renamed us,
-            // avahi can still resolve the old one to our address): not a peer.
+            // avahi can still resolve the old one to our address): not a peer, until the name
+            // resolves elsewhere (`nameTakenByPeer`).
             ownServices.insert(name)
-            peers.removeValue(forKey: name)
+            reachedOurselves[name] = Set((peers.removeValue(forKey: name)?.endpoints ?? []).map(\.description))
             return .ownAdvertisement
         default: break
         }
         return .dialAgain
+    }
+
+    /// Whether `service` is a peer's under a name we took for ours because dialing it reached
+    /// ourselves: it resolves to addresses other than those. (A collision can hand our old name to
+    /// a peer after avahi resolved it to us.) Forgets that the name was ours when so.
+    mutating func nameTakenByPeer(_ service: DiscoveredService) -> Bool {
+        guard let reached = reachedOurselves[service.name],
+            !Set(service.endpoints.map(\.description)).isSubset(of: reached)
+        else { return false }
+        reachedOurselves[service.name] = nil
+        ownServices.remove(service.name)
+        return true
     }
 
     /// The instance name our advertisement is established under, if it is.
@@ -328,7 +343,7 @@ extension Agent {
         if service.isOurOwn && name == (discovery.advertisedAs ?? discovery.requestedName) {
             discovery.ownServices.insert(name)
         }
-        guard !discovery.ownServices.contains(name) else { return }
+        guard !discovery.ownServices.contains(name) || discovery.nameTakenByPeer(service) else { return }
         let previous = discovery.peers[name]
         discovery.peers[name] = service
         if previous?.txt["g"] != service.txt["g"] { discovery.dialWithCurrentEpoch.remove(name) }

@@ -87,6 +87,26 @@ import Testing
         #expect(state.dialEnded("LANSync 0001", outcome: .connectedToSelf) == .ownAdvertisement)
         #expect(state.ownServices.contains("LANSync 0001"))
         #expect(state.peers["LANSync 0001"] == nil, "our own old name, not a peer")
+        // Resolving to the same address again it stays ours; a peer that takes the name (another
+        // address) is a peer.
+        let again = DiscoveredService(
+            name: "LANSync 0001",
+            endpoints: [DiscoveredEndpoint(host: "10.47.0.1", port: 7741, interface: 2, isIPv6: false)],
+            txt: [:],
+            isOurOwn: false
+        )
+        let takenAgain = state.nameTakenByPeer(again)
+        #expect(!takenAgain)
+        #expect(state.ownServices.contains("LANSync 0001"))
+        let peer = DiscoveredService(
+            name: "LANSync 0001",
+            endpoints: [DiscoveredEndpoint(host: "10.47.0.3", port: 7741, interface: 2, isIPv6: false)],
+            txt: [:],
+            isOurOwn: false
+        )
+        let takenByPeer = state.nameTakenByPeer(peer)
+        #expect(takenByPeer)
+        #expect(!state.ownServices.contains("LANSync 0001"))
         #expect(state.dialEnded("LANSync 0002", outcome: nil) == .dialAgain)
     }
 
