@@ -117,21 +117,12 @@ extension LANSyncNode {
             signingKeyCache.withLock { $0 = derived }
         }
         guard let delta else { return keys }
-        // Records of replicas whose key is held already change nothing (the held key wins), and
-        // reading one costs a JSON decode and a signature check: every range of a catch-up
-        // carries its replica's record.
-        var arriving: [(key: String, json: String?)] = delta.preferences.compactMap { write in
-            guard write.key.hasPrefix(MemberKeys.replicaPrefix),
-                let replica = ReplicaID(hex: write.key.dropFirst(MemberKeys.replicaPrefix.count)),
-                keys[replica] == nil
-            else { return nil }
-            return (write.key, write.value)
-        }
+        var arriving: [(key: String, json: String?)] = delta.preferences.map { ($0.key, $0.value) }
+        // Every range carries its replica's record; one whose key is held already changes nothing
+        // (the held key wins), and reading it costs a JSON decode and a signature check.
         arriving += delta.coverage.compactMap { range in
-            guard keys[range.replica] == nil else { return nil }
-            return range.record.map { (MemberKeys.replica(range.replica), $0) }
+            keys[range.replica] == nil ? range.record.map { (MemberKeys.replica(range.replica), $0) } : nil
         }
-        guard !arriving.isEmpty else { return keys }
         keys.merge(Self.signingKeys(in: arriving, pinned: pinned)) { held, _ in held }
         return keys
     }

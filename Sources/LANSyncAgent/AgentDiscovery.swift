@@ -68,7 +68,7 @@ struct DiscoveryState {
     /// Nil while discovery is off.
     var status: DiscoveryStatus?
     var requestedName: String?
-    /// Same-group services, by instance name.
+    /// Same-group services of other nodes, by instance name: never one of `ownServices` (`markOwn`).
     var peers: [String: DiscoveredService] = [:]
     /// Instance names of LANSync nodes in other groups (seen, never dialed).
     var otherGroups: Set<String> = []
@@ -138,12 +138,18 @@ struct DiscoveryState {
             // Our own advertisement under a name we no longer hold (after a collision renamed us,
             // avahi can still resolve the old one to our address): not a peer, until the name
             // resolves elsewhere (`nameTakenByPeer`).
-            ownServices.insert(name)
-            reachedOurselves[name] = Set((peers.removeValue(forKey: name)?.endpoints ?? []).map(\.description))
+            reachedOurselves[name] = Set((peers[name]?.endpoints ?? []).map(\.description))
+            markOwn(name)
             return .ownAdvertisement
         default: break
         }
         return .dialAgain
+    }
+
+    /// Takes `name` for one of our own advertisement's: never a peer, so never counted as one.
+    mutating func markOwn(_ name: String) {
+        ownServices.insert(name)
+        peers.removeValue(forKey: name)
     }
 
     /// Whether `service` is a peer's under a name we took for ours because dialing it reached
@@ -341,7 +347,7 @@ extension Agent {
         // and the own flag of our earlier resolution of it can linger in what avahi reports (seen
         // under load: a node that never counted the peer that took its name).
         if service.isOurOwn && name == (discovery.advertisedAs ?? discovery.requestedName) {
-            discovery.ownServices.insert(name)
+            discovery.markOwn(name)
         }
         guard !discovery.ownServices.contains(name) || discovery.nameTakenByPeer(service) else { return }
         let previous = discovery.peers[name]
@@ -474,7 +480,7 @@ extension Agent {
             state: state,
             advertisedAs: discovery.advertisedAs,
             detail: detail,
-            sameGroup: discovery.peers.keys.filter { !discovery.ownServices.contains($0) }.count,
+            sameGroup: discovery.peers.count,
             otherGroups: discovery.otherGroups.count
         )
     }

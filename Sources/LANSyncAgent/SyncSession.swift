@@ -186,11 +186,11 @@ actor SyncSession {
                 return try ReplicaStore.check(delta, signed: true)
             }
             let (store, expected) = (node.store, expectedHeads)
-            let (checked, heads) = try await BulkWork.run {
+            let folded = try await BulkWork.run {
                 try store.foldingAhead(store.check(delta, signed: true), expected: expected)
             }
-            expectedHeads.merge(heads) { $0.counter >= $1.counter ? $0 : $1 }
-            return checked
+            expectedHeads = folded.expected
+            return folded.checked
         } catch let error as StoreError {
             finish(machine.mergeFailed(error.message, clockSkew: false))
         } catch {
@@ -202,10 +202,8 @@ actor SyncSession {
     /// Smaller deltas (live pushes) are checked where they arrive: a thread hop would cost more.
     static let rowsCheckedInline = 16
 
-    /// Where the ranges checked so far lead each replica's chain, once their merges are done:
-    /// the next batch's chain hashes are worked out from there while those merges run
-    /// (`ReplicaStore.foldingAhead`). Only a guess: a merge uses a fold only where it starts at
-    /// the head it finds.
+    /// Where the ranges checked so far lead each replica's chain, once their merges are done
+    /// (`ReplicaStore.foldingAhead`).
     private var expectedHeads: [ReplicaID: ChainHead] = [:]
 
     /// Checks `delta`, then merges it once the merge before it is done.

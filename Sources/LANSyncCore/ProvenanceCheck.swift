@@ -132,17 +132,8 @@ package struct ProvenanceCheck: Sendable {
         var starts = starts
         var folds: [Fold: ChainHead] = [:]
         for range in ranges where range.from < range.through {
-            var start = starts[range.replica]
-            if let genesis = range.genesis, genesis.counter <= range.through,
-                start.map({ $0.counter < genesis.counter }) ?? true
-            {
-                start = ChainHead(
-                    replica: range.replica,
-                    counter: genesis.counter,
-                    hash: ChainHead.genesis(of: range.replica).hash
-                )
-            }
-            guard let from = start, from.counter >= range.from, from.counter < range.through,
+            guard let from = Self.start(of: range, after: starts[range.replica]),
+                from.counter >= range.from, from.counter < range.through,
                 let head = walk(range, from: from, leaves: leaves.of(range.replica))
             else { continue }
             folds[Fold(start: from, through: range.through)] = head
@@ -151,8 +142,19 @@ package struct ProvenanceCheck: Sendable {
         return folds
     }
 
+    /// Where `range`'s chain starts for a receiver that verified `verified`: there, or at the
+    /// range's genesis when that is later (the counters between were written unsigned). The
+    /// genesis's signature is `check`'s to verify.
+    private static func start(of range: Range, after verified: ChainHead?) -> ChainHead? {
+        guard let genesis = range.genesis?.counter, genesis <= range.through,
+            verified.map({ $0.counter < genesis }) ?? true
+        else { return verified }
+        return ChainHead(replica: range.replica, counter: genesis, hash: ChainHead.genesis(of: range.replica).hash)
+    }
+
     /// The head `range`'s leaves lead to from `from`; nil when the range leaves more counters
-    /// without a change than anyone may claim (`check` says why).
+    /// without a change than anyone may claim, or carries two changes under one counter (`check`
+    /// says which; `folds` runs before anything refused them).
     private func walk(
         _ range: Range,
         from: ChainHead,
@@ -162,7 +164,8 @@ package struct ProvenanceCheck: Sendable {
     {
         let first = carried.partitioningIndex { $0.counter > from.counter }
         let inRange = carried[first...].prefix { $0.counter <= range.through }.count
-        guard range.through - from.counter - UInt64(inRange) <= Self.maxCountersWithoutChange else { return nil }
+        let span = range.through - from.counter
+        guard UInt64(inRange) <= span, span - UInt64(inRange) <= Self.maxCountersWithoutChange else { return nil }
         // A counter the delta carries no change of takes the "none" leaf: if the replica made a
         // change there, the hash is not the one it signed. Walked without building a list.
         let (replica, through, hasher) = (range.replica, range.through, hasher)
@@ -199,7 +202,6 @@ package struct ProvenanceCheck: Sendable {
                 verdicts.append(.keyUnknown)
                 continue
             }
-            var start = verified[replica]
             if let genesis = range.genesis {
                 let head = ChainHead(
                     replica: replica,
@@ -211,10 +213,8 @@ package struct ProvenanceCheck: Sendable {
                 else {
                     return .failure(.badGenesis(replica, counter: head.counter))
                 }
-                // A later genesis than the start: what lies between was written unsigned.
-                if start.map({ $0.counter < head.counter }) ?? true { start = head }
             }
-            guard let from = start, from.counter >= range.from else {
+            guard let from = Self.start(of: range, after: verified[replica]), from.counter >= range.from else {
                 verdicts.append(.gap)
                 continue
             }
@@ -231,12 +231,12 @@ package struct ProvenanceCheck: Sendable {
             where index > first && carried[index].counter == carried[index - 1].counter {
                 return .failure(.twoChangesAtOneCounter(replica, counter: carried[index].counter))
             }
-            let missing = range.through - from.counter - UInt64(inRange)
-            guard missing <= Self.maxCountersWithoutChange,
-                let head = folded[Fold(start: from, through: range.through)]
-                    ?? walk(range, from: from, leaves: carried)
+            // A head worked out ahead from this very start, else the walk (which refuses a range
+            // with too many counters without a change; `folds` never keeps one).
+            guard
+                let head = folded[Fold(start: from, through: range.through)] ?? walk(range, from: from, leaves: carried)
             else {
-                return .failure(.tooManyWithoutChange(replica, count: missing))
+                return .failure(.tooManyWithoutChange(replica, count: range.through - from.counter - UInt64(inRange)))
             }
             // The signature says whether the replica signed the head its leaves lead to.
             guard signatureIsValid(SignedHead(head: head, signature: range.signature), key) else {

@@ -559,8 +559,14 @@ package final class GroupSimulation {
     func merge(_ delta: Delta, on connection: Connection, side: Int, node: LANSyncNode) async throws {
         let signed: LANSyncNode.SignedMergeOutcome
         do {
-            let checked = try node.store.check(delta, signed: true)
-            signed = try await node.mergeSigned(checked, maxSkewMilliseconds: 60_000)
+            // As a session does: the chain's hashes worked out ahead from where the deltas before
+            // led (a hostile delta's guess, or a range left out, makes a fold that is not used).
+            let folded = try node.store.foldingAhead(
+                node.store.check(delta, signed: true),
+                expected: connection.expectedHeads[side]
+            )
+            connection.expectedHeads[side] = folded.expected
+            signed = try await node.mergeSigned(folded.checked, maxSkewMilliseconds: 60_000)
         } catch {
             outcome.refusedDeltas += 1
             end(connection, side: side, connection.sessions[side].mergeFailed("\(error)", clockSkew: false))
@@ -730,6 +736,8 @@ final class Connection {
     var timerAt: [Int64] = [0, 0]
     /// Per side and replica: the last place asked for again, and how often.
     var resends: [[ReplicaID: (counter: UInt64, times: Int)]] = [[:], [:]]
+    /// Per side: where the deltas checked so far lead each chain (`ReplicaStore.foldingAhead`).
+    var expectedHeads: [[ReplicaID: ChainHead]] = [[:], [:]]
 
     init(id: Int, ends: (Int, Int), now: ContinuousClock.Instant) {
         self.id = id

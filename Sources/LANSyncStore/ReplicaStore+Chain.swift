@@ -811,26 +811,29 @@ extension ReplicaStore {
     }
 
     /// Works out the chain's hashes over `checked`'s ranges (`ProvenanceCheck.folds`) ahead of its
-    /// merge: from the heads this replica verified, or the later ones in `expected` (what the
-    /// merges before it, still under way, lead to). A session does it beside the merge before, so
-    /// that the merges, which run one at a time, only look the heads up. Returns the delta with
-    /// them, and the heads it leads to.
+    /// merge: from the heads this replica verified, or the later ones in `expected` (where the
+    /// merges before it, still under way, lead each chain). A session does it beside the merge
+    /// before, so that the merges, which run one at a time, only look the heads up. Returns the
+    /// delta with them, and `expected` moved on to where this delta leads: only a guess (a merge
+    /// uses a fold only where it starts at the head it finds).
     package func foldingAhead(
         _ checked: CheckedDelta,
         expected: [ReplicaID: ChainHead]
-    ) throws(StoreError) -> (checked: CheckedDelta, heads: [ReplicaID: ChainHead]) {
+    ) throws(StoreError) -> (checked: CheckedDelta, expected: [ReplicaID: ChainHead]) {
         let delta = checked.delta
-        guard !delta.coverage.isEmpty, let ranges = try? Self.provenanceRanges(of: delta) else { return (checked, [:]) }
+        guard !delta.coverage.isEmpty, let ranges = try? Self.provenanceRanges(of: delta) else {
+            return (checked, expected)
+        }
         var starts = try verifiedHeads()
         for (replica, head) in expected where head.counter > starts[replica]?.counter ?? 0 { starts[replica] = head }
         let leaves = checked.leaves ?? delta.changeLeaves(hasher: hasher, entryHashes: checked.entryHashes)
         var folded = checked
         folded.folds = provenanceCheck.folds(ranges, starts: starts, leaves: leaves)
-        var heads: [ReplicaID: ChainHead] = [:]
-        for head in folded.folds.values where head.counter > heads[head.replica]?.counter ?? 0 {
-            heads[head.replica] = head
+        var after = expected
+        for head in folded.folds.values where head.counter > after[head.replica]?.counter ?? 0 {
+            after[head.replica] = head
         }
-        return (folded, heads)
+        return (folded, after)
     }
 
     /// `mergeSigned` of a delta checked beforehand (`check`, which a session runs on another thread).

@@ -32,13 +32,7 @@ extension WriteContext {
         let insert = try insertEntries(count: indices.count)
         var position: Int32 = 1
         for index in indices {
-            insert.bind(position, try dotKey(entries[index].dot))
-            insert.bind(position + 1, entries[index].id)
-            insert.bind(position + 2, entries[index].stream)
-            insert.bind(position + 3, entries[index].originDevice.bytes)
-            insert.bind(position + 4, Int64(entries[index].hlc.rawValue))
-            insert.bind(position + 5, entries[index].wallMilliseconds)
-            insert.bind(position + 6, entries[index].payload)
+            Self.bind(entries[index], key: try dotKey(entries[index].dot), to: insert, from: position)
             position += 7
         }
         do {
@@ -56,7 +50,7 @@ extension WriteContext {
         let statement = try BoundStatement(
             db,
             sql: """
-                INSERT INTO entries (dot, id, stream, origin_device, hlc, wall_ms, payload)
+                INSERT INTO \(Self.entryInsertColumns)
                 VALUES \(Array(repeating: row, count: count).joined(separator: ", "))
                 """
         )

@@ -189,15 +189,19 @@ struct WriteContext {
         return true
     }
 
-    private static func bind(_ entry: Entry, key: Int64, to insert: BoundStatement) {
-        insert.bind(1, key)
-        insert.bind(2, entry.id)
-        insert.bind(3, entry.stream)
-        insert.bind(4, entry.originDevice.bytes)
-        insert.bind(5, Int64(entry.hlc.rawValue))
-        insert.bind(6, entry.wallMilliseconds)
-        insert.bind(7, entry.payload)
+    /// Binds an entry's row (`entryInsertColumns`, in order) from parameter `first` on.
+    static func bind(_ entry: Entry, key: Int64, to insert: BoundStatement, from first: Int32 = 1) {
+        insert.bind(first, key)
+        insert.bind(first + 1, entry.id)
+        insert.bind(first + 2, entry.stream)
+        insert.bind(first + 3, entry.originDevice.bytes)
+        insert.bind(first + 4, Int64(entry.hlc.rawValue))
+        insert.bind(first + 5, entry.wallMilliseconds)
+        insert.bind(first + 6, entry.payload)
     }
+
+    /// The `entries` columns an entry INSERT names, in the order `bind` binds them.
+    static let entryInsertColumns = "entries (dot, id, stream, origin_device, hlc, wall_ms, payload)"
 
     /// The entry INSERT, looked up once per transaction rather than once per row (GRDB's
     /// statement cache hashes the SQL text on every lookup).
@@ -206,8 +210,7 @@ struct WriteContext {
         let statement = try BoundStatement(
             db,
             sql: """
-                INSERT OR IGNORE INTO entries (dot, id, stream, origin_device, hlc, wall_ms, payload)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT OR IGNORE INTO \(Self.entryInsertColumns) VALUES (?, ?, ?, ?, ?, ?, ?)
                 """
         )
         insertEntryStatement = statement

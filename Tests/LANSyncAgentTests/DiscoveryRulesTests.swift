@@ -78,36 +78,33 @@ import Testing
         #expect(!state.dialWithCurrentEpoch.contains(name))
         #expect(state.dialEnded(name, outcome: .notAMember("removed")) == .refusedUntilChanged)
         #expect(state.refusedUntilChanged.contains(name))
-        state.peers["LANSync 0001"] = DiscoveredService(
-            name: "LANSync 0001",
-            endpoints: [DiscoveredEndpoint(host: "10.47.0.1", port: 7741, interface: 2, isIPv6: false)],
+        #expect(state.dialEnded("LANSync 0002", outcome: nil) == .dialAgain)
+    }
+
+    static func service(_ name: String, at host: String) -> DiscoveredService {
+        DiscoveredService(
+            name: name,
+            endpoints: [DiscoveredEndpoint(host: host, port: 7741, interface: 2, isIPv6: false)],
             txt: [:],
             isOurOwn: false
         )
+    }
+
+    /// After a collision renamed us, avahi can still resolve our old name to our own address: a
+    /// dial there reaches ourselves, and the name is ours, not a peer counted among the members.
+    /// Once a peer takes that name (it resolves elsewhere), it is a peer again.
+    @Test func ourOldNameIsNotAPeerUntilItResolvesElsewhere() {
+        var state = DiscoveryState()
+        state.peers["LANSync 0001"] = Self.service("LANSync 0001", at: "10.47.0.1")
         #expect(state.dialEnded("LANSync 0001", outcome: .connectedToSelf) == .ownAdvertisement)
         #expect(state.ownServices.contains("LANSync 0001"))
         #expect(state.peers["LANSync 0001"] == nil, "our own old name, not a peer")
-        // Resolving to the same address again it stays ours; a peer that takes the name (another
-        // address) is a peer.
-        let again = DiscoveredService(
-            name: "LANSync 0001",
-            endpoints: [DiscoveredEndpoint(host: "10.47.0.1", port: 7741, interface: 2, isIPv6: false)],
-            txt: [:],
-            isOurOwn: false
-        )
-        let takenAgain = state.nameTakenByPeer(again)
-        #expect(!takenAgain)
+        let takenAgain = state.nameTakenByPeer(Self.service("LANSync 0001", at: "10.47.0.1"))
+        #expect(!takenAgain, "resolving to our address again, it stays ours")
         #expect(state.ownServices.contains("LANSync 0001"))
-        let peer = DiscoveredService(
-            name: "LANSync 0001",
-            endpoints: [DiscoveredEndpoint(host: "10.47.0.3", port: 7741, interface: 2, isIPv6: false)],
-            txt: [:],
-            isOurOwn: false
-        )
-        let takenByPeer = state.nameTakenByPeer(peer)
+        let takenByPeer = state.nameTakenByPeer(Self.service("LANSync 0001", at: "10.47.0.3"))
         #expect(takenByPeer)
         #expect(!state.ownServices.contains("LANSync 0001"))
-        #expect(state.dialEnded("LANSync 0002", outcome: nil) == .dialAgain)
     }
 
     @Test func linkLocalEndpointsCarryTheirInterface() {

@@ -132,6 +132,22 @@ import Testing
                 Self.check.check(ranges, verified: verified, keys: origin.keys, leaves: carried, folded: folds)
                     == .success(verdicts)
             )
+            // A fold is looked up, not walked again: one that leads elsewhere from where the
+            // receiver stands makes that range's signature fail.
+            if let first = ranges.first(where: { $0.through > knownAt }),
+                let key = folds.keys.first(where: { $0.through == first.through })
+            {
+                var wrong = folds
+                wrong[key] = ChainHead(
+                    replica: Self.replica,
+                    counter: first.through,
+                    hash: [UInt8](repeating: 1, count: 32)
+                )
+                #expect(
+                    Self.check.check(ranges, verified: verified, keys: origin.keys, leaves: carried, folded: wrong)
+                        == .failure(.chain(Self.replica, .badSignature(counter: first.through)))
+                )
+            }
             // Folds from a start the receiver does not stand at (a merge before failed, say) are
             // never used: the check walks the chain itself.
             let elsewhere = ChainHead(

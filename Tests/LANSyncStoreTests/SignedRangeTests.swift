@@ -303,6 +303,12 @@ import Testing
         await #expect(throws: StoreError.self) {
             try await receiver.store.mergeSigned(doubled, keys: [writer.store.replica: writer.key.publicKey])
         }
+        // The same as a session merges it: its chain's hashes worked out ahead first (which runs
+        // before anything refused the delta, and must not trap on it either).
+        let folded = try receiver.store.foldingAhead(receiver.store.check(doubled, signed: true), expected: [:])
+        await #expect(throws: StoreError.self) {
+            try await receiver.store.mergeSigned(folded.checked, keys: [writer.store.replica: writer.key.publicKey])
+        }
         #expect(try receiver.store.versionVector()[writer.store.replica] == 0)
     }
 }
