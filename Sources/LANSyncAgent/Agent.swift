@@ -33,6 +33,8 @@ public actor Agent: Service {
     let groupState: GroupState
     /// The current epoch's secret.
     nonisolated var group: GroupSecret { groupState.current }
+    /// The tags mDNS lists: the group's, with this node's decoys (`AdvertisedTags`).
+    let advertisedTags: AdvertisedTags
     let logger: Logger
     let directory: PeerDirectory
     /// Rows merged from one peer, held back from the others for a moment (`RelayGrace`).
@@ -81,6 +83,7 @@ public actor Agent: Service {
         self.node = node
         self.configuration = configuration
         groupState = GroupState(epochs)
+        advertisedTags = AdvertisedTags(staticSecret: node.identity.keyPair.secretKey)
         self.logger = logger
         directory = PeerDirectory(path: node.dataDirectory.path + "/peers.json")
         relayGrace = SharedRelayGrace(grace: configuration.relayGrace)

@@ -198,25 +198,38 @@ extension Agent {
     /// The DNS-SD service type every LANSync node advertises and browses.
     package static let serviceType = "_lansync._tcp"
 
-    /// TXT record: the protocol versions spoken and the group's tag for the current period,
-    /// nothing else. The tag is a keyed hash of the group secret and the period: it tells members
-    /// apart from strangers without revealing the secret, holds no device ID or name, and changes
-    /// every period so the group cannot be followed from one network to another.
-    static func txtRecord(groupTag: String) -> [String: String] {
+    /// TXT record: the protocol versions spoken and the tags of the current period
+    /// (`AdvertisedTags`: the group's, with decoys), nothing else. A tag is a keyed hash of a
+    /// group secret and the period: it tells members apart from strangers without revealing the
+    /// secret, holds no device ID or name, and changes every period so the group cannot be
+    /// followed from one network to another.
+    static func txtRecord(tags: [String]) -> [String: String] {
         let versions = WireProtocol.versions
         let v =
             versions.lowerBound == versions.upperBound
             ? "\(versions.lowerBound)" : "\(versions.lowerBound)-\(versions.upperBound)"
-        return ["v": v, "g": groupTag]
+        return AdvertisedTags.txtValues(tags).merging(["v": v]) { tag, _ in tag }
     }
 
-    /// Whether a TXT record announces a node of our group to dial: one of our group's tags (this
-    /// period or a neighbouring one) and a version range. A node with no version in common is
+    /// The TXT record to advertise now, for tag periods of `length` seconds.
+    static func currentTXT(
+        group: GroupSecret,
+        advertisedTags: AdvertisedTags,
+        length: Int64,
+        at seconds: Double = Date().timeIntervalSince1970
+    ) -> [String: String] {
+        let period = tagPeriod(length, at: seconds)
+        return txtRecord(tags: advertisedTags.tags(groupTags: [group.advertisedTag(period: period)], period: period))
+    }
+
+    /// Whether a TXT record announces a node of our group to dial: among its tags one of our
+    /// group's (this period or a neighbouring one), and a version range. A node with no version in common is
     /// dialed too, once: the handshake then tells both sides which must upgrade (a version-4 node
     /// learns that this one speaks only version 5), and `lansync peers` shows it; it is not
     /// dialed again until its record changes.
     static func isDialableMember(_ txt: [String: String], groupTags: Set<String>) -> Bool {
-        guard let tag = txt["g"], groupTags.contains(tag), let v = txt["v"] else { return false }
+        guard let listed = AdvertisedTags.parse(txt), listed.contains(where: groupTags.contains), let v = txt["v"]
+        else { return false }
         let parts = v.split(separator: "-", omittingEmptySubsequences: false).map { UInt16($0) }
         guard let low = parts.first ?? nil, let high = parts.count == 2 ? parts[1] : low, low <= high, parts.count <= 2
         else { return false }
@@ -243,14 +256,15 @@ extension Agent {
         let advertisement = ServiceAdvertisement(
             name: name,
             port: port,
-            txt: Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(period)))
+            txt: Self.currentTXT(group: group, advertisedTags: advertisedTags, length: period)
         )
         let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.updateTXT = updateTXT
         let groupState = groupState
-        // At each period boundary the advertised tag moves on.
+        let advertisedTags = advertisedTags
+        // At each period boundary the advertised tags move on.
         let rotation = Task {
             while !Task.isCancelled {
                 let now = Date().timeIntervalSince1970
@@ -258,7 +272,7 @@ extension Agent {
                 try? await Task.sleep(for: .milliseconds(Int64(max(0, next - now) * 1000) + 1))
                 if Task.isCancelled { break }
                 updateTXT.yield(
-                    Self.txtRecord(groupTag: groupState.current.advertisedTag(period: Self.tagPeriod(period)))
+                    Self.currentTXT(group: groupState.current, advertisedTags: advertisedTags, length: period)
                 )
             }
         }
@@ -352,7 +366,9 @@ extension Agent {
         guard !discovery.ownServices.contains(name) || discovery.nameTakenByPeer(service) else { return }
         let previous = discovery.peers[name]
         discovery.peers[name] = service
-        if previous?.txt["g"] != service.txt["g"] { discovery.dialWithCurrentEpoch.remove(name) }
+        if previous.flatMap({ AdvertisedTags.parse($0.txt) }) != AdvertisedTags.parse(service.txt) {
+            discovery.dialWithCurrentEpoch.remove(name)
+        }
         if discovery.refusedUntilChanged.contains(name) {
             guard previous?.txt != service.txt else { return }
             discovery.refusedUntilChanged.remove(name)
@@ -442,12 +458,13 @@ extension Agent {
     /// tag (a member that was away during a removal), that epoch's key; else the current one.
     func dialKeys(_ target: DialTarget) -> [(epoch: UInt64, key: SecureBytes)] {
         let current = [groupState.currentPSK]
+        let accepted = groupState.acceptedTags(
+            atSeconds: Int64(Date().timeIntervalSince1970),
+            length: configuration.mdnsTagPeriodSeconds
+        )
         guard case .discovered(let name) = target, !discovery.dialWithCurrentEpoch.contains(name),
-            let tag = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt["g"],
-            let epoch = groupState.acceptedTags(
-                atSeconds: Int64(Date().timeIntervalSince1970),
-                length: configuration.mdnsTagPeriodSeconds
-            )[tag],
+            let txt = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt,
+            let epoch = AdvertisedTags.parse(txt)?.compactMap({ accepted[$0] }).max(),
             let key = groupState.psk(epoch: epoch)
         else { return current }
         return [key]
@@ -456,7 +473,7 @@ extension Agent {
     /// The group moved to another epoch: advertise its tag.
     func advertiseCurrentEpoch() {
         discovery.updateTXT?.yield(
-            Self.txtRecord(groupTag: group.advertisedTag(period: Self.tagPeriod(configuration.mdnsTagPeriodSeconds)))
+            Self.currentTXT(group: group, advertisedTags: advertisedTags, length: configuration.mdnsTagPeriodSeconds)
         )
     }
 

@@ -1,3 +1,4 @@
+import LANSyncCrypto
 import LANSyncDiscovery
 import LANSyncIdentity
 import LANSyncTransport
@@ -6,9 +7,60 @@ import Testing
 @testable import LANSyncAgent
 
 @Suite struct DiscoveryRulesTests {
-    @Test func theTXTRecordHoldsTheVersionAndTheGroupTagOnly() {
-        let txt = Agent.txtRecord(groupTag: "0bf7c311d61516c8")
-        #expect(txt == ["v": "5", "g": "0bf7c311d61516c8"])
+    @Test func theTXTRecordHoldsTheVersionAndTheTagsOnly() {
+        let tags = (0..<8).map { String(repeating: "\($0)", count: 16) }
+        #expect(Agent.txtRecord(tags: tags) == ["v": "5", "g": tags.joined(separator: ",")])
+        let many = (0..<30).map { String(format: "%016x", $0) }
+        let txt = Agent.txtRecord(tags: many)
+        #expect(Set(txt.keys) == ["v", "g", "g2", "g3"], "14 tags to a TXT string")
+        #expect(txt.filter { $0.key != "v" }.allSatisfy { ("\($0.key)=\($0.value)").utf8.count <= 255 })
+        #expect(AdvertisedTags.parse(txt) == many, "the list reads back in order")
+    }
+
+    /// One group's tag among seven decoys: the list is the same size for a node of one group and
+    /// one of eight, in steps of eight beyond; decoys look like tags, stay for the period, change
+    /// with it, and differ from node to node.
+    @Test func theTagListHidesHowManyGroupsANodeServes() {
+        let node = AdvertisedTags(staticSecret: KeyPair.generate().secretKey)
+        let other = AdvertisedTags(staticSecret: KeyPair.generate().secretKey)
+        let groups = (0..<50).map { _ in GroupSecret.generate().advertisedTag(period: 20_415) }
+        for (count, listed) in [(1, 8), (2, 8), (8, 8), (9, 16), (50, 56)] {
+            let tags = node.tags(groupTags: Array(groups.prefix(count)), period: 20_415)
+            #expect(tags.count == listed, "\(count) groups")
+            #expect(tags == tags.sorted(), "in ascending order: where a group's tag sits says nothing")
+            #expect(Set(tags).isSuperset(of: groups.prefix(count)))
+            #expect(tags.allSatisfy { $0.count == 16 && $0.allSatisfy(\.isHexDigit) && $0 == $0.lowercased() })
+        }
+        let group = GroupSecret.generate()
+        let today = node.tags(groupTags: [group.advertisedTag(period: 20_415)], period: 20_415)
+        #expect(node.tags(groupTags: [group.advertisedTag(period: 20_415)], period: 20_415) == today, "all period")
+        let tomorrow = node.tags(groupTags: [group.advertisedTag(period: 20_416)], period: 20_416)
+        #expect(Set(tomorrow).intersection(today).isEmpty, "a new tag and new decoys")
+        let another = other.tags(groupTags: [group.advertisedTag(period: 20_415)], period: 20_415)
+        #expect(Set(another).intersection(today) == [group.advertisedTag(period: 20_415)], "decoys are the node's own")
+    }
+
+    /// A record is read as a list of tags: one tag (an earlier release's) reads as a list of one; a
+    /// malformed tag anywhere, or no `g`, makes the record unreadable, and so not dialed.
+    @Test func tagListsThatDoNotParseAreIgnored() {
+        let tag = "0bf7c311d61516c8"
+        #expect(AdvertisedTags.parse(["v": "5", "g": tag]) == [tag])
+        #expect(
+            AdvertisedTags.parse(["v": "5", "g": tag + "," + tag, "g3": tag]) == [tag, tag],
+            "g3 without g2: not read"
+        )
+        for bad in ["", tag + ",", "," + tag, tag.uppercased(), String(tag.dropLast()), tag + "0", tag + " " + tag] {
+            #expect(AdvertisedTags.parse(["g": bad]) == nil, "g=\(bad)")
+        }
+        #expect(AdvertisedTags.parse(["v": "5"]) == nil)
+        let tooMany = (0..<(AdvertisedTags.mostTags / 14 + 1)).reduce(into: [String: String]()) { txt, index in
+            txt[index == 0 ? "g" : "g\(index + 1)"] = Array(repeating: tag, count: 14).joined(separator: ",")
+        }
+        #expect(AdvertisedTags.parse(tooMany) == nil, "more than \(AdvertisedTags.mostTags) tags")
+        let ours: Set = [tag]
+        #expect(Agent.isDialableMember(["v": "5", "g": "1111111111111111," + tag], groupTags: ours))
+        #expect(Agent.isDialableMember(["v": "5", "g": "1111111111111111", "g2": tag], groupTags: ours))
+        #expect(!Agent.isDialableMember(["v": "5", "g": "1111111111111111,X" + tag.dropFirst()], groupTags: ours))
     }
 
     /// Nodes of our group are dialed whatever versions they announce (one with none in common
