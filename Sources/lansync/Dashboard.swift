@@ -19,7 +19,7 @@ struct Dashboard: AsyncParsableCommand {
     @Flag(help: "Open the link in the desktop's browser (xdg-open).") var open = false
 
     func run() async throws {
-        let directory = global.dataDirectory.path
+        let directory = try await reportingErrors { try global.selectedDirectory() }.path
         guard
             let address = try? String(contentsOfFile: directory + "/api-address", encoding: .utf8).trimmingCharacters(
                 in: .whitespacesAndNewlines

@@ -250,20 +250,60 @@ struct Group: AsyncParsableCommand {
             discussion: """
                 The join code carries the group's secret: give it only to devices of the group (read it aloud, type it, or copy it over a channel you trust).
 
-                Example:
+                A node already in a group starts another beside it with --name (a label for this machine only): each group has its own replica, members and peers, and other commands choose one with --group NAME (`lansync groups` lists them).
+
+                Examples:
                   lansync group create
+                  lansync group create --name family-b
                 """
         )
         @OptionGroup var global: GlobalOptions
+        @Option(
+            help: "A name for the group on this machine (such as family-b); needed when the node is in a group already."
+        )
+        var name: String?
 
         func run() async throws {
-            let node = try await reportingErrors { try global.openNode() }
-            let group = try await reportingErrors { try node.createGroup() }
-            try await reportingErrors { try await node.recordCreator() }
+            let root = global.nodeDirectory
+            let directory = try await reportingErrors { try NodeGroups.placeForNewGroup(named: name, in: root) }
+            let (node, group) = try await Group.undoingNewDirectory(directory, of: root) {
+                try await reportingErrors {
+                    let node = try global.openNode(at: directory)
+                    let group = try node.createGroup()
+                    try await node.recordCreator()
+                    return (node, group)
+                }
+            }
             let out = Output()
             out.line("created group \(group.tag)")
+            if let name {
+                out.line(
+                    "named \(name) on this machine (other commands: --group \(name)) in \(node.dataDirectory.path)"
+                )
+            }
             out.line("join code: \(group.joinCode)")
             out.line("on each other device: lansync group join \(group.joinCode)")
+        }
+    }
+
+    /// Runs `body`, and when it fails removes `directory` if it is a further group's new directory
+    /// (made for this command): a failed create or join leaves nothing behind.
+    static func undoingNewDirectory<T>(
+        _ directory: DataDirectory,
+        of root: DataDirectory,
+        _ body: () async throws -> T
+    )
+        async throws -> T
+    {
+        do {
+            return try await body()
+        } catch {
+            if directory != root,
+                (try? NodeGroups.list(in: root))?.contains(where: { $0.directory == directory }) != true
+            {
+                try? FileManager.default.removeItem(atPath: directory.path)
+            }
+            throw error
         }
     }
 
@@ -275,15 +315,19 @@ struct Group: AsyncParsableCommand {
 
                 A short code (8 digits, from `lansync group invite` on a member whose agent runs): this device finds the member over mDNS (or at --from HOST:PORT), proves it knows the code with CPace, and receives the group's secret and member records (it prints the members). A wrong code is reported on both devices and costs one of the window's 3 attempts.
 
+                A node already in a group joins another beside it with --name (a label for this machine only), or moves its group (the one --group names, with several) to the new one with --replace.
+
                 Examples:
                   lansync group join 1f4k3mq-9x2vb7c-...
                   lansync group join 4821-3907
+                  lansync group join 1f4k3mq-9x2vb7c-... --name family-b
                 """
         )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "A join code, or a short code from `lansync group invite`.")
         var code: String
         @Flag(help: "Leave the current group for this one.") var replace = false
+        @Option(help: "Join beside the node's groups, named NAME on this machine (such as family-b).") var name: String?
         @Option(
             help:
                 "With a short code: the inviting device's pairing address (HOST:PORT), instead of looking for it over mDNS."
@@ -295,10 +339,21 @@ struct Group: AsyncParsableCommand {
         func run() async throws {
             var code = code
             var records: [PreferenceWrite] = []
+            let root = global.nodeDirectory
+            if replace, name != nil {
+                note(
+                    "lansync: error: --replace moves a group of this node to the new one, --name adds one beside them: give one"
+                )
+                throw ExitCode(1)
+            }
+            let groups = try await reportingErrors { try NodeGroups.list(in: root) }
             if PairingCodeText.isShortCode(code) {
-                let node = try await reportingErrors { try global.openNode() }
-                if !replace, try await reportingErrors({ try node.group() }) != nil {
-                    note("lansync: error: this device is in a group already; add --replace to leave it for the new one")
+                let node = try await reportingErrors { try global.openNode(at: root) }
+                if !replace, name == nil, !groups.isEmpty {
+                    note(
+                        "lansync: error: this device is in a group already; add --name NAME to join the new one beside it, "
+                            + "or --replace to leave it for the new one"
+                    )
                     throw ExitCode(1)
                 }
                 let joined = try await reportingErrors {
@@ -315,9 +370,19 @@ struct Group: AsyncParsableCommand {
                 records = joined.records
             }
             let joinCode = code
-            let (node, changed) = try await reportingErrors {
-                let node = try global.openNode()
-                return (node, try node.joinGroup(code: joinCode, replacing: replace))
+            if !replace, let held = try await reportingErrors({ try NodeGroups.group(joinCode: joinCode, in: root) }) {
+                Output().line("already in group \(held.tag) (named \(held.name) on this machine); nothing changed")
+                return
+            }
+            let directory = try await reportingErrors {
+                replace || (name == nil && groups.isEmpty)
+                    ? try global.selectedDirectory() : try NodeGroups.placeForNewGroup(named: name, in: root)
+            }
+            let (node, changed) = try await Group.undoingNewDirectory(directory, of: root) {
+                try await reportingErrors {
+                    let node = try global.openNode(at: directory)
+                    return (node, try node.joinGroup(code: joinCode, replacing: replace))
+                }
             }
             // The members and their keys, as the inviter knows them: this device pins their keys
             // from the first connection on, and lists them before it has synced.
@@ -391,17 +456,43 @@ struct Group: AsyncParsableCommand {
 
     struct Leave: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Leave the group: keep the data, sync with nobody until joining again.",
+            abstract:
+                "Leave a group: keep its data (or erase it with --erase), sync with nobody in it until joining again.",
             discussion: """
-                Example:
+                With several groups, name the one to leave (its name or tag, or --group). --erase also deletes the group's replica, secret, peer list and API token from this machine and lists what it deleted: when therapy ends, a family's data leaves the clinic's machine. Stop the agent serving the group first.
+
+                Examples:
                   lansync group leave
+                  lansync group leave family-b --erase
                 """
         )
         @OptionGroup var global: GlobalOptions
+        @Argument(help: "The group to leave, by name or tag (with several groups).") var name: String?
+        @Flag(help: "Also delete the group's files from this machine, and list them.") var erase = false
 
         func run() async throws {
-            try await reportingErrors { try global.openNode().leaveGroup() }
-            Output().line("left the group; this device syncs with nobody until `lansync group join CODE`")
+            let root = global.nodeDirectory
+            let (directory, group) = try await reportingErrors {
+                let directory = try NodeGroups.select(name ?? global.group, in: root)
+                return (directory, try NodeGroups.list(in: root).first { $0.directory == directory })
+            }
+            if erase, await ControlClient.report(directory) != nil {
+                note(
+                    "lansync: error: an agent is serving this group; stop it first (its replica is open), then run this again"
+                )
+                throw ExitCode(1)
+            }
+            let out = Output()
+            let left = group.map { " \($0.name) (\($0.tag))" } ?? ""
+            if erase, let group {
+                // Erasing takes the group's secret with the rest: the device is out of the group.
+                let erased = try await reportingErrors { try NodeGroups.erase(group, of: root) }
+                out.line("left the group\(left) and erased its files from this machine:")
+                for path in erased { out.line("  \(path)") }
+                return
+            }
+            try await reportingErrors { try global.openNode(at: directory).leaveGroup() }
+            out.line("left the group\(left); this device syncs with nobody in it until `lansync group join CODE`")
         }
     }
 }

@@ -31,6 +31,8 @@ enum HelpTopic: String, CaseIterable {
                 `lansync group members` lists the member devices: name, device ID, the fingerprint of the key the group pinned for it, who added it and when, when this device last saw it. The group pins each device's key the first time a member sees it; a device that comes back with another key (reinstalled, or a cloned machine) is refused, with this advice, until a member vouches for it with `lansync group invite`.
 
                 To remove a lost or given-away device, run `lansync group remove NAME` on any member. The group moves to a new epoch: a fresh secret, sealed to every other member's pinned key. Members online switch at once; one that was away is handed the new key by the first member it meets; the removed device is refused from then on, also after a reinstall, and gets nothing written after the removal (members that have not heard of the removal yet still sync with it until they do). The old join code is useless after a removal: `lansync group show --code` prints the new one.
+
+                A node can be in several groups, kept strictly apart (a therapy room's machine serving several families): each has its own replica, secret, members and peers. Add one beside the first with `lansync group create --name family-b` or `lansync group join CODE --name family-b` (names are labels for this machine only); `lansync groups` lists them; every other command takes `--group NAME` (or the group's tag) and, with several groups, refuses until told which. An agent serves one group: `lansync run --group family-b`. `lansync group leave family-b --erase` deletes the group's data from this machine and lists what it deleted.
                 """
         case .streams:
             return """

@@ -37,7 +37,7 @@ struct Init: AsyncParsableCommand {
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let machineIDPath = machineIDFile ?? environment["LANSYNC_MACHINE_ID_FILE"] ?? "/etc/machine-id"
-        let directory = global.dataDirectory
+        let directory = global.nodeDirectory
         let report = try await reportingErrors {
             try LANSyncNode.initialize(at: directory, name: name, machineIDPath: machineIDPath)
         }

@@ -28,7 +28,8 @@ struct Lansync: AsyncParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Init.self, ID.self, Group.self, Run.self, Peers.self, Sync.self, Log.self, Pref.self, Status.self,
+            Init.self, ID.self, Group.self, Groups.self, Run.self, Peers.self, Sync.self, Log.self, Pref.self,
+            Status.self,
             Export.self,
             Import.self, Watch.self, Why.self, Report.self, SchemaCommand.self, Exec.self, Query.self, Dashboard.self,
             Doctor.self,
@@ -86,17 +87,25 @@ struct GlobalOptions: ParsableArguments {
         )
     )
     var config: String?
+    @Option(
+        name: .customLong("group"),
+        help: ArgumentHelp(
+            "The group to work on, by its name or tag, when the node is in several (`lansync groups` lists them).",
+            valueName: "name"
+        )
+    )
+    var group: String?
 
-    /// Lets `lansync --data-dir DIR log list` work like `lansync log list --data-dir DIR`: each
-    /// command declares the option itself, so an occurrence before the command's name is moved to
-    /// the end (or just before a `--`, after which everything is positional).
+    /// Lets `lansync --data-dir DIR log list` work like `lansync log list --data-dir DIR` (and the
+    /// same for --group): each command declares the option itself, so an occurrence before the
+    /// command's name is moved to the end (or just before a `--`, after which everything is positional).
     static func hoisted(_ arguments: [String]) -> [String] {
         var leading = [String]()
         var rest = arguments
-        while let first = rest.first, first.hasPrefix("--data-dir") {
+        while let first = rest.first, first.hasPrefix("--data-dir") || first.hasPrefix("--group") {
             rest.removeFirst()
             leading.append(first)
-            if first == "--data-dir", let value = rest.first {
+            if first == "--data-dir" || first == "--group", let value = rest.first {
                 leading.append(value)
                 rest.removeFirst()
             }
@@ -110,7 +119,8 @@ struct GlobalOptions: ParsableArguments {
         return rest
     }
 
-    var dataDirectory: DataDirectory {
+    /// The node's data directory (its identity, and its first group).
+    var nodeDirectory: DataDirectory {
         let environment = ProcessInfo.processInfo.environment
         let fromEnvironment = environment["LANSYNC_DATA_DIR"].map { !$0.isEmpty } ?? false
         return DataDirectory.resolve(
@@ -119,10 +129,24 @@ struct GlobalOptions: ParsableArguments {
         )
     }
 
-    /// Opens the initialised node, or fails with a message that says to run `init`.
-    func openNode() throws -> LANSyncNode {
+    /// The data directory of the group the command works on (`--group`, or the node's only one);
+    /// refuses when the node is in several groups and none is named.
+    func selectedDirectory() throws(LANSyncError) -> DataDirectory {
+        try NodeGroups.select(group, in: nodeDirectory)
+    }
+
+    /// The selected group's data directory, once `openNode()` has found it (the node's own
+    /// directory when selecting failed, which `openNode()` has reported by then).
+    var dataDirectory: DataDirectory { (try? selectedDirectory()) ?? nodeDirectory }
+
+    /// Opens the initialised node (the selected group's replica), or fails with a message that says
+    /// to run `init`.
+    func openNode() throws -> LANSyncNode { try openNode(at: try selectedDirectory()) }
+
+    /// Opens the node's replica in `directory` (one of its groups' directories).
+    func openNode(at directory: DataDirectory) throws -> LANSyncNode {
         let node = try LANSyncNode.open(
-            at: dataDirectory,
+            at: directory,
             clock: NodeClock.fromEnvironment(ProcessInfo.processInfo.environment)
         )
         if let readOnly = node.store.readOnlyNote { note("lansync: warning: \(readOnly)") }

@@ -1,0 +1,194 @@
+import Foundation
+import LANSyncIdentity
+
+/// One group of a node: its local name and where its replica and files are.
+public struct NodeGroup: Sendable, Equatable {
+    /// A label for people on this machine ("family-a"), sent to nobody.
+    public let name: String
+    /// The group's data directory: the node's own for its first group, `groups/NAME/` for others.
+    public let directory: DataDirectory
+    /// The group's tag, as `lansync group show` prints it.
+    public let tag: String
+}
+
+/// The groups of a node (see docs/groups.md): an app opens one group's replica with
+/// `LANSyncNode.open(at: NodeGroups.select("family-a", in: directory))`, or lists them.
+///
+/// The first group lives in the node's data directory, as a
+/// node of one group always has; each further one in `groups/NAME/`, a data directory of its own
+/// with its own replica, secret and peers, sharing the node's identity. A node's data directory
+/// from before several groups is thus a node of one group, upgraded with nothing moved. The first
+/// group's name is kept in `groups.json` (`default` until one is given).
+public enum NodeGroups {
+    /// The first group's name until one is given.
+    public static let defaultFirstName = "default"
+
+    /// The node's groups, the first one first, then by name. A group left (its directory kept,
+    /// its secret gone) is not listed.
+    public static func list(in node: DataDirectory) throws(LANSyncError) -> [NodeGroup] {
+        var groups = [NodeGroup]()
+        if let tag = try tag(of: node) {
+            groups.append(NodeGroup(name: try firstName(of: node), directory: node, tag: tag))
+        }
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: node.path + "/groups")) ?? []).sorted()
+        for name in names where nameProblem(name) == nil {
+            let directory = DataDirectory(group: name, of: node)
+            if let tag = try tag(of: directory) { groups.append(NodeGroup(name: name, directory: directory, tag: tag)) }
+        }
+        return groups
+    }
+
+    /// The data directory a command works on: the group `selector` names (by name or tag), or
+    /// with none named the node's only group (its own directory while it is in none). Refuses,
+    /// listing the groups, when the node is in several and none is named, or none matches.
+    public static func select(_ selector: String?, in node: DataDirectory) throws(LANSyncError) -> DataDirectory {
+        let groups = try list(in: node)
+        guard let selector else {
+            guard groups.count > 1 else { return groups.first?.directory ?? node }
+            throw LANSyncError(
+                .invalidInput,
+                "this node is in \(groups.count) groups; name one with --group NAME (or its tag): \(describe(groups))"
+            )
+        }
+        let wanted = selector.lowercased()
+        if let group = groups.first(where: { $0.name == wanted || $0.tag == wanted }) { return group.directory }
+        throw LANSyncError(
+            .invalidInput,
+            groups.isEmpty
+                ? "this node is in no group, so none is named \(selector); `lansync group create` or `group join CODE` first"
+                : "this node has no group named \(selector); its groups: \(describe(groups))"
+        )
+    }
+
+    /// Where a group created or joined now goes: the node's own directory while it is in no group
+    /// (`name`, if given, becomes the first group's name), else `groups/NAME/`, which `name` must
+    /// then give. The directory is made, with an empty replica, when it is a new one.
+    package static func placeForNewGroup(
+        named name: String?,
+        in node: DataDirectory
+    ) throws(LANSyncError)
+        -> DataDirectory
+    {
+        if let name, let problem = nameProblem(name) { throw LANSyncError(.invalidInput, problem) }
+        let groups = try list(in: node)
+        if let name, let taken = groups.first(where: { $0.name == name }) {
+            throw LANSyncError(
+                .invalidInput,
+                "this node has a group named \(name) already (tag \(taken.tag)); choose another --name"
+            )
+        }
+        guard FileManager.default.fileExists(atPath: node.identityPath) else {
+            throw LANSyncError(
+                .notInitialized,
+                "no LANSync node in \(node.path); run `lansync init` first (or point --data-dir elsewhere)"
+            )
+        }
+        guard try tag(of: node) != nil else {
+            if let name { try setFirstName(name, of: node) }
+            return node
+        }
+        guard let name else {
+            throw LANSyncError(
+                .invalidInput,
+                "this node is in a group already (\(describe(groups))): add --name NAME to join or start another "
+                    + "beside it (a label for this machine only, such as family-b)"
+            )
+        }
+        let directory = DataDirectory(group: name, of: node)
+        _ = try LANSyncNode.initialize(at: directory, name: nil)
+        return directory
+    }
+
+    /// The node's group that `joinCode` names, if it is in it (a node joins a group once).
+    package static func group(joinCode: String, in node: DataDirectory) throws(LANSyncError) -> NodeGroup? {
+        guard case .success(let group) = GroupSecret.parse(joinCode: joinCode) else { return nil }
+        return try list(in: node).first { $0.tag == group.tag }
+    }
+
+    /// Why `name` cannot name a group, or nil: 1–32 lowercase letters, digits and dashes,
+    /// starting with a letter or digit.
+    package static func nameProblem(_ name: String) -> String? {
+        let bytes = Array(name.utf8)
+        let allowed = bytes.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+        guard (1...32).contains(bytes.count), allowed, bytes[0] != 0x2D else {
+            return "a group's name is 1–32 lowercase letters, digits and dashes, starting with a letter or digit "
+                + "(such as family-a); got \(name.debugDescription)"
+        }
+        return nil
+    }
+
+    /// Removes `group`'s files from this machine and returns their paths: for a further group its
+    /// directory; for the first group its replica, secret and peer list (the node keeps its
+    /// identity and gets an empty replica, as after `lansync init`). Only a group already left.
+    package static func erase(_ group: NodeGroup, of node: DataDirectory) throws(LANSyncError) -> [String] {
+        let manager = FileManager.default
+        do {
+            if group.directory.path != node.path {
+                try manager.removeItem(atPath: group.directory.path)
+                return [group.directory.path]
+            }
+            var erased = [String]()
+            let files = (try? manager.contentsOfDirectory(atPath: node.path)) ?? []
+            for file in files.sorted() where erasedWithFirstGroup(file) {
+                try manager.removeItem(atPath: node.path + "/" + file)
+                erased.append(node.path + "/" + file)
+            }
+            try? manager.removeItem(atPath: node.path + "/groups.json")
+            _ = try LANSyncNode.initialize(at: node, name: nil)
+            return erased
+        } catch let error as LANSyncError {
+            throw error
+        } catch {
+            throw LANSyncError(.storage, "could not erase the group's files: \(error)")
+        }
+    }
+
+    /// The first group's files in the node's directory: its replica, secret, peer list and API
+    /// token (a token must not open whatever group comes there next). Not the identity, the
+    /// further groups or the running agent's sockets.
+    private static func erasedWithFirstGroup(_ file: String) -> Bool {
+        file.hasPrefix("replica.sqlite") || ["group.json", "peers.json", "api-token"].contains(file)
+    }
+
+    static func describe(_ groups: [NodeGroup]) -> String {
+        groups.map { "\($0.name) (tag \($0.tag))" }.joined(separator: ", ")
+    }
+
+    private static func tag(of directory: DataDirectory) throws(LANSyncError) -> String? {
+        do {
+            return try GroupFile(path: directory.path + "/group.json").load()?.tag
+        } catch {
+            throw LANSyncError(.unusableData, error.description)
+        }
+    }
+
+    private struct Catalog: Codable {
+        var format = "lansync-groups"
+        var version = 1
+        var first: String
+    }
+
+    private static func firstName(of node: DataDirectory) throws(LANSyncError) -> String {
+        guard let data = FileManager.default.contents(atPath: node.path + "/groups.json") else {
+            return defaultFirstName
+        }
+        guard let catalog = try? JSONDecoder().decode(Catalog.self, from: data), nameProblem(catalog.first) == nil
+        else {
+            throw LANSyncError(
+                .unusableData,
+                "\(node.path)/groups.json is damaged; delete it to name the first group default"
+            )
+        }
+        return catalog.first
+    }
+
+    private static func setFirstName(_ name: String, of node: DataDirectory) throws(LANSyncError) {
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try SecretFile.write(Array(try encoder.encode(Catalog(first: name))), to: node.path + "/groups.json")
+        } catch {
+            throw LANSyncError(.storage, "could not name the group: \(error)")
+        }
+    }
+}

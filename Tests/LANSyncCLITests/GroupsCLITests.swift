@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+
+/// A node in several groups (docs/groups.md), between real processes on loopback: a therapy
+/// room's machine in two families' groups, each family's device syncing with it, and nothing of
+/// one family reaching the other.
+@Suite(.serialized) struct GroupsCLITests {
+    static func groups(_ cli: CLI, _ node: String) async throws -> [[String: Any]] {
+        try await cli.ok(["groups", "--json"], node: node).split(separator: "\n").map {
+            try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
+        }
+    }
+
+    static func payloads(_ cli: CLI, _ node: String, group: String? = nil) async throws -> Set<String> {
+        let arguments = ["log", "list", "taps", "--json"] + (group.map { ["--group", $0] } ?? [])
+        return Set(
+            try await cli.ok(arguments, node: node).split(separator: "\n").map {
+                let entry = try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
+                let payload = try JSONSerialization.data(withJSONObject: entry["payload"]!, options: [.sortedKeys])
+                return String(decoding: payload, as: UTF8.self)
+            }
+        )
+    }
+
+    /// The room joins family B beside family A; each family's device syncs with the room's agent
+    /// for its group; a device of A that dials the room's agent for B is refused in the handshake.
+    /// Commands name the group when there are several, and refuse (listing them) when they do not.
+    @Test func aNodeInTwoGroupsSyncsEachWithItsOwnAndNothingCrosses() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.device("room")
+        try await cli.ok(["group", "create", "--name", "family-a"], node: "room")
+        let codeA = try await cli.ok(["group", "show", "--code"], node: "room")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try await cli.device("home-a", joining: codeA)
+        try await cli.device("home-b")
+        let codeB = try await cli.newGroup(on: "home-b")
+        let joined = try await cli.ok(["group", "join", codeB, "--name", "family-b"], node: "room")
+        #expect(joined.contains("joined group"), "\(joined)")
+
+        let listed = try await Self.groups(cli, "room")
+        #expect(listed.map { $0["name"] as? String } == ["family-a", "family-b"])
+        #expect(listed[1]["data_dir"] as? String == cli.dataDir("room") + "/groups/family-b")
+        let tagB = try #require(listed[1]["tag"] as? String)
+
+        // With two groups, a command must say which.
+        let unnamed = try await cli.run(["log", "append", "taps", "{\"room\":\"?\"}"], node: "room")
+        #expect(unnamed.status == 1)
+        #expect(
+            unnamed.stderr.contains("this node is in 2 groups") && unnamed.stderr.contains("family-b (tag \(tagB))")
+        )
+        let unknown = try await cli.run(["--group", "family-c", "status"], node: "room")
+        #expect(unknown.status == 1 && unknown.stderr.contains("no group named family-c"), "\(unknown.stderr)")
+
+        try await cli.ok(["log", "append", "taps", "{\"room\":\"a\"}", "--group", "family-a"], node: "room")
+        try await cli.ok(["--group", tagB, "log", "append", "taps", "{\"room\":\"b\"}"], node: "room")
+        try await cli.ok(["log", "append", "taps", "{\"home\":\"a\"}"], node: "home-a")
+        try await cli.ok(["log", "append", "taps", "{\"home\":\"b\"}"], node: "home-b")
+
+        let roomA = try AgentProcess(cli, node: "room", arguments: ["--group", "family-a"])
+        let roomB = try AgentProcess(cli, node: "room", arguments: ["--group", "family-b"])
+        // home-a also dials the room's agent for B: a handshake with A's key that B's agent refuses.
+        var homeA = try AgentProcess(
+            cli,
+            node: "home-a",
+            arguments: ["--peer", roomA.address, "--peer", roomB.address]
+        )
+        var homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", roomB.address])
+        let a: Set = [#"{"room":"a"}"#, #"{"home":"a"}"#]
+        let b: Set = [#"{"room":"b"}"#, #"{"home":"b"}"#]
+        #expect(
+            try await eventually(within: 30) {
+                let (homeA, homeB) = (try await Self.payloads(cli, "home-a"), try await Self.payloads(cli, "home-b"))
+                let roomA = try await Self.payloads(cli, "room", group: "family-a")
+                let roomB = try await Self.payloads(cli, "room", group: "family-b")
+                return homeA == a && homeB == b && roomA == a && roomB == b
+            },
+            "each group converges on its own entries"
+        )
+        #expect(
+            try await eventually { roomB.log.contains("handshake failed") },
+            "the room's agent for B refused home-a's handshake: \(roomB.log.suffix(2_000))"
+        )
+        try await cli.ok(["log", "append", "taps", "{\"late\":\"b\"}"], node: "home-b")
+        #expect(
+            try await eventually { try await Self.payloads(cli, "room", group: "family-b").contains(#"{"late":"b"}"#) }
+        )
+        homeA.stop()
+        homeB.stop()
+        #expect(try await Self.payloads(cli, "home-a") == a, "nothing of B reached home-a")
+        #expect(try await Self.payloads(cli, "room", group: "family-a") == a, "nothing of B reached the room's A")
+        let members = try await Self.groups(cli, "room").map { $0["members"] as? Int }
+        #expect(members == [2, 2], "each group has the room and its family's device")
+
+        // Therapy ends for family B: its data leaves the room's machine; A keeps syncing.
+        let running = try await cli.run(["group", "leave", "family-b", "--erase"], node: "room")
+        #expect(running.status == 1 && running.stderr.contains("an agent is serving this group"))
+        roomB.stop()
+        let erased = try await cli.ok(["group", "leave", "family-b", "--erase"], node: "room")
+        #expect(erased.contains(cli.dataDir("room") + "/groups/family-b"), "\(erased)")
+        #expect(!FileManager.default.fileExists(atPath: cli.dataDir("room") + "/groups/family-b"))
+        #expect(try await Self.groups(cli, "room").map { $0["name"] as? String } == ["family-a"])
+        try await cli.ok(["log", "append", "taps", "{\"after\":\"a\"}"], node: "room")
+        homeA = try AgentProcess(cli, node: "home-a", arguments: ["--peer", roomA.address])
+        #expect(try await eventually(within: 30) { try await Self.payloads(cli, "home-a").contains(#"{"after":"a"}"#) })
+        _ = homeB
+    }
+
+    /// A node of one group (as every node was before several) needs no --group, and lists its group
+    /// as `default`; names are checked; a second group needs a name; a group is joined once.
+    @Test func oneGroupNodesWorkAsBeforeAndNewGroupsNeedAName() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let code = try await cli.group(of: "a")
+        try await cli.ok(["log", "append", "taps", "{\"n\":1}"], node: "a")
+        let listed = try await Self.groups(cli, "a")
+        #expect(listed.count == 1 && listed[0]["name"] as? String == "default" && listed[0]["entries"] as? Int == 1)
+        #expect(try await cli.ok(["groups"], node: "a").contains("default"))
+
+        let unnamed = try await cli.run(["group", "create"], node: "a")
+        #expect(unnamed.status == 1 && unnamed.stderr.contains("add --name NAME"), "\(unnamed.stderr)")
+        for bad in ["Family", "-a", "a b", "caf\u{E9}", String(repeating: "x", count: 33)] {
+            let refused = try await cli.run(["group", "create", "--name=\(bad)"], node: "a")
+            #expect(refused.status == 1 && refused.stderr.contains("a group's name is"), "--name \(bad)")
+        }
+        let taken = try await cli.run(["group", "create", "--name", "default"], node: "a")
+        #expect(taken.status == 1 && taken.stderr.contains("has a group named default"))
+        let again = try await cli.ok(["group", "join", code, "--name", "again"], node: "a")
+        #expect(again.contains("already in group") && again.contains("default"), "\(again)")
+        #expect(!FileManager.default.fileExists(atPath: cli.dataDir("a") + "/groups/again"), "nothing left behind")
+        let refusedJoin = try await cli.run(["group", "join", "0000000-0000000", "--name", "other"], node: "a")
+        #expect(refusedJoin.status == 1)
+        #expect(
+            !FileManager.default.fileExists(atPath: cli.dataDir("a") + "/groups/other"),
+            "a failed join leaves nothing"
+        )
+        #expect(try await Self.groups(cli, "a").count == 1)
+    }
+}
