@@ -105,6 +105,12 @@ public enum NodeGroups {
         return try list(in: node).first { $0.tag == group.tag }
     }
 
+    /// Why `code` is not a join code (mistyped, say), or nil.
+    package static func joinCodeProblem(_ code: String) -> String? {
+        if case .failure(let problem) = GroupSecret.parse(joinCode: code) { return problem.description }
+        return nil
+    }
+
     /// Why `name` cannot name a group, or nil: 1–32 lowercase letters, digits and dashes,
     /// starting with a letter or digit.
     package static func nameProblem(_ name: String) -> String? {

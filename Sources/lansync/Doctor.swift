@@ -24,28 +24,64 @@ struct Doctor: AsyncParsableCommand {
         let verdict: Verdict
         let text: String
         var fix: String?
+        /// The node could not be opened: the checks that need it were not made.
+        var isUnusableNode = false
     }
 
     func run() async throws {
+        // A node in several groups is checked group by group, unless --group names one.
+        let groups = global.group == nil ? ((try? NodeGroups.list(in: global.nodeDirectory)) ?? []) : []
         var findings = [Finding]()
-        let directory = global.dataDirectory
-        findings += Self.checkPermissions(directory)
+        var ports: [Int] = []
+        if groups.count > 1 {
+            findings += Self.checkPermissions(global.nodeDirectory)
+            for group in groups {
+                findings.append(Finding(verdict: .ok, text: "group \(group.name) (tag \(group.tag)):"))
+                let (found, port) = await checks(of: group.directory)
+                findings += found.map { Finding(verdict: $0.verdict, text: "  " + $0.text, fix: $0.fix) }
+                ports += port.map { [$0] } ?? []
+            }
+        } else {
+            let directory = global.dataDirectory
+            findings += Self.checkPermissions(directory)
+            let (found, port) = await checks(of: directory)
+            findings += found
+            ports += port.map { [$0] } ?? []
+            if found.contains(where: { $0.isUnusableNode }) {
+                Self.print(findings)
+                throw ExitCode(1)
+            }
+        }
+        findings += Self.checkMulticastInterfaces()
+        for port in ports.isEmpty ? [AgentConfiguration.defaultPort] : ports {
+            findings += Self.checkFirewall(port: port)
+        }
+        Self.print(findings)
+        if findings.contains(where: { $0.verdict == .fail }) { throw ExitCode(1) }
+    }
+
+    /// The checks of one group's replica and agent, and the port its agent listens on.
+    private func checks(of directory: DataDirectory) async -> ([Finding], Int?) {
+        var findings = [Finding]()
         let node: LANSyncNode
         do {
-            node = try global.openNode()
+            node = try global.openNode(at: global.group == nil ? directory : try global.selectedDirectory())
             findings.append(
-                Finding(verdict: .ok, text: "node \(node.identity.name) (\(node.deviceID)) in \(directory.path)")
+                Finding(
+                    verdict: .ok,
+                    text: "node \(node.identity.name) (\(node.deviceID)) in \(node.dataDirectory.path)"
+                )
             )
         } catch {
             findings.append(
                 Finding(
                     verdict: .fail,
                     text: "no usable node in \(directory.path): \(error)",
-                    fix: "`lansync init --name NAME` (or --data-dir to point at the right directory)"
+                    fix: "`lansync init --name NAME` (or --data-dir to point at the right directory)",
+                    isUnusableNode: true
                 )
             )
-            Self.print(findings)
-            throw ExitCode(1)
+            return (findings, nil)
         }
         findings.append(Self.checkIntegrity(node))
         findings.append(Self.checkOpenClaims(node))
@@ -61,7 +97,7 @@ struct Doctor: AsyncParsableCommand {
                 )
             )
         }
-        let report = await ControlClient.report(directory)
+        let report = await ControlClient.report(node.dataDirectory)
         if let report {
             findings.append(Finding(verdict: .ok, text: "agent running, listening on port \(report.port)"))
         } else {
@@ -74,14 +110,11 @@ struct Doctor: AsyncParsableCommand {
             )
         }
         findings += await Self.checkDiscovery(report)
-        findings += Self.checkMulticastInterfaces()
-        findings += Self.checkFirewall(port: report?.port ?? AgentConfiguration.defaultPort)
-        findings += Self.checkPeers(report?.peers ?? ControlClient.savedPeers(directory))
+        findings += Self.checkPeers(report?.peers ?? ControlClient.savedPeers(node.dataDirectory))
         if let duplicate = report?.duplicateDeviceID {
             findings.append(Finding(verdict: .fail, text: "duplicate device ID", fix: duplicate))
         }
-        Self.print(findings)
-        if findings.contains(where: { $0.verdict == .fail }) { throw ExitCode(1) }
+        return (findings, report?.port)
     }
 
     /// App-table rows whose parent is missing (`LANSyncNode.orphans`); nil when the app declares

@@ -370,9 +370,21 @@ struct Group: AsyncParsableCommand {
                 records = joined.records
             }
             let joinCode = code
+            if let problem = NodeGroups.joinCodeProblem(joinCode) {
+                note("lansync: error: \(problem)")
+                throw ExitCode(1)
+            }
             if !replace, let held = try await reportingErrors({ try NodeGroups.group(joinCode: joinCode, in: root) }) {
                 Output().line("already in group \(held.tag) (named \(held.name) on this machine); nothing changed")
                 return
+            }
+            if !replace, name == nil, !groups.isEmpty {
+                note(
+                    "lansync: error: this device is in group \(groups.map(\.tag).joined(separator: ", ")) already: add "
+                        + "--name NAME to join the new group beside it (a label for this machine, such as family-b), or "
+                        + "--replace to move to the new group (it stops syncing with the one it is in)"
+                )
+                throw ExitCode(1)
             }
             let directory = try await reportingErrors {
                 replace || (name == nil && groups.isEmpty)

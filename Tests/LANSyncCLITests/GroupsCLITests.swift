@@ -43,6 +43,11 @@ import Testing
         #expect(listed[1]["data_dir"] as? String == cli.dataDir("room") + "/groups/family-b")
         let tagB = try #require(listed[1]["tag"] as? String)
 
+        // doctor checks each group in turn.
+        let doctor = try await cli.run(["doctor"], node: "room").stdout
+        #expect(doctor.contains("group family-a (tag") && doctor.contains("group family-b (tag \(tagB))"), "\(doctor)")
+        #expect(doctor.contains(cli.dataDir("room") + "/groups/family-b"), "\(doctor)")
+
         // With two groups, a command must say which.
         let unnamed = try await cli.run(["log", "append", "taps", "{\"room\":\"?\"}"], node: "room")
         #expect(unnamed.status == 1)
