@@ -37,7 +37,11 @@ extension Agent {
         dialed: DialTarget?
     ) async -> (any Error)? {
         let initiator = keys != nil
-        let psks = keys ?? groupState.psks
+        // A listener serving several groups tries every group's keys; the session then runs in the
+        // group whose key opened the first message (`owner`).
+        let routed = keys == nil ? router?.responderKeys() : nil
+        let psks = keys ?? routed?.map { (epoch: $0.epoch, key: $0.key) } ?? groupState.psks
+        var owner = self
         await countConnection(+1)
         let timedOut = ManagedAtomicFlag()
         let timeout = channel.channel.eventLoop.scheduleTask(in: TimeAmount(configuration.handshakeTimeout)) {
@@ -50,9 +54,7 @@ extension Agent {
             try await channel.executeThenClose { inbound, outbound in
                 var iterator = inbound.makeAsyncIterator()
                 let identity = node.identity
-                let replica = node.replicaID
-                let clock = node.clock
-                let store = node.store
+                let node = node
                 let signingKey = identity.signingKey.publicKey
                 let handshaken: Handshaken
                 do {
@@ -60,14 +62,16 @@ extension Agent {
                         initiator: initiator,
                         psks: psks,
                         staticKey: identity.keyPair,
-                        hello: { version in
-                            Hello(
+                        helloForKey: { version, index in
+                            // The device and its key are the node's; the replica is the group's.
+                            let node = routed?[index].agent.node ?? node
+                            return Hello(
                                 version: version,
                                 device: identity.deviceID,
                                 name: identity.name,
-                                replica: replica,
-                                hlc: (try? store.syncSummary().hlc) ?? .zero,
-                                wallMilliseconds: clock.now(),
+                                replica: node.replicaID,
+                                hlc: (try? node.store.syncSummary().hlc) ?? .zero,
+                                wallMilliseconds: node.clock.now(),
                                 signingKey: signingKey
                             )
                         },
@@ -79,8 +83,9 @@ extension Agent {
                     throw timedOut.isSet ? ConnectionError.handshakeTimeout : error
                 }
                 timeout.cancel()
+                if let routed { owner = routed[handshaken.keyIndex].agent }
                 peerDevice = (handshaken.peer.device.description, handshaken.peer.name)
-                try await self.established(
+                try await owner.established(
                     channel: channel,
                     handshaken: handshaken,
                     inbound: iterator,
@@ -93,7 +98,7 @@ extension Agent {
         } catch {
             timeout.cancel()
             outcome = error
-            await ended(device: peerDevice, address: address, error: error)
+            await owner.ended(device: peerDevice, address: address, error: error)
         }
         await countConnection(-1)
         return outcome

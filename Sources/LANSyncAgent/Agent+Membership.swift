@@ -107,7 +107,7 @@ extension Agent {
         }
         guard let epochs = try? node.groupEpochs(), groupState.replace(with: epochs) else { return }
         logger.notice("now in group epoch \(epochs.epoch)", metadata: ["group.tag": "\(epochs.current.tag)"])
-        advertiseCurrentEpoch()
+        await advertiseCurrentEpoch()
         // Sessions of the earlier epoch end: peers that hold the new key reconnect with it, a
         // removed device does not get back in.
         for registered in sessions.all { registered.close() }

@@ -73,6 +73,18 @@ public actor Agent: Service {
     /// An agent for `node`, not running yet: run it in a `ServiceGroup` (or call `run()`).
     /// Throws when the node is in no group (`lansync group create` or `join` first).
     public init(node: LANSyncNode, configuration: AgentConfiguration, logger: Logger) throws(LANSyncError) {
+        try self.init(node: node, configuration: configuration, logger: logger, router: nil)
+    }
+
+    /// The agent of one of several groups served by one process (`GroupRouter`): the first one
+    /// added listens and advertises for all; the others take their connections and what mDNS
+    /// finds from it.
+    package init(
+        node: LANSyncNode,
+        configuration: AgentConfiguration,
+        logger: Logger,
+        router: GroupRouter?
+    ) throws(LANSyncError) {
         guard let epochs = try node.groupEpochs() else {
             throw LANSyncError(
                 .invalidInput,
@@ -87,11 +99,24 @@ public actor Agent: Service {
         self.logger = logger
         directory = PeerDirectory(path: node.dataDirectory.path + "/peers.json")
         relayGrace = SharedRelayGrace(grace: configuration.relayGrace)
+        self.router = router
+        isHost = router.map { $0.host == nil } ?? true
+        router?.add(self)
     }
+
+    /// The groups served with this one, when one process serves several (`GroupRouter`).
+    let router: GroupRouter?
+    /// Whether this agent listens and advertises (alone, or for every group of its router).
+    let isHost: Bool
 
     /// Waits until the agent listens, and returns its TCP port.
     public func listeningPort() async throws -> Int {
         if let port { return port }
+        if !isHost, let host = router?.host {
+            let port = try await host.listeningPort()
+            self.port = port
+            return port
+        }
         if let bindFailure { throw bindFailure }
         return try await withCheckedThrowingContinuation { listening.append($0) }
     }
@@ -124,7 +149,16 @@ public actor Agent: Service {
                 // In a task of its own: this one is cancelled, and the write must not be.
                 await Task { await self.directory.persist() }.value
             },
-            AgentPart(name: "sync listener", states: states) { ready in try await self.serveConnections(ready: ready) },
+            AgentPart(name: "sync listener", states: states) { ready in
+                guard self.isHost else {
+                    // Another group's agent listens for this one, on the same port.
+                    _ = try await self.listeningPort()
+                    ready()
+                    try await gracefulShutdown()
+                    return
+                }
+                try await self.serveConnections(ready: ready)
+            },
             AgentPart(name: "control socket", states: states) { ready in
                 let control = try await ControlSocket.bind(self.node.dataDirectory)
                 ready()
@@ -152,7 +186,8 @@ public actor Agent: Service {
                 AgentPart(name: "discovery", states: states) { ready in
                     let port = try await self.listeningPort()
                     ready()
-                    await self.discover(port: port)
+                    // With several groups, the host advertises all and hands the others what it finds.
+                    if self.isHost { await self.discover(port: port) } else { try? await gracefulShutdown() }
                 }
             )
         }

@@ -211,16 +211,22 @@ extension Agent {
         return AdvertisedTags.txtValues(tags).merging(["v": v]) { tag, _ in tag }
     }
 
-    /// The TXT record to advertise now, for tag periods of `length` seconds.
+    /// The TXT record to advertise now, for tag periods of `length` seconds: the tags of `groups`
+    /// (this agent's group, or every group its process serves) among decoys.
     static func currentTXT(
-        group: GroupSecret,
+        groups: [GroupSecret],
         advertisedTags: AdvertisedTags,
         length: Int64,
         at seconds: Double = Date().timeIntervalSince1970
     ) -> [String: String] {
         let period = tagPeriod(length, at: seconds)
-        return txtRecord(tags: advertisedTags.tags(groupTags: [group.advertisedTag(period: period)], period: period))
+        let tags = groups.map { $0.advertisedTag(period: period) }
+        return txtRecord(tags: advertisedTags.tags(groupTags: tags, period: period))
     }
+
+    /// The groups this agent advertises: its own, or with several groups in one process (as the
+    /// host) every one of them.
+    nonisolated var advertisedGroups: [GroupSecret] { router?.all.map(\.group) ?? [group] }
 
     /// Whether a TXT record announces a node of our group to dial: among its tags one of our
     /// group's (this period or a neighbouring one), and a version range. A node with no version in common is
@@ -256,14 +262,14 @@ extension Agent {
         let advertisement = ServiceAdvertisement(
             name: name,
             port: port,
-            txt: Self.currentTXT(group: group, advertisedTags: advertisedTags, length: period)
+            txt: Self.currentTXT(groups: advertisedGroups, advertisedTags: advertisedTags, length: period)
         )
         let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.updateTXT = updateTXT
-        let groupState = groupState
         let advertisedTags = advertisedTags
+        let groups = { @Sendable [router, groupState] in router?.all.map(\.group) ?? [groupState.current] }
         // At each period boundary the advertised tags move on.
         let rotation = Task {
             while !Task.isCancelled {
@@ -272,7 +278,7 @@ extension Agent {
                 try? await Task.sleep(for: .milliseconds(Int64(max(0, next - now) * 1000) + 1))
                 if Task.isCancelled { break }
                 updateTXT.yield(
-                    Self.currentTXT(group: groupState.current, advertisedTags: advertisedTags, length: period)
+                    Self.currentTXT(groups: groups(), advertisedTags: advertisedTags, length: period)
                 )
             }
         }
@@ -284,9 +290,19 @@ extension Agent {
             txtUpdates: txtUpdates
         ) {
             handle(event)
+            for other in router?.all ?? [] where other !== self {
+                await other.followDiscovery(event, requestedName: name)
+            }
         }
         for dialer in discovery.dialers.values { dialer.task.cancel() }
         discovery.dialers.removeAll()
+    }
+
+    /// What the host's mDNS found or became, handed to another group's agent of its process: it
+    /// dials the nodes that list its group's tag.
+    func followDiscovery(_ event: DiscoveryEvent, requestedName: String) {
+        discovery.requestedName = requestedName
+        handle(event)
     }
 
     private func handle(_ event: DiscoveryEvent) {
@@ -471,9 +487,18 @@ extension Agent {
     }
 
     /// The group moved to another epoch: advertise its tag.
-    func advertiseCurrentEpoch() {
+    func advertiseCurrentEpoch() async {
+        guard isHost else {
+            // The host advertises every group's tag.
+            await router?.host?.advertiseCurrentEpoch()
+            return
+        }
         discovery.updateTXT?.yield(
-            Self.currentTXT(group: group, advertisedTags: advertisedTags, length: configuration.mdnsTagPeriodSeconds)
+            Self.currentTXT(
+                groups: advertisedGroups,
+                advertisedTags: advertisedTags,
+                length: configuration.mdnsTagPeriodSeconds
+            )
         )
     }
 

@@ -99,6 +99,9 @@ package struct Handshaken {
     package let peerStaticKey: [UInt8]
     package let send: NoiseCipherState
     package let receive: NoiseCipherState
+    /// Which of the keys given the handshake used (the responder's trial; 0 for an initiator):
+    /// a listener serving several groups finds the peer's group by it.
+    package let keyIndex: Int
 }
 
 /// The handshake as a sequence of frames: Noise_XXpsk0 with the group's PSK; the first message
@@ -109,6 +112,29 @@ package enum HandshakeDriver {
         psks: [(epoch: UInt64, key: SecureBytes)],
         staticKey: KeyPair,
         hello: @Sendable (UInt16) -> Hello,
+        traffic: TrafficCounter,
+        inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    ) async throws -> Handshaken {
+        try await run(
+            initiator: initiator,
+            psks: psks,
+            staticKey: staticKey,
+            helloForKey: { version, _ in hello(version) },
+            traffic: traffic,
+            inbound: &inbound,
+            outbound: outbound
+        )
+    }
+
+    /// The same, with our `Hello` chosen by the key the handshake uses (`helloForKey(version,
+    /// index into psks)`): a responder serving several groups answers as the member of the group
+    /// whose key opened the first message.
+    package static func run(
+        initiator: Bool,
+        psks: [(epoch: UInt64, key: SecureBytes)],
+        staticKey: KeyPair,
+        helloForKey hello: @Sendable (UInt16, Int) -> Hello,
         traffic: TrafficCounter,
         inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
         outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
@@ -129,6 +155,7 @@ package enum HandshakeDriver {
         // tell a peer how many keys it holds (protocol §3).
         var noise = handshake(psks[0].key)
         var epoch = psks[0].epoch
+        var keyIndex = 0
         var firstRead = !initiator
         func receive() async throws -> [UInt8] {
             guard let frame = try await inbound.next() else { throw ConnectionError.closedByPeer }
@@ -147,6 +174,7 @@ package enum HandshakeDriver {
                 else { throw ConnectionError.handshake(.authenticationFailed) }
                 noise = opened.handshake
                 epoch = psks[opened.index].epoch
+                keyIndex = opened.index
                 return opened.payload
             }
             do {
@@ -173,7 +201,7 @@ package enum HandshakeDriver {
                 guard WireProtocol.versions.contains(peer.version) else {
                     throw ConnectionError.versionMismatch(theirs: peer.version...peer.version)
                 }
-                try await send(hello(peer.version).encoded())
+                try await send(hello(peer.version, keyIndex).encoded())
             } else {
                 let offer = try VersionOffer.decode(try await receive())
                 guard let version = offer.agreed() else {
@@ -181,7 +209,7 @@ package enum HandshakeDriver {
                     try await send(VersionRefusal().encoded())
                     throw ConnectionError.versionMismatch(theirs: offer.versions)
                 }
-                try await send(hello(version).encoded())
+                try await send(hello(version, keyIndex).encoded())
                 let payload = try await receive()
                 do {
                     peer = try Hello.decode(payload)
@@ -201,7 +229,14 @@ package enum HandshakeDriver {
         }
         guard let key = noise.remoteStaticKey else { throw ConnectionError.handshake(.outOfTurn) }
         let (send, receive) = try noise.split()
-        return Handshaken(peer: peer, epoch: epoch, peerStaticKey: key, send: send, receive: receive)
+        return Handshaken(
+            peer: peer,
+            epoch: epoch,
+            peerStaticKey: key,
+            send: send,
+            receive: receive,
+            keyIndex: keyIndex
+        )
     }
 }
 

@@ -14,6 +14,8 @@ struct Run: AsyncParsableCommand {
 
             While it runs, `lansync peers`, `lansync status` and `lansync sync --wait` ask it over a local socket.
 
+            A node in several groups (`lansync groups`) serves them all from this one process, on one port and one mDNS instance: each connection lands in the group whose key the peer used, and nothing of one group reaches another. Each group has its own local API for now (printed at start). --group NAME runs an agent for that group alone (needed for static peers, which belong to one group).
+
             Examples:
               lansync run
               lansync run --listen 0.0.0.0:7741 --peer 192.168.1.20:7741 --peer laptop.local:7741
@@ -127,42 +129,76 @@ struct Run: AsyncParsableCommand {
         if let maxClockSkew { configuration.maxClockSkewMilliseconds = UInt64(maxClockSkew) * 1000 }
         if let maxConnections { configuration.maxConnections = maxConnections }
         if let path = LoadedConfig.path { logger.info("configuration file", metadata: ["config.path": "\(path)"]) }
-        let agent = try await reportingErrors {
-            let node = try global.openNode()
-            guard !node.store.isReadOnly else {
-                throw LANSyncError(
-                    .invalidInput,
-                    "the data directory \(node.dataDirectory.path) is read-only, and the agent writes what it syncs; "
-                        + "make it writable (or copy it somewhere that is) to run the agent. Reading works: status, log list, query, export"
-                )
+        // One agent per group the node serves: the selected one, or with several groups and none
+        // named all of them, behind one port and one mDNS instance (`GroupRouter`).
+        let groups = try await reportingErrors {
+            global.group == nil ? try NodeGroups.list(in: global.nodeDirectory) : []
+        }
+        let router = groups.count > 1 ? GroupRouter() : nil
+        if router != nil, !configuration.staticPeers.isEmpty {
+            note(
+                "lansync: error: this node is in \(groups.count) groups and a static peer belongs to one of them: run one agent "
+                    + "per group with --group NAME to dial static peers, or let mDNS find them"
+            )
+            throw ExitCode(1)
+        }
+        let directories = try await reportingErrors {
+            router == nil ? [try global.selectedDirectory()] : groups.map(\.directory)
+        }
+        var agents: [(name: String?, agent: Agent)] = []
+        for (index, directory) in directories.enumerated() {
+            let name = router == nil ? nil : groups[index].name
+            var groupLogger = logger
+            if let name { groupLogger[metadataKey: "group"] = "\(name)" }
+            let agent = try await reportingErrors {
+                let node = try global.openNode(at: directory)
+                guard !node.store.isReadOnly else {
+                    throw LANSyncError(
+                        .invalidInput,
+                        "the data directory \(node.dataDirectory.path) is read-only, and the agent writes what it syncs; "
+                            + "make it writable (or copy it somewhere that is) to run the agent. Reading works: status, log list, query, export"
+                    )
+                }
+                return try Agent(node: node, configuration: configuration, logger: groupLogger, router: router)
             }
-            return try Agent(node: node, configuration: configuration, logger: logger)
+            agents.append((name, agent))
         }
         let host = configuration.listenHost
+        let first = agents[0].agent
+        let serving =
+            router == nil
+            ? nil : "serving \(counted(agents.count, "group")): \(groups.map(\.name).joined(separator: ", "))"
         Task {
-            if let port = try? await agent.listeningPort() {
+            if let port = try? await first.listeningPort() {
                 let out = Output()
                 out.line("listening on \(PeerAddress(host: host, port: port))")
+                if let serving { out.line(serving) }
                 out.flush()
             }
         }
-        var services: [any Service] = [agent]
+        var services: [any Service] = agents.map(\.agent)
         if !noAPI && (api != nil || !file.apiOff) {
-            var apiConfiguration = LocalAPIConfiguration()
-            if let address = api.flatMap({ PeerAddress($0) }) ?? file.api {
-                apiConfiguration.host = address.host
-                apiConfiguration.port = address.port
-                // A port someone chose and cannot have is theirs to fix; the default one is not.
-                apiConfiguration.takeAFreePortWhenTaken = false
-            }
-            let localAPI = await LocalAPI(agent: agent, configuration: apiConfiguration, logger: logger)
-            services.append(localAPI)
-            let apiHost = apiConfiguration.host
-            Task {
-                let port = await localAPI.port()
-                let out = Output()
-                out.line("local API on http://\(PeerAddress(host: apiHost, port: port))")
-                out.flush()
+            for (index, (name, agent)) in agents.enumerated() {
+                var apiConfiguration = LocalAPIConfiguration()
+                if let address = api.flatMap({ PeerAddress($0) }) ?? file.api {
+                    apiConfiguration.host = address.host
+                    // A port someone chose and cannot have is theirs to fix; the default one is not.
+                    apiConfiguration.port = index == 0 ? address.port : 0
+                    apiConfiguration.takeAFreePortWhenTaken = false
+                } else if index > 0 {
+                    apiConfiguration.port = 0
+                }
+                let localAPI = await LocalAPI(agent: agent, configuration: apiConfiguration, logger: logger)
+                services.append(localAPI)
+                let apiHost = apiConfiguration.host
+                Task {
+                    let port = await localAPI.port()
+                    let out = Output()
+                    out.line(
+                        "local API\(name.map { " of \($0)" } ?? "") on http://\(PeerAddress(host: apiHost, port: port))"
+                    )
+                    out.flush()
+                }
             }
         }
         let group = ServiceGroup(

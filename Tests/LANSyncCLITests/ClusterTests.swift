@@ -175,6 +175,77 @@ struct Cluster {
 
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct ClusterTests {
+    /// A therapy room's machine in two families' groups, over mDNS alone: one agent serves both
+    /// behind one port and one mDNS instance; each family's devices find it and sync with it, and
+    /// nothing of one family reaches the other's devices or its group on the room's machine.
+    /// When therapy ends for family B, the room leaves B with --erase and A keeps syncing.
+    @Test func aTherapyRoomServesTwoFamiliesFromOneAgentAndKeepsThemApart() async throws {
+        let cluster = Cluster(prefix: "lsg5")
+        defer { cluster.down() }
+        try await cluster.ok("up", "5")
+        let names = ["room", "home-a", "tablet-a", "home-b", "tablet-b"]
+        for node in 1...5 { try await cluster.lansync(node, "init", "--name", names[node - 1]) }
+        try await cluster.lansync(2, "group", "create")
+        let codeA = try await cluster.lansync(2, "group", "show", "--code").trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
+        try await cluster.lansync(4, "group", "create")
+        let codeB = try await cluster.lansync(4, "group", "show", "--code").trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
+        try await cluster.lansync(3, "group", "join", codeA)
+        try await cluster.lansync(5, "group", "join", codeB)
+        try await cluster.lansync(1, "group", "join", codeA, "--name", "family-a")
+        try await cluster.lansync(1, "group", "join", codeB, "--name", "family-b")
+        try await cluster.lansync(3, "log", "append", "taps", #"{"tap":"a"}"#)
+        try await cluster.lansync(5, "log", "append", "taps", #"{"tap":"b"}"#)
+        try await cluster.lansync(1, "--group", "family-b", "log", "append", "taps", #"{"room":"b"}"#)
+        for node in 1...5 { try await cluster.ok("start", "\(node)") }
+        func taps(_ node: Int, _ group: String? = nil) async throws -> Set<String> {
+            let result = try await cluster.run(
+                ["lansync", "\(node)", "log", "list", "taps", "--json"] + (group.map { ["--group", $0] } ?? [])
+            )
+            let text = result.status == 0 ? result.output : ""
+            return Set(
+                text.split(separator: "\n").map { line in
+                    let entry = (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]) ?? [:]
+                    let payload = entry["payload"].flatMap {
+                        try? JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])
+                    }
+                    return payload.map { String(decoding: $0, as: UTF8.self) } ?? ""
+                }
+            )
+        }
+        let a: Set = [#"{"tap":"a"}"#]
+        let b: Set = [#"{"tap":"b"}"#, #"{"room":"b"}"#]
+        #expect(
+            try await eventually(within: 60) {
+                let (homeA, homeB) = (try await taps(2), try await taps(4))
+                let (roomA, roomB) = (try await taps(1, "family-a"), try await taps(1, "family-b"))
+                return homeA == a && homeB == b && roomA == a && roomB == b
+            },
+            "each family's tap reaches the room and its own home only: \(cluster.agentLog(1).suffix(3_000))"
+        )
+        let (tabletA, tabletB) = (try await taps(3), try await taps(5))
+        #expect(tabletA == a && tabletB == b, "each tablet holds its family's taps only")
+        // One instance in mDNS for the room, listing both groups' tags among decoys.
+        let room = try await cluster.browse(from: 2).filter { $0[7] == "10.47.0.1" }
+        #expect(Set(room.map { $0[3] }).count == 1, "one mDNS instance for the room: \(room)")
+
+        // Therapy ends for family B.
+        try await cluster.ok("stop", "1")
+        let erased = try await cluster.lansync(1, "group", "leave", "family-b", "--erase")
+        #expect(erased.contains("/groups/family-b"), "\(erased)")
+        try await cluster.ok("start", "1")
+        try await cluster.lansync(3, "log", "append", "taps", #"{"tap":"a2"}"#)
+        #expect(
+            try await eventually(within: 60) { try await taps(1).contains(#"{"tap":"a2"}"#) },
+            "A keeps syncing with the room"
+        )
+        #expect(try await cluster.lansync(1, "groups").contains("family-a"))
+        #expect(!(try await cluster.lansync(1, "groups").contains("family-b")))
+    }
+
     /// A newcomer joins with a short code read off a member, finding it over mDNS alone; wrong
     /// codes are refused on both sides and counted, and three close the window.
     @Test func aNewcomerJoinsWithAShortCodeFoundOverMDNS() async throws {

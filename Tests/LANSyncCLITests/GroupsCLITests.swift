@@ -111,6 +111,43 @@ import Testing
         _ = homeB
     }
 
+    /// `lansync run` on a node of two groups serves both from one process and one port: a device
+    /// of each family dials that port, and its handshake lands in its own family's group. Static
+    /// peers, which belong to one group, need --group.
+    @Test func oneAgentServesEveryGroupBehindOnePort() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.device("room")
+        let codeA = try await cli.newGroup(on: "room")
+        try await cli.device("home-a", joining: codeA)
+        try await cli.device("home-b")
+        let codeB = try await cli.newGroup(on: "home-b")
+        try await cli.ok(["group", "join", codeB, "--name", "family-b"], node: "room")
+        try await cli.ok(["--group", "default", "log", "append", "taps", "{\"room\":\"a\"}"], node: "room")
+        try await cli.ok(["--group", "family-b", "log", "append", "taps", "{\"room\":\"b\"}"], node: "room")
+        let withPeer = try await cli.run(["run", "--no-mdns", "--peer", "127.0.0.1:9"], node: "room")
+        #expect(withPeer.status == 1 && withPeer.stderr.contains("--group NAME"), "\(withPeer.stderr)")
+
+        let room = try AgentProcess(cli, node: "room")
+        let homeA = try AgentProcess(cli, node: "home-a", arguments: ["--peer", room.address])
+        let homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", room.address])
+        #expect(
+            try await eventually(within: 30) {
+                let (a, b) = (try await Self.payloads(cli, "home-a"), try await Self.payloads(cli, "home-b"))
+                return a == [#"{"room":"a"}"#] && b == [#"{"room":"b"}"#]
+            },
+            "each family got its group's entry from the one port: \(room.log.suffix(2_000))"
+        )
+        let listed = try await Self.groups(cli, "room")
+        #expect(
+            listed.allSatisfy {
+                $0["agent_running"] as? Bool == true && ($0["sync"] as? String)?.hasPrefix("in sync") == true
+            }
+        )
+        #expect(try await Self.payloads(cli, "room", group: "default") == [#"{"room":"a"}"#])
+        _ = (homeA, homeB)
+    }
+
     /// A node of one group (as every node was before several) needs no --group, and lists its group
     /// as `default`; names are checked; a second group needs a name; a group is joined once.
     @Test func oneGroupNodesWorkAsBeforeAndNewGroupsNeedAName() async throws {
