@@ -105,6 +105,16 @@ public enum NodeGroups {
         return try list(in: node).first { $0.tag == group.tag }
     }
 
+    /// The name of the group whose data directory is `directory` (`groups/NAME/`, or a node's own
+    /// directory and so its first group).
+    package static func name(of directory: DataDirectory) -> String {
+        let parts = directory.path.split(separator: "/")
+        if parts.count >= 2, parts[parts.count - 2] == "groups", nameProblem(String(parts[parts.count - 1])) == nil {
+            return String(parts[parts.count - 1])
+        }
+        return (try? firstName(of: directory)) ?? defaultFirstName
+    }
+
     /// Why `code` is not a join code (mistyped, say), or nil.
     package static func joinCodeProblem(_ code: String) -> String? {
         if case .failure(let problem) = GroupSecret.parse(joinCode: code) { return problem.description }

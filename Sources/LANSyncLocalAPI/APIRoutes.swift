@@ -17,24 +17,36 @@ struct LocalAPIRoutes: Sendable {
     static let maxBody = 8 << 20
 
     /// Registers the routes on `v1`, the `/v1` group behind the token.
-    func register(on v1: RouterGroup<BasicRequestContext>) {
-        v1.get("status") { _, _ in try await status() }
-        v1.get("peers") { _, _ in await peers() }
-        v1.post("streams/:stream/entries") { request, context in try await append(request, context) }
-        v1.post("streams/:stream/entries/batch") { request, context in try await appendBatch(request, context) }
-        v1.get("streams/:stream/entries") { request, context in try entries(request, context) }
-        v1.get("preferences") { _, _ in try preferences() }
+    func register(on v1: RouterGroup<BasicRequestContext>) { Self.register(on: v1) { _ in self } }
+
+    /// Registers the routes on `v1`, each served by the routes `resolve` picks for the request:
+    /// with several groups, those of the group the path names (`/v1/groups/{group}/…`).
+    static func register(
+        on v1: RouterGroup<BasicRequestContext>,
+        _ resolve: @escaping @Sendable (BasicRequestContext) throws -> LocalAPIRoutes
+    ) {
+        v1.get("status") { _, context in try await resolve(context).status() }
+        v1.get("peers") { _, context in try await resolve(context).peers() }
+        v1.post("streams/:stream/entries") { request, context in try await resolve(context).append(request, context) }
+        v1.post("streams/:stream/entries/batch") { request, context in
+            try await resolve(context).appendBatch(request, context)
+        }
+        v1.get("streams/:stream/entries") { request, context in try resolve(context).entries(request, context) }
+        v1.get("preferences") { _, context in try resolve(context).preferences() }
         // Keys hold slashes ("caregiver/active"): the rest of the path is the key.
-        v1.get("preferences/**") { _, context in try preference(context) }
-        v1.put("preferences/**") { request, context in try await setPreference(request, context) }
-        v1.delete("preferences/**") { _, context in try await unsetPreference(context) }
-        v1.post("query") { request, _ in try await query(request) }
-        v1.post("exec") { request, _ in try await exec(request) }
-        v1.get("orphans") { _, _ in try orphans() }
-        v1.get("changes") { request, _ in try changes(request) }
-        v1.get("streams/:stream/reports/usage") { request, context in try usage(request, context) }
-        v1.get("streams/:stream/reports/sessions") { request, context in try sessions(request, context) }
-        v1.get("streams/:stream/reports/regression") { request, context in try regression(request, context) }
+        v1.get("preferences/**") { _, context in try resolve(context).preference(context) }
+        v1.put("preferences/**") { request, context in try await resolve(context).setPreference(request, context) }
+        v1.delete("preferences/**") { _, context in try await resolve(context).unsetPreference(context) }
+        v1.post("query") { request, context in try await resolve(context).query(request) }
+        v1.post("exec") { request, context in try await resolve(context).exec(request) }
+        v1.get("orphans") { _, context in try resolve(context).orphans() }
+        v1.get("changes") { request, context in try resolve(context).changes(request) }
+        v1.get("streams/:stream/reports/usage") { request, context in try resolve(context).usage(request, context) }
+        v1.get("streams/:stream/reports/sessions") { request, context in try resolve(context).sessions(request, context)
+        }
+        v1.get("streams/:stream/reports/regression") { request, context in
+            try resolve(context).regression(request, context)
+        }
     }
 
     // MARK: Status

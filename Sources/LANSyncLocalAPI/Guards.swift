@@ -64,6 +64,14 @@ struct TokenGuard<Context: RequestContext>: RouterMiddleware {
         context: Context,
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        guard token.matches(try Self.given(request)) else {
+            throw APIError(.unauthorized, "token_wrong", "the token does not match the data directory's api-token file")
+        }
+        return try await next(request, context)
+    }
+
+    /// The token a request carries (`Authorization: Bearer` or `X-API-Key`), or 401 when none.
+    static func given(_ request: Request) throws -> String {
         let given: Substring? =
             if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("bearer ") {
                 authorization.dropFirst(7)
@@ -77,8 +85,28 @@ struct TokenGuard<Context: RequestContext>: RouterMiddleware {
                 "send the token from the data directory's api-token file as 'Authorization: Bearer TOKEN' or 'X-API-Key: TOKEN'"
             )
         }
-        guard token.matches(given.trimmingCharacters(in: .whitespaces)) else {
-            throw APIError(.unauthorized, "token_wrong", "the token does not match the data directory's api-token file")
+        return given.trimmingCharacters(in: .whitespaces)
+    }
+}
+
+/// A group's routes (`/v1/groups/{group}/…`) behind that group's own token (`api-token` in its
+/// data directory): a token of one group opens no other. A group that does not exist gets the
+/// answer a wrong token gets, so a token tells its holder nothing of the node's other groups.
+struct GroupTokenGuard<Context: RequestContext>: RouterMiddleware {
+    let tokens: [String: APIToken]
+
+    static var wrong: APIError {
+        APIError(.unauthorized, "token_wrong", "the token does not match the api-token file of the group in the path")
+    }
+
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let given = try TokenGuard<Context>.given(request)
+        guard let name = context.parameters.get("group"), let token = tokens[name], token.matches(given) else {
+            throw Self.wrong
         }
         return try await next(request, context)
     }

@@ -44,6 +44,8 @@ public struct LocalAPIConfiguration: Sendable {
 public final class LocalAPI: Service, Sendable {
     let agent: Agent
     let node: LANSyncNode
+    /// Every group served, the first one's agent and node above: each under `/v1/groups/{name}/`.
+    let groups: [(name: String, agent: Agent, node: LANSyncNode)]
     let configuration: LocalAPIConfiguration
     let logger: Logger
     private let bound = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
@@ -52,6 +54,24 @@ public final class LocalAPI: Service, Sendable {
     public init(agent: Agent, configuration: LocalAPIConfiguration = LocalAPIConfiguration(), logger: Logger) async {
         self.agent = agent
         node = await agent.node
+        groups = [(NodeGroups.name(of: node.dataDirectory), agent, node)]
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// One API for the agents of a node's groups served by one process (the first is the node's
+    /// first group): each group's routes under `/v1/groups/{name}/`, behind that group's token;
+    /// today's `/v1/…` routes and the dashboard are the first group's.
+    package init(
+        groups: [(name: String, agent: Agent)],
+        configuration: LocalAPIConfiguration = LocalAPIConfiguration(),
+        logger: Logger
+    ) async {
+        var served: [(name: String, agent: Agent, node: LANSyncNode)] = []
+        for group in groups { served.append((group.name, group.agent, await group.agent.node)) }
+        agent = served[0].agent
+        node = served[0].node
+        self.groups = served
         self.configuration = configuration
         self.logger = logger
     }
@@ -83,9 +103,14 @@ public final class LocalAPI: Service, Sendable {
             if parts.first(where: { $0.name == "control socket" })?.state == .running { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        let token = try APIToken.loadOrCreate(in: dataDirectory)
+        var served: [(name: String, agent: Agent, node: LANSyncNode, token: APIToken)] = []
+        for group in groups {
+            served.append(
+                (group.name, group.agent, group.node, try APIToken.loadOrCreate(in: group.node.dataDirectory))
+            )
+        }
         let feeds = OpenFeeds()
-        let responder = Self.router(agent: agent, node: node, token: token, feeds: feeds).buildResponder()
+        let responder = Self.router(groups: served, feeds: feeds).buildResponder()
         let host = configuration.host
         let agent = agent
         let logger = logger
@@ -101,7 +126,7 @@ public final class LocalAPI: Service, Sendable {
         defer {
             unlink(addressFile)
             if serving.unixSocket { unlink(socketPath) }
-            agent.reportPart(Self.partName, .stopped)
+            for group in groups { group.agent.reportPart(Self.partName, .stopped) }
         }
         await withGracefulShutdownHandler {
             // Each server on its own: a TCP port that cannot be had leaves the Unix socket serving.
@@ -217,10 +242,10 @@ public final class LocalAPI: Service, Sendable {
         }
     }
 
-    /// Shows where the API stands in the agent's parts: running while either server serves.
+    /// Shows where the API stands in the agents' parts: running while either server serves.
     private func reportServing(_ serving: ServingState) {
         let (state, detail) = serving.summary(host: configuration.host, socket: socketPath)
-        agent.reportPart(Self.partName, state, detail: detail)
+        for group in groups { group.agent.reportPart(Self.partName, state, detail: detail) }
     }
 
     /// Every route behind the guard (the OpenAPI test lists them from here).
@@ -231,14 +256,57 @@ public final class LocalAPI: Service, Sendable {
         feeds: OpenFeeds = OpenFeeds(),
         sessions: DashboardSessions = DashboardSessions()
     ) -> Router<BasicRequestContext> {
+        router(
+            groups: [(NodeGroups.name(of: node.dataDirectory), agent, node, token)],
+            feeds: feeds,
+            sessions: sessions
+        )
+    }
+
+    /// The routes of every group served: today's `/v1/…` and the dashboard for the first group,
+    /// behind its token; `/v1/groups/{name}/…` for each, behind that group's own token, so an app
+    /// given one group's token reaches that group alone (a wrong group or token is one answer:
+    /// the token does not match); `GET /v1/groups` lists the groups the token opens.
+    package static func router(
+        groups: [(name: String, agent: Agent, node: LANSyncNode, token: APIToken)],
+        feeds: OpenFeeds = OpenFeeds(),
+        sessions: DashboardSessions = DashboardSessions()
+    ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         // Every request: addressed to loopback, from no other site. The API's routes: the token.
         // The dashboard's pages: a browser session (`SessionGuard`); its login link: the one-time code.
         router.add(middleware: LoopbackGuard())
         router.add(middleware: UnknownRouteAsJSON())
-        let api = router.group("v1").add(middleware: TokenGuard(token: token))
-        LocalAPIRoutes(agent: agent, node: node, feeds: feeds).register(on: api)
-        DashboardRoutes(agent: agent, node: node, sessions: sessions).register(on: router, api: api)
+        let first = groups[0]
+        let api = router.group("v1").add(middleware: TokenGuard(token: first.token))
+        LocalAPIRoutes(agent: first.agent, node: first.node, feeds: feeds).register(on: api)
+        DashboardRoutes(agent: first.agent, node: first.node, sessions: sessions).register(on: router, api: api)
+        var byName: [String: (routes: LocalAPIRoutes, token: APIToken)] = [:]
+        for group in groups {
+            byName[group.name] = (LocalAPIRoutes(agent: group.agent, node: group.node, feeds: feeds), group.token)
+        }
+        let scoped = byName
+        let tokens = scoped.mapValues(\.token)
+        let inGroup = router.group("v1/groups/:group").add(middleware: GroupTokenGuard(tokens: tokens))
+        LocalAPIRoutes.register(on: inGroup) { context in
+            guard let name = context.parameters.get("group"), let group = scoped[name] else {
+                throw GroupTokenGuard<BasicRequestContext>.wrong
+            }
+            return group.routes
+        }
+        let listed = groups.map { (name: $0.name, node: $0.node, token: $0.token) }
+        router.get("v1/groups") { request, _ in
+            let given = try TokenGuard<BasicRequestContext>.given(request)
+            let opened = listed.filter { $0.token.matches(given) }
+            guard !opened.isEmpty else { throw GroupTokenGuard<BasicRequestContext>.wrong }
+            let lines = opened.map { group in
+                ExportFile.object([
+                    ("name", ExportFile.quoted(group.name)),
+                    ("tag", (try? group.node.group()?.tag).flatMap { $0 }.map(ExportFile.quoted) ?? "null"),
+                ])
+            }
+            return LocalAPIRoutes.json("{\"groups\":[" + lines.joined(separator: ",") + "]}")
+        }
         return router
     }
 

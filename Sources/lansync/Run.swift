@@ -14,7 +14,7 @@ struct Run: AsyncParsableCommand {
 
             While it runs, `lansync peers`, `lansync status` and `lansync sync --wait` ask it over a local socket.
 
-            A node in several groups (`lansync groups`) serves them all from this one process, on one port and one mDNS instance: each connection lands in the group whose key the peer used, and nothing of one group reaches another. Each group has its own local API for now (printed at start). --group NAME runs an agent for that group alone (needed for static peers, which belong to one group).
+            A node in several groups (`lansync groups`) serves them all from this one process, on one port and one mDNS instance: each connection lands in the group whose key the peer used, and nothing of one group reaches another. The local API serves each group under /v1/groups/NAME/ with that group's own token (api-token in its data directory). --group NAME runs an agent for that group alone (needed for static peers, which belong to one group).
 
             Examples:
               lansync run
@@ -178,27 +178,30 @@ struct Run: AsyncParsableCommand {
         }
         var services: [any Service] = agents.map(\.agent)
         if !noAPI && (api != nil || !file.apiOff) {
-            for (index, (name, agent)) in agents.enumerated() {
-                var apiConfiguration = LocalAPIConfiguration()
-                if let address = api.flatMap({ PeerAddress($0) }) ?? file.api {
-                    apiConfiguration.host = address.host
-                    // A port someone chose and cannot have is theirs to fix; the default one is not.
-                    apiConfiguration.port = index == 0 ? address.port : 0
-                    apiConfiguration.takeAFreePortWhenTaken = false
-                } else if index > 0 {
-                    apiConfiguration.port = 0
-                }
-                let localAPI = await LocalAPI(agent: agent, configuration: apiConfiguration, logger: logger)
-                services.append(localAPI)
-                let apiHost = apiConfiguration.host
-                Task {
-                    let port = await localAPI.port()
-                    let out = Output()
-                    out.line(
-                        "local API\(name.map { " of \($0)" } ?? "") on http://\(PeerAddress(host: apiHost, port: port))"
-                    )
-                    out.flush()
-                }
+            var apiConfiguration = LocalAPIConfiguration()
+            if let address = api.flatMap({ PeerAddress($0) }) ?? file.api {
+                apiConfiguration.host = address.host
+                apiConfiguration.port = address.port
+                // A port someone chose and cannot have is theirs to fix; the default one is not.
+                apiConfiguration.takeAFreePortWhenTaken = false
+            }
+            // With several groups, one API for all: each group's routes under /v1/groups/NAME/,
+            // behind that group's own token.
+            let localAPI =
+                router == nil
+                ? await LocalAPI(agent: first, configuration: apiConfiguration, logger: logger)
+                : await LocalAPI(
+                    groups: agents.map { (name: $0.name ?? "", agent: $0.agent) },
+                    configuration: apiConfiguration,
+                    logger: logger
+                )
+            services.append(localAPI)
+            let apiHost = apiConfiguration.host
+            Task {
+                let port = await localAPI.port()
+                let out = Output()
+                out.line("local API on http://\(PeerAddress(host: apiHost, port: port))")
+                out.flush()
             }
         }
         let group = ServiceGroup(

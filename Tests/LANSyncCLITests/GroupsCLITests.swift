@@ -146,6 +146,73 @@ import Testing
         )
         #expect(try await Self.payloads(cli, "room", group: "default") == [#"{"room":"a"}"#])
         _ = (homeA, homeB)
+
+        // One local API: each group under /v1/groups/NAME/, behind that group's own token; a
+        // token of one group opens nothing of the other, and cannot tell whether it exists.
+        func read(_ path: String) throws -> String {
+            try String(contentsOfFile: cli.dataDir("room") + path, encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let (address, tokenA, tokenB) = (
+            try read("/api-address"), try read("/api-token"), try read("/groups/family-b/api-token")
+        )
+        let base = "http://\(address)/v1"
+        let entriesB = try Self.http("\(base)/groups/family-b/streams/taps/entries", token: tokenB)
+        #expect(entriesB.status == 200 && entriesB.body.contains(#""room":"b""#), "\(entriesB)")
+        #expect(!entriesB.body.contains(#""room":"a""#), "\(entriesB)")
+        let entriesA = try Self.http("\(base)/streams/taps/entries", token: tokenA)
+        #expect(
+            entriesA.status == 200 && entriesA.body.contains(#""room":"a""#),
+            "today's routes: the first group: \(entriesA)"
+        )
+        let crossed = try Self.http("\(base)/groups/family-b/streams/taps/entries", token: tokenA)
+        let nowhere = try Self.http("\(base)/groups/family-c/streams/taps/entries", token: tokenA)
+        #expect(crossed.status == 401 && nowhere.status == 401 && crossed.body == nowhere.body, "\(crossed) \(nowhere)")
+        let legacyWithB = try Self.http("\(base)/streams/taps/entries", token: tokenB)
+        #expect(legacyWithB.status == 401, "B's token does not open the first group's routes")
+        let appended = try Self.http(
+            "\(base)/groups/family-b/streams/taps/entries",
+            token: tokenB,
+            method: "POST",
+            body: #"{"api":"b"}"#
+        )
+        #expect((200..<300).contains(appended.status), "\(appended)")
+        #expect(try await Self.payloads(cli, "room", group: "family-b").contains(#"{"api":"b"}"#))
+        #expect(!(try await Self.payloads(cli, "room", group: "default").contains(#"{"api":"b"}"#)))
+        let visible = try Self.http("\(base)/groups", token: tokenB)
+        #expect(visible.body.contains("family-b") && !visible.body.contains("default"), "\(visible)")
+    }
+
+    /// An HTTP request with a token, from Python's standard library: the status and the body.
+    static func http(
+        _ url: String,
+        token: String,
+        method: String = "GET",
+        body: String? = nil
+    ) throws -> (
+        status: Int, body: String
+    ) {
+        let script = """
+            import sys, urllib.request, urllib.error
+            url, token, method, body = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+            request = urllib.request.Request(url, method=method, data=body.encode() if body else None,
+                headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    print(response.status); print(response.read().decode())
+            except urllib.error.HTTPError as error:
+                print(error.code); print(error.read().decode())
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, url, token, method, body ?? ""]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        return (Int(lines.first ?? "") ?? 0, lines.count > 1 ? String(lines[1]) : "")
     }
 
     /// A node of one group (as every node was before several) needs no --group, and lists its group
