@@ -1,4 +1,6 @@
+public import LANSync
 import LANSyncCrypto
+public import Logging
 import Synchronization
 
 /// The groups one agent process serves behind one listener and one mDNS instance (docs/groups.md):
@@ -24,5 +26,39 @@ package final class GroupRouter: Sendable {
     /// accepts (the current first), with the agent of the group it belongs to.
     func responderKeys() -> [(agent: Agent, epoch: UInt64, key: SecureBytes)] {
         all.flatMap { agent in agent.groupState.psks.map { (agent, $0.epoch, $0.key) } }
+    }
+}
+
+extension Agent {
+    /// Agents for several groups of one node (each node opened on one of its groups' data
+    /// directories, `NodeGroups`), served from this process behind one port and one mDNS instance:
+    /// the first listens and advertises for all, and each connection lands in the group whose key
+    /// the peer used (docs/groups.md). Run them all in one `ServiceGroup`, with
+    /// `LocalAPI(serving:)` for their API. Static peers belong to one group, so `configuration`
+    /// must have none.
+    public static func serving(
+        _ nodes: [LANSyncNode],
+        configuration: AgentConfiguration,
+        logger: Logger
+    ) throws(LANSyncError) -> [Agent] {
+        guard nodes.count > 1 else {
+            return try nodes.map { node throws(LANSyncError) in
+                try Agent(node: node, configuration: configuration, logger: logger)
+            }
+        }
+        guard configuration.staticPeers.isEmpty else {
+            throw LANSyncError(
+                .invalidInput,
+                "a static peer belongs to one group: serve that group alone to dial static peers, or let mDNS find them"
+            )
+        }
+        let router = GroupRouter()
+        var agents: [Agent] = []
+        for node in nodes {
+            var groupLogger = logger
+            groupLogger[metadataKey: "group"] = "\(NodeGroups.name(of: node.dataDirectory))"
+            agents.append(try Agent(node: node, configuration: configuration, logger: groupLogger, router: router))
+        }
+        return agents
     }
 }

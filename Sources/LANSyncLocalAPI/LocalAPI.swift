@@ -59,6 +59,19 @@ public final class LocalAPI: Service, Sendable {
         self.logger = logger
     }
 
+    /// One API for the agents of a node's groups served by one process (`Agent.serving`): each
+    /// group's routes under `/v1/groups/{name}/…` behind that group's own token; today's `/v1/…`
+    /// routes and the dashboard are the first group's.
+    public convenience init(
+        serving agents: [Agent],
+        configuration: LocalAPIConfiguration = LocalAPIConfiguration(),
+        logger: Logger
+    ) async {
+        var groups: [(name: String, agent: Agent)] = []
+        for agent in agents { groups.append((NodeGroups.name(of: await agent.node.dataDirectory), agent)) }
+        await self.init(groups: groups, configuration: configuration, logger: logger)
+    }
+
     /// One API for the agents of a node's groups served by one process (the first is the node's
     /// first group): each group's routes under `/v1/groups/{name}/`, behind that group's token;
     /// today's `/v1/…` routes and the dashboard are the first group's.

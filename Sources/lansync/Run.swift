@@ -134,23 +134,17 @@ struct Run: AsyncParsableCommand {
         let groups = try await reportingErrors {
             global.group == nil ? try NodeGroups.list(in: global.nodeDirectory) : []
         }
-        let router = groups.count > 1 ? GroupRouter() : nil
-        if router != nil, !configuration.staticPeers.isEmpty {
+        let several = groups.count > 1
+        if several, !configuration.staticPeers.isEmpty {
             note(
                 "lansync: error: this node is in \(groups.count) groups and a static peer belongs to one of them: run one agent "
                     + "per group with --group NAME to dial static peers, or let mDNS find them"
             )
             throw ExitCode(1)
         }
-        let directories = try await reportingErrors {
-            router == nil ? [try global.selectedDirectory()] : groups.map(\.directory)
-        }
-        var agents: [(name: String?, agent: Agent)] = []
-        for (index, directory) in directories.enumerated() {
-            let name = router == nil ? nil : groups[index].name
-            var groupLogger = logger
-            if let name { groupLogger[metadataKey: "group"] = "\(name)" }
-            let agent = try await reportingErrors {
+        let agents = try await reportingErrors {
+            let directories = several ? groups.map(\.directory) : [try global.selectedDirectory()]
+            let nodes = try directories.map { directory in
                 let node = try global.openNode(at: directory)
                 guard !node.store.isReadOnly else {
                     throw LANSyncError(
@@ -159,15 +153,14 @@ struct Run: AsyncParsableCommand {
                             + "make it writable (or copy it somewhere that is) to run the agent. Reading works: status, log list, query, export"
                     )
                 }
-                return try Agent(node: node, configuration: configuration, logger: groupLogger, router: router)
+                return node
             }
-            agents.append((name, agent))
+            return try Agent.serving(nodes, configuration: configuration, logger: logger)
         }
         let host = configuration.listenHost
-        let first = agents[0].agent
+        let first = agents[0]
         let serving =
-            router == nil
-            ? nil : "serving \(counted(agents.count, "group")): \(groups.map(\.name).joined(separator: ", "))"
+            several ? "serving \(counted(agents.count, "group")): \(groups.map(\.name).joined(separator: ", "))" : nil
         Task {
             if let port = try? await first.listeningPort() {
                 let out = Output()
@@ -176,7 +169,7 @@ struct Run: AsyncParsableCommand {
                 out.flush()
             }
         }
-        var services: [any Service] = agents.map(\.agent)
+        var services: [any Service] = agents
         if !noAPI && (api != nil || !file.apiOff) {
             var apiConfiguration = LocalAPIConfiguration()
             if let address = api.flatMap({ PeerAddress($0) }) ?? file.api {
@@ -188,13 +181,9 @@ struct Run: AsyncParsableCommand {
             // With several groups, one API for all: each group's routes under /v1/groups/NAME/,
             // behind that group's own token.
             let localAPI =
-                router == nil
-                ? await LocalAPI(agent: first, configuration: apiConfiguration, logger: logger)
-                : await LocalAPI(
-                    groups: agents.map { (name: $0.name ?? "", agent: $0.agent) },
-                    configuration: apiConfiguration,
-                    logger: logger
-                )
+                several
+                ? await LocalAPI(serving: agents, configuration: apiConfiguration, logger: logger)
+                : await LocalAPI(agent: first, configuration: apiConfiguration, logger: logger)
             services.append(localAPI)
             let apiHost = apiConfiguration.host
             Task {

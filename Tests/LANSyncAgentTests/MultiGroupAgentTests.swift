@@ -34,9 +34,9 @@ import Testing
         configuration.discovery = false
         configuration.keepalive = .seconds(60)
         configuration.handshakeTimeout = .seconds(60)
-        let router = GroupRouter()
-        let agentA = try Agent(node: nodeA, configuration: configuration, logger: Logger(label: "a"), router: router)
-        let agentB = try Agent(node: nodeB, configuration: configuration, logger: Logger(label: "b"), router: router)
+        // What an app that syncs several groups in its own process does.
+        let agents = try Agent.serving([nodeA, nodeB], configuration: configuration, logger: Logger(label: "room"))
+        let (agentA, agentB) = (agents[0], agents[1])
         let runs = [Task { try await agentA.run() }, Task { try await agentB.run() }]
         defer { for run in runs { run.cancel() } }
         let port = try await agentA.listeningPort()
