@@ -253,6 +253,8 @@ struct RawPeer {
 
     let sender: SealedSender
     var receiver: SealedReceiver
+    /// The agent's `Hello`: which device and replica answered.
+    var agentHello: Hello?
 
     static func dial(port: Int) async throws -> FramedChannel {
         try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -269,9 +271,15 @@ struct RawPeer {
         identity: Identity = Identity(),
         wallMilliseconds: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000),
         expectState: Bool = true,
+        closeAfter: TimeAmount? = nil,
         _ body: (inout RawPeer) async throws -> T
     ) async throws -> T {
         let channel = try await dial(port: port)
+        // A bound on a test's wait, when asked: the connection closes, and reading ends.
+        let deadline = closeAfter.map { after in
+            channel.channel.eventLoop.scheduleTask(in: after) { channel.channel.close(promise: nil) }
+        }
+        defer { deadline?.cancel() }
         return try await channel.executeThenClose { inbound, outbound in
             var frames = inbound.makeAsyncIterator()
             let hello: @Sendable (UInt16) -> Hello = { version in
@@ -295,7 +303,8 @@ struct RawPeer {
             )
             var peer = RawPeer(
                 sender: SealedSender(cipher: handshaken.send, outbound: outbound, traffic: TrafficCounter()),
-                receiver: SealedReceiver(cipher: handshaken.receive, inbound: frames, traffic: TrafficCounter())
+                receiver: SealedReceiver(cipher: handshaken.receive, inbound: frames, traffic: TrafficCounter()),
+                agentHello: handshaken.peer
             )
             if expectState {
                 guard case .state? = try await peer.next() else { throw RawPeerError.noOpeningState }

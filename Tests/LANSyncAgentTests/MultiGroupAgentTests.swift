@@ -43,7 +43,13 @@ import Testing
         #expect(try await agentB.listeningPort() == port, "one port for both groups")
 
         let identity = RawPeer.Identity()
-        let (hello, seen) = try await Self.connect(port: port, group: groupA, identity: identity) { peer in
+        let (hello, seen) = try await RawPeer.connect(
+            port: port,
+            group: groupA,
+            identity: identity,
+            expectState: false,
+            closeAfter: .seconds(30)
+        ) { peer in
             var seen: [WireMessage] = []
             // Ask for everything, naming B's replica as if it were a member of A's.
             let claims = VersionVector([nodeB.replicaID: 0, nodeA.replicaID: 0])
@@ -70,12 +76,15 @@ import Testing
                 if case .goodbye = message { break }
                 if seen.contains(where: Self.carriesEntryOfA) { break }
             }
-            return seen
+            return (peer.agentHello, seen)
         }
-        #expect(hello.replica == nodeA.replicaID, "the agent answers as group A's member")
+        #expect(hello?.replica == nodeA.replicaID, "the agent answers as group A's member")
         #expect(seen.contains(where: Self.carriesEntryOfA), "A's entry arrives: \(seen)")
         let bytesB = Self.bytes(nodeB.replicaID)
         for message in seen {
+            // Asking the peer to send again the range it forged names the replica the peer named:
+            // any unknown replica gets that answer, so it tells nothing of B.
+            if case .resend(let replica, _) = message, replica == nodeB.replicaID { continue }
             let encoded = message.encoded()
             #expect(!encoded.contains(bytesB), "nothing sent names B's replica: \(message)")
             #expect(!String(decoding: encoded, as: UTF8.self).contains(#"{"family":"b"}"#))
@@ -100,47 +109,6 @@ import Testing
 
     static func bytes(_ replica: ReplicaID) -> [UInt8] {
         withUnsafeBytes(of: replica.high.bigEndian, Array.init) + withUnsafeBytes(of: replica.low.bigEndian, Array.init)
-    }
-
-    /// A raw connection with A's key, returning the agent's Hello and what `body` returns.
-    static func connect<T: Sendable>(
-        port: Int,
-        group: GroupSecret,
-        identity: RawPeer.Identity,
-        _ body: (inout RawPeer) async throws -> T
-    ) async throws -> (Hello, T) {
-        let channel = try await RawPeer.dial(port: port)
-        return try await channel.executeThenClose { inbound, outbound in
-            var frames = inbound.makeAsyncIterator()
-            let handshaken = try await HandshakeDriver.run(
-                initiator: true,
-                psks: [(0, group.noisePSK)],
-                staticKey: identity.key,
-                hello: { version in
-                    Hello(
-                        version: version,
-                        device: identity.device,
-                        name: "member-of-a",
-                        replica: identity.replica,
-                        hlc: .zero,
-                        wallMilliseconds: UInt64(Date().timeIntervalSince1970 * 1000)
-                    )
-                },
-                traffic: TrafficCounter(),
-                inbound: &frames,
-                outbound: outbound
-            )
-            var peer = RawPeer(
-                sender: SealedSender(cipher: handshaken.send, outbound: outbound, traffic: TrafficCounter()),
-                receiver: SealedReceiver(cipher: handshaken.receive, inbound: frames, traffic: TrafficCounter())
-            )
-            // A bound on the wait: closed after 30 s, reading ends, and the test says what it got.
-            let deadline = channel.channel.eventLoop.scheduleTask(in: .seconds(30)) {
-                channel.channel.close(promise: nil)
-            }
-            defer { deadline.cancel() }
-            return (handshaken.peer, try await body(&peer))
-        }
     }
 }
 
