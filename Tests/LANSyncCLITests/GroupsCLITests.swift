@@ -70,7 +70,7 @@ import Testing
             node: "home-a",
             arguments: ["--peer", roomA.address, "--peer", roomB.address]
         )
-        var homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", roomB.address])
+        let homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", roomB.address])
         let a: Set = [#"{"room":"a"}"#, #"{"home":"a"}"#]
         let b: Set = [#"{"room":"b"}"#, #"{"home":"b"}"#]
         #expect(
