@@ -13,7 +13,7 @@ struct Groups: AsyncParsableCommand {
               lansync group create --name family-b
               lansync group join 1f4k3mq-9x2vb7c-... --name family-c
               lansync --group family-b log list symbol_taps
-              lansync run --group family-b          (an agent serves one group; run one per group)
+              lansync run                            (serves every group, on one port)
 
             --json prints one object per line: name, tag, data_dir, members, entries, agent_running, sync (what `lansync peers` says of it), last_sync (ISO 8601, or null).
 
