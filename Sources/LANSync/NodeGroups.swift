@@ -42,16 +42,26 @@ public enum NodeGroups {
     /// with none named the node's only group (its own directory while it is in none). Refuses,
     /// listing the groups, when the node is in several and none is named, or none matches.
     public static func select(_ selector: String?, in node: DataDirectory) throws(LANSyncError) -> DataDirectory {
+        try group(selectedBy: selector, in: node)?.directory ?? node
+    }
+
+    /// The group `select` picks, or nil when none is named and the node is in none.
+    package static func group(
+        selectedBy selector: String?,
+        in node: DataDirectory
+    ) throws(LANSyncError)
+        -> NodeGroup?
+    {
         let groups = try list(in: node)
         guard let selector else {
-            guard groups.count > 1 else { return groups.first?.directory ?? node }
+            guard groups.count > 1 else { return groups.first }
             throw LANSyncError(
                 .invalidInput,
                 "this node is in \(groups.count) groups; name one with --group NAME (or its tag): \(describe(groups))"
             )
         }
         let wanted = selector.lowercased()
-        if let group = groups.first(where: { $0.name == wanted || $0.tag == wanted }) { return group.directory }
+        if let group = groups.first(where: { $0.name == wanted || $0.tag == wanted }) { return group }
         throw LANSyncError(
             .invalidInput,
             groups.isEmpty
@@ -60,15 +70,26 @@ public enum NodeGroups {
         )
     }
 
+    /// Where a group created or joined now goes (`placeForNewGroup`), and whether the command made
+    /// its directory (so that a failed create or join can take it away again).
+    package struct NewGroupPlace: Sendable {
+        package let directory: DataDirectory
+        package let isNew: Bool
+
+        package init(directory: DataDirectory, isNew: Bool) {
+            self.directory = directory
+            self.isNew = isNew
+        }
+    }
+
     /// Where a group created or joined now goes: the node's own directory while it is in no group
     /// (`name`, if given, becomes the first group's name), else `groups/NAME/`, which `name` must
-    /// then give. The directory is made, with an empty replica, when it is a new one.
+    /// then give. The directory is made, with an empty replica, when there is none (a group left
+    /// there earlier keeps its replica, and is joined again with it).
     package static func placeForNewGroup(
         named name: String?,
         in node: DataDirectory
-    ) throws(LANSyncError)
-        -> DataDirectory
-    {
+    ) throws(LANSyncError) -> NewGroupPlace {
         if let name, let problem = nameProblem(name) { throw LANSyncError(.invalidInput, problem) }
         let groups = try list(in: node)
         if let name, let taken = groups.first(where: { $0.name == name }) {
@@ -83,9 +104,9 @@ public enum NodeGroups {
                 "no LANSync node in \(node.path); run `lansync init` first (or point --data-dir elsewhere)"
             )
         }
-        guard try tag(of: node) != nil else {
+        guard groups.contains(where: { $0.directory == node }) else {
             if let name { try setFirstName(name, of: node) }
-            return node
+            return NewGroupPlace(directory: node, isNew: false)
         }
         guard let name else {
             throw LANSyncError(
@@ -95,8 +116,9 @@ public enum NodeGroups {
             )
         }
         let directory = DataDirectory(group: name, of: node)
+        let isNew = !FileManager.default.fileExists(atPath: directory.path)
         _ = try LANSyncNode.initialize(at: directory, name: nil)
-        return directory
+        return NewGroupPlace(directory: directory, isNew: isNew)
     }
 
     /// The node's group that `joinCode` names, if it is in it (a node joins a group once).
@@ -108,9 +130,9 @@ public enum NodeGroups {
     /// The name of the group whose data directory is `directory` (`groups/NAME/`, or a node's own
     /// directory and so its first group).
     package static func name(of directory: DataDirectory) -> String {
-        let parts = directory.path.split(separator: "/")
-        if parts.count >= 2, parts[parts.count - 2] == "groups", nameProblem(String(parts[parts.count - 1])) == nil {
-            return String(parts[parts.count - 1])
+        // A further group's directory keeps the node's identity, not one of its own.
+        guard directory.identityPath == directory.path + "/identity.json" else {
+            return String(directory.path.split(separator: "/").last ?? "")
         }
         return (try? firstName(of: directory)) ?? defaultFirstName
     }

@@ -100,14 +100,13 @@ public actor Agent: Service {
         directory = PeerDirectory(path: node.dataDirectory.path + "/peers.json")
         relayGrace = SharedRelayGrace(grace: configuration.relayGrace)
         self.router = router
-        isHost = router.map { $0.host == nil } ?? true
         router?.add(self)
     }
 
     /// The groups served with this one, when one process serves several (`GroupRouter`).
     let router: GroupRouter?
-    /// Whether this agent listens and advertises (alone, or for every group of its router).
-    let isHost: Bool
+    /// Whether this agent listens and advertises: alone, or as its router's first agent.
+    nonisolated var isHost: Bool { router?.host.map { $0 === self } ?? true }
 
     /// Waits until the agent listens, and returns its TCP port.
     public func listeningPort() async throws -> Int {

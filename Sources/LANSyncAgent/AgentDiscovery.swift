@@ -269,7 +269,6 @@ extension Agent {
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.updateTXT = updateTXT
         let advertisedTags = advertisedTags
-        let groups = { @Sendable [router, groupState] in router?.all.map(\.group) ?? [groupState.current] }
         // At each period boundary the advertised tags move on.
         let rotation = Task {
             while !Task.isCancelled {
@@ -278,7 +277,7 @@ extension Agent {
                 try? await Task.sleep(for: .milliseconds(Int64(max(0, next - now) * 1000) + 1))
                 if Task.isCancelled { break }
                 updateTXT.yield(
-                    Self.currentTXT(groups: groups(), advertisedTags: advertisedTags, length: period)
+                    Self.currentTXT(groups: self.advertisedGroups, advertisedTags: advertisedTags, length: period)
                 )
             }
         }
@@ -474,15 +473,17 @@ extension Agent {
     /// tag (a member that was away during a removal), that epoch's key; else the current one.
     func dialKeys(_ target: DialTarget) -> [(epoch: UInt64, key: SecureBytes)] {
         let current = [groupState.currentPSK]
+        guard case .discovered(let name) = target, !discovery.dialWithCurrentEpoch.contains(name),
+            let txt = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt,
+            let listed = AdvertisedTags.parse(txt)
+        else { return current }
         let accepted = groupState.acceptedTags(
             atSeconds: Int64(Date().timeIntervalSince1970),
             length: configuration.mdnsTagPeriodSeconds
         )
-        guard case .discovered(let name) = target, !discovery.dialWithCurrentEpoch.contains(name),
-            let txt = (discovery.peers[name] ?? discovery.lastKnown[name]?.service)?.txt,
-            let epoch = AdvertisedTags.parse(txt)?.compactMap({ accepted[$0] }).max(),
-            let key = groupState.psk(epoch: epoch)
-        else { return current }
+        guard let epoch = listed.compactMap({ accepted[$0] }).max(), let key = groupState.psk(epoch: epoch) else {
+            return current
+        }
         return [key]
     }
 

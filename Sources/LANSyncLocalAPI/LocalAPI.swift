@@ -42,49 +42,40 @@ public struct LocalAPIConfiguration: Sendable {
 /// While it runs, `api-address` in the data directory holds `HOST:PORT`, so local programs and
 /// `lansync dashboard` find it; the file is removed when it stops.
 public final class LocalAPI: Service, Sendable {
-    let agent: Agent
-    let node: LANSyncNode
-    /// Every group served, the first one's agent and node above: each under `/v1/groups/{name}/`.
+    /// Every group served, the first one first: each under `/v1/groups/{name}/`; today's `/v1/…`
+    /// routes, the dashboard and the API's files (`api-address`, `api.sock`) are the first's.
     let groups: [(name: String, agent: Agent, node: LANSyncNode)]
     let configuration: LocalAPIConfiguration
     let logger: Logger
     private let bound = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
 
+    /// The first group's agent and node.
+    var agent: Agent { groups[0].agent }
+    var node: LANSyncNode { groups[0].node }
+
     /// The local API and dashboard of `agent`'s node, not serving yet: run it in the same `ServiceGroup` as the agent.
-    public init(agent: Agent, configuration: LocalAPIConfiguration = LocalAPIConfiguration(), logger: Logger) async {
-        self.agent = agent
-        node = await agent.node
-        groups = [(NodeGroups.name(of: node.dataDirectory), agent, node)]
-        self.configuration = configuration
-        self.logger = logger
+    public convenience init(
+        agent: Agent,
+        configuration: LocalAPIConfiguration = LocalAPIConfiguration(),
+        logger: Logger
+    ) async {
+        await self.init(serving: [agent], configuration: configuration, logger: logger)
     }
 
     /// One API for the agents of a node's groups served by one process (`Agent.serving`): each
     /// group's routes under `/v1/groups/{name}/…` behind that group's own token; today's `/v1/…`
     /// routes and the dashboard are the first group's.
-    public convenience init(
+    public init(
         serving agents: [Agent],
         configuration: LocalAPIConfiguration = LocalAPIConfiguration(),
         logger: Logger
     ) async {
-        var groups: [(name: String, agent: Agent)] = []
-        for agent in agents { groups.append((NodeGroups.name(of: await agent.node.dataDirectory), agent)) }
-        await self.init(groups: groups, configuration: configuration, logger: logger)
-    }
-
-    /// One API for the agents of a node's groups served by one process (the first is the node's
-    /// first group): each group's routes under `/v1/groups/{name}/`, behind that group's token;
-    /// today's `/v1/…` routes and the dashboard are the first group's.
-    package init(
-        groups: [(name: String, agent: Agent)],
-        configuration: LocalAPIConfiguration = LocalAPIConfiguration(),
-        logger: Logger
-    ) async {
-        var served: [(name: String, agent: Agent, node: LANSyncNode)] = []
-        for group in groups { served.append((group.name, group.agent, await group.agent.node)) }
-        agent = served[0].agent
-        node = served[0].node
-        self.groups = served
+        var groups: [(name: String, agent: Agent, node: LANSyncNode)] = []
+        for agent in agents {
+            let node = await agent.node
+            groups.append((NodeGroups.name(of: node.dataDirectory), agent, node))
+        }
+        self.groups = groups
         self.configuration = configuration
         self.logger = logger
     }
@@ -307,15 +298,14 @@ public final class LocalAPI: Service, Sendable {
             }
             return group.routes
         }
-        let listed = groups.map { (name: $0.name, node: $0.node, token: $0.token) }
         router.get("v1/groups") { request, _ in
             let given = try TokenGuard<BasicRequestContext>.given(request)
-            let opened = listed.filter { $0.token.matches(given) }
+            let opened = groups.filter { $0.token.matches(given) }
             guard !opened.isEmpty else { throw GroupTokenGuard<BasicRequestContext>.wrong }
             let lines = opened.map { group in
                 ExportFile.object([
                     ("name", ExportFile.quoted(group.name)),
-                    ("tag", (try? group.node.group()?.tag).flatMap { $0 }.map(ExportFile.quoted) ?? "null"),
+                    ("tag", (try? group.node.group()?.tag).map(ExportFile.quoted) ?? "null"),
                 ])
             }
             return LocalAPIRoutes.json("{\"groups\":[" + lines.joined(separator: ",") + "]}")

@@ -42,7 +42,16 @@ struct Doctor: AsyncParsableCommand {
                 ports += port.map { [$0] } ?? []
             }
         } else {
-            let directory = global.dataDirectory
+            let directory: DataDirectory
+            do {
+                directory = try global.selectedDirectory()
+            } catch {
+                findings.append(
+                    Finding(verdict: .fail, text: error.message, fix: "`lansync groups` lists this node's groups")
+                )
+                Self.print(findings)
+                throw ExitCode(1)
+            }
             findings += Self.checkPermissions(directory)
             let (found, port) = await checks(of: directory)
             findings += found
@@ -65,7 +74,7 @@ struct Doctor: AsyncParsableCommand {
         var findings = [Finding]()
         let node: LANSyncNode
         do {
-            node = try global.openNode(at: global.group == nil ? directory : try global.selectedDirectory())
+            node = try global.openNode(at: directory)
             findings.append(
                 Finding(
                     verdict: .ok,

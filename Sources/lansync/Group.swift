@@ -265,10 +265,10 @@ struct Group: AsyncParsableCommand {
 
         func run() async throws {
             let root = global.nodeDirectory
-            let directory = try await reportingErrors { try NodeGroups.placeForNewGroup(named: name, in: root) }
-            let (node, group) = try await Group.undoingNewDirectory(directory, of: root) {
+            let place = try await reportingErrors { try NodeGroups.placeForNewGroup(named: name, in: root) }
+            let (node, group) = try await Group.undoingNewDirectory(place) {
                 try await reportingErrors {
-                    let node = try global.openNode(at: directory)
+                    let node = try global.openNode(at: place.directory)
                     let group = try node.createGroup()
                     try await node.recordCreator()
                     return (node, group)
@@ -286,23 +286,18 @@ struct Group: AsyncParsableCommand {
         }
     }
 
-    /// Runs `body`, and when it fails removes `directory` if it is a further group's new directory
-    /// (made for this command): a failed create or join leaves nothing behind.
+    /// Runs `body`, and when it fails removes the group's directory if this command made it: a
+    /// failed create or join leaves nothing behind (and a directory that was there stays).
     static func undoingNewDirectory<T>(
-        _ directory: DataDirectory,
-        of root: DataDirectory,
+        _ place: NodeGroups.NewGroupPlace,
         _ body: () async throws -> T
-    )
-        async throws -> T
+    ) async throws
+        -> T
     {
         do {
             return try await body()
         } catch {
-            if directory != root,
-                (try? NodeGroups.list(in: root))?.contains(where: { $0.directory == directory }) != true
-            {
-                try? FileManager.default.removeItem(atPath: directory.path)
-            }
+            if place.isNew { try? FileManager.default.removeItem(atPath: place.directory.path) }
             throw error
         }
     }
@@ -347,15 +342,19 @@ struct Group: AsyncParsableCommand {
                 throw ExitCode(1)
             }
             let groups = try await reportingErrors { try NodeGroups.list(in: root) }
+            // A node in a group joins another only when told how: beside it, or instead of it.
+            func refuseWithoutNameOrReplace() throws {
+                guard !replace, name == nil, !groups.isEmpty else { return }
+                note(
+                    "lansync: error: this device is in group \(groups.map(\.tag).joined(separator: ", ")) already: add "
+                        + "--name NAME to join the new group beside it (a label for this machine, such as family-b), or "
+                        + "--replace to move to the new group (it stops syncing with the one it is in)"
+                )
+                throw ExitCode(1)
+            }
             if PairingCodeText.isShortCode(code) {
                 let node = try await reportingErrors { try global.openNode(at: root) }
-                if !replace, name == nil, !groups.isEmpty {
-                    note(
-                        "lansync: error: this device is in a group already; add --name NAME to join the new one beside it, "
-                            + "or --replace to leave it for the new one"
-                    )
-                    throw ExitCode(1)
-                }
+                try refuseWithoutNameOrReplace()
                 let joined = try await reportingErrors {
                     try await PairingClient.join(
                         code: code,
@@ -378,21 +377,15 @@ struct Group: AsyncParsableCommand {
                 Output().line("already in group \(held.tag) (named \(held.name) on this machine); nothing changed")
                 return
             }
-            if !replace, name == nil, !groups.isEmpty {
-                note(
-                    "lansync: error: this device is in group \(groups.map(\.tag).joined(separator: ", ")) already: add "
-                        + "--name NAME to join the new group beside it (a label for this machine, such as family-b), or "
-                        + "--replace to move to the new group (it stops syncing with the one it is in)"
-                )
-                throw ExitCode(1)
-            }
-            let directory = try await reportingErrors {
+            try refuseWithoutNameOrReplace()
+            let place = try await reportingErrors {
                 replace || (name == nil && groups.isEmpty)
-                    ? try global.selectedDirectory() : try NodeGroups.placeForNewGroup(named: name, in: root)
+                    ? NodeGroups.NewGroupPlace(directory: try global.selectedDirectory(), isNew: false)
+                    : try NodeGroups.placeForNewGroup(named: name, in: root)
             }
-            let (node, changed) = try await Group.undoingNewDirectory(directory, of: root) {
+            let (node, changed) = try await Group.undoingNewDirectory(place) {
                 try await reportingErrors {
-                    let node = try global.openNode(at: directory)
+                    let node = try global.openNode(at: place.directory)
                     return (node, try node.joinGroup(code: joinCode, replacing: replace))
                 }
             }
@@ -484,10 +477,8 @@ struct Group: AsyncParsableCommand {
 
         func run() async throws {
             let root = global.nodeDirectory
-            let (directory, group) = try await reportingErrors {
-                let directory = try NodeGroups.select(name ?? global.group, in: root)
-                return (directory, try NodeGroups.list(in: root).first { $0.directory == directory })
-            }
+            let group = try await reportingErrors { try NodeGroups.group(selectedBy: name ?? global.group, in: root) }
+            let directory = group?.directory ?? root
             if erase, await ControlClient.report(directory) != nil {
                 note(
                     "lansync: error: an agent is serving this group; stop it first (its replica is open), then run this again"

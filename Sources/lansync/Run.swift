@@ -178,12 +178,9 @@ struct Run: AsyncParsableCommand {
                 // A port someone chose and cannot have is theirs to fix; the default one is not.
                 apiConfiguration.takeAFreePortWhenTaken = false
             }
-            // With several groups, one API for all: each group's routes under /v1/groups/NAME/,
-            // behind that group's own token.
-            let localAPI =
-                several
-                ? await LocalAPI(serving: agents, configuration: apiConfiguration, logger: logger)
-                : await LocalAPI(agent: first, configuration: apiConfiguration, logger: logger)
+            // One API for every group served: each group's routes under /v1/groups/NAME/, behind
+            // that group's own token.
+            let localAPI = await LocalAPI(serving: agents, configuration: apiConfiguration, logger: logger)
             services.append(localAPI)
             let apiHost = apiConfiguration.host
             Task {

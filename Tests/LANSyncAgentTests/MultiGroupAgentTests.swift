@@ -22,8 +22,8 @@ import Testing
         _ = try LANSyncNode.initialize(at: root, name: "room", machineIDPath: "/nonexistent")
         let nodeA = try LANSyncNode.open(at: root)
         let groupA = try nodeA.createGroup()
-        let nodeB = try LANSyncNode.open(at: try NodeGroups.placeForNewGroup(named: "family-b", in: root))
-        let groupB = try nodeB.createGroup()
+        let nodeB = try LANSyncNode.open(at: try NodeGroups.placeForNewGroup(named: "family-b", in: root).directory)
+        _ = try nodeB.createGroup()
         _ = try await nodeA.append(to: "taps", payload: #"{"family":"a"}"#)
         _ = try await nodeB.append(to: "taps", payload: #"{"family":"b"}"#)
         #expect(nodeA.replicaID != nodeB.replicaID)
@@ -96,7 +96,6 @@ import Testing
             Set(try nodeB.status().versionVector.counters.keys) == [nodeB.replicaID],
             "B's replica knows no replica but its own: not the member of A's, not A's"
         )
-        _ = groupB
     }
 
     static func carriesEntryOfA(_ message: WireMessage) -> Bool {
