@@ -64,6 +64,10 @@ enum LoadedConfig {
         }
         guard let path else { return rest }
         guard let data = FileManager.default.contents(atPath: path) else {
+            // A default file found a moment ago and gone now (a package being removed) is no file.
+            if explicit == nil, environment["LANSYNC_CONFIG"] == nil, !FileManager.default.fileExists(atPath: path) {
+                return rest
+            }
             throw ConfigLoadError("cannot read the config file \(path) (check its permissions)")
         }
         do {

@@ -31,7 +31,7 @@ final class AgentProcess {
         process.arguments =
             ["run", "--data-dir", cli.dataDir(node), "--listen", listen, "--log-level", "debug"]
             + (discovery ? [] : ["--no-mdns"]) + api + arguments
-        var env = ProcessInfo.processInfo.environment
+        var env = CLI.environment()
         for (key, value) in environment { env[key] = value }
         process.environment = env
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))

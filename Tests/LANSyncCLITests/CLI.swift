@@ -48,7 +48,7 @@ struct CLI {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
         process.arguments = arguments + (node.map { ["--data-dir", dataDir($0)] } ?? [])
-        var env = ProcessInfo.processInfo.environment
+        var env = Self.environment()
         env["LANSYNC_MACHINE_ID_FILE"] = machineIDFile
         env.removeValue(forKey: "LANSYNC_DATA_DIR")
         for (key, value) in environment { env[key] = value }
@@ -123,6 +123,24 @@ extension Process {
 }
 
 extension CLI {
+    /// The environment a test runs `lansync` in: this process's, with the configuration file
+    /// pinned to an empty one. Without a config file `lansync` reads /etc/lansync/lansync.conf
+    /// when present, and the Debian package test installs and purges that file while other tests
+    /// run (one of them once read it mid-purge and failed).
+    static func environment(_ extra: [String: String] = [:]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["LANSYNC_CONFIG"] = emptyConfig
+        for (key, value) in extra { environment[key] = value }
+        return environment
+    }
+
+    /// An empty configuration file, made once per test process.
+    static let emptyConfig: String = {
+        let path = NSTemporaryDirectory() + "lansync-tests-\(getpid())-empty.conf"
+        FileManager.default.createFile(atPath: path, contents: Data())
+        return path
+    }()
+
     /// Runs a shell command (`interpreter -c command`) and waits without holding a thread
     /// (`Process.runUntilExit`); returns its exit status.
     static func shell(_ command: String, interpreter: String = "/bin/sh") async throws -> Int32 {
@@ -143,6 +161,7 @@ extension CLI {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: interpreter)
         process.arguments = ["-c", command]
+        process.environment = environment()
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         return process
     }

@@ -29,7 +29,7 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3"] + arguments
-        var environment = ProcessInfo.processInfo.environment
+        var environment = CLI.environment()
         environment["LANSYNC_DATA_DIR"] = dataDir
         process.environment = environment
         let output = Pipe()
