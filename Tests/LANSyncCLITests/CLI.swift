@@ -137,7 +137,7 @@ extension CLI {
     /// An empty configuration file, made once per test process.
     static let emptyConfig: String = {
         let path = NSTemporaryDirectory() + "lansync-tests-\(getpid())-empty.conf"
-        FileManager.default.createFile(atPath: path, contents: Data())
+        _ = FileManager.default.createFile(atPath: path, contents: Data())
         return path
     }()
 
