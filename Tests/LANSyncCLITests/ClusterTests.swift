@@ -556,9 +556,11 @@ struct ClusterTests {
             "every node is seen in mDNS, the group's three under distinct names: \(resolved)"
         )
         let names = resolved.filter { groupNodes.contains($0[7]) }.map { $0[3] }
+        // Avahi renames whichever side sees a collision, so under load every node may end up renamed
+        // ("LANSync #7", "#8", "#9" was seen): what is promised is distinct names derived from the one asked for.
         #expect(
-            names.allSatisfy { $0 == "LANSync" || $0.hasPrefix("LANSync #") } && names.contains("LANSync"),
-            "collisions resolved, one node keeps the name: \(names)"
+            names.allSatisfy { $0 == "LANSync" || $0.hasPrefix("LANSync #") },
+            "collisions resolved into names derived from the one asked for: \(names)"
         )
         for record in resolved {
             let txt = record[9].split(separator: " ").map {
