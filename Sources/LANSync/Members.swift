@@ -45,8 +45,15 @@ package struct GroupMember: Codable, Sendable, Equatable {
     package var removedAt: String?
     /// The epoch its removal started.
     package var removedInEpoch: UInt64?
+    /// When the device said it left the group (`lansync group leave`), from its own
+    /// `lansync/left/DEVICE` record; nil once it joined again or a member vouched for it since.
+    package var leftAt: String?
 
     package var isRemoved: Bool { removedBy != nil }
+    /// Whether the device took itself out of the group (it dropped the group's secret).
+    package var hasLeft: Bool { leftAt != nil }
+    /// A member the group still counts: neither removed nor gone of its own accord.
+    package var isPresent: Bool { !isRemoved && !hasLeft }
 
     /// Every signing key the group pinned for this device, each once: those before, then the current one.
     package var signingKeysEver: [String] {
@@ -79,6 +86,7 @@ package struct GroupMember: Codable, Sendable, Equatable {
         case deviceID = "device_id", name, key, signingKey = "signing_key", signingKeysBefore = "signing_keys_before"
         case addedBy = "added_by", addedAt = "added_at", via
         case removedBy = "removed_by", removedAt = "removed_at", removedInEpoch = "removed_in_epoch"
+        case leftAt = "left_at"
     }
 
     /// The 16-hex-digit fingerprint shown for a key: the start of its SHA-256.
@@ -164,6 +172,15 @@ package struct KeyObservation: Codable, Sendable, Equatable {
     }
 }
 
+/// The value of `lansync/left/DEVICE`, written by DEVICE alone: it left the group (`lansync group
+/// leave`), or joined it again since (`left` false). Members show it; a record of this key written
+/// by any other device counts for nothing.
+package struct LeftRecord: Codable, Sendable, Equatable {
+    package var left: Bool
+    package var name: String
+    package var at: String
+}
+
 /// The keys the records live under.
 package enum MemberKeys {
     package static let prefix = PreferenceWrite.reservedPrefix
@@ -172,6 +189,8 @@ package enum MemberKeys {
         seenPrefix + device.lowercased() + "/" + observer.lowercased()
     }
     package static let memberPrefix = prefix + "member/"
+    package static let leftPrefix = prefix + "left/"
+    package static func left(_ device: String) -> String { leftPrefix + device.lowercased() }
     package static let epochPrefix = prefix + "epoch/"
 
     package static func member(_ device: String) -> String { memberPrefix + device.lowercased() }
@@ -195,9 +214,12 @@ extension LANSyncNode {
     /// The member devices, and the epoch records that count: signed by their remover's pinned
     /// signing key, by a remover not removed by an earlier one, oldest first.
     func membership() throws(LANSyncError) -> (members: [GroupMember], epochs: [EpochRecord]) {
-        GroupMembership.derive(
-            from: try records().compactMap { write in write.value.map { (write.key, $0, write.hlc) } }
+        let records = try records()
+        var derived = GroupMembership.derive(
+            from: records.compactMap { write in write.value.map { (write.key, $0, write.hlc) } }
         )
+        derived.members = GroupMembership.applyLeaving(records, to: derived.members)
+        return derived
     }
 
     /// Every removal record, oldest epoch first (signed or not).
@@ -634,6 +656,34 @@ package enum GroupMembership {
             }
         }
         return (members.values.sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }, valid)
+    }
+
+    /// Marks the members that left (`lansync/left/DEVICE` written by DEVICE itself, saying it
+    /// left), unless a member vouched for the device after it left (a newer member record).
+    package static func applyLeaving(_ records: [PreferenceWrite], to members: [GroupMember]) -> [GroupMember] {
+        var left: [String: (record: LeftRecord, stamp: HybridTimestamp)] = [:]
+        var vouched: [String: HybridTimestamp] = [:]
+        let decoder = JSONDecoder()
+        for write in records {
+            guard let value = write.value else { continue }
+            if write.key.hasPrefix(MemberKeys.leftPrefix) {
+                let device = String(write.key.dropFirst(MemberKeys.leftPrefix.count)).uppercased()
+                guard write.originDevice.description == device,
+                    let record = try? decoder.decode(LeftRecord.self, from: Data(value.utf8))
+                else { continue }
+                left[device] = (record, write.hlc)
+            } else if write.key.hasPrefix(MemberKeys.memberPrefix) {
+                vouched[String(write.key.dropFirst(MemberKeys.memberPrefix.count)).uppercased()] = write.hlc
+            }
+        }
+        return members.map { member in
+            var member = member
+            member.leftAt = nil
+            if let (record, stamp) = left[member.deviceID], record.left, stamp > vouched[member.deviceID] ?? .zero {
+                member.leftAt = record.at
+            }
+            return member
+        }
     }
 
     /// Every removal record, oldest epoch first (signed or not).

@@ -46,6 +46,35 @@ extension LANSyncNode {
         return true
     }
 
+    /// Writes this device's "left" record (`lansync/left/DEVICE`), for its members to see once a
+    /// running agent hands it on; `leaveGroup()` then drops the secret. Throws outside a group.
+    /// Returns this replica's ID and counter after the write: a member whose version vector
+    /// reaches that counter holds the record.
+    package func announceLeaving() async throws(LANSyncError) -> (replica: String, counter: UInt64) {
+        guard try group() != nil else {
+            throw LANSyncError(.invalidInput, "this device is in no group; there is nothing to leave")
+        }
+        let record = LeftRecord(left: true, name: identity.name, at: nowText)
+        try await writeRecords([(MemberKeys.left(deviceID.description), Self.json(record))])
+        do {
+            return (replicaID.description, try store.versionVector().counters[replicaID] ?? 0)
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// After joining a group this device had left, tells its members it is back (its "left"
+    /// record, which only it can write, says so). Does nothing otherwise, nor while it is still
+    /// leaving (joined before it said it left). The agent calls it on start.
+    package func announceReturnIfLeft() async throws(LANSyncError) {
+        guard try group() != nil, let value = try preference(MemberKeys.left(deviceID.description)),
+            let record = try? JSONDecoder().decode(LeftRecord.self, from: Data(value.utf8)), record.left,
+            let joined = groupFile.joined(), joined > record.at
+        else { return }
+        let back = LeftRecord(left: false, name: identity.name, at: nowText)
+        try await writeRecords([(MemberKeys.left(deviceID.description), Self.json(back))])
+    }
+
     /// Leaves the group: the node keeps its data but syncs with nobody until it joins again.
     public func leaveGroup() throws(LANSyncError) {
         do { try groupFile.remove() } catch { throw LANSyncError(.storage, error.description) }

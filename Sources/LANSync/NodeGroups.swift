@@ -158,7 +158,20 @@ public enum NodeGroups {
     /// Removes `group`'s files from this machine and returns their paths: for a further group its
     /// directory; for the first group its replica, secret and peer list (the node keeps its
     /// identity and gets an empty replica, as after `lansync init`). Only a group already left.
-    package static func erase(_ group: NodeGroup, of node: DataDirectory) throws(LANSyncError) -> [String] {
+    /// Waits up to `seconds` for an agent serving the group to stop (`ServingLock`), and refuses
+    /// while one still does.
+    package static func erase(
+        _ group: NodeGroup,
+        of node: DataDirectory,
+        waiting seconds: Double = 0
+    ) async throws(LANSyncError) -> [String] {
+        guard let lock = await ServingLock.exclusive(group.directory, waiting: seconds) else {
+            throw LANSyncError(
+                .invalidInput,
+                "an agent still serves this group (`lansync run`, or an app's own); stop it, then erase again"
+            )
+        }
+        defer { withExtendedLifetime(lock) {} }
         let manager = FileManager.default
         do {
             if group.directory.path != node.path {

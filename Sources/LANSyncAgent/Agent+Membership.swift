@@ -67,7 +67,11 @@ extension Agent {
 
     /// Records this device's own key as it sees it, so `group members` lists it from the start.
     /// (It pins nothing the group does not already know: a key seen earlier by others comes first.)
-    func recordSelf() async { try? await node.observeSelf() }
+    /// Records this device's own keys, and that it is back when it had left the group before.
+    func recordSelf() async {
+        try? await node.observeSelf()
+        try? await node.announceReturnIfLeft()
+    }
 
     /// Hands a member that was away during a removal the group's member and epoch records (a
     /// `records` message: merged without coverage, they are not a signed range), so it can open

@@ -123,6 +123,9 @@ public actor Agent: Service {
     /// Runs the agent's parts (`AgentPart`) in one `ServiceGroup` until cancelled or asked to shut
     /// down gracefully (the parent group's signal handling reaches the parts through it).
     public func run() async throws {
+        // Held until every part stopped: `group leave --erase` waits for it.
+        let serving = ServingLock.serve(node.dataDirectory)
+        defer { withExtendedLifetime(serving) {} }
         let parts = parts()
         partStates.declare(parts.map(\.name))
         let group = ServiceGroup(

@@ -43,7 +43,8 @@ extension Agent {
             digest: (try? node.store.syncSummary().digest.description) ?? "",
             discovery: discoveryReport,
             duplicateDeviceID: sharedDeviceID ? Self.clonedMachineAdvice(node.deviceID.description) : nil,
-            parts: partStates.all
+            parts: partStates.all,
+            followsGroupChanges: configuration.whenGroupsChange != nil
         )
     }
 
@@ -93,9 +94,12 @@ public struct AgentReport: Codable, Sendable {
     public let duplicateDeviceID: String?
     /// The agent's parts and where each stands, in the order they start.
     public let parts: [AgentPartStatus]
+    /// Whether the agent follows changes to the node's groups (`lansync run` restarts to serve
+    /// the groups there are now); an app's own agent serves the groups it started with.
+    public let followsGroupChanges: Bool?
 
     enum CodingKeys: String, CodingKey {
         case port, groupTag = "group_tag", peers, connectedDigests = "connected_digests", digest, discovery
-        case duplicateDeviceID = "duplicate_device_id", parts
+        case duplicateDeviceID = "duplicate_device_id", parts, followsGroupChanges = "follows_group_changes"
     }
 }

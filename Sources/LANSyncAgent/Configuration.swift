@@ -4,6 +4,12 @@ package import LANSyncWire
 
 /// How an agent runs. Every field has a default that suits a home or therapy-room machine.
 public struct AgentConfiguration: Sendable {
+    /// Called when `lansync group create`, `join` or `leave` changed the node's groups while the
+    /// agent runs (the control socket's `groups-changed`): `lansync run` restarts itself to serve
+    /// the groups the node has now. Returns whether it acts on it. nil: the agent keeps serving
+    /// what it started with.
+    package var whenGroupsChange: (@Sendable () -> Bool)?
+
     /// The TCP port LANSync listens on unless told otherwise.
     public static let defaultPort = 7741
 

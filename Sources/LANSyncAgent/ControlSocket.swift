@@ -75,6 +75,12 @@ enum ControlSocket {
             await agent.reloadGroup()
             await agent.pushToAllPeers()
             return Array("{\"ok\":true}".utf8)
+        case "groups-changed":
+            // A group was added to this node or left: the process serves the groups it has now.
+            guard let restart = agent.configuration.whenGroupsChange, restart() else {
+                return Array("{\"error\":\"this agent serves the groups it started with\"}".utf8)
+            }
+            return Array("{\"ok\":true}".utf8)
         case "kick":
             // The CLI wrote to the replica: push to peers now rather than at the next poll.
             await agent.pushToAllPeers()
@@ -101,6 +107,9 @@ package enum ControlClient {
         } catch {
             return nil  // a stale socket from an agent that was killed
         }
+        // An agent stopping (or restarting) may take the request and never answer: give up then.
+        let giveUp = channel.channel.eventLoop.scheduleTask(in: .seconds(10)) { channel.channel.close(promise: nil) }
+        defer { giveUp.cancel() }
         return try await channel.executeThenClose { inbound, outbound in
             let body = try JSONSerialization.data(withJSONObject: request)
             try await outbound.write(ByteBuffer(bytes: [UInt8](body) + [0x0A]))
@@ -125,6 +134,15 @@ package enum ControlClient {
     /// Returns false when no agent runs.
     package static func groupChanged(_ directory: DataDirectory) async -> Bool {
         (try? await request(["command": "group-changed"], directory: directory)) != nil
+    }
+
+    /// Tells a running agent that the node's groups changed (one was added or left), so that it
+    /// serves the groups the node has now. Returns whether an agent took it in hand.
+    package static func groupsChanged(_ directory: DataDirectory) async -> Bool {
+        guard let data = try? await request(["command": "groups-changed"], directory: directory),
+            let answer = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return false }
+        return answer["ok"] as? Bool == true
     }
 
     /// Asks the running agent to open a pairing window; nil when no agent runs.

@@ -78,6 +78,7 @@ struct Group: AsyncParsableCommand {
                             ("removed_by", text(member.removedBy)),
                             ("removed_at", text(member.removedAt)),
                             ("removed_in_epoch", member.removedInEpoch.map(String.init) ?? "null"),
+                            ("left_at", text(member.leftAt)),
                             ("last_seen", text(lastSeen(member).map(Timestamps.iso8601))),
                             ("this_device", member.deviceID == me ? "true" : "false"),
                         ].jsonObject
@@ -95,6 +96,7 @@ struct Group: AsyncParsableCommand {
                 var notes = [String]()
                 if member.deviceID == me { notes.append("this device") }
                 if member.key == nil { notes.append("vouched for; key pinned when it first connects") }
+                if let leftAt = member.leftAt { notes.append("LEFT the group at \(leftAt)") }
                 if member.isRemoved {
                     notes.append(
                         "REMOVED by \(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?") at \(member.removedAt ?? "?")"
@@ -110,7 +112,7 @@ struct Group: AsyncParsableCommand {
             }
             for line in aligned(rows) { out.line(line) }
             out.line(
-                "group \(epochs.current.tag), epoch \(epochs.epoch); \(members.filter { !$0.isRemoved }.count) members"
+                "group \(epochs.current.tag), epoch \(epochs.epoch); \(members.filter(\.isPresent).count) members"
             )
         }
     }
@@ -283,6 +285,9 @@ struct Group: AsyncParsableCommand {
             }
             out.line("join code: \(group.joinCode)")
             out.line("on each other device: lansync group join \(group.joinCode)")
+            if await RunningAgent.groupsChanged(in: global.nodeDirectory) {
+                out.line("the running agent restarts to serve it beside the node's other groups")
+            }
         }
     }
 
@@ -398,6 +403,9 @@ struct Group: AsyncParsableCommand {
             let tag = try await reportingErrors { try node.group()?.tag ?? "" }
             let out = Output()
             out.line(changed ? "joined group \(tag)" : "already in group \(tag); nothing changed")
+            if changed, await RunningAgent.groupsChanged(in: root) {
+                out.line("the running agent restarts to serve it")
+            }
             if !records.isEmpty {
                 out.line("members: " + members.map { "\($0.name) (\($0.deviceID))" }.joined(separator: ", "))
             }
@@ -461,10 +469,13 @@ struct Group: AsyncParsableCommand {
 
     struct Leave: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract:
-                "Leave a group: keep its data (or erase it with --erase), sync with nobody in it until joining again.",
+            abstract: "Leave a group: tell its members, drop its secret, and keep its data (or erase it with --erase).",
             discussion: """
-                With several groups, name the one to leave (its name or tag, or --group). --erase also deletes the group's replica, secret, peer list and API token from this machine and lists what it deleted: when therapy ends, a family's data leaves the clinic's machine. Stop the agent serving the group first.
+                With several groups, name the one to leave (its name or tag, or --group). The device first records that it leaves and hands that to a member (through the running agent, or an agent it runs for the moment), so the members list it as left (`lansync group members`); then it drops the group's secret and syncs with nobody in it until it joins again. A running agent stops serving the group and goes on with the node's other groups. --erase also deletes the group's replica, secret, peer list and API token from this machine and lists what it deleted: when therapy ends, a family's data leaves the clinic's machine.
+
+                When no member answers within --timeout seconds, the device leaves all the same and says so: its members still list it until one of them removes it (`lansync group remove`).
+
+                To shut a device out that may not be honest, a member removes it instead (`lansync group remove`): that starts a new group key.
 
                 Examples:
                   lansync group leave
@@ -474,28 +485,67 @@ struct Group: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The group to leave, by name or tag (with several groups).") var name: String?
         @Flag(help: "Also delete the group's files from this machine, and list them.") var erase = false
+        @Option(help: "How long to wait for a member to take the news (seconds).") var timeout: Double = 15
+
+        func validate() throws {
+            guard timeout >= 0 else { throw ValidationError("--timeout cannot be negative") }
+        }
 
         func run() async throws {
             let root = global.nodeDirectory
             let group = try await reportingErrors { try NodeGroups.group(selectedBy: name ?? global.group, in: root) }
             let directory = group?.directory ?? root
-            if erase, await ControlClient.report(directory) != nil {
+            let node = try await reportingErrors { try global.openNode(at: directory) }
+            let serving = await ControlClient.report(directory)
+            if let serving, serving.followsGroupChanges != true {
                 note(
-                    "lansync: error: an agent is serving this group; stop it first (its replica is open), then run this again"
+                    "lansync: error: an agent serving this group was started by an app and keeps serving it until it "
+                        + "stops; stop it, then run this again (nothing changed)"
                 )
                 throw ExitCode(1)
             }
             let out = Output()
             let left = group.map { " \($0.name) (\($0.tag))" } ?? ""
-            if erase, let group {
-                // Erasing takes the group's secret with the rest: the device is out of the group.
-                let erased = try await reportingErrors { try NodeGroups.erase(group, of: root) }
-                out.line("left the group\(left) and erased its files from this machine:")
-                for path in erased { out.line("  \(path)") }
-                return
+            let written = try await reportingErrors { try await node.announceLeaving() }
+            let reached = await LeaveNotice.deliver(written, of: node, timeout: timeout)
+            try await reportingErrors { try node.leaveGroup() }
+            out.line("left the group\(left)")
+            out.line(
+                reached.isEmpty
+                    ? "no member took the news within \(Int(timeout)) s: they list this device as a member until one of "
+                        + "them runs `lansync group remove \(node.deviceID)`"
+                    : "members told: \(reached.joined(separator: ", ")) (they hand it on to the others)"
+            )
+            out.flush()
+            // The agent serving the group stops serving it (and goes on with the node's other groups).
+            if serving != nil {
+                let told = await RunningAgent.groupsChanged(in: root, also: directory)
+                guard told, await RunningAgent.stopsServing(directory, within: 30) else {
+                    note(
+                        "lansync: error: the running agent still serves this group; stop it and start it again (`lansync run`)"
+                            + (erase ? ", then delete the group's files: the group is left but not erased" : "")
+                    )
+                    throw ExitCode(1)
+                }
+                out.line("the running agent no longer serves it")
             }
-            try await reportingErrors { try global.openNode(at: directory).leaveGroup() }
-            out.line("left the group\(left); this device syncs with nobody in it until `lansync group join CODE`")
+            if erase {
+                let erased = try await reportingErrors {
+                    guard let group else { throw LANSyncError(.invalidInput, "this device is in no group") }
+                    do throws(LANSyncError) {
+                        return try await NodeGroups.erase(group, of: root, waiting: 30)
+                    } catch {
+                        throw LANSyncError(
+                            error.code,
+                            "the group is left but its files are still here: \(error.message)"
+                        )
+                    }
+                }
+                out.line("erased its files from this machine:")
+                for path in erased { out.line("  \(path)") }
+            } else {
+                out.line("its data stays here; this device syncs with nobody in it until `lansync group join CODE`")
+            }
         }
     }
 }

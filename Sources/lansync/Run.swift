@@ -5,6 +5,7 @@ import LANSyncAgent
 import LANSyncLocalAPI
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -108,6 +109,7 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let inherited = Restart.openDescriptors()
         let file = LoadedConfig.file
         let level = Logger.Level(rawValue: logLevel ?? file.logLevel ?? "info") ?? .info
         LoggingSystem.bootstrap { label in
@@ -128,7 +130,31 @@ struct Run: AsyncParsableCommand {
         if let mdnsName { configuration.mdnsName = mdnsName }
         if let maxClockSkew { configuration.maxClockSkewMilliseconds = UInt64(maxClockSkew) * 1000 }
         if let maxConnections { configuration.maxConnections = maxConnections }
+        // A restart keeps the ports it had (port 0 picked them): peers and apps dial them still.
+        if let kept = Restart.keptPorts, configuration.listenPort == 0 { configuration.listenPort = kept.sync }
         if let path = LoadedConfig.path { logger.info("configuration file", metadata: ["config.path": "\(path)"]) }
+        let restart = Restart(inherited: inherited)
+        let node = global.nodeDirectory
+        let selected = global.group
+        configuration.whenGroupsChange = {
+            // Serving every group: restart to serve those there are now. Serving one: stop once it is left.
+            guard let selected else {
+                restart.request(again: true)
+                return true
+            }
+            guard (try? NodeGroups.group(selectedBy: selected, in: node)) == nil else { return false }
+            restart.request(again: false)
+            return true
+        }
+        let anyGroupLeft =
+            global.group == nil
+            ? !((try? NodeGroups.list(in: node)) ?? []).isEmpty
+            : (try? NodeGroups.group(selectedBy: global.group, in: node)) != nil
+        if Restart.isRestarted, !anyGroupLeft {
+            // Restarted after `lansync group leave` took the last group it served.
+            Output().line("this node is in no group to serve any more (it left); stopping")
+            return
+        }
         // One agent per group the node serves: the selected one, or with several groups and none
         // named all of them, behind one port and one mDNS instance (`GroupRouter`).
         let groups = try await reportingErrors {
@@ -163,6 +189,7 @@ struct Run: AsyncParsableCommand {
             several ? "serving \(counted(agents.count, "group")): \(groups.map(\.name).joined(separator: ", "))" : nil
         Task {
             if let port = try? await first.listeningPort() {
+                restart.keep(sync: port)
                 let out = Output()
                 out.line("listening on \(PeerAddress(host: host, port: port))")
                 if let serving { out.line(serving) }
@@ -178,6 +205,7 @@ struct Run: AsyncParsableCommand {
                 // A port someone chose and cannot have is theirs to fix; the default one is not.
                 apiConfiguration.takeAFreePortWhenTaken = false
             }
+            if let kept = Restart.keptPorts?.api, apiConfiguration.port == 0 { apiConfiguration.port = kept }
             // One API for every group served: each group's routes under /v1/groups/NAME/, behind
             // that group's own token.
             let localAPI = await LocalAPI(serving: agents, configuration: apiConfiguration, logger: logger)
@@ -185,6 +213,7 @@ struct Run: AsyncParsableCommand {
             let apiHost = apiConfiguration.host
             Task {
                 let port = await localAPI.port()
+                restart.keep(api: port)
                 let out = Output()
                 out.line("local API on http://\(PeerAddress(host: apiHost, port: port))")
                 out.flush()
@@ -195,6 +224,8 @@ struct Run: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
+        restart.set(group)
+        defer { if restart.isRequested { restart.execute(logger: logger) } }
         do {
             try await group.run()
         } catch let error as LANSyncError {
@@ -204,5 +235,66 @@ struct Run: AsyncParsableCommand {
             note("lansync: error: \(error)")
             throw ExitCode(1)
         }
+    }
+}
+
+/// Restarting `lansync run` in place when the node's groups change under it (a group created,
+/// joined or left while it runs): the agents stop gracefully, then the process executes itself
+/// again with the same arguments and PID, and serves the groups the node has now.
+final class Restart: Sendable {
+    private let state = Mutex<(requested: Bool, group: ServiceGroup?, sync: Int?, api: Int?)>((false, nil, nil, nil))
+    private static let marker = "LANSYNC_RESTARTED"
+
+    /// Whether this process is such a restart.
+    static var isRestarted: Bool { ProcessInfo.processInfo.environment[marker] != nil }
+
+    /// The ports the process had before it restarted ("SYNC" or "SYNC:API" in the marker).
+    static var keptPorts: (sync: Int, api: Int?)? {
+        guard let text = ProcessInfo.processInfo.environment[marker] else { return nil }
+        let parts = text.split(separator: ":").map { Int($0) }
+        guard let sync = parts.first ?? nil else { return nil }
+        return (sync, parts.count > 1 ? parts[1] : nil)
+    }
+
+    /// The descriptors the process was started with (a supervisor's, such as a pipe it watches
+    /// for the process's end): passed on across a restart, as they were received. All others are
+    /// the agents' own and close.
+    private let inherited: Set<Int32>
+
+    init(inherited: Set<Int32>) { self.inherited = inherited }
+
+    static func openDescriptors() -> Set<Int32> {
+        Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap { Int32($0) })
+    }
+
+    func keep(sync: Int) { state.withLock { $0.sync = sync } }
+    func keep(api: Int) { state.withLock { $0.api = api } }
+
+    func set(_ group: ServiceGroup) { state.withLock { $0.group = group } }
+
+    var isRequested: Bool { state.withLock { $0.requested } }
+
+    /// Asks the running agents to stop, for the process to start again (or only to stop).
+    func request(again: Bool) {
+        let group = state.withLock { state in
+            state.requested = again
+            return state.group
+        }
+        Task { await group?.triggerGracefulShutdown() }
+    }
+
+    /// Replaces the process with a fresh `lansync run`; returns only when that failed.
+    func execute(logger: Logger) {
+        let (sync, api) = state.withLock { ($0.sync, $0.api) }
+        setenv(Self.marker, [sync ?? 0, api].compactMap { $0.map(String.init) }.joined(separator: ":"), 1)
+        // Connections still open (a control request taken while stopping) must not live on,
+        // unanswered, in the new process.
+        for descriptor in Self.openDescriptors().subtracting(inherited) where descriptor > 2 {
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        }
+        fflush(nil)
+        logger.notice("the node's groups changed: restarting to serve them")
+        execv("/proc/self/exe", CommandLine.unsafeArgv)
+        logger.error("could not restart: \(String(cString: strerror(errno))); start `lansync run` again")
     }
 }

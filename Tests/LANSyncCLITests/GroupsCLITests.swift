@@ -65,7 +65,7 @@ import Testing
         let roomA = try AgentProcess(cli, node: "room", arguments: ["--group", "family-a"])
         let roomB = try AgentProcess(cli, node: "room", arguments: ["--group", "family-b"])
         // home-a also dials the room's agent for B: a handshake with A's key that B's agent refuses.
-        var homeA = try AgentProcess(
+        let homeA = try AgentProcess(
             cli,
             node: "home-a",
             arguments: ["--peer", roomA.address, "--peer", roomB.address]
@@ -83,32 +83,44 @@ import Testing
             "each group converges on its own entries"
         )
         #expect(
-            try await eventually { roomB.log.contains("handshake failed") },
+            await eventually { roomB.log.contains("handshake failed") },
             "the room's agent for B refused home-a's handshake: \(roomB.log.suffix(2_000))"
         )
         try await cli.ok(["log", "append", "taps", "{\"late\":\"b\"}"], node: "home-b")
         #expect(
             try await eventually { try await Self.payloads(cli, "room", group: "family-b").contains(#"{"late":"b"}"#) }
         )
-        homeA.stop()
-        homeB.stop()
         #expect(try await Self.payloads(cli, "home-a") == a, "nothing of B reached home-a")
         #expect(try await Self.payloads(cli, "room", group: "family-a") == a, "nothing of B reached the room's A")
         let members = try await Self.groups(cli, "room").map { $0["members"] as? Int }
         #expect(members == [2, 2], "each group has the room and its family's device")
 
-        // Therapy ends for family B: its data leaves the room's machine; A keeps syncing.
-        let running = try await cli.run(["group", "leave", "family-b", "--erase"], node: "room")
-        #expect(running.status == 1 && running.stderr.contains("an agent is serving this group"))
-        roomB.stop()
+        // Therapy ends for family B, with the agents running: B's member hears that the room left,
+        // the room's agent for B stops, B's data leaves the room's machine, and A keeps syncing.
         let erased = try await cli.ok(["group", "leave", "family-b", "--erase"], node: "room")
+        #expect(erased.contains("members told: home-b"), "\(erased)")
         #expect(erased.contains(cli.dataDir("room") + "/groups/family-b"), "\(erased)")
         #expect(!FileManager.default.fileExists(atPath: cli.dataDir("room") + "/groups/family-b"))
         #expect(try await Self.groups(cli, "room").map { $0["name"] as? String } == ["family-a"])
+        #expect(await eventually { !roomB.process.isRunning }, "the room's agent for B stopped")
+        #expect(roomB.stop() == 0 && roomA.process.isRunning)
+        let seenByB = try await Self.members(cli, "home-b")
+        #expect(seenByB["room"]?["left_at"] is String, "home-b lists the room as left: \(seenByB)")
+        let afterLeaving = try await cli.ok(["group", "members"], node: "home-b")
+        #expect(afterLeaving.contains("LEFT the group") && afterLeaving.contains("1 members"), "\(afterLeaving)")
         try await cli.ok(["log", "append", "taps", "{\"after\":\"a\"}"], node: "room")
-        homeA = try AgentProcess(cli, node: "home-a", arguments: ["--peer", roomA.address])
         #expect(try await eventually(within: 30) { try await Self.payloads(cli, "home-a").contains(#"{"after":"a"}"#) })
-        _ = homeB
+        _ = (homeA, homeB)
+    }
+
+    /// `group members --json` of a node, by member name.
+    static func members(_ cli: CLI, _ node: String) async throws -> [String: [String: Any]] {
+        var members: [String: [String: Any]] = [:]
+        for line in try await cli.ok(["group", "members", "--json"], node: node).split(separator: "\n") {
+            let member = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+            members[member["name"] as! String] = member
+        }
+        return members
     }
 
     /// `lansync run` on a node of two groups serves both from one process and one port: a device
@@ -181,6 +193,26 @@ import Testing
         #expect(!(try await Self.payloads(cli, "room", group: "default").contains(#"{"api":"b"}"#)))
         let visible = try Self.http("\(base)/groups", token: tokenB)
         #expect(visible.body.contains("family-b") && !visible.body.contains("default"), "\(visible)")
+
+        // Leaving B while the one agent serves both: it restarts in place (same process) and serves
+        // A alone; B's member lists the room as left; B's files and token are gone.
+        let left = try await cli.ok(["group", "leave", "family-b", "--erase"], node: "room")
+        #expect(left.contains("members told: home-b") && left.contains("no longer serves it"), "\(left)")
+        #expect(room.process.isRunning, "the agent restarted in place: \(room.log.suffix(2_000))")
+        #expect(try await Self.members(cli, "home-b")["room"]?["left_at"] is String)
+        try await cli.ok(["log", "append", "taps", "{\"home\":\"a2\"}"], node: "home-a")
+        #expect(
+            try await eventually(within: 30) {
+                try await Self.payloads(cli, "room").contains(#"{"home":"a2"}"#)
+            },
+            "A keeps syncing through the restarted agent: \(room.log.suffix(2_000))"
+        )
+        let groupsNow = try await eventually(within: 30) {
+            let address = try read("/api-address")
+            return try Self.http("http://\(address)/v1/status", token: tokenA).status == 200
+        }
+        #expect(groupsNow, "the restarted agent serves A's API")
+        #expect(!FileManager.default.fileExists(atPath: cli.dataDir("room") + "/groups/family-b/api-token"))
     }
 
     /// An HTTP request with a token, from Python's standard library: the status and the body.

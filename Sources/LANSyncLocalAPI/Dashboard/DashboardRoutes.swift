@@ -155,6 +155,8 @@ struct DashboardRoutes: Sendable {
                 status =
                     "<span class=\"bad\">removed by \(HTML.escape(member.removedBy.flatMap { names[$0] } ?? member.removedBy ?? "?"))"
                     + " \(HTML.escape(String((member.removedAt ?? "").prefix(10))))</span>"
+            } else if let leftAt = member.leftAt {
+                status = "left the group \(HTML.escape(String(leftAt.prefix(10))))"
             } else if member.deviceID == me {
                 status = "this device"
             } else if seen[member.deviceID]?.state == .connected {
