@@ -25,6 +25,8 @@ public struct DataDirectory: Sendable, Equatable {
         identityPath = node.identityPath
     }
     package var replicaPath: String { path + "/replica.sqlite" }
+    /// The node's own data directory: where its identity is (this one, for the node's first group).
+    package var node: DataDirectory { DataDirectory(path: (identityPath as NSString).deletingLastPathComponent) }
 
     /// `$LANSYNC_DATA_DIR`, else `$XDG_DATA_HOME/lansync`, else `~/.local/share/lansync`.
     public static func resolve(explicit: String?, environment: [String: String]) -> DataDirectory {

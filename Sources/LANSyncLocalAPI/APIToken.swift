@@ -6,6 +6,10 @@ package import LANSync
 /// that can read it could read the replica file itself, and no other program can call the API.
 package struct APIToken: Sendable {
     package static let fileName = "api-token"
+    /// The node's own token, in the node's data directory: it opens every group the node serves
+    /// (`/v1/groups/{group}/…`, and a dashboard link that shows them all), where a group's
+    /// `api-token` opens that group only.
+    package static let nodeFileName = "node-api-token"
 
     package let value: String
 
@@ -13,7 +17,10 @@ package struct APIToken: Sendable {
 
     /// The token of `directory`, made on first use: 32 random bytes as 64 hex digits, in a file
     /// created with mode 0600 (an existing file readable by others is narrowed to 0600).
-    package static func loadOrCreate(in directory: DataDirectory) throws(LANSyncError) -> APIToken {
+    package static func loadOrCreate(
+        in directory: DataDirectory,
+        fileName: String = fileName
+    ) throws(LANSyncError) -> APIToken {
         let path = directory.path + "/" + fileName
         if let text = try? String(contentsOfFile: path, encoding: .utf8) {
             let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -31,7 +38,7 @@ package struct APIToken: Sendable {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             // Another process made it first: use theirs.
-            if errno == EEXIST { return try loadOrCreate(in: directory) }
+            if errno == EEXIST { return try loadOrCreate(in: directory, fileName: fileName) }
             throw LANSyncError(
                 .storage,
                 "cannot create \(path): \(String(cString: strerror(errno))); check the data directory's permissions"

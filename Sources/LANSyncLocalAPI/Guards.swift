@@ -58,13 +58,16 @@ struct LoopbackGuard<Context: RequestContext>: RouterMiddleware {
 /// not answer: that is the CSRF protection. (The dashboard's pages want a session instead.)
 struct TokenGuard<Context: RequestContext>: RouterMiddleware {
     let token: APIToken
+    /// The node's token, which opens every group's routes too.
+    var nodeToken: APIToken? = nil
 
     func handle(
         _ request: Request,
         context: Context,
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard token.matches(try Self.given(request)) else {
+        let given = try Self.given(request)
+        guard token.matches(given) || nodeToken?.matches(given) == true else {
             throw APIError(.unauthorized, "token_wrong", "the token does not match the data directory's api-token file")
         }
         return try await next(request, context)
@@ -94,6 +97,8 @@ struct TokenGuard<Context: RequestContext>: RouterMiddleware {
 /// answer a wrong token gets, so a token tells its holder nothing of the node's other groups.
 struct GroupTokenGuard<Context: RequestContext>: RouterMiddleware {
     let tokens: [String: APIToken]
+    /// The node's token, which opens every group.
+    var nodeToken: APIToken? = nil
 
     static var wrong: APIError {
         APIError(.unauthorized, "token_wrong", "the token does not match the api-token file of the group in the path")
@@ -105,7 +110,9 @@ struct GroupTokenGuard<Context: RequestContext>: RouterMiddleware {
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         let given = try TokenGuard<Context>.given(request)
-        guard let name = context.parameters.get("group"), let token = tokens[name], token.matches(given) else {
+        guard let name = context.parameters.get("group"), let token = tokens[name],
+            token.matches(given) || nodeToken?.matches(given) == true
+        else {
             throw Self.wrong
         }
         return try await next(request, context)

@@ -113,8 +113,12 @@ public final class LocalAPI: Service, Sendable {
                 (group.name, group.agent, group.node, try APIToken.loadOrCreate(in: group.node.dataDirectory))
             )
         }
+        let nodeToken = try APIToken.loadOrCreate(
+            in: groups[0].node.dataDirectory.node,
+            fileName: APIToken.nodeFileName
+        )
         let feeds = OpenFeeds()
-        let responder = Self.router(groups: served, feeds: feeds).buildResponder()
+        let responder = Self.router(groups: served, nodeToken: nodeToken, feeds: feeds).buildResponder()
         let host = configuration.host
         let agent = agent
         let logger = logger
@@ -267,12 +271,16 @@ public final class LocalAPI: Service, Sendable {
         )
     }
 
-    /// The routes of every group served: today's `/v1/…` and the dashboard for the first group,
-    /// behind its token; `/v1/groups/{name}/…` for each, behind that group's own token, so an app
-    /// given one group's token reaches that group alone (a wrong group or token is one answer:
-    /// the token does not match); `GET /v1/groups` lists the groups the token opens.
+    /// The routes of every group served: today's `/v1/…` for the first group, behind its token;
+    /// `/v1/groups/{name}/…` for each, behind that group's own token, so an app given one group's
+    /// token reaches that group alone (a wrong group or token is one answer: the token does not
+    /// match); `GET /v1/groups` lists the groups the token opens. The node's token opens them all.
+    /// The dashboard: a node of one group's pages under `/dashboard/`; with several, the list of
+    /// groups there and each group's pages under `/dashboard/groups/{name}/`, a login link opening
+    /// the groups its token opens.
     package static func router(
         groups: [(name: String, agent: Agent, node: LANSyncNode, token: APIToken)],
+        nodeToken: APIToken? = nil,
         feeds: OpenFeeds = OpenFeeds(),
         sessions: DashboardSessions = DashboardSessions()
     ) -> Router<BasicRequestContext> {
@@ -282,25 +290,51 @@ public final class LocalAPI: Service, Sendable {
         router.add(middleware: LoopbackGuard())
         router.add(middleware: UnknownRouteAsJSON())
         let first = groups[0]
-        let api = router.group("v1").add(middleware: TokenGuard(token: first.token))
+        let several = groups.count > 1
+        let api = router.group("v1").add(middleware: TokenGuard(token: first.token, nodeToken: nodeToken))
         LocalAPIRoutes(agent: first.agent, node: first.node, feeds: feeds).register(on: api)
-        DashboardRoutes(agent: first.agent, node: first.node, sessions: sessions).register(on: router, api: api)
+        router.get("login") { request, _ in
+            DashboardRoutes.login(request, sessions: sessions, device: first.node.identity.name)
+        }
+        api.post("dashboard/links") { request, _ in
+            // The first group's token opens the first group's pages; the node's, every group's.
+            let byNode = nodeToken?.matches(try TokenGuard<BasicRequestContext>.given(request)) == true
+            return DashboardRoutes.newLink(sessions: sessions, scope: byNode || !several ? nil : [first.name])
+        }
+        if several {
+            GroupsOverview(groups: groups.map { ($0.name, $0.agent, $0.node) }, sessions: sessions).register(on: router)
+            for group in groups {
+                DashboardRoutes(agent: group.agent, node: group.node, sessions: sessions, groupName: group.name)
+                    .register(on: router)
+            }
+        } else {
+            DashboardRoutes(agent: first.agent, node: first.node, sessions: sessions).register(on: router)
+        }
         var byName: [String: (routes: LocalAPIRoutes, token: APIToken)] = [:]
         for group in groups {
             byName[group.name] = (LocalAPIRoutes(agent: group.agent, node: group.node, feeds: feeds), group.token)
         }
         let scoped = byName
         let tokens = scoped.mapValues(\.token)
-        let inGroup = router.group("v1/groups/:group").add(middleware: GroupTokenGuard(tokens: tokens))
+        let inGroup = router.group("v1/groups/:group").add(
+            middleware: GroupTokenGuard(tokens: tokens, nodeToken: nodeToken)
+        )
         LocalAPIRoutes.register(on: inGroup) { context in
             guard let name = context.parameters.get("group"), let group = scoped[name] else {
                 throw GroupTokenGuard<BasicRequestContext>.wrong
             }
             return group.routes
         }
+        inGroup.post("dashboard/links") { request, context in
+            // The guard let the request in: a name it knows, and its token or the node's.
+            let name = context.parameters.get("group") ?? ""
+            let byNode = nodeToken?.matches(try TokenGuard<BasicRequestContext>.given(request)) == true
+            return DashboardRoutes.newLink(sessions: sessions, scope: byNode ? nil : [name])
+        }
         router.get("v1/groups") { request, _ in
             let given = try TokenGuard<BasicRequestContext>.given(request)
-            let opened = groups.filter { $0.token.matches(given) }
+            let byNode = nodeToken?.matches(given) == true
+            let opened = groups.filter { byNode || $0.token.matches(given) }
             guard !opened.isEmpty else { throw GroupTokenGuard<BasicRequestContext>.wrong }
             let lines = opened.map { group in
                 ExportFile.object([

@@ -41,7 +41,7 @@ struct Groups: AsyncParsableCommand {
         for group in groups {
             let (node, entries, members) = try await reportingErrors {
                 let node = try global.openNode(at: group.directory)
-                return (node, try node.status().entries, try node.members().filter { $0.removedBy == nil }.count)
+                return (node, try node.status().entries, try node.members().filter(\.isPresent).count)
             }
             let agent = await ControlClient.report(node.dataDirectory)
             let sync = agent.map(PeersView.verdict) ?? "agent not running"

@@ -6,9 +6,15 @@ import Glibc
 enum LocalAPIClient {
     struct Failure: Error { let message: String }
 
-    /// Sends `method path` with the data directory's token; returns the status and the body.
-    static func request(_ method: String, _ path: String, dataDirectory: String) throws -> (status: Int, body: String) {
-        guard let token = try? String(contentsOfFile: dataDirectory + "/api-token", encoding: .utf8) else {
+    /// Sends `method path` to the API serving `dataDirectory` with a token (by default that
+    /// directory's `api-token`); returns the status and the body.
+    static func request(
+        _ method: String,
+        _ path: String,
+        dataDirectory: String,
+        tokenFile: String? = nil
+    ) throws -> (status: Int, body: String) {
+        guard let token = try? String(contentsOfFile: tokenFile ?? dataDirectory + "/api-token", encoding: .utf8) else {
             throw Failure(
                 message: "no API token in \(dataDirectory); is the agent running? Start it with `lansync run`"
             )

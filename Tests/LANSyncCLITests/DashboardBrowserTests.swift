@@ -111,4 +111,74 @@ import Testing
         #expect(try Self.dom(link, profile: cli.root + "/other-browser").contains("This link has expired"))
         #expect(try Self.dom(base + "/dashboard/", profile: cli.root + "/other-browser").contains("lansync dashboard"))
     }
+
+    /// A therapy room's machine in two families' groups, served by one agent: the dashboard opens
+    /// on the list of groups (devices, in sync, today's activity), each group keeps its own pages
+    /// with only its own peers and entries, and a link made for one family opens that family alone.
+    @Test(.enabled(if: chromium != nil, "no chromium: run scripts/setup, which installs it"))
+    func aNodeOfSeveralGroupsOpensOnTheListOfGroups() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.device("room")
+        let codeA = try await cli.newGroup(on: "room")
+        try await cli.device("home-a", joining: codeA)
+        try await cli.device("home-b")
+        let codeB = try await cli.newGroup(on: "home-b")
+        try await cli.ok(["group", "join", codeB, "--name", "family-b"], node: "room")
+        try await cli.ok(["log", "append", "taps", "{\"symbol\":\"more\",\"family\":\"a\"}"], node: "home-a")
+        for _ in 0..<2 {
+            try await cli.ok(["log", "append", "taps", "{\"symbol\":\"help\",\"family\":\"b\"}"], node: "home-b")
+        }
+        let room = try AgentProcess(cli, node: "room")
+        defer { room.stop() }
+        let homeA = try AgentProcess(cli, node: "home-a", arguments: ["--peer", room.address])
+        defer { homeA.stop() }
+        let homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", room.address])
+        defer { homeB.stop() }
+        #expect(
+            await eventually(within: 60) {
+                let a = try? await cli.ok(["--group", "default", "status", "--json"], node: "room")
+                let b = try? await cli.ok(["--group", "family-b", "status", "--json"], node: "room")
+                return a?.contains("\"entries\":1") == true && b?.contains("\"entries\":2") == true
+            }
+        )
+
+        let profile = cli.root + "/browser"
+        let link = try await cli.ok(["dashboard"], node: "room").trimmingCharacters(in: .whitespacesAndNewlines)
+        let base = link.components(separatedBy: "/login")[0]
+        var groups = try Self.dom(link, profile: profile)
+        // Digests are announced every few seconds: the page refreshes; so do we.
+        _ = await eventually(within: 30) {
+            if groups.components(separatedBy: "<span class=\"ok\">in sync</span>").count == 3 { return true }
+            groups = (try? Self.dom(base + "/dashboard/", profile: profile)) ?? ""
+            return false
+        }
+        #expect(groups.contains("<title>Groups · LANSync</title>"), "\(groups.prefix(600))")
+        #expect(groups.contains(">default</a>") && groups.contains(">family-b</a>"), "\(groups)")
+        #expect(groups.components(separatedBy: "<span class=\"ok\">in sync</span>").count == 3, "\(groups)")
+        #expect(groups.contains("2 (1 connected)"), "each group: the room and its family's device")
+        #expect(groups.contains("<td>1</td>") && groups.contains("<td>2</td>"), "today's entries per group")
+
+        // A group's own pages: its peer and entries, nothing of the other family.
+        let pageB = try Self.dom(base + "/dashboard/groups/family-b/", profile: profile)
+        #expect(pageB.contains(">home-b<") && !pageB.contains(">home-a<"), "\(pageB)")
+        #expect(pageB.contains("group <strong>family-b</strong>") && pageB.contains(">all groups</a>"))
+        let streamB = try Self.dom(base + "/dashboard/groups/family-b/streams/taps", profile: profile)
+        #expect(streamB.contains("\"family\":\"b\"") && !streamB.contains("\"family\":\"a\""), "\(streamB)")
+
+        // A link for family B alone: it lands on B's pages; A's, or a group that does not exist,
+        // answer alike, with the sign-in page.
+        let linkB = try await cli.ok(["dashboard", "--group", "family-b"], node: "room")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let other = cli.root + "/browser-b"
+        let landed = try Self.dom(linkB, profile: other)
+        #expect(landed.contains("group <strong>family-b</strong>") && landed.contains(">home-b<"), "\(landed)")
+        #expect(!landed.contains("default") && !landed.contains(">home-a<"), "\(landed)")
+        let overviewForB = try Self.dom(base + "/dashboard/", profile: other)
+        #expect(overviewForB.contains("group <strong>family-b</strong>"), "B's session goes to B's pages")
+        let pageA = try Self.dom(base + "/dashboard/groups/default/", profile: other)
+        let nowhere = try Self.dom(base + "/dashboard/groups/family-c/", profile: other)
+        #expect(pageA.contains("lansync dashboard") && !pageA.contains("home-a"), "\(pageA)")
+        #expect(pageA == nowhere, "a group this link does not open answers as one that does not exist")
+    }
 }

@@ -193,6 +193,12 @@ import Testing
         #expect(!(try await Self.payloads(cli, "room", group: "default").contains(#"{"api":"b"}"#)))
         let visible = try Self.http("\(base)/groups", token: tokenB)
         #expect(visible.body.contains("family-b") && !visible.body.contains("default"), "\(visible)")
+        // The node's token opens every group.
+        let nodeToken = try read("/node-api-token")
+        let all = try Self.http("\(base)/groups", token: nodeToken)
+        #expect(all.body.contains("family-b") && all.body.contains("default"), "\(all)")
+        let entriesByNode = try Self.http("\(base)/groups/family-b/streams/taps/entries", token: nodeToken)
+        #expect(entriesByNode.status == 200 && entriesByNode.body.contains(#""api":"b""#), "\(entriesByNode)")
 
         // Leaving B while the one agent serves both: it restarts in place (same process) and serves
         // A alone; B's member lists the room as left; B's files and token are gone.

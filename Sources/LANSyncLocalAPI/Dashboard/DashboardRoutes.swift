@@ -15,12 +15,32 @@ struct DashboardRoutes: Sendable {
     let agent: Agent
     let node: LANSyncNode
     let sessions: DashboardSessions
+    /// The group's name on a node of several groups (its pages under `/dashboard/groups/NAME/`,
+    /// with a link to the list of groups); nil on a node of one group (its pages under `/dashboard/`).
+    var groupName: String? = nil
 
-    /// The pages on `router`; the route that makes login links on `api`, the `/v1` group behind the token.
-    func register(on router: Router<BasicRequestContext>, api: RouterGroup<BasicRequestContext>) {
-        router.get("login") { request, _ in login(request) }
-        api.post("dashboard/links") { _, _ in newLink() }
-        let pages = router.group("dashboard").add(middleware: SessionGuard(sessions: sessions))
+    /// Where the group's pages are, without the final slash.
+    var base: String { groupName.map { "/dashboard/groups/" + HTML.component($0) } ?? "/dashboard" }
+
+    /// A page of this group's, in the one layout.
+    func page(title: String, current: String, refresh: Int? = nil, body: String) -> String {
+        HTML.page(
+            title: title,
+            device: node.identity.name,
+            current: current,
+            refresh: refresh,
+            base: base,
+            group: groupName,
+            body: body
+        )
+    }
+
+    /// The group's pages on `router`, behind a browser session that may see the group.
+    func register(on router: Router<BasicRequestContext>) {
+        let path = groupName.map { "dashboard/groups/" + $0 } ?? "dashboard"
+        let pages = router.group(RouterPath(path)).add(
+            middleware: SessionGuard(sessions: sessions, group: groupName)
+        )
         pages.get("") { _, _ in try await groupPage() }
         pages.get("streams") { _, _ in try streamsPage() }
         pages.get("streams/:stream") { request, context in try await streamPage(request, context) }
@@ -34,8 +54,9 @@ struct DashboardRoutes: Sendable {
 
     // MARK: Login
 
-    func newLink() -> Response {
-        let (code, expires) = sessions.newCode()
+    /// A one-time login link opening the groups `scope` names (nil: every group of the node).
+    static func newLink(sessions: DashboardSessions, scope: Set<String>?) -> Response {
+        let (code, expires) = sessions.newCode(scope: scope)
         return LocalAPIRoutes.json(
             ExportFile.object([
                 ("path", ExportFile.quoted("/login?code=\(code)")),
@@ -45,12 +66,12 @@ struct DashboardRoutes: Sendable {
         )
     }
 
-    func login(_ request: Request) -> Response {
+    static func login(_ request: Request, sessions: DashboardSessions, device: String) -> Response {
         guard let code = request.uri.queryParameters.get("code"), let session = sessions.redeem(String(code)) else {
             return Self.html(
                 HTML.page(
                     title: "This link has expired",
-                    device: node.identity.name,
+                    device: device,
                     current: "",
                     body:
                         "<section><p>A dashboard link works once, for five minutes. Run <code>lansync dashboard</code> on this machine for a new one.</p></section>"
@@ -136,7 +157,7 @@ struct DashboardRoutes: Sendable {
             \(membersSection(report: report))
             """
         return Self.html(
-            HTML.page(title: "Group", device: node.identity.name, current: "group", refresh: 5, body: body)
+            page(title: "Group", current: "group", refresh: 5, body: body)
         )
     }
 
@@ -193,7 +214,7 @@ struct DashboardRoutes: Sendable {
         }
         let rows = streams.map { stream in
             [
-                "<a href=\"/dashboard/streams/\(HTML.component(stream.name))\">\(HTML.escape(stream.name))</a>",
+                "<a href=\"\(base)/streams/\(HTML.component(stream.name))\">\(HTML.escape(stream.name))</a>",
                 "\(stream.entries)",
                 HTML.escape(Timestamps.iso8601(milliseconds: stream.newest)),
             ]
@@ -203,7 +224,7 @@ struct DashboardRoutes: Sendable {
             + (rows.isEmpty
                 ? "<p>No entries yet.</p>" : HTML.table(["stream", "entries", "newest (UTC)"], rows, id: "streams"))
             + "</section>"
-        return Self.html(HTML.page(title: "Streams", device: node.identity.name, current: "streams", body: body))
+        return Self.html(page(title: "Streams", current: "streams", body: body))
     }
 
     func streamPage(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -252,14 +273,13 @@ struct DashboardRoutes: Sendable {
             <button>show</button></form></section>
             <section>\(charts)</section>
             <section><h2>Newest entries</h2>
-            <p><a href="/dashboard/streams/\(link)/report">usage report and regression flags</a> ·
-            export <a href="/dashboard/streams/\(link)/export.csv">CSV</a> · <a href="/dashboard/streams/\(link)/export.json">JSON</a></p>
+            <p><a href="\(base)/streams/\(link)/report">usage report and regression flags</a> ·
+            export <a href="\(base)/streams/\(link)/export.csv">CSV</a> · <a href="\(base)/streams/\(link)/export.json">JSON</a></p>
             \(HTML.table(["time (UTC)", "device", "payload"], newest, id: "newest"))</section>
             """
         return Self.html(
-            HTML.page(
+            page(
                 title: "Stream \(stream): \(entries.count) entries in \(days) day\(days == 1 ? "" : "s")",
-                device: node.identity.name,
                 current: "streams",
                 body: body
             )
@@ -342,7 +362,7 @@ struct DashboardRoutes: Sendable {
                 + "</section>"
         }
         return Self.html(
-            HTML.page(title: "Report: \(stream)", device: node.identity.name, current: "streams", body: body)
+            page(title: "Report: \(stream)", current: "streams", body: body)
         )
     }
 
@@ -371,7 +391,7 @@ struct DashboardRoutes: Sendable {
         let rows = status.tables.map { table in
             [
                 table.declared
-                    ? "<a href=\"/dashboard/tables/\(HTML.component(table.name))\">\(HTML.escape(table.name))</a>"
+                    ? "<a href=\"\(base)/tables/\(HTML.component(table.name))\">\(HTML.escape(table.name))</a>"
                     : HTML.escape(table.name),
                 "\(table.rows)", table.declared ? "declared" : "kept for a newer app (not declared here)",
             ]
@@ -381,7 +401,7 @@ struct DashboardRoutes: Sendable {
             + (rows.isEmpty
                 ? "<p>No app tables: apps declare them with <code>lansync schema apply</code>.</p>"
                 : HTML.table(["table", "rows", ""], rows, id: "tables")) + "</section>"
-        return Self.html(HTML.page(title: "App tables", device: node.identity.name, current: "tables", body: body))
+        return Self.html(page(title: "App tables", current: "tables", body: body))
     }
 
     func tablePage(_ request: Request, _ context: BasicRequestContext) throws -> Response {
@@ -400,7 +420,7 @@ struct DashboardRoutes: Sendable {
             )
         }
         let rows = values.map { row in row.map { HTML.escape(AppSQL.plain($0)) } }
-        let link = "/dashboard/tables/\(HTML.component(table.name))?page="
+        let link = "\(base)/tables/\(HTML.component(table.name))?page="
         let navigation =
             (page > 0 ? "<a href=\"\(link)\(page - 1)\">previous 100</a> " : "")
             + (rows.count == 100 ? "<a href=\"\(link)\(page + 1)\">next 100</a>" : "")
@@ -408,7 +428,7 @@ struct DashboardRoutes: Sendable {
             "<section><p>\(table.rows) rows; rows \(page * 100 + 1)–\(page * 100 + rows.count) shown. \(navigation)</p>"
             + HTML.table(columns, rows, id: "rows") + "</section>"
         return Self.html(
-            HTML.page(title: "Table \(table.name)", device: node.identity.name, current: "tables", body: body)
+            self.page(title: "Table \(table.name)", current: "tables", body: body)
         )
     }
 
@@ -428,7 +448,7 @@ struct DashboardRoutes: Sendable {
                 : HTML.table(["key", "value", "set at (UTC)", "by device"], rows, id: "preferences"))
             + "</section>"
         return Self.html(
-            HTML.page(title: "Preferences", device: node.identity.name, current: "preferences", body: body)
+            page(title: "Preferences", current: "preferences", body: body)
         )
     }
 
@@ -476,24 +496,31 @@ struct DashboardRoutes: Sendable {
 /// says how to get one.
 struct SessionGuard<Context: RequestContext>: RouterMiddleware {
     let sessions: DashboardSessions
+    /// The group whose pages these are (nil: a node of one group, or the list of groups).
+    var group: String? = nil
 
     func handle(
         _ request: Request,
         context: Context,
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard sessions.session(inCookies: request.headers[.cookie]) != nil else {
-            return DashboardRoutes.html(
-                HTML.page(
-                    title: "Sign in",
-                    device: "",
-                    current: "",
-                    body:
-                        "<section><p>Open the dashboard with the link <code>lansync dashboard</code> prints on this machine (it works once, for five minutes).</p></section>"
-                ),
-                status: .unauthorized
-            )
-        }
+        guard let session = sessions.session(inCookies: request.headers[.cookie]),
+            group.map({ sessions.allows(session, group: $0) }) ?? true
+        else { return Self.signIn() }
         return try await next(request, context)
+    }
+
+    /// What a browser without a session for the page gets (also for a group that does not exist).
+    static func signIn() -> Response {
+        DashboardRoutes.html(
+            HTML.page(
+                title: "Sign in",
+                device: "",
+                current: "",
+                body:
+                    "<section><p>Open the dashboard with the link <code>lansync dashboard</code> prints on this machine (it works once, for five minutes).</p></section>"
+            ),
+            status: .unauthorized
+        )
     }
 }

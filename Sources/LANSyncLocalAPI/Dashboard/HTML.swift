@@ -33,14 +33,29 @@ enum HTML {
             "<div class=\"scroll\"><table\(id.map { " id=\"\(escape($0))\"" } ?? "")><thead><tr>\(head)</tr></thead><tbody>\n\(body)\n</tbody></table></div>"
     }
 
-    static func page(title: String, device: String, current: String, refresh: Int? = nil, body: String) -> String {
-        let links = [
-            ("group", "/dashboard/"), ("streams", "/dashboard/streams"), ("tables", "/dashboard/tables"),
-            ("preferences", "/dashboard/preferences"),
-        ]
-        let navigation = links.map { name, href in
-            "<a href=\"\(href)\"\(name == current ? " aria-current=\"page\"" : "")>\(name)</a>"
+    /// A page: `base` is where its group's pages are; `group` names the group on a node of several,
+    /// whose header then links to the list of groups (`current` "groups" is that list).
+    static func page(
+        title: String,
+        device: String,
+        current: String,
+        refresh: Int? = nil,
+        base: String = "/dashboard",
+        group: String? = nil,
+        body: String
+    ) -> String {
+        let links =
+            current == "groups"
+            ? []
+            : [
+                ("group", base + "/"), ("streams", base + "/streams"), ("tables", base + "/tables"),
+                ("preferences", base + "/preferences"),
+            ]
+        let all = group != nil || current == "groups" ? [("all groups", "/dashboard/", "groups")] : []
+        let navigation = (all + links.map { ($0.0, $0.1, $0.0) }).map { name, href, key in
+            "<a href=\"\(href)\"\(key == current ? " aria-current=\"page\"" : "")>\(escape(name))</a>"
         }.joined(separator: " ")
+        let groupLabel = group.map { "<span id=\"group-name\">group <strong>\(escape($0))</strong></span>" } ?? ""
         return """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8">
@@ -64,7 +79,7 @@ enum HTML {
             form { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; } label { font-size: .85rem; display: grid; }
             input, select, button { font: inherit; padding: .25rem .4rem; }
             </style></head>
-            <body><header><strong>LANSync</strong><span class="mono">\(escape(device))</span><nav>\(navigation)</nav></header>
+            <body><header><strong>LANSync</strong><span class="mono">\(escape(device))</span>\(groupLabel)<nav>\(navigation)</nav></header>
             <main><h1>\(escape(title))</h1>
             \(body)
             </main></body></html>
