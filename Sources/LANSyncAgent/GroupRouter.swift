@@ -34,30 +34,44 @@ extension Agent {
     /// directories, `NodeGroups`), served from this process behind one port and one mDNS instance:
     /// the first listens and advertises for all, and each connection lands in the group whose key
     /// the peer used (docs/groups.md). Run them all in one `ServiceGroup`, with
-    /// `LocalAPI(serving:)` for their API. Static peers belong to one group, so `configuration`
-    /// must have none.
+    /// `LocalAPI(serving:)` for their API. A static peer belongs to one group: with several
+    /// groups, `configuration` has none, and `staticPeers` gives each group's by its name on this
+    /// node (`NodeGroups.name(of:)`); each group's agent dials its own with that group's key.
     public static func serving(
         _ nodes: [LANSyncNode],
         configuration: AgentConfiguration,
+        staticPeers: [String: [PeerAddress]] = [:],
         logger: Logger
     ) throws(LANSyncError) -> [Agent] {
+        let names = nodes.map { NodeGroups.name(of: $0.dataDirectory) }
+        if let unknown = staticPeers.keys.sorted().first(where: { !names.contains($0) }) {
+            throw LANSyncError(
+                .invalidInput,
+                "a static peer is given for group \(unknown), which is not served here (served: \(names.joined(separator: ", ")))"
+            )
+        }
         guard nodes.count > 1 else {
             return try nodes.map { node throws(LANSyncError) in
-                try Agent(node: node, configuration: configuration, logger: logger)
+                var configuration = configuration
+                configuration.staticPeers += staticPeers.values.flatMap { $0 }
+                return try Agent(node: node, configuration: configuration, logger: logger)
             }
         }
         guard configuration.staticPeers.isEmpty else {
             throw LANSyncError(
                 .invalidInput,
-                "a static peer belongs to one group: serve that group alone to dial static peers, or let mDNS find them"
+                "a static peer belongs to one group: with several groups, give each group's own "
+                    + "(`--peer GROUP=HOST:PORT`), or let mDNS find them"
             )
         }
         let router = GroupRouter()
         var agents: [Agent] = []
-        for node in nodes {
+        for (node, name) in zip(nodes, names) {
             var groupLogger = logger
-            groupLogger[metadataKey: "group"] = "\(NodeGroups.name(of: node.dataDirectory))"
-            agents.append(try Agent(node: node, configuration: configuration, logger: groupLogger, router: router))
+            groupLogger[metadataKey: "group"] = "\(name)"
+            var groupConfiguration = configuration
+            groupConfiguration.staticPeers = staticPeers[name] ?? []
+            agents.append(try Agent(node: node, configuration: groupConfiguration, logger: groupLogger, router: router))
         }
         return agents
     }

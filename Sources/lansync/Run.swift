@@ -15,7 +15,7 @@ struct Run: AsyncParsableCommand {
 
             While it runs, `lansync peers`, `lansync status` and `lansync sync --wait` ask it over a local socket.
 
-            A node in several groups (`lansync groups`) serves them all from this one process, on one port and one mDNS instance: each connection lands in the group whose key the peer used, and nothing of one group reaches another. The local API serves each group under /v1/groups/NAME/ with that group's own token (api-token in its data directory). --group NAME runs an agent for that group alone (needed for static peers, which belong to one group).
+            A node in several groups (`lansync groups`) serves them all from this one process, on one port and one mDNS instance: each connection lands in the group whose key the peer used, and nothing of one group reaches another. The local API serves each group under /v1/groups/NAME/ with that group's own token (api-token in its data directory). A static peer belongs to one group: on a node of several groups name it, --peer family-b=192.168.1.20:7741. When `lansync group create`, `join` or `leave` changes the node's groups, the agent restarts in place (same process and ports) to serve the groups there are now. --group NAME runs an agent for that group alone (it stops when that group is left).
 
             Examples:
               lansync run
@@ -37,7 +37,10 @@ struct Run: AsyncParsableCommand {
     var listen: String?
     @Option(
         name: .customLong("peer"),
-        help: ArgumentHelp("A peer to dial, HOST:PORT (repeatable).", valueName: "host:port")
+        help: ArgumentHelp(
+            "A peer to dial, HOST:PORT, or GROUP=HOST:PORT on a node of several groups (repeatable).",
+            valueName: "host:port"
+        )
     )
     var peers: [String] = []
     @Flag(name: .customLong("no-mdns"), help: "Do not use mDNS discovery (static peers only).")
@@ -82,10 +85,25 @@ struct Run: AsyncParsableCommand {
     )
     var logLevel: String?
 
+    /// `GROUP=HOST:PORT` split in two; nil for a plain `HOST:PORT`.
+    static func groupPeer(_ text: String) -> (group: String, address: String)? {
+        guard let equals = text.firstIndex(of: "=") else { return nil }
+        return (String(text[..<equals]), String(text[text.index(after: equals)...]))
+    }
+
     func validate() throws {
         if let listen, PeerAddress(listen) == nil { throw ValidationError("--listen '\(listen)' is not HOST:PORT") }
-        for peer in peers where PeerAddress(peer) == nil {
-            throw ValidationError("--peer '\(peer)' is not HOST:PORT (e.g. 192.168.1.20:7741)")
+        for peer in peers {
+            if let (group, address) = Self.groupPeer(peer) {
+                if let problem = NodeGroups.nameProblem(group) { throw ValidationError("--peer '\(peer)': \(problem)") }
+                if PeerAddress(address) == nil {
+                    throw ValidationError(
+                        "--peer '\(peer)': '\(address)' is not HOST:PORT (e.g. family-b=192.168.1.20:7741)"
+                    )
+                }
+            } else if PeerAddress(peer) == nil {
+                throw ValidationError("--peer '\(peer)' is not HOST:PORT or GROUP=HOST:PORT (e.g. 192.168.1.20:7741)")
+            }
         }
         if let mdnsName, mdnsName.isEmpty || mdnsName.utf8.count > 63 {
             throw ValidationError("--mdns-name must be 1 to 63 bytes long (a DNS label)")
@@ -125,7 +143,14 @@ struct Run: AsyncParsableCommand {
             configuration.listenHost = listen.host
             configuration.listenPort = listen.port
         }
-        if !peers.isEmpty { configuration.staticPeers = peers.compactMap { PeerAddress($0) } }
+        // A peer named with its group (GROUP=HOST:PORT) is dialed with that group's key.
+        var groupPeers: [String: [PeerAddress]] = [:]
+        let plainPeers = peers.compactMap { peer -> PeerAddress? in
+            guard let (group, address) = Self.groupPeer(peer) else { return PeerAddress(peer) }
+            groupPeers[group, default: []].append(PeerAddress(address)!)
+            return nil
+        }
+        if !plainPeers.isEmpty { configuration.staticPeers = plainPeers }
         if noMDNS { configuration.discovery = false }
         if let mdnsName { configuration.mdnsName = mdnsName }
         if let maxClockSkew { configuration.maxClockSkewMilliseconds = UInt64(maxClockSkew) * 1000 }
@@ -163,8 +188,8 @@ struct Run: AsyncParsableCommand {
         let several = groups.count > 1
         if several, !configuration.staticPeers.isEmpty {
             note(
-                "lansync: error: this node is in \(groups.count) groups and a static peer belongs to one of them: run one agent "
-                    + "per group with --group NAME to dial static peers, or let mDNS find them"
+                "lansync: error: this node is in \(groups.count) groups and a static peer belongs to one of them: name its "
+                    + "group, --peer GROUP=HOST:PORT (such as --peer \(groups[1].name)=192.168.1.20:7741), or let mDNS find them"
             )
             throw ExitCode(1)
         }
@@ -181,7 +206,19 @@ struct Run: AsyncParsableCommand {
                 }
                 return node
             }
-            return try Agent.serving(nodes, configuration: configuration, logger: logger)
+            var peers = groupPeers
+            if Restart.isRestarted {
+                // Restarted after a group was left: its static peers go with it.
+                let served = Set(nodes.map { NodeGroups.name(of: $0.dataDirectory) })
+                for name in peers.keys where !served.contains(name) {
+                    logger.notice(
+                        "static peers of a group no longer served are not dialed",
+                        metadata: ["group": "\(name)"]
+                    )
+                    peers[name] = nil
+                }
+            }
+            return try Agent.serving(nodes, configuration: configuration, staticPeers: peers, logger: logger)
         }
         let host = configuration.listenHost
         let first = agents[0]

@@ -138,11 +138,14 @@ import Testing
         try await cli.ok(["--group", "default", "log", "append", "taps", "{\"room\":\"a\"}"], node: "room")
         try await cli.ok(["--group", "family-b", "log", "append", "taps", "{\"room\":\"b\"}"], node: "room")
         let withPeer = try await cli.run(["run", "--no-mdns", "--peer", "127.0.0.1:9"], node: "room")
-        #expect(withPeer.status == 1 && withPeer.stderr.contains("--group NAME"), "\(withPeer.stderr)")
+        #expect(withPeer.status == 1 && withPeer.stderr.contains("--peer GROUP=HOST:PORT"), "\(withPeer.stderr)")
+        let otherGroup = try await cli.run(["run", "--no-mdns", "--peer", "family-c=127.0.0.1:9"], node: "room")
+        #expect(otherGroup.status == 1 && otherGroup.stderr.contains("not served here"), "\(otherGroup.stderr)")
 
-        let room = try AgentProcess(cli, node: "room")
+        // home-b waits to be dialed: the room dials it, as a static peer of family-b.
+        let homeB = try AgentProcess(cli, node: "home-b")
+        let room = try AgentProcess(cli, node: "room", arguments: ["--peer", "family-b=\(homeB.address)"])
         let homeA = try AgentProcess(cli, node: "home-a", arguments: ["--peer", room.address])
-        let homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", room.address])
         #expect(
             try await eventually(within: 30) {
                 let (a, b) = (try await Self.payloads(cli, "home-a"), try await Self.payloads(cli, "home-b"))
