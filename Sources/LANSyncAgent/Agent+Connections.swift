@@ -17,7 +17,8 @@ import Synchronization
 extension Agent {
     func accept(_ channel: FramedChannel) async {
         let address = channel.channel.remoteAddress.map(Self.describe) ?? "unknown"
-        guard connections < configuration.maxConnections else {
+        // The limit is per group: the listener of a node in several groups takes every group's.
+        guard connections < configuration.maxConnections * max(1, router?.all.count ?? 1) else {
             logger.warning("refused a connection: too many", metadata: ["peer.address": "\(address)"])
             // Closed through its async wrapper: released unfinished, NIO would trap.
             try? await channel.executeThenClose { _, _ in }

@@ -35,7 +35,7 @@ public struct AgentConfiguration: Sendable {
     }()
     /// A peer whose clock differs from ours by more than this is refused.
     public var maxClockSkewMilliseconds: UInt64 = 2 * 60 * 1000
-    /// Connections at once, in and out; more are refused so memory stays bounded.
+    /// Connections at once, in and out, per group served; more are refused so memory stays bounded.
     public var maxConnections = 64
     /// A handshake that has not completed by then is dropped.
     public var handshakeTimeout: Duration = .seconds(5)

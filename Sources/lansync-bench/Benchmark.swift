@@ -26,6 +26,8 @@ struct Benchmark {
           --tables [--quick]   app tables only, and what each kind of column costs beside a plain one
           --storage [--quick]  what an app table takes on disk beside a plain SQLite file of the same rows
           --group-trial        what a responder serving several groups pays to find an initiator's group
+          --groups N [--quick] a node in N groups (50), two peers each, beside a node in one: idle CPU,
+                       memory per group, a write reaching its peer, the handshake's key trial
           --streams [--quick]  streams and preferences alone: appends, merge, append latency idle and during a merge
           --tables-profile [merge [session]] [chain] [baseline]  LANSync's app-table bulk insert (and merge
                        on one thread and as a session, or as a session only; chain signing) alone, for a
@@ -38,7 +40,8 @@ struct Benchmark {
           --json FILE          also write every goal measured as JSON lines (scripts/performance-table reads them)
         """
     static let options: Set<String> = [
-        "--quick", "--streams", "--tables", "--storage", "--group-trial", "--tables-profile", "merge", "session",
+        "--quick", "--streams", "--tables", "--storage", "--group-trial", "--groups", "--tables-profile", "merge",
+        "session",
         "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle", "--json",
     ]
 
@@ -77,6 +80,9 @@ struct Benchmark {
             return try await tables.profileInsert()
         }
         if CommandLine.arguments.contains("--group-trial") { return try GroupTrialBenchmark.run() }
+        if CommandLine.arguments.contains("--groups") {
+            return try groups(count: integer(after: "--groups") ?? 50, quick: quick, root: root)
+        }
         if CommandLine.arguments.contains("--storage") {
             return try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
         }
@@ -117,6 +123,13 @@ struct Benchmark {
         var network = NetworkBenchmark(root: root, baseline: baseline)
         try await network.run(quick: quick)
         try IdleBenchmark(root: root).run(seconds: quick ? 3 : 60)
+        try groups(count: quick ? 4 : 50, quick: quick, root: root)
+    }
+
+    /// A node in `count` groups beside a node in one (`GroupsBenchmark`), then the key trial.
+    static func groups(count: Int, quick: Bool, root: String) throws {
+        try GroupsBenchmark(root: root, groups: count, idleSeconds: quick ? 3 : 30, writes: quick ? 6 : 40).run()
+        try GroupTrialBenchmark.run()
     }
 
     /// The baseline and the single-node stages; returns the baseline's rows/s.

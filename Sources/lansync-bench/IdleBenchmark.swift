@@ -130,12 +130,18 @@ struct IdleBenchmark {
         return String(decoding: data, as: UTF8.self)
     }
 
-    func start(_ arguments: [String], _ dataDir: String) throws -> Process {
+    /// Starts `lansync` with `arguments` on `dataDir`; its standard output goes to `output`, if given.
+    func start(_ arguments: [String], _ dataDir: String, output: String? = nil) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
         process.arguments = arguments + ["--data-dir", dataDir]
         process.environment = ["LANSYNC_MACHINE_ID_FILE": "/nonexistent", "PATH": "/usr/bin:/bin"]
-        process.standardOutput = FileHandle.nullDevice
+        if let output {
+            _ = FileManager.default.createFile(atPath: output, contents: nil)
+            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        } else {
+            process.standardOutput = FileHandle.nullDevice
+        }
         process.standardError = FileHandle.nullDevice
         try process.run()
         return process

@@ -64,7 +64,7 @@ struct Run: AsyncParsableCommand {
     var maxClockSkew: Int?
     @Option(
         name: .customLong("max-connections"),
-        help: ArgumentHelp("Connections at once, in and out (default 64).", valueName: "count")
+        help: ArgumentHelp("Connections at once, in and out, per group served (default 64).", valueName: "count")
     )
     var maxConnections: Int?
     @Option(
