@@ -30,6 +30,13 @@ extension Agent {
                     // Records of a new epoch (merged from a member that handed them over) may
                     // seal its key to this device.
                     if case .preferences(let writes, _) = change, Self.touchEpochs(writes) { await self.reloadGroup() }
+                    // This device's "left" record from before it joined again (a reinstall, say,
+                    // learns it from a member): it says it is back.
+                    if case .preferences(let writes, _) = change, !change.isLocal,
+                        writes.contains(where: { $0.key == MemberKeys.left(self.node.deviceID.description) })
+                    {
+                        try? await self.node.announceReturnIfLeft()
+                    }
                     if change.isLocal { wakeChain.yield() } else { await self.pushAll() }
                 }
                 wakeChain.finish()

@@ -232,11 +232,18 @@ struct ClusterTests {
         let room = try await cluster.browse(from: 2).filter { $0[7] == "10.47.0.1" }
         #expect(Set(room.map { $0[3] }).count == 1, "one mDNS instance for the room: \(room)")
 
-        // Therapy ends for family B.
-        try await cluster.ok("stop", "1")
+        // Therapy ends for family B, with the room's agent running: B's devices hear that the room
+        // left, its files go, and the agent goes on serving family A (restarted in place).
         let erased = try await cluster.lansync(1, "group", "leave", "family-b", "--erase")
-        #expect(erased.contains("/groups/family-b"), "\(erased)")
-        try await cluster.ok("start", "1")
+        #expect(erased.contains("members told:") && erased.contains("/groups/family-b"), "\(erased)")
+        #expect(
+            try await eventually(within: 30) {
+                let members = try await cluster.lansync(5, "group", "members")
+                return members.contains("LEFT the group")
+            },
+            "tablet-b lists the room as left (from home-b, or from the room)"
+        )
+        try await cluster.lansync(5, "log", "append", "taps", #"{"tap":"b2"}"#)
         try await cluster.lansync(3, "log", "append", "taps", #"{"tap":"a2"}"#)
         #expect(
             try await eventually(within: 60) { try await taps(1).contains(#"{"tap":"a2"}"#) },
@@ -244,6 +251,7 @@ struct ClusterTests {
         )
         #expect(try await cluster.lansync(1, "groups").contains("family-a"))
         #expect(!(try await cluster.lansync(1, "groups").contains("family-b")))
+        #expect(!(try await taps(1).contains(#"{"tap":"b2"}"#)), "nothing of B reaches the room after it left")
     }
 
     /// A newcomer joins with a short code read off a member, finding it over mDNS alone; wrong

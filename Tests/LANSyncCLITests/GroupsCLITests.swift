@@ -113,6 +113,37 @@ import Testing
         _ = (homeA, homeB)
     }
 
+    /// A device leaves its only group while its agent runs: the member it tells lists it as left,
+    /// and its agent stops (nothing left to serve). It joins again with the code, keeping its
+    /// replica: once its agent runs, the member lists it as back. Leaving twice, or leaving a node
+    /// in no group, says there is nothing to leave.
+    @Test func aDeviceThatLeftIsListedAsBackWhenItJoinsAgain() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let code = try await cli.group(of: "home", "tablet")
+        let home = try AgentProcess(cli, node: "home")
+        let tablet = try AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
+        try await cli.ok(["sync", "--wait", "--peers", "1"], node: "tablet")
+        let left = try await cli.ok(["group", "leave"], node: "tablet")
+        #expect(left.contains("members told: home") && left.contains("no longer serves it"), "\(left)")
+        #expect(await eventually { !tablet.process.isRunning }, "the tablet's agent stopped: no group to serve")
+        #expect(tablet.stop() == 0)
+        #expect(try await Self.members(cli, "home")["tablet"]?["left_at"] is String)
+        let again = try await cli.run(["group", "leave"], node: "tablet")
+        #expect(again.status == 1 && again.stderr.contains("nothing to leave"), "\(again.stderr)")
+
+        try await cli.ok(["group", "join", code], node: "tablet")
+        let back = try AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
+        #expect(
+            try await eventually(within: 30) {
+                try await Self.members(cli, "home")["tablet"]?["left_at"] is NSNull
+            },
+            "home lists the tablet as a member again: \(back.log.suffix(1_500))"
+        )
+        let listed = try await cli.ok(["group", "members"], node: "home")
+        #expect(!listed.contains("LEFT") && listed.contains("2 members"), "\(listed)")
+    }
+
     /// `group members --json` of a node, by member name.
     static func members(_ cli: CLI, _ node: String) async throws -> [String: [String: Any]] {
         var members: [String: [String: Any]] = [:]
