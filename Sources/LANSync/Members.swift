@@ -46,7 +46,7 @@ package struct GroupMember: Codable, Sendable, Equatable {
     /// The epoch its removal started.
     package var removedInEpoch: UInt64?
     /// When the device said it left the group (`lansync group leave`), from its own
-    /// `lansync/left/DEVICE` record; nil once it joined again or a member vouched for it since.
+    /// `lansync/left/DEVICE` record; nil once it said it joined again.
     package var leftAt: String?
 
     package var isRemoved: Bool { removedBy != nil }
@@ -658,30 +658,22 @@ package enum GroupMembership {
         return (members.values.sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }, valid)
     }
 
-    /// Marks the members that left (`lansync/left/DEVICE` written by DEVICE itself, saying it
-    /// left), unless a member vouched for the device after it left (a newer member record).
+    /// Marks the members that left: `lansync/left/DEVICE`, written by DEVICE itself, says so. Only
+    /// the device's own word counts, both ways: it says it is back once it joined again (even a
+    /// member's vouch, stamped later by a clock ahead, may come before the leave it would undo).
     package static func applyLeaving(_ records: [PreferenceWrite], to members: [GroupMember]) -> [GroupMember] {
-        var left: [String: (record: LeftRecord, stamp: HybridTimestamp)] = [:]
-        var vouched: [String: HybridTimestamp] = [:]
+        var left: [String: LeftRecord] = [:]
         let decoder = JSONDecoder()
-        for write in records {
-            guard let value = write.value else { continue }
-            if write.key.hasPrefix(MemberKeys.leftPrefix) {
-                let device = String(write.key.dropFirst(MemberKeys.leftPrefix.count)).uppercased()
-                guard write.originDevice.description == device,
-                    let record = try? decoder.decode(LeftRecord.self, from: Data(value.utf8))
-                else { continue }
-                left[device] = (record, write.hlc)
-            } else if write.key.hasPrefix(MemberKeys.memberPrefix) {
-                vouched[String(write.key.dropFirst(MemberKeys.memberPrefix.count)).uppercased()] = write.hlc
-            }
+        for write in records where write.key.hasPrefix(MemberKeys.leftPrefix) {
+            let device = String(write.key.dropFirst(MemberKeys.leftPrefix.count)).uppercased()
+            guard let value = write.value, write.originDevice.description == device,
+                let record = try? decoder.decode(LeftRecord.self, from: Data(value.utf8))
+            else { continue }
+            left[device] = record
         }
         return members.map { member in
             var member = member
-            member.leftAt = nil
-            if let (record, stamp) = left[member.deviceID], record.left, stamp > vouched[member.deviceID] ?? .zero {
-                member.leftAt = record.at
-            }
+            member.leftAt = left[member.deviceID].flatMap { $0.left ? $0.at : nil }
             return member
         }
     }

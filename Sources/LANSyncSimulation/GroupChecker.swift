@@ -11,7 +11,9 @@ struct GroupChecker {
     /// The devices the promises are about: set up, still in the group, and honest.
     var honest: [(index: Int, node: LANSyncNode)] {
         simulation.nodes.compactMap { simulated in
-            guard let node = simulated.node, !simulated.removed, simulated.index != simulation.schedule.byzantine else {
+            guard let node = simulated.node, !simulated.removed, !simulated.hasLeft,
+                simulated.index != simulation.schedule.byzantine
+            else {
                 return nil
             }
             return (simulated.index, node)
@@ -44,8 +46,13 @@ struct GroupChecker {
         for (index, node) in devices {
             let summary = try node.store.syncSummary()
             let status = try node.status()
+            let strokes = try Self.strokeIDs(node).count
+            let items = try node.read { db in
+                try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description).joined(separator: " ")
+            }
             lines.append(
-                "  n\(index): digest \(summary.digest.description.prefix(12)), \(status.entries) entries, vector \(summary.versionVector), "
+                "  n\(index): digest \(summary.digest.description.prefix(12)), \(status.entries) entries, "
+                    + "\(strokes) strokes, items \(items), vector \(summary.versionVector), "
                     + "open claims \(try node.store.openClaims())"
             )
         }
@@ -93,7 +100,9 @@ struct GroupChecker {
         var expectedEntries = Set<String>()
         var expectedStrokes = Set<String>()
         for simulated in simulation.nodes where !simulated.removed && simulated.index != simulation.schedule.byzantine {
-            let (entries, strokes) = simulation.acknowledged[simulated.index] ?? ([], [])
+            // A device that left: what it had written when a member took the news of its leave.
+            let (entries, strokes) =
+                simulated.hasLeft ? simulated.heldWhenLeft : simulation.acknowledged[simulated.index] ?? ([], [])
             expectedEntries.formUnion(entries)
             expectedStrokes.formUnion(strokes)
             expectedEntries.formUnion(simulated.retired.entries)
@@ -125,6 +134,36 @@ struct GroupChecker {
                 return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)"
             }
             tables = shown
+        }
+        // Who left and who is back, as every honest device lists the members (in an honest run:
+        // a hostile member could hide a device's own "left" record behind a later write of its own).
+        if simulation.schedule.byzantine == nil {
+            for (index, node) in devices {
+                let members = try node.members()
+                for simulated in simulation.nodes where simulated.node != nil && !simulated.removed {
+                    guard let member = members.first(where: { $0.deviceID == simulated.deviceID.description }),
+                        !member.isRemoved
+                    else { continue }
+                    let device = simulated.deviceID.description.lowercased()
+                    let records = try node.records().filter {
+                        $0.key == MemberKeys.left(device) || $0.key == MemberKeys.member(device)
+                    }
+                    // The news of a leave can be lost: with the only devices that took it, wiped since.
+                    let news = records.contains {
+                        $0.key == MemberKeys.left(device) && $0.value?.contains("\"left\":true") == true
+                    }
+                    // A leave no member took the news of yet (it found nobody) is one in its own records.
+                    let gone = simulated.hasLeft || simulated.leaving != nil
+                    if member.hasLeft != gone, member.hasLeft || news {
+                        let records = records.map {
+                            "\($0.key) = \($0.value ?? "unset") by \($0.originDevice) at \($0.hlc)"
+                        }
+                        return "n\(index) lists n\(simulated.index) as \(member.hasLeft ? "left" : "a member"), "
+                            + "but it \(gone ? "left" : "is in the group"); its records: "
+                            + records.joined(separator: "; ")
+                    }
+                }
+            }
         }
         if let (index, node) = devices.first {
             let expected = try referenceItems(heldBy: node)

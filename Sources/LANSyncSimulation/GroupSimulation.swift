@@ -18,7 +18,8 @@ import Synchronization
 ///
 /// At the end the network heals, every device comes back and connects to every other, and the
 /// checker asserts (`GroupChecker`): the group converges within a bound of simulated time; every
-/// acknowledged write of a device still in the group is on every device exactly once; the app
+/// acknowledged write of a device still in the group (or of one that left, up to its leave) is on
+/// every device exactly once; every device lists who left and who is back as they did; the app
 /// table equals a reference model of the merge rules over every change its writers made; no
 /// session asked for the same range again without progress more than a bounded number of times;
 /// no loss claim stays open. In Byzantine mode one member sends hostile changes as well (altered
@@ -201,11 +202,41 @@ package final class GroupSimulation {
         return node
     }
 
-    /// Nodes that take part: set up, online and not removed.
+    /// Nodes that take part: set up, online, not removed and not gone of their own accord.
     func active(_ index: Int) -> LANSyncNode? {
         let node = nodes[index]
-        guard node.online, !node.removed else { return nil }
+        guard node.online, !node.removed, !node.hasLeft else { return nil }
         return node.node
+    }
+
+    /// Completes the leaves whose record another honest device now holds, as `lansync group
+    /// leave` does once a member took the news: the device drops the secret and its sessions.
+    func completeLeaves() async throws {
+        for simulated in nodes {
+            guard let counter = simulated.leaving, let node = simulated.node else { continue }
+            var held = false
+            for other in nodes
+            where other.index != simulated.index && other.index != schedule.byzantine && !other.removed
+                && !other.hasLeft
+            {
+                if let otherNode = other.node, try otherNode.store.versionVector()[node.replicaID] >= counter {
+                    held = true
+                    break
+                }
+            }
+            guard held else { continue }
+            try node.leaveGroup()
+            // What only it held (relayed from a device wiped since) leaves with it; its own writes
+            // are held by the member that took the news.
+            let kept = try forgetWritesHeldOnlyBy(simulated.index)
+            let written = acknowledged[simulated.index] ?? ([], [])
+            simulated.leaving = nil
+            simulated.hasLeft = true
+            simulated.heldWhenLeft = (
+                written.entries.intersection(kept.entries), written.strokes.intersection(kept.strokes)
+            )
+            try await dropConnections(of: simulated.index)
+        }
     }
 
     // MARK: Actions
@@ -248,7 +279,8 @@ package final class GroupSimulation {
                 try nodes[index].node.map { try GroupChecker.strokeIDs($0, of: "r\(row)") } ?? []
             )
             cascaded.formUnion(gone)
-            if !nodes[index].removed { cascadedBy[index, default: []].formUnion(gone) }
+            // A device out of the group (left, until it joins again) takes its deletes with it.
+            if !nodes[index].removed, !nodes[index].hasLeft { cascadedBy[index, default: []].formUnion(gone) }
         case .addToCounter(let index, let row, let amount):
             try await appWrite(
                 index,
@@ -314,6 +346,9 @@ package final class GroupSimulation {
                 let vouching = active(voucher)
             else { return }
             try await dropConnections(of: index)
+            // A wiped device is no longer leaving, nor gone: it joins with the code again.
+            nodes[index].leaving = nil
+            nodes[index].hasLeft = false
             // What it wrote and nobody else holds is gone with the wipe: the group cannot keep it.
             let held = try forgetWritesHeldOnlyBy(index)
             let old = nodes[index].node!.dataDirectory.path
@@ -347,6 +382,19 @@ package final class GroupSimulation {
             cascadedBy[index] = nil
             try await dropConnections(of: index)
             await wrote(by, bulk: false)
+        case .leave(let index):
+            guard let node = nodes[index].node, !nodes[index].removed, !nodes[index].hasLeft,
+                nodes[index].leaving == nil, index != schedule.byzantine
+            else { return }
+            nodes[index].leaving = try await node.announceLeaving().counter
+            await wrote(index, bulk: false)
+        case .rejoin(let index):
+            guard nodes[index].hasLeft, let node = nodes[index].node else { return }
+            _ = try node.joinGroup(code: joinCode)
+            nodes[index].hasLeft = false
+            // As the agent does on its first start in the group again.
+            try await node.announceReturnIfLeft()
+            await wrote(index, bulk: false)
         case .extendChain(let index): try await extendChain(index)
         }
     }
@@ -357,14 +405,17 @@ package final class GroupSimulation {
     func forgetWritesHeldOnlyBy(_ index: Int) throws -> (entries: Set<String>, strokes: Set<String>) {
         var held: (entries: Set<String>, strokes: Set<String>) = ([], [])
         // The hostile member counts as no holder: it may withhold what it holds for good.
+        // A device that left counts as no holder either: it gives nothing to the group any more.
         for other in nodes.indices where other != index && other != schedule.byzantine {
-            guard let node = nodes[other].node, !nodes[other].removed else { continue }
+            guard let node = nodes[other].node, !nodes[other].removed, !nodes[other].hasLeft else { continue }
             held.entries.formUnion(try GroupChecker.entryIDs(node))
             held.strokes.formUnion(try GroupChecker.strokeIDs(node))
         }
         for node in nodes {
             node.retired.entries.formIntersection(held.entries)
             node.retired.strokes.formIntersection(held.strokes)
+            node.heldWhenLeft.entries.formIntersection(held.entries)
+            node.heldWhenLeft.strokes.formIntersection(held.strokes)
         }
         return held
     }
@@ -429,7 +480,8 @@ package final class GroupSimulation {
         for node in nodes where node.node != nil { node.online = true }
         for member in nodes.indices {
             guard let voucher = active(member) else { continue }
-            for device in nodes.indices where device != member {
+            // Not a device on its way out: a vouch after its leave would take it back in.
+            for device in nodes.indices where device != member && nodes[device].leaving == nil {
                 guard let node = active(device), let record = try voucher.member(node.deviceID), !record.isRemoved,
                     let key = record.key, key != node.identity.publicKeyHex
                 else { continue }
@@ -587,7 +639,15 @@ package final class GroupSimulation {
         try askToSettleClaims(connection, side: side, node: node)
         // Every session of this node hears of the merge (its state changed), this one first.
         schedulePump(connection, side: side, at: now + 1)
-        if signed.outcome.changedAnything { wakeSessions(of: connection.ends(side)) }
+        if signed.outcome.changedAnything {
+            wakeSessions(of: connection.ends(side))
+            // As the agent does when a merge brings this device's own "left" record from before
+            // it joined again (a reinstall learns it from a member).
+            if nodes[connection.ends(side)].leaving == nil, !nodes[connection.ends(side)].hasLeft {
+                try await node.announceReturnIfLeft()
+            }
+            try await completeLeaves()
+        }
     }
 
     func askToSettleClaims(_ connection: Connection, side: Int, node: LANSyncNode) throws {
@@ -711,6 +771,13 @@ final class SimulatedNode {
     var generation = 0
     var online = false
     var removed = false
+    /// Leaving (`Schedule.Action.leave`): its replica's counter after its "left" record; the leave
+    /// is done once another honest device holds that far of its replica.
+    var leaving: UInt64?
+    /// Left the group (its secret dropped): it takes part in nothing until it joins again.
+    var hasLeft = false
+    /// What it had written when its leave was done: held by a member then, so still the group's.
+    var heldWhenLeft: (entries: Set<String>, strokes: Set<String>) = ([], [])
     var schemaVersion = 0
     /// Writes of earlier installs that others held when it was wiped: still the group's.
     var retired: (entries: Set<String>, strokes: Set<String>) = ([], [])

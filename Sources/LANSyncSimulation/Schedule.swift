@@ -38,6 +38,11 @@ package struct Schedule: Sendable, CustomStringConvertible {
         case join(node: Int)
         /// `by` removes `node` from the group (a new epoch).
         case remove(node: Int, by: Int)
+        /// The device leaves the group (`lansync group leave`): its "left" record goes to a member,
+        /// then it drops the secret and syncs with nobody, keeping its replica.
+        case leave(node: Int)
+        /// A device that left joins again with the join code (its replica kept) and says it is back.
+        case rejoin(node: Int)
         /// The node's agent signs its chain over its latest writes.
         case extendChain(node: Int)
 
@@ -71,6 +76,8 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case .reinstall(let node, let voucher): "n\(node) is reinstalled; n\(voucher) vouches for it"
             case .join(let node): "n\(node) joins"
             case .remove(let node, let by): "n\(by) removes n\(node)"
+            case .leave(let node): "n\(node) leaves the group"
+            case .rejoin(let node): "n\(node) joins again"
             case .extendChain(let node): "n\(node) signs its chain"
             }
         }
@@ -193,6 +200,8 @@ package struct Schedule: Sendable, CustomStringConvertible {
             case 850..<856:
                 let a = node()
                 action = .remove(node: a, by: other(than: a))
+            case 856..<862: action = .leave(node: node())
+            case 862..<872: action = .rejoin(node: node())
             default: action = .extendChain(node: node())
             }
             schedule.actions.append((now, action))

@@ -39,6 +39,34 @@ import Testing
 }
 
 extension GroupSimulationTests {
+    /// Leaving: a device reinstalled and vouched for leaves 18 ms later, before the vouch reached
+    /// it (a member's clock ahead stamps the vouch after the leave; seed 515); and the last member
+    /// leaves with nobody to tell (seed 1596). Every device lists who left as the devices said.
+    @Test func aLeaveStandsAgainstALaterStampedVouchAndWithNobodyToTell() async {
+        let schedules: [(Schedule, UInt64)] = [
+            (
+                Schedule(actions: [(7693, .reinstall(node: 0, voucher: 1)), (7711, .leave(node: 0))], nodes: 3),
+                11_404_319_104_414_997_761
+            ),
+            (
+                Schedule(
+                    actions: [(0, .connect(1, 0)), (4089, .remove(node: 1, by: 0)), (11112, .leave(node: 0))],
+                    nodes: 3,
+                    lateJoiners: [2]
+                ),
+                17_642_456_943_146_145_220
+            ),
+        ]
+        for (schedule, networkSeed) in schedules {
+            let outcome = await GroupSimulation(
+                schedule: schedule,
+                networkSeed: networkSeed,
+                root: Simulator.scratch + "/\(UUID().uuidString)"
+            ).run()
+            #expect(outcome.failure == nil, "\(outcome.failure ?? "")\n\(schedule)")
+        }
+    }
+
     /// A reinstalled device whose vouch has not reached it yet learns its earlier member record
     /// from a peer: its records pin its earlier key, so its `group remove` is refused, and the
     /// simulation goes on as a user would (seed 2000150, which failed or passed with the order of
