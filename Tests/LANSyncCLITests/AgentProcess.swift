@@ -108,6 +108,17 @@ extension CLI {
         return code
     }
 
+    /// A therapy room's machine in two families' groups: "room" in home-a's group (its first,
+    /// `default`) and in home-b's (named `family-b` on the room).
+    func roomInTwoFamilies() async throws {
+        try await device("room")
+        let codeA = try await newGroup(on: "room")
+        try await device("home-a", joining: codeA)
+        try await device("home-b")
+        let codeB = try await newGroup(on: "home-b")
+        try await ok(["group", "join", codeB, "--name", "family-b"], node: "room")
+    }
+
     func digest(_ node: String) async throws -> String { try await status(node)["digest"] as! String }
     func entries(_ node: String) async throws -> Int { try await status(node)["entries"] as! Int }
 }

@@ -119,12 +119,7 @@ import Testing
     func aNodeOfSeveralGroupsOpensOnTheListOfGroups() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try await cli.device("room")
-        let codeA = try await cli.newGroup(on: "room")
-        try await cli.device("home-a", joining: codeA)
-        try await cli.device("home-b")
-        let codeB = try await cli.newGroup(on: "home-b")
-        try await cli.ok(["group", "join", codeB, "--name", "family-b"], node: "room")
+        try await cli.roomInTwoFamilies()
         try await cli.ok(["log", "append", "taps", "{\"symbol\":\"more\",\"family\":\"a\"}"], node: "home-a")
         for _ in 0..<2 {
             try await cli.ok(["log", "append", "taps", "{\"symbol\":\"help\",\"family\":\"b\"}"], node: "home-b")

@@ -155,17 +155,12 @@ import Testing
     }
 
     /// `lansync run` on a node of two groups serves both from one process and one port: a device
-    /// of each family dials that port, and its handshake lands in its own family's group. Static
-    /// peers, which belong to one group, need --group.
+    /// of each family dials that port, and its handshake lands in its own family's group. A static
+    /// peer names its group (`--peer family-b=HOST:PORT`).
     @Test func oneAgentServesEveryGroupBehindOnePort() async throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try await cli.device("room")
-        let codeA = try await cli.newGroup(on: "room")
-        try await cli.device("home-a", joining: codeA)
-        try await cli.device("home-b")
-        let codeB = try await cli.newGroup(on: "home-b")
-        try await cli.ok(["group", "join", codeB, "--name", "family-b"], node: "room")
+        try await cli.roomInTwoFamilies()
         try await cli.ok(["--group", "default", "log", "append", "taps", "{\"room\":\"a\"}"], node: "room")
         try await cli.ok(["--group", "family-b", "log", "append", "taps", "{\"room\":\"b\"}"], node: "room")
         let withPeer = try await cli.run(["run", "--no-mdns", "--peer", "127.0.0.1:9"], node: "room")
