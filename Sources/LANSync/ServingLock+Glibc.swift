@@ -11,10 +11,14 @@ package final class ServingLock: Sendable {
 
     private init(descriptor: Int32) { self.descriptor = descriptor }
 
+    private static func open(_ directory: DataDirectory) -> Int32? {
+        let descriptor = Glibc.open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        return descriptor >= 0 ? descriptor : nil
+    }
+
     /// Takes the shared lock for an agent serving `directory`; nil when the directory cannot be opened.
     package static func serve(_ directory: DataDirectory) -> ServingLock? {
-        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
+        guard let descriptor = open(directory) else { return nil }
         guard flock(descriptor, LOCK_SH) == 0 else {
             close(descriptor)
             return nil
@@ -24,8 +28,7 @@ package final class ServingLock: Sendable {
 
     /// Takes the lock exclusively, for erasing: nil when an agent still holds it after `seconds`.
     package static func exclusive(_ directory: DataDirectory, waiting seconds: Double) async -> ServingLock? {
-        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
+        guard let descriptor = open(directory) else { return nil }
         let deadline = ContinuousClock.now + .seconds(seconds)
         while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {

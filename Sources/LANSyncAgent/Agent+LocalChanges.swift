@@ -24,6 +24,7 @@ extension Agent {
         // first, off the writes' path. Wake-ups that come while that runs fold into one.
         let (chainWakes, wakeChain) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         wakeChain.yield()
+        let ownLeftRecord = MemberKeys.left(node.deviceID.description)
         await withDiscardingTaskGroup { tasks in
             tasks.addTask {
                 for await change in self.node.changes() {
@@ -33,7 +34,7 @@ extension Agent {
                     // This device's "left" record from before it joined again (a reinstall, say,
                     // learns it from a member): it says it is back.
                     if case .preferences(let writes, _) = change, !change.isLocal,
-                        writes.contains(where: { $0.key == MemberKeys.left(self.node.deviceID.description) })
+                        writes.contains(where: { $0.key == ownLeftRecord })
                     {
                         try? await self.node.announceReturnIfLeft()
                     }

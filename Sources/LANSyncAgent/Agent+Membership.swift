@@ -65,9 +65,9 @@ extension Agent {
         Task { try? await node.observe(peer.device, name: peer.name, key: key, signingKey: peer.signingKey?.hexString) }
     }
 
-    /// Records this device's own key as it sees it, so `group members` lists it from the start.
-    /// (It pins nothing the group does not already know: a key seen earlier by others comes first.)
-    /// Records this device's own keys, and that it is back when it had left the group before.
+    /// Records this device's own key as it sees it, so `group members` lists it from the start
+    /// (it pins nothing the group does not already know: a key seen earlier by others comes
+    /// first), and that it is back when it had left the group before.
     func recordSelf() async {
         try? await node.observeSelf()
         try? await node.announceReturnIfLeft()

@@ -76,6 +76,20 @@ public struct ListenError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+extension AgentReport {
+    /// Whether `peer`'s last announced state digest is ours: it holds what we hold.
+    package func isInSync(with peer: PeerRecord) -> Bool {
+        peer.deviceID.flatMap { connectedDigests[$0] } == digest
+    }
+
+    /// The peers connected now, and those among them not in sync with us: what every "am I in
+    /// sync?" answer (`lansync status`, `groups`, the dashboard) is made of.
+    package var connectedPeers: (all: [PeerRecord], behind: [PeerRecord]) {
+        let all = peers.filter { $0.state == .connected }
+        return (all, all.filter { !isInSync(with: $0) })
+    }
+}
+
 /// The running agent's view, for the control socket.
 public struct AgentReport: Codable, Sendable {
     /// The port the agent listens on.

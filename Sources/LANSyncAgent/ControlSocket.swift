@@ -138,7 +138,7 @@ package enum ControlClient {
 
     /// Tells a running agent that the node's groups changed (one was added or left), so that it
     /// serves the groups the node has now. Returns whether an agent took it in hand.
-    package static func groupsChanged(_ directory: DataDirectory) async -> Bool {
+    package static func nodeGroupsChanged(_ directory: DataDirectory) async -> Bool {
         guard let data = try? await request(["command": "groups-changed"], directory: directory),
             let answer = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return false }

@@ -291,6 +291,10 @@ public final class LocalAPI: Service, Sendable {
         router.add(middleware: UnknownRouteAsJSON())
         let first = groups[0]
         let several = groups.count > 1
+        /// Whether the request carries the node's token, which opens every group.
+        @Sendable func opensEveryGroup(_ request: Request) throws -> Bool {
+            nodeToken?.matches(try TokenGuard<BasicRequestContext>.given(request)) == true
+        }
         let api = router.group("v1").add(middleware: TokenGuard(token: first.token, nodeToken: nodeToken))
         LocalAPIRoutes(agent: first.agent, node: first.node, feeds: feeds).register(on: api)
         router.get("login") { request, _ in
@@ -298,8 +302,10 @@ public final class LocalAPI: Service, Sendable {
         }
         api.post("dashboard/links") { request, _ in
             // The first group's token opens the first group's pages; the node's, every group's.
-            let byNode = nodeToken?.matches(try TokenGuard<BasicRequestContext>.given(request)) == true
-            return DashboardRoutes.newLink(sessions: sessions, scope: byNode || !several ? nil : [first.name])
+            DashboardRoutes.newLink(
+                sessions: sessions,
+                scope: try opensEveryGroup(request) || !several ? nil : [first.name]
+            )
         }
         if several {
             GroupsOverview(groups: groups.map { ($0.name, $0.agent, $0.node) }, sessions: sessions).register(on: router)
@@ -328,12 +334,11 @@ public final class LocalAPI: Service, Sendable {
         inGroup.post("dashboard/links") { request, context in
             // The guard let the request in: a name it knows, and its token or the node's.
             let name = context.parameters.get("group") ?? ""
-            let byNode = nodeToken?.matches(try TokenGuard<BasicRequestContext>.given(request)) == true
-            return DashboardRoutes.newLink(sessions: sessions, scope: byNode ? nil : [name])
+            return DashboardRoutes.newLink(sessions: sessions, scope: try opensEveryGroup(request) ? nil : [name])
         }
         router.get("v1/groups") { request, _ in
             let given = try TokenGuard<BasicRequestContext>.given(request)
-            let byNode = nodeToken?.matches(given) == true
+            let byNode = try opensEveryGroup(request)
             let opened = groups.filter { byNode || $0.token.matches(given) }
             guard !opened.isEmpty else { throw GroupTokenGuard<BasicRequestContext>.wrong }
             let lines = opened.map { group in

@@ -140,17 +140,20 @@ struct GroupChecker {
         if simulation.schedule.byzantine == nil {
             for (index, node) in devices {
                 let members = try node.members()
+                let allRecords = try node.records()
                 for simulated in simulation.nodes where simulated.node != nil && !simulated.removed {
                     guard let member = members.first(where: { $0.deviceID == simulated.deviceID.description }),
                         !member.isRemoved
                     else { continue }
-                    let device = simulated.deviceID.description.lowercased()
-                    let records = try node.records().filter {
+                    let device = simulated.deviceID.description
+                    let records = allRecords.filter {
                         $0.key == MemberKeys.left(device) || $0.key == MemberKeys.member(device)
                     }
                     // The news of a leave can be lost: with the only devices that took it, wiped since.
-                    let news = records.contains {
-                        $0.key == MemberKeys.left(device) && $0.value?.contains("\"left\":true") == true
+                    let news = records.contains { write in
+                        write.key == MemberKeys.left(device)
+                            && write.value.flatMap { try? JSONDecoder().decode(LeftRecord.self, from: Data($0.utf8)) }?
+                                .left == true
                     }
                     // A leave no member took the news of yet (it found nobody) is one in its own records.
                     let gone = simulated.hasLeft || simulated.leaving != nil

@@ -643,7 +643,10 @@ package final class GroupSimulation {
             wakeSessions(of: connection.ends(side))
             // As the agent does when a merge brings this device's own "left" record from before
             // it joined again (a reinstall learns it from a member).
-            if nodes[connection.ends(side)].leaving == nil, !nodes[connection.ends(side)].hasLeft {
+            let ownLeftRecord = MemberKeys.left(node.deviceID.description)
+            if nodes[connection.ends(side)].leaving == nil, !nodes[connection.ends(side)].hasLeft,
+                delta.preferences.contains(where: { $0.key == ownLeftRecord })
+            {
                 try await node.announceReturnIfLeft()
             }
             try await completeLeaves()

@@ -273,18 +273,23 @@ package struct StreamSummary: Sendable, Equatable {
     package let entries: Int
     /// Wall-clock milliseconds of its newest entry.
     package let newest: Int64
+    /// Its entries written at or after the time `streamSummaries(since:)` was asked about.
+    package let entriesSince: Int
 }
 
 extension ReplicaStore {
-    /// Every stream with its entry count and newest entry, by name.
-    package func streamSummaries() throws(StoreError) -> [StreamSummary] {
+    /// Every stream with its entry count, newest entry and entries since `since` (wall-clock
+    /// milliseconds; none by default), by name: one pass over the entries' index.
+    package func streamSummaries(since: Int64 = .max) throws(StoreError) -> [StreamSummary] {
         try Self.database {
             try writer.read { db in
                 try Row.fetchAll(
                     db,
-                    sql: "SELECT stream, count(*), max(wall_ms) FROM entries GROUP BY stream ORDER BY stream"
+                    sql:
+                        "SELECT stream, count(*), max(wall_ms), total(wall_ms >= ?) FROM entries GROUP BY stream ORDER BY stream",
+                    arguments: [since]
                 ).map {
-                    StreamSummary(name: $0[0], entries: $0[1], newest: $0[2])
+                    StreamSummary(name: $0[0], entries: $0[1], newest: $0[2], entriesSince: Int($0[3] as Double))
                 }
             }
         }

@@ -23,6 +23,18 @@ struct GroupsBenchmark {
         let peers: [String: String]
     }
 
+    /// The API tokens a room's write and its peers' polls use: the room's node token, and each
+    /// group's first peer's own, read once (the agents make them when they start).
+    struct Tokens {
+        let room: String
+        let peers: [String: String]
+
+        init(_ room: Room) throws {
+            self.room = try GroupsBenchmark.read(room.directory + "/node-api-token")
+            peers = try room.peers.mapValues { try GroupsBenchmark.read($0 + "/api-token") }
+        }
+    }
+
     /// Every process the run started, stopped when it ends, also when it fails half-way.
     final class Started {
         var processes: [Process] = []
@@ -115,10 +127,11 @@ struct GroupsBenchmark {
 
         // A write to one group reaching its peer, the rooms alternating.
         var latencies: [[Double]] = [[], []]
+        let rooms = [(one, try Tokens(one)), (many, try Tokens(many))]
         for round in 0..<writes {
-            for (index, room) in [one, many].enumerated() {
+            for (index, (room, tokens)) in rooms.enumerated() {
                 let group = room.names[round % room.names.count]
-                latencies[index].append(try propagation(from: room, group: group, round: round))
+                latencies[index].append(try propagation(from: room, tokens: tokens, group: group, round: round))
             }
         }
         let summaries = latencies.map(Self.summary)
@@ -194,10 +207,11 @@ struct GroupsBenchmark {
     }
 
     /// Milliseconds from the room's API taking an entry for `group` to its first peer holding it.
-    func propagation(from room: Room, group: String, round: Int) throws -> Double {
-        guard let peer = room.peers[group] else { throw BenchmarkFailure("no peer for group \(group)") }
-        let token = try Self.read(room.directory + "/node-api-token")
-        let peerToken = try Self.read(peer + "/api-token")
+    func propagation(from room: Room, tokens: Tokens, group: String, round: Int) throws -> Double {
+        guard let peer = room.peers[group], let peerToken = tokens.peers[group] else {
+            throw BenchmarkFailure("no peer for group \(group)")
+        }
+        let token = tokens.room
         func peerEntries() -> Int? {
             guard let answer = UnixHTTP.request(socket: peer + "/api.sock", "GET", "/v1/status", token: peerToken),
                 let range = answer.body.range(of: "\"entries\":")

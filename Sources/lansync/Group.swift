@@ -285,7 +285,7 @@ struct Group: AsyncParsableCommand {
             }
             out.line("join code: \(group.joinCode)")
             out.line("on each other device: lansync group join \(group.joinCode)")
-            if await RunningAgent.groupsChanged(in: global.nodeDirectory) {
+            if await RunningAgent.nodeGroupsChanged(in: global.nodeDirectory) {
                 out.line("the running agent restarts to serve it beside the node's other groups")
             }
         }
@@ -403,7 +403,7 @@ struct Group: AsyncParsableCommand {
             let tag = try await reportingErrors { try node.group()?.tag ?? "" }
             let out = Output()
             out.line(changed ? "joined group \(tag)" : "already in group \(tag); nothing changed")
-            if changed, await RunningAgent.groupsChanged(in: root) {
+            if changed, await RunningAgent.nodeGroupsChanged(in: root) {
                 out.line("the running agent restarts to serve it")
             }
             if !records.isEmpty {
@@ -519,7 +519,7 @@ struct Group: AsyncParsableCommand {
             out.flush()
             // The agent serving the group stops serving it (and goes on with the node's other groups).
             if serving != nil {
-                let told = await RunningAgent.groupsChanged(in: root, also: directory)
+                let told = await RunningAgent.nodeGroupsChanged(in: root, also: directory)
                 guard told, await RunningAgent.stopsServing(directory, within: 30) else {
                     note(
                         "lansync: error: the running agent still serves this group; stop it and start it again (`lansync run`)"

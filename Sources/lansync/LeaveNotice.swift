@@ -60,10 +60,10 @@ enum RunningAgent {
     /// left), through any group's control socket (`also`: one no longer listed, such as a group
     /// just left). Returns whether an agent took it in hand (it restarts to serve the groups there
     /// are now, or stops when its only group is gone).
-    static func groupsChanged(in root: DataDirectory, also: DataDirectory? = nil) async -> Bool {
+    static func nodeGroupsChanged(in root: DataDirectory, also: DataDirectory? = nil) async -> Bool {
         var directories = ((try? NodeGroups.list(in: root)) ?? []).map(\.directory)
         if let also, !directories.contains(where: { $0.path == also.path }) { directories.insert(also, at: 0) }
-        for directory in directories where await ControlClient.groupsChanged(directory) { return true }
+        for directory in directories where await ControlClient.nodeGroupsChanged(directory) { return true }
         return false
     }
 

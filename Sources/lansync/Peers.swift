@@ -76,11 +76,10 @@ enum PeersView {
 
     /// One line that answers "am I in sync?".
     static func verdict(_ report: AgentReport) -> String {
-        let connected = report.peers.filter { $0.state == .connected }
+        let (connected, behind) = report.connectedPeers
         let refused = report.peers.filter { $0.state == .refused }.count
         let refusedNote = refused == 0 ? "" : "; \(refused) refused (see NOTE)"
         guard !connected.isEmpty else { return "no peer connected" + refusedNote }
-        let behind = connected.filter { report.connectedDigests[$0.deviceID ?? ""] != report.digest }
         if behind.isEmpty {
             return
                 "in sync with \(connected.count) of \(connected.count) connected peer\(connected.count == 1 ? "" : "s")"

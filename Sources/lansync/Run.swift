@@ -85,6 +85,13 @@ struct Run: AsyncParsableCommand {
     )
     var logLevel: String?
 
+    /// Whether the node still has what `lansync run` serves: every group (none selected), or the
+    /// one `--group` names.
+    static func hasGroupToServe(in node: DataDirectory, selected: String?) -> Bool {
+        guard let selected else { return !((try? NodeGroups.list(in: node)) ?? []).isEmpty }
+        return (try? NodeGroups.group(selectedBy: selected, in: node)) != nil
+    }
+
     /// `GROUP=HOST:PORT` split in two; nil for a plain `HOST:PORT`.
     static func groupPeer(_ text: String) -> (group: String, address: String)? {
         guard let equals = text.firstIndex(of: "=") else { return nil }
@@ -163,19 +170,15 @@ struct Run: AsyncParsableCommand {
         let selected = global.group
         configuration.whenGroupsChange = {
             // Serving every group: restart to serve those there are now. Serving one: stop once it is left.
-            guard let selected else {
+            guard selected != nil else {
                 restart.request(again: true)
                 return true
             }
-            guard (try? NodeGroups.group(selectedBy: selected, in: node)) == nil else { return false }
+            guard !Self.hasGroupToServe(in: node, selected: selected) else { return false }
             restart.request(again: false)
             return true
         }
-        let anyGroupLeft =
-            global.group == nil
-            ? !((try? NodeGroups.list(in: node)) ?? []).isEmpty
-            : (try? NodeGroups.group(selectedBy: global.group, in: node)) != nil
-        if Restart.isRestarted, !anyGroupLeft {
+        if Restart.isRestarted, !Self.hasGroupToServe(in: node, selected: selected) {
             // Restarted after `lansync group leave` took the last group it served.
             Output().line("this node is in no group to serve any more (it left); stopping")
             return

@@ -100,18 +100,17 @@ struct DashboardRoutes: Sendable {
         let status = try LocalAPIRoutes.node { () throws(LANSyncError) in try node.status() }
         let report = await agent.report()
         let ours = status.digest.description
-        let connected = report.peers.filter { $0.state == .connected }
-        let inSync = connected.filter { peer in peer.deviceID.flatMap { report.connectedDigests[$0] } == ours }
+        let (connected, behind) = report.connectedPeers
         let verdict: String
         if connected.isEmpty {
             verdict =
                 "<p class=\"warn\" id=\"verdict\">No peer connected: this device keeps every write and syncs when one comes back.</p>"
-        } else if inSync.count == connected.count {
+        } else if behind.isEmpty {
             verdict =
                 "<p class=\"ok\" id=\"verdict\">In sync with all \(connected.count) connected peer\(connected.count == 1 ? "" : "s").</p>"
         } else {
             verdict =
-                "<p class=\"warn\" id=\"verdict\">\(connected.count - inSync.count) of \(connected.count) connected peers not in sync yet.</p>"
+                "<p class=\"warn\" id=\"verdict\">\(behind.count) of \(connected.count) connected peers not in sync yet.</p>"
         }
         let rows = report.peers.sorted { ($0.name ?? "", $0.address ?? "") < ($1.name ?? "", $1.address ?? "") }.map {
             peer -> [String] in
@@ -125,7 +124,7 @@ struct DashboardRoutes: Sendable {
             let sync: String
             if peer.state != .connected {
                 sync = "—"
-            } else if peer.deviceID.flatMap({ report.connectedDigests[$0] }) == ours {
+            } else if report.isInSync(with: peer) {
                 sync = "<span class=\"ok\">in sync</span>"
             } else {
                 let weLack = peer.weLack ?? 0

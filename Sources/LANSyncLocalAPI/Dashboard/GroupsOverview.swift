@@ -44,21 +44,16 @@ struct GroupsOverview: Sendable {
 
     private func row(_ group: (name: String, agent: Agent, node: LANSyncNode)) async throws -> [String] {
         let node = group.node
-        let (status, members, streams, today) = try LocalAPIRoutes.node { () throws(LANSyncError) in
-            let midnight = Int64(Date().timeIntervalSince1970 / 86_400) * 86_400_000
+        let midnight = Int64(Date().timeIntervalSince1970 / 86_400) * 86_400_000
+        let (members, streams) = try LocalAPIRoutes.node { () throws(LANSyncError) in
             let streams: [StreamSummary]
-            do throws(StoreError) { streams = try node.store.streamSummaries() } catch {
+            do throws(StoreError) { streams = try node.store.streamSummaries(since: midnight) } catch {
                 throw LANSyncError(.storage, error.message)
             }
-            return (
-                try node.status(), try node.members().filter(\.isPresent).count, streams,
-                try node.entries(EntryQuery(since: midnight)).count
-            )
+            return (try node.members().filter(\.isPresent).count, streams)
         }
         let report = await group.agent.report()
-        let ours = status.digest.description
-        let connected = report.peers.filter { $0.state == .connected }
-        let behind = connected.filter { peer in peer.deviceID.flatMap { report.connectedDigests[$0] } != ours }
+        let (connected, behind) = report.connectedPeers
         let sync: String
         if connected.isEmpty {
             sync = "<span class=\"warn\">no peer connected</span>"
@@ -69,6 +64,7 @@ struct GroupsOverview: Sendable {
             sync =
                 "<span class=\"warn\">behind: \(behind.count) peer\(behind.count == 1 ? "" : "s"), \(missing) changes</span>"
         }
+        let today = streams.reduce(0) { $0 + $1.entriesSince }
         let newest = streams.map(\.newest).max()
         return [
             "<a href=\"/dashboard/groups/\(HTML.component(group.name))/\">\(HTML.escape(group.name))</a>",

@@ -44,16 +44,18 @@ enum HTML {
         group: String? = nil,
         body: String
     ) -> String {
-        let links =
-            current == "groups"
-            ? []
-            : [
-                ("group", base + "/"), ("streams", base + "/streams"), ("tables", base + "/tables"),
-                ("preferences", base + "/preferences"),
-            ]
-        let all = group != nil || current == "groups" ? [("all groups", "/dashboard/", "groups")] : []
-        let navigation = (all + links.map { ($0.0, $0.1, $0.0) }).map { name, href, key in
-            "<a href=\"\(href)\"\(key == current ? " aria-current=\"page\"" : "")>\(escape(name))</a>"
+        // (label, where it goes, the `current` it stands for)
+        var links: [(String, String, String)] = []
+        if group != nil || current == "groups" { links.append(("all groups", "/dashboard/", "groups")) }
+        if current != "groups" {
+            for (name, path) in [
+                ("group", "/"), ("streams", "/streams"), ("tables", "/tables"), ("preferences", "/preferences"),
+            ] {
+                links.append((name, base + path, name))
+            }
+        }
+        let navigation = links.map { label, href, key in
+            "<a href=\"\(href)\"\(key == current ? " aria-current=\"page\"" : "")>\(escape(label))</a>"
         }.joined(separator: " ")
         let groupLabel = group.map { "<span id=\"group-name\">group <strong>\(escape($0))</strong></span>" } ?? ""
         return """
