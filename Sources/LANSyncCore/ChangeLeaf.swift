@@ -361,7 +361,9 @@ extension RowState {
     /// the column (or the replica's total, or the append marker) holds that very change.
     package func shows(_ cell: RowChange.LostCell, ofChangeAt stamp: Stamp, life: UInt64, kind: RowChange.Kind) -> Bool
     {
-        if kind == .append { return isAppended && marker?.stamp == stamp }
+        // An append shows a cell only with its value: a copy of the append that lost its cells
+        // at the sender sets the marker without them.
+        if kind == .append { guard isAppended, marker?.stamp == stamp else { return false } }
         guard causalLength == life else { return false }
         switch cell.kind {
         case .value: return columns.first(where: { $0.name == cell.column })?.stamp == stamp

@@ -56,6 +56,26 @@ struct GroupChecker {
                     + "open claims \(try node.store.openClaims())"
             )
         }
+        // The elements (rows, entries, preferences) a device holds otherwise than the first one.
+        var reference: Set<String>?
+        for (index, node) in devices {
+            var elements = Set<String>()
+            try node.store.forEachRow(
+                entry: { elements.insert("entry \($0)") },
+                preference: { elements.insert("preference \($0)") },
+                row: { key, state in elements.insert("row \(key) \(state)") }
+            )
+            guard let reference else {
+                reference = elements
+                continue
+            }
+            let differing =
+                elements.subtracting(reference).sorted().map { "+ \($0)" }
+                + reference.subtracting(elements).sorted().map { "- \($0)" }
+            guard !differing.isEmpty else { continue }
+            lines.append("  n\(index) against n\(devices[0].index), \(differing.count) elements differ, among them:")
+            for element in differing.prefix(4) { lines.append("    \(element.prefix(600))") }
+        }
         // The replicas some hold and others lack, and whether those others know their key.
         var all = VersionVector()
         for (_, node) in devices { all = all.merged(with: try node.store.versionVector()) }

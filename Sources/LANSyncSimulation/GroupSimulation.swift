@@ -279,8 +279,11 @@ package final class GroupSimulation {
                 try nodes[index].node.map { try GroupChecker.strokeIDs($0, of: "r\(row)") } ?? []
             )
             cascaded.formUnion(gone)
-            // A device out of the group (left, until it joins again) takes its deletes with it.
-            if !nodes[index].removed, !nodes[index].hasLeft { cascadedBy[index, default: []].formUnion(gone) }
+            // A device out of the group (left, until it joins again) takes its deletes with it; one
+            // on its way out may leave before a member took them (its writes after its "left" record).
+            if !nodes[index].removed, !nodes[index].hasLeft, nodes[index].leaving == nil {
+                cascadedBy[index, default: []].formUnion(gone)
+            }
         case .addToCounter(let index, let row, let amount):
             try await appWrite(
                 index,

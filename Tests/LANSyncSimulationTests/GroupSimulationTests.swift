@@ -92,3 +92,45 @@ extension GroupSimulationTests {
         }
     }
 }
+
+extension GroupSimulationTests {
+    /// A device deletes an item, and with it the strokes it holds, and is removed before its
+    /// delete reaches anyone; it has sent a member its copy of the strokes' appends, which lost
+    /// their cells to that delete. The member held them whole: it must keep them whole (seed 1369,
+    /// whose devices converged on vectors but not on digests).
+    /// And a device on its way out deletes an item after its "left" record: a member may or may
+    /// not take that delete before the device leaves (seed 1563).
+    @Test func anAppendCopiedWithoutItsCellsTakesNothingFromARowHeldWhole() async {
+        let schedules: [(Schedule, UInt64)] = [
+            (
+                Schedule(
+                    actions: [
+                        (0, .connect(2, 0)), (0, .connect(3, 2)), (0, .connect(4, 0)),
+                        (774, .appendRows(node: 2, count: 189)),
+                        (6794, .deleteRow(node: 4, row: 0)), (8671, .connect(3, 4)), (10242, .remove(node: 4, by: 3)),
+                    ],
+                    nodes: 5
+                ),
+                15_493_084_916_794_398_275
+            ),
+            (
+                Schedule(
+                    actions: [
+                        (0, .connect(1, 0)), (1462, .appendRows(node: 0, count: 2574)), (2862, .partition(mask: 0b10)),
+                        (3358, .leave(node: 1)), (21805, .deleteRow(node: 1, row: 0)),
+                    ],
+                    nodes: 4
+                ),
+                3_465_773_477_265_260_344
+            ),
+        ]
+        for (schedule, networkSeed) in schedules {
+            let outcome = await GroupSimulation(
+                schedule: schedule,
+                networkSeed: networkSeed,
+                root: Simulator.scratch + "/\(UUID().uuidString)"
+            ).run()
+            #expect(outcome.failure == nil, "\(outcome.failure ?? "")\n\(schedule)")
+        }
+    }
+}

@@ -309,10 +309,11 @@ package struct RowState: Hashable, Sendable {
         if change.kind == .append {
             // An append is life 1, and wins it whole over any other kind: the earliest append
             // wins, so every replica keeps the same row under a key.
-            if let held = markerStamp, markerKind == .append,
-                !(stamp < held || (stamp == held && Self.precedes(change.values, columns)))
-            {
-                return false
+            if let held = markerStamp, markerKind == .append {
+                if held < stamp { return false }
+                // The same append again, maybe as a copy whose cells lost at its sender (a relay
+                // that holds the row deleted sends it without them): it takes no cell away.
+                if held == stamp { return mergeCells(change.values, stamp: stamp) }
             }
             causalLength = 1
             markerKind = .append
@@ -336,25 +337,7 @@ package struct RowState: Hashable, Sendable {
             markerStamp = stamp
             changed = true
         }
-        if columns.isEmpty {
-            // A first write of this life: its values, already sorted by name, are the columns.
-            columns.reserveCapacity(change.values.count)
-            for value in change.values { columns.append(Cell(name: value.column, stamp: stamp, value: value.value)) }
-            changed = changed || !change.values.isEmpty
-        } else {
-            for value in change.values {
-                let (found, index) = columnIndex(value.column)
-                if !found {
-                    columns.insert(Cell(name: value.column, stamp: stamp, value: value.value), at: index)
-                    changed = true
-                    continue
-                }
-                let held = columns[index]
-                guard held.stamp < stamp || (held.stamp == stamp && held.value < value.value) else { continue }
-                columns[index] = Cell(name: value.column, stamp: stamp, value: value.value)
-                changed = true
-            }
-        }
+        if mergeCells(change.values, stamp: stamp) { changed = true }
         for total in change.totals {
             let cell = CounterCell(stamp: stamp, total: total.total)
             let (found, index) = counterIndex(total.column)
@@ -376,6 +359,31 @@ package struct RowState: Hashable, Sendable {
                     counters[index].cells.firstIndex { replica < $0.stamp.dot.replica } ?? counters[index].cells.count
                 counters[index].cells.insert(cell, at: position)
             }
+            changed = true
+        }
+        return changed
+    }
+
+    /// Merges the values of one change with `stamp` into the columns: each wins its column when
+    /// its stamp is greater (an equal stamp: the greater value). Returns whether a column changed.
+    private mutating func mergeCells(_ values: [RowChange.Value], stamp: Stamp) -> Bool {
+        if columns.isEmpty {
+            // A first write of this life: its values, already sorted by name, are the columns.
+            columns.reserveCapacity(values.count)
+            for value in values { columns.append(Cell(name: value.column, stamp: stamp, value: value.value)) }
+            return !values.isEmpty
+        }
+        var changed = false
+        for value in values {
+            let (found, index) = columnIndex(value.column)
+            if !found {
+                columns.insert(Cell(name: value.column, stamp: stamp, value: value.value), at: index)
+                changed = true
+                continue
+            }
+            let held = columns[index]
+            guard held.stamp < stamp || (held.stamp == stamp && held.value < value.value) else { continue }
+            columns[index] = Cell(name: value.column, stamp: stamp, value: value.value)
             changed = true
         }
         return changed
@@ -467,12 +475,5 @@ package struct RowState: Hashable, Sendable {
             values: values,
             totals: totals
         )
-    }
-
-    /// Orders two rows written under one stamp (never by honest replicas) by their values.
-    private static func precedes(_ a: [RowChange.Value], _ b: [Cell]) -> Bool {
-        a.map { ($0.column, $0.value) }.lexicographicallyPrecedes(b.map { ($0.name, $0.value) }) { x, y in
-            x.0 != y.0 ? x.0 < y.0 : x.1 < y.1
-        }
     }
 }
