@@ -18,10 +18,39 @@ extension LANSyncNode {
                     + "for other devices, and `lansync group leave` comes first to start another group"
             )
         }
+        if let left = try leftGroup() {
+            throw LANSyncError(
+                .invalidInput,
+                "this data directory keeps the data of \(left.description), which this device left; it must not go to a "
+                    + "new group. `lansync group leave --erase` deletes it from this machine first, or "
+                    + "`lansync group create --name NAME` starts the new group beside it (nothing changed)"
+            )
+        }
         let group = GroupSecret.generate()
         try save(group)
         return group
     }
+
+    /// The group this data directory's replica was in before the device left it, while it is in
+    /// none; nil when it is in a group or never was. A replica holds one group's data for good:
+    /// another group's join or create is refused in its place (`docs/groups.md`), so that nothing
+    /// of a family the device left reaches the next one.
+    package func leftGroup() throws(LANSyncError) -> LeftGroup? {
+        guard try group() == nil else { return nil }
+        if let data = FileManager.default.contents(atPath: leftGroupPath) {
+            guard let left = try? JSONDecoder().decode(LeftGroup.self, from: data) else {
+                throw LANSyncError(
+                    .unusableData,
+                    "\(leftGroupPath) is damaged; `lansync group leave --erase` deletes the left group's data with it"
+                )
+            }
+            return left
+        }
+        // Left before this file was kept: the group's records say the replica was in one.
+        return try members().isEmpty ? nil : LeftGroup(tags: [], leftAt: nil)
+    }
+
+    var leftGroupPath: String { dataDirectory.path + "/left-group.json" }
 
     /// Joins the group a join code names. Returns false when this node was in that group already.
     /// Moving to another group needs `replacing`, so a slip cannot cut a device off its group.
@@ -41,8 +70,17 @@ extension LANSyncNode {
                         + "with --replace (it will stop syncing with its current group)"
                 )
             }
+        } else if let left = try leftGroup(), !left.tags.contains(group.tag), !replacing {
+            throw LANSyncError(
+                .invalidInput,
+                "this data directory keeps the data of \(left.description), which this device left; it must not reach "
+                    + "another group. `lansync group leave --erase` deletes it from this machine first, or "
+                    + "`lansync group join CODE --name NAME` joins beside it; if this is that same group under a new "
+                    + "key (a member was removed since), add --replace to join it again with its data (nothing changed)"
+            )
         }
         try save(group)
+        try? FileManager.default.removeItem(atPath: leftGroupPath)
         return true
     }
 
@@ -75,8 +113,23 @@ extension LANSyncNode {
         try await writeRecords([(MemberKeys.left(deviceID.description), Self.json(back))])
     }
 
-    /// Leaves the group: the node keeps its data but syncs with nobody until it joins again.
+    /// Leaves the group: the node keeps its data but syncs with nobody until it joins again. It
+    /// remembers the group's tags (of the epochs it knew) beside the data, so that only that
+    /// group may be joined in this place again (`leftGroup()`).
     public func leaveGroup() throws(LANSyncError) {
+        if let epochs = try groupEpochs() {
+            let left = LeftGroup(
+                tags: [epochs.current.tag] + epochs.previous.map(\.group.tag),
+                leftAt: Timestamps.iso8601(milliseconds: Int64(clock.now()))
+            )
+            do {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                try SecretFile.write(Array(try encoder.encode(left)), to: leftGroupPath)
+            } catch {
+                throw LANSyncError(.storage, "could not record the group left: \(error)")
+            }
+        }
         do { try groupFile.remove() } catch { throw LANSyncError(.storage, error.description) }
     }
 
@@ -86,5 +139,28 @@ extension LANSyncNode {
         } catch {
             throw LANSyncError(.storage, error.description)
         }
+    }
+}
+
+/// What a data directory remembers of the group its replica was in, once the device left it
+/// (`left-group.json`): the group's tags over the epochs the device knew (keyed hashes of the
+/// secrets, which reveal nothing of them), and when it left.
+package struct LeftGroup: Codable, Sendable, Equatable, CustomStringConvertible {
+    package var format = "lansync-left-group"
+    package var tags: [String]
+    package var leftAt: String?
+
+    package init(tags: [String], leftAt: String?) {
+        self.tags = tags
+        self.leftAt = leftAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case format, tags
+        case leftAt = "left_at"
+    }
+
+    package var description: String {
+        "group " + (tags.first ?? "(tag unknown)") + (leftAt.map { " (left \($0))" } ?? "")
     }
 }

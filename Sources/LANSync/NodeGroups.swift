@@ -104,9 +104,19 @@ public enum NodeGroups {
                 "no LANSync node in \(node.path); run `lansync init` first (or point --data-dir elsewhere)"
             )
         }
-        guard groups.contains(where: { $0.directory == node }) else {
+        // The node's own directory holds its first group, or one it left whose data is kept there.
+        let leftHere = groups.contains(where: { $0.directory == node }) ? nil : try leftGroup(selectedBy: nil, in: node)
+        guard groups.contains(where: { $0.directory == node }) || leftHere != nil else {
             if let name { try setFirstName(name, of: node) }
             return NewGroupPlace(directory: node, isNew: false)
+        }
+        if let leftHere, name == nil || name == leftHere.name {
+            throw LANSyncError(
+                .invalidInput,
+                "this node keeps the data of \(leftHere.name) (tag \(leftHere.tag)), a group it left: add --name NAME "
+                    + "(another name) to start or join a group beside it, or delete that data first with "
+                    + "`lansync group leave --erase` (nothing changed)"
+            )
         }
         guard let name else {
             throw LANSyncError(
@@ -155,6 +165,37 @@ public enum NodeGroups {
         return nil
     }
 
+    /// The group this node left at the place `selector` names (a further group's name, or the
+    /// first group's), or with none named in the node's own directory while the node is in no
+    /// group: its data is still here (`lansync group leave --erase` deletes it). Nil when there is
+    /// none.
+    package static func leftGroup(
+        selectedBy selector: String?,
+        in node: DataDirectory
+    ) throws(LANSyncError)
+        -> NodeGroup?
+    {
+        let name: String
+        let directory: DataDirectory
+        if let selector {
+            name = selector.lowercased()
+            if name == (try firstName(of: node)) {
+                directory = node
+            } else if nameProblem(name) == nil, FileManager.default.fileExists(atPath: node.path + "/groups/" + name) {
+                directory = DataDirectory(group: name, of: node)
+            } else {
+                return nil
+            }
+        } else {
+            guard try list(in: node).isEmpty else { return nil }
+            (name, directory) = (try firstName(of: node), node)
+        }
+        guard try tag(of: directory) == nil, FileManager.default.fileExists(atPath: directory.replicaPath),
+            let left = try LANSyncNode.open(at: directory).leftGroup()
+        else { return nil }
+        return NodeGroup(name: name, directory: directory, tag: left.tags.first ?? "unknown")
+    }
+
     /// Removes `group`'s files from this machine and returns their paths: for a further group its
     /// directory; for the first group its replica, secret and peer list (the node keeps its
     /// identity and gets an empty replica, as after `lansync init`). Only a group already left.
@@ -198,7 +239,7 @@ public enum NodeGroups {
     /// token (a token must not open whatever group comes there next). Not the identity, the
     /// further groups or the running agent's sockets.
     private static func erasedWithFirstGroup(_ file: String) -> Bool {
-        file.hasPrefix("replica.sqlite") || ["group.json", "peers.json", "api-token"].contains(file)
+        file.hasPrefix("replica.sqlite") || ["group.json", "left-group.json", "peers.json", "api-token"].contains(file)
     }
 
     static func describe(_ groups: [NodeGroup]) -> String {

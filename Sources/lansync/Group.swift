@@ -493,6 +493,23 @@ struct Group: AsyncParsableCommand {
 
         func run() async throws {
             let root = global.nodeDirectory
+            // A group left before: nothing to tell anyone, only its data to erase.
+            if let left = try await reportingErrors({
+                try NodeGroups.leftGroup(selectedBy: name ?? global.group, in: root)
+            }) {
+                guard erase else {
+                    note(
+                        "lansync: error: this device left \(left.name) (tag \(left.tag)) already; its data stays here until "
+                            + "`lansync group leave \(left.name) --erase` deletes it"
+                    )
+                    throw ExitCode(1)
+                }
+                let erased = try await reportingErrors { try await NodeGroups.erase(left, of: root, waiting: 30) }
+                let out = Output()
+                out.line("erased the files of \(left.name) (tag \(left.tag)), left before, from this machine:")
+                for path in erased { out.line("  \(path)") }
+                return
+            }
             let group = try await reportingErrors { try NodeGroups.group(selectedBy: name ?? global.group, in: root) }
             let directory = group?.directory ?? root
             let node = try await reportingErrors { try global.openNode(at: directory) }

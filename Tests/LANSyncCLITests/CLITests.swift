@@ -290,7 +290,7 @@ import Testing
         let refused = try await cli.run(["group", "join", String(typo)], node: "b")
         #expect(refused.status != 0 && refused.stderr.contains("mistyped"))
         // Moving to another group needs --replace.
-        try await cli.ok(["group", "leave"])
+        try await cli.ok(["group", "leave", "--erase"])
         try await cli.ok(["group", "create"])
         let other = try await cli.ok(["group", "show", "--code"]).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try await cli.run(["group", "join", other], node: "b").stderr.contains("--replace"))

@@ -130,7 +130,7 @@ import Testing
         #expect(tablet.stop() == 0)
         #expect(try await Self.members(cli, "home")["tablet"]?["left_at"] is String)
         let again = try await cli.run(["group", "leave"], node: "tablet")
-        #expect(again.status == 1 && again.stderr.contains("nothing to leave"), "\(again.stderr)")
+        #expect(again.status == 1 && again.stderr.contains("left default"), "\(again.stderr)")
 
         try await cli.ok(["group", "join", code], node: "tablet")
         let back = try AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
@@ -142,6 +142,48 @@ import Testing
         )
         let listed = try await cli.ok(["group", "members"], node: "home")
         #expect(!listed.contains("LEFT") && listed.contains("2 members"), "\(listed)")
+    }
+
+    /// A group left without --erase keeps its data on the machine, and nothing of it may reach
+    /// another group: creating or joining another group in its place is refused (beside it, with
+    /// --name, is fine), joining the same group again takes the data back, and `group leave
+    /// --erase` deletes a group left earlier. So in the first group's place and in a further one's.
+    @Test func aGroupLeftKeepsItsDataFromEveryOtherGroup() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let code = try await cli.group(of: "room")
+        try await cli.ok(["log", "append", "taps", "{\"child\":\"a\"}"], node: "room")
+        try await cli.device("home-b")
+        let codeB = try await cli.newGroup(on: "home-b")
+        try await cli.ok(["group", "leave", "--timeout", "0"], node: "room")
+
+        let created = try await cli.run(["group", "create"], node: "room")
+        #expect(created.status == 1 && created.stderr.contains("group leave --erase"), "\(created.stderr)")
+        for attempt in [["group", "join", codeB], ["group", "join", codeB, "--name", "default"]] {
+            let joined = try await cli.run(attempt, node: "room")
+            #expect(joined.status == 1 && joined.stderr.contains("--erase"), "\(attempt): \(joined.stderr)")
+        }
+        #expect(FileManager.default.fileExists(atPath: cli.dataDir("room") + "/left-group.json"))
+        #expect(!FileManager.default.fileExists(atPath: cli.dataDir("room") + "/group.json"), "nothing changed")
+
+        // Beside it, the other family's group starts empty.
+        try await cli.ok(["group", "join", codeB, "--name", "family-b"], node: "room")
+        #expect(try await cli.ok(["status", "--group", "family-b"], node: "room").contains("entries      0"))
+        try await cli.ok(["group", "leave", "family-b", "--timeout", "0"], node: "room")
+        let overB = try await cli.run(["group", "create", "--name", "family-b"], node: "room")
+        #expect(overB.status == 1 && overB.stderr.contains("--erase"), "\(overB.stderr)")
+        let erasedB = try await cli.ok(["group", "leave", "family-b", "--erase"], node: "room")
+        #expect(erasedB.contains("erased the files of family-b"), "\(erasedB)")
+        #expect(!FileManager.default.fileExists(atPath: cli.dataDir("room") + "/groups/family-b"))
+
+        // The same group again: its data is the device's again.
+        try await cli.ok(["group", "join", code], node: "room")
+        #expect(try await cli.entries("room") == 1)
+        try await cli.ok(["group", "leave", "--timeout", "0"], node: "room")
+        let erased = try await cli.ok(["group", "leave", "--erase"], node: "room")
+        #expect(erased.contains("replica.sqlite") && erased.contains("left-group.json"), "\(erased)")
+        try await cli.ok(["group", "create"], node: "room")
+        #expect(try await cli.entries("room") == 0)
     }
 
     /// `group members --json` of a node, by member name.
