@@ -36,18 +36,14 @@ extension LANSyncNode {
     /// another group's join or create is refused in its place (`docs/groups.md`), so that nothing
     /// of a family the device left reaches the next one.
     package func leftGroup() throws(LANSyncError) -> LeftGroup? {
-        guard try group() == nil else { return nil }
-        if let data = FileManager.default.contents(atPath: leftGroupPath) {
-            guard let left = try? JSONDecoder().decode(LeftGroup.self, from: data) else {
-                throw LANSyncError(
-                    .unusableData,
-                    "\(leftGroupPath) is damaged; `lansync group leave --erase` deletes the left group's data with it"
-                )
-            }
-            return left
+        guard try group() == nil, let data = FileManager.default.contents(atPath: leftGroupPath) else { return nil }
+        guard let left = try? JSONDecoder().decode(LeftGroup.self, from: data) else {
+            throw LANSyncError(
+                .unusableData,
+                "\(leftGroupPath) is damaged; `lansync group leave --erase` deletes the left group's data with it"
+            )
         }
-        // Left before this file was kept: the group's records say the replica was in one.
-        return try members().isEmpty ? nil : LeftGroup(tags: [], leftAt: nil)
+        return left
     }
 
     var leftGroupPath: String { dataDirectory.path + "/left-group.json" }
