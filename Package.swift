@@ -287,7 +287,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "LANSyncSessionTests",
-            dependencies: ["LANSyncSession", "LANSyncCore", "LANSyncCrypto", "LANSyncWire", "LANSyncTestSupport"],
+            dependencies: [
+                "LANSyncSession", "LANSyncCore", "LANSyncCrypto", "LANSyncWire", "LANSyncTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: strict),
         .testTarget(name: "LANSyncIdentityTests", dependencies: ["LANSyncIdentity", "LANSyncCore"], swiftSettings: strict),
         .testTarget(

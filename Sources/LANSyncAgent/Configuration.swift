@@ -48,6 +48,15 @@ public struct AgentConfiguration: Sendable {
     /// sync within seconds: a dead connection is noticed after 6 s and redialed. A ping is a few
     /// dozen bytes every 2 s.
     public var keepalive: Duration = .seconds(2)
+    /// Keepalive of an idle session: once nothing but pings and pongs went either way for this
+    /// long, a ping this often, and three such intervals of silence end the connection. Idle
+    /// pings are what an agent spends its idle time on: a node in 50 groups with two peers each
+    /// has 100 sessions. A dead idle connection is still noticed soon: an unanswered ping hits
+    /// `unacknowledgedTimeout`, a write to the peer too, and a peer that dials again replaces it
+    /// (a connection silent past `keepalive` counts as stuck). The side that accepted the
+    /// connection waits half as long again, so that only the side that dialed pings. Never below
+    /// `keepalive`.
+    public var idleKeepalive: Duration = .seconds(30)
     /// Rows merged from one peer are held back from the others this long, because in a group
     /// where everyone is connected they are hearing the rows from their origin already (see
     /// `RelayGrace`); a peer that still lacks them after this gets them relayed. Zero relays at

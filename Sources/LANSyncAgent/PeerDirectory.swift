@@ -70,11 +70,12 @@ actor PeerDirectory {
     private var writeDue: (task: Task<Void, Never>, at: ContinuousClock.Instant)?
 
     /// How soon `peers.json` is written after a change: soon after one that matters when the
-    /// agent is not running (a connection, a key, an error), within a minute after one that only
-    /// moves "last seen" times forward (each state a peer announces does). So an idle agent does
-    /// not write and fsync a file every second; stopping writes whatever is pending.
+    /// agent is not running (a connection, a key, an error), within ten minutes after one that
+    /// only moves "last seen" times forward (each state a peer announces does). So an idle agent
+    /// does not write and fsync a file every second, nor a node in 50 groups 50 files a minute;
+    /// stopping writes whatever is pending, and a running agent answers `lansync peers` itself.
     static let writeAfterChange: Duration = .seconds(1)
-    static let writeAfterTimes: Duration = .seconds(60)
+    static let writeAfterTimes: Duration = .seconds(600)
 
     /// Marks the records changed and schedules their write.
     private func changed(onlyTimes: Bool = false) {

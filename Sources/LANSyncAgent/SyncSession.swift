@@ -57,6 +57,9 @@ actor SyncSession {
         machine = SyncProtocol(
             hasher: ReplicaStore.elementHasher,
             keepalive: configuration.keepalive,
+            // The side that dialed pings an idle connection; the other answers, which keeps its
+            // own longer interval from running out: one ping and one pong an interval, not two each.
+            idleKeepalive: initiatedByUs ? configuration.idleKeepalive : configuration.idleKeepalive * 3 / 2,
             announceInterval: configuration.announceInterval,
             now: .now
         )
@@ -362,7 +365,7 @@ actor SyncSession {
     /// interval does not ping; a wake that sent nothing must not count).
     private func send(_ message: WireMessage, inBackground: Bool = false) async throws {
         try await sender.send(configuration.outgoingMessageRewrite?(message) ?? message, inBackground: inBackground)
-        machine.sent(at: .now)
+        machine.sent(message, at: .now)
     }
 
     /// The next batch of what a peer holding `known` lacks, without rows above `cap`: signed

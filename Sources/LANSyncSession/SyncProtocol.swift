@@ -81,6 +81,9 @@ package struct SyncProtocol: Sendable {
         /// When we last sent the peer anything (`sent(at:)`): a side that spoke within the last
         /// interval has nothing to prove, so it does not ping.
         fileprivate var lastSpoke: ContinuousClock.Instant
+        /// When anything but a ping or a pong last went either way: a session quiet for an idle
+        /// interval since pings at the idle interval (`idleKeepalive`).
+        fileprivate var lastBusy: ContinuousClock.Instant
         fileprivate var pingsSent: UInt64 = 0
         /// When we sent the first ping the peer has not answered (nothing heard since): the
         /// session may end only an interval after it, so a machine that stalled past the silence
@@ -98,6 +101,7 @@ package struct SyncProtocol: Sendable {
         fileprivate init(now: ContinuousClock.Instant) {
             lastHeard = now
             lastSpoke = now
+            lastBusy = now
         }
 
         fileprivate mutating func end(_ why: SessionEnd) -> SessionEnd {
@@ -134,6 +138,10 @@ package struct SyncProtocol: Sendable {
     private let hasher: ElementHasher
     /// How often to ping; three intervals of silence end the session.
     package let keepalive: Duration
+    /// How often to ping once nothing but pings and pongs went either way for this long; three
+    /// such intervals of silence end the session then. Equal to `keepalive` unless given: an
+    /// idle session's pings are what a node in many groups spends its idle time on.
+    package let idleKeepalive: Duration
     /// Our state changes from merges of other peers' rows reach this peer at most this often: in
     /// a burst a node merges from every peer, and a state after each merge to each peer would
     /// cost more than the rows. Owed states (after this peer's own rows, or after rows that did
@@ -143,11 +151,13 @@ package struct SyncProtocol: Sendable {
     package init(
         hasher: ElementHasher,
         keepalive: Duration,
+        idleKeepalive: Duration? = nil,
         announceInterval: Duration = .milliseconds(250),
         now: ContinuousClock.Instant
     ) {
         self.hasher = hasher
         self.keepalive = keepalive
+        self.idleKeepalive = max(keepalive, idleKeepalive ?? keepalive)
         self.announceInterval = announceInterval
         state = .opened(Conversation(now: now))
     }
@@ -201,6 +211,10 @@ package struct SyncProtocol: Sendable {
         return update(ended: .nothing) { c in
             c.lastHeard = now
             c.firstUnansweredPing = nil
+            switch message {
+            case .ping, .pong: break
+            default: c.lastBusy = now
+            }
             switch message {
             case .state(let announced):
                 c.statesReceived += 1
@@ -473,7 +487,10 @@ package struct SyncProtocol: Sendable {
     /// our held-back state, or held-back rows settling. Nil once the session has ended.
     package var nextDeadline: ContinuousClock.Instant? {
         guard let c = conversation else { return nil }
-        var deadline = min(c.lastSpoke + keepalive, Self.silenceEnds(c, keepalive: keepalive))
+        var deadline = min(
+            c.lastSpoke + pingInterval(c),
+            Self.silenceEnds(c, keepalive: silenceInterval(c))
+        )
         if let at = c.announceAt { deadline = min(deadline, at) }
         if let at = c.relaySettlesAt { deadline = min(deadline, at) }
         return deadline
@@ -487,12 +504,29 @@ package struct SyncProtocol: Sendable {
         return max(c.lastHeard + keepalive * 3, ping + keepalive)
     }
 
+    /// The interval our silence may last before we ping: the idle one when, by the time the busy
+    /// one runs out, the session has been quiet for an idle interval. A function of the state
+    /// alone, so that the deadline and what the timer does at it always agree.
+    private func pingInterval(_ c: Conversation) -> Duration {
+        c.lastSpoke + keepalive - c.lastBusy >= idleKeepalive ? idleKeepalive : keepalive
+    }
+
+    /// The interval the silence bound counts in (three of them, and one after an unanswered ping):
+    /// the idle one when the session had been quiet for an idle interval by the time three busy
+    /// intervals of silence would run out. Right after busy traffic a dead peer is noticed in
+    /// three busy intervals; an idle session waits for the peer's idle pings.
+    private func silenceInterval(_ c: Conversation) -> Duration {
+        c.lastHeard + keepalive * 3 - c.lastBusy >= idleKeepalive ? idleKeepalive : keepalive
+    }
+
     /// The timer fired: the session ends when the peer has said nothing for three keepalive
     /// intervals, nor for one since our first ping it did not answer; a ping is owed when we have
     /// said nothing for one (or the peer is silent past the bound and no ping is out); held-back
     /// state or rows are due.
     package mutating func timerFired(now: ContinuousClock.Instant) -> Timer {
-        let keepalive = keepalive
+        guard let held = conversation else { return .nothing }
+        let keepalive = silenceInterval(held)
+        let pingInterval = pingInterval(held)
         return update(ended: .nothing) { c in
             let silence = now - c.lastHeard
             if silence >= keepalive * 3, let ping = c.firstUnansweredPing, now - ping >= keepalive {
@@ -502,7 +536,7 @@ package struct SyncProtocol: Sendable {
             // Our pongs (or anything else we sent) already told the peer we are here: each side then
             // sends one message an interval, not a ping and a pong. A peer silent past the bound is
             // asked once before the session ends, whatever we sent it.
-            if now - c.lastSpoke >= keepalive || (silence >= keepalive * 3 && c.firstUnansweredPing == nil) {
+            if now - c.lastSpoke >= pingInterval || (silence >= keepalive * 3 && c.firstUnansweredPing == nil) {
                 c.pingsSent += 1
                 c.lastSpoke = now
                 if c.firstUnansweredPing == nil { c.firstUnansweredPing = now }
@@ -521,9 +555,15 @@ package struct SyncProtocol: Sendable {
         }
     }
 
-    /// We sent the peer a message (any kind).
-    package mutating func sent(at now: ContinuousClock.Instant) {
-        update(ended: ()) { $0.lastSpoke = now }
+    /// We sent the peer `message`.
+    package mutating func sent(_ message: WireMessage, at now: ContinuousClock.Instant) {
+        update(ended: ()) { c in
+            c.lastSpoke = now
+            switch message {
+            case .ping, .pong: break
+            default: c.lastBusy = now
+            }
+        }
     }
 
     /// This node is shutting down.

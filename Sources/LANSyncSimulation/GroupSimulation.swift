@@ -80,6 +80,9 @@ package final class GroupSimulation {
     /// Sessions ping after this much silence, and end after three times it (the agent's default
     /// is shorter; a longer one keeps a seed's events for what it tests).
     static let keepalive: Duration = .seconds(30)
+    /// Sessions quiet for this long ping this often (the agent's idle keepalive), so that
+    /// schedules also run sessions across the switch between the two intervals.
+    static let idleKeepalive: Duration = .seconds(90)
 
     /// The resend bound: how often a session may ask for one place of one replica again.
     static let resendsWithoutProgress = 8
@@ -565,7 +568,7 @@ package final class GroupSimulation {
         let at = max(connection.lastDelivery[toward], now + delay)
         connection.lastDelivery[toward] = at
         connection.inFlight[toward].append(message.wireBytes())
-        connection.sessions[side].sent(at: clock.instant(now))
+        connection.sessions[side].sent(message, at: clock.instant(now))
         outcome.messages += 1
         queue.schedule(.deliver(connection: connection.id, toward: toward), at: at)
     }
@@ -819,6 +822,7 @@ final class Connection {
             SyncProtocol(
                 hasher: ReplicaStore.elementHasher,
                 keepalive: GroupSimulation.keepalive,
+                idleKeepalive: GroupSimulation.idleKeepalive,
                 announceInterval: .milliseconds(250),
                 now: now
             )

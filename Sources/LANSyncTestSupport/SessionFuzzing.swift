@@ -83,7 +83,12 @@ package enum SessionFuzzing {
             store = try! ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 0xD0, count: 16))!)
                 .signingHeads(with: ownKey)
             now = .now
-            machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), now: now)
+            machine = SyncProtocol(
+                hasher: ReplicaStore.elementHasher,
+                keepalive: .seconds(2),
+                idleKeepalive: .seconds(6),
+                now: now
+            )
             // The pool of replicas rows may name: ours, and two of the peer's.
             replicas = [store.replica, ReplicaID(high: 1, low: 1), ReplicaID(high: 2, low: 2)]
             keys = [store.replica: ownKey.publicKey, replicas[1]: peerKey.publicKey, replicas[2]: peerKey.publicKey]
@@ -283,7 +288,12 @@ package enum SessionFuzzing {
             while !isAtEnd {
                 if machine.isEnded {
                     // The peer reconnects: a fresh session (and push tables) over the same replica.
-                    machine = SyncProtocol(hasher: ReplicaStore.elementHasher, keepalive: .seconds(2), now: now)
+                    machine = SyncProtocol(
+                        hasher: ReplicaStore.elementHasher,
+                        keepalive: .seconds(2),
+                        idleKeepalive: .seconds(6),
+                        now: now
+                    )
                     pushEncoder = EntryPushEncoder()
                     rowPushEncoder = RowPushEncoder()
                     report.sessions += 1

@@ -128,7 +128,13 @@ struct Benchmark {
 
     /// A node in `count` groups beside a node in one (`GroupsBenchmark`), then the key trial.
     static func groups(count: Int, quick: Bool, root: String) throws {
-        try GroupsBenchmark(root: root, groups: count, idleSeconds: quick ? 3 : 30, writes: quick ? 6 : 40).run()
+        try GroupsBenchmark(
+            root: root,
+            groups: count,
+            idleSeconds: quick ? 3 : 30,
+            settleSeconds: quick ? 3 : 40,
+            writes: quick ? 6 : 40
+        ).run()
         try GroupTrialBenchmark.run()
     }
 

@@ -54,7 +54,7 @@ struct IdleBenchmark {
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         for (index, name) in ["a (listening)", "b (dialing)"].enumerated() {
             let cpu = Double(after[index].cpuTicks - before[index].cpuTicks) / ticks / elapsed * 100
-            let switches = Double(after[index].contextSwitches - before[index].contextSwitches) / elapsed
+            let switches = Double(after[index].contextSwitches(since: before[index])) / elapsed
             GoalRecord.record(
                 "idle agent \(name): CPU",
                 figure: String(format: "%.3f%% of a core", cpu),
@@ -85,8 +85,16 @@ struct IdleBenchmark {
 
     /// CPU ticks and context switches of every thread of a process, from /proc.
     struct Usage {
+        /// The process's CPU time, its exited threads' included.
         var cpuTicks = 0
-        var contextSwitches = 0
+        /// Each live thread's context switches so far, by thread ID.
+        var switchesByThread: [String: Int] = [:]
+
+        /// Context switches since `earlier` of the threads alive now (a thread that exited
+        /// meanwhile takes its count with it: pools let idle threads go).
+        func contextSwitches(since earlier: Usage) -> Int {
+            switchesByThread.reduce(0) { $0 + $1.value - (earlier.switchesByThread[$1.key] ?? 0) }
+        }
 
         init(pid: Int32) {
             if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
@@ -103,7 +111,7 @@ struct IdleBenchmark {
                     continue
                 }
                 for line in status.split(separator: "\n") where line.contains("ctxt_switches") {
-                    contextSwitches +=
+                    switchesByThread[task, default: 0] +=
                         Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
                 }
             }

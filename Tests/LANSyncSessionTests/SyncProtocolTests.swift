@@ -2,6 +2,7 @@ import LANSyncCore
 import LANSyncCrypto
 import LANSyncSession
 import LANSyncWire
+import PropertyBased
 import Testing
 
 /// The sync protocol's rules, without sockets: each event in, the action out, and every way a
@@ -296,7 +297,7 @@ import Testing
     /// A side that sent something within the interval (a pong, say) does not ping as well.
     @Test func aSideThatSpokeRecentlyDoesNotPing() {
         var machine = Self.machine()
-        machine.sent(at: Self.start + .seconds(1))
+        machine.sent(.pong(9), at: Self.start + .seconds(1))
         #expect(machine.nextDeadline == Self.start + .seconds(3))
         #expect(machine.timerFired(now: Self.start + .seconds(2)) == .nothing)
         #expect(machine.timerFired(now: Self.start + .seconds(3)) == .wakeSender)
@@ -331,6 +332,105 @@ import Testing
         #expect(!why.description.contains("closed by the peer"))
     }
 
+    /// An idle session (nothing but pings and pongs for an idle interval) pings at the idle
+    /// interval and ends only after three of them; anything else either way brings back the
+    /// busy interval, and right after busy traffic a dead peer is noticed in three busy ones.
+    @Test func anIdleSessionPingsAtTheIdleIntervalAndBusyTrafficBringsTheShortOneBack() {
+        var machine = SyncProtocol(
+            hasher: Self.hasher,
+            keepalive: .seconds(2),
+            idleKeepalive: .seconds(30),
+            now: Self.start
+        )
+        func seconds(_ instant: ContinuousClock.Instant?) -> Double {
+            guard let instant else { return -1 }
+            let elapsed = (instant - Self.start).components
+            return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        }
+        // Two idle peers: we ping when due, and the peer answers 1 ms later.
+        var pings = [Double]()
+        while pings.last ?? 0 < 100 {
+            let now = machine.nextDeadline!
+            #expect(machine.timerFired(now: now) == .wakeSender)
+            for reply in machine.takeReplies() {
+                machine.sent(reply, at: now)
+                guard case .ping(let value) = reply else { continue }
+                pings.append(seconds(now))
+                _ = machine.received(.pong(value), now: now + .milliseconds(1))
+            }
+        }
+        #expect(
+            pings == (1...14).map { 2.0 * Double($0) } + [58, 88, 118],
+            "busy every 2 s until 30 s of quiet, then every 30 s"
+        )
+
+        // A peer that falls silent in the idle session: pings every 30 s, the end three idle
+        // intervals after it was last heard.
+        var silent = machine
+        var unanswered = [Double]()
+        var silentEnd: Double?
+        for _ in 0..<10 {
+            let now = silent.nextDeadline!
+            if case .end = silent.timerFired(now: now) {
+                silentEnd = seconds(now)
+                break
+            }
+            for reply in silent.takeReplies() {
+                silent.sent(reply, at: now)
+                unanswered.append(seconds(now))
+            }
+        }
+        #expect(unanswered == [148, 178, 208] && silentEnd == 208.001, "pings \(unanswered), end \(silentEnd ?? -1)")
+
+        // Busy traffic brings back the 2 s interval: a peer silent after it is given up in 6 s.
+        var busy = machine
+        _ = busy.received(.resend(ReplicaID(high: 1, low: 1), after: 0), now: Self.start + .seconds(123))
+        var endedAt: Double?
+        for _ in 0..<10 {
+            let now = max(busy.nextDeadline!, Self.start + .seconds(123))
+            if case .end = busy.timerFired(now: now) {
+                endedAt = seconds(now)
+                break
+            }
+            for reply in busy.takeReplies() { busy.sent(reply, at: now) }
+        }
+        #expect(endedAt == 129, "three busy intervals after the peer was last heard")
+    }
+
+    /// Whatever happens, the timer at `nextDeadline` either acts or moves the deadline later: a
+    /// deadline at or before the moment the timer fired would make the session's shell spin.
+    @Test func theTimerNeverLeavesADeadlineBehind() async {
+        await propertyCheck(input: Gen.int(in: 0...1_000_000).array(of: 1...60)) { steps in
+            var machine = SyncProtocol(
+                hasher: Self.hasher,
+                keepalive: .seconds(2),
+                idleKeepalive: .seconds(30),
+                now: Self.start
+            )
+            var now = Self.start
+            for step in steps {
+                now = now + .milliseconds(Int64(step % 40_000))
+                switch step % 5 {
+                case 0: _ = machine.received(.pong(1), now: now)
+                case 1: _ = machine.received(.resend(ReplicaID(high: 1, low: 1), after: 0), now: now)
+                case 2: machine.sent(.ping(1), at: now)
+                case 3: machine.sent(.resend(ReplicaID(high: 1, low: 1), after: 0), at: now)
+                default:
+                    guard let deadline = machine.nextDeadline else { return }
+                    now = max(now, deadline)
+                    let fired = machine.timerFired(now: now)
+                    _ = machine.takeReplies()
+                    if fired == .nothing, let next = machine.nextDeadline {
+                        #expect(
+                            next > now,
+                            "the timer did nothing at \(now - Self.start) and left \(next - Self.start)"
+                        )
+                    }
+                }
+            }
+        }
+    }
+
     /// A timer that first fires long after the silence bound (the machine stalled, and the
     /// peer's messages may wait unread in the socket) pings and waits an interval before it
     /// ends the session; an answer keeps it open.
@@ -355,7 +455,9 @@ import Testing
     /// answers nothing is asked once at the silence bound, and the session ends an interval later.
     @Test func aTalkativeSideAsksASilentPeerBeforeEnding() {
         var machine = Self.machine()
-        for second in stride(from: 0.5, through: 6, by: 0.5) { machine.sent(at: Self.start + .seconds(second)) }
+        for second in stride(from: 0.5, through: 6, by: 0.5) {
+            machine.sent(.resend(ReplicaID(high: 1, low: 1), after: 0), at: Self.start + .seconds(second))
+        }
         #expect(machine.nextDeadline == Self.start + .seconds(6), "the silence bound")
         #expect(machine.timerFired(now: Self.start + .seconds(6)) == .wakeSender)
         #expect(machine.takeReplies() == [.ping(1)])
