@@ -82,7 +82,13 @@ package final class GroupSimulation {
     static let keepalive: Duration = .seconds(30)
     /// Sessions quiet for this long ping this often (the agent's idle keepalive), so that
     /// schedules also run sessions across the switch between the two intervals.
-    static let idleKeepalive: Duration = .seconds(90)
+    package static let idleKeepalive: Duration = .seconds(90)
+    /// The idle keepalive of schedules found before sessions had one: `keepalive` itself. Each
+    /// ping draws on the network's random delays, so a schedule replays its run only with the
+    /// timing it was found with.
+    package static let idleKeepaliveBefore = keepalive
+    /// This run's idle keepalive.
+    let idleKeepalive: Duration
 
     /// The resend bound: how often a session may ask for one place of one replica again.
     static let resendsWithoutProgress = 8
@@ -99,7 +105,13 @@ package final class GroupSimulation {
         case reconnectAll
     }
 
-    package init(schedule: Schedule, networkSeed: UInt64, root: String) {
+    package init(
+        schedule: Schedule,
+        networkSeed: UInt64,
+        root: String,
+        idleKeepalive: Duration = GroupSimulation.idleKeepalive
+    ) {
+        self.idleKeepalive = idleKeepalive
         self.schedule = schedule
         network = SeededRandom(seed: networkSeed)
         self.root = root
@@ -528,7 +540,12 @@ package final class GroupSimulation {
                 signingKey: other.identity.signingKey.publicKey.hexString
             )
         }
-        let connection = Connection(id: nextConnection, ends: (a, b), now: clock.instant(now))
+        let connection = Connection(
+            id: nextConnection,
+            ends: (a, b),
+            idleKeepalive: idleKeepalive,
+            now: clock.instant(now)
+        )
         nextConnection += 1
         connections[connection.id] = connection
         for side in 0..<2 {
@@ -815,14 +832,14 @@ final class Connection {
     /// Per side: where the deltas checked so far lead each chain (`ReplicaStore.foldingAhead`).
     var expectedHeads: [[ReplicaID: ChainHead]] = [[:], [:]]
 
-    init(id: Int, ends: (Int, Int), now: ContinuousClock.Instant) {
+    init(id: Int, ends: (Int, Int), idleKeepalive: Duration, now: ContinuousClock.Instant) {
         self.id = id
         self.ends = ends
         sessions = (0..<2).map { _ in
             SyncProtocol(
                 hasher: ReplicaStore.elementHasher,
                 keepalive: GroupSimulation.keepalive,
-                idleKeepalive: GroupSimulation.idleKeepalive,
+                idleKeepalive: idleKeepalive,
                 announceInterval: .milliseconds(250),
                 now: now
             )

@@ -29,12 +29,25 @@ import Testing
             nodes: 3,
             lateJoiners: [2]
         )
-        let outcome = await GroupSimulation(
-            schedule: schedule,
-            networkSeed: 15_973_907_961_090_042_830,
-            root: Simulator.scratch + "/\(UUID().uuidString)"
-        ).run()
-        #expect(outcome.failure == nil, "\(outcome.failure ?? "")")
+        await Self.expectEachConverges([(schedule, 15_973_907_961_090_042_830)])
+    }
+
+    /// Replays shrunk schedules, each with the network seed it failed on and the timing it was
+    /// found with (all of these before sessions had an idle keepalive), and expects each to converge.
+    static func expectEachConverges(
+        _ schedules: [(Schedule, networkSeed: UInt64)],
+        idleKeepalive: Duration = GroupSimulation.idleKeepaliveBefore,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        for (schedule, networkSeed) in schedules {
+            let outcome = await GroupSimulation(
+                schedule: schedule,
+                networkSeed: networkSeed,
+                root: Simulator.scratch + "/\(UUID().uuidString)",
+                idleKeepalive: idleKeepalive
+            ).run()
+            #expect(outcome.failure == nil, "\(outcome.failure ?? "")\n\(schedule)", sourceLocation: sourceLocation)
+        }
     }
 }
 
@@ -43,7 +56,7 @@ extension GroupSimulationTests {
     /// it (a member's clock ahead stamps the vouch after the leave; seed 515); and the last member
     /// leaves with nobody to tell (seed 1596). Every device lists who left as the devices said.
     @Test func aLeaveStandsAgainstALaterStampedVouchAndWithNobodyToTell() async {
-        let schedules: [(Schedule, UInt64)] = [
+        let schedules: [(Schedule, networkSeed: UInt64)] = [
             (
                 Schedule(actions: [(7693, .reinstall(node: 0, voucher: 1)), (7711, .leave(node: 0))], nodes: 3),
                 11_404_319_104_414_997_761
@@ -57,14 +70,7 @@ extension GroupSimulationTests {
                 17_642_456_943_146_145_220
             ),
         ]
-        for (schedule, networkSeed) in schedules {
-            let outcome = await GroupSimulation(
-                schedule: schedule,
-                networkSeed: networkSeed,
-                root: Simulator.scratch + "/\(UUID().uuidString)"
-            ).run()
-            #expect(outcome.failure == nil, "\(outcome.failure ?? "")\n\(schedule)")
-        }
+        await Self.expectEachConverges(schedules)
     }
 
     /// A reinstalled device whose vouch has not reached it yet learns its earlier member record
@@ -82,14 +88,7 @@ extension GroupSimulationTests {
             nodes: 6,
             lateJoiners: [3]
         )
-        for _ in 0..<3 {
-            let outcome = await GroupSimulation(
-                schedule: schedule,
-                networkSeed: 14_565_071_795_959_309_252,
-                root: Simulator.scratch + "/\(UUID().uuidString)"
-            ).run()
-            #expect(outcome.failure == nil, "\(outcome.failure ?? "")")
-        }
+        for _ in 0..<3 { await Self.expectEachConverges([(schedule, 14_565_071_795_959_309_252)]) }
     }
 }
 
@@ -101,7 +100,7 @@ extension GroupSimulationTests {
     /// And a device on its way out deletes an item after its "left" record: a member may or may
     /// not take that delete before the device leaves (seed 1563).
     @Test func anAppendCopiedWithoutItsCellsTakesNothingFromARowHeldWhole() async {
-        let schedules: [(Schedule, UInt64)] = [
+        let schedules: [(Schedule, networkSeed: UInt64)] = [
             (
                 Schedule(
                     actions: [
@@ -124,13 +123,6 @@ extension GroupSimulationTests {
                 3_465_773_477_265_260_344
             ),
         ]
-        for (schedule, networkSeed) in schedules {
-            let outcome = await GroupSimulation(
-                schedule: schedule,
-                networkSeed: networkSeed,
-                root: Simulator.scratch + "/\(UUID().uuidString)"
-            ).run()
-            #expect(outcome.failure == nil, "\(outcome.failure ?? "")\n\(schedule)")
-        }
+        await Self.expectEachConverges(schedules)
     }
 }
