@@ -90,6 +90,8 @@ package final class GroupSimulation {
     /// This run's idle keepalive.
     let idleKeepalive: Duration
 
+    /// How long `lansync group leave` waits for a member to take the news (its `--timeout`).
+    static let leaveTimeout: Int64 = 15_000
     /// The resend bound: how often a session may ask for one place of one replica again.
     static let resendsWithoutProgress = 8
     /// How long the healed network has to converge, in simulated milliseconds.
@@ -225,11 +227,12 @@ package final class GroupSimulation {
     }
 
     /// Completes the leaves whose record another honest device now holds, as `lansync group
-    /// leave` does once a member took the news: the device drops the secret and its sessions.
+    /// leave` does once a member took the news, and those waiting past the command's timeout, as
+    /// it does when no member answers: the device drops the secret and its sessions.
     func completeLeaves() async throws {
         for simulated in nodes {
             guard let counter = simulated.leaving, let node = simulated.node else { continue }
-            var held = false
+            var held = now - (simulated.leavingSince ?? now) >= Self.leaveTimeout
             for other in nodes
             where other.index != simulated.index && other.index != schedule.byzantine && !other.removed
                 && !other.hasLeft
@@ -246,6 +249,7 @@ package final class GroupSimulation {
             let kept = try forgetWritesHeldOnlyBy(simulated.index)
             let written = acknowledged[simulated.index] ?? ([], [])
             simulated.leaving = nil
+            simulated.leavingSince = nil
             simulated.hasLeft = true
             simulated.heldWhenLeft = (
                 written.entries.intersection(kept.entries), written.strokes.intersection(kept.strokes)
@@ -366,6 +370,7 @@ package final class GroupSimulation {
             try await dropConnections(of: index)
             // A wiped device is no longer leaving, nor gone: it joins with the code again.
             nodes[index].leaving = nil
+            nodes[index].leavingSince = nil
             nodes[index].hasLeft = false
             // What it wrote and nobody else holds is gone with the wipe: the group cannot keep it.
             let held = try forgetWritesHeldOnlyBy(index)
@@ -405,6 +410,7 @@ package final class GroupSimulation {
                 nodes[index].leaving == nil, index != schedule.byzantine
             else { return }
             nodes[index].leaving = try await node.announceLeaving().counter
+            nodes[index].leavingSince = now
             await wrote(index, bulk: false)
         case .rejoin(let index):
             guard nodes[index].hasLeft, let node = nodes[index].node else { return }
@@ -494,6 +500,8 @@ package final class GroupSimulation {
     /// and the vouch for it never reached that member: its voucher was wiped too, say) gets what
     /// a user gives it after the refusal's advice: that member vouches for it.
     func healEverything() async throws {
+        // A leave still waiting for a member has run past the command's timeout by now.
+        try await completeLeaves()
         partition = nil
         for node in nodes where node.node != nil { node.online = true }
         for member in nodes.indices {
@@ -800,6 +808,9 @@ final class SimulatedNode {
     /// Leaving (`Schedule.Action.leave`): its replica's counter after its "left" record; the leave
     /// is done once another honest device holds that far of its replica.
     var leaving: UInt64?
+    /// When it started leaving: `lansync group leave` gives up on telling a member after its
+    /// timeout and leaves all the same.
+    var leavingSince: Int64?
     /// Left the group (its secret dropped): it takes part in nothing until it joins again.
     var hasLeft = false
     /// What it had written when its leave was done: held by a member then, so still the group's.

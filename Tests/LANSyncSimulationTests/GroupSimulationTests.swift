@@ -126,3 +126,49 @@ extension GroupSimulationTests {
         await Self.expectEachConverges(schedules)
     }
 }
+
+extension GroupSimulationTests {
+    /// A leave no member takes (a reinstalled device whose vouch has not reached the members it
+    /// can reach): `group leave` gives up after its timeout and the device leaves all the same
+    /// (seed 10047). A device that leaves and goes on writing, past 2,000 changes, then writes a
+    /// preference again: the members hold its replica up to a signed point and a claim that an
+    /// earlier write of that preference lost, which nobody can settle once it is gone; every
+    /// member holds the same (seeds 11262 and 11461).
+    @Test func aLeaveNoMemberTakesTimesOutAndWhatTheLeftDeviceTookStaysAlike() async {
+        let schedules: [(Schedule, networkSeed: UInt64)] = [
+            (
+                Schedule(
+                    actions: [
+                        (0, .connect(1, 0)), (0, .connect(2, 1)), (0, .connect(3, 0)), (0, .connect(4, 2)),
+                        (0, .connect(5, 3)), (0, .connect(6, 5)), (1507, .reinstall(node: 3, voucher: 2)),
+                        (2373, .connect(0, 1)), (4288, .leave(node: 3)),
+                    ],
+                    nodes: 7
+                ),
+                7_398_745_391_872_565_632
+            ),
+            (
+                Schedule(
+                    actions: [
+                        (6798, .leave(node: 1)), (8553, .setPreference(node: 1, key: 2, value: 759)),
+                        (11087, .appendRows(node: 1, count: 2056)),
+                        (16787, .setPreference(node: 1, key: 2, value: 580)),
+                    ],
+                    nodes: 4
+                ),
+                4_548_953_510_074_628_584
+            ),
+            (
+                Schedule(
+                    actions: [
+                        (20316, .leave(node: 0)), (20324, .setPreference(node: 0, key: 2, value: nil)),
+                        (21702, .append(node: 0, count: 2259)), (23090, .setPreference(node: 0, key: 2, value: 802)),
+                    ],
+                    nodes: 3
+                ),
+                17_359_445_675_384_384_783
+            ),
+        ]
+        await Self.expectEachConverges(schedules, idleKeepalive: GroupSimulation.idleKeepalive)
+    }
+}
