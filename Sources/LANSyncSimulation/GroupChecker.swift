@@ -215,7 +215,21 @@ struct GroupChecker {
     /// counter column sums each replica's latest total of that life (docs/protocol.md §6).
     func referenceItems(heldBy node: LANSyncNode) throws -> [String] {
         let vector = try node.store.versionVector()
-        let held = simulation.itemChanges.filter { $0.dot.counter <= vector[$0.dot.replica] }
+        // Cells that claims still open say lost at their sender: this device lacks them until
+        // what superseded them comes (in a Byzantine run, the hostile member may hold that alone).
+        let claimed = try node.store.openClaimedColumns()
+        let held = simulation.itemChanges.filter { $0.dot.counter <= vector[$0.dot.replica] }.map { change in
+            guard let lost = claimed[change.dot] else { return change }
+            return RowChange(
+                key: change.key,
+                kind: change.kind,
+                causalLength: change.causalLength,
+                hlc: change.hlc,
+                dot: change.dot,
+                values: change.values.filter { !lost.contains($0.column) },
+                totals: change.totals
+            )
+        }
         var rows: [(id: String, shown: String)] = []
         for (key, changes) in Dictionary(grouping: held, by: \.key) {
             let life = changes.map(\.causalLength).max() ?? 0

@@ -320,4 +320,24 @@ extension ReplicaStore {
             }
         }
     }
+
+    /// The columns of app-table changes that open claims say lost at their senders, by change:
+    /// what this replica lacks until a change that superseded them arrives (the group
+    /// simulator's reference model leaves them out).
+    package func openClaimedColumns() throws(StoreError) -> [Dot: Set<String>] {
+        guard openClaimsMayExist.value else { return [:] }
+        return try Self.database {
+            try writer.read { db in
+                let replicas = try Self.replicaNumbers(db)
+                var columns: [Dot: Set<String>] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT dot, stub FROM open_claims WHERE tbl IS NOT NULL") {
+                    let stub = try RowChangeStub(canonicalBytes: [UInt8](row[1] as Data))
+                    columns[try RowDecoding.dot(row[0], replicas: replicas), default: []].formUnion(
+                        stub.lost.filter { $0.kind == .value }.map(\.column)
+                    )
+                }
+                return columns
+            }
+        }
+    }
 }

@@ -172,3 +172,32 @@ extension GroupSimulationTests {
         await Self.expectEachConverges(schedules, idleKeepalive: GroupSimulation.idleKeepalive)
     }
 }
+
+extension GroupSimulationTests {
+    /// The hostile member holds alone a device's edit that its own insert lost to (the device was
+    /// wiped, and the only honest peer never met it) and withholds it: the honest devices get the
+    /// insert without that cell, keep the claim open, and show the column's default. The model
+    /// leaves such cells out as the devices must (Byzantine seed 31841).
+    @Test func aCellOnlyTheHostileMemberCouldSettleIsLeftOutOfTheModel() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(1, 0)), (0, .connect(2, 0)), (1103, .append(node: 2, count: 25)),
+                (2018, .append(node: 1, count: 1)), (2070, .append(node: 0, count: 1)), (3717, .kill(node: 0)),
+                (5500, .connect(0, 2)), (6311, .append(node: 0, count: 1)), (7465, .append(node: 2, count: 1)),
+                (8110, .setPreference(node: 2, key: 0, value: 905)), (8857, .append(node: 2, count: 1)),
+                (9998, .insertRow(node: 2, row: 4, value: 107)), (12307, .append(node: 0, count: 1)),
+                (13165, .append(node: 0, count: 1)), (14871, .append(node: 0, count: 1)),
+                (15320, .append(node: 2, count: 1)), (15522, .setPreference(node: 2, key: 2, value: 963)),
+                (16130, .editRow(node: 0, row: 4, column: 2, value: 875)),
+                (16374, .setPreference(node: 0, key: 3, value: nil)), (16846, .append(node: 2, count: 2422)),
+                (18579, .reinstall(node: 0, voucher: 2)), (23912, .append(node: 2, count: 2091)),
+            ],
+            nodes: 3,
+            byzantine: 2
+        )
+        await Self.expectEachConverges(
+            [(schedule, 14_730_973_112_718_533_852)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
