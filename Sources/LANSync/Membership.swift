@@ -36,17 +36,11 @@ extension LANSyncNode {
     /// another group's join or create is refused in its place (`docs/groups.md`), so that nothing
     /// of a family the device left reaches the next one.
     package func leftGroup() throws(LANSyncError) -> LeftGroup? {
-        guard try group() == nil, let data = FileManager.default.contents(atPath: leftGroupPath) else { return nil }
-        guard let left = try? JSONDecoder().decode(LeftGroup.self, from: data) else {
-            throw LANSyncError(
-                .unusableData,
-                "\(leftGroupPath) is damaged; `lansync group leave --erase` deletes the left group's data with it"
-            )
-        }
-        return left
+        guard try group() == nil else { return nil }
+        return try LeftGroup.read(in: dataDirectory)
     }
 
-    var leftGroupPath: String { dataDirectory.path + "/left-group.json" }
+    var leftGroupPath: String { LeftGroup.path(in: dataDirectory) }
 
     /// Joins the group a join code names. Returns false when this node was in that group already.
     /// Moving to another group needs `replacing`, so a slip cannot cut a device off its group.
@@ -154,6 +148,21 @@ package struct LeftGroup: Codable, Sendable, Equatable, CustomStringConvertible 
     enum CodingKeys: String, CodingKey {
         case format, tags
         case leftAt = "left_at"
+    }
+
+    static func path(in directory: DataDirectory) -> String { directory.path + "/left-group.json" }
+
+    /// The group left in `directory`, from its file alone (no replica opened); nil without one.
+    static func read(in directory: DataDirectory) throws(LANSyncError) -> LeftGroup? {
+        let path = path(in: directory)
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard let left = try? JSONDecoder().decode(LeftGroup.self, from: data) else {
+            throw LANSyncError(
+                .unusableData,
+                "\(path) is damaged; `lansync group leave --erase` deletes the left group's data with it"
+            )
+        }
+        return left
     }
 
     package var description: String {

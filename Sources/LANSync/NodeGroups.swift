@@ -190,9 +190,8 @@ public enum NodeGroups {
             guard try list(in: node).isEmpty else { return nil }
             (name, directory) = (try firstName(of: node), node)
         }
-        guard try tag(of: directory) == nil, FileManager.default.fileExists(atPath: directory.replicaPath),
-            let left = try LANSyncNode.open(at: directory).leftGroup()
-        else { return nil }
+        // Read from its file: deciding where a group goes opens no replica.
+        guard try tag(of: directory) == nil, let left = try LeftGroup.read(in: directory) else { return nil }
         return NodeGroup(name: name, directory: directory, tag: left.tags.first ?? "unknown")
     }
 
