@@ -53,6 +53,11 @@ package struct SyncProtocol: Sendable {
         /// for the same place until a merge changed something (a range that could not be taken then
         /// may be takeable after it: a key or a superseding change arrived).
         fileprivate var resendAsked: [ReplicaID: UInt64] = [:]
+        /// Ranges the peer asked for again and we have not sent since, by replica: the place it
+        /// asked from. The peer may ask for a range it holds and counts (to settle an open claim,
+        /// §6 "Asking again"), so its state or a delta of it that comes before we send must not
+        /// raise `peerKnown` past that place and cancel the request.
+        fileprivate var resendOwed: [ReplicaID: UInt64] = [:]
         /// Places of replicas whose range a merge did not take, until this replica holds them.
         fileprivate var waiting: [ReplicaID: UInt64] = [:]
         /// Waiting places asked for again once their replica's key was known, by replica.
@@ -220,6 +225,7 @@ package struct SyncProtocol: Sendable {
                 c.statesReceived += 1
                 c.peerAnnounced = announced
                 c.peerKnown = c.peerKnown.merged(with: announced.versionVector)
+                c.keepResendsOwed()
                 return .wakeSender
             case .delta(let delta):
                 c.noteHeld(delta)
@@ -279,6 +285,7 @@ package struct SyncProtocol: Sendable {
             case .resend(let replica, let counter):
                 // The peer did not take what we sent of the replica after `counter`: send it again.
                 if c.peerKnown[replica] > counter { c.peerKnown[replica] = counter }
+                c.resendOwed[replica] = min(c.resendOwed[replica] ?? counter, counter)
                 return .wakeSender
             case .pong:
                 return .nothing
@@ -591,6 +598,14 @@ extension SyncProtocol.Conversation {
         for range in delta.coverage where peerKnown[range.replica] < range.through {
             peerKnown[range.replica] = range.through
         }
+        keepResendsOwed()
+    }
+
+    /// Keeps `peerKnown` at or below each place the peer asked to have sent again, until it is sent.
+    fileprivate mutating func keepResendsOwed() {
+        for (replica, counter) in resendOwed where peerKnown[replica] > counter {
+            peerKnown[replica] = counter
+        }
     }
 
     /// The peer's announced state after one pushed row whose digest we know: that digest, its
@@ -611,7 +626,12 @@ extension SyncProtocol.Conversation {
         hasher: ElementHasher,
         digest: () throws(Failure) -> StateDigest
     ) throws(Failure) -> WireMessage {
-        defer { peerKnown.advance(by: batch.coverage) }
+        defer {
+            peerKnown.advance(by: batch.coverage)
+            for range in batch.coverage where (resendOwed[range.replica].map { range.from <= $0 }) ?? false {
+                resendOwed[range.replica] = nil
+            }
+        }
         let signature = batch.coverage.count == 1 ? batch.coverage[0].signature : nil
         if batch.entries.count == 1, let entry = batch.entries.first, let signature,
             batch == EntryPush.delta(carrying: entry, signature: signature)

@@ -688,7 +688,13 @@ package final class GroupSimulation {
         let claims = try node.store.openClaims()
         guard !claims.isEmpty else { return }
         outcome.claimsOpened += 1
-        if case .wakeSender = connection.sessions[side].claimsOpen(claims, ourVector: try node.store.versionVector()) {
+        let asked = connection.sessions[side].claimsOpen(claims, ourVector: try node.store.versionVector())
+        if Self.tracing {
+            print(
+                "t=\(now) n\(connection.ends(side)) claims open \(claims.map { "\($0.key.description.dropFirst(8).prefix(6))@\($0.value)" }) with n\(connection.ends(1 - side)): \(asked)"
+            )
+        }
+        if case .wakeSender = asked {
             schedulePump(connection, side: side, at: now + 1)
         }
     }
@@ -717,6 +723,9 @@ package final class GroupSimulation {
                     + "more than \(Self.resendsWithoutProgress) times without progress"
                 return
             }
+            if Self.tracing {
+                print("t=\(now) n\(connection.ends(side)) -> n\(connection.ends(1 - side)) reply \(reply)")
+            }
             send(reply, on: connection, from: side)
         }
         let summary = try node.store.syncSummary()
@@ -728,6 +737,11 @@ package final class GroupSimulation {
             let delta = try node.store.signedDelta(since: known, upTo: ours.versionVector, maxRows: 2_000)
             if delta.isEmpty { break }
             batches += 1
+            if Self.tracing {
+                print(
+                    "t=\(now) n\(connection.ends(side)) -> n\(connection.ends(1 - side)) sends \(delta.coverage.map { "\($0.replica.description.dropFirst(8).prefix(6))(\($0.from),\($0.through)]" }) prefs \(delta.preferences.count) stubs \(delta.preferenceStubs.count)"
+                )
+            }
             let hostile =
                 connection.ends(side) == schedule.byzantine
                 ? try await hostileCopy(of: delta, node: node, peerKnown: known) : nil

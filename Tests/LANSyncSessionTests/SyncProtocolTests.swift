@@ -604,6 +604,34 @@ import Testing
         #expect(sender.peerKnown[T.theirs] == 4, "a resend never raises what the sender believes")
     }
 
+    /// A peer asks again for a range it holds and counts, to settle an open claim; its state, which
+    /// counts that range, may come before the sender sends it. Found by the group simulator (seed
+    /// 14993): the state raised `peerKnown` back and the range never went, so the claim stayed open.
+    @Test func aResendAskedForIsSentEvenWhenThePeersStateComesFirst() throws {
+        var sender = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
+        _ = sender.opening(T.state([:]), now: T.start)
+        _ = sender.received(.state(T.state([T.theirs: 6])), now: T.start)
+        #expect(sender.peerKnown[T.theirs] == 6)
+        #expect(sender.received(.resend(T.theirs, after: 3), now: T.start) == .wakeSender)
+        _ = sender.received(.state(T.state([T.theirs: 6])), now: T.start)
+        #expect(sender.peerKnown[T.theirs] == 3, "the state does not cancel the request")
+        let pushed = Delta(
+            rows: [Self.change(T.theirs, 7)],
+            coverage: [.init(replica: T.theirs, from: 6, through: 7, signature: testSignature)]
+        )
+        _ = sender.received(.delta(pushed), now: T.start)
+        #expect(sender.peerKnown[T.theirs] == 3, "nor does a delta of the peer's")
+
+        let batch = Delta(
+            rows: [Self.change(T.theirs, 4), Self.change(T.theirs, 5)],
+            coverage: [.init(replica: T.theirs, from: 3, through: 5, signature: testSignature)]
+        )
+        _ = sender.outgoing(batch, digest: { Self.digest(3) })
+        #expect(sender.peerKnown[T.theirs] == 5)
+        _ = sender.received(.state(T.state([T.theirs: 7])), now: T.start)
+        #expect(sender.peerKnown[T.theirs] == 7, "once sent, the peer's state counts again")
+    }
+
     /// A receiver that held the sender's state learns the sender's new digest from the check; one
     /// whose digest differs after the merge does not (and the sender's state then follows).
     @Test func aMatchingDigestCheckUpdatesThePeersAnnouncedState() throws {

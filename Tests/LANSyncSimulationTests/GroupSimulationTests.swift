@@ -201,3 +201,28 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// A device that left sent a reinstalled device a range in which one of its preferences had
+    /// lost to a write past the batch's end, which nobody else ever got: the claim could only be
+    /// settled by a member sending that range again. The reinstalled device asked, but its own
+    /// state reached the member first and cancelled the request (seed 14993).
+    @Test func aRangeAskedForAgainGoesEvenWhenTheAskersStateComesFirst() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(1, 0)), (0, .connect(2, 0)), (0, .connect(3, 1)),
+                (239, .setPreference(node: 2, key: 2, value: 329)), (1287, .setPreference(node: 0, key: 1, value: 99)),
+                (1833, .goAway(node: 1)), (1972, .appendRows(node: 1, count: 2011)), (2569, .goAway(node: 2)),
+                (6139, .append(node: 1, count: 2440)), (7379, .comeBack(node: 1)), (7561, .connect(0, 1)),
+                (9739, .reinstall(node: 1, voucher: 0)), (10619, .leave(node: 0)),
+                (14143, .appendRows(node: 0, count: 2256)), (18762, .connect(0, 1)),
+                (21305, .append(node: 1, count: 2438)),
+            ],
+            nodes: 4
+        )
+        await Self.expectEachConverges(
+            [(schedule, 2_536_898_183_706_195_246)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
