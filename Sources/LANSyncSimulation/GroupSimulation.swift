@@ -74,8 +74,8 @@ package final class GroupSimulation {
     var itemChanges = Set<RowChange>()
     /// The hostile member's nodes that claim another device's replica ID as its own, by that ID.
     var claims: [ReplicaID: LANSyncNode] = [:]
-    /// `LANSYNC_SIMULATE_TRACE=1`: print every merge (its ranges, and those not taken) and every
-    /// refused connection, to follow a failing seed.
+    /// `LANSYNC_SIMULATE_TRACE=1`: print every merge (its ranges, and those not taken), batch
+    /// sent, reply (resends), look at open claims and refused connection, to follow a failing seed.
     static let tracing = ProcessInfo.processInfo.environment["LANSYNC_SIMULATE_TRACE"] != nil
     /// Sessions ping after this much silence, and end after three times it (the agent's default
     /// is shorter; a longer one keeps a seed's events for what it tests).

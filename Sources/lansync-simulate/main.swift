@@ -17,7 +17,8 @@ struct SimulateCommand: AsyncParsableCommand {
 
             A failing seed prints its schedule, shrunk, and the devices that diverged, with the \
             replicas each lacks and why; `--seed N` replays it exactly, and \
-            LANSYNC_SIMULATE_TRACE=1 prints every merge and refused connection as it runs.
+            LANSYNC_SIMULATE_TRACE=1 prints every merge, batch sent, reply, look at open claims \
+            and refused connection as it runs.
 
             Examples:
               lansync-simulate --seeds 1000

@@ -315,7 +315,7 @@ struct Group: AsyncParsableCommand {
 
                 A short code (8 digits, from `lansync group invite` on a member whose agent runs): this device finds the member over mDNS (or at --from HOST:PORT), proves it knows the code with CPace, and receives the group's secret and member records (it prints the members). A wrong code is reported on both devices and costs one of the window's 3 attempts.
 
-                A node already in a group joins another beside it with --name (a label for this machine only), or moves its group (the one --group names, with several) to the new one with --replace.
+                A node already in a group joins another beside it with --name (a label for this machine only), or moves its group (the one --group names, with several) to the new one with --replace: the data it holds goes along and syncs with the new group's devices, so use --name for a group that must not see it.
 
                 Examples:
                   lansync group join 1f4k3mq-9x2vb7c-...
@@ -326,7 +326,13 @@ struct Group: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "A join code, or a short code from `lansync group invite`.")
         var code: String
-        @Flag(help: "Leave the current group for this one.") var replace = false
+        @Flag(
+            help: """
+                Leave the current group for this one, or join it in the place of a group this device left; \
+                the data held there (entries, preferences, app rows) goes to the new group with the device.
+                """
+        )
+        var replace = false
         @Option(help: "Join beside the node's groups, named NAME on this machine (such as family-b).") var name: String?
         @Option(
             help:
@@ -335,6 +341,23 @@ struct Group: AsyncParsableCommand {
         var from: String?
         @Option(help: "With a short code: how long to look for the inviting device over mDNS (seconds).") var timeout:
             Double = 10
+
+        /// A short code says which group it joins only once the invite is spent: where the join
+        /// would land in the place of a group this device left, it is refused before pairing
+        /// (a join code is checked against that group's tag instead, in `joinGroup`).
+        private func refuseALeftGroupsPlace(root: DataDirectory) async throws {
+            guard !replace,
+                let left = try await reportingErrors({ try NodeGroups.leftGroup(selectedBy: name, in: root) })
+            else { return }
+            note(
+                "lansync: error: this node keeps the data of \(left.name) (tag \(left.tag)), a group it left, where this "
+                    + "join would go; a short code tells which group it joins only once the invite is spent, so it was "
+                    + "not used. To join that same group again with its data, add --replace; to join another group, add "
+                    + "--name NAME (another name) to join beside it, or delete that data first with "
+                    + "`lansync group leave --erase` (nothing changed)"
+            )
+            throw ExitCode(1)
+        }
 
         func run() async throws {
             var code = code
@@ -360,6 +383,7 @@ struct Group: AsyncParsableCommand {
             if PairingCodeText.isShortCode(code) {
                 let node = try await reportingErrors { try global.openNode(at: root) }
                 try refuseWithoutNameOrReplace()
+                try await refuseALeftGroupsPlace(root: root)
                 let joined = try await reportingErrors {
                     try await PairingClient.join(
                         code: code,

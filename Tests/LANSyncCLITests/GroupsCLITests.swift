@@ -163,6 +163,15 @@ import Testing
             let joined = try await cli.run(attempt, node: "room")
             #expect(joined.status == 1 && joined.stderr.contains("--erase"), "\(attempt): \(joined.stderr)")
         }
+        // A short code is refused before it is used: which group it joins is known only once spent.
+        for extra in [[], ["--name", "default"]] {
+            let attempt = ["group", "join", "12345678", "--from", "127.0.0.1:9", "--timeout", "1"] + extra
+            let joined = try await cli.run(attempt, node: "room")
+            #expect(
+                joined.status == 1 && joined.stderr.contains("not used") && joined.stderr.contains("--erase"),
+                "\(attempt): \(joined.stderr)"
+            )
+        }
         #expect(FileManager.default.fileExists(atPath: cli.dataDir("room") + "/left-group.json"))
         #expect(!FileManager.default.fileExists(atPath: cli.dataDir("room") + "/group.json"), "nothing changed")
 
