@@ -284,8 +284,12 @@ package struct SyncProtocol: Sendable {
                 return .mergeRecords(records)
             case .resend(let replica, let counter):
                 // The peer did not take what we sent of the replica after `counter`: send it again.
-                if c.peerKnown[replica] > counter { c.peerKnown[replica] = counter }
-                c.resendOwed[replica] = min(c.resendOwed[replica] ?? counter, counter)
+                // Kept only where it lowered our belief: at most one per replica the peer
+                // announced or we sent, however many a peer asks for.
+                if c.peerKnown[replica] > counter {
+                    c.peerKnown[replica] = counter
+                    c.resendOwed[replica] = counter
+                }
                 return .wakeSender
             case .pong:
                 return .nothing

@@ -630,6 +630,12 @@ import Testing
         #expect(sender.peerKnown[T.theirs] == 5)
         _ = sender.received(.state(T.state([T.theirs: 7])), now: T.start)
         #expect(sender.peerKnown[T.theirs] == 7, "once sent, the peer's state counts again")
+
+        // A resend that lowered nothing (a replica never announced) is not kept: a peer cannot
+        // grow the owed places by asking for replicas at random.
+        _ = sender.received(.resend(T.third, after: 2), now: T.start)
+        _ = sender.received(.state(T.state([T.theirs: 7, T.third: 9])), now: T.start)
+        #expect(sender.peerKnown[T.third] == 9)
     }
 
     /// A receiver that held the sender's state learns the sender's new digest from the check; one
