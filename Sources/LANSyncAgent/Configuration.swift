@@ -56,7 +56,7 @@ public struct AgentConfiguration: Sendable {
     /// (a connection silent past `keepalive` counts as stuck). The side that accepted the
     /// connection waits half as long again, so that only the side that dialed pings. Never below
     /// `keepalive`.
-    public var idleKeepalive: Duration = .seconds(30)
+    public var idleKeepalive: Duration = .seconds(60)
     /// Rows merged from one peer are held back from the others this long, because in a group
     /// where everyone is connected they are hearing the rows from their origin already (see
     /// `RelayGrace`); a peer that still lacks them after this gets them relayed. Zero relays at

@@ -131,8 +131,8 @@ struct Benchmark {
         try GroupsBenchmark(
             root: root,
             groups: count,
-            idleSeconds: quick ? 3 : 30,
-            settleSeconds: quick ? 3 : 40,
+            idleSeconds: quick ? 3 : 120,
+            settleSeconds: quick ? 3 : 100,
             writes: quick ? 6 : 40
         ).run()
         try GroupTrialBenchmark.run()
