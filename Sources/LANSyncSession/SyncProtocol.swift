@@ -55,7 +55,7 @@ package struct SyncProtocol: Sendable {
         fileprivate var resendAsked: [ReplicaID: UInt64] = [:]
         /// Ranges the peer asked for again and we have not sent since, by replica: the place it
         /// asked from. The peer may ask for a range it holds and counts (to settle an open claim,
-        /// §6 "Asking again"), so its state or a delta of it that comes before we send must not
+        /// protocol §12.5), so its state or a delta of it that comes before we send must not
         /// raise `peerKnown` past that place and cancel the request.
         fileprivate var resendOwed: [ReplicaID: UInt64] = [:]
         /// Places of replicas whose range a merge did not take, until this replica holds them.
@@ -361,7 +361,7 @@ package struct SyncProtocol: Sendable {
     /// received range said lost that has not lost here), looked at after the peer's state or a
     /// merge. Once we lack nothing the peer announced, the peer holds whatever superseded those
     /// changes, or the changes themselves, live: it is asked to send each such replica again
-    /// from just before the claim (protocol §6, "Asking again"). Once per place per session, so
+    /// from just before the claim (protocol §12.5, "Asking again"). Once per place per session, so
     /// a peer that holds no better copy is not asked in a loop.
     package mutating func claimsOpen(_ claims: [ReplicaID: UInt64], ourVector: VersionVector) -> Received {
         update(ended: .nothing) { c in
@@ -632,8 +632,8 @@ extension SyncProtocol.Conversation {
     ) throws(Failure) -> WireMessage {
         defer {
             peerKnown.advance(by: batch.coverage)
-            for range in batch.coverage where (resendOwed[range.replica].map { range.from <= $0 }) ?? false {
-                resendOwed[range.replica] = nil
+            for range in batch.coverage {
+                if let owed = resendOwed[range.replica], range.from <= owed { resendOwed[range.replica] = nil }
             }
         }
         let signature = batch.coverage.count == 1 ? batch.coverage[0].signature : nil

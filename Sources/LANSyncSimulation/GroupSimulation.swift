@@ -77,6 +77,19 @@ package final class GroupSimulation {
     /// `LANSYNC_SIMULATE_TRACE=1`: print every merge (its ranges, and those not taken), batch
     /// sent, reply (resends), look at open claims and refused connection, to follow a failing seed.
     static let tracing = ProcessInfo.processInfo.environment["LANSYNC_SIMULATE_TRACE"] != nil
+
+    /// A replica as the trace names it: six hex digits past its common prefix.
+    static func traced(_ replica: ReplicaID) -> Substring { replica.description.dropFirst(8).prefix(6) }
+
+    /// Ranges as the trace shows them: `replica(from,through]`.
+    static func traced(_ coverage: [Delta.Coverage]) -> [String] {
+        coverage.map { "\(traced($0.replica))(\($0.from),\($0.through)]" }
+    }
+
+    /// Places by replica (ranges not taken, open claims) as the trace shows them: `replica@counter`.
+    static func traced(_ places: [ReplicaID: UInt64]) -> [String] {
+        places.map { "\(traced($0.key))@\($0.value)" }
+    }
     /// Sessions ping after this much silence, and end after three times it (the agent's default
     /// is shorter; a longer one keeps a seed's events for what it tests).
     static let keepalive: Duration = .seconds(30)
@@ -657,7 +670,7 @@ package final class GroupSimulation {
         }
         if Self.tracing {
             print(
-                "t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) merged \(delta.coverage.map { "\($0.replica.description.dropFirst(8).prefix(6))(\($0.from),\($0.through)]" }) notTaken \(signed.notTaken.map { "\($0.key.description.dropFirst(8).prefix(6))@\($0.value)" })"
+                "t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) merged \(Self.traced(delta.coverage)) notTaken \(Self.traced(signed.notTaken))"
             )
         }
         _ = connection.sessions[side].mergeFinished(
@@ -691,7 +704,7 @@ package final class GroupSimulation {
         let asked = connection.sessions[side].claimsOpen(claims, ourVector: try node.store.versionVector())
         if Self.tracing {
             print(
-                "t=\(now) n\(connection.ends(side)) claims open \(claims.map { "\($0.key.description.dropFirst(8).prefix(6))@\($0.value)" }) with n\(connection.ends(1 - side)): \(asked)"
+                "t=\(now) n\(connection.ends(side)) claims open \(Self.traced(claims)) with n\(connection.ends(1 - side)): \(asked)"
             )
         }
         if case .wakeSender = asked {
@@ -739,7 +752,7 @@ package final class GroupSimulation {
             batches += 1
             if Self.tracing {
                 print(
-                    "t=\(now) n\(connection.ends(side)) -> n\(connection.ends(1 - side)) sends \(delta.coverage.map { "\($0.replica.description.dropFirst(8).prefix(6))(\($0.from),\($0.through)]" }) prefs \(delta.preferences.count) stubs \(delta.preferenceStubs.count)"
+                    "t=\(now) n\(connection.ends(side)) -> n\(connection.ends(1 - side)) sends \(Self.traced(delta.coverage)) prefs \(delta.preferences.count) stubs \(delta.preferenceStubs.count)"
                 )
             }
             let hostile =

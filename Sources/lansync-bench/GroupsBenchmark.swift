@@ -138,13 +138,13 @@ struct GroupsBenchmark {
         // (its group and peer warm, as the one-group room's are); and the room of many writing to
         // each group in turn, so that every write finds its group and its peer idle since setup.
         var latencies: [[Double]] = [[], [], []]
-        let rooms = [(one, try Tokens(one)), (many, try Tokens(many))]
+        let (oneTokens, manyTokens) = (try Tokens(one), try Tokens(many))
+        let active = many.names[many.names.count / 2]
         for round in 0..<writes {
-            latencies[0].append(try propagation(from: one, tokens: rooms[0].1, group: one.names[0], round: round))
-            let active = many.names[many.names.count / 2]
-            latencies[1].append(try propagation(from: many, tokens: rooms[1].1, group: active, round: round))
+            latencies[0].append(try propagation(from: one, tokens: oneTokens, group: one.names[0], round: round))
+            latencies[1].append(try propagation(from: many, tokens: manyTokens, group: active, round: round))
             let next = many.names[round % many.names.count]
-            latencies[2].append(try propagation(from: many, tokens: rooms[1].1, group: next, round: round))
+            latencies[2].append(try propagation(from: many, tokens: manyTokens, group: next, round: round))
         }
         let summaries = latencies.map(Self.summary)
         let medians = latencies.map { $0.sorted()[$0.count / 2] }
