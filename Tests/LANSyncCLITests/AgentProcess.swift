@@ -19,7 +19,7 @@ final class AgentProcess {
         environment: [String: String] = [:],
         listen: String = "127.0.0.1:0",
         discovery: Bool = false
-    ) throws {
+    ) async throws {
         self.node = node
         output = cli.root + "/agent-\(node)-\(UUID().uuidString).out"
         _ = FileManager.default.createFile(atPath: output, contents: nil)
@@ -49,7 +49,7 @@ final class AgentProcess {
                 break
             }
             if !process.isRunning { break }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
         guard let found else {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }

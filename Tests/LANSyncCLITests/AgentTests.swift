@@ -9,8 +9,8 @@ import Testing
         try await cli.group(of: "a", "b")
         for index in 0..<20 { try await cli.ok(["log", "append", "taps", "{\"a\":\(index)}"], node: "a") }
         try await cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
-        let a = try AgentProcess(cli, node: "a", discovery: true)
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a", discovery: true)
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try await cli.digest("a") == cli.digest("b"))
         #expect(try await cli.entries("b") == 20)
@@ -67,8 +67,8 @@ import Testing
         let note = String(repeating: "long session note ", count: 1_700)
         let lines = (0..<150).map { "{\"i\":\($0),\"note\":\"\(note)\"}" }.joined(separator: "\n")
         _ = try await cli.ok(["log", "append", "notes", "--lines"], node: "a", stdin: lines)
-        let a = try AgentProcess(cli, node: "a")
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "30"], node: "b")
         #expect(try await cli.entries("b") == 150)
         #expect(try await cli.digest("a") == cli.digest("b"))
@@ -82,10 +82,10 @@ import Testing
         defer { cli.remove() }
         try await cli.group(of: "a", "b")
         try await cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
-        let a = try AgentProcess(cli, node: "a")
+        let a = try await AgentProcess(cli, node: "a")
         let alone = try await cli.ok(["sync", "--wait"], node: "a")
         #expect(alone.contains("nothing to wait for"))
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         #expect(try await cli.ok(["sync", "--wait", "--timeout", "20"], node: "b").contains("in sync with 1 peer"))
         #expect(try await cli.entries("b") == 1)
         _ = b
@@ -96,9 +96,9 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         try await cli.group(of: "a", "b", "c")
-        let a = try AgentProcess(cli, node: "a")
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        let c = try AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let c = try await AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
         try await cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
         try await cli.ok(["log", "append", "taps", "{\"from\":\"c\"}"], node: "c")
         #expect(
@@ -123,7 +123,7 @@ import Testing
         _ = try await cli.newGroup(on: "stranger")
         try await cli.ok(["log", "append", "taps", "{\"secret\":\"health data\"}"], node: "a")
         try await cli.ok(["log", "append", "taps", "{\"spam\":true}"], node: "stranger")
-        let a = try AgentProcess(cli, node: "a")
+        let a = try await AgentProcess(cli, node: "a")
         // Once the agent runs (it records its own key as a member at start).
         #expect(
             try await eventually {
@@ -131,7 +131,7 @@ import Testing
             }
         )
         let before = try await cli.digest("a")
-        let stranger = try AgentProcess(cli, node: "stranger", arguments: ["--peer", a.address])
+        let stranger = try await AgentProcess(cli, node: "stranger", arguments: ["--peer", a.address])
         #expect(
             try await eventually {
                 try await cli.ok(["peers", "--json"], node: "a").contains("\"state\":\"refused\"")
@@ -150,8 +150,8 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         try await cli.group(of: "a", "b")
-        let a = try AgentProcess(cli, node: "a")
-        var b: AgentProcess? = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        var b: AgentProcess? = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["log", "append", "taps", "{\"first\":1}"], node: "a")
         try await cli.ok(["sync", "--wait", "--peers", "1"], node: "b")
         #expect(b?.stop() == 0)
@@ -159,7 +159,7 @@ import Testing
         let lines = (0..<10_000).map { "{\"symbol_id\":\($0),\"label\":\"tap\"}" }.joined(separator: "\n")
         _ = try await cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
         try await cli.ok(["pref", "set", "board/rows", "4"], node: "b")  // written while away
-        b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         // Progress while it catches up: plain lines when not on a terminal (reported at once here).
         let synced = try await cli.run(
             ["sync", "--wait", "--peers", "1", "--timeout", "60"],
@@ -189,8 +189,8 @@ import Testing
                 .joined(separator: "\n")
             _ = try await cli.ok(["log", "append", "taps", "--lines"], node: node, stdin: lines)
         }
-        let a = try AgentProcess(cli, node: "a")
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         for index in 0..<20 {
             try await cli.ok(["log", "append", "live", "{\"i\":\(index)}"], node: index % 2 == 0 ? "a" : "b")
         }
@@ -211,7 +211,7 @@ import Testing
         defer { cli.remove() }
         try await cli.group(of: "a", "b")
         try await cli.ok(["log", "append", "taps", "{\"a\":1}"], node: "a")
-        let a = try AgentProcess(cli, node: "a")
+        let a = try await AgentProcess(cli, node: "a")
         // Raw garbage, oversized length fields and a half frame, straight to the port.
         for payload in [[UInt8](repeating: 0xFF, count: 70_000), [0x00, 0x05, 1, 2, 3, 4, 5], [0x10, 0x00, 1]] {
             let socket = try TCPClient(port: a.port)
@@ -223,7 +223,7 @@ import Testing
         let lines = (0..<50).map { "{\"b\":\($0)}" }.joined(separator: "\n")
         _ = try await cli.ok(["log", "append", "taps", "--lines"], node: "b", stdin: lines)
         let proxy = try TamperingProxy(target: a.port, flipAfter: 1_500)
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(proxy.port)"])
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(proxy.port)"])
         #expect(await eventually { a.log.contains("a frame failed authentication (tampered, replayed or reordered)") })
         #expect(a.process.isRunning)
         // (The agent records B as a member once its handshake succeeds, so the digest moves; the
@@ -233,7 +233,7 @@ import Testing
         // Without the tampering, B connects directly and syncs.
         proxy.stop()
         b.stop()
-        let direct = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let direct = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try await cli.entries("a") == 51)
         #expect(try await cli.digest("b") == cli.digest("a"))
@@ -246,8 +246,8 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         try await cli.group(of: "a", "b")
-        let a = try AgentProcess(cli, node: "a")
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         let first = try await cli.ok(["log", "append", "sessions", #"{"session":"morning"}"#], node: "a")
             .trimmingCharacters(in: .whitespacesAndNewlines)
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
@@ -348,8 +348,8 @@ extension AgentTests {
         )
         #expect(wrote.status == 0)
         try await cli.ok(["pref", "set", "caregiver/active", "\"mum\""], node: "a")
-        let a = try AgentProcess(cli, node: "a")
-        let ahead = try AgentProcess(cli, node: "ahead", arguments: ["--peer", a.address], environment: skew)
+        let a = try await AgentProcess(cli, node: "a")
+        let ahead = try await AgentProcess(cli, node: "ahead", arguments: ["--peer", a.address], environment: skew)
         #expect(
             try await eventually {
                 let peers = try await cli.ok(["peers", "--json"], node: "a")
@@ -370,8 +370,8 @@ extension AgentTests {
         try await cli.ok(["log", "append", "taps", "{\"b\":1}"], node: "b")
         // B starts first, dialing a port A will take; then A starts and dials B.
         let portA = try freePort()
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(portA)"])
-        let a = try AgentProcess(cli, node: "a", arguments: ["--peer", b.address], listen: "127.0.0.1:\(portA)")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(portA)"])
+        let a = try await AgentProcess(cli, node: "a", arguments: ["--peer", b.address], listen: "127.0.0.1:\(portA)")
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
         #expect(try await cli.digest("a") == cli.digest("b"))
         try await Task.sleep(for: .milliseconds(1500))
@@ -460,22 +460,16 @@ final class TamperingProxy {
         let cli = try CLI()
         defer { cli.remove() }
         try await cli.group(of: "a", "app")
-        let a = try AgentProcess(cli, node: "a")
+        let a = try await AgentProcess(cli, node: "a")
         let program = URL(fileURLWithPath: CLI.executable).deletingLastPathComponent()
             .appendingPathComponent("lansync-example-taps").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = [cli.dataDir("app"), a.address]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        try process.run()
         // A hung program must fail the test, not hang it.
         DispatchQueue.global().asyncAfter(deadline: .now() + 30) { if process.isRunning { process.terminate() } }
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(printed)")
+        let (status, printed, _) = try await process.runCapturingOutput()
+        #expect(status == 0, "\(printed)")
         #expect(printed.contains("logged help as") && printed.contains("a peer holds every tap"), "\(printed)")
         #expect(try await cli.entries("a") == 3)
         #expect(try await cli.digest("a") == cli.digest("app"))

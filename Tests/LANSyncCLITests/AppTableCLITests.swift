@@ -63,8 +63,8 @@ import Testing
         try await cli.group(of: "a", "b")
         for node in ["a", "b"] { try await cli.ok(["schema", "apply", "-"], node: node, stdin: Self.schema) }
         try await cli.ok(["exec", "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)"], node: "a")
-        let a = try AgentProcess(cli, node: "a")
-        var b: AgentProcess? = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        var b: AgentProcess? = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try await query(cli, "SELECT name FROM athletes", node: "b").first?["name"] as? String == "Ana")
         // A live write reaches the other side by itself.
@@ -79,7 +79,7 @@ import Testing
         b = nil
         try await cli.ok(["exec", "UPDATE athletes SET name = 'Ana B.', xp = xp + 1 WHERE id = 'ana'"], node: "a")
         try await cli.ok(["exec", "UPDATE athletes SET weight_kg = 61.5, xp = xp + 10 WHERE id = 'ana'"], node: "b")
-        b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try await eventually { try await cli.digest("a") == cli.digest("b") })
         for node in ["a", "b"] {
@@ -104,7 +104,7 @@ import Testing
         _ = try await cli.group(of: "a")
         try await cli.ok(["schema", "apply", "-"], node: "a", stdin: Self.schema)
         for index in 0..<3 { try await cli.ok(["log", "append", "taps", "{\"n\":\(index)}"], node: "a") }
-        let agent = try AgentProcess(cli, node: "a")
+        let agent = try await AgentProcess(cli, node: "a")
         let digest = try await cli.digest("a")
         for sql in ["DELETE FROM entries", "DELETE FROM meta", "DROP TABLE athletes", "PRAGMA writable_schema = 1"] {
             let refused = try await cli.run(["exec", sql], node: "a")

@@ -53,29 +53,14 @@ struct CLI {
         env.removeValue(forKey: "LANSYNC_DATA_DIR")
         for (key, value) in environment { env[key] = value }
         process.environment = env
-        let outPath = root + "/out-\(UUID().uuidString)"
-        let errPath = root + "/err-\(UUID().uuidString)"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        var input: FileHandle?
         if let stdin = stdinBytes ?? stdin.map({ Array($0.utf8) }) {
             let inPath = root + "/in-\(UUID().uuidString)"
             try Data(stdin).write(to: URL(fileURLWithPath: inPath))
-            process.standardInput = FileHandle(forReadingAtPath: inPath)
-        } else {
-            process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+            input = FileHandle(forReadingAtPath: inPath)
         }
-        let status = try await process.runUntilExit()
-        defer {
-            try? FileManager.default.removeItem(atPath: outPath)
-            try? FileManager.default.removeItem(atPath: errPath)
-        }
-        return Result(
-            status: status,
-            stdout: try String(contentsOfFile: outPath, encoding: .utf8),
-            stderr: try String(contentsOfFile: errPath, encoding: .utf8)
-        )
+        let (status, stdout, stderr) = try await process.runCapturingOutput(input: input)
+        return Result(status: status, stdout: stdout, stderr: stderr)
     }
 
     /// Runs a command that must succeed, and returns its standard output.
@@ -119,6 +104,37 @@ extension Process {
                 continuation.resume(throwing: error)
             }
         }
+    }
+}
+
+extension Process {
+    /// Runs to the end with its standard output and error in files, waiting without holding a
+    /// thread (`runUntilExit`): reading a pipe to its end would block one of the cooperative
+    /// pool's two threads for as long as the program runs. With `mergingErrors` both go to
+    /// `stdout`; standard input is `input`, or nothing. Returns the exit status and what the
+    /// program printed.
+    func runCapturingOutput(
+        input: FileHandle? = nil,
+        mergingErrors: Bool = false
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let base = NSTemporaryDirectory() + "lansync-test-output-\(UUID().uuidString)"
+        let outPath = base + ".out"
+        let errPath = base + ".err"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath)
+            try? FileManager.default.removeItem(atPath: errPath)
+        }
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        standardOutput = output
+        standardError = mergingErrors ? output : try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        standardInput = input ?? FileHandle(forReadingAtPath: "/dev/null")
+        let status = try await runUntilExit()
+        let read = { (path: String) in
+            String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
+        }
+        return (status, read(outPath), read(errPath))
     }
 }
 

@@ -10,20 +10,14 @@ import Testing
     }
 
     /// The page as the browser built it (`--dump-dom`), in a profile that keeps cookies between calls.
-    static func dom(_ url: String, profile: String) throws -> String {
+    static func dom(_ url: String, profile: String) async throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: chromium!)
         process.arguments = [
             "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)", "--dump-dom",
             url,
         ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+        return try await process.runCapturingOutput().stdout
     }
 
     /// Every bar segment of the chart titled `title`: (day, group) → count.
@@ -60,9 +54,9 @@ import Testing
                 node: "therapy"
             )
         }
-        let home = try AgentProcess(cli, node: "home")
+        let home = try await AgentProcess(cli, node: "home")
         defer { home.stop() }
-        let therapy = try AgentProcess(cli, node: "therapy", arguments: ["--peer", home.address])
+        let therapy = try await AgentProcess(cli, node: "therapy", arguments: ["--peer", home.address])
         defer { therapy.stop() }
         #expect(
             await eventually(within: 60) {
@@ -76,12 +70,13 @@ import Testing
         #expect(link.hasPrefix("http://127.0.0.1:") && link.contains("/login?code="))
 
         // The link signs the browser in and lands on the group page: the peer, connected and in sync.
-        var group = try Self.dom(link, profile: profile)
+        var group = try await Self.dom(link, profile: profile)
         if !group.contains("In sync with all 1 connected peer") {
             // The peers' digests are announced every few seconds: the page refreshes; so do we.
             _ = await eventually(within: 30) {
                 group =
-                    (try? Self.dom(link.components(separatedBy: "/login")[0] + "/dashboard/", profile: profile)) ?? ""
+                    (try? await Self.dom(link.components(separatedBy: "/login")[0] + "/dashboard/", profile: profile))
+                    ?? ""
                 return group.contains("In sync with all 1 connected peer")
             }
         }
@@ -98,7 +93,7 @@ import Testing
 
         // The stream's charts: per day by device, and by caregiver, exactly the entries.
         let base = link.components(separatedBy: "/login")[0]
-        let stream = try Self.dom(base + "/dashboard/streams/taps?field=caregiver&days=7", profile: profile)
+        let stream = try await Self.dom(base + "/dashboard/streams/taps?field=caregiver&days=7", profile: profile)
         let today = ISO8601DateFormatter().string(from: Date()).prefix(10)
         let byDevice = Self.bars(in: stream, chart: "Entries per day by device")
         #expect(byDevice.count == 2, "\(byDevice)")
@@ -108,8 +103,10 @@ import Testing
         #expect(stream.contains("{\"symbol\":\"help\",\"caregiver\":\"dad\"}"), "the newest entries, with the peer's")
 
         // The link worked once; a browser without the session is asked to get one.
-        #expect(try Self.dom(link, profile: cli.root + "/other-browser").contains("This link has expired"))
-        #expect(try Self.dom(base + "/dashboard/", profile: cli.root + "/other-browser").contains("lansync dashboard"))
+        #expect(try await Self.dom(link, profile: cli.root + "/other-browser").contains("This link has expired"))
+        #expect(
+            try await Self.dom(base + "/dashboard/", profile: cli.root + "/other-browser").contains("lansync dashboard")
+        )
     }
 
     /// A therapy room's machine in two families' groups, served by one agent: the dashboard opens
@@ -124,11 +121,11 @@ import Testing
         for _ in 0..<2 {
             try await cli.ok(["log", "append", "taps", "{\"symbol\":\"help\",\"family\":\"b\"}"], node: "home-b")
         }
-        let room = try AgentProcess(cli, node: "room")
+        let room = try await AgentProcess(cli, node: "room")
         defer { room.stop() }
-        let homeA = try AgentProcess(cli, node: "home-a", arguments: ["--peer", room.address])
+        let homeA = try await AgentProcess(cli, node: "home-a", arguments: ["--peer", room.address])
         defer { homeA.stop() }
-        let homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", room.address])
+        let homeB = try await AgentProcess(cli, node: "home-b", arguments: ["--peer", room.address])
         defer { homeB.stop() }
         #expect(
             await eventually(within: 60) {
@@ -141,11 +138,11 @@ import Testing
         let profile = cli.root + "/browser"
         let link = try await cli.ok(["dashboard"], node: "room").trimmingCharacters(in: .whitespacesAndNewlines)
         let base = link.components(separatedBy: "/login")[0]
-        var groups = try Self.dom(link, profile: profile)
+        var groups = try await Self.dom(link, profile: profile)
         // Digests are announced every few seconds: the page refreshes; so do we.
         _ = await eventually(within: 30) {
             if groups.components(separatedBy: "<span class=\"ok\">in sync</span>").count == 3 { return true }
-            groups = (try? Self.dom(base + "/dashboard/", profile: profile)) ?? ""
+            groups = (try? await Self.dom(base + "/dashboard/", profile: profile)) ?? ""
             return false
         }
         #expect(groups.contains("<title>Groups · LANSync</title>"), "\(groups.prefix(600))")
@@ -155,10 +152,10 @@ import Testing
         #expect(groups.contains("<td>1</td>") && groups.contains("<td>2</td>"), "today's entries per group")
 
         // A group's own pages: its peer and entries, nothing of the other family.
-        let pageB = try Self.dom(base + "/dashboard/groups/family-b/", profile: profile)
+        let pageB = try await Self.dom(base + "/dashboard/groups/family-b/", profile: profile)
         #expect(pageB.contains(">home-b<") && !pageB.contains(">home-a<"), "\(pageB)")
         #expect(pageB.contains("group <strong>family-b</strong>") && pageB.contains(">all groups</a>"))
-        let streamB = try Self.dom(base + "/dashboard/groups/family-b/streams/taps", profile: profile)
+        let streamB = try await Self.dom(base + "/dashboard/groups/family-b/streams/taps", profile: profile)
         #expect(streamB.contains("\"family\":\"b\"") && !streamB.contains("\"family\":\"a\""), "\(streamB)")
 
         // A link for family B alone: it lands on B's pages; A's, or a group that does not exist,
@@ -166,13 +163,13 @@ import Testing
         let linkB = try await cli.ok(["dashboard", "--group", "family-b"], node: "room")
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let other = cli.root + "/browser-b"
-        let landed = try Self.dom(linkB, profile: other)
+        let landed = try await Self.dom(linkB, profile: other)
         #expect(landed.contains("group <strong>family-b</strong>") && landed.contains(">home-b<"), "\(landed)")
         #expect(!landed.contains("default") && !landed.contains(">home-a<"), "\(landed)")
-        let overviewForB = try Self.dom(base + "/dashboard/", profile: other)
+        let overviewForB = try await Self.dom(base + "/dashboard/", profile: other)
         #expect(overviewForB.contains("group <strong>family-b</strong>"), "B's session goes to B's pages")
-        let pageA = try Self.dom(base + "/dashboard/groups/default/", profile: other)
-        let nowhere = try Self.dom(base + "/dashboard/groups/family-c/", profile: other)
+        let pageA = try await Self.dom(base + "/dashboard/groups/default/", profile: other)
+        let nowhere = try await Self.dom(base + "/dashboard/groups/family-c/", profile: other)
         #expect(pageA.contains("lansync dashboard") && !pageA.contains("home-a"), "\(pageA)")
         #expect(pageA == nowhere, "a group this link does not open answers as one that does not exist")
     }

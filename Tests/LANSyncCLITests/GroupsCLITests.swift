@@ -62,15 +62,15 @@ import Testing
         try await cli.ok(["log", "append", "taps", "{\"home\":\"a\"}"], node: "home-a")
         try await cli.ok(["log", "append", "taps", "{\"home\":\"b\"}"], node: "home-b")
 
-        let roomA = try AgentProcess(cli, node: "room", arguments: ["--group", "family-a"])
-        let roomB = try AgentProcess(cli, node: "room", arguments: ["--group", "family-b"])
+        let roomA = try await AgentProcess(cli, node: "room", arguments: ["--group", "family-a"])
+        let roomB = try await AgentProcess(cli, node: "room", arguments: ["--group", "family-b"])
         // home-a also dials the room's agent for B: a handshake with A's key that B's agent refuses.
-        let homeA = try AgentProcess(
+        let homeA = try await AgentProcess(
             cli,
             node: "home-a",
             arguments: ["--peer", roomA.address, "--peer", roomB.address]
         )
-        let homeB = try AgentProcess(cli, node: "home-b", arguments: ["--peer", roomB.address])
+        let homeB = try await AgentProcess(cli, node: "home-b", arguments: ["--peer", roomB.address])
         let a: Set = [#"{"room":"a"}"#, #"{"home":"a"}"#]
         let b: Set = [#"{"room":"b"}"#, #"{"home":"b"}"#]
         #expect(
@@ -121,8 +121,8 @@ import Testing
         let cli = try CLI()
         defer { cli.remove() }
         let code = try await cli.group(of: "home", "tablet")
-        let home = try AgentProcess(cli, node: "home")
-        let tablet = try AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
+        let home = try await AgentProcess(cli, node: "home")
+        let tablet = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
         try await cli.ok(["sync", "--wait", "--peers", "1"], node: "tablet")
         let left = try await cli.ok(["group", "leave"], node: "tablet")
         #expect(left.contains("members told: home") && left.contains("no longer serves it"), "\(left)")
@@ -133,7 +133,7 @@ import Testing
         #expect(again.status == 1 && again.stderr.contains("left default"), "\(again.stderr)")
 
         try await cli.ok(["group", "join", code], node: "tablet")
-        let back = try AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
+        let back = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
         #expect(
             try await eventually(within: 30) {
                 try await Self.members(cli, "home")["tablet"]?["left_at"] is NSNull
@@ -220,9 +220,9 @@ import Testing
         #expect(otherGroup.status == 1 && otherGroup.stderr.contains("not served here"), "\(otherGroup.stderr)")
 
         // home-b waits to be dialed: the room dials it, as a static peer of family-b.
-        let homeB = try AgentProcess(cli, node: "home-b")
-        let room = try AgentProcess(cli, node: "room", arguments: ["--peer", "family-b=\(homeB.address)"])
-        let homeA = try AgentProcess(cli, node: "home-a", arguments: ["--peer", room.address])
+        let homeB = try await AgentProcess(cli, node: "home-b")
+        let room = try await AgentProcess(cli, node: "room", arguments: ["--peer", "family-b=\(homeB.address)"])
+        let homeA = try await AgentProcess(cli, node: "home-a", arguments: ["--peer", room.address])
         #expect(
             try await eventually(within: 30) {
                 let (a, b) = (try await Self.payloads(cli, "home-a"), try await Self.payloads(cli, "home-b"))
@@ -249,20 +249,20 @@ import Testing
             try read("/api-address"), try read("/api-token"), try read("/groups/family-b/api-token")
         )
         let base = "http://\(address)/v1"
-        let entriesB = try Self.http("\(base)/groups/family-b/streams/taps/entries", token: tokenB)
+        let entriesB = try await Self.http("\(base)/groups/family-b/streams/taps/entries", token: tokenB)
         #expect(entriesB.status == 200 && entriesB.body.contains(#""room":"b""#), "\(entriesB)")
         #expect(!entriesB.body.contains(#""room":"a""#), "\(entriesB)")
-        let entriesA = try Self.http("\(base)/streams/taps/entries", token: tokenA)
+        let entriesA = try await Self.http("\(base)/streams/taps/entries", token: tokenA)
         #expect(
             entriesA.status == 200 && entriesA.body.contains(#""room":"a""#),
             "today's routes: the first group: \(entriesA)"
         )
-        let crossed = try Self.http("\(base)/groups/family-b/streams/taps/entries", token: tokenA)
-        let nowhere = try Self.http("\(base)/groups/family-c/streams/taps/entries", token: tokenA)
+        let crossed = try await Self.http("\(base)/groups/family-b/streams/taps/entries", token: tokenA)
+        let nowhere = try await Self.http("\(base)/groups/family-c/streams/taps/entries", token: tokenA)
         #expect(crossed.status == 401 && nowhere.status == 401 && crossed.body == nowhere.body, "\(crossed) \(nowhere)")
-        let legacyWithB = try Self.http("\(base)/streams/taps/entries", token: tokenB)
+        let legacyWithB = try await Self.http("\(base)/streams/taps/entries", token: tokenB)
         #expect(legacyWithB.status == 401, "B's token does not open the first group's routes")
-        let appended = try Self.http(
+        let appended = try await Self.http(
             "\(base)/groups/family-b/streams/taps/entries",
             token: tokenB,
             method: "POST",
@@ -271,13 +271,13 @@ import Testing
         #expect((200..<300).contains(appended.status), "\(appended)")
         #expect(try await Self.payloads(cli, "room", group: "family-b").contains(#"{"api":"b"}"#))
         #expect(!(try await Self.payloads(cli, "room", group: "default").contains(#"{"api":"b"}"#)))
-        let visible = try Self.http("\(base)/groups", token: tokenB)
+        let visible = try await Self.http("\(base)/groups", token: tokenB)
         #expect(visible.body.contains("family-b") && !visible.body.contains("default"), "\(visible)")
         // The node's token opens every group.
         let nodeToken = try read("/node-api-token")
-        let all = try Self.http("\(base)/groups", token: nodeToken)
+        let all = try await Self.http("\(base)/groups", token: nodeToken)
         #expect(all.body.contains("family-b") && all.body.contains("default"), "\(all)")
-        let entriesByNode = try Self.http("\(base)/groups/family-b/streams/taps/entries", token: nodeToken)
+        let entriesByNode = try await Self.http("\(base)/groups/family-b/streams/taps/entries", token: nodeToken)
         #expect(entriesByNode.status == 200 && entriesByNode.body.contains(#""api":"b""#), "\(entriesByNode)")
 
         // Leaving B while the one agent serves both: it restarts in place (same process) and serves
@@ -295,7 +295,7 @@ import Testing
         )
         let groupsNow = try await eventually(within: 30) {
             let address = try read("/api-address")
-            return try Self.http("http://\(address)/v1/status", token: tokenA).status == 200
+            return try await Self.http("http://\(address)/v1/status", token: tokenA).status == 200
         }
         #expect(groupsNow, "the restarted agent serves A's API")
         #expect(!FileManager.default.fileExists(atPath: cli.dataDir("room") + "/groups/family-b/api-token"))
@@ -307,7 +307,7 @@ import Testing
         token: String,
         method: String = "GET",
         body: String? = nil
-    ) throws -> (
+    ) async throws -> (
         status: Int, body: String
     ) {
         let script = """
@@ -324,11 +324,7 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-c", script, url, token, method, body ?? ""]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try await process.runCapturingOutput().stdout
         let lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
         return (Int(lines.first ?? "") ?? 0, lines.count > 1 ? String(lines[1]) : "")
     }

@@ -15,8 +15,8 @@ import Testing
         let lines = (1...3000).map { "{\"tap\":\($0)}" }.joined(separator: "\n") + "\n"
         try await cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
         try await cli.ok(["pref", "set", "ui/theme", "\"dark\""], node: "a")
-        let a = try AgentProcess(cli, node: "a")
-        let c = try AgentProcess(cli, node: "c", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        let c = try await AgentProcess(cli, node: "c", arguments: ["--peer", a.address])
         #expect(
             try await eventually(within: 60) { try await cli.entries("c") == 3000 },
             "c caught up; \(c.log.suffix(2000))"
@@ -27,7 +27,7 @@ import Testing
             "a got c's overwrite"
         )
         #expect(c.stop() == 0)
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         #expect(
             try await eventually(within: 60) { try await cli.digest("b") == cli.digest("a") },
             "the newcomer converged; \(b.log.suffix(3000))"
@@ -48,8 +48,8 @@ import Testing
         let lines = (1...5000).map { "{\"tap\":\($0)}" }.joined(separator: "\n") + "\n"
         try await cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
         try await cli.ok(["pref", "set", "ui/theme", "\"light\""], node: "a")
-        let a = try AgentProcess(cli, node: "a")
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         #expect(
             try await eventually(within: 60) { try await cli.digest("b") == cli.digest("a") },
             "the newcomer converged; \(b.log.suffix(3000))"
@@ -80,8 +80,8 @@ import Testing
             ((0..<500).map { "INSERT INTO strokes VALUES ('w\($0)', 's0', \($0));" }.joined(separator: "\n")
             + "\nINSERT INTO sessions VALUES ('s0', 500);").write(toFile: warmUp, atomically: true, encoding: .utf8)
         try await cli.ok(["exec", "--file", warmUp], node: "tablet")
-        let tablet = try AgentProcess(cli, node: "tablet")
-        let phone = try AgentProcess(cli, node: "phone", arguments: ["--peer", tablet.address])
+        let tablet = try await AgentProcess(cli, node: "tablet")
+        let phone = try await AgentProcess(cli, node: "phone", arguments: ["--peer", tablet.address])
         #expect(try await eventually(within: 30) { try await cli.digest("phone") == cli.digest("tablet") })
         #expect(phone.stop() == 0)
 
@@ -95,7 +95,7 @@ import Testing
                 encoding: .utf8
             )
         try await cli.ok(["exec", "--file", session], node: "tablet")
-        let back = try AgentProcess(cli, node: "phone", arguments: ["--peer", tablet.address])
+        let back = try await AgentProcess(cli, node: "phone", arguments: ["--peer", tablet.address])
         #expect(
             try await eventually(within: 60) { try await cli.digest("phone") == cli.digest("tablet") },
             "the phone caught up; \(back.log.suffix(3000))"

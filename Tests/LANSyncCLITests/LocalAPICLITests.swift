@@ -12,26 +12,30 @@ import Testing
     static let checksScript = root.appendingPathComponent("Tests/LANSyncCLITests/python/api_checks.py").path
     static let limitsScript = root.appendingPathComponent("Tests/LANSyncCLITests/python/api_limits.py").path
 
-    /// Runs python3 with `arguments` to the end; returns its status and output.
-    static func python(_ arguments: [String], dataDir: String) throws -> (status: Int32, output: String, errors: String)
-    {
-        let process = try start(arguments, dataDir: dataDir)
-        let output = process.output.fileHandleForReading.readDataToEndOfFile()
-        let errors = process.errors.fileHandleForReading.readDataToEndOfFile()
-        process.process.waitUntilExit()
-        return (
-            process.process.terminationStatus, String(decoding: output, as: UTF8.self),
-            String(decoding: errors, as: UTF8.self)
-        )
+    /// Runs python3 with `arguments` to the end, waiting without holding a thread; returns its
+    /// status and output.
+    static func python(
+        _ arguments: [String],
+        dataDir: String
+    ) async throws -> (status: Int32, output: String, errors: String) {
+        let (status, output, errors) = try await pythonProcess(arguments, dataDir: dataDir).runCapturingOutput()
+        return (status, output, errors)
     }
 
-    static func start(_ arguments: [String], dataDir: String) throws -> (process: Process, output: Pipe, errors: Pipe) {
+    /// python3 with `arguments`, for the agent of `dataDir`.
+    static func pythonProcess(_ arguments: [String], dataDir: String) -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3"] + arguments
         var environment = CLI.environment()
         environment["LANSYNC_DATA_DIR"] = dataDir
         process.environment = environment
+        return process
+    }
+
+    /// Starts python3 with `arguments`, its output in pipes, for a test that goes on meanwhile.
+    static func start(_ arguments: [String], dataDir: String) throws -> (process: Process, output: Pipe, errors: Pipe) {
+        let process = pythonProcess(arguments, dataDir: dataDir)
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output
@@ -47,23 +51,16 @@ import Testing
         defer { cli.remove() }
         try await cli.ok(["init", "--name", "a"], node: "a")
         try await cli.ok(["group", "create"], node: "a")
-        let agent = try AgentProcess(cli, node: "a")
+        let agent = try await AgentProcess(cli, node: "a")
         defer { agent.stop() }
         #expect(await eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
         let limits =
             "{\"connections\": \(APILimits.connections), \"feeds\": \(APILimits.feeds), \"idle_seconds\": \(APILimits.idleSeconds)}"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.limitsScript, cli.dataDir("a"), limits]
-        let output = cli.root + "/limits.out"
-        _ = FileManager.default.createFile(atPath: output, contents: nil)
-        _ = FileManager.default.createFile(atPath: output + ".err", contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: output + ".err"))
-        // Waits without holding one of the few threads the other suites run on.
-        let status = try await process.runUntilExit()
-        let text = try String(contentsOfFile: output, encoding: .utf8)
-        #expect(status == 0, "\((try? String(contentsOfFile: output + ".err", encoding: .utf8)) ?? "")")
+        let (status, text, errors) = try await Self.python(
+            [Self.limitsScript, cli.dataDir("a"), limits],
+            dataDir: cli.dataDir("a")
+        )
+        #expect(status == 0, "\(errors)")
         let results = try #require(
             try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: [String: Any]],
             "\(text)"
@@ -85,10 +82,10 @@ import Testing
             node: "a",
             stdin: "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT);"
         )
-        let agent = try AgentProcess(cli, node: "a")
+        let agent = try await AgentProcess(cli, node: "a")
         defer { agent.stop() }
         #expect(await eventually { FileManager.default.fileExists(atPath: cli.dataDir("a") + "/api-address") })
-        let run = try Self.python([Self.checksScript, cli.dataDir("a")], dataDir: cli.dataDir("a"))
+        let run = try await Self.python([Self.checksScript, cli.dataDir("a")], dataDir: cli.dataDir("a"))
         #expect(run.status == 0, "\(run.errors)")
         let results = try #require(
             try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: [String: Any]],
@@ -117,7 +114,7 @@ import Testing
         try await cli.device("a")
         try await cli.ok(["group", "create"], node: "a")
         let dataDir = cli.dataDir("a")
-        var agent = try AgentProcess(cli, node: "a")
+        var agent = try await AgentProcess(cli, node: "a")
         defer { agent.stop() }
         #expect(await eventually { FileManager.default.fileExists(atPath: dataDir + "/api-address") })
         // The follower keeps its cursor in a file, as an app would, and stops after 100 taps.
@@ -129,13 +126,16 @@ import Testing
             dataDir: dataDir
         )
         defer { if follower.process.isRunning { follower.process.terminate() } }
-        let first = try Self.python([Self.tapsScript, "append", "--count", "40", "--stream", "taps"], dataDir: dataDir)
+        let first = try await Self.python(
+            [Self.tapsScript, "append", "--count", "40", "--stream", "taps"],
+            dataDir: dataDir
+        )
         #expect(first.status == 0, "\(first.errors)")
         // The agent goes away; taps are logged meanwhile (offline, straight into the replica); it comes back.
         #expect(agent.stop() == 0)
         for index in 0..<20 { try await cli.ok(["log", "append", "taps", "{\"offline\":\(index)}"], node: "a") }
-        agent = try AgentProcess(cli, node: "a")
-        let second = try Self.python(
+        agent = try await AgentProcess(cli, node: "a")
+        let second = try await Self.python(
             [Self.tapsScript, "append", "--count", "40", "--stream", "taps"],
             dataDir: dataDir
         )

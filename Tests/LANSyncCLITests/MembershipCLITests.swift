@@ -43,10 +43,10 @@ import Testing
         defer { cli.remove() }
         let code = try await cli.group(of: "a", "b", "tablet", "d")
         try await cli.ok(["log", "append", "taps", "{\"before\":1}"], node: "a")
-        let a = try AgentProcess(cli, node: "a")
-        var b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        var tablet = try AgentProcess(cli, node: "tablet", arguments: ["--peer", a.address])
-        var d = try AgentProcess(cli, node: "d", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        var b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        var tablet = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", a.address])
+        var d = try await AgentProcess(cli, node: "d", arguments: ["--peer", a.address])
         // Everyone met a: the group pinned every key, and the records reached everyone.
         #expect(
             try await eventually(within: 30) {
@@ -85,7 +85,7 @@ import Testing
         #expect(tabletRecord["removed_by"] as? String != nil && tabletRecord["removed_in_epoch"] as? Int == 1)
 
         // d was away: it comes back with the old key, gets the new one from a, and catches up.
-        d = try AgentProcess(cli, node: "d", arguments: ["--peer", a.address])
+        d = try await AgentProcess(cli, node: "d", arguments: ["--peer", a.address])
         #expect(try await eventually(within: 30) { try await Self.epoch(cli, "d") == 1 }, "d: \(d.log.suffix(2_000))")
         #expect(try await eventually(within: 30) { try await cli.entries("d") == 2 })
         #expect(a.log.contains("handed a member that was away the group's new epoch"))
@@ -95,7 +95,7 @@ import Testing
         tablet.stop()
         try await Self.reinstall(cli, "tablet", joining: code)
         #expect(try await cli.status("tablet")["device_id"] as? String == tabletDevice)
-        tablet = try AgentProcess(cli, node: "tablet", arguments: ["--peer", a.address])
+        tablet = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", a.address])
         #expect(
             try await eventually(within: 30) {
                 try await cli.ok(["peers"], node: "tablet").contains("was removed from the group")
@@ -112,7 +112,7 @@ import Testing
         }
         #expect(try await Self.epoch(cli, "b") == 1, "a refused removal changes nothing")
         b.stop()
-        b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         // A newcomer paired after the removal is in the group's current epoch from the start (the
         // welcome's records say which), knows of the removal, and lists the tablet as removed.
@@ -135,12 +135,12 @@ import Testing
         defer { cli.remove() }
         let code = try await cli.group(of: "a", "b")
         try await cli.ok(["log", "append", "taps", "{\"x\":1}"], node: "a")
-        let a = try AgentProcess(cli, node: "a")
-        var b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let a = try await AgentProcess(cli, node: "a")
+        var b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         b.stop()
         try await Self.reinstall(cli, "b", joining: code)
-        b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         #expect(
             try await eventually(within: 30) {
                 try await cli.ok(["peers"], node: "b").contains("presented a new device key")
@@ -150,7 +150,7 @@ import Testing
         b.stop()
         let (short, port) = try await PairingCLITests.invite(cli, "a")
         try await cli.ok(["group", "join", short, "--from", "127.0.0.1:\(port)", "--replace"], node: "b")
-        b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try await cli.entries("b") == 1)
         let record = try await #require(try Self.members(cli, "a").first { $0["name"] as? String == "b" })

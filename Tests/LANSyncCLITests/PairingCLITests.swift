@@ -20,7 +20,7 @@ import Testing
         try await cli.device("mallory")
         try await cli.ok(["group", "create"], node: "a")
         try await cli.ok(["log", "append", "taps", "{\"first\":1}"], node: "a")
-        let a = try AgentProcess(cli, node: "a")
+        let a = try await AgentProcess(cli, node: "a")
         // A device in no group has nothing to invite to.
         let noAgent = try await cli.run(["group", "invite"], node: "b")
         #expect(noAgent.status == 1 && noAgent.stderr.contains("no group"), "\(noAgent.stderr)")
@@ -60,7 +60,7 @@ import Testing
         #expect(try await cli.ok(["group", "show", "--json"], node: "b").contains(try Self.tag(cli, "a")))
         #expect(a.log.contains("peer.name=b") && a.log.contains("pairing: a device joined"))
         // It is a member: it syncs.
-        let b = try AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "b")
         #expect(try await cli.entries("b") == 1)
         #expect(a.stop() == 0)

@@ -188,7 +188,7 @@ import Testing
         )
     }
 
-    @Test func theOpenAPIDocumentIsValidOpenAPI() throws {
+    @Test func theOpenAPIDocumentIsValidOpenAPI() async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
@@ -196,13 +196,23 @@ import Testing
             "import json, sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')",
             Self.openAPIPath,
         ]
-        let output = Pipe()
+        // Output to a file and no blocking wait: a test that holds one of the cooperative pool's
+        // two threads while Python starts stalls every test running beside it.
+        let outputPath = NSTemporaryDirectory() + "lansync-openapi-\(UUID().uuidString).out"
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardOutput = output
         process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "openapi-spec-validator (installed by scripts/setup): \(text)")
+        let status = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        let text = String(decoding: FileManager.default.contents(atPath: outputPath) ?? Data(), as: UTF8.self)
+        #expect(status == 0, "openapi-spec-validator (installed by scripts/setup): \(text)")
         #expect(text.contains("valid"))
     }
 }
