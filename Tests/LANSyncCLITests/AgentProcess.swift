@@ -7,6 +7,8 @@ final class AgentProcess {
     let port: Int
     let node: String
     private let output: String
+    /// The agent's output files, closed when it stops (see `Process.runCapturingOutput`).
+    private var handles: [FileHandle] = []
 
     /// Starts an agent for `node` listening on a free loopback port, with extra arguments, and
     /// waits until it prints its port. Discovery is off unless asked for: on a machine whose own
@@ -34,9 +36,13 @@ final class AgentProcess {
         var env = CLI.environment()
         for (key, value) in environment { env[key] = value }
         process.environment = env
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: output + ".log"))
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        handles = [
+            try FileHandle(forWritingTo: URL(fileURLWithPath: output)),
+            try FileHandle(forWritingTo: URL(fileURLWithPath: output + ".log")),
+        ]
+        process.standardOutput = handles[0]
+        process.standardError = handles[1]
+        process.standardInput = FileHandle.nullDevice
         try process.run()
         var found: Int?
         // A generous deadline: on a busy machine (CI beside other work) an agent may take seconds to start.
@@ -67,6 +73,10 @@ final class AgentProcess {
     /// Stops gracefully; returns the exit status.
     @discardableResult
     func stop() -> Int32 {
+        defer {
+            for handle in handles { try? handle.close() }
+            handles = []
+        }
         guard process.isRunning else { return process.terminationStatus }
         process.terminate()
         for _ in 0..<100 where process.isRunning { Thread.sleep(forTimeInterval: 0.05) }

@@ -127,9 +127,18 @@ extension Process {
             try? FileManager.default.removeItem(atPath: errPath)
         }
         let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        let errors = mergingErrors ? output : try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        let input = input ?? FileHandle(forReadingAtPath: "/dev/null")
+        // Closed here, not when released: a Process run with a termination handler keeps its
+        // handles open after it ends (one descriptor per run stayed open). Past about 1,360
+        // open descriptors, Foundation's spawn, which lists /proc/self/fd and copies 256 bytes of
+        // each name, read beyond its buffer and crashed the test process.
+        defer {
+            for handle in [output, errors, input].compactMap({ $0 }) { try? handle.close() }
+        }
         standardOutput = output
-        standardError = mergingErrors ? output : try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        standardInput = input ?? FileHandle(forReadingAtPath: "/dev/null")
+        standardError = errors
+        standardInput = input
         let status = try await runUntilExit()
         let read = { (path: String) in
             String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)

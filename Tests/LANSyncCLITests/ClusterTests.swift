@@ -53,12 +53,6 @@ struct Cluster {
         environment extra: [String: String] = [:]
     ) async throws -> Result {
         let process = process(arguments, environment: extra)
-        let outPath = NSTemporaryDirectory() + "cluster-out-\(UUID().uuidString)"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        defer { try? FileManager.default.removeItem(atPath: outPath) }
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardOutput = out
-        process.standardError = out
         var inPath: String?
         if let stdin {
             let path = NSTemporaryDirectory() + "cluster-in-\(UUID().uuidString)"
@@ -66,9 +60,11 @@ struct Cluster {
             inPath = path
         }
         defer { if let inPath { try? FileManager.default.removeItem(atPath: inPath) } }
-        process.standardInput = FileHandle(forReadingAtPath: inPath ?? "/dev/null")
-        let status = try await process.runUntilExit()
-        return Result(status: status, output: try String(contentsOfFile: outPath, encoding: .utf8))
+        let (status, output, _) = try await process.runCapturingOutput(
+            input: inPath.flatMap { FileHandle(forReadingAtPath: $0) },
+            mergingErrors: true
+        )
+        return Result(status: status, output: output)
     }
 
     /// Runs a cluster command that must succeed; returns its output.

@@ -30,8 +30,9 @@ import Testing
         return try await body(Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    /// Runs an agent and its API with `configuration` until `check` returns true for the API's
-    /// part (or 30 s pass), then stops both; returns the part's last status and the data directory's files.
+    /// Runs an agent and its API with `configuration` until both of the API's servers have had
+    /// their say (or 120 s pass: the whole test suite runs beside it on two cores), then stops
+    /// both; returns the part's last status and the data directory's files.
     static func run(
         _ configure: (inout LocalAPIConfiguration) -> Void
     ) async throws -> (AgentPartStatus?, apiAddress: String?, socket: Bool) {
@@ -57,7 +58,7 @@ import Testing
         let running = Task { try await group.run() }
         defer { running.cancel() }
         var part: AgentPartStatus?
-        _ = await eventually {
+        _ = await eventually(within: 120) {
             part = agent.partStatuses.first { $0.name == LocalAPI.partName }
             guard let part, part.state != .starting, let detail = part.detail else { return false }
             // Both servers have had their say: TCP is bound or failed, the socket too.
