@@ -105,9 +105,7 @@ extension Process {
             }
         }
     }
-}
 
-extension Process {
     /// Runs to the end with its standard output and error in files, waiting without holding a
     /// thread (`runUntilExit`): reading a pipe to its end would block one of the cooperative
     /// pool's two threads for as long as the program runs. With `mergingErrors` both go to
@@ -134,7 +132,7 @@ extension Process {
         // open descriptors, Foundation's spawn, which lists /proc/self/fd and copies 256 bytes of
         // each name, read beyond its buffer and crashed the test process.
         defer {
-            for handle in [output, errors, input].compactMap({ $0 }) { try? handle.close() }
+            for handle in [output, mergingErrors ? nil : errors, input].compactMap({ $0 }) { try? handle.close() }
         }
         standardOutput = output
         standardError = errors
