@@ -200,7 +200,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/TapLogger", swiftSettings: strict),
-        // Shared by the test targets: generated histories of replicas for property tests.
+        // Shared by the test targets: generated histories of replicas for property tests, and
+        // running a program from a test without holding a thread of the cooperative pool.
         .target(
             name: "LANSyncTestSupport",
             dependencies: ["LANSyncCore", "LANSyncStore", "LANSyncSession", "LANSyncWire", "LANSyncPairing", "LANSyncCrypto"],
@@ -309,11 +310,13 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: strict),
         // Runs the built `lansync` executable the way a user would.
-        .testTarget(name: "LANSyncCLITests", dependencies: ["LANSync", "LANSyncLocalAPI"], exclude: ["python"], swiftSettings: strict),
+        .testTarget(
+            name: "LANSyncCLITests", dependencies: ["LANSync", "LANSyncLocalAPI", "LANSyncTestSupport"], exclude: ["python"],
+            swiftSettings: strict),
         .testTarget(
             name: "LANSyncLocalAPITests",
             dependencies: [
-                "LANSyncLocalAPI", "LANSync", "LANSyncAgent", "LANSyncCore",
+                "LANSyncLocalAPI", "LANSync", "LANSyncAgent", "LANSyncCore", "LANSyncTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// A `lansync run` process on loopback, stopped (SIGTERM, then SIGKILL) when released.

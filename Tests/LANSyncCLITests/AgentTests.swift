@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// Real agents as processes on loopback, driven through the CLI.

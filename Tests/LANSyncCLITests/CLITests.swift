@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 @Suite(.serialized) struct IdentityCLITests {

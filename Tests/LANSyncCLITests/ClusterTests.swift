@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// Drives `scripts/cluster`: nodes made of namespaces, each with its own avahi-daemon, on one bridge.

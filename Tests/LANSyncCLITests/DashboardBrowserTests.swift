@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// The dashboard in a real browser (headless Chromium, from Debian, installed by scripts/setup):

@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// A node in several groups (docs/groups.md), between real processes on loopback: a therapy

@@ -1,5 +1,6 @@
 import Foundation
 import LANSyncLocalAPI
+import LANSyncTestSupport
 import Testing
 
 /// The local API of a running agent, over real HTTP from Python's standard library (another

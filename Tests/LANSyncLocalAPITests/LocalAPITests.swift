@@ -3,6 +3,7 @@ import Hummingbird
 import LANSync
 import LANSyncAgent
 import LANSyncCore
+import LANSyncTestSupport
 import Logging
 import PropertyBased
 import Testing
@@ -196,22 +197,7 @@ import Testing
             "import json, sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')",
             Self.openAPIPath,
         ]
-        // Output to a file and no blocking wait: a test that holds one of the cooperative pool's
-        // two threads while Python starts stalls every test running beside it.
-        let outputPath = NSTemporaryDirectory() + "lansync-openapi-\(UUID().uuidString).out"
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process.standardOutput = output
-        process.standardError = output
-        let status = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        let text = String(decoding: FileManager.default.contents(atPath: outputPath) ?? Data(), as: UTF8.self)
+        let (status, text, _) = try await process.runCapturingOutput(mergingErrors: true)
         #expect(status == 0, "openapi-spec-validator (installed by scripts/setup): \(text)")
         #expect(text.contains("valid"))
     }
