@@ -42,6 +42,11 @@ extension Agent {
                     dialing(target, connected: true)
                     outcome = await run(channel, keys: dialKeys(target), address: endpoint.description, dialed: target)
                     dialing(target, connected: false)
+                    if case .connectedToSelf? = outcome as? ConnectionError, case .discovered(let name) = target {
+                        // Our own record under that address; the name's other addresses may be a peer's.
+                        discovery.dialReachedOurselves(name, at: endpoint.description)
+                        continue
+                    }
                     if ContinuousClock.now - started > .seconds(10) { backoff = configuration.minBackoff }
                     break
                 } catch {
@@ -59,7 +64,15 @@ extension Agent {
                         metadata: ["mdns.name": "\(name)"]
                     )
                     return
-                case .ownAdvertisement: return
+                case .ownAdvertisement:
+                    if name != discovery.advertisedAs {
+                        // A name we gave up in a collision, resolved to our withdrawn record: the
+                        // peer that holds it now is found by resolving it again.
+                        discovery.refresh?.yield(
+                            .resolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter)
+                        )
+                    }
+                    return
                 }
             }
             let jitter = Double.random(in: 0.8...1.2)

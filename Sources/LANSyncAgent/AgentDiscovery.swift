@@ -94,7 +94,7 @@ struct DiscoveryState {
     /// the node there the new epoch, or it already held it and handed it to us. Until their
     /// record changes, or a handshake with the current key fails (`dialEnded`).
     var dialWithCurrentEpoch: Set<String> = []
-    /// Names that led a dial to ourselves, with the addresses they resolved to then.
+    /// Addresses under a name that led a dial to ourselves, by name: not dialed under it again.
     var reachedOurselves: [String: Set<String>] = [:]
     /// Services this node refused (removed, or a key nobody vouched for): not dialed again until
     /// their record changes (they can still dial us; a vouch or a new key lets them in).
@@ -105,6 +105,9 @@ struct DiscoveryState {
     /// How long a service that left is still dialed; a link coming up extends that by `redialFor`.
     static let rememberLeft: Duration = .seconds(600)
     static let redialFor: Duration = .seconds(60)
+    /// How long after giving up a name we resolve it again: by then avahi no longer resolves it
+    /// to our own withdrawn record (a goodbye lingers in a cache for one second).
+    static let resolveGivenUpNameAfter: Duration = .seconds(3)
 
     /// What to do with a discovered service after a dial to it ended.
     enum AfterDial: Equatable {
@@ -136,14 +139,29 @@ struct DiscoveryState {
             return .refusedUntilChanged
         case .connectedToSelf?:
             // Our own advertisement under a name we no longer hold (after a collision renamed us,
-            // avahi can still resolve the old one to our address): not a peer, until the name
-            // resolves elsewhere (`nameTakenByPeer`).
-            reachedOurselves[name] = Set((peers[name]?.endpoints ?? []).map(\.description))
+            // avahi can still resolve the old one to our address, on one IP protocol while the
+            // other already resolves to the peer that holds it now): not a peer once every address
+            // reached ourselves, until the name resolves elsewhere (`nameTakenByPeer`).
+            let addresses = Set((peers[name]?.endpoints ?? []).map(\.description))
+            guard addresses.isSubset(of: reachedOurselves[name] ?? []) else { return .dialAgain }
             markOwn(name)
             return .ownAdvertisement
         default: break
         }
         return .dialAgain
+    }
+
+    /// A dial to `name` at `address` reached ourselves: that address is not dialed under the name
+    /// again; the name's other addresses still are (`dialEnded`).
+    mutating func dialReachedOurselves(_ name: String, at address: String) {
+        reachedOurselves[name, default: []].insert(address)
+    }
+
+    /// A discovered peer's addresses, but those that reached ourselves; nil when it is not a peer.
+    func endpointsToDial(_ name: String) -> [DiscoveredEndpoint]? {
+        guard let service = peers[name] else { return nil }
+        let ourselves = reachedOurselves[name] ?? []
+        return service.endpoints.filter { !ourselves.contains($0.description) }
     }
 
     /// Takes `name` for one of our own advertisement's: never a peer, so never counted as one.
@@ -264,7 +282,7 @@ extension Agent {
             port: port,
             txt: Self.currentTXT(groups: advertisedGroups, advertisedTags: advertisedTags, length: period)
         )
-        let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(8))
         discovery.refresh = refresh
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.updateTXT = updateTXT
@@ -329,7 +347,11 @@ extension Agent {
                         "advertising over mDNS",
                         metadata: ["mdns.name": "\(advertisedAs)", "mdns.type": "\(Self.serviceType)"]
                     )
-                    if let wasAdvertisedAs { renamed(from: wasAdvertisedAs) }
+                    // Renamed: from an earlier name, or, the first time, from the name asked for
+                    // (a collision while probing).
+                    if let given = wasAdvertisedAs ?? discovery.requestedName, given != advertisedAs {
+                        renamed(from: given)
+                    }
                 }
             }
         case .appeared(let service):
@@ -345,13 +367,16 @@ extension Agent {
     }
 
     /// Our advertisement lost its name to a peer's (a collision) and took another. The old name
-    /// is no longer ours: a peer holds it now, and is dialed like any other. Browsing afresh
-    /// reports the services known again, the peer that took the name among them, in case it
-    /// appeared while the name still counted as ours (seen under load: a node that never
-    /// counted that peer as a member of its group).
+    /// is no longer ours: a peer holds it now, and is dialed like any other. What avahi resolved
+    /// under it so far was our own record, and that resolver never reports the peer's (seen in
+    /// the namespace cluster: a node that never counted the peer that took its name), so the name
+    /// is resolved again once our withdrawn record has left avahi's cache.
     private func renamed(from old: String) {
-        let names = [old] + (discovery.requestedName.map { [$0] } ?? [])
-        for name in names where name != discovery.advertisedAs { discovery.ownServices.remove(name) }
+        let names = Set([old] + (discovery.requestedName.map { [$0] } ?? []))
+        for name in names where name != discovery.advertisedAs {
+            discovery.ownServices.remove(name)
+            discovery.refresh?.yield(.resolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter))
+        }
         discovery.refresh?.yield(.browse)
     }
 
@@ -461,7 +486,7 @@ extension Agent {
         switch target {
         case .configured(let address): return [DialEndpoint(address)]
         case .discovered(let name):
-            if let service = discovery.peers[name] { return service.endpoints.compactMap(DialEndpoint.init) }
+            if let endpoints = discovery.endpointsToDial(name) { return endpoints.compactMap(DialEndpoint.init) }
             guard let until = discovery.revivedUntil[name], ContinuousClock.now < until,
                 let known = discovery.lastKnown[name]
             else { return nil }

@@ -218,6 +218,17 @@ final class AvahiConnection: @unchecked Sendable {
         }
     }
 
+    /// Frees the resolvers of every instance under a name; the browser starts new ones when it
+    /// reports the name again.
+    func stopResolving(name: String) throws(AvahiFailure) {
+        try locked { () throws(AvahiFailure) in
+            for (key, resolver) in resolvers where key.name == name {
+                avahi_service_resolver_free(resolver)
+                resolvers.removeValue(forKey: key)
+            }
+        }
+    }
+
     /// Call with the poll locked.
     private func newBrowser(type: String) throws(AvahiFailure) -> OpaquePointer {
         guard let client else { throw AvahiFailure(code: CInt(AVAHI_ERR_BAD_STATE)) }

@@ -2,7 +2,8 @@ import Synchronization
 
 /// What this node advertises over mDNS.
 package struct ServiceAdvertisement: Sendable, Equatable {
-    /// The DNS-SD instance name. On a collision Avahi's alternative ("Name #2") is used instead.
+    /// The DNS-SD instance name. On a collision Avahi's alternative ("Name #2") is used instead,
+    /// and on a further one before the name is established, a random one ("Name #4817").
     package var name: String
     package var port: Int
     /// TXT record. Keep it free of anything that identifies a person or a device.
@@ -75,6 +76,11 @@ package enum DiscoveryRefresh: Sendable, Equatable {
     /// now. Peers that knew it see it leave and come back (and reconnect), so only when no
     /// peer is connected.
     case announceAndBrowse
+    /// Resolve the instances under a name again with new resolvers, after a pause. For a name our
+    /// advertisement gave up after a collision: avahi can resolve it to our own withdrawn record
+    /// for a moment (its goodbye lingers in the cache for a second), and a resolver that did so
+    /// never reports the peer that holds the name now.
+    case resolveAgain(name: String, after: Duration)
 }
 
 package enum DiscoveryEvent: Sendable, Equatable {
@@ -110,10 +116,22 @@ package enum MDNSDiscovery {
         }
         let refresher = Task {
             guard let refreshes else { return }
-            for await refresh in refreshes {
-                let connection = current.connection.withLock { $0 }
-                if refresh == .announceAndBrowse { try? connection?.announceAgain() }
-                try? connection?.browseAfresh(type: serviceType)
+            await withDiscardingTaskGroup { group in
+                for await refresh in refreshes {
+                    switch refresh {
+                    case .browse, .announceAndBrowse:
+                        let connection = current.connection.withLock { $0 }
+                        if refresh == .announceAndBrowse { try? connection?.announceAgain() }
+                        try? connection?.browseAfresh(type: serviceType)
+                    case .resolveAgain(let name, let pause):
+                        group.addTask {
+                            guard (try? await Task.sleep(for: pause)) != nil else { return }
+                            let connection = current.connection.withLock { $0 }
+                            try? connection?.stopResolving(name: name)
+                            try? connection?.browseAfresh(type: serviceType)
+                        }
+                    }
+                }
             }
         }
         let updater = Task {
@@ -216,6 +234,8 @@ struct DiscoverySession {
     private var browsing = false
     private var published = false
     private var established = false
+    /// Collisions since our advertisement was last established.
+    private var collisions = 0
 
     init(serviceType: String, advertisement: ServiceAdvertisement?) {
         self.serviceType = serviceType
@@ -253,11 +273,19 @@ struct DiscoverySession {
             isFinished = true
         case .group(.established):
             established = true
+            collisions = 0
             status = .running(advertisedAs: advertisement?.name)
         case .group(.collision):
             // Another service on the LAN has our name: take Avahi's alternative and publish again.
+            // Two nodes that asked for one name at once both take the same alternative, collide
+            // again, and again ("LANSync #15" was seen, tens of seconds unadvertised): after the
+            // first collision, a random alternative settles it in one round.
             if var renamed = advertisement {
-                renamed.name = AvahiConnection.alternativeName(for: renamed.name)
+                collisions += 1
+                renamed.name =
+                    collisions == 1
+                    ? AvahiConnection.alternativeName(for: renamed.name)
+                    : Self.randomAlternative(for: renamed.name)
                 advertisement = renamed
                 actions.append(.publish(renamed))
             }
@@ -273,6 +301,22 @@ struct DiscoverySession {
             isFinished = true
         }
         return (actions, changes)
+    }
+
+    /// "Name #4817" for "Name" or "Name #3": a number from 3 to 9999 that two nodes colliding
+    /// again are unlikely to both draw.
+    static func randomAlternative(for name: String) -> String {
+        var base = Substring(name)
+        if let mark = name.lastIndex(of: "#"), mark > name.startIndex,
+            name[name.index(before: mark)] == " ",
+            case let digits = name[name.index(after: mark)...],
+            !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber })
+        {
+            base = name[..<name.index(before: mark)]
+        }
+        let renamed = "\(base) #\(Int.random(in: 3...9999))"
+        // A DNS label holds 63 bytes; Avahi's alternative shortens the name to fit.
+        return renamed.utf8.count <= 63 ? renamed : AvahiConnection.alternativeName(for: name)
     }
 
     /// A call to the daemon failed: start over with a new connection.

@@ -148,6 +148,8 @@ import Testing
     @Test func ourOldNameIsNotAPeerUntilItResolvesElsewhere() {
         var state = DiscoveryState()
         state.peers["LANSync 0001"] = Self.service("LANSync 0001", at: "10.47.0.1")
+        state.dialReachedOurselves("LANSync 0001", at: "10.47.0.1:7741")
+        #expect(state.endpointsToDial("LANSync 0001") == [])
         #expect(state.dialEnded("LANSync 0001", outcome: .connectedToSelf) == .ownAdvertisement)
         #expect(state.ownServices.contains("LANSync 0001"))
         #expect(state.peers["LANSync 0001"] == nil, "our own old name, not a peer")
@@ -157,6 +159,26 @@ import Testing
         let takenByPeer = state.nameTakenByPeer(Self.service("LANSync 0001", at: "10.47.0.3"))
         #expect(takenByPeer)
         #expect(!state.ownServices.contains("LANSync 0001"))
+    }
+
+    /// Avahi can resolve our old name to our own withdrawn record on one IP protocol while the
+    /// other already resolves to the peer that took the name: the peer's address is still dialed,
+    /// and the name counts as a peer (seen in the namespace cluster: a node that never counted
+    /// the peer that took its name, because the one address that reached ourselves marked the
+    /// whole name as ours).
+    @Test func anAddressThatReachedOurselvesLeavesTheNamesOtherAddressesToDial() {
+        var state = DiscoveryState()
+        let peer = DiscoveredEndpoint(host: "fe80::3", port: 7741, interface: 2, isIPv6: true)
+        let ours = DiscoveredEndpoint(host: "10.47.0.2", port: 7741, interface: 2, isIPv6: false)
+        state.peers["LANSync"] = DiscoveredService(name: "LANSync", endpoints: [ours, peer], txt: [:], isOurOwn: false)
+        state.dialReachedOurselves("LANSync", at: ours.description)
+        #expect(state.endpointsToDial("LANSync") == [peer])
+        #expect(state.dialEnded("LANSync", outcome: .connectedToSelf) == .dialAgain)
+        #expect(state.peers["LANSync"] != nil, "still a peer: its other address is not ours")
+        #expect(!state.ownServices.contains("LANSync"))
+        state.dialReachedOurselves("LANSync", at: peer.description)
+        #expect(state.dialEnded("LANSync", outcome: .connectedToSelf) == .ownAdvertisement)
+        #expect(state.peers["LANSync"] == nil, "every address reached ourselves: our own")
     }
 
     @Test func linkLocalEndpointsCarryTheirInterface() {

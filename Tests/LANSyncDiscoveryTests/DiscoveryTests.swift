@@ -101,10 +101,30 @@ private func resolution(
             Issue.record("expected a publish")
             return
         }
-        #expect(third.name == "LANSync #3")
+        // A second collision before the name is established: two nodes that asked for one name
+        // would take the same alternatives in step, so a random one.
+        let number = third.name.split(separator: "#").last.flatMap { Int($0) }
+        #expect(third.name.hasPrefix("LANSync #") && (3...9999).contains(number ?? 0), "\(third.name)")
         _ = session.handle(.group(.established))
-        #expect(session.status == .running(advertisedAs: "LANSync #3"))
+        #expect(session.status == .running(advertisedAs: third.name))
         #expect(!session.isFinished, "a collision never stops the node")
+        // Once established, the next collision starts again from Avahi's alternative.
+        guard case .publish(let fourth) = session.handle(.group(.collision)).actions.first else {
+            Issue.record("expected a publish")
+            return
+        }
+        #expect(fourth.name == AvahiConnection.alternativeName(for: third.name))
+    }
+
+    @Test func randomAlternativesKeepTheNameAskedFor() {
+        for name in ["LANSync", "LANSync #2", "LANSync #12", "Home #b", "Café #٣"] {
+            let renamed = DiscoverySession.randomAlternative(for: name)
+            let base = renamed[..<renamed.index(renamed.lastIndex(of: "#")!, offsetBy: -1)]
+            let expected = name.hasSuffix(" #2") || name.hasSuffix(" #12") ? "LANSync" : name
+            #expect(base == expected, "\(name) → \(renamed)")
+        }
+        let drawn = Set((0..<50).map { _ in DiscoverySession.randomAlternative(for: "LANSync") })
+        #expect(drawn.count > 40, "two nodes colliding again rarely draw the same: \(drawn.count) of 50 distinct")
     }
 
     @Test func aHostNameChangeRepublishesOnceRunningAgain() {
