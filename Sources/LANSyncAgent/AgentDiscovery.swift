@@ -105,8 +105,9 @@ struct DiscoveryState {
     /// How long a service that left is still dialed; a link coming up extends that by `redialFor`.
     static let rememberLeft: Duration = .seconds(600)
     static let redialFor: Duration = .seconds(60)
-    /// How long after giving up a name we resolve it again: by then avahi no longer resolves it
-    /// to our own withdrawn record (a goodbye lingers in a cache for one second).
+    /// How long after giving up a name we resolve it again, and again after a dial under it
+    /// reached ourselves: avahi went on resolving it to our withdrawn record for a while (once
+    /// still 3 s after the rename, on one of the two IP protocols).
     static let resolveGivenUpNameAfter: Duration = .seconds(3)
 
     /// What to do with a discovered service after a dial to it ended.

@@ -78,8 +78,8 @@ package enum DiscoveryRefresh: Sendable, Equatable {
     case announceAndBrowse
     /// Resolve the instances under a name again with new resolvers, after a pause. For a name our
     /// advertisement gave up after a collision: avahi can resolve it to our own withdrawn record
-    /// for a moment (its goodbye lingers in the cache for a second), and a resolver that did so
-    /// never reports the peer that holds the name now.
+    /// for a while after the rename, and a resolver that did so never reports the peer that holds
+    /// the name now.
     case resolveAgain(name: String, after: Duration)
 }
 
