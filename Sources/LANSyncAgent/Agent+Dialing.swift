@@ -68,8 +68,8 @@ extension Agent {
                     if name != discovery.advertisedAs {
                         // A name we gave up in a collision, resolved to our withdrawn record: the
                         // peer that holds it now is found by resolving it again.
-                        discovery.refresh?.yield(
-                            .resolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter)
+                        discovery.resolveAgain?.yield(
+                            ResolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter)
                         )
                     }
                     return

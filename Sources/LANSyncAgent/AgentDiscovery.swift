@@ -90,6 +90,8 @@ struct DiscoveryState {
 
     /// Asks discovery to browse afresh (a new browser queries the network at once).
     var refresh: AsyncStream<DiscoveryRefresh>.Continuation?
+    /// Asks discovery to resolve a name we gave up again, after a pause (`ResolveAgain`).
+    var resolveAgain: AsyncStream<ResolveAgain>.Continuation?
     /// Services dialed with the current key although their tag shows an earlier epoch: we handed
     /// the node there the new epoch, or it already held it and handed it to us. Until their
     /// record changes, or a handshake with the current key fails (`dialEnded`).
@@ -283,8 +285,10 @@ extension Agent {
             port: port,
             txt: Self.currentTXT(groups: advertisedGroups, advertisedTags: advertisedTags, length: period)
         )
-        let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(8))
+        let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
+        let (resolvesAgain, resolveAgain) = AsyncStream<ResolveAgain>.makeStream()
+        discovery.resolveAgain = resolveAgain
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.updateTXT = updateTXT
         let advertisedTags = advertisedTags
@@ -305,6 +309,7 @@ extension Agent {
             serviceType: Self.serviceType,
             advertising: advertisement,
             refreshes: refreshes,
+            resolvesAgain: resolvesAgain,
             txtUpdates: txtUpdates
         ) {
             handle(event)
@@ -376,9 +381,8 @@ extension Agent {
         let names = Set([old] + (discovery.requestedName.map { [$0] } ?? []))
         for name in names where name != discovery.advertisedAs {
             discovery.ownServices.remove(name)
-            discovery.refresh?.yield(.resolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter))
+            discovery.resolveAgain?.yield(ResolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter))
         }
-        discovery.refresh?.yield(.browse)
     }
 
     private func appeared(_ service: DiscoveredService) {

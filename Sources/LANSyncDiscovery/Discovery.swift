@@ -76,11 +76,21 @@ package enum DiscoveryRefresh: Sendable, Equatable {
     /// now. Peers that knew it see it leave and come back (and reconnect), so only when no
     /// peer is connected.
     case announceAndBrowse
-    /// Resolve the instances under a name again with new resolvers, after a pause. For a name our
-    /// advertisement gave up after a collision: avahi can resolve it to our own withdrawn record
-    /// for a while after the rename, and a resolver that did so never reports the peer that holds
-    /// the name now.
-    case resolveAgain(name: String, after: Duration)
+}
+
+/// Resolve the instances under a name again with new resolvers, after a pause. For a name our
+/// advertisement gave up after a collision: avahi can resolve it to our own withdrawn record for a
+/// while after the rename, and a resolver that did so never reports the peer that holds the name
+/// now. Kept apart from `DiscoveryRefresh` so that link-up refreshes coalesce while no request to
+/// resolve a name again is dropped.
+package struct ResolveAgain: Sendable, Equatable {
+    package var name: String
+    package var after: Duration
+
+    package init(name: String, after: Duration) {
+        self.name = name
+        self.after = after
+    }
 }
 
 package enum DiscoveryEvent: Sendable, Equatable {
@@ -99,6 +109,7 @@ package enum MDNSDiscovery {
     /// stops iterating (its task is cancelled); the advertisement is withdrawn then. Each element
     /// of `refreshes` replaces the browser with a new one and, if asked, announces the
     /// advertisement again: send one when a network interface comes up.
+    /// `resolvesAgain`: names to resolve again with new resolvers (`ResolveAgain`).
     /// `txtUpdates`: new TXT records for the advertisement, applied in place (and used from then
     /// on when the daemon connection is re-established).
     package static func events(
@@ -106,6 +117,7 @@ package enum MDNSDiscovery {
         advertising advertisement: ServiceAdvertisement?,
         retryInterval: Duration = .seconds(2),
         refreshes: AsyncStream<DiscoveryRefresh>? = nil,
+        resolvesAgain: AsyncStream<ResolveAgain>? = nil,
         txtUpdates: AsyncStream<[String: String]>? = nil
     ) -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
@@ -116,20 +128,21 @@ package enum MDNSDiscovery {
         }
         let refresher = Task {
             guard let refreshes else { return }
+            for await refresh in refreshes {
+                let connection = current.connection.withLock { $0 }
+                if refresh == .announceAndBrowse { try? connection?.announceAgain() }
+                try? connection?.browseAfresh(type: serviceType)
+            }
+        }
+        let resolver = Task {
+            guard let resolvesAgain else { return }
             await withDiscardingTaskGroup { group in
-                for await refresh in refreshes {
-                    switch refresh {
-                    case .browse, .announceAndBrowse:
+                for await request in resolvesAgain {
+                    group.addTask {
+                        guard (try? await Task.sleep(for: request.after)) != nil else { return }
                         let connection = current.connection.withLock { $0 }
-                        if refresh == .announceAndBrowse { try? connection?.announceAgain() }
+                        try? connection?.stopResolving(name: request.name)
                         try? connection?.browseAfresh(type: serviceType)
-                    case .resolveAgain(let name, let pause):
-                        group.addTask {
-                            guard (try? await Task.sleep(for: pause)) != nil else { return }
-                            let connection = current.connection.withLock { $0 }
-                            try? connection?.stopResolving(name: name)
-                            try? connection?.browseAfresh(type: serviceType)
-                        }
                     }
                 }
             }
@@ -146,6 +159,7 @@ package enum MDNSDiscovery {
         continuation.onTermination = { _ in
             producer.cancel()
             refresher.cancel()
+            resolver.cancel()
             updater.cancel()
         }
         return stream
