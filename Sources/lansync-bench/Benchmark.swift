@@ -35,14 +35,16 @@ struct Benchmark {
           --api [--quick]      the local API only
           --signatures [N]     what verifying signed changes costs, over N entries (1,000,000)
           --stages             each catch-up step's cost per row
-          --catch-up N [--append-every MS]  one network catch-up of N entries, for a profiler
+          --catch-up N [--append-every MS] [--runs K]  one network catch-up of N entries (K alternated
+               with the baseline inserting the same N rows; medians and ranges), or for a profiler
           --idle S             an idle agent's CPU and wakeups over S seconds
           --json FILE          also write every goal measured as JSON lines (scripts/performance-table reads them)
         """
     static let options: Set<String> = [
         "--quick", "--streams", "--tables", "--storage", "--group-trial", "--groups", "--tables-profile", "merge",
         "session",
-        "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--idle", "--json",
+        "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--runs", "--idle",
+        "--json",
     ]
 
     static func main() async throws {
@@ -97,11 +99,15 @@ struct Benchmark {
         if CommandLine.arguments.contains("--api") { return try await api.run() }
         // `--idle S`: only the idle agents' cost, over S seconds.
         if let seconds = integer(after: "--idle") { return try IdleBenchmark(root: root).run(seconds: seconds) }
-        // `--catch-up N [--append-every MS]`: only the network catch-up of N entries (for profiling).
+        // `--catch-up N [--append-every MS] [--runs K]`: only the network catch-up of N entries,
+        // each beside the baseline's inserts of the same N rows.
         if let size = integer(after: "--catch-up") {
-            var network = NetworkBenchmark(root: root, baseline: nil)
-            try await network.catchUp(size: size, appendEvery: .milliseconds(integer(after: "--append-every") ?? 10))
-            return
+            return try await catchUpBesideBaseline(
+                size: size,
+                runs: max(1, integer(after: "--runs") ?? 1),
+                appendEvery: .milliseconds(integer(after: "--append-every") ?? 10),
+                root: root
+            )
         }
         let baseline = try await singleNode(quick: quick, root: root)
         if CommandLine.arguments.contains("--streams") { return }
@@ -124,6 +130,50 @@ struct Benchmark {
         try await network.run(quick: quick)
         try IdleBenchmark(root: root).run(seconds: quick ? 3 : 60)
         try groups(count: quick ? 4 : 50, quick: quick, root: root)
+    }
+
+    /// `runs` rounds of the baseline inserting `size` rows, then a network catch-up of `size`
+    /// entries (A B A B): a catch-up's time says little on its own on a machine whose speed varies
+    /// by the hour, its ratio to plain SQLite writing the same rows in the same minute says more.
+    static func catchUpBesideBaseline(size: Int, runs: Int, appendEvery: Duration, root: String) async throws {
+        var baselineSeconds = [Double]()
+        var catchUpSeconds = [Double]()
+        for run in 1...runs {
+            let path = root + "/baseline-catch-up-\(run).sqlite"
+            let time = try Baseline.insert(
+                Workload.peerDelta(count: size, startMilliseconds: Timestamps.nowMilliseconds() - 3_600_000).entries,
+                batch: 1_000,
+                path: path,
+                binding: .raw
+            )
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            baselineSeconds.append(time.seconds)
+            let rate = Double(size) / time.seconds
+            row(
+                String(format: "baseline: plain SQLite, the same \(size) rows, 1,000 rows/txn, %.2f s", time.seconds),
+                rate: rate,
+                goal: nil
+            )
+            var network = NetworkBenchmark(root: root, baseline: rate)
+            catchUpSeconds.append(try await network.catchUp(size: size, appendEvery: appendEvery))
+            print("")
+        }
+        guard runs > 1 else { return }
+        func summary(_ values: [Double], _ format: String) -> String {
+            let sorted = values.sorted()
+            return String(
+                format: "\(format) [\(format)-\(format)]",
+                sorted[sorted.count / 2],
+                sorted[0],
+                sorted[sorted.count - 1]
+            )
+        }
+        // The ratio of rates within each run: the baseline's seconds over the catch-up's.
+        let ratios = zip(baselineSeconds, catchUpSeconds).map { $0 / $1 }
+        print("\(runs) runs, medians [ranges]:")
+        print("    catch-up of \(size) entries: \(summary(catchUpSeconds, "%.2f")) s")
+        print("    baseline inserting the same rows: \(summary(baselineSeconds, "%.2f")) s")
+        print("    catch-up against the baseline of its run: \(summary(ratios, "%.2f")) × baseline (goal ≥ 0.5)")
     }
 
     /// A node in `count` groups beside a node in one (`GroupsBenchmark`), then the key trial.

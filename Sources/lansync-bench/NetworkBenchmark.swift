@@ -210,8 +210,9 @@ struct NetworkBenchmark {
     }
 
     /// An empty peer catches up `size` entries; meanwhile its app appends an entry every
-    /// `appendEvery` (after the previous append returned).
-    mutating func catchUp(size: Int, appendEvery: Duration) async throws {
+    /// `appendEvery` (after the previous append returned). Returns the catch-up's seconds.
+    @discardableResult
+    mutating func catchUp(size: Int, appendEvery: Duration) async throws -> Double {
         let source = try node(name: "source")
         let group = try source.createGroup()
         var index = 0
@@ -354,6 +355,7 @@ struct NetworkBenchmark {
         _ = try? await sourceTask.value
         _ = targetAgent
         removeNodes()
+        return seconds
     }
 }
 
