@@ -380,6 +380,12 @@ public final class LANSyncNode: Sendable {
         do { return try store.preferences() } catch { throw Self.translate(error) }
     }
 
+    /// The latest counter of this device's own replica: how far a peer must hold it to hold
+    /// everything this device wrote.
+    package func ownCounter() throws(LANSyncError) -> UInt64 {
+        do { return try store.versionVector()[store.replica] } catch { throw Self.translate(error) }
+    }
+
     /// The replica's counts, digest and version vector.
     public func status() throws(LANSyncError) -> StoreStatus {
         // The group's records are not the app's preferences.

@@ -239,12 +239,16 @@ package final class GroupSimulation {
         return node.node
     }
 
-    /// Completes the leaves whose record another honest device now holds, as `lansync group
-    /// leave` does once a member took the news, and those waiting past the command's timeout, as
-    /// it does when no member answers: the device drops the secret and its sessions.
+    /// Completes the leaves whose record, and everything the device wrote since, another honest
+    /// device now holds, as `lansync group leave` does once a member took them, and those waiting
+    /// past the command's timeout, as it does when no member answers: the device drops the secret
+    /// and its sessions. Not as soon as a member holds the record alone: a change before it may
+    /// travel as superseded by a later write of the device's own, which then never arrives (seed
+    /// 102337: a best score that no device showed).
     func completeLeaves() async throws {
         for simulated in nodes {
-            guard let counter = simulated.leaving, let node = simulated.node else { continue }
+            guard simulated.leaving != nil, let node = simulated.node else { continue }
+            let counter = try node.store.versionVector()[node.replicaID]
             var held = now - (simulated.leavingSince ?? now) >= Self.leaveTimeout
             for other in nodes
             where other.index != simulated.index && other.index != schedule.byzantine && !other.removed
@@ -833,7 +837,8 @@ final class SimulatedNode {
     var online = false
     var removed = false
     /// Leaving (`Schedule.Action.leave`): its replica's counter after its "left" record; the leave
-    /// is done once another honest device holds that far of its replica.
+    /// is done once another honest device holds that far of its replica, and as far as the device
+    /// wrote since.
     var leaving: UInt64?
     /// When it started leaving: `lansync group leave` gives up on telling a member after its
     /// timeout and leaves all the same.

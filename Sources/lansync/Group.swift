@@ -495,9 +495,9 @@ struct Group: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Leave a group: tell its members, drop its secret, and keep its data (or erase it with --erase).",
             discussion: """
-                With several groups, name the one to leave (its name or tag, or --group). The device first records that it leaves and hands that to a member (through the running agent, or an agent it runs for the moment), so the members list it as left (`lansync group members`); then it drops the group's secret and syncs with nobody in it until it joins again. A running agent stops serving the group and goes on with the node's other groups. --erase also deletes the group's replica, secret, peer list and API token from this machine and lists what it deleted: when therapy ends, a family's data leaves the clinic's machine.
+                With several groups, name the one to leave (its name or tag, or --group). The device first records that it leaves and hands that, with everything it wrote that a member lacks, to a member (through the running agent, or an agent it runs for the moment), so the members list it as left (`lansync group members`); then it drops the group's secret and syncs with nobody in it until it joins again. A running agent stops serving the group and goes on with the node's other groups. --erase also deletes the group's replica, secret, peer list and API token from this machine and lists what it deleted: when therapy ends, a family's data leaves the clinic's machine.
 
-                When no member answers within --timeout seconds, the device leaves all the same and says so: its members still list it until one of them removes it (`lansync group remove`).
+                When no member answers within --timeout seconds, the device leaves all the same and says so: its members still list it until one of them removes it (`lansync group remove`). When a member took the news but not all the device wrote (an app writing on through the wait), it says that too: the rest stays on this device and reaches the group if it joins again.
 
                 To shut a device out that may not be honest, a member removes it instead (`lansync group remove`): that starts a new group key.
 
@@ -509,7 +509,8 @@ struct Group: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The group to leave, by name or tag (with several groups).") var name: String?
         @Flag(help: "Also delete the group's files from this machine, and list them.") var erase = false
-        @Option(help: "How long to wait for a member to take the news (seconds).") var timeout: Double = 15
+        @Option(help: "How long to wait for a member to take the news and what this device wrote (seconds).")
+        var timeout: Double = 15
 
         func validate() throws {
             guard timeout >= 0 else { throw ValidationError("--timeout cannot be negative") }
@@ -548,15 +549,23 @@ struct Group: AsyncParsableCommand {
             let out = Output()
             let left = group.map { " \($0.name) (\($0.tag))" } ?? ""
             let written = try await reportingErrors { try await node.announceLeaving() }
-            let reached = await LeaveNotice.deliver(written, of: node, timeout: timeout)
+            let delivery = await LeaveNotice.deliver(written, of: node, timeout: timeout)
             try await reportingErrors { try node.leaveGroup() }
             out.line("left the group\(left)")
-            out.line(
-                reached.isEmpty
-                    ? "no member took the news within \(Int(timeout)) s: they list this device as a member until one of "
+            if !delivery.everything.isEmpty {
+                out.line("members told: \(delivery.everything.joined(separator: ", ")) (they hand it on to the others)")
+            } else if !delivery.news.isEmpty {
+                out.line(
+                    "members told: \(delivery.news.joined(separator: ", ")) (they hand it on to the others); what this "
+                        + "device wrote since it said so did not reach them within \(Int(timeout)) s: it stays here, and "
+                        + "reaches the group if this device joins it again"
+                )
+            } else {
+                out.line(
+                    "no member took the news within \(Int(timeout)) s: they list this device as a member until one of "
                         + "them runs `lansync group remove \(node.deviceID)`"
-                    : "members told: \(reached.joined(separator: ", ")) (they hand it on to the others)"
-            )
+                )
+            }
             out.flush()
             // The agent serving the group stops serving it (and goes on with the node's other groups).
             if serving != nil {

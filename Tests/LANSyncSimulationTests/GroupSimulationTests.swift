@@ -226,3 +226,26 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// A device set a best score while away, said it left, then wrote on (2,099 strokes and a
+    /// higher score) before it came back. Its leave was done as soon as a member held its "left"
+    /// record, and the session with the rest of its writes ended with it: the first score had
+    /// travelled as overwritten by the second, which never arrived, so no device showed either
+    /// (seed 102337). A leave is done once a member holds everything the device wrote.
+    @Test func aLeaveIsDoneOnlyOnceAMemberHoldsWhatTheDeviceWroteSince() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(2, 0)), (0, .connect(3, 0)), (236, .insertRow(node: 2, row: 0, value: 392)),
+                (3711, .goAway(node: 3)), (7821, .writeBest(node: 3, row: 0, value: 38)), (16899, .leave(node: 3)),
+                (23053, .appendRows(node: 3, count: 2099)), (27587, .writeBest(node: 3, row: 0, value: 503)),
+            ],
+            nodes: 7,
+            lateJoiners: [4]
+        )
+        await Self.expectEachConverges(
+            [(schedule, 15_856_875_509_954_058_189)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
