@@ -92,15 +92,7 @@ struct APIBenchmark {
             await group.triggerGracefulShutdown()
             try await running.value
         }
-        func describe(_ values: [Double], _ format: String) -> String {
-            let sorted = values.sorted()
-            return String(
-                format: "\(format) [\(format)-\(format)]",
-                sorted[sorted.count / 2],
-                sorted[0],
-                sorted[sorted.count - 1]
-            )
-        }
+        let describe = Benchmark.medianAndRange
         let p99 = apiP99.sorted()[apiP99.count / 2]
         GoalRecord.record(
             "local API: one append per request",

@@ -446,16 +446,7 @@ struct AppTableBenchmark {
 
     /// Prints our median and range beside the baseline's, and the ratio of medians against the goal.
     static func compare(_ label: String, _ ours: [Double], _ theirs: [Double], unit: String, goal: Double) {
-        func describe(_ values: [Double]) -> String {
-            let sorted = values.sorted()
-            return String(
-                format: "%.0f [%.0f-%.0f] %@",
-                sorted[sorted.count / 2],
-                sorted[0],
-                sorted[sorted.count - 1],
-                unit
-            )
-        }
+        func describe(_ values: [Double]) -> String { Benchmark.medianAndRange(values, "%.0f") + " " + unit }
         let ratio = ours.sorted()[ours.count / 2] / theirs.sorted()[theirs.count / 2]
         GoalRecord.record(
             label,

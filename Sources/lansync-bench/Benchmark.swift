@@ -159,15 +159,7 @@ struct Benchmark {
             print("")
         }
         guard runs > 1 else { return }
-        func summary(_ values: [Double], _ format: String) -> String {
-            let sorted = values.sorted()
-            return String(
-                format: "\(format) [\(format)-\(format)]",
-                sorted[sorted.count / 2],
-                sorted[0],
-                sorted[sorted.count - 1]
-            )
-        }
+        let summary = medianAndRange
         // The ratio of rates within each run: the baseline's seconds over the catch-up's.
         let ratios = zip(baselineSeconds, catchUpSeconds).map { $0 / $1 }
         print("\(runs) runs, medians [ranges]:")
@@ -333,6 +325,17 @@ struct Benchmark {
         }
         print(line)
         fflush(nil)
+    }
+
+    /// `values`' median and range, each printed with `format` (`"%.2f"`): "1.25 [1.10-1.40]".
+    static func medianAndRange(_ values: [Double], _ format: String) -> String {
+        let sorted = values.sorted()
+        return String(
+            format: "\(format) [\(format)-\(format)]",
+            sorted[sorted.count / 2],
+            sorted[0],
+            sorted[sorted.count - 1]
+        )
     }
 
     static func latency(_ label: String, _ samples: Latencies, goal: Double) {
