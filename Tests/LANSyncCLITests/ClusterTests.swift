@@ -447,14 +447,24 @@ struct ClusterTests {
             )
             #expect(started.status == 0, "\(started.output)")
             try await cluster.ok("wait-sync", "1", "2", "--timeout", "60")
-            // Node 3 hears node 1's new entries only through the relay, which tampers with them.
-            try await cluster.ok("start", "3", "--no-mdns", "--peer", "10.47.0.2:7741")
+            // Node 3 hears node 1's new entries only through the relay, which tampers with them. Its
+            // log at debug level says what it did with each delta, should the refusal not come.
+            let third = try await cluster.run(
+                ["start", "3", "--no-mdns", "--peer", "10.47.0.2:7741"],
+                environment: ["LANSYNC_LOG_LEVEL": "debug"]
+            )
+            #expect(third.status == 0, "\(third.output)")
             let refused = await eventually(within: 30) {
                 cluster.agentLog(3).components(separatedBy: "refused a delta from the peer").count - 1 > refusals
             }
             #expect(
                 refused,
-                "\(mode): node 3 refuses the tampered delta; its log:\n\(cluster.agentLog(3).suffix(2_000))"
+                """
+                \(mode): node 3 refuses the tampered delta; its log:
+                \(cluster.agentLog(3).suffix(6_000))
+                the relay's log:
+                \(cluster.agentLog(2).suffix(3_000))
+                """
             )
             #expect(cluster.agentLog(2).contains("tampered with a delta"), "\(mode): the relay did tamper")
             refusals = cluster.agentLog(3).components(separatedBy: "refused a delta from the peer").count - 1
