@@ -68,9 +68,7 @@ extension Agent {
                     if name != discovery.advertisedAs {
                         // A name we gave up in a collision, resolved to our withdrawn record: the
                         // peer that holds it now is found by resolving it again.
-                        discovery.resolveAgain?.yield(
-                            ResolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter)
-                        )
+                        discovery.resolveAgain?.yield(name)
                     }
                     return
                 }

@@ -90,8 +90,8 @@ struct DiscoveryState {
 
     /// Asks discovery to browse afresh (a new browser queries the network at once).
     var refresh: AsyncStream<DiscoveryRefresh>.Continuation?
-    /// Asks discovery to resolve a name we gave up again, after a pause (`ResolveAgain`).
-    var resolveAgain: AsyncStream<ResolveAgain>.Continuation?
+    /// Asks discovery to resolve a name we gave up again, `resolveGivenUpNameAfter` later.
+    var resolveAgain: AsyncStream<String>.Continuation?
     /// Services dialed with the current key although their tag shows an earlier epoch: we handed
     /// the node there the new epoch, or it already held it and handed it to us. Until their
     /// record changes, or a handshake with the current key fails (`dialEnded`).
@@ -287,7 +287,7 @@ extension Agent {
         )
         let (refreshes, refresh) = AsyncStream<DiscoveryRefresh>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.refresh = refresh
-        let (resolvesAgain, resolveAgain) = AsyncStream<ResolveAgain>.makeStream()
+        let (resolvesAgain, resolveAgain) = AsyncStream<String>.makeStream()
         discovery.resolveAgain = resolveAgain
         let (txtUpdates, updateTXT) = AsyncStream<[String: String]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         discovery.updateTXT = updateTXT
@@ -310,6 +310,7 @@ extension Agent {
             advertising: advertisement,
             refreshes: refreshes,
             resolvesAgain: resolvesAgain,
+            resolveAgainAfter: DiscoveryState.resolveGivenUpNameAfter,
             txtUpdates: txtUpdates
         ) {
             handle(event)
@@ -381,7 +382,7 @@ extension Agent {
         let names = Set([old] + (discovery.requestedName.map { [$0] } ?? []))
         for name in names where name != discovery.advertisedAs {
             discovery.ownServices.remove(name)
-            discovery.resolveAgain?.yield(ResolveAgain(name: name, after: DiscoveryState.resolveGivenUpNameAfter))
+            discovery.resolveAgain?.yield(name)
         }
     }
 

@@ -180,7 +180,7 @@ struct GroupChecker {
                                 .left == true
                     }
                     // A leave no member took the news of yet (it found nobody) is one in its own records.
-                    let gone = simulated.hasLeft || simulated.leaving != nil
+                    let gone = simulated.hasLeft || simulated.isLeaving
                     if member.hasLeft != gone, member.hasLeft || news {
                         let records = records.map {
                             "\($0.key) = \($0.value ?? "unset") by \($0.originDevice) at \($0.hlc)"

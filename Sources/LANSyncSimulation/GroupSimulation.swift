@@ -247,7 +247,7 @@ package final class GroupSimulation {
     /// 102337: a best score that no device showed).
     func completeLeaves() async throws {
         for simulated in nodes {
-            guard simulated.leaving != nil, let node = simulated.node else { continue }
+            guard simulated.isLeaving, let node = simulated.node else { continue }
             let counter = try node.store.versionVector()[node.replicaID]
             var held = now - (simulated.leavingSince ?? now) >= Self.leaveTimeout
             for other in nodes
@@ -265,7 +265,6 @@ package final class GroupSimulation {
             // are held by the member that took the news.
             let kept = try forgetWritesHeldOnlyBy(simulated.index)
             let written = acknowledged[simulated.index] ?? ([], [])
-            simulated.leaving = nil
             simulated.leavingSince = nil
             simulated.hasLeft = true
             simulated.heldWhenLeft = (
@@ -317,7 +316,7 @@ package final class GroupSimulation {
             cascaded.formUnion(gone)
             // A device out of the group (left, until it joins again) takes its deletes with it; one
             // on its way out may leave before a member took them (its writes after its "left" record).
-            if !nodes[index].removed, !nodes[index].hasLeft, nodes[index].leaving == nil {
+            if !nodes[index].removed, !nodes[index].hasLeft, !nodes[index].isLeaving {
                 cascadedBy[index, default: []].formUnion(gone)
             }
         case .addToCounter(let index, let row, let amount):
@@ -386,7 +385,6 @@ package final class GroupSimulation {
             else { return }
             try await dropConnections(of: index)
             // A wiped device is no longer leaving, nor gone: it joins with the code again.
-            nodes[index].leaving = nil
             nodes[index].leavingSince = nil
             nodes[index].hasLeft = false
             // What it wrote and nobody else holds is gone with the wipe: the group cannot keep it.
@@ -424,9 +422,9 @@ package final class GroupSimulation {
             await wrote(by, bulk: false)
         case .leave(let index):
             guard let node = nodes[index].node, !nodes[index].removed, !nodes[index].hasLeft,
-                nodes[index].leaving == nil, index != schedule.byzantine
+                !nodes[index].isLeaving, index != schedule.byzantine
             else { return }
-            nodes[index].leaving = try await node.announceLeaving().counter
+            _ = try await node.announceLeaving()
             nodes[index].leavingSince = now
             await wrote(index, bulk: false)
         case .rejoin(let index):
@@ -524,7 +522,7 @@ package final class GroupSimulation {
         for member in nodes.indices {
             guard let voucher = active(member) else { continue }
             // Not a device on its way out: a vouch after its leave would take it back in.
-            for device in nodes.indices where device != member && nodes[device].leaving == nil {
+            for device in nodes.indices where device != member && !nodes[device].isLeaving {
                 guard let node = active(device), let record = try voucher.member(node.deviceID), !record.isRemoved,
                     let key = record.key, key != node.identity.publicKeyHex
                 else { continue }
@@ -692,7 +690,7 @@ package final class GroupSimulation {
             // As the agent does when a merge brings this device's own "left" record from before
             // it joined again (a reinstall learns it from a member).
             let ownLeftRecord = MemberKeys.left(node.deviceID.description)
-            if nodes[connection.ends(side)].leaving == nil, !nodes[connection.ends(side)].hasLeft,
+            if !nodes[connection.ends(side)].isLeaving, !nodes[connection.ends(side)].hasLeft,
                 delta.preferences.contains(where: { $0.key == ownLeftRecord })
             {
                 try await node.announceReturnIfLeft()
@@ -836,13 +834,12 @@ final class SimulatedNode {
     var generation = 0
     var online = false
     var removed = false
-    /// Leaving (`Schedule.Action.leave`): its replica's counter after its "left" record; the leave
-    /// is done once another honest device holds that far of its replica, and as far as the device
-    /// wrote since.
-    var leaving: UInt64?
-    /// When it started leaving: `lansync group leave` gives up on telling a member after its
-    /// timeout and leaves all the same.
+    /// When it started leaving (`Schedule.Action.leave`): `lansync group leave` gives up on
+    /// telling a member after its timeout and leaves all the same. The leave is done once another
+    /// honest device holds its replica as far as the device wrote (`completeLeaves`).
     var leavingSince: Int64?
+    /// Said it leaves, and the leave is not done yet.
+    var isLeaving: Bool { leavingSince != nil }
     /// Left the group (its secret dropped): it takes part in nothing until it joins again.
     var hasLeft = false
     /// What it had written when its leave was done: held by a member then, so still the group's.
