@@ -50,31 +50,53 @@ extension ReplicaStore {
                     var part = MergedShare()
                     var taken = TakenWrites()
                     do {
-                        try apps.capture.with(.merging) {
-                            try db.inTransaction {
-                                part = try Self.merge(
-                                    share,
-                                    of: checked,
-                                    keeping: heads,
-                                    db: db,
-                                    hasher: hasher,
-                                    apps: apps,
-                                    localWrites: queue,
-                                    taken: &taken
-                                )
-                                return .commit
+                        // A merge's commits leave the WAL to the next flush (see `commitForMerge`).
+                        try db.commitForMerge()
+                        do {
+                            try apps.capture.with(.merging) {
+                                try db.inTransaction {
+                                    part = try Self.merge(
+                                        share,
+                                        of: checked,
+                                        keeping: heads,
+                                        db: db,
+                                        hasher: hasher,
+                                        apps: apps,
+                                        localWrites: queue,
+                                        taken: &taken
+                                    )
+                                    return .commit
+                                }
                             }
+                        } catch {
+                            try? db.commitDurably()
+                            throw error
                         }
                     } catch {
                         // The writes it took get their own transaction: a peer's bad delta fails no app write.
                         queue.putBack(taken.writes)
                         throw error
                     }
+                    // Committed. The app's writes that rode along are on disk before they are
+                    // reported written, and the app's next commits are durable again. The pacer
+                    // sizes the merge's own transactions: the flush is not counted.
+                    let committed = ContinuousClock.now
+                    do {
+                        try db.commitDurably()
+                        if !taken.writes.isEmpty { try db.flushWAL() }
+                    } catch {
+                        let failure = StoreError(
+                            .database,
+                            "the write is stored, but flushing it to disk failed (\(error)); a power cut may take it back"
+                        )
+                        for write in taken.writes { write.fail(failure) }
+                        throw failure
+                    }
                     // Local writes that rode along leave the chain to the agent: extended here, it
                     // took 0.16 ms (p50) of a catch-up's merge transaction, which they wait for.
                     if !taken.writes.isEmpty { coverage.committed(coveringChain: false) }
                     taken.reportCommitted()
-                    return (part, ContinuousClock.now - begin)
+                    return (part, committed - begin)
                 }
             }
             pacer.record(

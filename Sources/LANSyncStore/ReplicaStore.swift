@@ -190,8 +190,9 @@ package struct ReplicaStore: Sendable {
             }
             // Takes effect only when the file is created (an existing replica keeps its size).
             try db.execute(sql: "PRAGMA page_size = \(Schema.pageSize)")
-            // Durable at commit: an acknowledged write survives power loss, not only a crash.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Durable at commit: an acknowledged write survives power loss, not only a crash
+            // (set again once the pool has set up WAL; see `pool(path:apps:)`).
+            try db.commitDurably()
             // Checkpoints run in the background (see `Checkpointer`), not inside a commit.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
             // Statement journals and savepoints (each app write runs in one, and every statement
@@ -240,6 +241,10 @@ package struct ReplicaStore: Sendable {
         return try database {
             try retryingWhileBusy {
                 let pool = try DatabasePool(path: path, configuration: configuration)
+                // GRDB's WAL setup sets `synchronous = NORMAL` on the writer after
+                // `prepareDatabase` has run, and NORMAL leaves a commit unflushed until the next
+                // checkpoint: a power cut could take back a write already acknowledged.
+                try pool.writeWithoutTransaction { db in try db.commitDurably() }
                 try Schema.migrator.migrate(pool)
                 try upgradeAppTables(pool)
                 // A reader connection's first read is where recovery in another process shows.
