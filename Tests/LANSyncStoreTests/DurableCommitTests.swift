@@ -11,37 +11,9 @@ import Testing
 /// store sets FULL again; a merge's transactions run at NORMAL and hand the writer back at FULL,
 /// and the app's writes that rode along in them are flushed before they are reported written.
 @Suite struct DurableCommitTests {
-    let replica = ReplicaID(high: 9, low: 9)
-
     /// The writer connection's `PRAGMA synchronous`: 2 is FULL, 1 NORMAL.
     static func synchronous(_ store: ReplicaStore) throws -> Int? {
         try store.writer.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
-    }
-
-    func peerDelta(count: Int, reusingDotOneAt reused: Int? = nil) -> Delta {
-        var entries = (1...count).map { counter in
-            Entry(
-                id: "peer-\(counter)",
-                stream: "taps",
-                originDevice: device,
-                dot: Dot(replica: replica, counter: UInt64(counter)),
-                hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: UInt16(counter)),
-                wallMilliseconds: 1_000,
-                payload: "{\"n\":\(counter)}"
-            )
-        }
-        if let reused {
-            entries[reused] = Entry(
-                id: "impostor",
-                stream: "taps",
-                originDevice: device,
-                dot: Dot(replica: replica, counter: 1),
-                hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: 1),
-                wallMilliseconds: 1_000,
-                payload: "1"
-            )
-        }
-        return Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))])
     }
 
     @Test func theWriterCommitsDurablyWhenCreatedAndWhenOpenedAgain() throws {
@@ -56,12 +28,13 @@ import Testing
     @Test func aMergeHandsTheWriterBackDurableWhetherItCommitsOrFails() async throws {
         let directory = TemporaryDirectory()
         let (store, _) = try ReplicaStore.openOrCreate(path: directory.path + "/replica.sqlite", device: device)
-        _ = try await store.merge(peerDelta(count: 3_000))
-        #expect(try store.versionVector()[replica] == 3_000)
+        let peer = LocalWriteQueueTests()
+        _ = try await store.merge(peer.peerDelta(count: 3_000))
+        #expect(try store.versionVector()[peer.replica] == 3_000)
         #expect(try Self.synchronous(store) == 2)
         // A delta that reuses a dot fails inside the merge's transaction.
         await #expect(throws: StoreError.self) {
-            _ = try await store.merge(peerDelta(count: 3_100, reusingDotOneAt: 3_050))
+            _ = try await store.merge(peer.peerDelta(count: 3_100, reusingDotOneAt: 3_050))
         }
         #expect(try Self.synchronous(store) == 2)
         // The app's writes after it commit as before.

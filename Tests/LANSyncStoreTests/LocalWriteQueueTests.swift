@@ -10,9 +10,11 @@ import Testing
 @Suite struct LocalWriteQueueTests {
     let replica = ReplicaID(high: 7, low: 7)
 
-    /// A peer's delta of `count` entries from one replica, counters from 1.
-    func peerDelta(count: Int, replacingDotOf counterToReuse: UInt64? = nil) -> Delta {
-        let entries = (1...count).map { counter in
+    /// A peer's delta of `count` entries from one replica, counters from 1. With
+    /// `reusingDotOneAt`, the entry at that index is another one under dot 1 (a delta the merge
+    /// refuses once it reaches it).
+    func peerDelta(count: Int, reusingDotOneAt reused: Int? = nil) -> Delta {
+        var entries = (1...count).map { counter in
             Entry(
                 id: "peer-\(counter)",
                 stream: "taps",
@@ -21,6 +23,17 @@ import Testing
                 hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: UInt16(counter % 60_000)),
                 wallMilliseconds: 1_000,
                 payload: "{\"n\":\(counter)}"
+            )
+        }
+        if let reused {
+            entries[reused] = Entry(
+                id: "impostor",
+                stream: "taps",
+                originDevice: device,
+                dot: Dot(replica: replica, counter: 1),
+                hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: 1),
+                wallMilliseconds: 1_000,
+                payload: "1"
             )
         }
         return Delta(entries: entries, coverage: [.init(replica: replica, from: 0, through: UInt64(count))])
@@ -100,17 +113,7 @@ import Testing
     /// it did not).
     func failAMergeAfterItTookAnAppend(_ store: ReplicaStore) async throws -> (Heard, (any Error)?) {
         _ = try await store.merge(peerDelta(count: 1))
-        var bad = peerDelta(count: 400)
-        bad.entries[LocalWriteQueue.rowsBetweenLooks] = Entry(
-            id: "impostor",
-            stream: "taps",
-            originDevice: device,
-            dot: Dot(replica: replica, counter: 1),
-            hlc: HybridTimestamp(physicalMilliseconds: 1_000, logical: 1),
-            wallMilliseconds: 1_000,
-            payload: "1"
-        )
-        bad.coverage = [.init(replica: replica, from: 0, through: 400)]
+        let bad = peerDelta(count: 400, reusingDotOneAt: LocalWriteQueue.rowsBetweenLooks)
         let heard = queueAppend(store, payload: "{\"tap\":\"stop\"}")
         do {
             _ = try await store.merge(bad)
