@@ -309,8 +309,7 @@ extension Agent {
             serviceType: Self.serviceType,
             advertising: advertisement,
             refreshes: refreshes,
-            resolvesAgain: resolvesAgain,
-            resolveAgainAfter: DiscoveryState.resolveGivenUpNameAfter,
+            resolvesAgain: (resolvesAgain, after: DiscoveryState.resolveGivenUpNameAfter),
             txtUpdates: txtUpdates
         ) {
             handle(event)

@@ -94,11 +94,11 @@ package enum MDNSDiscovery {
     /// stops iterating (its task is cancelled); the advertisement is withdrawn then. Each element
     /// of `refreshes` replaces the browser with a new one and, if asked, announces the
     /// advertisement again: send one when a network interface comes up.
-    /// `resolvesAgain`: names to resolve again with new resolvers, each `resolveAgainAfter` after
-    /// it is sent. For a name our advertisement gave up after a collision: avahi can resolve it to
-    /// our own withdrawn record for a while after the rename, and a resolver that did so never
-    /// reports the peer that holds the name now. A stream of its own, unbounded, so that link-up
-    /// refreshes coalesce while no name is dropped.
+    /// `resolvesAgain`: names to resolve again with new resolvers, each `after` it is sent. For a
+    /// name our advertisement gave up after a collision: avahi can resolve it to our own withdrawn
+    /// record for a while after the rename, and a resolver that did so never reports the peer that
+    /// holds the name now. A stream of its own, unbounded, so that link-up refreshes coalesce while
+    /// no name is dropped.
     /// `txtUpdates`: new TXT records for the advertisement, applied in place (and used from then
     /// on when the daemon connection is re-established).
     package static func events(
@@ -106,8 +106,7 @@ package enum MDNSDiscovery {
         advertising advertisement: ServiceAdvertisement?,
         retryInterval: Duration = .seconds(2),
         refreshes: AsyncStream<DiscoveryRefresh>? = nil,
-        resolvesAgain: AsyncStream<String>? = nil,
-        resolveAgainAfter: Duration = .seconds(3),
+        resolvesAgain: (names: AsyncStream<String>, after: Duration)? = nil,
         txtUpdates: AsyncStream<[String: String]>? = nil
     ) -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
@@ -127,9 +126,9 @@ package enum MDNSDiscovery {
         let resolver = Task {
             guard let resolvesAgain else { return }
             await withDiscardingTaskGroup { group in
-                for await name in resolvesAgain {
+                for await name in resolvesAgain.names {
                     group.addTask {
-                        guard (try? await Task.sleep(for: resolveAgainAfter)) != nil else { return }
+                        guard (try? await Task.sleep(for: resolvesAgain.after)) != nil else { return }
                         let connection = current.connection.withLock { $0 }
                         try? connection?.stopResolving(name: name)
                         try? connection?.browseAfresh(type: serviceType)

@@ -52,27 +52,23 @@ extension ReplicaStore {
                     do {
                         // A merge's commits leave the WAL to the next flush (see `commitForMerge`).
                         try db.commitForMerge()
-                        do {
-                            try apps.capture.with(.merging) {
-                                try db.inTransaction {
-                                    part = try Self.merge(
-                                        share,
-                                        of: checked,
-                                        keeping: heads,
-                                        db: db,
-                                        hasher: hasher,
-                                        apps: apps,
-                                        localWrites: queue,
-                                        taken: &taken
-                                    )
-                                    return .commit
-                                }
+                        try apps.capture.with(.merging) {
+                            try db.inTransaction {
+                                part = try Self.merge(
+                                    share,
+                                    of: checked,
+                                    keeping: heads,
+                                    db: db,
+                                    hasher: hasher,
+                                    apps: apps,
+                                    localWrites: queue,
+                                    taken: &taken
+                                )
+                                return .commit
                             }
-                        } catch {
-                            try? db.commitDurably()
-                            throw error
                         }
                     } catch {
+                        try? db.commitDurably()
                         // The writes it took get their own transaction: a peer's bad delta fails no app write.
                         queue.putBack(taken.writes)
                         throw error
