@@ -11,18 +11,6 @@ static inline int lansync_sqlite3_disable_memory_statistics(void) {
     return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-/// Flushes the write-ahead log of `db`'s main database to disk, as a commit at `synchronous = FULL`
-/// does: for a transaction committed at NORMAL whose writes must survive a power cut before they
-/// are acknowledged (see ReplicaStore+Merge.swift). Returns SQLITE_OK, or the error. A connection
-/// with no journal file open (an in-memory database, which no power cut can keep) has nothing to flush.
-static inline int lansync_sqlite3_flush_wal(sqlite3 *db) {
-    sqlite3_file *file = 0;
-    int rc = sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file);
-    if (rc != SQLITE_OK) return rc;
-    if (file == 0 || file->pMethods == 0) return SQLITE_OK;
-    return file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
-}
-
 // The pre-update hook: how LANSync captures what an app's statements do to its tables (see
 // AppWriteCapture). Debian's libsqlite3 is built with SQLITE_ENABLE_PREUPDATE_HOOK (`PRAGMA
 // compile_options` lists it), but sqlite3.h declares these functions only when the including

@@ -1,20 +1,26 @@
 import Synchronization
 
-/// Local writes (appends, preference changes) waiting for the writer, and the rule that lets
-/// them ride along with a merge.
+/// Local writes (appends, preference changes) waiting for the writer, and the rule that makes a
+/// merge make way for them.
 ///
-/// SQLite has one writer, and every commit costs a disk flush plus the pages it touched. A local
-/// write queues here and also asks the writer for a transaction of its own. When a merge
-/// transaction is under way, it takes the waiting writes into itself every few rows and commits
-/// within `rideAlongDelay` of taking the first: the app's write waits about a couple of
-/// milliseconds instead of a whole merge transaction, and a busy app and a large catch-up share
-/// commits instead of each paying for their own. The write's own transaction, when its turn
-/// comes, finds the queue empty and does nothing. If the merge transaction fails (a peer's bad
-/// delta), the writes it took go back to the queue, and their own transaction commits them.
+/// SQLite has one writer, and every commit of the app's writes costs a disk flush. A local write
+/// queues here and asks the writer for a transaction of its own; writes that wait together share
+/// that transaction and its flush (group commit). When a merge transaction is under way, it looks
+/// at the queue every few rows and commits within `yieldDelay` of first seeing a write waiting:
+/// the app's write waits about a millisecond instead of a whole merge transaction, and its own
+/// transaction comes next on the writer.
+///
+/// A merge's transactions commit without flushing the WAL (see `Database.commitForMerge`), and
+/// what one commits is visible to readers at once. The app's writes never ride in them: a
+/// session could send a write to a peer before it is on disk, and after a power cut this
+/// replica would give the same dot to another write. A transaction of the app's writes is
+/// durable before any reader sees it.
 final class LocalWriteQueue: Sendable {
-    /// How long a merge transaction may keep running after it took a local write: the longest a
-    /// write waits for its commit because a merge was under way.
-    static let rideAlongDelay = Duration.microseconds(500)
+    /// How long a merge transaction keeps running after it first saw a local write waiting: the
+    /// longest a write waits for a merge transaction because one was under way. Not zero, so
+    /// that a merge still gets on while the app writes without pause (each look comes after 16
+    /// rows, about 0.1 ms).
+    static let yieldDelay = Duration.microseconds(500)
     /// Merged rows between two looks at the queue (a look is an atomic load).
     static let rowsBetweenLooks = 16
     /// How long after the app's last write a merge still counts it as writing, and keeps its
@@ -51,12 +57,6 @@ final class LocalWriteQueue: Sendable {
         }
     }
 
-    /// Returns writes that a failed transaction had taken, ahead of any that came later.
-    func putBack(_ writes: [LocalWrite]) {
-        guard !writes.isEmpty else { return }
-        waiting.withLock { $0.insert(contentsOf: writes, at: 0) }
-        count.add(writes.count, ordering: .releasing)
-    }
 }
 
 /// One local write waiting for a transaction: what to do inside it, and how to tell the caller.
@@ -72,15 +72,12 @@ struct LocalWrite: Sendable {
 struct TakenWrites {
     private(set) var writes: [LocalWrite] = []
     private var reports: [@Sendable () -> Void] = []
-    /// When the first write was taken: the transaction commits `rideAlongDelay` later at most.
-    private(set) var firstTaken: ContinuousClock.Instant?
 
     /// Takes every waiting write into `context`'s transaction.
     mutating func take(from queue: LocalWriteQueue, into context: inout WriteContext) throws {
         guard queue.hasWaiting else { return }
         let taken = queue.takeAll()
         guard !taken.isEmpty else { return }
-        if firstTaken == nil { firstTaken = .now }
         for (index, write) in taken.enumerated() {
             do {
                 reports.append(try write.apply(&context))
@@ -89,19 +86,31 @@ struct TakenWrites {
                 // Undone alone (an app's SQL that failed): the others go on.
                 write.fail(failure.error)
             } catch {
-                // The transaction is lost: the caller fails or puts back every write it took.
+                // The transaction is lost: the caller fails every write it took.
                 writes += taken[index...]
                 throw error
             }
         }
     }
 
-    /// True once a write has waited long enough: the transaction should commit now.
-    var isDue: Bool {
-        guard let firstTaken else { return false }
-        return ContinuousClock.now - firstTaken >= LocalWriteQueue.rideAlongDelay
-    }
-
     /// Tells every caller its write is durable (after COMMIT).
     func reportCommitted() { for report in reports { report() } }
+}
+
+/// A merge transaction's watch on the queue: when it should commit to let waiting writes in.
+struct MergeYield {
+    /// When this transaction first saw a write waiting.
+    private var firstSeen: ContinuousClock.Instant?
+
+    /// Looks at the queue after every `LocalWriteQueue.rowsBetweenLooks` rows; true once a write
+    /// has been waiting `LocalWriteQueue.yieldDelay` since this transaction first saw it.
+    mutating func isDue(afterRows rows: Int, queue: LocalWriteQueue) -> Bool {
+        guard rows % LocalWriteQueue.rowsBetweenLooks == 0, queue.hasWaiting else { return false }
+        let now = ContinuousClock.now
+        guard let firstSeen else {
+            firstSeen = now
+            return false
+        }
+        return now - firstSeen >= LocalWriteQueue.yieldDelay
+    }
 }

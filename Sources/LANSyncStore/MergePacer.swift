@@ -18,8 +18,8 @@ final class MergeCost: Sendable {
 /// While the app is writing, a transaction aims at `busyTarget` (4 ms): long enough that the
 /// commit's flush and the pages it rewrites cost little per row; short enough that its commit,
 /// which a local write arriving just then must wait for, stays brief. The app's own writes do not
-/// wait for the rest of it: they ride along (see `LocalWriteQueue`), and a transaction that took
-/// one commits early, so a transaction may merge only part of its share; the next share starts
+/// wait for the rest of it: a transaction that sees one waiting commits early (see
+/// `LocalWriteQueue`), so a transaction may merge only part of its share; the next share starts
 /// where it stopped.
 ///
 /// While the app is not writing (nothing in `LocalWriteQueue.writingWindow`), nobody waits for a

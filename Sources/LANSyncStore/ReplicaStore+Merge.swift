@@ -6,8 +6,8 @@ package import LANSyncCore
 extension ReplicaStore {
 
     /// Merges a delta from another replica. Rejected whole when malformed. A large delta is
-    /// committed in several transactions, the coverage with the last, sized by `MergePacer`; the
-    /// app's own writes ride along instead of waiting (see `LocalWriteQueue`). A crash part-way
+    /// committed in several transactions, the coverage with the last, sized by `MergePacer`; one
+    /// commits early when the app's own writes are waiting (see `LocalWriteQueue`). A crash part-way
     /// leaves merged rows (merge is idempotent) and an unmoved version vector, so the rest is
     /// simply sent again.
     package func merge(_ delta: Delta) async throws(StoreError) -> MergeResult {
@@ -37,7 +37,6 @@ extension ReplicaStore {
     /// a version vector past the verified head, and every later range would look like a gap.
     func merge(_ checked: CheckedDelta, keeping heads: [KeptHead]) async throws(StoreError) -> MergeResult {
         let (hasher, queue, apps) = (hasher, localWrites, apps)
-        let coverage = chainCoverage
         // Which rows changed the replica, by index: the writer copies no rows.
         var changed = (entries: [Int](), preferences: [Int](), rows: [Int]())
         var claimsOpened: Set<ReplicaID> = []
@@ -48,10 +47,10 @@ extension ReplicaStore {
                     // Timed on the writer from BEGIN to the end of COMMIT: not the wait for the writer.
                     let begin = ContinuousClock.now
                     var part = MergedShare()
-                    var taken = TakenWrites()
+                    // A merge's commits leave the WAL to the next flush (see `commitForMerge`);
+                    // the writer is durable again afterwards, also when the merge fails.
+                    try db.commitForMerge()
                     do {
-                        // A merge's commits leave the WAL to the next flush (see `commitForMerge`).
-                        try db.commitForMerge()
                         try apps.capture.with(.merging) {
                             try db.inTransaction {
                                 part = try Self.merge(
@@ -61,37 +60,17 @@ extension ReplicaStore {
                                     db: db,
                                     hasher: hasher,
                                     apps: apps,
-                                    localWrites: queue,
-                                    taken: &taken
+                                    localWrites: queue
                                 )
                                 return .commit
                             }
                         }
                     } catch {
                         try? db.commitDurably()
-                        // The writes it took get their own transaction: a peer's bad delta fails no app write.
-                        queue.putBack(taken.writes)
                         throw error
                     }
-                    // Committed. The app's writes that rode along are on disk before they are
-                    // reported written, and the app's next commits are durable again. The pacer
-                    // sizes the merge's own transactions: the flush is not counted.
                     let committed = ContinuousClock.now
-                    do {
-                        try db.commitDurably()
-                        if !taken.writes.isEmpty { try db.flushWAL() }
-                    } catch {
-                        let failure = StoreError(
-                            .database,
-                            "the write is stored, but flushing it to disk failed (\(error)); a power cut may take it back"
-                        )
-                        for write in taken.writes { write.fail(failure) }
-                        throw failure
-                    }
-                    // Local writes that rode along leave the chain to the agent: extended here, it
-                    // took 0.16 ms (p50) of a catch-up's merge transaction, which they wait for.
-                    if !taken.writes.isEmpty { coverage.committed(coveringChain: false) }
-                    taken.reportCommitted()
+                    try db.commitDurably()
                     return (part, committed - begin)
                 }
             }
@@ -182,7 +161,8 @@ extension ReplicaStore {
         var claimsLeft: Int?
     }
 
-    /// Merges one transaction's share of a delta, taking waiting local writes along.
+    /// Merges one transaction's share of a delta, or the part of it merged before a local write
+    /// had waited `LocalWriteQueue.yieldDelay` (see `MergeYield`).
     private static func merge(
         _ share: MergePacer.Share,
         of checked: CheckedDelta,
@@ -190,21 +170,14 @@ extension ReplicaStore {
         db: Database,
         hasher: ElementHasher,
         apps: AppTableAccess,
-        localWrites: LocalWriteQueue,
-        taken: inout TakenWrites
+        localWrites: LocalWriteQueue
     ) throws -> MergedShare {
         let delta = checked.delta
         var context = try WriteContext(db, hasher: hasher, apps: apps)
         var merged = MergedShare()
         merged.changedEntries.reserveCapacity(share.entries.count)
-        /// Every few rows: take waiting local writes; true when the transaction should commit now.
-        func lookAtLocalWrites(_ rows: Int, _ context: inout WriteContext) throws -> Bool {
-            guard rows % LocalWriteQueue.rowsBetweenLooks == 0 else { return false }
-            try taken.take(from: localWrites, into: &context)
-            return taken.isDue
-        }
-        // Entries go in many to a statement (`mergeEntries`), written before each look at the
-        // local writes, which may read any of them.
+        var yield = MergeYield()
+        // Entries go in many to a statement (`mergeEntries`), `rowsBetweenLooks` at a time.
         var pendingEntries: [Int] = []
         pendingEntries.reserveCapacity(LocalWriteQueue.rowsBetweenLooks)
         func mergePendingEntries() throws {
@@ -223,7 +196,7 @@ extension ReplicaStore {
             merged.entriesMerged += 1
             if merged.entriesMerged % LocalWriteQueue.rowsBetweenLooks == 0 {
                 try mergePendingEntries()
-                if try lookAtLocalWrites(merged.entriesMerged, &context) { break }
+                if yield.isDue(afterRows: merged.entriesMerged, queue: localWrites) { break }
             }
         }
         try mergePendingEntries()
@@ -233,12 +206,12 @@ extension ReplicaStore {
                 context.observe(write.hlc)
                 if try context.mergePreference(write) { merged.changedPreferences.append(index) }
                 merged.preferencesMerged += 1
-                if try lookAtLocalWrites(merged.preferencesMerged, &context) { break }
+                if yield.isDue(afterRows: merged.preferencesMerged, queue: localWrites) { break }
             }
         }
         if merged.entriesMerged == share.entries.count && merged.preferencesMerged == share.preferences.count {
             // Changes that open new rows wait in `newRows` and go in many to a statement (see
-            // `WriteContext.mergeNewRows`); anything else, or a look at local writes, sends them first.
+            // `WriteContext.mergeNewRows`); anything else sends them first.
             var newRows = [Int]()
             newRows.reserveCapacity(WriteContext.newRowsPerBatch)
             func mergeNewRows() throws {
@@ -261,12 +234,10 @@ extension ReplicaStore {
                 }
                 merged.changesMerged += 1
                 if merged.changesMerged % LocalWriteQueue.rowsBetweenLooks == 0 { try mergeNewRows() }
-                if try lookAtLocalWrites(merged.changesMerged, &context) { break }
+                if yield.isDue(afterRows: merged.changesMerged, queue: localWrites) { break }
             }
             try mergeNewRows()
         }
-        // Writes that came meanwhile go out with this commit too.
-        try taken.take(from: localWrites, into: &context)
         var counted: [KeptHead] = []
         if share.isLast && merged.entriesMerged + merged.preferencesMerged + merged.changesMerged == share.rows {
             // What the sender says lost and has not lost here yet stays an open claim; the ranges

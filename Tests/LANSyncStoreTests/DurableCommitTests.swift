@@ -8,8 +8,8 @@ import Testing
 /// An acknowledged write survives power loss, not only a crash of the process (DESIGN.md,
 /// promises 1 and 6): the writer commits at `synchronous = FULL`, which flushes the WAL at every
 /// commit. GRDB's WAL setup sets NORMAL on the writer after the store's own setup has run, so the
-/// store sets FULL again; a merge's transactions run at NORMAL and hand the writer back at FULL,
-/// and the app's writes that rode along in them are flushed before they are reported written.
+/// store sets FULL again; a merge's transactions run at NORMAL and hand the writer back at FULL.
+/// The app's writes never commit in a merge's transaction (`LocalWriteQueueTests`).
 @Suite struct DurableCommitTests {
     /// The writer connection's `PRAGMA synchronous`: 2 is FULL, 1 NORMAL.
     static func synchronous(_ store: ReplicaStore) throws -> Int? {
@@ -40,15 +40,5 @@ import Testing
         // The app's writes after it commit as before.
         _ = try await store.append([AppendRequest(stream: "local", payload: "1")], now: 2_000)
         #expect(try store.status().entries == 3_001)
-    }
-
-    @Test func flushingTheWALWorksOnAReplicaFileAndOnAnInMemoryStore() async throws {
-        let directory = TemporaryDirectory()
-        let (file, _) = try ReplicaStore.openOrCreate(path: directory.path + "/replica.sqlite", device: device)
-        let memory = try ReplicaStore.inMemory(device: device)
-        for store in [file, memory] {
-            _ = try await store.append([AppendRequest(stream: "local", payload: "1")], now: 2_000)
-            try await store.writer.writeWithoutTransaction { try $0.flushWAL() }
-        }
     }
 }

@@ -5,8 +5,9 @@ import Testing
 
 @testable import LANSyncStore
 
-/// Local writes that arrive while a merge runs ride along in the merge's transactions
-/// (`LocalWriteQueue`); these tests drive the queue directly, so they do not depend on timing.
+/// Local writes that arrive while a merge runs wait for a merge transaction to make way, and
+/// commit in their own durable transaction (`LocalWriteQueue`); most of these tests drive the
+/// queue directly, so they do not depend on timing.
 @Suite struct LocalWriteQueueTests {
     let replica = ReplicaID(high: 7, low: 7)
 
@@ -65,62 +66,68 @@ import Testing
         return heard
     }
 
-    @Test func aWaitingAppendCommitsWithTheMergeTransaction() async throws {
-        let store = try ReplicaStore.inMemory(device: device)
+    @Test func aMergeLeavesAWaitingWriteToItsOwnDurableTransaction() async throws {
+        let directory = TemporaryDirectory()
+        let (store, _) = try ReplicaStore.openOrCreate(path: directory.path + "/replica.sqlite", device: device)
         let heard = queueAppend(store, payload: "{\"tap\":\"more\"}")
-        // No transaction of its own was asked for: only the merge can have committed it.
-        _ = try await store.merge(peerDelta(count: 500))
+        // No transaction of its own was asked for, and the merge, which commits without flushing
+        // the WAL, does not commit it: a reader could send it on before it is on disk.
+        _ = try await store.merge(peerDelta(count: 3_000))
+        #expect(heard.result == nil)
+        #expect(store.localWrites.hasWaiting)
+        #expect(try store.versionVector()[store.replica] == 0)
+        #expect(try store.status().entries == 3_000)
+        // The next local write's own transaction commits both, durably.
+        let next = try await store.append([AppendRequest(stream: "local", payload: "2")], now: 2_001)
         let appended = try #require(heard.result).get()
-        #expect(appended.count == 1)
         #expect(try store.entry(id: appended[0].id) == appended[0])
+        #expect(try store.entry(id: next[0].id) != nil)
         #expect(!store.localWrites.hasWaiting)
-        // Everything is accounted for: the merged rows, the append, and the digest of both.
-        #expect(try store.status().entries == 501)
+        #expect(try DurableCommitTests.synchronous(store) == 2)
+        #expect(try store.status().entries == 3_002)
         #expect(try store.recomputeDigest() == store.status().digest)
-        #expect(try store.versionVector()[replica] == 500)
-        #expect(try store.versionVector()[store.replica] == 1)
+        #expect(try store.versionVector()[replica] == 3_000)
+        #expect(try store.versionVector()[store.replica] == 2)
         // The local write's clock reading is past every merged one: it wins any tie later.
-        #expect(appended[0].hlc > HybridTimestamp(physicalMilliseconds: 1_000, logical: 500))
+        #expect(appended[0].hlc > HybridTimestamp(physicalMilliseconds: 1_000, logical: 3_000))
     }
 
-    @Test func aFailedMergeHandsTheWritesItTookBackUnharmed() async throws {
-        // The merge commits early when applying the write it took outlasts the ride-along delay
-        // (0.5 ms; a busy machine preempts that long): right, but not the path under test, so
-        // a fresh store tries again.
-        for _ in 0..<20 {
-            let store = try ReplicaStore.inMemory(device: device)
-            let (heard, mergeFailure) = try await failAMergeAfterItTookAnAppend(store)
-            guard try store.status().entries == 1 else { continue }
-            #expect(mergeFailure is StoreError, "the merge with the bad row fails: \(String(describing: mergeFailure))")
-            // Not reported either way, and back in the queue...
-            #expect(heard.result == nil)
-            #expect(store.localWrites.hasWaiting)
-            // ...so the next local write's own transaction commits both.
-            let next = try await store.append([AppendRequest(stream: "local", payload: "2")], now: 2_001)
-            let appended = try #require(heard.result).get()
-            #expect(try store.entry(id: appended[0].id) != nil)
-            #expect(try store.entry(id: next[0].id) != nil)
-            #expect(try store.status().entries == 3)
-            #expect(try store.recomputeDigest() == store.status().digest)
-            return
-        }
-        Issue.record("in 20 tries, every merge committed before the bad row: the failure path never ran")
-    }
-
-    /// Queues an append, then merges a delta whose 17th entry reuses dot 1 for another entry, right
-    /// after the merge's first look at the queue (every 16 rows): the transaction fails just after
-    /// it took the waiting append. Returns what the append heard and how the merge failed (nil if
-    /// it did not).
-    func failAMergeAfterItTookAnAppend(_ store: ReplicaStore) async throws -> (Heard, (any Error)?) {
+    @Test func aFailedMergeLeavesAWaitingWriteUnharmed() async throws {
+        let store = try ReplicaStore.inMemory(device: device)
         _ = try await store.merge(peerDelta(count: 1))
-        let bad = peerDelta(count: 400, reusingDotOneAt: LocalWriteQueue.rowsBetweenLooks)
         let heard = queueAppend(store, payload: "{\"tap\":\"stop\"}")
-        do {
-            _ = try await store.merge(bad)
-            return (heard, nil)
-        } catch {
-            return (heard, error)
-        }
+        // Fails inside its transaction, past its first look at the queue (every 16 rows).
+        let bad = peerDelta(count: 400, reusingDotOneAt: LocalWriteQueue.rowsBetweenLooks + 1)
+        await #expect(throws: StoreError.self) { _ = try await store.merge(bad) }
+        #expect(heard.result == nil)
+        #expect(store.localWrites.hasWaiting)
+        let next = try await store.append([AppendRequest(stream: "local", payload: "2")], now: 2_001)
+        let appended = try #require(heard.result).get()
+        #expect(try store.entry(id: appended[0].id) != nil)
+        #expect(try store.entry(id: next[0].id) != nil)
+        #expect(try store.status().entries == 3)
+        #expect(try store.recomputeDigest() == store.status().digest)
+    }
+
+    /// A merge transaction commits once a write has waited `yieldDelay`, whatever its share.
+    @Test func aMergeTransactionYieldsOnceAWriteHasWaitedItsDelay() {
+        let queue = LocalWriteQueue()
+        var yield = MergeYield()
+        let every = LocalWriteQueue.rowsBetweenLooks
+        var looks: [Bool] = []
+        looks.append(yield.isDue(afterRows: every, queue: queue))
+        queue.add(LocalWrite(apply: { _ in {} }, fail: { _ in }))
+        // Seen for the first time: not due yet.
+        looks.append(yield.isDue(afterRows: 2 * every, queue: queue))
+        let seen = ContinuousClock.now
+        while ContinuousClock.now - seen < LocalWriteQueue.yieldDelay * 2 {}
+        // Between two looks the queue is not looked at; at the next look, due.
+        looks.append(yield.isDue(afterRows: 2 * every + 1, queue: queue))
+        looks.append(yield.isDue(afterRows: 3 * every, queue: queue))
+        // Nothing waiting: no reason to commit early.
+        _ = queue.takeAll()
+        looks.append(yield.isDue(afterRows: 4 * every, queue: queue))
+        #expect(looks == [false, false, false, true, false])
     }
 
     @Test func appendsDuringALargeMergeAllLandOnce() async throws {
