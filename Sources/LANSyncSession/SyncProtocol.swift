@@ -28,6 +28,10 @@ package import LANSyncWire
 /// again (`resend`) — and the replies owed to it (pings, pongs, requests to resend, our state
 /// after a merge).
 package struct SyncProtocol: Sendable {
+    /// How many times a place not taken is asked for again because the peer's state changed
+    /// (protocol §12.5).
+    package static let asksOnPeerChange = 3
+
     /// The session's phase, with the data it needs.
     package enum State: Sendable {
         /// Connected; the peer has not announced its state yet.
@@ -62,6 +66,9 @@ package struct SyncProtocol: Sendable {
         fileprivate var waiting: [ReplicaID: UInt64] = [:]
         /// Waiting places asked for again once their replica's key was known, by replica.
         fileprivate var askedOnceKnown: [ReplicaID: UInt64] = [:]
+        /// Waiting places asked for again because the peer's state changed, by replica: the place
+        /// and how many times (at most `SyncProtocol.asksOnPeerChange`).
+        fileprivate var askedOnPeerChange: [ReplicaID: (place: UInt64, times: Int)] = [:]
         /// Open claims the peer was asked to settle, by replica: the claim's counter.
         fileprivate var claimAsked: [ReplicaID: UInt64] = [:]
         /// Set after a merge: the peer should hear our new state even if we send no rows.
@@ -223,9 +230,11 @@ package struct SyncProtocol: Sendable {
             switch message {
             case .state(let announced):
                 c.statesReceived += 1
+                let peerChanged = c.peerAnnounced.map { $0.digest != announced.digest } ?? false
                 c.peerAnnounced = announced
                 c.peerKnown = c.peerKnown.merged(with: announced.versionVector)
                 c.keepResendsOwed()
+                if peerChanged { c.askAgainForWaiting(heldBy: announced.versionVector) }
                 return .wakeSender
             case .delta(let delta):
                 c.noteHeld(delta)
@@ -603,6 +612,22 @@ extension SyncProtocol.Conversation {
             peerKnown[range.replica] = range.through
         }
         keepResendsOwed()
+    }
+
+    /// The peer announced a new state: it may hold now what it lacked when it sent a range we did
+    /// not take (the range's record, which reached it after it sent the range without one, from
+    /// a member that had kept the record back). Each waiting place the peer's vector passes is
+    /// asked for again, once per changed state of the peer and `SyncProtocol.asksOnPeerChange`
+    /// times at most, so that a range that never becomes takeable (a device nobody here pinned)
+    /// is not asked for at every write of a busy peer.
+    fileprivate mutating func askAgainForWaiting(heldBy peerVector: VersionVector) {
+        for (replica, place) in waiting.sorted(by: { $0.key < $1.key }) where peerVector[replica] > place {
+            let before = askedOnPeerChange[replica].flatMap { $0.place == place ? $0.times : nil } ?? 0
+            guard before < SyncProtocol.asksOnPeerChange else { continue }
+            askedOnPeerChange[replica] = (place, before + 1)
+            resendAsked[replica] = place
+            repliesOwed.append(.resend(replica, after: place))
+        }
     }
 
     /// Keeps `peerKnown` at or below each place the peer asked to have sent again, until it is sent.

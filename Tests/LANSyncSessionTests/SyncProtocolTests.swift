@@ -578,6 +578,41 @@ import Testing
         #expect(receiver.takeReplies().isEmpty, "held now: no longer waiting")
     }
 
+    /// A range refused for want of a record the sender did not hold yet (a hostile member had
+    /// kept it back) is asked for again when the peer's state changes, since the peer may hold
+    /// the record now — found by the Byzantine group simulator (seed 221044) — where the peer's
+    /// vector passes the place, and a bounded number of times.
+    @Test func aPlaceNotTakenIsAskedForAgainWhenThePeersStateChanges() throws {
+        var receiver = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
+        _ = receiver.opening(T.state([:]), now: T.start)
+        _ = receiver.received(.state(T.state([T.theirs: 5], digest: Self.digest(1))), now: T.start)
+        _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 0], changedAnything: false)
+        #expect(receiver.takeReplies() == [.resend(T.theirs, after: 0)])
+        _ = receiver.mergeFinished(ourDigest: { nil }, notTaken: [T.theirs: 0], changedAnything: false)
+        #expect(receiver.takeReplies().isEmpty)
+        _ = receiver.received(.state(T.state([T.theirs: 5], digest: Self.digest(1))), now: T.start)
+        #expect(receiver.takeReplies().isEmpty, "the same state again: nothing new to ask for")
+        _ = receiver.received(.state(T.state([T.third: 5], digest: Self.digest(2))), now: T.start)
+        #expect(receiver.takeReplies().isEmpty, "a changed state that lacks the range: nothing to ask for")
+        var asked = 0
+        for digest in 3...9 {
+            _ = receiver.received(
+                .state(T.state([T.theirs: 5, T.third: 5], digest: Self.digest(UInt8(digest)))),
+                now: T.start
+            )
+            let replies = receiver.takeReplies()
+            if !replies.isEmpty {
+                #expect(replies == [.resend(T.theirs, after: 0)])
+                asked += 1
+            }
+        }
+        #expect(asked == SyncProtocol.asksOnPeerChange)
+        _ = receiver.mergeFinished(ourDigest: { nil }, changedAnything: true, ourVector: VersionVector([T.theirs: 5]))
+        _ = receiver.takeReplies()
+        _ = receiver.received(.state(T.state([T.theirs: 6], digest: Self.digest(10))), now: T.start)
+        #expect(receiver.takeReplies().isEmpty, "held now: no longer waiting")
+    }
+
     @Test func aRangeNotTakenIsAskedForAgainAndSentAgain() throws {
         var receiver = SyncProtocol(hasher: T.hasher, keepalive: .seconds(2), now: T.start)
         _ = receiver.opening(T.state([:]), now: T.start)

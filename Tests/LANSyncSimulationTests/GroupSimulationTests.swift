@@ -249,3 +249,29 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// A reinstalled device's earlier replica reached an honest member by way of the hostile
+    /// one, which kept its record back as superseded. The member took the range with the record
+    /// that came in it, sent it on to the reinstalled device without a record (it held none), and
+    /// was refused for want of a key; the record reached the member a moment later, but the
+    /// device had asked for the range again once already, and nothing made it ask a second
+    /// time (Byzantine seed 221044). A peer's changed state lets a waiting range be asked for
+    /// again.
+    @Test func aRangeRefusedForWantOfARecordIsAskedForAgainOnceThePeerChanged() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(1, 0)), (0, .connect(2, 0)), (1159, .insertRow(node: 0, row: 2, value: 100)),
+                (1820, .append(node: 0, count: 1)), (2742, .reinstall(node: 0, voucher: 2)),
+                (6569, .connect(2, 0)), (10265, .setPreference(node: 2, key: 1, value: 617)),
+                (11012, .append(node: 1, count: 277)),
+            ],
+            nodes: 3,
+            byzantine: 2
+        )
+        await Self.expectEachConverges(
+            [(schedule, 15_058_542_310_394_481_598)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
