@@ -667,6 +667,11 @@ package final class GroupSimulation {
             signed = try await node.mergeSigned(folded.checked, maxSkewMilliseconds: 60_000)
         } catch {
             outcome.refusedDeltas += 1
+            if Self.tracing {
+                print(
+                    "t=\(now) n\(connection.ends(side)) <- n\(connection.ends(1 - side)) refused \(Self.traced(delta.coverage)): \(error)"
+                )
+            }
             end(connection, side: side, connection.sessions[side].mergeFailed("\(error)", clockSkew: false))
             return
         }

@@ -204,6 +204,45 @@ import Testing
         )
     }
 
+    /// A change every cell of which a relay called lost is kept as a stub of a change nothing of
+    /// which wins; when the honest copy comes and wins, the change is live, and a range of it
+    /// carries it once, live (it went both ways at once, naming one dot twice, and receivers
+    /// refused the delta as malformed: group simulator, honest seed 121418).
+    @Test func aChangeCalledLostWholeThatWinsAfterAllIsSentOnceLive() async throws {
+        let writer = try Replica(1)
+        _ = try await writer.store.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name, weight) VALUES ('a', 'Ada', 61.5)")
+        }
+        _ = try await writer.store.write(now: 1_001) { db in
+            try db.execute(sql: "UPDATE athletes SET name = 'Bea' WHERE id = 'a'")
+        }
+        let honest = try Self.everything(writer.store)
+        var hidden = honest
+        let index = try #require(hidden.rows.firstIndex { $0.values.map(\.column) == ["name"] })
+        let change = hidden.rows[index]
+        let lost = change.values.map { RowChange.lost($0, hasher: Self.hasher) }
+        hidden.lostCells[change.dot] = lost
+        hidden.rows[index] = change.without(lost)
+        let fooled = try Replica(2)
+        _ = try await fooled.store.merge(hidden)
+        _ = try await fooled.store.merge(honest)
+        #expect(try fooled.store.openClaims().isEmpty)
+        #expect(try fooled.store.status().digest == writer.store.status().digest)
+
+        let sent = try Self.everything(fooled.store)
+        #expect(sent.rows.filter { $0.dot == change.dot }.count == 1, "the change goes once")
+        #expect(sent.rows.first { $0.dot == change.dot } == change, "live, whole")
+        #expect(sent.lostCells[change.dot] == nil)
+        #expect(sent.problem() == nil)
+        #expect(
+            try Self.allLeaves(fooled.store, of: writer.store.replica)
+                == Self.allLeaves(writer.store, of: writer.store.replica)
+        )
+        let receiver = try Replica(3)
+        _ = try await receiver.store.merge(sent)
+        #expect(try receiver.store.status().digest == writer.store.status().digest)
+    }
+
     /// A relay that calls a live cell, or a live preference write, lost: the receiver counts the
     /// range (an honest sender's claim may rest on a change further along the chain, which a
     /// range cut before it cannot carry) but keeps the claim open; the honest copy of the range,
