@@ -7,8 +7,8 @@ import Synchronization
 /// queues here and asks the writer for a transaction of its own; writes that wait together share
 /// that transaction and its flush (group commit). When a merge transaction is under way, it looks
 /// at the queue every few rows and commits within `yieldDelay` of first seeing a write waiting:
-/// the app's write waits about a millisecond instead of a whole merge transaction, and its own
-/// transaction comes next on the writer.
+/// the app's write waits that long for the merge instead of a whole merge transaction, and its
+/// own transaction comes next on the writer.
 ///
 /// A merge's transactions commit without flushing the WAL (see `Database.commitForMerge`), and
 /// what one commits is visible to readers at once. The app's writes never ride in them: a
@@ -56,7 +56,6 @@ final class LocalWriteQueue: Sendable {
             return taken
         }
     }
-
 }
 
 /// One local write waiting for a transaction: what to do inside it, and how to tell the caller.

@@ -717,43 +717,48 @@ struct RangeContents {
             }
             return RowKey(table: name, primaryKey: try SQLValue.key(from: key))
         }
-        // The dots read live, which `row_stubs` may hold too (see below).
-        var live = Set<Int64>()
+        // Changes of which nothing wins any more, from their stubs alone: read first (a catch-up
+        // of new rows has none), because a change whose every cell its first sender said lost,
+        // and that came whole from another sender later and won after all, is live, and its stub
+        // from then may still be here. The live change is the one sent: both at once named one
+        // dot twice, and receivers refused the delta.
+        var dead: [(dot: Int64, change: RowChange, lost: [RowChange.LostCell])] = []
+        let stubs = try BoundStatement(db, sql: "SELECT dot, tbl, key, stub FROM row_stubs WHERE dot > ? AND dot <= ?")
+        stubs.bind(1, lower)
+        stubs.bind(2, upper)
+        try stubs.forEachRow { columns in
+            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
+            let key = try rowKey(columns.int64(1), columns.withBlob(2) { Array($0) }, dot: dot)
+            let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
+            dead.append((columns.int64(0), stub.change(key: key, dot: dot, in: RowState()), stub.lost))
+        }
+        let deadDots = Set(dead.map(\.dot))
+        var revived = Set<Int64>()
         try IndexedWrites.forEachWithState(db, lower: lower, upper: upper, columns: columnNames, replicas: replicas) {
             write,
             state in
             let dot = try RowDecoding.dot(write.dot, replicas: replicas)
             let key = try rowKey(write.table, write.key, dot: dot)
+            var shown: (change: RowChange, lost: [RowChange.LostCell])?
             if let stub = write.stub {
                 let stub = try RowChangeStub(canonicalBytes: stub)
-                contents.rows.append((stub.change(key: key, dot: dot, in: state), stub.lost))
-                live.insert(write.dot)
-            } else if let shown = state.change(key: key, dot: dot) {
-                contents.rows.append((shown, []))
-                live.insert(write.dot)
+                shown = (stub.change(key: key, dot: dot, in: state), stub.lost)
+            } else if let change = state.change(key: key, dot: dot) {
+                shown = (change, [])
             } else if !write.inRun {
                 throw StoreError(
                     .database,
                     "change \(dot) of \(key) is indexed but not in its row; the database is damaged"
                 )
             }
-            // A run's change that a later one superseded is read from `row_stubs`, below (see `DotRun`).
+            // A run's change that a later one superseded is read from `row_stubs` (see `DotRun`).
+            if let shown {
+                contents.rows.append(shown)
+                if !deadDots.isEmpty, deadDots.contains(write.dot) { revived.insert(write.dot) }
+            }
             return true
         }
-        // Changes of which nothing wins any more: from their stubs alone. A change whose every cell
-        // its first sender said lost, and that came whole from another sender later and won
-        // after all, is live, and its stub from then may still be here: the live change is
-        // the one sent (both at once named the same dot twice, and receivers refused the delta).
-        let stubs = try BoundStatement(db, sql: "SELECT dot, tbl, key, stub FROM row_stubs WHERE dot > ? AND dot <= ?")
-        stubs.bind(1, lower)
-        stubs.bind(2, upper)
-        try stubs.forEachRow { columns in
-            guard !live.contains(columns.int64(0)) else { return }
-            let dot = try RowDecoding.dot(columns.int64(0), replicas: replicas)
-            let key = try rowKey(columns.int64(1), columns.withBlob(2) { Array($0) }, dot: dot)
-            let stub = try columns.withBlob(3) { try RowChangeStub(canonicalBytes: Array($0)) }
-            contents.rows.append((stub.change(key: key, dot: dot, in: RowState()), stub.lost))
-        }
+        for (dot, change, lost) in dead where !revived.contains(dot) { contents.rows.append((change, lost)) }
         return contents
     }
 }

@@ -17,8 +17,9 @@ import LANSyncCore
 /// So nothing is ever taken for new that was held, without asking which rows were inserted (a
 /// RETURNING clause cost more than the batch saved).
 extension WriteContext {
-    /// The most changes a batch holds: as many as are merged between two looks at the app's
-    /// waiting writes (`LocalWriteQueue.rowsBetweenLooks`), which may read any row.
+    /// The most changes a batch holds: the 16 rows to a statement measured above. A merge sends
+    /// a batch at each of its looks at the app's waiting writes, which come as many rows apart
+    /// (`LocalWriteQueue.rowsBetweenLooks`).
     static let newRowsPerBatch = LocalWriteQueue.rowsBetweenLooks
 
     /// Whether `change` can go in a batch of new rows (see above).
