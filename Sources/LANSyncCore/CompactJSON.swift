@@ -218,8 +218,8 @@ extension UInt8 {
 /// output, no error messages and no whitespace handling (any whitespace between tokens is a no),
 /// and keeps its nesting in a bit stack instead of recursing. It accepts exactly what
 /// `CompactJSON.compact` returns unchanged (a property test holds the two together). Every row a
-/// peer sends passes through it: 0.28 µs for the benchmark's 233-byte AAC payloads, where the
-/// parser took 0.43 (`lansync-bench --stages`).
+/// peer sends passes through it, so it is kept apart from the parser, which does more per byte
+/// (`lansync-bench --stages` times both; figures in docs/journal/2026-11-speed.md).
 struct CompactValidator {
     let input: UnsafeBufferPointer<UInt8>
     var position = 0

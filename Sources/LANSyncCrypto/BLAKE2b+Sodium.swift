@@ -2,9 +2,9 @@ import CSodium
 
 /// BLAKE2b with a 32-byte output, from libsodium's `crypto_generichash`.
 ///
-/// The state digest hashes every row with it: here it is more than twice as fast as libsodium's
-/// SHA-256 (which does not use the CPU's SHA instructions), 0.46 µs against 1.07 µs for a
-/// 300-byte row, and a digest only needs every replica to use the same collision-resistant hash.
+/// The state digest hashes every row with it: it is more than twice as fast as libsodium's
+/// SHA-256 (which does not use the CPU's SHA instructions), and a digest only needs every replica
+/// to use the same collision-resistant hash.
 package enum BLAKE2b {
     package static let byteCount = 32
 

@@ -163,8 +163,7 @@ final class AvahiConnection: @unchecked Sendable {
     /// it anew. After our link comes back the daemon (unless configured with use-iff-running)
     /// never noticed it was gone: what it announced meanwhile reached nobody, and a peer that
     /// never heard of us would only find us at its next query, seconds away on its doubling
-    /// schedule (measured: 6-7 s after an 8 s outage that began before the first announcement,
-    /// against 0.4 s when announced again). Does nothing before the first `publish`.
+    /// schedule, where an announcement reaches it at once. Does nothing before the first `publish`.
     func announceAgain() throws(AvahiFailure) {
         let last = try locked { () throws(AvahiFailure) -> (name: String, type: String, port: UInt16, txt: [String])? in
             guard let name = publishedName, let type = publishedType, let published else { return nil }
@@ -207,8 +206,8 @@ final class AvahiConnection: @unchecked Sendable {
 
     /// Replaces the browser with a new one, if browsing: a new browser queries the network at
     /// once, where the old one, after our link came back, took seconds to notice services
-    /// announced while it was down (measured: 7 s, against 50-500 ms). Services already known
-    /// are reported again, and resolvers are kept.
+    /// announced while it was down. Services already known are reported again, and resolvers
+    /// are kept.
     func browseAfresh(type: String) throws(AvahiFailure) {
         try locked { () throws(AvahiFailure) in
             guard let old = browser else { return }

@@ -149,8 +149,8 @@ extension WriteContext {
     }
 
     /// New rows' states go in `statesPerStatement` at a time: one statement of many rows costs
-    /// SQLite less per row than one statement each (in C, 1.5–1.8 µs a row against 1.9–2.9 for a
-    /// 165-byte state, 100 rows a statement).
+    /// SQLite less per row than one statement each (measured in C, see
+    /// docs/journal/2026-11-speed.md).
     static let statesPerStatement = 64
 
     /// Rows queued before they are stored: enough for both threads of `EncodedRows.make` to

@@ -4,7 +4,7 @@ import GRDB
 /// LANSync's connections have that function (see `AppWriteCapture`), so another program's INSERT
 /// fails to compile ("unknown function: lansync_guard()") instead of writing a row no peer would
 /// hear of. A CHECK costs nothing measurable per row, where a BEFORE INSERT trigger cost about
-/// 2.5 µs, half the baseline's whole insert. (UPDATE and DELETE are guarded by triggers: see
+/// half of a plain insert. (UPDATE and DELETE are guarded by triggers: see
 /// `AppTriggers`.) The constraint is the table's last; `schema show` prints the app's schema as
 /// the app wrote it, without it.
 enum AppTableGuard {
