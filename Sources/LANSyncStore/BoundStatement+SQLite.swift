@@ -6,11 +6,10 @@ import LANSyncCore
 /// merge's INSERT and the delta's SELECTs.
 ///
 /// GRDB's `execute(arguments:)` builds an array of `DatabaseValue`s for every row, and its `Row`
-/// copies every column into one; on these paths that costs more than SQLite's own work (measured
-/// here with the `entries` schema: 185k inserts/s through `execute(arguments:)`, 290k binding
-/// directly). The statement comes from GRDB's statement cache, so it is prepared once per
-/// connection and finalized by GRDB. It runs inside a GRDB access to `db`, where no transaction
-/// observers are registered.
+/// copies every column into one; on these paths that costs more than SQLite's own work (figures
+/// in docs/journal/2026-11-speed.md). The statement comes from GRDB's statement cache, so it is
+/// prepared once per connection and finalized by GRDB. It runs inside a GRDB access to `db`,
+/// where no transaction observers are registered.
 ///
 /// It holds the two C handles only, so passing it around costs no reference counting per row;
 /// GRDB's statement cache keeps the statement alive as long as the connection, which outlives

@@ -3,11 +3,9 @@ import CZstd
 /// Zstandard (RFC 8878) for large wire messages: JSON payloads compress several-fold, which is
 /// what keeps a bulk catch-up's bytes on the wire well under the payload bytes.
 ///
-/// Chosen over zlib for speed: on a 500 KB sample shaped like a 2,000-row catch-up batch, measured
-/// here with `zstd -b1` and Python's zlib, level 1 compresses at about 1 GB/s and decompresses at
-/// 3 GB/s (zlib's fastest level: 0.28 and 0.77 GB/s), and packs tighter (8.8× against 6.8×). With
-/// zlib, compressing and decompressing a catch-up's batches took about a tenth of the CPU time
-/// the whole catch-up used.
+/// Chosen over zlib: at level 1 it compresses and decompresses a catch-up batch several times
+/// faster than zlib's fastest level, and packs it tighter; with zlib, compression took a tenth
+/// of a catch-up's CPU time (figures in docs/journal/2026-11-speed.md).
 ///
 /// The only file that calls zstd. Decompression is bounded by the length the sender declared
 /// (itself at most `WireProtocol.maxMessageBytes`), so a "zip bomb" cannot make the receiver
