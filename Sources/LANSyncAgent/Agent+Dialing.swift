@@ -94,17 +94,25 @@ extension Agent {
     func sleepUnlessWoken(_ duration: Duration) async -> Bool {
         let id = nextWaiter
         nextWaiter += 1
-        let timer = Task {
-            try? await Task.sleep(for: duration)
-            self.resumeWaiter(id, woken: false)
-        }
-        defer { timer.cancel() }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                if Task.isCancelled { continuation.resume(returning: false) } else { networkWaiters[id] = continuation }
+        return await withDiscardingTaskGroup { timer in
+            timer.addTask {
+                guard (try? await Task.sleep(for: duration)) != nil else { return }
+                await self.resumeWaiter(id, woken: false)
             }
-        } onCancel: {
-            Task { await self.resumeWaiter(id, woken: false) }
+            let woken = await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    if Task.isCancelled {
+                        continuation.resume(returning: false)
+                    } else {
+                        networkWaiters[id] = continuation
+                    }
+                }
+            } onCancel: {
+                // A hop to the actor: the handler runs wherever the cancelling code runs.
+                Task { await self.resumeWaiter(id, woken: false) }
+            }
+            timer.cancelAll()
+            return woken
         }
     }
 

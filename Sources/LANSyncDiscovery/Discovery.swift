@@ -112,45 +112,48 @@ package enum MDNSDiscovery {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
         let current = CurrentConnection()
         current.advertisement.withLock { $0 = advertisement }
-        let producer = Task {
-            await run(serviceType: serviceType, retry: retryInterval, out: continuation, current: current)
-        }
-        let refresher = Task {
-            guard let refreshes else { return }
-            for await refresh in refreshes {
-                let connection = current.connection.withLock { $0 }
-                if refresh == .announceAndBrowse { try? connection?.announceAgain() }
-                try? connection?.browseAfresh(type: serviceType)
-            }
-        }
-        let resolver = Task {
-            guard let resolvesAgain else { return }
-            await withDiscardingTaskGroup { group in
-                for await name in resolvesAgain.names {
-                    group.addTask {
-                        guard (try? await Task.sleep(for: resolvesAgain.after)) != nil else { return }
-                        let connection = current.connection.withLock { $0 }
-                        try? connection?.stopResolving(name: name)
-                        try? connection?.browseAfresh(type: serviceType)
+        // One task owns the connection's four jobs, which end together when the consumer stops.
+        let jobs = Task {
+            await withDiscardingTaskGroup { jobs in
+                jobs.addTask {
+                    await run(serviceType: serviceType, retry: retryInterval, out: continuation, current: current)
+                }
+                if let refreshes {
+                    jobs.addTask {
+                        for await refresh in refreshes {
+                            let connection = current.connection.withLock { $0 }
+                            if refresh == .announceAndBrowse { try? connection?.announceAgain() }
+                            try? connection?.browseAfresh(type: serviceType)
+                        }
+                    }
+                }
+                if let resolvesAgain {
+                    jobs.addTask {
+                        await withDiscardingTaskGroup { group in
+                            for await name in resolvesAgain.names {
+                                group.addTask {
+                                    guard (try? await Task.sleep(for: resolvesAgain.after)) != nil else { return }
+                                    let connection = current.connection.withLock { $0 }
+                                    try? connection?.stopResolving(name: name)
+                                    try? connection?.browseAfresh(type: serviceType)
+                                }
+                            }
+                        }
+                    }
+                }
+                if let txtUpdates {
+                    jobs.addTask {
+                        for await txt in txtUpdates {
+                            current.advertisement.withLock { $0?.txt = txt }
+                            try? current.connection.withLock { $0 }?.updateTXT(
+                                txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                            )
+                        }
                     }
                 }
             }
         }
-        let updater = Task {
-            guard let txtUpdates else { return }
-            for await txt in txtUpdates {
-                current.advertisement.withLock { $0?.txt = txt }
-                try? current.connection.withLock { $0 }?.updateTXT(
-                    txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-                )
-            }
-        }
-        continuation.onTermination = { _ in
-            producer.cancel()
-            refresher.cancel()
-            resolver.cancel()
-            updater.cancel()
-        }
+        continuation.onTermination = { _ in jobs.cancel() }
         return stream
     }
 
@@ -391,20 +394,21 @@ extension MDNSDiscovery {
             return "avahi-daemon cannot be reached (\(error))"
         }
         defer { connection.shutdown() }
-        let deadline = ContinuousClock.now + timeout
-        let timer = Task {
-            try? await Task.sleep(until: deadline)
-            continuation.yield(.client(.failed(code: 0, message: "no answer from avahi-daemon within \(timeout)")))
-        }
-        defer { timer.cancel() }
-        for await event in raw {
-            switch event {
-            case .client(.running), .client(.registering), .client(.collision): return nil
-            case .client(.connecting): return "avahi-daemon is not running (D-Bus is up, the daemon is not)"
-            case .client(.failed(_, let message)): return message
-            default: continue
+        return await withDiscardingTaskGroup { timer in
+            timer.addTask {
+                guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                continuation.yield(.client(.failed(code: 0, message: "no answer from avahi-daemon within \(timeout)")))
             }
+            defer { timer.cancelAll() }
+            for await event in raw {
+                switch event {
+                case .client(.running), .client(.registering), .client(.collision): return nil
+                case .client(.connecting): return "avahi-daemon is not running (D-Bus is up, the daemon is not)"
+                case .client(.failed(_, let message)): return message
+                default: continue
+                }
+            }
+            return "the connection to avahi-daemon ended"
         }
-        return "the connection to avahi-daemon ended"
     }
 }

@@ -48,24 +48,37 @@ struct ChangeFeedStream: Sendable {
         // Listen before the first read: a commit between the read and the first wait still wakes us.
         let changes = node.changes()
         let (wakes, wake) = AsyncStream<Wake>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let forward = Task {
-            for await _ in changes { wake.yield(.change) }
-            wake.finish()
-        }
-        let beat = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: heartbeat)
-                wake.yield(.heartbeat)
-            }
-        }
         // When the agent stops, the feed ends (the client reconnects to the next agent with its cursor).
         let registration = open.add { wake.finish() }
         defer {
             open.remove(registration)
             open.release()
-            forward.cancel()
-            beat.cancel()
         }
+        // What wakes the feed lives exactly as long as the feed: a commit, and the heartbeat.
+        try await withThrowingDiscardingTaskGroup { wakers in
+            wakers.addTask {
+                for await _ in changes { wake.yield(.change) }
+                wake.finish()
+            }
+            wakers.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: heartbeat)
+                    wake.yield(.heartbeat)
+                }
+            }
+            try await serve(node: node, start: start, batchRows: batchRows, wakes: wakes, writer: &writer)
+            wakers.cancelAll()
+        }
+    }
+
+    /// Sends what the cursor does not cover, then waits for a wake, until the feed ends.
+    private static func serve(
+        node: LANSyncNode,
+        start: FeedCursor,
+        batchRows: Int,
+        wakes: AsyncStream<Wake>,
+        writer: inout any ResponseBodyWriter
+    ) async throws {
         var cursor = start
         try await writer.write(ByteBuffer(string: ": lansync change feed\nretry: 1000\n\n"))
         var iterator = wakes.makeAsyncIterator()

@@ -43,11 +43,12 @@ enum LeaveNotice {
         }
         let quiet = Logger(label: "lansync") { _ in SwiftLogNoOpLogHandler() }
         guard let agent = try? Agent(node: node, configuration: configuration, logger: quiet) else { return Delivery() }
-        let running = Task { try? await agent.run() }
-        let reached = await membersHolding(written, latest: latest, timeout: timeout) { await agent.report() }
-        running.cancel()
-        await running.value
-        return reached
+        return await withDiscardingTaskGroup { running in
+            running.addTask { try? await agent.run() }
+            let reached = await membersHolding(written, latest: latest, timeout: timeout) { await agent.report() }
+            running.cancelAll()
+            return reached
+        }
     }
 
     private static func membersHolding(
