@@ -6,8 +6,13 @@ import Testing
 /// and the shrunk schedules of seeds that once failed, each with the network seed it failed on.
 /// `scripts/simulate --seeds N` runs many more.
 @Suite struct GroupSimulationTests {
+    /// Seeds per mode: a debug build runs a seed in several seconds of a core, so four of each
+    /// keep the simulator within about a minute of the test command; the release build of
+    /// `scripts/simulate` runs thousands.
+    static let seedsInTheTestCommand: UInt64 = 4
+
     @Test(arguments: [false, true]) func seedsConverge(byzantine: Bool) async {
-        for seed in UInt64(1)...12 {
+        for seed in UInt64(1)...Self.seedsInTheTestCommand {
             let run = await Simulator.run(seed: seed, byzantine: byzantine)
             #expect(
                 run.outcome.failure == nil,
