@@ -95,21 +95,16 @@ extension Agent {
         let id = nextWaiter
         nextWaiter += 1
         return await withDiscardingTaskGroup { timer in
+            // The timer ends the wait with false when the time is up, and also when the dial loop
+            // is cancelled (a child task is cancelled with it, and its sleep ends at once). The
+            // network coming back ends it first, with true (`wakeDialers`). A second resume finds
+            // the waiter gone.
             timer.addTask {
-                guard (try? await Task.sleep(for: duration)) != nil else { return }
+                try? await Task.sleep(for: duration)
                 await self.resumeWaiter(id, woken: false)
             }
-            let woken = await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    if Task.isCancelled {
-                        continuation.resume(returning: false)
-                    } else {
-                        networkWaiters[id] = continuation
-                    }
-                }
-            } onCancel: {
-                // A hop to the actor: the handler runs wherever the cancelling code runs.
-                Task { await self.resumeWaiter(id, woken: false) }
+            let woken = await withCheckedContinuation { continuation in
+                if Task.isCancelled { continuation.resume(returning: false) } else { networkWaiters[id] = continuation }
             }
             timer.cancelAll()
             return woken

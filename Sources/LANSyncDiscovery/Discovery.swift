@@ -112,49 +112,67 @@ package enum MDNSDiscovery {
         let (stream, continuation) = AsyncStream.makeStream(of: DiscoveryEvent.self)
         let current = CurrentConnection()
         current.advertisement.withLock { $0 = advertisement }
-        // One task owns the connection's four jobs, which end together when the consumer stops.
-        let jobs = Task {
+        // One task owns the connection's jobs, which end together when the consumer stops.
+        let work = Task {
             await withDiscardingTaskGroup { jobs in
                 jobs.addTask {
                     await run(serviceType: serviceType, retry: retryInterval, out: continuation, current: current)
                 }
                 if let refreshes {
-                    jobs.addTask {
-                        for await refresh in refreshes {
-                            let connection = current.connection.withLock { $0 }
-                            if refresh == .announceAndBrowse { try? connection?.announceAgain() }
-                            try? connection?.browseAfresh(type: serviceType)
-                        }
-                    }
+                    jobs.addTask { await refreshing(current, on: refreshes, serviceType: serviceType) }
                 }
                 if let resolvesAgain {
-                    jobs.addTask {
-                        await withDiscardingTaskGroup { group in
-                            for await name in resolvesAgain.names {
-                                group.addTask {
-                                    guard (try? await Task.sleep(for: resolvesAgain.after)) != nil else { return }
-                                    let connection = current.connection.withLock { $0 }
-                                    try? connection?.stopResolving(name: name)
-                                    try? connection?.browseAfresh(type: serviceType)
-                                }
-                            }
-                        }
-                    }
+                    jobs.addTask { await resolvingAgain(current, resolvesAgain, serviceType: serviceType) }
                 }
                 if let txtUpdates {
-                    jobs.addTask {
-                        for await txt in txtUpdates {
-                            current.advertisement.withLock { $0?.txt = txt }
-                            try? current.connection.withLock { $0 }?.updateTXT(
-                                txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-                            )
-                        }
-                    }
+                    jobs.addTask { await updatingTXT(current, from: txtUpdates) }
                 }
             }
         }
-        continuation.onTermination = { _ in jobs.cancel() }
+        continuation.onTermination = { _ in work.cancel() }
         return stream
+    }
+
+    /// Announces again and browses afresh on the connection of the moment, at each refresh.
+    private static func refreshing(
+        _ current: CurrentConnection,
+        on refreshes: AsyncStream<DiscoveryRefresh>,
+        serviceType: String
+    ) async {
+        for await refresh in refreshes {
+            let connection = current.connection.withLock { $0 }
+            if refresh == .announceAndBrowse { try? connection?.announceAgain() }
+            try? connection?.browseAfresh(type: serviceType)
+        }
+    }
+
+    /// Resolves each given-up name again, and browses afresh, once `after` has passed for it.
+    private static func resolvingAgain(
+        _ current: CurrentConnection,
+        _ resolvesAgain: (names: AsyncStream<String>, after: Duration),
+        serviceType: String
+    ) async {
+        await withDiscardingTaskGroup { group in
+            for await name in resolvesAgain.names {
+                group.addTask {
+                    guard (try? await Task.sleep(for: resolvesAgain.after)) != nil else { return }
+                    let connection = current.connection.withLock { $0 }
+                    try? connection?.stopResolving(name: name)
+                    try? connection?.browseAfresh(type: serviceType)
+                }
+            }
+        }
+    }
+
+    /// Applies new TXT records to the advertisement, and keeps them for a re-established connection.
+    private static func updatingTXT(_ current: CurrentConnection, from txtUpdates: AsyncStream<[String: String]>) async
+    {
+        for await txt in txtUpdates {
+            current.advertisement.withLock { $0?.txt = txt }
+            try? current.connection.withLock { $0 }?.updateTXT(
+                txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            )
+        }
     }
 
     private static func run(
