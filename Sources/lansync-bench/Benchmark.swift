@@ -6,7 +6,8 @@ import Synchronization
 /// `lansync-bench`: LANSync's speed goals, each printed beside a baseline measured in the same run.
 ///
 ///     swift run -c release lansync-bench                    # 100,000 rows, then network
-///     swift run -c release lansync-bench --quick            # 10,000 rows, for a smoke test
+///     swift run -c release lansync-bench --quick            # 10,000 rows, a shorter look
+///     swift run -c release lansync-bench --smoke            # every stage at its least (the test command)
 ///     swift run -c release lansync-bench --catch-up 100000  # one network catch-up, for profiling
 ///                                            [--append-every MS]  # the app's write interval (10)
 ///     swift run -c release lansync-bench --stages           # each catch-up step's cost per row
@@ -22,7 +23,9 @@ struct Benchmark {
         usage: lansync-bench [OPTION]       (build with -c release: debug figures mean nothing)
 
           (none)               every speed goal: 100,000 rows, app tables, signatures, local API, network
-          --quick              the same with 10,000 rows, for a smoke test (the test command runs it)
+          --quick              the same with 10,000 rows: a shorter look, figures less steady
+          --smoke              every stage at its least (1,000 rows): that it runs, not how fast; the
+                       test command runs it. --smoke and --quick go with any option below
           --tables [--quick]   app tables only, and what each kind of column costs beside a plain one
           --storage [--quick]  what an app table takes on disk beside a plain SQLite file of the same rows
           --group-trial        what a responder serving several groups pays to find an initiator's group
@@ -41,7 +44,8 @@ struct Benchmark {
           --json FILE          also write every goal measured as JSON lines (scripts/performance-table reads them)
         """
     static let options: Set<String> = [
-        "--quick", "--streams", "--tables", "--storage", "--group-trial", "--groups", "--tables-profile", "merge",
+        "--quick", "--smoke", "--streams", "--tables", "--storage", "--group-trial", "--groups", "--tables-profile",
+        "merge",
         "session",
         "chain", "baseline", "--api", "--signatures", "--stages", "--catch-up", "--append-every", "--runs", "--idle",
         "--json",
@@ -69,7 +73,7 @@ struct Benchmark {
     static func run() async throws {
         // The baseline opens SQLite before any replica does: the same process settings for both.
         SQLiteProcessSettings.apply()
-        let quick = CommandLine.arguments.contains("--quick")
+        let scale = Scale(arguments: CommandLine.arguments)
         let root = NSTemporaryDirectory() + "lansync-bench-\(getpid())"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -81,21 +85,25 @@ struct Benchmark {
             var tables = AppTableBenchmark(root: root, rows: 100_000)
             return try await tables.profileInsert()
         }
-        if CommandLine.arguments.contains("--group-trial") { return try GroupTrialBenchmark.run() }
+        if CommandLine.arguments.contains("--group-trial") { return try GroupTrialBenchmark.run(scale: scale) }
         if CommandLine.arguments.contains("--groups") {
-            return try groups(count: integer(after: "--groups") ?? 50, quick: quick, root: root)
+            return try groups(count: integer(after: "--groups") ?? 50, scale: scale, root: root)
         }
         if CommandLine.arguments.contains("--storage") {
-            return try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
+            return try await StorageBenchmark(root: root, rows: scale.pick(100_000, quick: 10_000, smoke: 1_000)).run()
         }
         if CommandLine.arguments.contains("--tables") {
-            var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
+            var tables = AppTableBenchmark(root: root, rows: scale.pick(100_000, quick: 10_000, smoke: 1_000))
             try await tables.run()
-            var kinds = ColumnKindsBenchmark(root: root, rows: quick ? 2_000 : 20_000)
+            var kinds = ColumnKindsBenchmark(root: root, rows: scale.pick(20_000, quick: 2_000, smoke: 200))
             try await kinds.run()
-            return try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
+            return try await StorageBenchmark(root: root, rows: scale.pick(100_000, quick: 10_000, smoke: 1_000)).run()
         }
-        let api = APIBenchmark(root: root, appends: quick ? 200 : 2_000, batched: quick ? 5_000 : 40_000)
+        let api = APIBenchmark(
+            root: root,
+            appends: scale.pick(2_000, quick: 200, smoke: 20),
+            batched: scale.pick(40_000, quick: 5_000, smoke: 1_000)
+        )
         if CommandLine.arguments.contains("--api") { return try await api.run() }
         // `--idle S`: only the idle agents' cost, over S seconds.
         if let seconds = integer(after: "--idle") { return try IdleBenchmark(root: root).run(seconds: seconds) }
@@ -109,15 +117,15 @@ struct Benchmark {
                 root: root
             )
         }
-        let baseline = try await singleNode(quick: quick, root: root)
+        let baseline = try await singleNode(scale: scale, root: root)
         if CommandLine.arguments.contains("--streams") { return }
-        var tables = AppTableBenchmark(root: root, rows: quick ? 10_000 : 100_000)
+        var tables = AppTableBenchmark(root: root, rows: scale.pick(100_000, quick: 10_000, smoke: 1_000))
         try await tables.run()
-        var kinds = ColumnKindsBenchmark(root: root, rows: quick ? 2_000 : 20_000)
+        var kinds = ColumnKindsBenchmark(root: root, rows: scale.pick(20_000, quick: 2_000, smoke: 200))
         try await kinds.run()
-        try await StorageBenchmark(root: root, rows: quick ? 10_000 : 100_000).run()
+        try await StorageBenchmark(root: root, rows: scale.pick(100_000, quick: 10_000, smoke: 1_000)).run()
         print("")
-        try await SignatureBenchmark.run(root: root, entries: quick ? 20_000 : 1_000_000)
+        try await SignatureBenchmark.run(root: root, entries: scale.pick(1_000_000, quick: 20_000, smoke: 2_000))
         print("")
         try await api.run()
         // Nothing of the single-node stages outlives them: their nodes closed and their deltas were
@@ -127,9 +135,9 @@ struct Benchmark {
             try FileManager.default.removeItem(atPath: root + "/" + name)
         }
         var network = NetworkBenchmark(root: root, baseline: baseline)
-        try await network.run(quick: quick)
-        try IdleBenchmark(root: root).run(seconds: quick ? 3 : 60)
-        try groups(count: quick ? 4 : 50, quick: quick, root: root)
+        try await network.run(scale: scale)
+        try IdleBenchmark(root: root).run(seconds: scale.pick(60, quick: 3, smoke: 1))
+        try groups(count: scale.pick(50, quick: 4, smoke: 2), scale: scale, root: root)
     }
 
     /// `runs` rounds of the baseline inserting `size` rows, then a network catch-up of `size`
@@ -169,20 +177,20 @@ struct Benchmark {
     }
 
     /// A node in `count` groups beside a node in one (`GroupsBenchmark`), then the key trial.
-    static func groups(count: Int, quick: Bool, root: String) throws {
+    static func groups(count: Int, scale: Scale, root: String) throws {
         try GroupsBenchmark(
             root: root,
             groups: count,
-            idleSeconds: quick ? 3 : 120,
-            settleSeconds: quick ? 3 : 100,
-            writes: quick ? 6 : 40
+            idleSeconds: scale.pick(120, quick: 3, smoke: 1),
+            settleSeconds: scale.pick(100, quick: 3, smoke: 1),
+            writes: scale.pick(40, quick: 6, smoke: 2)
         ).run()
-        try GroupTrialBenchmark.run()
+        try GroupTrialBenchmark.run(scale: scale)
     }
 
     /// The baseline and the single-node stages; returns the baseline's rows/s.
-    static func singleNode(quick: Bool, root: String) async throws -> Double {
-        let rows = quick ? 10_000 : 100_000
+    static func singleNode(scale: Scale, root: String) async throws -> Double {
+        let rows = scale.pick(100_000, quick: 10_000, smoke: 1_000)
         var counter = 0
         func freshNode() throws -> LANSyncNode {
             counter += 1
@@ -256,7 +264,7 @@ struct Benchmark {
         // Latency of one append, one caller, idle node.
         let latencyNode = try freshNode()
         var idle = Latencies()
-        for index in 0..<(quick ? 500 : 2_000) {
+        for index in 0..<scale.pick(2_000, quick: 500, smoke: 50) {
             let begin = clock.now
             _ = try await latencyNode.append(to: "symbol_taps", payload: Workload.payload(index))
             idle.add(clock.now - begin)
@@ -264,7 +272,7 @@ struct Benchmark {
         latency("append latency, idle", idle, goal: 1)
 
         // Latency of one append while a large delta is being merged into the same replica.
-        let mergeSize = quick ? 20_000 : 200_000
+        let mergeSize = scale.pick(200_000, quick: 20_000, smoke: 2_000)
         let bigDelta = Workload.peerDelta(count: mergeSize, startMilliseconds: now - 7_200_000)
         let finished = Atomic<Bool>(false)
         let mergeStart = clock.now

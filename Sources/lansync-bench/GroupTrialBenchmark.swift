@@ -8,10 +8,10 @@ import LANSyncWire
 /// with its one key. The counts alternate within each round; medians and ranges of the rounds.
 /// The goal (issue 35): at most 2 ms on the responder with 50 groups.
 enum GroupTrialBenchmark {
-    static func run() throws {
+    static func run(scale: Scale) throws {
         let counts = [1, 50, 64, 200]
-        let rounds = 9
-        let repeats = 50
+        let rounds = scale.pick(9, quick: 9, smoke: 3)
+        let repeats = scale.pick(50, quick: 50, smoke: 5)
         let prologue = WireProtocol.prologue
         let responder = KeyPair.generate()
         let psks = (0..<counts.max()!).map { _ in SecureBytes(randomCount: 32) }

@@ -79,7 +79,7 @@ struct NetworkBenchmark {
 
     enum BenchmarkError: Error { case timeout }
 
-    mutating func run(quick: Bool) async throws {
+    mutating func run(scale: Scale) async throws {
         print("")
         print("Network (two agents on loopback, Noise-encrypted TCP):")
 
@@ -98,7 +98,7 @@ struct NetworkBenchmark {
         var changes = b.changes().makeAsyncIterator()
         var propagation = Latencies()
         var pushBytes = [Int]()
-        for index in 0..<(quick ? 200 : 1_000) {
+        for index in 0..<scale.pick(1_000, quick: 200, smoke: 20) {
             let sentBefore = agentA.traffic.sent
             let begin = clock.now
             try await a.append(to: "symbol_taps", payload: Workload.payload(index))
@@ -133,11 +133,11 @@ struct NetworkBenchmark {
         )
         await Self.stop(taskA, taskB)
 
-        for size in quick ? [20_000] : [100_000, 1_000_000] {
+        for size in scale.pick([100_000, 1_000_000], quick: [20_000], smoke: [2_000]) {
             try await catchUp(size: size, appendEvery: .milliseconds(10))
         }
         // The same with an app writing as fast as it can (a write a millisecond): a stress test.
-        try await catchUp(size: quick ? 20_000 : 100_000, appendEvery: .milliseconds(1))
+        try await catchUp(size: scale.pick(100_000, quick: 20_000, smoke: 2_000), appendEvery: .milliseconds(1))
     }
 
     /// An empty peer catches up `rows` rows of the 10-column app table (`AppTableBenchmark`)
