@@ -254,7 +254,7 @@ let package = Package(
             name: "LANSyncAgentTests",
             dependencies: [
                 "LANSyncAgent", "LANSyncTransport", "LANSyncDiscovery", "LANSyncCore", "LANSyncCrypto", "LANSyncWire",
-                "LANSync", "LANSyncIdentity", .product(name: "Logging", package: "swift-log"),
+                "LANSync", "LANSyncIdentity", "LANSyncTestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -25,10 +25,10 @@ struct Benchmark {
           (none)               every speed goal: 100,000 rows, app tables, signatures, local API, network
           --quick              the same with 10,000 rows: a shorter look, figures less steady
           --smoke              every stage at its least (1,000 rows): that it runs, not how fast; the
-                       test command runs it. --smoke and --quick go with any option below
+                       test command runs it. --smoke goes wherever [--quick] is shown below
           --tables [--quick]   app tables only, and what each kind of column costs beside a plain one
           --storage [--quick]  what an app table takes on disk beside a plain SQLite file of the same rows
-          --group-trial        what a responder serving several groups pays to find an initiator's group
+          --group-trial [--smoke] what a responder serving several groups pays to find an initiator's group
           --groups N [--quick] a node in N groups (50), two peers each, beside a node in one: idle CPU,
                        memory per group, a write reaching its peer, the handshake's key trial
           --streams [--quick]  streams and preferences alone: appends, merge, append latency idle and during a merge

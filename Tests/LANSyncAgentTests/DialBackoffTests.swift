@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 @testable import LANSyncAgent
@@ -18,8 +19,8 @@ import Testing
     }
 
     /// Waits until `agent` has a dial loop waiting (the waiter is registered on the actor).
-    static func untilWaiting(_ agent: Agent) async {
-        while await agent.networkWaiters.isEmpty { await Task.yield() }
+    static func untilWaiting(_ agent: Agent) async throws {
+        try #require(await eventually { await !agent.networkWaiters.isEmpty }, "the wait never began")
     }
 
     @Test func theTimeRunningOutEndsTheWaitUnwoken() async throws {
@@ -33,7 +34,7 @@ import Testing
         let (agent, cleanUp) = try Self.agent()
         defer { cleanUp() }
         let waiting = Task { await agent.sleepUnlessWoken(.seconds(600)) }
-        await Self.untilWaiting(agent)
+        try await Self.untilWaiting(agent)
         await agent.wakeDialers()
         #expect(await waiting.value == true)
     }
@@ -43,15 +44,14 @@ import Testing
         let (agent, cleanUp) = try Self.agent()
         defer { cleanUp() }
         let waiting = Task { await agent.sleepUnlessWoken(.seconds(600)) }
-        await Self.untilWaiting(agent)
+        try await Self.untilWaiting(agent)
         waiting.cancel()
         // The waiter goes when the wait ends; a wait that outlives the cancellation fails here
         // rather than hanging the test for the backoff's 600 s.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while await !agent.networkWaiters.isEmpty, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        try #require(await agent.networkWaiters.isEmpty, "the cancelled wait still waits")
+        try #require(
+            await eventually(within: 60) { await agent.networkWaiters.isEmpty },
+            "the cancelled wait still waits"
+        )
         #expect(await waiting.value == false)
         #expect(await agent.networkWaiters.isEmpty)
         // Already cancelled before it waits: it returns at once.

@@ -134,17 +134,6 @@ extension CLI {
     func entries(_ node: String) async throws -> Int { try await status(node)["entries"] as! Int }
 }
 
-/// Polls until `condition` holds or `seconds` pass; returns whether it held. Sleeps between
-/// polls without holding a thread.
-func eventually(within seconds: Double = 20, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
-    return try await condition()
-}
-
 /// Polls until `condition` holds or `seconds` pass, blocking this thread between polls; returns
 /// whether it held. Only for a step that must follow its condition at once (see its caller):
 /// everything else awaits `eventually`, which lets other tests run meanwhile.

@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// App tables from the shell, between real agents on loopback: what a newcomer does with the

@@ -1,5 +1,6 @@
 import Foundation
 import LANSync
+import LANSyncTestSupport
 import Testing
 
 // The promises of DESIGN.md under faults: real nodes in namespaces with their own avahi-daemons,

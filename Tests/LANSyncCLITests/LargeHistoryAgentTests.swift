@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// The convergence flows with real agents on loopback: histories of more than one batch

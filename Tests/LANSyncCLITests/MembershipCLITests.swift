@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncTestSupport
 import Testing
 
 /// Members and removal between real processes on loopback (static peers: the agents dial with

@@ -1,6 +1,7 @@
 import Foundation
 import LANSync
 import LANSyncAgent
+import LANSyncTestSupport
 import Logging
 import ServiceLifecycle
 import Testing
@@ -97,14 +98,4 @@ import Testing
             #expect(socket)
         }
     }
-}
-
-/// Waits for `condition`, checking every 50 ms, for at most `seconds`.
-func eventually(within seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
-    return try await condition()
 }
