@@ -60,11 +60,11 @@ public actor Agent: Service {
     var connections = 0
     /// Set when a peer presents our own device ID: two machines with one machine-id.
     var sharedDeviceID = false
-    var listening: [CheckedContinuation<Int, any Error>] = []
+    /// The port the sync listener bound, or why it did not: settled once, awaited by
+    /// `listeningPort()`.
+    nonisolated let listener = OnceKnown<Int>()
     /// The pairing window `lansync group invite` opened, if any (see `Pairing.swift`).
     var pairingWindow: OpenPairingWindow?
-    /// Why the agent could not listen, once that happened.
-    var bindFailure: ListenError?
     /// The TCP port once listening (useful with port 0).
     public private(set) var port: Int?
     /// Every byte this agent sent and received on sync connections, handshakes included.
@@ -108,7 +108,9 @@ public actor Agent: Service {
     /// Whether this agent listens and advertises: alone, or as its router's first agent.
     nonisolated var isHost: Bool { router?.host.map { $0 === self } ?? true }
 
-    /// Waits until the agent listens, and returns its TCP port.
+    /// Waits until the agent listens, and returns its TCP port. Throws why it cannot listen
+    /// (`ListenError`), `StoppedBeforeListeningError` if it stopped first, and `CancellationError` when the
+    /// waiting task is cancelled.
     public func listeningPort() async throws -> Int {
         if let port { return port }
         if !isHost, let host = router?.host {
@@ -116,8 +118,7 @@ public actor Agent: Service {
             self.port = port
             return port
         }
-        if let bindFailure { throw bindFailure }
-        return try await withCheckedThrowingContinuation { listening.append($0) }
+        return try await listener.wait()
     }
 
     /// Runs the agent's parts (`AgentPart`) in one `ServiceGroup` until cancelled or asked to shut
@@ -136,6 +137,8 @@ public actor Agent: Service {
         } catch is CancellationError {
             // Asked to stop (SIGINT/SIGTERM or cancellation): a clean end, not an error.
         }
+        // Whoever still waits for the port (the agent stopped before it listened) hears so.
+        listener.settle(.failure(StoppedBeforeListeningError(service: "the agent")))
         pairingWindow?.end()
         logger.info("stopped")
     }
@@ -222,15 +225,12 @@ public actor Agent: Service {
         } catch {
             // Whoever waits for the port hears why there is none, rather than waiting forever.
             let failure = ListenError(host: configuration.listenHost, port: configuration.listenPort, cause: "\(error)")
-            for waiter in listening { waiter.resume(throwing: failure) }
-            listening.removeAll()
-            bindFailure = failure
+            listener.settle(.failure(failure))
             throw failure
         }
         let boundPort = server.channel.localAddress?.port ?? configuration.listenPort
         port = boundPort
-        for waiter in listening { waiter.resume(returning: boundPort) }
-        listening.removeAll()
+        listener.settle(.success(boundPort))
         ready()
         logger.info(
             "listening",

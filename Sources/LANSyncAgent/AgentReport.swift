@@ -61,6 +61,23 @@ extension Agent {
     }
 }
 
+/// What `Agent.listeningPort()` and `LocalAPI.port()` throw when the service stopped before it
+/// listened (another part failed first, or it was stopped while starting).
+public struct StoppedBeforeListeningError: Error, CustomStringConvertible, Sendable {
+    /// Which service: "the agent", "the local API".
+    public let service: String
+    /// Why, when it is known ("127.0.0.1:7001 is taken ...").
+    public let reason: String?
+
+    package init(service: String, reason: String? = nil) {
+        self.service = service
+        self.reason = reason
+    }
+
+    /// Says which service stopped before it listened, and why when that is known.
+    public var description: String { "\(service) stopped before it listened" + (reason.map { ": \($0)" } ?? "") }
+}
+
 /// The agent could not listen (the port is taken, the address is not this machine's, ...).
 public struct ListenError: Error, CustomStringConvertible, Sendable {
     /// The address it tried to listen on.

@@ -47,7 +47,8 @@ public final class LocalAPI: Service, Sendable {
     let groups: [(name: String, agent: Agent, node: LANSyncNode)]
     let configuration: LocalAPIConfiguration
     let logger: Logger
-    private let bound = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
+    /// The TCP port once listening, or why there is none: awaited by `port()`.
+    private let bound = OnceKnown<Int>()
 
     /// The first group's agent and node.
     var agent: Agent { groups[0].agent }
@@ -84,20 +85,17 @@ public final class LocalAPI: Service, Sendable {
     var addressFile: String { dataDirectory.path + "/api-address" }
     var socketPath: String { dataDirectory.path + "/api.sock" }
 
-    /// The TCP port once listening.
-    public func port() async -> Int {
-        await withCheckedContinuation { continuation in
-            bound.withLock { bound in
-                if let port = bound.port {
-                    continuation.resume(returning: port)
-                } else {
-                    bound.waiters.append(continuation)
-                }
-            }
-        }
+    /// Waits until the API listens on TCP, and returns its port. Throws
+    /// `StoppedBeforeListeningError` if it will not (the port is taken and was chosen, the agent
+    /// failed to start, the API was stopped first), and `CancellationError` when the waiting task
+    /// is cancelled.
+    public func port() async throws -> Int {
+        try await bound.wait()
     }
 
     public func run() async throws {
+        // Whoever still waits for the port when the API stops without having listened hears so.
+        defer { bound.settle(.failure(StoppedBeforeListeningError(service: "the local API"))) }
         // Serve only once the agent holds its control socket: an agent that fails to start
         // (another one already runs for this data directory) must not touch that one's API files.
         while true {
@@ -241,6 +239,7 @@ public final class LocalAPI: Service, Sendable {
                     (error as? IOError)?.errnoCode == EADDRINUSE
                     ? "\(host):\(port) is taken (choose another with --api HOST:PORT, or leave --api out)" : "\(error)"
                 serving.update { $0.tcp = .failed(why) }
+                bound.settle(.failure(StoppedBeforeListeningError(service: "the local API's TCP server", reason: why)))
                 reportServing(serving)
                 logger.error(
                     "local API on \(host):\(port) stopped: \(error); apps reach it on the Unix socket only until the agent restarts (choose another port with --api HOST:PORT)"
@@ -356,12 +355,7 @@ public final class LocalAPI: Service, Sendable {
         let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         try? (address + "\n").write(toFile: addressFile, atomically: true, encoding: .utf8)
         logger.info("local API listening", metadata: ["api.address": "\(address)"])
-        let waiters = bound.withLock { bound in
-            bound.port = port
-            defer { bound.waiters.removeAll() }
-            return bound.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: port) }
+        bound.settle(.success(port))
     }
 }
 

@@ -52,7 +52,7 @@ struct APIBenchmark {
             let api = await LocalAPI(agent: agent, configuration: apiConfiguration, logger: logger)
             let group = ServiceGroup(services: [agent, api], logger: logger)
             let running = Task { try await group.run() }
-            _ = await api.port()
+            _ = try await api.port()
 
             // A: single appends through the API from another process.
             let single = try Self.python(["append", "--count", "\(appends)", "--data-dir", directory.path])

@@ -227,15 +227,18 @@ struct Run: AsyncParsableCommand {
         let first = agents[0]
         let serving =
             several ? "serving \(counted(agents.count, "group")): \(groups.map(\.name).joined(separator: ", "))" : nil
-        Task {
-            if let port = try? await first.listeningPort() {
+        // The lines that say where the node listens, printed once it does: each a child task of
+        // the run below, cancelled when the run ends (an agent that never listens prints nothing).
+        var announcements: [@Sendable () async -> Void] = [
+            {
+                guard let port = try? await first.listeningPort() else { return }
                 restart.keep(sync: port)
                 let out = Output()
                 out.line("listening on \(PeerAddress(host: host, port: port))")
                 if let serving { out.line(serving) }
                 out.flush()
             }
-        }
+        ]
         var services: [any Service] = agents
         if !noAPI && (api != nil || !file.apiOff) {
             var apiConfiguration = LocalAPIConfiguration()
@@ -251,8 +254,8 @@ struct Run: AsyncParsableCommand {
             let localAPI = await LocalAPI(serving: agents, configuration: apiConfiguration, logger: logger)
             services.append(localAPI)
             let apiHost = apiConfiguration.host
-            Task {
-                let port = await localAPI.port()
+            announcements.append {
+                guard let port = try? await localAPI.port() else { return }
                 restart.keep(api: port)
                 let out = Output()
                 out.line("local API on http://\(PeerAddress(host: apiHost, port: port))")
@@ -267,7 +270,11 @@ struct Run: AsyncParsableCommand {
         restart.set(group)
         defer { if restart.isRequested { restart.execute(logger: logger) } }
         do {
-            try await group.run()
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                for announce in announcements { tasks.addTask(operation: announce) }
+                try await group.run()
+                tasks.cancelAll()
+            }
         } catch let error as LANSyncError {
             note("lansync: error: \(error.message)")
             throw ExitCode(1)

@@ -2,6 +2,7 @@ import Foundation
 import LANSync
 import LANSyncCore
 import LANSyncCrypto
+import LANSyncTestSupport
 import LANSyncWire
 import Logging
 import NIOCore
@@ -152,6 +153,17 @@ import Testing
         await #expect(throws: ListenError.self) { try await run.value }
         // Asked after the failure, the answer is the same.
         await #expect(throws: ListenError.self) { try await second.listeningPort() }
+    }
+
+    /// A task waiting for the port of an agent that is not listening ends when it is cancelled:
+    /// `lansync run` announces the port from a child task of its run, which must end with the run.
+    @Test(.timeLimit(.minutes(1))) func aWaitForThePortEndsWhenItsTaskIsCancelled() async throws {
+        let (agent, root, _) = try RunningAgent.make(port: 0)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let wait = Task { try await agent.listeningPort() }
+        #expect(await eventually { agent.listener.waiting == 1 })
+        wait.cancel()
+        await #expect(throws: CancellationError.self) { try await wait.value }
     }
 
     /// A peer that speaks no common version hears so in message 2 (before, it looked exactly

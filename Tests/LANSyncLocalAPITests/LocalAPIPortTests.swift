@@ -37,8 +37,30 @@ import Testing
     static func run(
         _ configure: (inout LocalAPIConfiguration) -> Void
     ) async throws -> (AgentPartStatus?, apiAddress: String?, socket: Bool) {
-        let root = NSTemporaryDirectory() + "lansync-api-port-\(UUID().uuidString)"
+        let (agent, _, group, root) = try await Self.make(configure)
         defer { try? FileManager.default.removeItem(atPath: root) }
+        let running = Task { try await group.run() }
+        defer { running.cancel() }
+        var part: AgentPartStatus?
+        _ = await eventually(within: 120) {
+            part = agent.partStatuses.first { $0.name == LocalAPI.partName }
+            guard let part, part.state != .starting, let detail = part.detail else { return false }
+            // Both servers have had their say: TCP is bound or failed, the socket too.
+            return !detail.contains("TCP starting") && (detail.contains("unix") || detail.contains("no Unix socket"))
+        }
+        let address = try? String(contentsOfFile: root + "/api-address", encoding: .utf8)
+        let socket = FileManager.default.fileExists(atPath: root + "/api.sock")
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
+        return (part, address?.trimmingCharacters(in: .whitespacesAndNewlines), socket)
+    }
+
+    /// An agent and its API for a new node, and a service group that runs both; nothing runs
+    /// yet. Remove `root` afterwards.
+    static func make(
+        _ configure: (inout LocalAPIConfiguration) -> Void
+    ) async throws -> (Agent, LocalAPI, ServiceGroup, root: String) {
+        let root = NSTemporaryDirectory() + "lansync-api-port-\(UUID().uuidString)"
         _ = try LANSyncNode.initialize(at: DataDirectory(path: root), name: "second", machineIDPath: "/nonexistent")
         let node = try LANSyncNode.open(at: DataDirectory(path: root))
         _ = try node.createGroup()
@@ -56,20 +78,43 @@ import Testing
                 logger: Logger(label: "test")
             )
         )
-        let running = Task { try await group.run() }
-        defer { running.cancel() }
-        var part: AgentPartStatus?
-        _ = await eventually(within: 120) {
-            part = agent.partStatuses.first { $0.name == LocalAPI.partName }
-            guard let part, part.state != .starting, let detail = part.detail else { return false }
-            // Both servers have had their say: TCP is bound or failed, the socket too.
-            return !detail.contains("TCP starting") && (detail.contains("unix") || detail.contains("no Unix socket"))
+        return (agent, api, group, root)
+    }
+
+    /// Whoever waits for the API's port hears that there will be none when the port chosen is
+    /// taken (it used to wait until the process ended), and why.
+    @Test(.timeLimit(.minutes(3))) func aChosenPortThatIsTakenIsSaidToWhoeverWaitsForThePort() async throws {
+        try await Self.withTakenPort { taken in
+            let (_, api, group, root) = try await Self.make {
+                $0.port = taken
+                $0.takeAFreePortWhenTaken = false
+            }
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            let running = Task { try await group.run() }
+            defer { running.cancel() }
+            do {
+                let port = try await api.port()
+                Issue.record("the API says it listens on \(port), though \(taken) was chosen and is taken")
+            } catch let error as StoppedBeforeListeningError {
+                #expect(error.description.contains("\(taken) is taken"), "\(error)")
+            }
+            await group.triggerGracefulShutdown()
+            _ = try? await running.value
         }
-        let address = try? String(contentsOfFile: root + "/api-address", encoding: .utf8)
-        let socket = FileManager.default.fileExists(atPath: root + "/api.sock")
-        await group.triggerGracefulShutdown()
-        _ = try? await running.value
-        return (part, address?.trimmingCharacters(in: .whitespacesAndNewlines), socket)
+    }
+
+    /// An API stopped before it listened (here, before it started) ends every wait for its port.
+    @Test(.timeLimit(.minutes(1))) func aWaitForThePortEndsWhenTheAPIStopsWithoutListening() async throws {
+        let (_, api, _, root) = try await Self.make { _ in }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let wait = Task { try await api.port() }
+        let run = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await api.run()
+        }
+        try await run.value
+        await #expect(throws: StoppedBeforeListeningError.self) { try await wait.value }
+        await #expect(throws: StoppedBeforeListeningError.self) { try await api.port() }
     }
 
     @Test func theDefaultPortTakenByAnotherProgramMakesTheAPITakeAFreeOneAndSaySo() async throws {
