@@ -44,7 +44,7 @@ extension Agent {
             }
             return .handOver
         }
-        if let pinned = member?.key, pinned != keyHex {
+        if let pinned = member?.key ?? pinsBeingWritten[peer.device], pinned != keyHex {
             if peer.device == node.deviceID { return .refuse(Self.clonedMachineAdvice(peer.device.description)) }
             return .refuse(
                 "device \(peer.device) (\(peer.name)) presented a new device key (reinstalled, or cloned from another "
@@ -59,10 +59,18 @@ extension Agent {
     }
 
     /// Records the key a peer presented, off the connection's path (a durable write must not
-    /// delay the session's start).
+    /// delay the session's start); until the record is written, `pinsBeingWritten` holds it.
     private func observe(_ peer: Hello, key: String) {
         let node = node
-        Task { try? await node.observe(peer.device, name: peer.name, key: key, signingKey: peer.signingKey?.hexString) }
+        pinsBeingWritten[peer.device] = key
+        Task {
+            _ = try? await node.observe(peer.device, name: peer.name, key: key, signingKey: peer.signingKey?.hexString)
+            pinWritten(peer.device, key: key)
+        }
+    }
+
+    private func pinWritten(_ device: DeviceID, key: String) {
+        if pinsBeingWritten[device] == key { pinsBeingWritten[device] = nil }
     }
 
     /// Records this device's own key as it sees it, so `group members` lists it from the start

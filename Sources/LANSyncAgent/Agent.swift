@@ -60,6 +60,10 @@ public actor Agent: Service {
     var connections = 0
     /// Set when a peer presents our own device ID: two machines with one machine-id.
     var sharedDeviceID = false
+    /// Keys that admissions pinned and whose records are still being written (`observe` writes
+    /// them off the connection's path), by device: a second connection of the same device in
+    /// that window is judged against them, so two clones connecting at once are not both let in.
+    var pinsBeingWritten: [DeviceID: String] = [:]
     /// The port the sync listener bound, or why it did not: settled once, awaited by
     /// `listeningPort()`.
     nonisolated let listener = OnceKnown<Int>()

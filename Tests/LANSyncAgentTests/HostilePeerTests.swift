@@ -155,6 +155,39 @@ import Testing
         await #expect(throws: ListenError.self) { try await second.listeningPort() }
     }
 
+    /// Two machines with one device ID (a cloned system image) connecting at once: the first is
+    /// let in and its key pinned; the second, with another key, is refused even while the pin's
+    /// record is still being written (both used to be let in when the second came in that window).
+    @Test func twoClonesConnectingAtOnceAreNotBothLetIn() async throws {
+        let (agent, root, _) = try RunningAgent.make(port: 0)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let clone = try #require(DeviceID(bytes: Array(repeating: 7, count: 16)))
+        func hello(_ name: String) -> Hello {
+            Hello(
+                version: WireProtocol.versions.upperBound,
+                device: clone,
+                name: name,
+                replica: ReplicaID(high: .random(in: 1...UInt64.max), low: .random(in: 1...UInt64.max)),
+                hlc: .zero,
+                wallMilliseconds: 0
+            )
+        }
+        let epoch = await agent.groupState.epoch
+        let first = await agent.admission(hello("clone a"), key: Array(repeating: 1, count: 32), epoch: epoch)
+        let second = await agent.admission(hello("clone b"), key: Array(repeating: 2, count: 32), epoch: epoch)
+        #expect(first == .admit)
+        guard case .refuse(let why) = second else {
+            Issue.record("the second clone was let in too: \(second)")
+            return
+        }
+        #expect(why.contains("presented a new device key"), "\(why)")
+        // Once the pin is written, the records say the same.
+        #expect(await eventually { await agent.pinsBeingWritten.isEmpty })
+        let third = await agent.admission(hello("clone b"), key: Array(repeating: 2, count: 32), epoch: epoch)
+        #expect(third != .admit)
+        #expect(await agent.admission(hello("clone a"), key: Array(repeating: 1, count: 32), epoch: epoch) == .admit)
+    }
+
     /// A task waiting for the port of an agent that is not listening ends when it is cancelled:
     /// `lansync run` announces the port from a child task of its run, which must end with the run.
     @Test(.timeLimit(.minutes(1))) func aWaitForThePortEndsWhenItsTaskIsCancelled() async throws {
