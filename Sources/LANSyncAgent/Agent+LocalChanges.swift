@@ -91,6 +91,9 @@ extension Agent {
         do {
             try await node.store.extendOwnChain()
         } catch {
+            // Cancelled, the agent is stopping: its sessions end, and the next start extends the
+            // chain over what is left (`lansync run` used to end with this warning).
+            if Task.isCancelled { return }
             logger.warning("could not extend this replica's change chain: \(error)")
         }
         pushAll()
