@@ -4,6 +4,7 @@ import LANSyncCore
 import LANSyncCrypto
 import LANSyncIdentity
 import LANSyncStore
+import Synchronization
 import Testing
 
 /// Member records, removal and epochs in the library (docs/protocol.md §11); the agent's side
@@ -307,13 +308,20 @@ import Testing
     /// vouch's `added_at` although it merged the vouch first. The key pinned is the first one
     /// seen after the vouch in HLC order, so the reinstalled device's new writes verify.
     @Test func aVouchPinsTheKeySeenAfterItWhateverTheClocksSay() async throws {
-        let home = try TemporaryNode(name: "home", clock: NodeClock(offsetMilliseconds: -20_000))
+        // One clock for every node, a millisecond further at each reading, whatever the machine's
+        // speed: the home's clock must stay behind the voucher's however long the test takes (on
+        // the machine's own clock, a run that took 175 s beside a busy machine put the home's
+        // observation 40 s of offsets later than the vouch after all).
+        let ticks = Ticks()
+        let start = Int64(Timestamps.nowMilliseconds())
+        func clock(_ offset: Int64) -> NodeClock { NodeClock { UInt64(start + offset) + ticks.next() } }
+        let home = try TemporaryNode(name: "home", clock: clock(-20_000))
         let secret = try home.node.createGroup()
         try await home.node.recordCreator()
         try await home.node.observeSelf()
         let machineID = "00112233445566778899aabbccddeeff"
-        let laptop = try TemporaryNode(name: "laptop", machineID: machineID)
-        let tablet = try TemporaryNode(name: "tablet", clock: NodeClock(offsetMilliseconds: 20_000))
+        let laptop = try TemporaryNode(name: "laptop", clock: clock(0), machineID: machineID)
+        let tablet = try TemporaryNode(name: "tablet", clock: clock(20_000))
         for node in [laptop.node, tablet.node] {
             try node.joinGroup(code: secret.joinCode)
             try await Self.meet(node, home.node)
@@ -321,7 +329,7 @@ import Testing
             try await Self.syncSigned(node, to: home.node)
         }
 
-        let reinstalled = try TemporaryNode(name: "laptop", machineID: machineID)
+        let reinstalled = try TemporaryNode(name: "laptop", clock: clock(0), machineID: machineID)
         try reinstalled.node.joinGroup(code: secret.joinCode)
         try await tablet.node.vouch(for: reinstalled.node.deviceID, name: "laptop")
         try await Self.syncSigned(tablet.node, to: home.node)
@@ -605,4 +613,11 @@ import Testing
         #expect(removal.withoutKey.map(\.deviceID) == [nodes[1].node.deviceID.description])
         #expect(try home.epochRecords().last?.sealed[nodes[1].node.deviceID.description] == nil)
     }
+}
+
+/// A test clock's progress: one millisecond per reading, shared by the nodes of a test.
+final class Ticks: Sendable {
+    private let count = Atomic<UInt64>(0)
+
+    func next() -> UInt64 { count.add(1, ordering: .relaxed).newValue }
 }
