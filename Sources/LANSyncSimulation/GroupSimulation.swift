@@ -65,10 +65,17 @@ package final class GroupSimulation {
     /// Strokes that went with their deleted item (`ON DELETE CASCADE`) on the device that deleted
     /// it: no device expects to keep them.
     var cascaded = Set<String>()
-    /// The same, by the device whose delete took them, in its current install: gone from every
-    /// device once the group converged, unless that device was removed or wiped since (its
-    /// deletes may not have reached anyone) or is the hostile member.
-    var cascadedBy: [Int: Set<String>] = [:]
+    /// The same, by the device whose delete took them, in its current install, each with the
+    /// delete's dot: gone from every device that holds that delete once the group converged,
+    /// unless that device was removed or wiped since (its deletes may not have reached anyone)
+    /// or is the hostile member.
+    var cascadedBy: [Int: [Cascade]] = [:]
+
+    /// The strokes one delete of an item took on the device that made it, and that delete.
+    struct Cascade {
+        let strokes: Set<String>
+        let delete: Dot
+    }
     var written = 0
     /// Every change of the `items` table as its writer made it (`GroupChecker.referenceItems`).
     var itemChanges = Set<RowChange>()
@@ -309,15 +316,17 @@ package final class GroupSimulation {
         case .deleteRow(let index, let row):
             // The item's strokes that this device holds go with it, on every device.
             let before = try nodes[index].node.map { try GroupChecker.strokeIDs($0, of: "r\(row)") } ?? []
-            try await appWrite(index, sql: "DELETE FROM items WHERE id = ?", ["r\(row)"])
+            let made = try await appWrite(index, sql: "DELETE FROM items WHERE id = ?", ["r\(row)"])
             let gone = before.subtracting(
                 try nodes[index].node.map { try GroupChecker.strokeIDs($0, of: "r\(row)") } ?? []
             )
             cascaded.formUnion(gone)
             // A device out of the group (left, until it joins again) takes its deletes with it; one
             // on its way out may leave before a member took them (its writes after its "left" record).
-            if !nodes[index].removed, !nodes[index].hasLeft, !nodes[index].isLeaving {
-                cascadedBy[index, default: []].formUnion(gone)
+            if !nodes[index].removed, !nodes[index].hasLeft, !nodes[index].isLeaving, !gone.isEmpty,
+                let delete = made.first(where: { $0.kind == .delete })
+            {
+                cascadedBy[index, default: []].append(Cascade(strokes: gone, delete: delete.dot))
             }
         case .addToCounter(let index, let row, let amount):
             try await appWrite(
@@ -464,8 +473,15 @@ package final class GroupSimulation {
         return "\(kind)\(index)-\(nodes[index].generation)-\(written)"
     }
 
-    func appWrite(_ index: Int, sql: String, _ arguments: StatementArguments, seed: Bool = false) async throws {
-        guard let node = nodes[index].node else { return }
+    /// Runs an app's write on a node; returns the changes of the `items` table it made.
+    @discardableResult
+    func appWrite(
+        _ index: Int,
+        sql: String,
+        _ arguments: StatementArguments,
+        seed: Bool = false
+    ) async throws -> [RowChange] {
+        guard let node = nodes[index].node else { return [] }
         let before = try node.store.versionVector()
         try await node.write(seed: seed) { db in try db.execute(sql: sql, arguments: arguments) }
         // The change as its writer made it (nothing of it superseded yet): the reference model's input.
@@ -475,6 +491,7 @@ package final class GroupSimulation {
         }
         itemChanges.formUnion(made)
         await wrote(index, bulk: false)
+        return made
     }
 
     /// A local commit: the agent signs its chain over it (small commits sign themselves) and

@@ -280,3 +280,27 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// A device deleted an item, with the strokes of it that it held, and then left the group.
+    /// The only member that took its news and its delete was itself leaving and left too, so no
+    /// honest member ever held the delete, and the strokes it took stay on the devices that hold
+    /// them. The checker expected them gone everywhere (Byzantine seed 235017); a cascade is now
+    /// expected only where its delete is held.
+    @Test func aDeleteThatLeftWithItsDevicesTakesNoStrokesFromTheOthers() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(3, 2)), (570, .insertRow(node: 2, row: 3, value: 550)), (3747, .connect(0, 3)),
+                (3968, .appendRows(node: 3, count: 157)), (4745, .goAway(node: 3)), (6321, .connect(0, 2)),
+                (6789, .setPreference(node: 2, key: 1, value: 582)), (10950, .deleteRow(node: 0, row: 1)),
+                (20349, .leave(node: 3)), (25917, .leave(node: 0)),
+            ],
+            nodes: 4,
+            byzantine: 2
+        )
+        await Self.expectEachConverges(
+            [(schedule, 2_343_608_004_232_380_324)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
