@@ -39,6 +39,8 @@ import Testing
 
     /// Replays shrunk schedules, each with the network seed it failed on and the timing it was
     /// found with (all of these before sessions had an idle keepalive), and expects each to converge.
+    /// A replay takes the path of its failed run only with Swift's hash seed fixed, as
+    /// `lansync-simulate` runs: `scripts/test` sets `SWIFT_DETERMINISTIC_HASHING=1`.
     static func expectEachConverges(
         _ schedules: [(Schedule, networkSeed: UInt64)],
         idleKeepalive: Duration = GroupSimulation.idleKeepaliveBefore,
