@@ -368,7 +368,9 @@ struct ClusterTests {
 
     /// The group tag in mDNS rotates (here every 4 s instead of every day): an observer sees a new
     /// tag each period, while the members keep recognising each other across the change — their
-    /// connections stay up and a write after two rotations still reaches everyone.
+    /// connections stay up and a write after two rotations still reaches everyone. The observer
+    /// browses until it has seen two of the group's tags (on a loaded machine a browse can take
+    /// seconds, and a fixed 10 s watch saw one), for at most two minutes.
     @Test func theAdvertisedGroupTagRotatesAndMembersStayTogether() async throws {
         let cluster = Cluster(prefix: "lsr3")
         defer { cluster.down() }
@@ -389,8 +391,11 @@ struct ClusterTests {
         try await cluster.ok("wait-sync", "1", "2", "3", "--timeout", "60")
         /// Every tag each node listed, by node: the group's tags among decoys of each node's own.
         var listedByNode: [String: Set<String>] = [:]
+        /// The group's advertised tags: those two nodes or more listed (a decoy is one node's
+        /// alone), however their records' updates interleaved with the browses.
+        var seen = Set<String>()
         let start = ContinuousClock.now
-        while ContinuousClock.now - start < .seconds(10) {
+        while seen.count < 2, ContinuousClock.now - start < .seconds(120) {
             for record in try await cluster.browse(from: 3) {
                 listedByNode[record[7], default: []].formUnion(
                     record[9].split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
@@ -398,13 +403,11 @@ struct ClusterTests {
                         ?? []
                 )
             }
+            let lists = Array(listedByNode.values)
+            seen = Set(lists.flatMap { $0 }.filter { tag in lists.filter { $0.contains(tag) }.count >= 2 })
             try? await Task.sleep(for: .milliseconds(500))
         }
-        // The group's advertised tags: those two nodes or more listed (a decoy is one node's alone),
-        // however their records' updates interleaved with the browses.
-        let lists = Array(listedByNode.values)
-        let seen = Set(lists.flatMap { $0 }.filter { tag in lists.filter { $0.contains(tag) }.count >= 2 })
-        #expect(seen.count >= 2, "the group's advertised tag changed over 10 s of 4 s periods: \(seen)")
+        #expect(seen.count >= 2, "the group's advertised tag changed within 120 s of 4 s periods: \(seen)")
         #expect(!seen.contains(stableTag), "the stable group tag is never advertised")
         for node in 1...3 {
             #expect(try await cluster.status(node)["peers_connected"] as? Int == 2, "node \(node) kept its peers")

@@ -83,7 +83,7 @@ import Testing
 
     /// Whoever waits for the API's port hears that there will be none when the port chosen is
     /// taken (it used to wait until the process ended), and why.
-    @Test(.timeLimit(.minutes(3))) func aChosenPortThatIsTakenIsSaidToWhoeverWaitsForThePort() async throws {
+    @Test(.timeLimit(.minutes(10))) func aChosenPortThatIsTakenIsSaidToWhoeverWaitsForThePort() async throws {
         try await Self.withTakenPort { taken in
             let (_, api, group, root) = try await Self.make {
                 $0.port = taken
@@ -104,7 +104,7 @@ import Testing
     }
 
     /// An API stopped before it listened (here, before it started) ends every wait for its port.
-    @Test(.timeLimit(.minutes(1))) func aWaitForThePortEndsWhenTheAPIStopsWithoutListening() async throws {
+    @Test(.timeLimit(.minutes(10))) func aWaitForThePortEndsWhenTheAPIStopsWithoutListening() async throws {
         let (_, api, _, root) = try await Self.make { _ in }
         defer { try? FileManager.default.removeItem(atPath: root) }
         let wait = Task { try await api.port() }
