@@ -150,7 +150,7 @@ struct GroupChecker {
             // honest member took before its device left went with that device (Byzantine seed
             // 235017: the one device that held it left the group too).
             let vector = try node.store.versionVector()
-            let gone = cascades.filter { vector[$0.delete.replica] >= $0.delete.counter }.reduce(
+            let gone = cascades.filter { vector.covers($0.delete) }.reduce(
                 into: Set<String>()
             ) { $0.formUnion($1.strokes) }
             if let kept = gone.intersection(strokes).sorted().first {
