@@ -317,10 +317,10 @@ public final class LANSyncNode: Sendable {
         maxSkewMilliseconds: UInt64
     ) async throws(LANSyncError) -> SignedMergeOutcome {
         try checkClock(checked.delta.newestHLC, maxSkewMilliseconds: maxSkewMilliseconds)
-        let keys = try replicaSigningKeys(alsoIn: checked.delta)
-        let pinnedBefore = signingKeyCache.withLock { $0?.pinned } ?? [:]
+        var keys = try replicaSigningKeys(alsoIn: checked.delta)
+        var pinnedBefore = signingKeyCache.withLock { $0?.pinned } ?? [:]
         do {
-            let result = try await store.mergeSigned(checked, keys: keys)
+            let result = try await mergeTakingKeysPinnedOnTheWay(checked, keys: &keys, pinned: &pinnedBefore)
             publish(result)
             // Every key this merge verified with, and every key its records pin now, is kept as a
             // grow-only record: a vouch in the same delta may have replaced the record that
@@ -350,6 +350,42 @@ public final class LANSyncNode: Sendable {
                 claimsOpened: result.claimsOpened,
                 keysKnown: Set(keysAfter.keys).union(awaiting)
             )
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// `store.mergeSigned`, then again for each range it left out for want of a key that the
+    /// records it merged pin (protocol §12.1, "Whose key"): a device catching up (a newcomer, a
+    /// reinstall) finds the observations that pin one member's key in another member's range of
+    /// the same delta, and so on along the group. Merged here, round by round, rather than asked
+    /// of the peer again once per link of that chain, each time with the whole history of every
+    /// replica still waiting. `keys` ends as the last round's; `pinned` gathers the keys the
+    /// records pinned before each round.
+    private func mergeTakingKeysPinnedOnTheWay(
+        _ checked: CheckedDelta,
+        keys: inout [ReplicaID: [UInt8]],
+        pinned: inout [String: Set<String>]
+    ) async throws(LANSyncError) -> MergeResult {
+        do {
+            var result = try await store.mergeSigned(checked, keys: keys)
+            var round = result
+            while round.preferences.contains(where: { $0.key.hasPrefix(MemberKeys.prefix) }) {
+                let waiting = result.rangesNotTaken.filter { keys[$0] == nil }
+                guard !waiting.isEmpty else { break }
+                keys = try replicaSigningKeys(alsoIn: checked.delta)
+                let known = waiting.filter { keys[$0] != nil }
+                guard !known.isEmpty else { break }
+                pinned.merge(signingKeyCache.withLock { $0?.pinned } ?? [:]) { $0.union($1) }
+                let others = Set(checked.delta.coverage.map(\.replica)).subtracting(known)
+                round = try await store.mergeSigned(checked.leavingOut(others), keys: keys)
+                result.entries += round.entries
+                result.preferences += round.preferences
+                result.rows += round.rows
+                result.rangesNotTaken = result.rangesNotTaken.subtracting(known).union(round.rangesNotTaken)
+                result.claimsOpened.formUnion(round.claimsOpened)
+            }
+            return result
         } catch {
             throw Self.translate(error)
         }

@@ -992,7 +992,7 @@ extension ReplicaStore {
 
 extension CheckedDelta {
     /// The delta without the changes and ranges of `replicas` (ranges a signed merge leaves for later).
-    func leavingOut(_ replicas: Set<ReplicaID>) -> CheckedDelta {
+    package func leavingOut(_ replicas: Set<ReplicaID>) -> CheckedDelta {
         var delta = delta
         var hashes: [[UInt8]] = []
         hashes.reserveCapacity(entryHashes.count)

@@ -303,6 +303,47 @@ import Testing
         #expect(member.signingKeysBefore == [laptop.node.identity.signingKey.publicKey.hexString])
     }
 
+    /// A device catching up finds the key of one member pinned only by another member's
+    /// observation, itself pinned by a third's, all in one delta: home saw the laptop, the laptop
+    /// saw the tablet, and a late device has met only home. One merge takes the whole chain,
+    /// each range once the ranges before it pinned its key; it used to take home's range alone
+    /// and leave the others for the peer to send again, once per link, whole histories each time
+    /// (Byzantine seed 237581: a reinstalled device asked for one replica from the start nine times).
+    @Test func aCatchUpTakesRangesWhoseKeysTheSameDeltaPins() async throws {
+        let home = try TemporaryNode(name: "home")
+        let secret = try home.node.createGroup()
+        try await home.node.recordCreator()
+        try await home.node.observeSelf()
+        let laptop = try TemporaryNode(name: "laptop")
+        let tablet = try TemporaryNode(name: "tablet")
+        for device in [laptop, tablet] { try device.node.joinGroup(code: secret.joinCode) }
+        try await Self.meet(laptop.node, home.node)
+        try await Self.meet(tablet.node, laptop.node)
+        for index in 0..<3 { _ = try await tablet.node.append(to: "strokes", payload: "\(index)") }
+        try await Self.syncSigned(home.node, to: laptop.node)
+        try await Self.syncSigned(tablet.node, to: laptop.node)
+        try await Self.syncSigned(laptop.node, to: home.node)
+        #expect(try home.node.status().entries == 3)
+
+        let late = try TemporaryNode(name: "therapy-room")
+        try late.node.joinGroup(code: secret.joinCode)
+        try await Self.meet(late.node, home.node)
+        try await home.node.store.extendOwnChain()
+        let delta = try home.node.store.signedDelta(since: try late.node.store.versionVector(), maxRows: 2_000)
+        #expect(
+            Set(delta.coverage.map(\.replica)).isSuperset(of: [laptop.node.store.replica, tablet.node.store.replica])
+        )
+        let outcome = try await late.node.mergeSigned(
+            try late.node.store.check(delta, signed: true),
+            maxSkewMilliseconds: 60_000
+        )
+        #expect(outcome.notTaken.isEmpty)
+        #expect(try late.node.status().entries == 3)
+        try await late.node.store.extendOwnChain()
+        try await Self.syncSigned(late.node, to: home.node)
+        #expect(try late.node.status().digest == home.node.status().digest)
+    }
+
     /// The simulator's seed 502367: the voucher's clock runs ahead of the member that next sees
     /// the reinstalled device, so that member's observation carries a wall-clock time before the
     /// vouch's `added_at` although it merged the vouch first. The key pinned is the first one
