@@ -69,8 +69,9 @@ package struct SyncProtocol: Sendable {
         /// Waiting places asked for again because the peer's state changed, by replica: the place
         /// and how many times (at most `SyncProtocol.asksOnPeerChange`).
         fileprivate var askedOnPeerChange: [ReplicaID: (place: UInt64, times: Int)] = [:]
-        /// Open claims the peer was asked to settle, by replica: the claim's counter.
-        fileprivate var claimAsked: [ReplicaID: UInt64] = [:]
+        /// Open claims the peer was asked to settle, by replica: the claim's counter, the digest
+        /// the peer had announced when last asked, and how many times it was asked.
+        fileprivate var claimAsked: [ReplicaID: (counter: UInt64, peerDigest: StateDigest, times: Int)] = [:]
         /// Set after a merge: the peer should hear our new state even if we send no rows.
         fileprivate var stateOwed = false
         /// The digest the peer last heard from us (announced, or implied by a push).
@@ -370,8 +371,11 @@ package struct SyncProtocol: Sendable {
     /// received range said lost that has not lost here), looked at after the peer's state or a
     /// merge. Once we lack nothing the peer announced, the peer holds whatever superseded those
     /// changes, or the changes themselves, live: it is asked to send each such replica again
-    /// from just before the claim (protocol §12.5, "Asking again"). Once per place per session, so
-    /// a peer that holds no better copy is not asked in a loop.
+    /// from just before the claim (protocol §12.5, "Asking again"). Once per place, and again
+    /// only when the peer announced another state since (it may have taken the change that
+    /// settles the claim after it sent the range: a relay that held only the stub), at most
+    /// `SyncProtocol.asksOnPeerChange` more times: a peer that holds no better copy is not asked
+    /// in a loop.
     package mutating func claimsOpen(_ claims: [ReplicaID: UInt64], ourVector: VersionVector) -> Received {
         update(ended: .nothing) { c in
             guard !claims.isEmpty, let announced = c.peerAnnounced, ourVector.dominates(announced.versionVector) else {
@@ -379,8 +383,14 @@ package struct SyncProtocol: Sendable {
             }
             var asked = false
             for (replica, counter) in claims.sorted(by: { $0.key < $1.key })
-            where counter > 0 && announced.versionVector[replica] >= counter && c.claimAsked[replica] != counter {
-                c.claimAsked[replica] = counter
+            where counter > 0 && announced.versionVector[replica] >= counter {
+                let before = c.claimAsked[replica].flatMap { $0.counter == counter ? $0 : nil }
+                if let before {
+                    guard before.peerDigest != announced.digest, before.times <= SyncProtocol.asksOnPeerChange else {
+                        continue
+                    }
+                }
+                c.claimAsked[replica] = (counter, announced.digest, (before?.times ?? 0) + 1)
                 c.repliesOwed.append(.resend(replica, after: counter - 1))
                 asked = true
             }

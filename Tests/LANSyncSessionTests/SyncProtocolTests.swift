@@ -71,6 +71,49 @@ import Testing
         )
     }
 
+    /// A peer asked to settle a claim may hold only the stub too (a relay that took the range
+    /// before the live change reached it), and take the live change later: its changed state
+    /// lets the claim be asked for again, a bounded number of times (Byzantine seed 237669, where
+    /// a member kept its open claim for good while its one peer held the live change).
+    @Test func anOpenClaimIsAskedForAgainWhenThePeersStateChanged() {
+        var machine = Self.machine()
+        _ = machine.opening(Self.state([:]), now: Self.start)
+        let claims = [Self.theirs: UInt64(7)]
+        let ours = VersionVector([Self.theirs: 9])
+        _ = machine.received(
+            .state(Self.state([Self.theirs: 9], digest: RowPushSessionTests.digest(1))),
+            now: Self.start
+        )
+        #expect(machine.claimsOpen(claims, ourVector: ours) == .wakeSender)
+        #expect(machine.takeReplies() == [.resend(Self.theirs, after: 6)])
+        _ = machine.received(
+            .state(Self.state([Self.theirs: 9], digest: RowPushSessionTests.digest(1))),
+            now: Self.start
+        )
+        #expect(machine.claimsOpen(claims, ourVector: ours) == .nothing, "the peer's state is the same")
+        for round in UInt8(2)...UInt8(4) {
+            _ = machine.received(
+                .state(Self.state([Self.theirs: 9], digest: RowPushSessionTests.digest(round))),
+                now: Self.start
+            )
+            #expect(machine.claimsOpen(claims, ourVector: ours) == .wakeSender, "the peer changed (\(round))")
+            #expect(machine.takeReplies() == [.resend(Self.theirs, after: 6)])
+            #expect(machine.claimsOpen(claims, ourVector: ours) == .nothing, "once per state of the peer")
+        }
+        _ = machine.received(
+            .state(Self.state([Self.theirs: 9], digest: RowPushSessionTests.digest(5))),
+            now: Self.start
+        )
+        #expect(
+            machine.claimsOpen(claims, ourVector: ours) == .nothing,
+            "at most \(SyncProtocol.asksOnPeerChange) times more"
+        )
+        #expect(
+            machine.claimsOpen([Self.theirs: 8], ourVector: ours) == .wakeSender,
+            "another place is asked for at once"
+        )
+    }
+
     /// `records` come only in a hand-over, before the peer's first state: in a session they end
     /// it (an independent implementation merged member records through them, outside any range).
     @Test func recordsComeOnlyBeforeAnyState() {

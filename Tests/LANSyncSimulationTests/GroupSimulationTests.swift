@@ -306,3 +306,32 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// A member asked its one peer to settle an open claim (a hostile member had passed a live
+    /// write off as superseded), while that peer held only the stub too; the peer took the live
+    /// write a moment later, but the claim had been asked for once in the session and never was
+    /// again, so the member never held the write (Byzantine seed 237669). The peer's changed state
+    /// lets an open claim be asked for again.
+    @Test func anOpenClaimIsAskedForAgainOnceThePeerTookTheLiveWrite() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(1, 0)), (0, .connect(2, 0)), (0, .connect(3, 2)), (0, .connect(4, 2)),
+                (600, .append(node: 2, count: 1)), (938, .append(node: 2, count: 1)), (5509, .connect(3, 1)),
+                (6699, .append(node: 2, count: 1)), (8001, .disconnect(1, 3)), (9683, .connect(2, 0)),
+                (10138, .setPreference(node: 1, key: 2, value: 530)), (10824, .append(node: 1, count: 1)),
+                (13626, .append(node: 1, count: 1)), (14263, .append(node: 2, count: 1)),
+                (14518, .setPreference(node: 2, key: 0, value: 373)), (14808, .append(node: 0, count: 1)),
+                (20455, .remove(node: 3, by: 1)), (20815, .append(node: 0, count: 63)),
+                (22412, .remove(node: 4, by: 0)), (23191, .reinstall(node: 0, voucher: 5)),
+            ],
+            nodes: 7,
+            lateJoiners: [5, 6],
+            byzantine: 2
+        )
+        await Self.expectEachConverges(
+            [(schedule, 8_075_792_267_993_536_742)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
