@@ -318,9 +318,9 @@ public final class LANSyncNode: Sendable {
     ) async throws(LANSyncError) -> SignedMergeOutcome {
         try checkClock(checked.delta.newestHLC, maxSkewMilliseconds: maxSkewMilliseconds)
         var keys = try replicaSigningKeys(alsoIn: checked.delta)
-        var pinnedBefore = signingKeyCache.withLock { $0?.pinned } ?? [:]
+        var pinnedWhileMerging = signingKeyCache.withLock { $0?.pinned } ?? [:]
         do {
-            let result = try await mergeTakingKeysPinnedOnTheWay(checked, keys: &keys, pinned: &pinnedBefore)
+            let result = try await mergeTakingKeysPinnedOnTheWay(checked, keys: &keys, pinned: &pinnedWhileMerging)
             publish(result)
             // Every key this merge verified with, and every key its records pin now, is kept as a
             // grow-only record: a vouch in the same delta may have replaced the record that
@@ -331,7 +331,10 @@ public final class LANSyncNode: Sendable {
             let keysAfter = recordsChanged ? ((try? replicaSigningKeys()) ?? keys) : keys
             if recordsChanged || attestedKeys.withLock({ $0.isEmpty }) {
                 let pinnedAfter = signingKeyCache.withLock { $0?.pinned } ?? [:]
-                try await recordPinnedKeys(also: pinnedBefore.merging(pinnedAfter) { $0.union($1) }, onlyThose: true)
+                try await recordPinnedKeys(
+                    also: pinnedWhileMerging.merging(pinnedAfter) { $0.union($1) },
+                    onlyThose: true
+                )
             }
             var notTaken: [ReplicaID: UInt64] = [:]
             if !result.rangesNotTaken.isEmpty {
@@ -361,7 +364,8 @@ public final class LANSyncNode: Sendable {
     /// the same delta, and so on along the group. Merged here, round by round, rather than asked
     /// of the peer again once per link of that chain, each time with the whole history of every
     /// replica still waiting. `keys` ends as the last round's; `pinned` gathers the keys the
-    /// records pinned before each round.
+    /// records pinned before each round. Only a round after the first can fail with changes
+    /// committed already, and publishes them before it throws.
     private func mergeTakingKeysPinnedOnTheWay(
         _ checked: CheckedDelta,
         keys: inout [ReplicaID: [UInt8]],
@@ -378,7 +382,14 @@ public final class LANSyncNode: Sendable {
                 guard !known.isEmpty else { break }
                 pinned.merge(signingKeyCache.withLock { $0?.pinned } ?? [:]) { $0.union($1) }
                 let others = Set(checked.delta.coverage.map(\.replica)).subtracting(known)
-                round = try await store.mergeSigned(checked.leavingOut(others), keys: keys)
+                do {
+                    round = try await store.mergeSigned(checked.leavingOut(others), keys: keys)
+                } catch {
+                    // A range refused now refuses the rest of the delta, but the rounds before it
+                    // are committed: their changes reach the app's observers all the same.
+                    publish(result)
+                    throw error
+                }
                 result.entries += round.entries
                 result.preferences += round.preferences
                 result.rows += round.rows

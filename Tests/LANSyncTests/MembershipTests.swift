@@ -344,6 +344,52 @@ import Testing
         #expect(try late.node.status().digest == home.node.status().digest)
     }
 
+    /// A range taken in a later round of one merge that fails its check refuses the rest of the
+    /// delta, but the rounds before it are committed: what they merged reaches the app's
+    /// observers all the same.
+    @Test func aLaterRoundThatFailsStillPublishesWhatTheRoundsBeforeItMerged() async throws {
+        let home = try TemporaryNode(name: "home")
+        let secret = try home.node.createGroup()
+        try await home.node.recordCreator()
+        try await home.node.observeSelf()
+        let laptop = try TemporaryNode(name: "laptop")
+        try laptop.node.joinGroup(code: secret.joinCode)
+        try await Self.meet(laptop.node, home.node)
+        _ = try await laptop.node.append(to: "notes", payload: "\"the laptop's\"")
+        _ = try await home.node.append(to: "notes", payload: "\"home's\"")
+        try await Self.syncSigned(laptop.node, to: home.node)
+
+        let late = try TemporaryNode(name: "therapy-room")
+        try late.node.joinGroup(code: secret.joinCode)
+        try await Self.meet(late.node, home.node)
+        try await home.node.store.extendOwnChain()
+        var delta = try home.node.store.signedDelta(since: try late.node.store.versionVector(), maxRows: 2_000)
+        // The laptop's entry, altered on the way: its range, taken in the second round, fails.
+        let index = try #require(delta.entries.firstIndex { $0.dot.replica == laptop.node.store.replica })
+        let altered = delta.entries[index]
+        delta.entries[index] = Entry(
+            id: altered.id,
+            stream: altered.stream,
+            originDevice: altered.originDevice,
+            dot: altered.dot,
+            hlc: altered.hlc,
+            wallMilliseconds: altered.wallMilliseconds,
+            payload: "\"altered\""
+        )
+        var changes = late.node.changes().makeAsyncIterator()
+        await #expect(throws: LANSyncError.self) {
+            try await late.node.mergeSigned(try late.node.store.check(delta, signed: true), maxSkewMilliseconds: 60_000)
+        }
+        #expect(try late.node.status().entries == 1, "home's range, taken in the first round, is committed")
+        // A local write after it: the feed's next change, were the merge's not published.
+        _ = try await late.node.append(to: "notes", payload: "\"the room's\"")
+        guard case .entries(let merged, local: false)? = await changes.next() else {
+            Issue.record("the first round's entries were not published")
+            return
+        }
+        #expect(merged.map(\.payload) == ["\"home's\""])
+    }
+
     /// The simulator's seed 502367: the voucher's clock runs ahead of the member that next sees
     /// the reinstalled device, so that member's observation carries a wall-clock time before the
     /// vouch's `added_at` although it merged the vouch first. The key pinned is the first one
