@@ -1,4 +1,5 @@
 import Foundation
+import LANSyncCore
 
 /// Group membership of a node: which group's devices it may sync with (see `GroupSecret`).
 extension LANSyncNode {
@@ -76,19 +77,41 @@ extension LANSyncNode {
 
     /// Writes this device's "left" record (`lansync/left/DEVICE`), for its members to see once a
     /// running agent hands it on; `leaveGroup()` then drops the secret. Throws outside a group.
-    /// Returns this replica's ID and counter after the write: a member whose version vector
-    /// reaches that counter holds the record.
-    package func announceLeaving() async throws(LANSyncError) -> (replica: String, counter: UInt64) {
+    /// Returns what a member must take before then (`LeaveHandover`, judged by `leaveTaken`).
+    package func announceLeaving() async throws(LANSyncError) -> LeaveHandover {
         guard try group() != nil else {
             throw LANSyncError(.invalidInput, "this device is in no group; there is nothing to leave")
         }
         let record = LeftRecord(left: true, name: identity.name, at: nowText)
         try await writeRecords([(MemberKeys.left(deviceID.description), Self.json(record))])
         do {
-            return (replicaID.description, try store.versionVector().counters[replicaID] ?? 0)
+            let held = try store.versionVector()
+            return LeaveHandover(replica: replicaID, recordCounter: held[replicaID], held: held)
         } catch {
             throw Self.translate(error)
         }
+    }
+
+    /// How much of `handover` a member took that announced `vector` (replica IDs in hex, as an
+    /// agent's report lists them): this device's records say whether that member leaves too, or
+    /// was removed, which keeps it from counting as holding everything.
+    package func leaveTaken(
+        _ handover: LeaveHandover,
+        byMember device: String?,
+        vector: [String: UInt64]
+    ) throws(LANSyncError) -> LeaveHandover.Taken {
+        var counters: [ReplicaID: UInt64] = [:]
+        for (replica, counter) in vector {
+            if let id = ReplicaID(hex: replica) { counters[id] = counter }
+        }
+        let record = try device.flatMap { device throws(LANSyncError) in
+            try members().first { $0.deviceID.lowercased() == device.lowercased() }
+        }
+        return handover.taken(
+            by: VersionVector(counters),
+            ownCounter: try ownCounter(),
+            memberLeaves: record.map { !$0.isPresent } ?? false
+        )
     }
 
     /// After joining a group this device had left, tells its members it is back (its "left"

@@ -495,9 +495,9 @@ struct Group: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Leave a group: tell its members, drop its secret, and keep its data (or erase it with --erase).",
             discussion: """
-                With several groups, name the one to leave (its name or tag, or --group). The device first records that it leaves and hands that, with everything it wrote that a member lacks, to a member (through the running agent, or an agent it runs for the moment), so the members list it as left (`lansync group members`); then it drops the group's secret and syncs with nobody in it until it joins again. A running agent stops serving the group and goes on with the node's other groups. --erase also deletes the group's replica, secret, peer list and API token from this machine and lists what it deleted: when therapy ends, a family's data leaves the clinic's machine.
+                With several groups, name the one to leave (its name or tag, or --group). The device first records that it leaves and hands that, with everything it holds that a member lacks (what it wrote, and what it took of other devices' writes), to a member that does not leave too (through the running agent, or an agent it runs for the moment), so the members list it as left (`lansync group members`); then it drops the group's secret and syncs with nobody in it until it joins again. A running agent stops serving the group and goes on with the node's other groups. --erase also deletes the group's replica, secret, peer list and API token from this machine and lists what it deleted: when therapy ends, a family's data leaves the clinic's machine.
 
-                When no member answers within --timeout seconds, the device leaves all the same and says so: its members still list it until one of them removes it (`lansync group remove`). When a member took the news but not all the device wrote (an app writing on through the wait), it says that too: the rest stays on this device and reaches the group if it joins again.
+                When no member answers within --timeout seconds, the device leaves all the same and says so: its members still list it until one of them removes it (`lansync group remove`). When a member took the news but not all the device holds (an app writing on through the wait, other devices' writes the member lacks), it says that too: the rest stays on this device and reaches the group if it joins again.
 
                 To shut a device out that may not be honest, a member removes it instead (`lansync group remove`): that starts a new group key.
 
@@ -548,12 +548,19 @@ struct Group: AsyncParsableCommand {
             }
             let out = Output()
             let left = group.map { " \($0.name) (\($0.tag))" } ?? ""
-            let written = try await reportingErrors { try await node.announceLeaving() }
-            let delivery = await LeaveNotice.deliver(written, of: node, timeout: timeout)
+            let handover = try await reportingErrors { try await node.announceLeaving() }
+            let delivery = await LeaveNotice.deliver(handover, of: node, timeout: timeout)
             try await reportingErrors { try node.leaveGroup() }
             out.line("left the group\(left)")
             if !delivery.everything.isEmpty {
                 out.line("members told: \(delivery.everything.joined(separator: ", ")) (they hand it on to the others)")
+            } else if !delivery.ownWrites.isEmpty {
+                out.line(
+                    "members told: \(delivery.ownWrites.joined(separator: ", ")) (they hand it on to the others), with "
+                        + "everything this device wrote; other devices' writes that it held and they lacked did not "
+                        + "reach them within \(Int(timeout)) s: they stay here, and reach the group if this device "
+                        + "joins it again"
+                )
             } else if !delivery.news.isEmpty {
                 out.line(
                     "members told: \(delivery.news.joined(separator: ", ")) (they hand it on to the others); what this "

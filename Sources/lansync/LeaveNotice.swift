@@ -3,37 +3,31 @@ import LANSync
 import LANSyncAgent
 import Logging
 
-/// Hands a device's "left" record, and everything it wrote before or since, to a member before
-/// `lansync group leave` drops the group's secret: afterwards the device can reach nobody in the
-/// group, so what it wrote goes now or never.
+/// Hands a device's "left" record, everything it wrote, and everything it holds of the others'
+/// writes to a member before `lansync group leave` drops the group's secret: afterwards the
+/// device can reach nobody in the group, so what only it holds goes now or never
+/// (`LeaveHandover`).
 enum LeaveNotice {
     /// Who took what before the device left.
     struct Delivery {
-        /// Connected members that hold everything this device wrote, its "left" record included.
+        /// Connected members that hold everything this device holds, its "left" record included,
+        /// and that do not leave themselves.
         var everything: [String] = []
-        /// Connected members that hold the "left" record, when none held everything in time.
+        /// Connected members that hold everything this device wrote, when none held everything in time.
+        var ownWrites: [String] = []
+        /// Connected members that hold the "left" record, when none held all this device wrote in time.
         var news: [String] = []
     }
 
-    /// The connected members holding the record and everything the device wrote up to the moment
-    /// asked (their version vector reaches its replica's latest counter), once at least one does;
-    /// after `timeout` seconds, those that hold the record at least. Not the record alone: a
-    /// change before it can travel as superseded by a later write of the device's own, and that
-    /// write must arrive too, or its value is missing on every member for good. Uses the agent
-    /// serving the group, or runs one here for the moment (on a port of its own choosing, finding
-    /// members over mDNS and at their saved addresses).
-    static func deliver(
-        _ written: (replica: String, counter: UInt64),
-        of node: LANSyncNode,
-        timeout: Double
-    ) async -> Delivery {
+    /// The connected members that took everything (`LeaveHandover.Taken.everything`), once at
+    /// least one did; after `timeout` seconds, those that took the most. Uses the agent serving
+    /// the group, or runs one here for the moment (on a port of its own choosing, finding members
+    /// over mDNS and at their saved addresses).
+    static func deliver(_ handover: LeaveHandover, of node: LANSyncNode, timeout: Double) async -> Delivery {
         let directory = node.dataDirectory
-        let latest = { max(written.counter, (try? node.ownCounter()) ?? written.counter) }
         if await ControlClient.report(directory) != nil {
             await ControlClient.kick(directory)
-            return await membersHolding(written, latest: latest, timeout: timeout) {
-                await ControlClient.report(directory)
-            }
+            return await membersHolding(handover, of: node, timeout: timeout) { await ControlClient.report(directory) }
         }
         var configuration = AgentConfiguration()
         LoadedConfig.file.apply(to: &configuration)
@@ -45,15 +39,15 @@ enum LeaveNotice {
         guard let agent = try? Agent(node: node, configuration: configuration, logger: quiet) else { return Delivery() }
         return await withDiscardingTaskGroup { running in
             running.addTask { try? await agent.run() }
-            let reached = await membersHolding(written, latest: latest, timeout: timeout) { await agent.report() }
+            let reached = await membersHolding(handover, of: node, timeout: timeout) { await agent.report() }
             running.cancelAll()
             return reached
         }
     }
 
     private static func membersHolding(
-        _ written: (replica: String, counter: UInt64),
-        latest: () -> UInt64,
+        _ handover: LeaveHandover,
+        of node: LANSyncNode,
         timeout: Double,
         report: () async -> AgentReport?
     ) async -> Delivery {
@@ -61,14 +55,19 @@ enum LeaveNotice {
         var delivery = Delivery()
         while true {
             if let report = await report() {
-                let connected = report.peers.filter { $0.state == .connected }
-                func holding(_ counter: UInt64) -> [String] {
-                    connected.filter { ($0.versionVector?[written.replica] ?? 0) >= counter }
-                        .map { $0.name ?? $0.deviceID ?? "?" }
+                var taken: [LeaveHandover.Taken: [String]] = [:]
+                for peer in report.peers where peer.state == .connected {
+                    let took =
+                        (try? node.leaveTaken(handover, byMember: peer.deviceID, vector: peer.versionVector ?? [:]))
+                        ?? .nothing
+                    taken[took, default: []].append(peer.name ?? peer.deviceID ?? "?")
                 }
-                delivery.everything = holding(latest())
+                delivery.everything = taken[.everything] ?? []
                 if !delivery.everything.isEmpty { return delivery }
-                delivery.news = Array(Set(delivery.news + holding(written.counter))).sorted()
+                // As of now (an app may write on through the wait); the news is kept from earlier
+                // looks, since a member may disconnect before the timeout.
+                delivery.ownWrites = (taken[.ownWrites] ?? []).sorted()
+                delivery.news = Array(Set(delivery.news + (taken[.news] ?? []) + (taken[.ownWrites] ?? []))).sorted()
             }
             guard ContinuousClock.now < deadline else { return delivery }
             try? await Task.sleep(for: .milliseconds(100))
