@@ -246,22 +246,32 @@ package final class GroupSimulation {
         return node.node
     }
 
-    /// Completes the leaves whose record, and everything the device wrote since, another honest
-    /// device now holds, as `lansync group leave` does once a member took them, and those waiting
-    /// past the command's timeout, as it does when no member answers: the device drops the secret
-    /// and its sessions. Not as soon as a member holds the record alone: a change before it may
-    /// travel as superseded by a later write of the device's own, which then never arrives (seed
-    /// 102337: a best score that no device showed).
+    /// Completes the leaves whose handover another honest device took whole (its "left"
+    /// record, all the device wrote, all it held of the others' writes), as `lansync group leave`
+    /// does once a member took them, and those waiting past the command's timeout, as it does
+    /// when no member answers: the device drops the secret and its sessions. Not as soon as a
+    /// member holds the record alone: a change before it may travel as superseded by a later
+    /// write of the device's own, which then never arrives (seed 102337: a best score that no
+    /// device showed). Nor once a member holds only what the device wrote: another device's
+    /// writes relayed to it alone would go with it, and with them the write that settles a
+    /// claim every member keeps open (seed 151167: two devices leaving, one after taking the
+    /// other's writes).
     func completeLeaves() async throws {
         for simulated in nodes {
-            guard simulated.isLeaving, let node = simulated.node else { continue }
-            let counter = try node.store.versionVector()[node.replicaID]
+            guard simulated.isLeaving, let node = simulated.node, let handover = simulated.handover else { continue }
             var held = now - (simulated.leavingSince ?? now) >= Self.leaveTimeout
             for other in nodes
             where other.index != simulated.index && other.index != schedule.byzantine && !other.removed
                 && !other.hasLeft
             {
-                if let otherNode = other.node, try otherNode.store.versionVector()[node.replicaID] >= counter {
+                guard let otherNode = other.node else { continue }
+                let vector = try otherNode.store.versionVector().counters
+                let took = try node.leaveTaken(
+                    handover,
+                    byMember: other.deviceID.description,
+                    vector: Dictionary(uniqueKeysWithValues: vector.map { ($0.key.description, $0.value) })
+                )
+                if took == .everything {
                     held = true
                     break
                 }
@@ -273,6 +283,7 @@ package final class GroupSimulation {
             let kept = try forgetWritesHeldOnlyBy(simulated.index)
             let written = acknowledged[simulated.index] ?? ([], [])
             simulated.leavingSince = nil
+            simulated.handover = nil
             simulated.hasLeft = true
             simulated.heldWhenLeft = (
                 written.entries.intersection(kept.entries), written.strokes.intersection(kept.strokes)
@@ -395,6 +406,7 @@ package final class GroupSimulation {
             try await dropConnections(of: index)
             // A wiped device is no longer leaving, nor gone: it joins with the code again.
             nodes[index].leavingSince = nil
+            nodes[index].handover = nil
             nodes[index].hasLeft = false
             // What it wrote and nobody else holds is gone with the wipe: the group cannot keep it.
             let held = try forgetWritesHeldOnlyBy(index)
@@ -433,7 +445,7 @@ package final class GroupSimulation {
             guard let node = nodes[index].node, !nodes[index].removed, !nodes[index].hasLeft,
                 !nodes[index].isLeaving, index != schedule.byzantine
             else { return }
-            _ = try await node.announceLeaving()
+            nodes[index].handover = try await node.announceLeaving()
             nodes[index].leavingSince = now
             await wrote(index, bulk: false)
         case .rejoin(let index):
@@ -858,8 +870,10 @@ final class SimulatedNode {
     var removed = false
     /// When it started leaving (`Schedule.Action.leave`): `lansync group leave` gives up on
     /// telling a member after its timeout and leaves all the same. The leave is done once another
-    /// honest device holds its replica as far as the device wrote (`completeLeaves`).
+    /// honest device took everything of `handover` (`completeLeaves`).
     var leavingSince: Int64?
+    /// What a member must take before the leave is done, as `announceLeaving` said.
+    var handover: LeaveHandover?
     /// Said it leaves, and the leave is not done yet.
     var isLeaving: Bool { leavingSince != nil }
     /// Left the group (its secret dropped): it takes part in nothing until it joins again.

@@ -335,3 +335,33 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// Two devices leave one after the other: n2 after n3 took its 2,506 taps, n3 before any
+    /// member that stays took them from it, since a leave waited for the device's own writes
+    /// only. The taps went with both, and with them the write that settles a claim the members
+    /// kept open for good (honest seed 151167). A leave now waits for a member that stays to
+    /// hold everything the device holds.
+    @Test func aLeaveWaitsForAMemberThatStaysToHoldEverythingTheDeviceHolds() async {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(1, 0)), (0, .connect(2, 1)), (0, .connect(3, 1)),
+                (793, .append(node: 0, count: 1)), (2540, .append(node: 0, count: 1)),
+                (5569, .setPreference(node: 0, key: 2, value: 511)), (6368, .setPreference(node: 3, key: 0, value: 79)),
+                (6429, .goAway(node: 1)), (9886, .connect(2, 3)), (11403, .reinstall(node: 1, voucher: 0)),
+                (12142, .append(node: 3, count: 1)), (12280, .connect(2, 0)),
+                (12960, .insertRow(node: 2, row: 4, value: 5)), (14698, .setPreference(node: 0, key: 1, value: 376)),
+                (15277, .append(node: 2, count: 2506)), (16291, .setPreference(node: 3, key: 1, value: nil)),
+                (18270, .setPreference(node: 2, key: 2, value: 552)),
+                (19043, .editRow(node: 3, row: 4, column: 1, value: 531)),
+                (19521, .setPreference(node: 0, key: 0, value: 809)), (20543, .partition(mask: 0b1001)),
+                (21760, .reinstall(node: 0, voucher: 2)), (23778, .leave(node: 3)), (24257, .leave(node: 2)),
+            ],
+            nodes: 4
+        )
+        await Self.expectEachConverges(
+            [(schedule, 15_757_113_129_016_212_748)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
