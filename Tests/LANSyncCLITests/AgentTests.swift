@@ -370,7 +370,7 @@ extension AgentTests {
         try await cli.ok(["log", "append", "taps", "{\"a\":1}"], node: "a")
         try await cli.ok(["log", "append", "taps", "{\"b\":1}"], node: "b")
         // B starts first, dialing a port A will take; then A starts and dials B.
-        let portA = try freePort()
+        let portA = try freeLoopbackPort()
         let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", "127.0.0.1:\(portA)"])
         let a = try await AgentProcess(cli, node: "a", arguments: ["--peer", b.address], listen: "127.0.0.1:\(portA)")
         try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "20"], node: "a")
@@ -384,22 +384,6 @@ extension AgentTests {
         // Exactly one session per side stayed up: every later connection was the same one or dropped.
         let sessions = a.log.components(separatedBy: "peer connected").count - 1
         #expect(sessions >= 1 && sessions <= 2)
-    }
-
-    func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
