@@ -557,8 +557,8 @@ struct Group: AsyncParsableCommand {
             } else if !delivery.ownWrites.isEmpty {
                 out.line(
                     "members told: \(delivery.ownWrites.joined(separator: ", ")) (they hand it on to the others), with "
-                        + "everything this device wrote; other devices' writes that it held and they lacked did not "
-                        + "reach them within \(Int(timeout)) s: they stay here, and reach the group if this device "
+                        + "everything this device wrote; other devices' writes that it held did not reach a member "
+                        + "that stays within \(Int(timeout)) s: they stay here, and reach the group if this device "
                         + "joins it again"
                 )
             } else if !delivery.news.isEmpty {
