@@ -165,6 +165,9 @@ extension Cluster {
     }
 }
 
+/// The scenarios of network faults: a link down, a node cut off, a partition, a line of bridges.
+/// Each suite runs its scenarios one at a time (each is a cluster of nodes and their daemons); the
+/// two suites run side by side, as the other suites do.
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct FaultScenarioTests {
     /// 1. A node's link is down while an app logs 200 taps on it; the link returns; every peer holds
@@ -291,6 +294,34 @@ struct FaultScenarioTests {
         return key(a) > key(b) ? a : b
     }
 
+    /// 7. A line A–B–C on two bridges: A's writes reach C through B, though A never sees C.
+    @Test func relay() async throws {
+        let cluster = Cluster(prefix: "lsf7")
+        defer { cluster.down() }
+        var report = ScenarioReport(scenario: "relay A–B–C")
+        try await cluster.startGroup(3, line: true)
+        var acknowledged = try await cluster.tap(1, count: 50, session: "A")
+        acknowledged += try await cluster.tap(3, count: 50, session: "C")
+        report.convergeSeconds = await cluster.secondsToEqualDigests([1, 2, 3], timeout: 60)
+        #expect(report.convergeSeconds != nil)
+        let aDevice = try await cluster.status(1)["device_id"] as? String ?? "?"
+        let cDevice = try await cluster.status(3)["device_id"] as? String ?? "?"
+        #expect(!(try await cluster.lansync(1, "peers", "--json")).contains(cDevice), "A never talked to C")
+        #expect(!(try await cluster.lansync(3, "peers", "--json")).contains(aDevice), "C never talked to A")
+        try await cluster.conclude(
+            &report,
+            acknowledged: acknowledged,
+            nodes: [1, 2, 3],
+            note:
+                "A and C on different bridges, B on both; 50 entries each way, relayed by B (time from the last write)"
+        )
+    }
+}
+
+/// The scenarios of device faults: kill -9 mid catch-up, a wiped and reinstalled node, two
+/// machines with one machine-id, a clock ahead, and chaos (all of them at once, at random).
+@Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
+struct DeviceFaultScenarioTests {
     /// Entries node 2 is catching up on when it is killed (the debug build the tests use is slow).
     /// Large enough that the kill lands mid-way on a fast machine: 50,000 once finished in the
     /// 0.2 s between "more than 2,000 held" and the kill. (Once all 120,000 did, when the wait and
@@ -478,29 +509,6 @@ struct FaultScenarioTests {
             nodes: [accepted, 3],
             note:
                 "nodes 1 and 2 share a machine-id: status names the duplicate and the fix; the group pinned node \(accepted)'s key and refuses node \(refused), saying why"
-        )
-    }
-
-    /// 7. A line A–B–C on two bridges: A's writes reach C through B, though A never sees C.
-    @Test func relay() async throws {
-        let cluster = Cluster(prefix: "lsf7")
-        defer { cluster.down() }
-        var report = ScenarioReport(scenario: "relay A–B–C")
-        try await cluster.startGroup(3, line: true)
-        var acknowledged = try await cluster.tap(1, count: 50, session: "A")
-        acknowledged += try await cluster.tap(3, count: 50, session: "C")
-        report.convergeSeconds = await cluster.secondsToEqualDigests([1, 2, 3], timeout: 60)
-        #expect(report.convergeSeconds != nil)
-        let aDevice = try await cluster.status(1)["device_id"] as? String ?? "?"
-        let cDevice = try await cluster.status(3)["device_id"] as? String ?? "?"
-        #expect(!(try await cluster.lansync(1, "peers", "--json")).contains(cDevice), "A never talked to C")
-        #expect(!(try await cluster.lansync(3, "peers", "--json")).contains(aDevice), "C never talked to A")
-        try await cluster.conclude(
-            &report,
-            acknowledged: acknowledged,
-            nodes: [1, 2, 3],
-            note:
-                "A and C on different bridges, B on both; 50 entries each way, relayed by B (time from the last write)"
         )
     }
 
