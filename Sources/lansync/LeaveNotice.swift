@@ -45,6 +45,10 @@ enum LeaveNotice {
         }
     }
 
+    /// Looks at the connected members every 100 ms. Besides who took everything, it keeps, per
+    /// member, the furthest it saw the member hold of this device's replica: a member may take
+    /// the news or all the device wrote and disconnect before the timeout (it left too, say), and
+    /// what it took still counts when the command says who was told what.
     private static func membersHolding(
         _ handover: LeaveHandover,
         of node: LANSyncNode,
@@ -52,26 +56,29 @@ enum LeaveNotice {
         report: () async -> AgentReport?
     ) async -> Delivery {
         let deadline = ContinuousClock.now + .seconds(timeout)
-        var delivery = Delivery()
+        let replica = handover.replica.description
+        var furthest: [String: UInt64] = [:]
         while true {
             if let report = await report() {
-                var taken: [LeaveHandover.Taken: [String]] = [:]
+                var everything: [String] = []
                 for peer in report.peers where peer.state == .connected {
-                    let took =
-                        (try? node.leaveTaken(handover, byMember: peer.deviceID, vector: peer.versionVector ?? [:]))
-                        ?? .nothing
-                    taken[took, default: []].append(peer.name ?? peer.deviceID ?? "?")
+                    let name = peer.name ?? peer.deviceID ?? "?"
+                    let vector = peer.versionVector ?? [:]
+                    furthest[name] = max(furthest[name] ?? 0, vector[replica] ?? 0)
+                    let took = (try? node.leaveTaken(handover, byMember: peer.deviceID, vector: vector)) ?? .nothing
+                    if took == .everything { everything.append(name) }
                 }
-                delivery.everything = taken[.everything] ?? []
-                if !delivery.everything.isEmpty { return delivery }
-                // As of now (an app may write on through the wait); the news is kept from earlier
-                // looks, since a member may disconnect before the timeout.
-                delivery.ownWrites = (taken[.ownWrites] ?? []).sorted()
-                delivery.news = Array(Set(delivery.news + (taken[.news] ?? []) + (taken[.ownWrites] ?? []))).sorted()
+                if !everything.isEmpty { return Delivery(everything: everything.sorted()) }
             }
-            guard ContinuousClock.now < deadline else { return delivery }
+            guard ContinuousClock.now < deadline else { break }
             try? await Task.sleep(for: .milliseconds(100))
         }
+        // All the device wrote up to now: an app may have written on through the wait.
+        let latest = max((try? node.ownCounter()) ?? handover.recordCounter, handover.recordCounter)
+        return Delivery(
+            ownWrites: furthest.filter { $0.value >= latest }.keys.sorted(),
+            news: furthest.filter { $0.value >= handover.recordCounter }.keys.sorted()
+        )
     }
 }
 

@@ -176,6 +176,41 @@ import Testing
         _ = home
     }
 
+    /// The laptop and the tablet leave at the same moment while home is off: each holds all the
+    /// other holds, but a member that says it leaves does not count as one that stays, and at
+    /// least one of the two hears of the other's leave before it would count on it (or leaves
+    /// before the other's news reached it). So they cannot both leave on each other: at most one
+    /// says it handed everything on, and the other says what stays on it.
+    @Test func twoDevicesLeavingAtOnceDoNotBothCountOnTheOther() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.group(of: "home", "laptop", "tablet")
+        try await cli.ok(["log", "append", "taps", "{\"from\":\"laptop\"}"], node: "laptop")
+        try await cli.ok(["log", "append", "taps", "{\"from\":\"tablet\"}"], node: "tablet")
+        let tablet = try await AgentProcess(cli, node: "tablet")
+        let laptop = try await AgentProcess(cli, node: "laptop", arguments: ["--peer", tablet.address])
+        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "laptop")
+        async let laptopLeft = cli.ok(["group", "leave", "--timeout", "5"], node: "laptop")
+        async let tabletLeft = cli.ok(["group", "leave", "--timeout", "5"], node: "tablet")
+        let said = try await [laptopLeft, tabletLeft]
+        #expect(said.allSatisfy { $0.contains("left the group") }, "\(said)")
+        // "members told: NAME (they hand it on to the others)" ends its line only when a member
+        // that stays took everything; otherwise the line goes on to say what stays here.
+        let handedAll = said.filter { $0.contains("(they hand it on to the others)\n") }
+        #expect(handedAll.count <= 1, "both left on each other: \(said)")
+        for text in said where !handedAll.contains(text) {
+            #expect(
+                text.contains("did not reach a member that stays within 5 s")
+                    || text.contains("no member took the news within 5 s"),
+                "\(text)"
+            )
+        }
+        #expect(await eventually { !laptop.process.isRunning && !tablet.process.isRunning })
+        for node in ["laptop", "tablet"] {
+            #expect(try await Self.payloads(cli, node) == [#"{"from":"laptop"}"#, #"{"from":"tablet"}"#])
+        }
+    }
+
     /// A group left without --erase keeps its data on the machine, and nothing of it may reach
     /// another group: creating or joining another group in its place is refused (beside it, with
     /// --name, is fine), joining the same group again takes the data back, and `group leave
