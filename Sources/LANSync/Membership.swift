@@ -92,26 +92,23 @@ extension LANSyncNode {
         }
     }
 
-    /// How much of `handover` a member took that announced `vector` (replica IDs in hex, as an
-    /// agent's report lists them): this device's records say whether that member leaves too, or
-    /// was removed, which keeps it from counting as holding everything.
+    /// How much of `handover` each member took, given its device ID (nil: not known yet) and
+    /// the version vector it announced. This device's records say which members leave too, or
+    /// were removed, which keeps them from counting as holding everything; they and this
+    /// device's latest counter are read once for all the members.
     package func leaveTaken(
         _ handover: LeaveHandover,
-        byMember device: String?,
-        vector: [String: UInt64]
-    ) throws(LANSyncError) -> LeaveHandover.Taken {
-        var counters: [ReplicaID: UInt64] = [:]
-        for (replica, counter) in vector {
-            if let id = ReplicaID(hex: replica) { counters[id] = counter }
+        by members: [(device: String?, vector: VersionVector)]
+    ) throws(LANSyncError) -> [LeaveHandover.Taken] {
+        let notPresent = Set(try self.members().filter { !$0.isPresent }.map { $0.deviceID.lowercased() })
+        let ownCounter = try ownCounter()
+        return members.map { member in
+            handover.taken(
+                by: member.vector,
+                ownCounter: ownCounter,
+                memberLeaves: member.device.map { notPresent.contains($0.lowercased()) } ?? false
+            )
         }
-        let record = try device.flatMap { device throws(LANSyncError) in
-            try members().first { $0.deviceID.lowercased() == device.lowercased() }
-        }
-        return handover.taken(
-            by: VersionVector(counters),
-            ownCounter: try ownCounter(),
-            memberLeaves: record.map { !$0.isPresent } ?? false
-        )
     }
 
     /// After joining a group this device had left, tells its members it is back (its "left"

@@ -259,27 +259,17 @@ package final class GroupSimulation {
     func completeLeaves() async throws {
         for simulated in nodes {
             guard simulated.isLeaving, let node = simulated.node, let handover = simulated.handover else { continue }
-            var held = now - (simulated.leavingSince ?? now) >= Self.leaveTimeout
-            for other in nodes
-            where other.index != simulated.index && other.index != schedule.byzantine && !other.removed
-                && !other.hasLeft
-            {
-                guard let otherNode = other.node else { continue }
-                let vector = try otherNode.store.versionVector().counters
-                let took = try node.leaveTaken(
-                    handover,
-                    byMember: other.deviceID.description,
-                    vector: Dictionary(uniqueKeysWithValues: vector.map { ($0.key.description, $0.value) })
-                )
-                if took == .everything {
-                    held = true
-                    break
-                }
+            let members = try nodes.compactMap { other -> (device: String?, vector: VersionVector)? in
+                guard other.index != simulated.index, other.index != schedule.byzantine, !other.removed,
+                    !other.hasLeft, let otherNode = other.node
+                else { return nil }
+                return (other.deviceID.description, try otherNode.store.versionVector())
             }
-            guard held else { continue }
+            let timedOut = now - (simulated.leavingSince ?? now) >= Self.leaveTimeout
+            guard try timedOut || node.leaveTaken(handover, by: members).contains(.everything) else { continue }
             try node.leaveGroup()
-            // What only it held (relayed from a device wiped since) leaves with it; its own writes
-            // are held by the member that took the news.
+            // What only it holds leaves with it: all of it when the leave timed out, else what
+            // reached it after it said it leaves (a member that stays holds everything before).
             let kept = try forgetWritesHeldOnlyBy(simulated.index)
             let written = acknowledged[simulated.index] ?? ([], [])
             simulated.leavingSince = nil

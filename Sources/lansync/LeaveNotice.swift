@@ -1,6 +1,7 @@
 import Foundation
 import LANSync
 import LANSyncAgent
+import LANSyncCore
 import Logging
 
 /// Hands a device's "left" record, everything it wrote, and everything it holds of the others'
@@ -56,18 +57,20 @@ enum LeaveNotice {
         report: () async -> AgentReport?
     ) async -> Delivery {
         let deadline = ContinuousClock.now + .seconds(timeout)
-        let replica = handover.replica.description
         var furthest: [String: UInt64] = [:]
         while true {
             if let report = await report() {
-                var everything: [String] = []
-                for peer in report.peers where peer.state == .connected {
-                    let name = peer.name ?? peer.deviceID ?? "?"
-                    let vector = peer.versionVector ?? [:]
-                    furthest[name] = max(furthest[name] ?? 0, vector[replica] ?? 0)
-                    let took = (try? node.leaveTaken(handover, byMember: peer.deviceID, vector: vector)) ?? .nothing
-                    if took == .everything { everything.append(name) }
+                let connected = report.peers.filter { $0.state == .connected }.map { peer in
+                    (
+                        name: peer.name ?? peer.deviceID ?? "?", device: peer.deviceID,
+                        vector: Self.vector(peer.versionVector)
+                    )
                 }
+                for peer in connected {
+                    furthest[peer.name] = max(furthest[peer.name] ?? 0, peer.vector[handover.replica])
+                }
+                let taken = (try? node.leaveTaken(handover, by: connected.map { ($0.device, $0.vector) })) ?? []
+                let everything = zip(connected, taken).filter { $0.1 == .everything }.map(\.0.name)
                 if !everything.isEmpty { return Delivery(everything: everything.sorted()) }
             }
             guard ContinuousClock.now < deadline else { break }
@@ -79,6 +82,17 @@ enum LeaveNotice {
             ownWrites: furthest.filter { $0.value >= latest }.keys.sorted(),
             news: furthest.filter { $0.value >= handover.recordCounter }.keys.sorted()
         )
+    }
+}
+
+extension LeaveNotice {
+    /// A peer's version vector as an agent's report lists it (replica IDs in hex).
+    fileprivate static func vector(_ counters: [String: UInt64]?) -> VersionVector {
+        var vector = VersionVector()
+        for (replica, counter) in counters ?? [:] {
+            if let id = ReplicaID(hex: replica) { vector[id] = counter }
+        }
+        return vector
     }
 }
 
