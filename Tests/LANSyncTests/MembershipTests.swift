@@ -252,6 +252,27 @@ import Testing
         }
     }
 
+    /// Makes `home` the group's first device, as `lansync group create` and its agent's first
+    /// start do: the group, its creator's member record, its own observation.
+    static func founding(_ home: LANSyncNode) async throws -> GroupSecret {
+        let secret = try home.createGroup()
+        try await home.recordCreator()
+        try await home.observeSelf()
+        return secret
+    }
+
+    /// A device joining late that met only `member`: the first delta of its catch-up from there.
+    static func catchUp(
+        _ late: LANSyncNode,
+        joining secret: GroupSecret,
+        from member: LANSyncNode
+    ) async throws -> Delta {
+        try late.joinGroup(code: secret.joinCode)
+        try await meet(late, member)
+        try await member.store.extendOwnChain()
+        return try member.store.signedDelta(since: try late.store.versionVector(), maxRows: 2_000)
+    }
+
     /// Two devices that met in a handshake: each records the keys the other presented, and its own.
     static func meet(_ device: LANSyncNode, _ member: LANSyncNode) async throws {
         for (one, other) in [(device, member), (member, device)] {
@@ -270,9 +291,7 @@ import Testing
     /// both, because the vouch carries the key pinned before it over.
     @Test func aReinstalledDevicesEarlierWritesReachADeviceThatJoinsLater() async throws {
         let home = try TemporaryNode(name: "home")
-        let secret = try home.node.createGroup()
-        try await home.node.recordCreator()
-        try await home.node.observeSelf()
+        let secret = try await Self.founding(home.node)
         let machineID = "0123456789abcdef0123456789abcdef"
         let laptop = try TemporaryNode(name: "laptop", machineID: machineID)
         try laptop.node.joinGroup(code: secret.joinCode)
@@ -311,9 +330,7 @@ import Testing
     /// (Byzantine seed 237581: a reinstalled device asked for one replica from the start nine times).
     @Test func aCatchUpTakesRangesWhoseKeysTheSameDeltaPins() async throws {
         let home = try TemporaryNode(name: "home")
-        let secret = try home.node.createGroup()
-        try await home.node.recordCreator()
-        try await home.node.observeSelf()
+        let secret = try await Self.founding(home.node)
         let laptop = try TemporaryNode(name: "laptop")
         let tablet = try TemporaryNode(name: "tablet")
         for device in [laptop, tablet] { try device.node.joinGroup(code: secret.joinCode) }
@@ -326,10 +343,7 @@ import Testing
         #expect(try home.node.status().entries == 3)
 
         let late = try TemporaryNode(name: "therapy-room")
-        try late.node.joinGroup(code: secret.joinCode)
-        try await Self.meet(late.node, home.node)
-        try await home.node.store.extendOwnChain()
-        let delta = try home.node.store.signedDelta(since: try late.node.store.versionVector(), maxRows: 2_000)
+        let delta = try await Self.catchUp(late.node, joining: secret, from: home.node)
         #expect(
             Set(delta.coverage.map(\.replica)).isSuperset(of: [laptop.node.store.replica, tablet.node.store.replica])
         )
@@ -349,9 +363,7 @@ import Testing
     /// observers all the same.
     @Test func aLaterRoundThatFailsStillPublishesWhatTheRoundsBeforeItMerged() async throws {
         let home = try TemporaryNode(name: "home")
-        let secret = try home.node.createGroup()
-        try await home.node.recordCreator()
-        try await home.node.observeSelf()
+        let secret = try await Self.founding(home.node)
         let laptop = try TemporaryNode(name: "laptop")
         try laptop.node.joinGroup(code: secret.joinCode)
         try await Self.meet(laptop.node, home.node)
@@ -360,10 +372,7 @@ import Testing
         try await Self.syncSigned(laptop.node, to: home.node)
 
         let late = try TemporaryNode(name: "therapy-room")
-        try late.node.joinGroup(code: secret.joinCode)
-        try await Self.meet(late.node, home.node)
-        try await home.node.store.extendOwnChain()
-        var delta = try home.node.store.signedDelta(since: try late.node.store.versionVector(), maxRows: 2_000)
+        var delta = try await Self.catchUp(late.node, joining: secret, from: home.node)
         // The laptop's entry, altered on the way: its range, taken in the second round, fails.
         let index = try #require(delta.entries.firstIndex { $0.dot.replica == laptop.node.store.replica })
         let altered = delta.entries[index]
@@ -403,9 +412,7 @@ import Testing
         let start = Int64(Timestamps.nowMilliseconds())
         func clock(_ offset: Int64) -> NodeClock { NodeClock { UInt64(start + offset) + ticks.next() } }
         let home = try TemporaryNode(name: "home", clock: clock(-20_000))
-        let secret = try home.node.createGroup()
-        try await home.node.recordCreator()
-        try await home.node.observeSelf()
+        let secret = try await Self.founding(home.node)
         let machineID = "00112233445566778899aabbccddeeff"
         let laptop = try TemporaryNode(name: "laptop", clock: clock(0), machineID: machineID)
         let tablet = try TemporaryNode(name: "tablet", clock: clock(20_000))
@@ -445,9 +452,7 @@ import Testing
     /// that joins later still verifies what the device wrote under it.
     @Test func anUninformedVouchLosesNoKeyHistory() async throws {
         let home = try TemporaryNode(name: "home")
-        let secret = try home.node.createGroup()
-        try await home.node.recordCreator()
-        try await home.node.observeSelf()
+        let secret = try await Self.founding(home.node)
         let machineID = "fedcba9876543210fedcba9876543210"
         let laptop = try TemporaryNode(name: "laptop", machineID: machineID)
         let tablet = try TemporaryNode(name: "tablet")
