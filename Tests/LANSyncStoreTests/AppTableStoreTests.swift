@@ -93,6 +93,30 @@ import Testing
         #expect(try b.recomputeDigest() == b.status().digest)
     }
 
+    /// A NULL from a device whose app declares the column nullable shows, on a device whose app
+    /// declares it `NOT NULL` with a default, as that default; the row stays. (`INSERT OR
+    /// REPLACE` gives it: a merge that writes rows another way must name such a column's value
+    /// as `coalesce(?, default)`; see docs/app-table-storage.md.)
+    @Test func aMergedNullInANotNullColumnWithADefaultShowsTheDefault() async throws {
+        let a = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!)
+        _ = try a.applySchema("CREATE TABLE athletes (id TEXT PRIMARY KEY, name TEXT, weight_kg REAL);")
+        let b = try Self.store(2)
+        _ = try await a.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name, weight_kg) VALUES ('ana', 'Ana', 60.0)")
+        }
+        try await Self.sync(a, to: b)
+        _ = try await a.write(now: 2_000) { db in
+            try db.execute(sql: "UPDATE athletes SET name = NULL, weight_kg = 61.0 WHERE id = 'ana'")
+        }
+        try await Self.sync(a, to: b)
+        #expect(
+            try Self.rows(b, "SELECT name, weight_kg FROM athletes") == [
+                ["name": "".databaseValue, "weight_kg": 61.0.databaseValue]
+            ]
+        )
+        #expect(try a.status().digest == b.status().digest)
+    }
+
     @Test func aDeleteBeatsAConcurrentEditAndCascadesToChildrenHeldLocally() async throws {
         let (a, b) = (try Self.store(1), try Self.store(2))
         _ = try await a.write(now: 1_000) { db in
