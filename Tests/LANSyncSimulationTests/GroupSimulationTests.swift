@@ -365,3 +365,25 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// A delete whose cascade takes 160 strokes is a commit larger than one that signs itself
+    /// (`ChainCoverage.limit`): the agent extends its chain before it sends, and so must the
+    /// simulator, or the strokes' stubs travel without the delete they name and their claims
+    /// never settle (honest seed 154056, shrunk).
+    @Test func aCascadeTooLargeToSignInItsCommitIsSignedBeforeItIsSent() async {
+        let schedule = Schedule(
+            actions: [
+                (7642, .appendRows(node: 0, count: 160)), (12894, .connect(2, 0)), (13981, .connect(1, 2)),
+                (14353, .deleteRow(node: 1, row: 1)), (15994, .reinstall(node: 0, voucher: 2)),
+                (17458, .reinstall(node: 2, voucher: 1)), (20763, .connect(1, 0)),
+                (21754, .reinstall(node: 1, voucher: 2)),
+            ],
+            nodes: 3
+        )
+        await Self.expectEachConverges(
+            [(schedule, 14_602_260_758_719_434_772)],
+            idleKeepalive: GroupSimulation.idleKeepalive
+        )
+    }
+}
