@@ -291,13 +291,13 @@ package final class GroupSimulation {
             let ids = (0..<count).map { _ in nextID("e", index) }
             _ = try await node.append(ids.map { AppendRequest(id: $0, stream: "taps", payload: "{\"n\":\(written)}") })
             acknowledged[index]!.entries.formUnion(ids)
-            await wrote(index, bulk: count > 64)
+            await wrote(index)
         case .setPreference(let index, let key, let value):
             guard let node = nodes[index].node else { return }
             // Apps may spell a key with capitals: the same key, folded to lowercase.
             let spelled = (value ?? 1) % 2 == 0 ? "app/k\(key)" : "App/K\(key)"
             if let value { _ = try await node.set(spelled, to: "\(value)") } else { _ = try await node.unset(spelled) }
-            await wrote(index, bulk: false)
+            await wrote(index)
         case .insertRow(let index, let row, let value):
             try await appWrite(
                 index,
@@ -358,7 +358,7 @@ package final class GroupSimulation {
                 }
             }
             acknowledged[index]!.strokes.formUnion(ids)
-            await wrote(index, bulk: count > 64)
+            await wrote(index)
         case .upgradeSchema(let index):
             guard let node = nodes[index].node, nodes[index].schemaVersion < 2 else { return }
             _ = try node.applySchema(AppSchema.second)
@@ -408,7 +408,7 @@ package final class GroupSimulation {
             nodes[index].retired.strokes.formUnion(acknowledged[index]!.strokes.intersection(held.strokes))
             let fresh = try await install(index)
             try await vouching.vouch(for: fresh.deviceID, name: "n\(index)")
-            await wrote(voucher, bulk: false)
+            await wrote(voucher)
         case .join(let index):
             guard nodes[index].node == nil, nodes[index].generation == 0 else { return }
             try await install(index)
@@ -430,21 +430,21 @@ package final class GroupSimulation {
             nodes[index].removed = true
             cascadedBy[index] = nil
             try await dropConnections(of: index)
-            await wrote(by, bulk: false)
+            await wrote(by)
         case .leave(let index):
             guard let node = nodes[index].node, !nodes[index].removed, !nodes[index].hasLeft,
                 !nodes[index].isLeaving, index != schedule.byzantine
             else { return }
             nodes[index].handover = try await node.announceLeaving()
             nodes[index].leavingSince = now
-            await wrote(index, bulk: false)
+            await wrote(index)
         case .rejoin(let index):
             guard nodes[index].hasLeft, let node = nodes[index].node else { return }
             _ = try node.joinGroup(code: joinCode)
             nodes[index].hasLeft = false
             // As the agent does on its first start in the group again.
             try await node.announceReturnIfLeft()
-            await wrote(index, bulk: false)
+            await wrote(index)
         case .extendChain(let index): try await extendChain(index)
         }
     }
@@ -492,16 +492,17 @@ package final class GroupSimulation {
             $0.dot.replica == own && $0.key.table == "items"
         }
         itemChanges.formUnion(made)
-        // A write the commit did not sign (a delete whose cascade takes more strokes than a
-        // commit signs itself) waits for the chain's extension, as the agent does it.
-        await wrote(index, bulk: !node.store.chainCoversKnownWrites)
+        await wrote(index)
         return made
     }
 
-    /// A local commit: the agent signs its chain over it (small commits sign themselves) and
-    /// wakes every session.
-    func wrote(_ index: Int, bulk: Bool) async {
-        if bulk { queue.schedule(.extendChain(node: index), at: now + 20) }
+    /// A local commit: wakes every session, and, when the commit did not sign the chain over
+    /// its changes (more than a commit signs itself, or a chain already behind), the chain is
+    /// extended shortly after, as the agent does before it sends (`chainCoversKnownWrites`).
+    func wrote(_ index: Int) async {
+        if nodes[index].node?.store.chainCoversKnownWrites == false {
+            queue.schedule(.extendChain(node: index), at: now + 20)
+        }
         wakeSessions(of: index)
     }
 
@@ -548,7 +549,7 @@ package final class GroupSimulation {
                     let key = record.key, key != node.identity.publicKeyHex
                 else { continue }
                 try await voucher.vouch(for: node.deviceID, name: "n\(device)")
-                await wrote(member, bulk: false)
+                await wrote(member)
             }
         }
         for index in nodes.indices {
