@@ -55,6 +55,9 @@ import Testing
         )
     )
     func theDebianPackageInstallsRunsAndPurgesCleanly() async throws {
+        // A run killed between install and purge leaves the package, its user and its directories
+        // behind, marked as this test's own: remove them first, as the namespace tests do.
+        _ = try await Self.run("[ -e \(Self.packageMarker) ] && \(Self.removeTestInstall)")
         // Not on a machine where LANSync is installed for real (a package, scripts/install-service):
         // this test installs, purges and then deletes the lansync user and /var/lib/lansync.
         let clean = try await Self.run(
@@ -62,7 +65,7 @@ import Testing
         )
         guard clean.status == 0 else {
             Issue.record(
-                "LANSync is installed on this machine already (package, user, /var/lib/lansync or /etc/lansync); this test would remove it"
+                "LANSync is installed on this machine already (package, user, /var/lib/lansync or /etc/lansync), not by this test; this test would remove it"
             )
             return
         }
@@ -70,11 +73,11 @@ import Testing
             "rm -f lansync_*.deb && LANSYNC_DEB_FAST=1 LANSYNC_BINARY='\(Self.staticBinary)' scripts/package-deb"
         )
         #expect(build.status == 0, "\(build.output.suffix(2000))")
+        // The marker goes down before the install, so no moment leaves an unmarked install behind.
+        #expect(try await Self.run("touch \(Self.packageMarker)").status == 0)
         // A defer cannot wait asynchronously; this short cleanup blocks its thread for a moment.
         defer {
-            _ = try? CLI.shell(
-                "cd '\(Self.root)' && (apt-get purge -y -qq lansync; rm -f lansync_*.deb) >/dev/null 2>&1"
-            )
+            _ = try? CLI.shell("cd '\(Self.root)' && (\(Self.removeTestInstall); rm -f lansync_*.deb) >/dev/null 2>&1")
         }
         let install = try await Self.run("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./lansync_*.deb")
         #expect(install.status == 0, "\(install.output.suffix(2000))")
@@ -113,6 +116,13 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: "/etc/lansync"), "purge removes /etc/lansync")
         // The data directory stays (documented): the device's identity and every log in it.
         #expect(FileManager.default.fileExists(atPath: "/var/lib/lansync/identity.json"))
-        _ = try await Self.run("rm -rf /var/lib/lansync; userdel lansync 2>/dev/null || true")
     }
+
+    /// Marks an install as this test's own while it lasts, outside every path the package owns.
+    static let packageMarker = "/var/tmp/lansync-packaging-test"
+
+    /// Removes what the package test installed: the package, the data it keeps after a purge,
+    /// its user, and last the marker.
+    static let removeTestInstall =
+        "{ DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq lansync >/dev/null 2>&1; rm -rf /var/lib/lansync /etc/lansync; userdel lansync 2>/dev/null; rm -f \(packageMarker); }"
 }
