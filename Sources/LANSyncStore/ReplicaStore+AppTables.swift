@@ -34,7 +34,8 @@ extension ReplicaStore {
                     for change in changes {
                         switch change {
                         case .addTable(let table):
-                            guard let guarded = AppTableGuard.guarded(table.sql) else {
+                            guard let guarded = AppTableGuard.guarded(table.sql, columns: table.columns.map(\.name))
+                            else {
                                 throw StoreError(
                                     .schema,
                                     "LANSync cannot find the column list of table \(table.name); "
@@ -50,6 +51,8 @@ extension ReplicaStore {
                                 sql:
                                     "ALTER TABLE \(table.quotedDatabaseIdentifier) ADD COLUMN \(Self.definition(of: column))"
                             )
+                            // The guard names every column, so that another program's UPDATE of this one fails too.
+                            try AppTableGuard.install(onTable: table, db)
                             touched.insert(table.lowercased())
                         case .addIndex(let index):
                             try db.execute(sql: index.sql)

@@ -206,21 +206,23 @@ package struct ReplicaStore: Sendable {
         return configuration
     }
 
-    /// Moves app tables an earlier version made, which captured writes with triggers, to the
-    /// pre-update hook: drops the capture triggers and adds the guards (`AppTableGuard`,
-    /// `AppTriggers`). Does nothing, and writes nothing, once every declared table has its guard.
+    /// Moves app tables an earlier version made to today's guards: a table that captured writes
+    /// with triggers loses them for the pre-update hook, and a table guarded by a CHECK naming no
+    /// column, with a trigger on UPDATE, gets the CHECK naming its columns in place of that trigger
+    /// (`AppTableGuard`, `AppTriggers`). Does nothing, and writes nothing, once every declared
+    /// table has today's guard.
     static func upgradeAppTables(_ pool: DatabasePool) throws {
         // One query at every open, no schema parsing: the declared tables whose stored CREATE
-        // TABLE lacks the guard.
+        // TABLE has no guard, or the former one.
         func unguarded(_ db: Database) throws -> [String] {
             try String.fetchAll(
                 db,
                 sql: """
                     SELECT app_tables.name FROM app_tables JOIN sqlite_master
                     ON sqlite_master.type = 'table' AND lower(sqlite_master.name) = app_tables.name
-                    WHERE app_tables.declared = 1 AND instr(sqlite_master.sql, ?) = 0
+                    WHERE app_tables.declared = 1 AND (instr(sqlite_master.sql, ?) = 0 OR instr(sqlite_master.sql, ?) > 0)
                     """,
-                arguments: [AppTableGuard.function]
+                arguments: [AppTableGuard.call, AppTableGuard.formerConstraint]
             )
         }
         guard try !pool.read(unguarded).isEmpty else { return }

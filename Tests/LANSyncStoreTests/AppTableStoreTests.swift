@@ -272,11 +272,11 @@ import Testing
             try db.execute(sql: "PRAGMA writable_schema = ON")
             try db.execute(
                 sql: "UPDATE sqlite_master SET sql = ? WHERE name = 'athletes'",
-                arguments: [sql.replacingOccurrences(of: ", " + AppTableGuard.constraint, with: "")]
+                arguments: [Self.withoutGuard(sql)]
             )
             try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
             try db.execute(sql: "PRAGMA writable_schema = OFF")
-            try db.execute(sql: "DROP TRIGGER lansync_athletes_guard_update")
+            try db.execute(sql: "DROP TRIGGER lansync_athletes_guard_delete")
             try db.execute(
                 sql:
                     "CREATE TRIGGER lansync_athletes_insert AFTER INSERT ON athletes BEGIN SELECT lansync_capture(1, 1, NEW.id); END"
@@ -290,14 +290,10 @@ import Testing
                 sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'athletes' ORDER BY name"
             )
         }
-        #expect(
-            triggers == [
-                "lansync_athletes_guard_delete", "lansync_athletes_guard_update", "lansync_sessions_on_delete_0",
-            ]
-        )
+        #expect(triggers == ["lansync_athletes_guard_delete", "lansync_sessions_on_delete_0"])
         #expect(
             try store.read { try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'") }?
-                .contains(", " + AppTableGuard.constraint) == true
+                .contains(", " + Self.athletesGuard) == true
         )
         _ = try await store.write(now: 2_000) {
             try $0.execute(sql: "UPDATE athletes SET name = 'Ada L.' WHERE id = 'a'")
@@ -309,6 +305,138 @@ import Testing
         #expect(throws: DatabaseError.self) {
             try DatabaseQueue(path: path).write { try $0.execute(sql: "INSERT INTO athletes (id) VALUES ('x')") }
         }
+    }
+
+    /// The guard of `athletes` in `schema`: a CHECK naming each of its columns.
+    static let athletesGuard = "CHECK (lansync_guard(\"id\", \"name\", \"weight_kg\", \"photo\", \"xp\"))"
+
+    /// `sql` without the guard LANSync added, in any of its forms: the table as the app declared it.
+    static func withoutGuard(_ sql: String) -> String {
+        guard let close = AppTableGuard.closingParenthesis(of: sql),
+            let start = sql[..<close].range(of: ", CHECK (lansync_guard(", options: .backwards)?.lowerBound
+        else { return sql }
+        return String(sql[..<start]) + String(sql[close...])
+    }
+
+    /// An earlier version guarded UPDATE with a trigger and its CHECK named no column; opening its
+    /// database gives the CHECK the columns and drops the trigger, and another program's UPDATE
+    /// and DELETE still fail while LANSync's own still sync.
+    @Test func theFormerGuardIsReplacedWhenOpened() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        do {
+            let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+            _ = try store.applySchema(Self.schema)
+            _ = try await store.write(now: 1_000) {
+                try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')")
+            }
+        }
+        let old = try DatabaseQueue(path: path)
+        try await old.write { db in
+            let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'")!
+            let version = try Int.fetchOne(db, sql: "PRAGMA schema_version")!
+            try db.execute(sql: "PRAGMA writable_schema = ON")
+            try db.execute(
+                sql: "UPDATE sqlite_master SET sql = ? WHERE name = 'athletes'",
+                arguments: [sql.replacingOccurrences(of: Self.athletesGuard, with: AppTableGuard.formerConstraint)]
+            )
+            try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+            try db.execute(sql: "PRAGMA writable_schema = OFF")
+            try db.execute(
+                sql:
+                    "CREATE TRIGGER lansync_athletes_guard_update BEFORE UPDATE ON athletes BEGIN SELECT lansync_guard(); END"
+            )
+        }
+        let former = try await old.read {
+            try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'")
+        }
+        #expect(former?.contains(AppTableGuard.formerConstraint) == true)
+        try old.close()
+        let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+        let (sql, triggers) = try store.read { db in
+            (
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'") ?? "",
+                try String.fetchAll(
+                    db,
+                    sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'athletes' ORDER BY name"
+                )
+            )
+        }
+        #expect(sql.hasSuffix(", " + Self.athletesGuard + ")"), "\(sql)")
+        #expect(!sql.contains(AppTableGuard.formerConstraint))
+        #expect(triggers == ["lansync_athletes_guard_delete", "lansync_sessions_on_delete_0"])
+        _ = try await store.write(now: 2_000) {
+            try $0.execute(sql: "UPDATE athletes SET name = 'Ada L.' WHERE id = 'a'")
+        }
+        #expect(try Self.rows(store, "SELECT name FROM athletes") == [["name": "Ada L.".databaseValue]])
+        #expect(try store.integrityProblems().isEmpty)
+        let outside = try DatabaseQueue(path: path)
+        for statement in ["UPDATE athletes SET weight_kg = 60", "UPDATE athletes SET id = 'b'", "DELETE FROM athletes"]
+        {
+            #expect(throws: DatabaseError.self, "\(statement)") { try outside.write { try $0.execute(sql: statement) } }
+        }
+        try outside.close()
+        #expect(
+            try Self.rows(store, "SELECT id, weight_kg FROM athletes") == [
+                ["id": "a".databaseValue, "weight_kg": .null]
+            ]
+        )
+    }
+
+    /// A column the app adds is named by the guard at once: another program cannot update it alone.
+    @Test func aColumnTheAppAddsIsGuardedToo() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/replica.sqlite"
+        let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+        _ = try store.applySchema(Self.schema)
+        _ = try store.applySchema(
+            Self.schema.replacingOccurrences(
+                of: "xp INTEGER NOT NULL DEFAULT 0",
+                with: "xp INTEGER NOT NULL DEFAULT 0, club TEXT"
+            )
+        )
+        _ = try await store.write(now: 1_000) {
+            try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')")
+            try $0.execute(sql: "UPDATE athletes SET club = 'Leander' WHERE id = 'a'")
+        }
+        let sql = try store.read {
+            try String.fetchOne($0, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'")
+        }
+        #expect(
+            sql?.hasSuffix(", CHECK (lansync_guard(\"id\", \"name\", \"weight_kg\", \"photo\", \"xp\", \"club\")))")
+                == true,
+            "\(sql ?? "")"
+        )
+        let outside = try DatabaseQueue(path: path)
+        #expect(throws: DatabaseError.self) {
+            try outside.write { try $0.execute(sql: "UPDATE athletes SET club = 'x'") }
+        }
+        try outside.close()
+        #expect(try Self.rows(store, "SELECT club FROM athletes") == [["club": "Leander".databaseValue]])
+        #expect(try store.integrityProblems().isEmpty)
+    }
+
+    /// A table of more columns than one call may take is guarded by several calls, each column named.
+    @Test func aWideTableIsGuardedByCallsOfAtMostAHundredColumns() throws {
+        let columns = (0..<250).map { "c\($0)" }
+        let constraint = AppTableGuard.constraint(naming: columns)
+        #expect(constraint.components(separatedBy: AppTableGuard.call).count - 1 == 3)
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/wide.sqlite"
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in
+            db.add(function: DatabaseFunction("lansync_guard", argumentCount: nil, pure: true) { _ in 1 })
+            try db.execute(
+                sql: "CREATE TABLE t (\(columns.map { "\($0) INTEGER" }.joined(separator: ", ")), \(constraint))"
+            )
+            try db.execute(sql: "INSERT INTO t (c0) VALUES (1)")
+            try db.execute(sql: "UPDATE t SET c249 = 2")
+        }
+        try queue.close()
+        // Without the function, an update of the last column alone does not compile.
+        let other = try DatabaseQueue(path: path)
+        #expect(throws: DatabaseError.self) { try other.write { try $0.execute(sql: "UPDATE t SET c249 = 3") } }
+        #expect(try other.read { try Int.fetchOne($0, sql: "SELECT c249 FROM t") } == 2)
     }
 
     /// A row's state is stored in the compact form (`StoredRowState`), well under its canonical
@@ -408,34 +536,39 @@ import Testing
     @Test(arguments: [
         (
             "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT)",
-            "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT, CHECK (lansync_guard()))"
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n TEXT, CHECK (lansync_guard(\"id\", \"n\")))"
         ),
         (
             "CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')') WITHOUT ROWID",
-            "CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')', CHECK (lansync_guard())) WITHOUT ROWID"
+            "CREATE TABLE \"a(b\" (id TEXT PRIMARY KEY, n TEXT DEFAULT ')', CHECK (lansync_guard(\"id\", \"n\"))) WITHOUT ROWID"
         ),
         (
             "CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n) STRICT",
-            "CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n, CHECK (lansync_guard())) STRICT"
+            "CREATE TABLE [t)] (id TEXT PRIMARY KEY, -- the key )\n n REAL CHECK (n > 0) /* ) */\n, CHECK (lansync_guard(\"id\", \"n\"))) STRICT"
         ),
         (
             "CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here')",
-            "CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here', CHECK (lansync_guard()))"
+            "CREATE TABLE `it''s` (id TEXT PRIMARY KEY, n TEXT DEFAULT 'it''s (here', CHECK (lansync_guard(\"id\", \"n\")))"
         ),
     ])
     func theGuardIsTheTablesLastConstraint(sql: String, guarded: String) throws {
-        #expect(AppTableGuard.guarded(sql) == guarded)
+        #expect(AppTableGuard.guarded(sql, columns: ["id", "n"]) == guarded)
         // SQLite reads the result as the same table with one more constraint.
         let queue = try DatabaseQueue()
         try queue.write { db in
-            db.add(function: DatabaseFunction("lansync_guard", argumentCount: 0, pure: true) { _ in 1 })
+            db.add(function: DatabaseFunction("lansync_guard", argumentCount: nil, pure: true) { _ in 1 })
             try db.execute(sql: guarded)
         }
+        // Named again, the guard is replaced, not added to.
+        #expect(
+            AppTableGuard.renamed(guarded, columns: ["id", "n", "m"])
+                == AppTableGuard.guarded(sql, columns: ["id", "n", "m"])
+        )
     }
 
     @Test func aTableWithoutAColumnListHasNoGuard() {
-        #expect(AppTableGuard.guarded("CREATE TABLE t AS SELECT 1") == nil)
-        #expect(AppTableGuard.guarded("CREATE TABLE t (id TEXT") == nil)
+        #expect(AppTableGuard.guarded("CREATE TABLE t AS SELECT 1", columns: ["id"]) == nil)
+        #expect(AppTableGuard.guarded("CREATE TABLE t (id TEXT", columns: ["id"]) == nil)
     }
 
     @Test func valuesRoundTripExactly() async throws {

@@ -272,10 +272,10 @@ final class AppCatalogCache: Sendable {
 /// writing rows no peer would hear of, apply the table's `ON DELETE` rules to children this
 /// replica holds when the app deletes a parent, and refuse UPDATE and DELETE on append-only tables.
 ///
-/// An INSERT is guarded by the table's CHECK constraint (`AppTableGuard`), which costs nothing
-/// measurable; UPDATE and DELETE by triggers that call `lansync_guard()`, which cost about as
-/// much as the row's own write, but only on updates and deletes (a CHECK that names no column is
-/// not evaluated by an UPDATE).
+/// An INSERT and an UPDATE are guarded by the table's CHECK constraint (`AppTableGuard`), which
+/// SQLite evaluates inline; a DELETE, which no CHECK sees, by a trigger that calls
+/// `lansync_guard()`. A trigger runs a sub-program for every row it fires on, so the guard on
+/// UPDATE, which every merge written in place would pay, is the CHECK.
 enum AppTriggers {
     static func names(for table: AppSchema.Table) -> [String] {
         ["guard_update", "guard_delete", "refuse_update", "refuse_delete"].map {
@@ -310,11 +310,8 @@ enum AppTriggers {
             }
             return statements
         }
-        for (index, operation) in [(0, "UPDATE"), (1, "DELETE")] {
-            statements.append(
-                "CREATE TRIGGER \(names[index]) BEFORE \(operation) ON \(quoted) BEGIN SELECT lansync_guard(); END"
-            )
-        }
+        // The UPDATE trigger of earlier versions (`names[0]`) was dropped above: the CHECK guards UPDATE.
+        statements.append("CREATE TRIGGER \(names[1]) BEFORE DELETE ON \(quoted) BEGIN SELECT lansync_guard(); END")
         return statements
     }
 

@@ -29,12 +29,13 @@ extension AppWriteCapture {
             nil,
             nil
         )
-        // Deterministic, so that a CHECK constraint may call it. A read-only connection (a pool's
-        // reader, or `PRAGMA integrity_check` checking the constraint) cannot write, so it passes.
+        // Deterministic, so that a CHECK constraint may call it; any number of arguments, the
+        // columns the guard names (`AppTableGuard`). A read-only connection (a pool's reader, or
+        // `PRAGMA integrity_check` checking the constraint) cannot write, so it passes.
         sqlite3_create_function_v2(
             connection,
             "lansync_guard",
-            0,
+            -1,
             SQLITE_UTF8 | SQLITE_DETERMINISTIC,
             context,
             { call, _, _ in
