@@ -354,12 +354,19 @@ extension WriteContext {
             name: \.name,
             total: table.value(of:)
         )
-        try materialize(key: key, in: table, columns: present)
+        try materialize(key: key, in: table, columns: present, shown: true)
     }
 
     /// Writes row `key` of the app's table with `columns` (declaration indexes and values; the
     /// rest take their defaults), or deletes it when `columns` is nil or the row breaks a rule.
-    mutating func materialize(key: [SQLValue], in table: AppCatalog.Table, columns: AppCatalog.Table.Present?) throws {
+    /// `shown`: the table may show the row already (a held row's merge); it is then updated in
+    /// place, keeping its rowid, and inserted only when the table does not show it.
+    mutating func materialize(
+        key: [SQLValue],
+        in table: AppCatalog.Table,
+        columns: AppCatalog.Table.Present?,
+        shown: Bool = false
+    ) throws {
         let statements = try rowStatements()
         func deleteRow() throws {
             let delete = try statements.delete(from: table, db)
@@ -367,6 +374,16 @@ extension WriteContext {
             try delete.run()
         }
         guard let columns else { return try deleteRow() }
+        if shown {
+            let update = try statements.update(table, columns: columns.indexes, db)
+            var position: Int32 = 1
+            update.bind(key, columns.values, from: &position)
+            do {
+                if try update.run() > 0 { return }
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                return try deleteRow()
+            }
+        }
         let insert = try statements.replace(into: table, columns: columns.indexes, db)
         var position: Int32 = 1
         insert.bind(key, columns.values, from: &position)
@@ -807,6 +824,7 @@ final class AppRowStatements {
     let setOpStub: BoundStatement
     let insertDeadStub: BoundStatement
     private var replacesOf: [ReplaceShape: BoundStatement] = [:]
+    private var updatesOf: [ReplaceShape: BoundStatement] = [:]
     private var deletes: [Int64: BoundStatement] = [:]
 
     init(_ db: Database) throws {
@@ -862,6 +880,44 @@ final class AppRowStatements {
         )
         replacesOf[shape] = statement
         return statement
+    }
+
+    /// `UPDATE` of one row, found by its key, to `columns` (indexes into the table's columns)
+    /// and every other column that is not a key to its default: the row `replace(into:)` would
+    /// write, kept at its rowid and written in place, where `REPLACE` deletes the row and inserts
+    /// it again under a new one. Parameters 1… are the key's, then the columns' values, as
+    /// `replace` binds them. A NULL for a `NOT NULL` column with a default shows as the default,
+    /// as `REPLACE` resolves it.
+    func update(_ table: AppCatalog.Table, columns: [Int], _ db: Database) throws -> BoundStatement {
+        let shape = ReplaceShape(table: table.number, columns: columns, rows: 0)
+        if let statement = updatesOf[shape] { return statement }
+        let statement = try BoundStatement(db, sql: Self.updateSQL(of: table.declared!, columns: columns))
+        updatesOf[shape] = statement
+        return statement
+    }
+
+    /// The statement of `update(_:columns:)`.
+    static func updateSQL(of declared: AppSchema.Table, columns: [Int]) -> String {
+        let key = declared.primaryKey
+        var parameter = key.count
+        var named: [Int: String] = [:]
+        for index in columns {
+            parameter += 1
+            let column = declared.columns[index]
+            named[index] =
+                column.notNull && column.defaultSQL != nil
+                ? "coalesce(?\(parameter), \(column.defaultSQL!))" : "?\(parameter)"
+        }
+        var set = declared.columns.indices.filter { declared.columns[$0].primaryKeyPosition == 0 }.map { index in
+            let column = declared.columns[index]
+            let value = named[index] ?? column.defaultSQL.map { "(\($0))" } ?? "NULL"
+            return "\(column.name.quotedDatabaseIdentifier) = \(value)"
+        }
+        // A table of key columns only: the statement finds the row and changes nothing.
+        if set.isEmpty { set = ["\(key[0].quotedDatabaseIdentifier) = \(key[0].quotedDatabaseIdentifier)"] }
+        let match = key.enumerated().map { "\($1.quotedDatabaseIdentifier) = ?\($0 + 1)" }
+        return "UPDATE \(declared.name.quotedDatabaseIdentifier) SET \(set.joined(separator: ", ")) "
+            + "WHERE \(match.joined(separator: " AND "))"
     }
 
     private struct ReplaceShape: Hashable {

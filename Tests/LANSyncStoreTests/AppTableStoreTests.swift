@@ -117,6 +117,40 @@ import Testing
         #expect(try a.status().digest == b.status().digest)
     }
 
+    /// A peer's edit of a row this replica holds is written in place: the row keeps its rowid,
+    /// which the storage design's rowid-keyed states rely on (docs/app-table-storage.md).
+    @Test func aMergedEditOfAHeldRowKeepsItsRowid() async throws {
+        let (a, b) = (try Self.store(1), try Self.store(2))
+        _ = try await a.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO athletes (id, name) VALUES ('ana', 'Ana'), ('ben', 'Ben'), ('cy', 'Cy')")
+        }
+        try await Self.sync(a, to: b)
+        func rowids(_ store: ReplicaStore) throws -> [String: Int64] {
+            try store.read { db in
+                Dictionary(
+                    uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT id, rowid FROM athletes").map {
+                        (String.fromDatabaseValue($0["id"])!, Int64.fromDatabaseValue($0["rowid"])!)
+                    }
+                )
+            }
+        }
+        let before = try rowids(b)
+        _ = try await a.write(now: 2_000) { db in
+            try db.execute(sql: "UPDATE athletes SET name = 'Ana L.', weight_kg = 61.5 WHERE id = 'ana'")
+            try db.execute(sql: "UPDATE athletes SET xp = xp + 3 WHERE id = 'ben'")
+        }
+        try await Self.sync(a, to: b)
+        #expect(try rowids(b) == before)
+        let shown = try b.read { db in
+            try String.fetchAll(
+                db,
+                sql: "SELECT id || '|' || name || '|' || ifnull(weight_kg, '-') || '|' || xp FROM athletes ORDER BY id"
+            )
+        }
+        #expect(shown == ["ana|Ana L.|61.5|0", "ben|Ben|-|3", "cy|Cy|-|0"])
+        #expect(try a.status().digest == b.status().digest)
+    }
+
     @Test func aDeleteBeatsAConcurrentEditAndCascadesToChildrenHeldLocally() async throws {
         let (a, b) = (try Self.store(1), try Self.store(2))
         _ = try await a.write(now: 1_000) { db in
