@@ -291,25 +291,11 @@ import Testing
     @Test func tablesOfAnEarlierVersionAreUpgradedWhenOpened() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
-        do {
-            let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
-            _ = try store.applySchema(Self.schema)
-            _ = try await store.write(now: 1_000) {
-                try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')")
-            }
-        }
+        try await Self.replicaWithAda(at: path)
         // Made as the earlier version left it: no CHECK, a capture trigger calling a function this version lacks.
         let old = try DatabaseQueue(path: path)
         try await old.write { db in
-            let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'")!
-            let version = try Int.fetchOne(db, sql: "PRAGMA schema_version")!
-            try db.execute(sql: "PRAGMA writable_schema = ON")
-            try db.execute(
-                sql: "UPDATE sqlite_master SET sql = ? WHERE name = 'athletes'",
-                arguments: [Self.withoutGuard(sql)]
-            )
-            try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
-            try db.execute(sql: "PRAGMA writable_schema = OFF")
+            try Self.rewriteAthletes(db) { Self.withoutGuard($0) }
             try db.execute(sql: "DROP TRIGGER lansync_athletes_guard_delete")
             try db.execute(
                 sql:
@@ -341,6 +327,25 @@ import Testing
         }
     }
 
+    /// A replica at `path` with `schema` applied and one athlete written, closed again.
+    static func replicaWithAda(at path: String) async throws {
+        let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
+        _ = try store.applySchema(schema)
+        _ = try await store.write(now: 1_000) {
+            try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')")
+        }
+    }
+
+    /// Rewrites the stored `CREATE TABLE athletes` as an earlier version would have left it.
+    static func rewriteAthletes(_ db: Database, _ transform: (String) -> String) throws {
+        let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'")!
+        let version = try Int.fetchOne(db, sql: "PRAGMA schema_version")!
+        try db.execute(sql: "PRAGMA writable_schema = ON")
+        try db.execute(sql: "UPDATE sqlite_master SET sql = ? WHERE name = 'athletes'", arguments: [transform(sql)])
+        try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+        try db.execute(sql: "PRAGMA writable_schema = OFF")
+    }
+
     /// The guard of `athletes` in `schema`: a CHECK naming each of its columns.
     static let athletesGuard = "CHECK (lansync_guard(\"id\", \"name\", \"weight_kg\", \"photo\", \"xp\"))"
 
@@ -358,24 +363,12 @@ import Testing
     @Test func theFormerGuardIsReplacedWhenOpened() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/replica.sqlite"
-        do {
-            let (store, _) = try ReplicaStore.openOrCreate(path: path, device: device)
-            _ = try store.applySchema(Self.schema)
-            _ = try await store.write(now: 1_000) {
-                try $0.execute(sql: "INSERT INTO athletes (id, name) VALUES ('a', 'Ada')")
-            }
-        }
+        try await Self.replicaWithAda(at: path)
         let old = try DatabaseQueue(path: path)
         try await old.write { db in
-            let sql = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'athletes'")!
-            let version = try Int.fetchOne(db, sql: "PRAGMA schema_version")!
-            try db.execute(sql: "PRAGMA writable_schema = ON")
-            try db.execute(
-                sql: "UPDATE sqlite_master SET sql = ? WHERE name = 'athletes'",
-                arguments: [sql.replacingOccurrences(of: Self.athletesGuard, with: AppTableGuard.formerConstraint)]
-            )
-            try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
-            try db.execute(sql: "PRAGMA writable_schema = OFF")
+            try Self.rewriteAthletes(db) {
+                $0.replacingOccurrences(of: Self.athletesGuard, with: AppTableGuard.formerConstraint)
+            }
             try db.execute(
                 sql:
                     "CREATE TRIGGER lansync_athletes_guard_update BEFORE UPDATE ON athletes BEGIN SELECT lansync_guard(); END"
