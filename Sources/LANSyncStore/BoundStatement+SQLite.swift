@@ -106,6 +106,17 @@ struct BoundStatement {
             return String(decoding: UnsafeBufferPointer(start: start, count: count), as: UTF8.self)
         }
 
+        /// An app-table value as the table shows it: TEXT as `text(_:)` reads it, REAL by its bits.
+        func value(_ column: Int32) -> SQLValue {
+            switch sqlite3_column_type(handle, column) {
+            case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, column))
+            case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, column))
+            case SQLITE_TEXT: return .text(text(column))
+            case SQLITE_BLOB: return .blob(withBlob(column) { Array($0) })
+            default: return .null
+            }
+        }
+
         /// Calls `body` with the blob's bytes, valid only during the call.
         func withBlob<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
             let count = Int(sqlite3_column_bytes(handle, column))

@@ -238,7 +238,7 @@ struct IndexedWrites {
     }
 
     /// The same, with each write's row state (`app_rows`), read once for consecutive writes of
-    /// one row (an insert, then its updates).
+    /// one row (an insert, then its updates); `rows` reads the values it names of the app's row.
     static func forEachWithState(
         _ db: Database,
         lower: Int64,
@@ -246,6 +246,7 @@ struct IndexedWrites {
         limit: Int? = nil,
         columns: [Int64: String],
         replicas: [Int64: ReplicaID],
+        rows: AppRowValues,
         _ body: (Write, RowState) throws -> Bool
     ) throws {
         let select = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
@@ -256,7 +257,9 @@ struct IndexedWrites {
                 select.bind(2, write.key)
                 var state: RowState?
                 try select.forEachRow { row in
-                    state = try row.withBlob(0) { try StoredRowState.decode($0, columns: columns, replicas: replicas) }
+                    state = try row.withBlob(0) {
+                        try rows.decode($0, table: write.table, key: write.key, columns: columns, replicas: replicas)
+                    }
                 }
                 guard let state else {
                     let dot = try RowDecoding.dot(write.dot, replicas: replicas)

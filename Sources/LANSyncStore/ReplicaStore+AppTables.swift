@@ -80,14 +80,20 @@ extension ReplicaStore {
                     context.appCatalog = catalog
                     for name in touched {
                         guard let table = catalog.table(named: name), table.declared != nil else { continue }
-                        let rows = try Row.fetchCursor(
+                        // Read first: a row written again may take another rowid, and its state
+                        // is written again too when its table refuses it.
+                        let rows = try Row.fetchAll(
                             db,
                             sql: "SELECT key, state FROM app_rows WHERE tbl = ?",
                             arguments: [table.number]
                         )
-                        while let row = try rows.next() {
-                            let key = try SQLValue.key(from: [UInt8](row[0] as Data))
-                            try context.materialize(try context.storedState(row[1] as Data), key: key, in: table)
+                        for row in rows {
+                            let keyBytes = [UInt8](row[0] as Data)
+                            try context.showAgain(
+                                try context.storedState(row[1] as Data, table: table.number, key: keyBytes),
+                                key: keyBytes,
+                                in: table
+                            )
                         }
                     }
                 }
@@ -221,20 +227,37 @@ extension ReplicaStore {
     /// table (lowercase) or all, by table then key bytes.
     package func forEachAppRow(table: String? = nil, _ body: (RowKey, RowState) throws -> Void) throws {
         try Self.databaseCallingBack {
-            try writer.read { db in
-                var sql = "SELECT t.name, r.key, r.state FROM app_rows r JOIN app_tables t ON t.num = r.tbl"
-                var arguments = StatementArguments()
-                if let table {
-                    sql += " WHERE t.name = ?"
-                    arguments += [table]
-                }
-                let (columns, replicas) = (try ColumnNumbering.load(db).names, try Self.replicaNumbers(db))
-                let rows = try Row.fetchCursor(db, sql: sql + " ORDER BY t.name, r.key", arguments: arguments)
-                while let row = try rows.next() {
-                    let key = RowKey(table: row[0], primaryKey: try SQLValue.key(from: [UInt8](row[1] as Data)))
-                    try body(key, try StoredRowState.decode(row[2] as Data, columns: columns, replicas: replicas))
-                }
-            }
+            try writer.read { db in try Self.forEachAppRow(db, table: table, catalogs: apps.catalogCache, body) }
+        }
+    }
+
+    /// The same inside a read the caller holds (an export reads every row in one snapshot).
+    static func forEachAppRow(
+        _ db: Database,
+        table: String? = nil,
+        catalogs: AppCatalogCache,
+        _ body: (RowKey, RowState) throws -> Void
+    ) throws {
+        var sql = "SELECT t.name, r.key, r.state, r.tbl FROM app_rows r JOIN app_tables t ON t.num = r.tbl"
+        var arguments = StatementArguments()
+        if let table {
+            sql += " WHERE t.name = ?"
+            arguments += [table]
+        }
+        let (columns, replicas) = (try ColumnNumbering.load(db).names, try Self.replicaNumbers(db))
+        let values = AppRowValues(db, catalog: try catalogs.catalog(db))
+        let rows = try Row.fetchCursor(db, sql: sql + " ORDER BY t.name, r.key", arguments: arguments)
+        while let row = try rows.next() {
+            let keyBytes = [UInt8](row[1] as Data)
+            let key = RowKey(table: row[0], primaryKey: try SQLValue.key(from: keyBytes))
+            let state = try values.decode(
+                row[2] as Data,
+                table: row[3],
+                key: keyBytes,
+                columns: columns,
+                replicas: replicas
+            )
+            try body(key, state)
         }
     }
 
@@ -254,8 +277,10 @@ extension ReplicaStore {
                         arguments: [number, Data(SQLValue.keyBytes(key.primaryKey))]
                     )
                 else { return nil }
-                return try StoredRowState.decode(
+                return try AppRowValues(db, catalog: try apps.catalogCache.catalog(db)).decode(
                     blob,
+                    table: number,
+                    key: SQLValue.keyBytes(key.primaryKey),
                     columns: ColumnNumbering.load(db).names,
                     replicas: Self.replicaNumbers(db)
                 )

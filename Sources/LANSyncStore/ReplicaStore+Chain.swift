@@ -65,7 +65,14 @@ extension ReplicaStore {
         return try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return [] }
-                return try Self.leaves(number: number, from: from, through: through, db: db, hasher: hasher).map {
+                return try Self.leaves(
+                    number: number,
+                    from: from,
+                    through: through,
+                    db: db,
+                    hasher: hasher,
+                    catalogs: apps.catalogCache
+                ).map {
                     ($0.counter, $0.leaf)
                 }
             }
@@ -82,13 +89,14 @@ extension ReplicaStore {
     @discardableResult
     package func extendOwnChain() async throws(StoreError) -> SignedChainPoint? {
         let (hasher, signer, replica, coverage) = (hasher, headSigner, replica, chainCoverage)
+        let catalogs = apps.catalogCache
         // Every write counted before this read is covered once the extension is stored.
         let mark = coverage.uncovered.load(ordering: .acquiring)
         let head: SignedChainPoint? = try await Self.database {
             // The hashing and signing run on a snapshot, beside the writer: an app's next write
             // waits only for the short transaction that stores the result, not for the work.
             let planned = try await writer.read { db in
-                try ChainExtension.plan(of: replica, db: db, hasher: hasher, signer: signer)
+                try ChainExtension.plan(of: replica, db: db, hasher: hasher, signer: signer, catalogs: catalogs)
             }
             if let planned, !planned.writes { return planned.result }
             // Committed with the writer's usual full sync. The chain is derived data (a head lost
@@ -108,7 +116,8 @@ extension ReplicaStore {
                         of: replica,
                         db: db,
                         hasher: hasher,
-                        signer: signer
+                        signer: signer,
+                        catalogs: catalogs
                     ) {
                         try replanned.write(db)
                         head = replanned.result
@@ -156,7 +165,8 @@ extension ReplicaStore {
         replica: ReplicaID,
         signer: SigningKey?,
         db: Database,
-        hasher: ElementHasher
+        hasher: ElementHasher,
+        catalogs: AppCatalogCache
     ) -> Bool {
         guard coverage.extendsInCommits.load(ordering: .relaxed), let signer else { return false }
         do {
@@ -166,7 +176,8 @@ extension ReplicaStore {
                     db: db,
                     hasher: hasher,
                     signer: signer,
-                    limit: ChainCoverage.limit
+                    limit: ChainCoverage.limit,
+                    catalogs: catalogs
                 )
             else { return false }
             // Planned in this transaction: the head it read is still the stored one.
@@ -199,7 +210,8 @@ extension ReplicaStore {
             db: Database,
             hasher: ElementHasher,
             signer: SigningKey?,
-            limit: UInt64 = .max
+            limit: UInt64 = .max,
+            catalogs: AppCatalogCache
         ) throws
             -> ChainExtension?
         {
@@ -232,7 +244,8 @@ extension ReplicaStore {
                     from: chain.head.counter,
                     through: counter,
                     db: db,
-                    hasher: hasher
+                    hasher: hasher,
+                    catalogs: catalogs
                 )
                 var buffer = [UInt8]()
                 // Counters of this replica it holds no change of (a peer of protocol version 3
@@ -328,7 +341,14 @@ extension ReplicaStore {
         return try Self.database {
             try writer.read { db in
                 guard let number = try Self.number(of: replica, db) else { return Delta() }
-                return try Self.signedRange(of: replica, number: number, after: from, through: through, db: db)
+                return try Self.signedRange(
+                    of: replica,
+                    number: number,
+                    after: from,
+                    through: through,
+                    db: db,
+                    catalogs: apps.catalogCache
+                )
             }
         }
     }
@@ -338,14 +358,15 @@ extension ReplicaStore {
         number: Int64,
         after from: UInt64,
         through: UInt64,
-        db: Database
+        db: Database,
+        catalogs: AppCatalogCache
     ) throws -> Delta {
         try signedRange(
             of: replica,
             number: number,
             after: from,
             through: through,
-            holding: RangeContents.read(number: number, from: from, through: through, db: db),
+            holding: RangeContents.read(number: number, from: from, through: through, db: db, catalogs: catalogs),
             db: db
         )
     }
@@ -414,7 +435,8 @@ extension ReplicaStore {
         maxRows: Int,
         maxBytes: Int = 1 << 20
     ) throws(StoreError) -> Delta {
-        try Self.database {
+        let catalogs = apps.catalogCache
+        return try Self.database {
             try writer.read { db in
                 var delta = Delta()
                 var rows = 0
@@ -439,7 +461,13 @@ extension ReplicaStore {
                         if point - from >= UInt64(maxRows - rows) { break }
                     }
                     guard through > from else { continue }
-                    var contents = try RangeContents.read(number: number, from: from, through: through, db: db)
+                    var contents = try RangeContents.read(
+                        number: number,
+                        from: from,
+                        through: through,
+                        db: db,
+                        catalogs: catalogs
+                    )
                     if bytes + contents.byteEstimate <= maxBytes || through == points[0] {
                         rows += contents.count
                         bytes += contents.byteEstimate
@@ -448,7 +476,13 @@ extension ReplicaStore {
                         (through, contents) = (from, RangeContents())
                         for point in points where point <= end {
                             guard rows < maxRows, bytes < maxBytes else { break }
-                            let stretch = try RangeContents.read(number: number, from: through, through: point, db: db)
+                            let stretch = try RangeContents.read(
+                                number: number,
+                                from: through,
+                                through: point,
+                                db: db,
+                                catalogs: catalogs
+                            )
                             contents.append(stretch)
                             rows += stretch.count
                             bytes += stretch.byteEstimate
@@ -526,11 +560,12 @@ extension ReplicaStore {
         from: UInt64,
         through: UInt64,
         db: Database,
-        hasher: ElementHasher
+        hasher: ElementHasher,
+        catalogs: AppCatalogCache
     ) throws
         -> [(counter: UInt64, leaf: [UInt8], bytes: Int)]
     {
-        let contents = try RangeContents.read(number: number, from: from, through: through, db: db)
+        let contents = try RangeContents.read(number: number, from: from, through: through, db: db, catalogs: catalogs)
         var leaves: [(counter: UInt64, leaf: [UInt8], bytes: Int)] = []
         leaves.reserveCapacity(contents.count)
         var buffer = [UInt8]()
@@ -665,7 +700,13 @@ struct RangeContents {
     }
 
     /// Reads the range through the C API: extending a chain over a bulk insert reads a row per change.
-    static func read(number: Int64, from: UInt64, through: UInt64, db: Database) throws -> RangeContents {
+    static func read(
+        number: Int64,
+        from: UInt64,
+        through: UInt64,
+        db: Database,
+        catalogs: AppCatalogCache
+    ) throws -> RangeContents {
         let (lower, upper) = (DotKey.key(number: number, counter: from), DotKey.key(number: number, counter: through))
         let replicas = try ReplicaStore.replicaNumbers(db)
         var contents = RangeContents()
@@ -734,7 +775,15 @@ struct RangeContents {
         }
         let deadDots = Set(dead.map(\.dot))
         var revived = Set<Int64>()
-        try IndexedWrites.forEachWithState(db, lower: lower, upper: upper, columns: columnNames, replicas: replicas) {
+        let rows = AppRowValues(db, catalog: try catalogs.catalog(db))
+        try IndexedWrites.forEachWithState(
+            db,
+            lower: lower,
+            upper: upper,
+            columns: columnNames,
+            replicas: replicas,
+            rows: rows
+        ) {
             write,
             state in
             let dot = try RowDecoding.dot(write.dot, replicas: replicas)

@@ -21,7 +21,7 @@ extension ReplicaStore {
         return try Self.database {
             try writer.read { db in
                 let replicas = try Self.replicaNumbers(db)
-                var rowReader = AppRowReader(db: db, replicas: replicas)
+                var rowReader = AppRowReader(db: db, replicas: replicas, catalog: try apps.catalogCache.catalog(db))
                 var delta = Delta()
                 var devices = RowDecoding.DeviceCache()
                 var rowsLeft = maxRows
@@ -127,9 +127,13 @@ struct AppRowReader {
     /// Whether the last range read stopped at its limit.
     private(set) var wasCut = false
 
-    init(db: Database, replicas: [Int64: ReplicaID]) {
+    /// The values stored states name of the app's rows.
+    let appRows: AppRowValues
+
+    init(db: Database, replicas: [Int64: ReplicaID], catalog: AppCatalog) {
         self.db = db
         self.replicas = replicas
+        appRows = AppRowValues(db, catalog: catalog)
     }
 
     mutating func changes(lower: Int64, upper: Int64, limit: Int) throws -> [RowChange] {
@@ -156,7 +160,8 @@ struct AppRowReader {
             upper: upper,
             limit: limit,
             columns: columnNames,
-            replicas: replicas
+            replicas: replicas,
+            rows: appRows
         ) { write, state in
             let dot = try RowDecoding.dot(write.dot, replicas: replicas)
             if last == nil || last!.table != write.table || last!.key != write.key {

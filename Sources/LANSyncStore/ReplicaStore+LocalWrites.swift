@@ -139,7 +139,8 @@ extension ReplicaStore {
                         replica: chain.replica,
                         signer: chain.signer,
                         db: db,
-                        hasher: hasher
+                        hasher: hasher,
+                        catalogs: apps.catalogCache
                     )
                 }
                 return .commit

@@ -112,7 +112,8 @@ extension ReplicaStore {
     /// columns and replicas read first), so that the merge's writer only writes them.
     package func check(_ delta: Delta, signed: Bool = false) throws(StoreError) -> CheckedDelta {
         let numbering =
-            delta.rows.isEmpty ? nil : try Self.database { try writer.read { try StoredNumbering.load($0) } }
+            delta.rows.isEmpty
+            ? nil : try Self.database { try writer.read { try StoredNumbering.load($0, catalog: apps.catalogCache) } }
         return try Self.check(delta, signed: signed, numbering: numbering)
     }
 

@@ -236,16 +236,7 @@ extension ReplicaStore {
                 while let row = try preferences.next() {
                     try preference(try RowDecoding.preference(row, replicas: replicas))
                 }
-                let columns = try ColumnNumbering.load(db).names
-                let rows = try Row.fetchCursor(
-                    db,
-                    sql:
-                        "SELECT t.name, r.key, r.state FROM app_rows r JOIN app_tables t ON t.num = r.tbl ORDER BY t.name, r.key"
-                )
-                while let held = try rows.next() {
-                    let key = RowKey(table: held[0], primaryKey: try SQLValue.key(from: [UInt8](held[1] as Data)))
-                    try row(key, try StoredRowState.decode(held[2] as Data, columns: columns, replicas: replicas))
-                }
+                try Self.forEachAppRow(db, catalogs: apps.catalogCache, row)
                 return try Self.readVersionVector(db)
             }
         }

@@ -45,6 +45,9 @@ import LANSyncCore
 ///   change that supersedes it is merged (see `WriteContext.closeOpenClaims`).
 /// - v8: `meta.replica_nonce`, the nonce the replica's ID is derived with from its device
 ///   (`ReplicaBinding`); NULL for a replica made before (its ID stays as it was).
+/// - v9: a state in `app_rows` may name a value its app's row holds instead of keeping it
+///   (`StoredRowState.rowValueTag`); no table changes. The version says so, so that an earlier
+///   LANSync, which cannot read such a state, refuses the file as newer rather than damaged.
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -53,7 +56,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 8
+    static let version: Int32 = 9
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -239,6 +242,9 @@ enum Schema {
                     PRAGMA user_version = 8;
                     """
             )
+        }
+        migrator.registerMigration("v9 states name their rows' values") { db in
+            try db.execute(sql: "PRAGMA user_version = 9;")
         }
         return migrator
     }

@@ -39,15 +39,42 @@ extension WriteContext {
         return statements
     }
 
-    /// A row's held state; nil when the row was never heard of.
+    /// What the app's statements left of row `key` of `table`, when it is the row of the local
+    /// write being turned into changes (`LocalRow`); else nothing is known of it.
+    private func localHolding(table: AppCatalog.Table, key: [UInt8]) -> RowHolding {
+        guard let local = localRow, local.table.number == table.number, local.key == key else { return .nothing }
+        return local.holding
+    }
+
+    /// The reader of the app's rows, for the states that name their values.
+    mutating func rowReader() throws -> AppRowValues {
+        if let appRowReader { return appRowReader }
+        let reader = AppRowValues(db, catalog: try catalog())
+        appRowReader = reader
+        return reader
+    }
+
+    /// A row's held state; nil when the row was never heard of. Its cells kept as the app's
+    /// row's values read the table, or, for the row of a local write being turned into changes,
+    /// the values the row had before that write (`LocalRow.before`).
     mutating func heldRow(table: Int64, key: [UInt8]) throws -> RowState? {
         let select = try rowStatements().selectState
         select.bind(1, table)
         select.bind(2, key)
         let (names, replicas) = (try columnNumbers().names, replicasByNumber)
+        let reader = try rowReader()
+        let local = localRow.flatMap { $0.table.number == table && $0.key == key ? $0 : nil }
         var state: RowState?
         try select.forEachRow { columns in
-            state = try columns.withBlob(0) { try StoredRowState.decode($0, columns: names, replicas: replicas) }
+            state = try columns.withBlob(0) { bytes in
+                guard let local else {
+                    return try reader.decode(bytes, table: table, key: key, columns: names, replicas: replicas)
+                }
+                return try StoredRowState.decode(bytes, columns: names, replicas: replicas) { name in
+                    guard let before = local.before else { throw StoredRowState.rowValueMissing }
+                    return try AppRowValues.value(of: name, in: before, table: local.table)
+                }
+            }
         }
         return state
     }
@@ -60,18 +87,44 @@ extension WriteContext {
         return numbering
     }
 
-    /// A state as `app_rows` keeps it, read.
-    mutating func storedState(_ data: Data) throws -> RowState {
-        try StoredRowState.decode(data, columns: try columnNumbers().names, replicas: replicasByNumber)
+    /// A state as `app_rows` keeps it for row `key` (its bytes) of table number `table`, read.
+    mutating func storedState(_ data: Data, table: Int64, key: [UInt8]) throws -> RowState {
+        try rowReader().decode(
+            data,
+            table: table,
+            key: key,
+            columns: try columnNumbers().names,
+            replicas: replicasByNumber
+        )
     }
 
-    /// `state` as `app_rows` keeps it (see `StoredRowState`).
-    private mutating func storedBytes(of state: RowState) throws -> [UInt8] {
+    /// Makes the app's table show a held row again (its app now declares its table or a column
+    /// of it), and keeps every value in the row's state when the table refuses the row.
+    mutating func showAgain(_ state: RowState, key: [UInt8], in table: AppCatalog.Table) throws {
+        let holding = try materialize(state, key: try SQLValue.key(from: key), in: table)
+        guard state.exists, case .nothing = holding else { return }
+        _ = try columnNumbers()
+        for stamp in state.stamps { _ = try number(of: stamp.dot.replica) }
+        var bytes = [UInt8]()
+        try StoredRowState.encode(state, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
+        try rowStatements().upsertState.run(table: table.number, key: key, state: bytes[...])
+    }
+
+    /// `state` as `app_rows` keeps it (see `StoredRowState`); `row`: what the app's table holds
+    /// of the row, whose values the state names instead of keeping them again.
+    private mutating func storedBytes(of state: RowState, row: RowHolding) throws -> [UInt8] {
         _ = try columnNumbers()
         for stamp in state.stamps { _ = try number(of: stamp.dot.replica) }
         var out = [UInt8]()
         out.reserveCapacity(160)
-        try StoredRowState.encode(state, columns: &columnNumbering!, replicas: numbers, db, to: &out)
+        try StoredRowState.encode(
+            state,
+            columns: &columnNumbering!,
+            replicas: numbers,
+            db,
+            rowHolds: row.holds,
+            to: &out
+        )
         return out
     }
 
@@ -121,8 +174,12 @@ extension WriteContext {
             }
             return false
         }
-        try store(state, of: change, lost: lost, in: table, key: key, replacing: held)
-        if materialize, table.declared != nil { try self.materialize(state, key: change.key.primaryKey, in: table) }
+        // The table first: the state names the values the row then holds.
+        let holding =
+            materialize && table.declared != nil
+            ? try self.materialize(state, key: change.key.primaryKey, in: table)
+            : localHolding(table: table, key: key)
+        try store(state, of: change, lost: lost, in: table, key: key, replacing: held, row: holding)
         return true
     }
 
@@ -141,6 +198,16 @@ extension WriteContext {
     ) throws -> Bool {
         let statements = try rowStatements()
         _ = try number(of: change.dot.replica)
+        // What the table will hold of the row: what LANSync writes of it below, or what the
+        // app's statement left. Should the table not show the row after all (a rule refuses
+        // it), its state is written again with every value in it.
+        let exists = change.causalLength % 2 == 1
+        let holding: RowHolding
+        if materialize {
+            holding = .first(change, table: table)
+        } else {
+            holding = localHolding(table: table, key: key)
+        }
         let stored: [UInt8]
         if let encoded = first?.stored {
             stored = encoded
@@ -148,7 +215,14 @@ extension WriteContext {
             _ = try columnNumbers()
             var bytes = [UInt8]()
             bytes.reserveCapacity(160)
-            try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
+            try StoredRowState.encodeFirst(
+                change,
+                columns: &columnNumbering!,
+                replicas: numbers,
+                db,
+                rowHolds: { holding.holds(change.values[$0].column, change.values[$0].value) },
+                to: &bytes
+            )
             stored = bytes
         }
         guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else {
@@ -165,15 +239,25 @@ extension WriteContext {
             try keepDeadStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key)
         }
         digest.insert(hash: first.digestHash)
-        let exists = change.causalLength % 2 == 1
         if exists { countRows(in: table.number, by: 1) }
         guard materialize, table.declared != nil else { return true }
         guard exists else {
             try self.materialize(key: change.key.primaryKey, in: table, columns: nil)
             return true
         }
-        try self.materialize(key: change.key.primaryKey, in: table, columns: table.present(of: change))
+        if try !self.materialize(key: change.key.primaryKey, in: table, columns: table.present(of: change)) {
+            try keepEveryValue(of: change, table: table, key: key)
+        }
         return true
+    }
+
+    /// Writes the state of a row made by `change` alone again with every value in it: its table
+    /// does not show it after all.
+    mutating func keepEveryValue(of change: RowChange, table: AppCatalog.Table, key: [UInt8]) throws {
+        _ = try columnNumbers()
+        var bytes = [UInt8]()
+        try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
+        try rowStatements().upsertState.run(table: table.number, key: key, state: bytes[...])
     }
 
     /// Writes a row's new state (after merging `change`) and everything kept in step with it.
@@ -183,7 +267,8 @@ extension WriteContext {
         lost: [RowChange.LostCell],
         in table: AppCatalog.Table,
         key: [UInt8],
-        replacing held: RowState?
+        replacing held: RowState?,
+        row holding: RowHolding
     ) throws {
         let rowKey = change.key
         let statements = try rowStatements()
@@ -205,7 +290,11 @@ extension WriteContext {
         var identity = Self.identity(of: rowKey.table, key: key)
         var row = identity
         state.append(to: &row)
-        try statements.upsertState.run(table: table.number, key: key, state: try storedBytes(of: state)[...])
+        try statements.upsertState.run(
+            table: table.number,
+            key: key,
+            state: try storedBytes(of: state, row: holding)[...]
+        )
         digest.insert(hash: hasher.hash(row))
         if let held {
             held.append(to: &identity)
@@ -343,9 +432,13 @@ extension WriteContext {
     /// table cannot hold yet (a NOT NULL column whose value has not arrived, a CHECK of this
     /// app's version that a newer app's value breaks) leaves the row out of the table until
     /// the changes that complete it arrive; the state itself is kept and synced.
-    /// `table` must be declared by this replica's app.
-    mutating func materialize(_ state: RowState, key: [SQLValue], in table: AppCatalog.Table) throws {
-        guard state.exists else { return try materialize(key: key, in: table, columns: nil) }
+    /// `table` must be declared by this replica's app. Returns what the table then holds of the row.
+    @discardableResult
+    mutating func materialize(_ state: RowState, key: [SQLValue], in table: AppCatalog.Table) throws -> RowHolding {
+        guard state.exists else {
+            try materialize(key: key, in: table, columns: nil)
+            return .nothing
+        }
         let present = table.present(
             cells: state.columns,
             name: \.name,
@@ -354,34 +447,40 @@ extension WriteContext {
             name: \.name,
             total: table.value(of:)
         )
-        try materialize(key: key, in: table, columns: present, shown: true)
+        return try materialize(key: key, in: table, columns: present, shown: true) ? .written(table, present) : .nothing
     }
 
     /// Writes row `key` of the app's table with `columns` (declaration indexes and values; the
     /// rest take their defaults), or deletes it when `columns` is nil or the row breaks a rule.
     /// `shown`: the table may show the row already (a held row's merge); it is then updated in
     /// place, keeping its rowid, and inserted only when the table does not show it.
+    /// Returns whether the table shows the row with `columns`.
+    @discardableResult
     mutating func materialize(
         key: [SQLValue],
         in table: AppCatalog.Table,
         columns: AppCatalog.Table.Present?,
         shown: Bool = false
-    ) throws {
+    ) throws -> Bool {
         let statements = try rowStatements()
         func deleteRow() throws {
             let delete = try statements.delete(from: table, db)
             for (index, value) in key.enumerated() { delete.bind(Int32(index + 1), value) }
             try delete.run()
         }
-        guard let columns else { return try deleteRow() }
+        guard let columns else {
+            try deleteRow()
+            return false
+        }
         if shown {
             let update = try statements.update(table, columns: columns.indexes, db)
             var position: Int32 = 1
             update.bind(key, columns.values, from: &position)
             do {
-                if try update.run() > 0 { return }
+                if try update.run() > 0 { return true }
             } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                return try deleteRow()
+                try deleteRow()
+                return false
             }
         }
         let insert = try statements.replace(into: table, columns: columns.indexes, db)
@@ -389,8 +488,10 @@ extension WriteContext {
         insert.bind(key, columns.values, from: &position)
         do {
             try insert.run()
+            return true
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             try deleteRow()
+            return false
         }
     }
 
@@ -467,32 +568,27 @@ extension WriteContext {
             guard arguments.count == table.columns.count else { throw malformedCapture(declared) }
             try insert(arguments, into: table, now: now)
         case .update:
-            let keyCount = table.keyColumns.count
-            let counterCount = table.counterColumns.count
-            guard arguments.count == table.maskCount + keyCount + counterCount + table.columns.count else {
-                throw malformedCapture(declared)
-            }
+            let count = table.columns.count
+            guard arguments.count == table.maskCount + 2 * count else { throw malformedCapture(declared) }
             let masks = arguments[0..<table.maskCount].map { value -> Int64 in
                 if case .integer(let mask) = value { return mask }
                 return 0
             }
-            let oldKey = Array(arguments[table.maskCount..<table.maskCount + keyCount])
-            let oldCounters = Array(
-                arguments[(table.maskCount + keyCount)..<(table.maskCount + keyCount + counterCount)]
-            )
-            let new = Array(arguments[(table.maskCount + keyCount + counterCount)...])
+            let old = Array(arguments[table.maskCount..<table.maskCount + count])
+            let new = Array(arguments[(table.maskCount + count)...])
+            let oldKey = table.keyColumns.map { old[$0] }
             let newKey = table.keyColumns.map { new[$0] }
             if newKey != oldKey {
                 // A key that changes is another row: the old one is deleted, the new one inserted.
-                try delete(key: oldKey, from: table, now: now)
+                try delete(old: old, from: table, now: now)
                 try insert(new, into: table, now: now)
                 return
             }
             let changed = table.columns.indices.filter { (masks[$0 / 62] >> ($0 % 62)) & 1 == 1 }
-            try update(key: newKey, table: table, changed: changed, new: new, oldCounters: oldCounters, now: now)
+            try update(table: table, changed: changed, old: old, new: new, now: now)
         case .delete:
-            guard arguments.count == table.keyColumns.count else { throw malformedCapture(declared) }
-            try delete(key: arguments, from: table, now: now)
+            guard arguments.count == table.columns.count else { throw malformedCapture(declared) }
+            try delete(old: arguments, from: table, now: now)
         }
     }
 
@@ -512,6 +608,8 @@ extension WriteContext {
         let key = try checkedKey(table.keyColumns.map { values[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
+        localRow = LocalRow(table: table, key: keyBytes, before: nil, after: values)
+        defer { localRow = nil }
         let plain = table.plainColumns.map { RowChange.Value(column: table.columns[$0], value: values[$0]) }
         try checkSize(plain, of: rowKey)
         // An insert that opens a life leaves out the columns at their default (`leftAtDefault`).
@@ -606,17 +704,20 @@ extension WriteContext {
         )
     }
 
+    /// Turns an app's UPDATE of one row, its key unchanged, into a change. `old`, `new`: the
+    /// row's values before and after, in declaration order; `changed`: the columns that differ.
     private mutating func update(
-        key: [SQLValue],
         table: AppCatalog.Table,
         changed: [Int],
+        old: [SQLValue],
         new: [SQLValue],
-        oldCounters: [SQLValue],
         now: UInt64
     ) throws {
-        let key = try checkedKey(key, table)
+        let key = try checkedKey(table.keyColumns.map { new[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
+        localRow = LocalRow(table: table, key: keyBytes, before: old, after: new)
+        defer { localRow = nil }
         guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else {
             throw StoreError(
                 .database,
@@ -627,8 +728,8 @@ extension WriteContext {
         var totals = [RowChange.Total]()
         var rewrites = false
         for index in changed where !table.keyColumns.contains(index) {
-            if let position = table.counterColumns.firstIndex(of: index) {
-                let own = try own(held, table, index, new: new[index], old: oldCounters[position])
+            if table.counterColumns.contains(index) {
+                let own = try own(held, table, index, new: new[index], old: old[index])
                 totals.append(.init(column: table.columns[index], total: own.total))
                 rewrites = rewrites || own.showsOther
             } else {
@@ -651,10 +752,13 @@ extension WriteContext {
         )
     }
 
-    private mutating func delete(key: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
-        let key = try checkedKey(key, table)
+    /// Turns an app's DELETE of one row into a change; `old`: the row's values, in declaration order.
+    private mutating func delete(old: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
+        let key = try checkedKey(table.keyColumns.map { old[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
+        localRow = LocalRow(table: table, key: keyBytes, before: old, after: nil)
+        defer { localRow = nil }
         guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else { return }
         try makeChange(
             rowKey,

@@ -372,7 +372,8 @@ struct EncodedRows: Sendable {
     }
 
     /// Appends each plain column's prefix (`prefixes`, each ending at its `ends` position) and
-    /// value, in the stored form or the canonical one, then the count of counters (none: one byte
+    /// value, in the stored form (the app's row holds it: `StoredRowState.rowValueTag`) or the
+    /// canonical one, then the count of counters (none: one byte
     /// stored, four canonical), written through `scratch` and appended in one copy. A column
     /// `leftOut` names (by its position among the plain columns) is skipped.
     private static func appendCells(
@@ -394,7 +395,8 @@ struct EncodedRows: Sendable {
                     if leftOut(position) { continue }
                     out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart..<ends[position]]))
                     if stored {
-                        StoredRowState.writeValue(canonical: value(index), to: &out)
+                        // The app's statement wrote exactly this value in its row: the state names it.
+                        out.byte(StoredRowState.rowValueTag)
                     } else {
                         out.bytes(value(index))
                     }

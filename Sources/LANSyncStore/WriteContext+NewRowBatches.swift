@@ -56,15 +56,18 @@ extension WriteContext {
                 countRows(in: table.number, by: 1)
                 changed.append(index)
             }
-            try materializeNewRows(chunk, tables: tables, of: checked.delta)
+            try materializeNewRows(chunk, tables: tables, of: checked.delta, keys: { checked.firstRows[$0].key })
         }
     }
 
     /// A new row of a declared table as its app's table will show it.
     private struct NewAppRow {
-        let key: [SQLValue]
+        let change: RowChange
+        let keyBytes: [UInt8]
         let present: AppCatalog.Table.Present
         let table: AppCatalog.Table
+
+        var key: [SQLValue] { change.key.primaryKey }
     }
 
     /// The largest statement size (a power of two up to `newRowsPerBatch`) for `remaining` rows.
@@ -106,14 +109,16 @@ extension WriteContext {
     private mutating func materializeNewRows(
         _ chunk: ArraySlice<Int>,
         tables: [AppCatalog.Table],
-        of delta: Delta
+        of delta: Delta,
+        keys: (Int) -> [UInt8]
     ) throws {
         var rows = [NewAppRow]()
         rows.reserveCapacity(chunk.count)
         for (index, table) in zip(chunk, tables) where table.declared != nil {
             rows.append(
                 NewAppRow(
-                    key: delta.rows[index].key.primaryKey,
+                    change: delta.rows[index],
+                    keyBytes: keys(index),
                     present: table.present(of: delta.rows[index]),
                     table: table
                 )
@@ -137,7 +142,7 @@ extension WriteContext {
     /// alone when SQLite refuses one of them.
     private mutating func materialize(_ group: ArraySlice<NewAppRow>) throws {
         let first = group.first!
-        guard group.count > 1 else { return try materialize(key: first.key, in: first.table, columns: first.present) }
+        guard group.count > 1 else { return try materializeAlone(first) }
         let insert = try rowStatements().replace(
             into: first.table,
             columns: first.present.indexes,
@@ -149,7 +154,14 @@ extension WriteContext {
         do {
             try insert.run()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            for row in group { try materialize(key: row.key, in: row.table, columns: row.present) }
+            for row in group { try materializeAlone(row) }
         }
+    }
+
+    /// Writes one new row; when SQLite refuses it, its state keeps every value, since the table
+    /// does not hold them.
+    private mutating func materializeAlone(_ row: NewAppRow) throws {
+        guard try !materialize(key: row.key, in: row.table, columns: row.present) else { return }
+        try keepEveryValue(of: row.change, table: row.table, key: row.keyBytes)
     }
 }

@@ -37,6 +37,10 @@ struct WriteContext {
     let apps: AppTableAccess
     var appCatalog: AppCatalog?
     var appStatements: AppRowStatements?
+    /// Reads the app's rows that stored states name values of (`StoredRowState.rowValueTag`).
+    var appRowReader: AppRowValues?
+    /// The app's row whose captured write is being turned into changes (`LocalRow`).
+    var localRow: LocalRow?
     /// The numbers stored row states give column names (loaded on first use in the transaction).
     var columnNumbering: ColumnNumbering?
     /// Per app table, what its encoded inserts share (see `WriteContext+EncodedInserts`).

@@ -32,6 +32,8 @@ struct AppCatalog: Sendable {
         let declared: AppSchema.Table?
         /// Lowercase column names in declaration order: the order captured values are in.
         let columns: [String]
+        /// Each of `columns` by name: its index.
+        let columnIndexes: [String: Int]
         /// For each column in declaration order, its position in the table SQLite holds (a column
         /// a newer schema added comes last there, wherever the declaration puts it).
         let physicalColumns: [Int32]
@@ -39,6 +41,10 @@ struct AppCatalog: Sendable {
         /// written to one as an integer and shows it as a real, and the pre-update hook reads the
         /// stored form (see `AppWriteCapture.arguments`).
         let realColumns: [Bool]
+        /// Each column's affinity, in declaration order (`keepsExactly`).
+        let affinities: [Affinity]
+        /// Which columns, in declaration order, are `NOT NULL`.
+        let notNullColumns: [Bool]
         /// Indexes into `columns` of the primary key, in key order.
         let keyColumns: [Int]
         /// Indexes into `columns` of the columns whose changes carry totals, in declaration
@@ -56,8 +62,11 @@ struct AppCatalog: Sendable {
             self.declared = declared
             let names = declared?.columns.map { $0.name.lowercased() } ?? []
             columns = names
+            columnIndexes = Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
             physicalColumns = names.enumerated().map { physical[$0.element] ?? Int32($0.offset) }
             realColumns = declared?.columns.map { Self.hasRealAffinity($0.type) } ?? []
+            affinities = declared?.columns.map { Affinity(declaredType: $0.type) } ?? []
+            notNullColumns = declared?.columns.map(\.notNull) ?? []
             keyColumns =
                 declared.map { table in
                     table.primaryKey.map { key in table.columns.firstIndex { $0.name.lowercased() == key.lowercased() }!
@@ -187,18 +196,58 @@ struct AppCatalog: Sendable {
             )
         }
 
-        /// SQLite's rule for a declared type's affinity (sqlite.org/datatype3.html, 3.1), as far
-        /// as REAL: a type naming INT is INTEGER, CHAR, CLOB or TEXT is TEXT, BLOB or none is BLOB,
-        /// and only then REAL, FLOA or DOUB is REAL.
-        static func hasRealAffinity(_ type: String) -> Bool {
-            let type = type.uppercased()
-            if type.contains("INT") || type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT")
-                || type.contains("BLOB") || type.isEmpty
-            {
-                return false
+        /// A column's type affinity (sqlite.org/datatype3.html, 3.1).
+        enum Affinity {
+            case integer, text, blob, real, numeric
+
+            /// SQLite's rule: a type naming INT is INTEGER; CHAR, CLOB or TEXT is TEXT; BLOB or
+            /// none is BLOB; REAL, FLOA or DOUB is REAL; any other is NUMERIC.
+            init(declaredType: String) {
+                let type = declaredType.uppercased()
+                if type.contains("INT") {
+                    self = .integer
+                } else if type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") {
+                    self = .text
+                } else if type.contains("BLOB") || type.isEmpty {
+                    self = .blob
+                } else if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB") {
+                    self = .real
+                } else {
+                    self = .numeric
+                }
             }
-            return type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB")
         }
+
+        /// The declaration index of the column a row's first change shows its cell of column
+        /// `name` in, when the change has no total of that name (see `present(of:)`): a declared
+        /// column outside the key.
+        func showsFirst(_ name: String) -> Int? {
+            guard let index = columnIndexes[name], !keyColumns.contains(index) else { return nil }
+            return index
+        }
+
+        /// Whether column `index` reads back exactly `value` (type and bytes) after LANSync
+        /// writes it there, so that a row's state may name the row's value instead of keeping it
+        /// again (`StoredRowState.rowValueTag`). SQLite converts a value to the column's affinity
+        /// where it can (the TEXT '5' in an INTEGER column becomes 5, the INTEGER 5 in a REAL
+        /// column reads as 5.0), keeps −0.0 in a REAL column as 0.0, stores NaN as NULL, and a
+        /// merge writes a NULL in a `NOT NULL` column with a default as the default; such values
+        /// are kept in the state.
+        func keepsExactly(_ value: SQLValue, column index: Int) -> Bool {
+            let affinity = affinities[index]
+            switch value {
+            case .null: return !notNullColumns[index]
+            case .blob: return true
+            case .integer: return affinity == .integer || affinity == .numeric || affinity == .blob
+            case .text: return affinity == .text || affinity == .blob
+            case .realBits(let bits):
+                guard !Double(bitPattern: bits).isNaN, bits != (-0.0 as Double).bitPattern else { return false }
+                return affinity == .real || affinity == .blob
+            }
+        }
+
+        /// Whether a declared type has REAL affinity.
+        static func hasRealAffinity(_ type: String) -> Bool { Affinity(declaredType: type) == .real }
 
         var appendOnly: Bool { declared?.appendOnly ?? false }
         /// Masks of changed columns an update's capture holds: 62 columns per integer.

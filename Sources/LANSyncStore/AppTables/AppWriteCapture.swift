@@ -27,9 +27,10 @@ final class AppWriteCapture: Sendable {
         let operation: Operation
         /// - insert: the new value of every column, in declaration order;
         /// - update: masks of the columns whose value changed (bit i of mask k: column 62k + i),
-        ///   the old values of the key columns, the old values of the counter columns, then the
-        ///   new value of every column;
-        /// - delete: the old values of the key columns.
+        ///   the old value of every column, then the new value of every column;
+        /// - delete: the old value of every column.
+        /// The old values are what the row's state may name as the app's row's values
+        /// (`StoredRowState.rowValueTag`): the state is read after the app's statements ran.
         /// Empty for an insert into a table without counters: see `encoded`.
         let arguments: [SQLValue]
         /// For an insert into a table without counter columns, where in `Captured.encoded` the
@@ -163,18 +164,18 @@ final class AppWriteCapture: Sendable {
         case .insert:
             return physical.indices.map(new)
         case .delete:
-            return table.keyColumns.map(old)
+            return physical.indices.map(old)
         case .update:
+            let old = physical.indices.map(old)
             let new = physical.indices.map(new)
             var arguments = [SQLValue]()
-            arguments.reserveCapacity(table.maskCount + table.keyColumns.count + table.counterColumns.count + new.count)
+            arguments.reserveCapacity(table.maskCount + old.count + new.count)
             var masks = [Int64](repeating: 0, count: table.maskCount)
-            for index in physical.indices where !old(index).isSameSQLValue(as: new[index]) {
+            for index in physical.indices where !old[index].isSameSQLValue(as: new[index]) {
                 masks[index / 62] |= 1 << Int64(index % 62)
             }
             arguments += masks.map(SQLValue.integer)
-            arguments += table.keyColumns.map(old)
-            arguments += table.counterColumns.map(old)
+            arguments += old
             arguments += new
             return arguments
         }

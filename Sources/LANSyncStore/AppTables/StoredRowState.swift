@@ -17,8 +17,15 @@ import LANSyncCore
 ///              · counter count (varint) · (column number · cell count (varint)
 ///                · (stamp index (varint) · total (zigzag varint))…)…
 ///     stamp:   HLC (u64 BE) · replica number (varint, `replicas.num`) · counter (varint)
-///     value:   tag u8 (0 NULL, 1 INTEGER, 2 REAL, 3 TEXT, 4 BLOB) · INTEGER: zigzag varint;
-///              REAL: its bits, u64 BE; TEXT and BLOB: varint length · bytes
+///     value:   tag u8 (0 NULL, 1 INTEGER, 2 REAL, 3 TEXT, 4 BLOB, 5 the app's row holds it)
+///              · INTEGER: zigzag varint; REAL: its bits, u64 BE; TEXT and BLOB: varint length
+///              · bytes; tag 5: nothing more
+///
+/// A cell's value is kept as tag 5 when the app's table shows the row and its column holds
+/// exactly that value (type and bytes), so that the value is not stored twice: reading the state
+/// then reads the row (`AppRowValues`). Whoever writes a state with such a cell keeps the row in
+/// step with it in the same transaction; a row the table stops showing (deleted, or refused by a
+/// rule) has its state written again with every value in it.
 ///
 /// Columns and counters keep the canonical order (ascending by name, counter cells by replica),
 /// so a state reads back as the `RowState` it was. Column numbers are `app_columns.num`: one
@@ -27,14 +34,18 @@ import LANSyncCore
 /// stored before this form still reads, and the two never mix.
 enum StoredRowState {
     static let tag: UInt8 = 0xC5
+    /// The value tag of a cell whose value the app's row holds.
+    static let rowValueTag: UInt8 = 5
 
     /// Encodes `state`, numbering the column names that have no number yet; every stamp's
-    /// replica must have one.
+    /// replica must have one. `rowHolds(cell)`: the app's row holds the cell's value exactly, so
+    /// it is kept as tag 5.
     static func encode(
         _ state: RowState,
         columns: inout ColumnNumbering,
         replicas: [ReplicaID: Int64],
         _ db: Database,
+        rowHolds: (RowState.Cell) -> Bool = { _ in false },
         to out: inout [UInt8]
     ) throws {
         let stamps = state.stamps
@@ -49,7 +60,7 @@ enum StoredRowState {
         for (position, cell) in state.columns.enumerated() {
             out.appendVarint(try columns.number(cell.name, position: position, db))
             out.appendVarint(index(cell.stamp))
-            append(cell.value, to: &out)
+            if rowHolds(cell) { out.append(rowValueTag) } else { append(cell.value, to: &out) }
         }
         out.appendVarint(state.counters.count)
         for counter in state.counters {
@@ -63,15 +74,19 @@ enum StoredRowState {
     }
 
     /// Encodes the state `change` makes of a row nothing is known of (see `RowState.appendFirst`),
-    /// without building it.
+    /// without building it. `rowHolds(position)`: the app's row holds the value of the change's
+    /// cell at `position` exactly (tag 5).
     static func encodeFirst(
         _ change: RowChange,
         columns: inout ColumnNumbering,
         replicas: [ReplicaID: Int64],
         _ db: Database,
+        rowHolds: (Int) -> Bool = { _ in false },
         to out: inout [UInt8]
     ) throws {
-        _ = try encodeFirst(change, replica: replicas[change.dot.replica]!, to: &out) { name, position in
+        _ = try encodeFirst(change, replica: replicas[change.dot.replica]!, rowHolds: rowHolds, to: &out) {
+            name,
+            position in
             try columns.number(name, position: position, db)
         }
     }
@@ -86,21 +101,47 @@ enum StoredRowState {
         last: inout StoredNumbering.LastColumns
     ) -> [UInt8]? {
         guard let replica = numbering.replicas[change.dot.replica] else { return nil }
-        if !last.lists(change.values) {
+        if !last.lists(change.values, of: change.key.table) {
             var numbers = [Int64]()
             numbers.reserveCapacity(change.values.count)
             for value in change.values {
                 guard let number = numbering.columns[value.column] else { return nil }
                 numbers.append(number)
             }
-            last = StoredNumbering.LastColumns(names: change.values.map(\.column), numbers: numbers)
+            let table = numbering.declaredTables[change.key.table]
+            last = StoredNumbering.LastColumns(
+                table: change.key.table,
+                names: change.values.map(\.column),
+                numbers: numbers,
+                shown: table.map { table in change.values.map { table.showsFirst($0.column) } } ?? [],
+                declared: table
+            )
         }
-        let numbers = last.numbers
+        let (numbers, shown) = (last.numbers, last.shown)
         var out = [UInt8]()
         out.reserveCapacity(64 + change.values.count * 24)
-        let encoded = encodeFirst(change, replica: replica, to: &out) { name, position in
-            position == Int.max ? numbering.columns[name] : numbers[position]
+        // As `RowHolding.first`, without building the row's columns: a cell is shown in its
+        // declared column unless a total of the change has its name (rare: then the long way).
+        let rowHolds: (Int) -> Bool
+        if let table = last.declared, change.causalLength % 2 == 1 {
+            if change.kind == .append || change.totals.isEmpty {
+                rowHolds = { position in
+                    shown[position].map { table.keepsExactly(change.values[position].value, column: $0) } ?? false
+                }
+            } else {
+                let holding = RowHolding.first(change, table: table)
+                rowHolds = { holding.holds(change.values[$0].column, change.values[$0].value) }
+            }
+        } else {
+            rowHolds = { _ in false }
         }
+        let encoded = encodeFirst(
+            change,
+            replica: replica,
+            rowHolds: rowHolds,
+            to: &out,
+            number: { name, position in position == Int.max ? numbering.columns[name] : numbers[position] }
+        )
         return encoded ? out : nil
     }
 
@@ -109,6 +150,7 @@ enum StoredRowState {
     private static func encodeFirst(
         _ change: RowChange,
         replica: Int64,
+        rowHolds: (Int) -> Bool = { _ in false },
         to out: inout [UInt8],
         number: (String, Int) throws -> Int64?
     ) rethrows -> Bool {
@@ -126,7 +168,7 @@ enum StoredRowState {
             guard let column = try number(value.column, position) else { return false }
             out.appendVarint(column)
             out.append(0)
-            append(value.value, to: &out)
+            if rowHolds(position) { out.append(rowValueTag) } else { append(value.value, to: &out) }
         }
         out.appendVarint(totals.count)
         for total in totals {
@@ -164,10 +206,13 @@ enum StoredRowState {
 
     /// Reads a stored state, in this form or the canonical one. `columns` and `replicas` number
     /// what it names; a number missing from them throws (the database is damaged).
+    /// `rowValue(column)`: the value the app's row holds in a column, for the cells kept as tag 5;
+    /// nil when the state is read without its row, which such a cell then fails.
     static func decode(
         _ bytes: UnsafeRawBufferPointer,
         columns: [Int64: String],
-        replicas: [Int64: ReplicaID]
+        replicas: [Int64: ReplicaID],
+        rowValue: ((String) throws -> SQLValue)? = nil
     ) throws -> RowState {
         guard bytes.first == tag else {
             do {
@@ -204,7 +249,16 @@ enum StoredRowState {
         cells.reserveCapacity(columnCount)
         for _ in 0..<columnCount {
             let name = try name()
-            cells.append(RowState.Cell(name: name, stamp: try stamp(), value: try reader.value()))
+            let cellStamp = try stamp()
+            let value: SQLValue
+            if reader.position < bytes.count, bytes[reader.position] == rowValueTag {
+                reader.position += 1
+                guard let rowValue else { throw rowValueMissing }
+                value = try rowValue(name)
+            } else {
+                value = try reader.value()
+            }
+            cells.append(RowState.Cell(name: name, stamp: cellStamp, value: value))
         }
         let counterCount = try reader.count()
         var counters = [RowState.Counter]()
@@ -221,9 +275,20 @@ enum StoredRowState {
         return RowState(causalLength: causalLength, marker: marker, columns: cells, counters: counters)
     }
 
-    static func decode(_ data: Data, columns: [Int64: String], replicas: [Int64: ReplicaID]) throws -> RowState {
-        try data.withUnsafeBytes { try decode($0, columns: columns, replicas: replicas) }
+    static func decode(
+        _ data: Data,
+        columns: [Int64: String],
+        replicas: [Int64: ReplicaID],
+        rowValue: ((String) throws -> SQLValue)? = nil
+    ) throws -> RowState {
+        try data.withUnsafeBytes { try decode($0, columns: columns, replicas: replicas, rowValue: rowValue) }
     }
+
+    /// A state names a value of the app's row, and was read without the row.
+    static let rowValueMissing = StoreError(
+        .database,
+        "a stored app-table row names a value of its table's row, which is missing; the database is damaged"
+    )
 
     private static func append(_ stamp: RowState.Stamp, replicas: [ReplicaID: Int64], to out: inout [UInt8]) {
         out.appendBigEndian(stamp.hlc.rawValue)
@@ -249,25 +314,6 @@ enum StoredRowState {
             out.append(4)
             out.appendVarint(bytes.count)
             out.append(contentsOf: bytes)
-        }
-    }
-
-    /// Writes, in this form, a value given as its canonical bytes (`SQLValue.append(to:)`; a
-    /// local insert's captured values), without decoding it: at most two bytes more than
-    /// `canonical`, which must be one whole value.
-    static func writeValue(canonical value: UnsafeBufferPointer<UInt8>, to out: inout ByteWriter) {
-        let tag = value[0]
-        out.byte(tag)
-        switch tag {
-        case 1:
-            var bits: UInt64 = 0
-            for index in 1..<9 { bits = bits << 8 | UInt64(value[index]) }
-            out.varint(zigzag(Int64(bitPattern: bits)))
-        case 3, 4:
-            out.varint(UInt64(value.count - 5))
-            out.bytes(UnsafeBufferPointer(rebasing: value[5...]))
-        default:
-            out.bytes(UnsafeBufferPointer(rebasing: value[1...]))
         }
     }
 
@@ -352,22 +398,33 @@ extension Array where Element == UInt8 {
 package struct StoredNumbering: Sendable {
     var columns: [String: Int64] = [:]
     var replicas: [ReplicaID: Int64] = [:]
+    /// The tables this replica's app declares, by name: a new row's state names the values its
+    /// table will hold (`RowHolding`), as the writer's own encoding does.
+    var declaredTables: [String: AppCatalog.Table] = [:]
 
-    /// The numbers of one change's cells' columns, in its order.
+    /// The numbers of one change's cells' columns, in its order, and where its table shows them.
     struct LastColumns {
+        var table = ""
         var names: [String] = []
         var numbers: [Int64] = []
+        /// Per cell, the declaration index of the column its declared table shows it in, if any
+        /// (`AppCatalog.Table.showsFirst`); empty when the table is not declared.
+        var shown: [Int?] = []
+        var declared: AppCatalog.Table?
 
-        /// Whether `values` are cells of these columns, in this order.
-        func lists(_ values: [RowChange.Value]) -> Bool {
-            guard values.count == names.count else { return false }
+        /// Whether `values` are cells of these columns, in this order, of `table`.
+        func lists(_ values: [RowChange.Value], of table: String) -> Bool {
+            guard values.count == names.count, table == self.table else { return false }
             for (value, name) in zip(values, names) where value.column != name { return false }
             return true
         }
     }
 
-    static func load(_ db: Database) throws -> StoredNumbering {
+    static func load(_ db: Database, catalog: AppCatalogCache) throws -> StoredNumbering {
         var numbering = StoredNumbering()
+        for table in try catalog.catalog(db).tables.values where table.declared != nil {
+            numbering.declaredTables[table.name] = table
+        }
         for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT num, name FROM app_columns")) {
             numbering.columns[row[1]] = row[0]
         }
