@@ -136,6 +136,11 @@ struct GroupChecker {
         let cascades = simulation.cascadedBy.filter { $0.key != simulation.schedule.byzantine }.values.joined()
         var tables: String?
         for (index, node) in devices {
+            // The stored states read back as merged (an app-table row's state names the values
+            // its row holds): the digest made from them is the running one.
+            if try node.store.recomputeDigest() != node.store.status().digest {
+                return "n\(index)'s stored rows do not read back as merged: the digest made from them differs"
+            }
             let entries = try node.store.readInternals { db in try String.fetchAll(db, sql: "SELECT id FROM entries") }
             if Set(entries).count != entries.count { return "n\(index) holds an entry twice" }
             if let missing = expectedEntries.subtracting(entries).sorted().first {
