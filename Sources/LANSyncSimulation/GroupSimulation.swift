@@ -299,20 +299,27 @@ package final class GroupSimulation {
             if let value { _ = try await node.set(spelled, to: "\(value)") } else { _ = try await node.unset(spelled) }
             await wrote(index)
         case .insertRow(let index, let row, let value):
+            // Some inserts replace a live row: SQLite deletes it and inserts it again.
+            let replaces = value % 7 == 3
             try await appWrite(
                 index,
-                sql: "INSERT OR IGNORE INTO items (id, name, level) VALUES (?, ?, ?)",
+                sql: "INSERT OR \(replaces ? "REPLACE" : "IGNORE") INTO items (id, name, level) VALUES (?, ?, ?)",
                 ["r\(row)", "v\(value)", value],
-                seed: value % 4 == 0
+                seed: value % 4 == 0 && !replaces
             )
         case .editRow(let index, let row, let column, let value):
             let columns =
                 nodes[index].schemaVersion >= 2 ? ["name", "note", "level", "extra"] : ["name", "note", "level"]
             let name = columns[column % columns.count]
+            // Some writes edit the row twice, in two statements: the changes are made after both ran.
+            let twice = value % 5 == 0
             try await appWrite(
                 index,
-                sql: "UPDATE items SET \(name) = ? WHERE id = ?",
-                [name == "level" ? value : "v\(value)", "r\(row)"]
+                sql: "UPDATE items SET \(name) = ? WHERE id = ?"
+                    + (twice ? "; UPDATE items SET level = coalesce(level, 0) + 1, note = name WHERE id = ?" : ""),
+                twice
+                    ? [name == "level" ? value : "v\(value)", "r\(row)", "r\(row)"]
+                    : [name == "level" ? value : "v\(value)", "r\(row)"]
             )
         case .deleteRow(let index, let row):
             // The item's strokes that this device holds go with it, on every device.
