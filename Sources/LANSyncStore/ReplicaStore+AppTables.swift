@@ -265,6 +265,7 @@ extension ReplicaStore {
     package func row(_ key: RowKey) throws(StoreError) -> RowState? {
         try Self.database {
             try writer.read { db in
+                let keyBytes = SQLValue.keyBytes(key.primaryKey)
                 guard
                     let number = try Int64.fetchOne(
                         db,
@@ -274,13 +275,13 @@ extension ReplicaStore {
                     let blob = try Data.fetchOne(
                         db,
                         sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?",
-                        arguments: [number, Data(SQLValue.keyBytes(key.primaryKey))]
+                        arguments: [number, Data(keyBytes)]
                     )
                 else { return nil }
                 return try AppRowValues(db, catalog: try apps.catalogCache.catalog(db)).decode(
                     blob,
                     table: number,
-                    key: SQLValue.keyBytes(key.primaryKey),
+                    key: keyBytes,
                     columns: ColumnNumbering.load(db).names,
                     replicas: Self.replicaNumbers(db)
                 )

@@ -70,10 +70,7 @@ extension WriteContext {
                 guard let local else {
                     return try reader.decode(bytes, table: table, key: key, columns: names, replicas: replicas)
                 }
-                return try StoredRowState.decode(bytes, columns: names, replicas: replicas) { name in
-                    guard let before = local.before else { throw StoredRowState.rowValueMissing }
-                    return try AppRowValues.value(of: name, in: before, table: local.table)
-                }
+                return try StoredRowState.decode(bytes, columns: names, replicas: replicas, rowValue: local.valueBefore)
             }
         }
         return state
@@ -103,11 +100,11 @@ extension WriteContext {
     mutating func showAgain(_ state: RowState, key: [UInt8], in table: AppCatalog.Table) throws {
         let holding = try materialize(state, key: try SQLValue.key(from: key), in: table)
         guard state.exists, case .nothing = holding else { return }
-        _ = try columnNumbers()
-        for stamp in state.stamps { _ = try number(of: stamp.dot.replica) }
-        var bytes = [UInt8]()
-        try StoredRowState.encode(state, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
-        try rowStatements().upsertState.run(table: table.number, key: key, state: bytes[...])
+        try rowStatements().upsertState.run(
+            table: table.number,
+            key: key,
+            state: try storedBytes(of: state, row: .nothing)[...]
+        )
     }
 
     /// `state` as `app_rows` keeps it (see `StoredRowState`); `row`: what the app's table holds

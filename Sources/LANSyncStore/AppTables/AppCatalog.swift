@@ -64,8 +64,8 @@ struct AppCatalog: Sendable {
             columns = names
             columnIndexes = Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
             physicalColumns = names.enumerated().map { physical[$0.element] ?? Int32($0.offset) }
-            realColumns = declared?.columns.map { Self.hasRealAffinity($0.type) } ?? []
             affinities = declared?.columns.map { Affinity(declaredType: $0.type) } ?? []
+            realColumns = affinities.map { $0 == .real }
             notNullColumns = declared?.columns.map(\.notNull) ?? []
             keyColumns =
                 declared.map { table in
@@ -216,14 +216,6 @@ struct AppCatalog: Sendable {
                     self = .numeric
                 }
             }
-        }
-
-        /// The declaration index of the column a row's first change shows its cell of column
-        /// `name` in, when the change has no total of that name (see `present(of:)`): a declared
-        /// column outside the key.
-        func showsFirst(_ name: String) -> Int? {
-            guard let index = columnIndexes[name], !keyColumns.contains(index) else { return nil }
-            return index
         }
 
         /// Whether column `index` reads back exactly `value` (type and bytes) after LANSync

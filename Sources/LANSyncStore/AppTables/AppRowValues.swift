@@ -10,22 +10,12 @@ import LANSyncCore
 /// closures can share it without copying.
 final class AppRowValues {
     private let db: Database
-    private var loadedCatalog: AppCatalog?
+    private let catalog: AppCatalog
     private var selects: [Int64: (AppCatalog.Table, BoundStatement)] = [:]
 
-    /// `catalog`: the app tables' catalog, loaded from `db` when a state first needs it if nil.
-    init(_ db: Database, catalog: AppCatalog? = nil) {
+    init(_ db: Database, catalog: AppCatalog) {
         self.db = db
-        self.loadedCatalog = catalog
-    }
-
-    private var catalog: AppCatalog {
-        get throws {
-            if let loadedCatalog { return loadedCatalog }
-            let catalog = try AppCatalog.load(db)
-            loadedCatalog = catalog
-            return catalog
-        }
+        self.catalog = catalog
     }
 
     /// Reads the stored state `bytes` of row `key` (its key bytes) of table number `table`,
@@ -56,8 +46,8 @@ final class AppRowValues {
     }
 
     /// The value of column `name` in `row` (the table's values in declaration order).
-    static func value(of name: String, in row: [SQLValue], table: AppCatalog.Table?) throws -> SQLValue {
-        guard let index = table?.columnIndexes[name], index < row.count else {
+    static func value(of name: String, in row: [SQLValue], table: AppCatalog.Table) throws -> SQLValue {
+        guard let index = table.columnIndexes[name], index < row.count else {
             throw StoredRowState.rowValueMissing
         }
         return row[index]
@@ -80,7 +70,7 @@ final class AppRowValues {
     /// Table number `number`'s catalog entry and its row's SELECT, prepared once.
     private func prepared(_ number: Int64) throws -> (AppCatalog.Table, BoundStatement) {
         if let prepared = selects[number] { return prepared }
-        guard let table = try catalog.tables[number], let declared = table.declared else {
+        guard let table = catalog.tables[number], let declared = table.declared else {
             throw StoredRowState.rowValueMissing
         }
         let prepared = (table, try BoundStatement(db, sql: Self.selectSQL(declared)))
@@ -108,12 +98,17 @@ enum RowHolding {
     /// The app's statements left the row with these values, in declaration order, as the table
     /// shows them (what the capture read).
     case left(AppCatalog.Table, [SQLValue])
+    /// LANSync writes the row that `change` alone makes (`AppCatalog.Table.present(of:)`), asked
+    /// only of the change's own cells: each shows in its declared column outside the key unless
+    /// a total of the change has its name. Decided cell by cell, without building the row's
+    /// columns: a catch-up asks it of every new row, off the writer and on it.
+    case firstWritten(AppCatalog.Table, RowChange)
 
     /// What the table of a row made by `change` alone will hold once a merge writes the row
     /// (`WriteContext.materialize`); `table`: the row's table, when this replica's app declares it.
     static func first(_ change: RowChange, table: AppCatalog.Table?) -> RowHolding {
         guard let table, table.declared != nil, change.causalLength % 2 == 1 else { return .nothing }
-        return .written(table, table.present(of: change))
+        return .firstWritten(table, change)
     }
 
     /// Whether the row holds `value` in column `name` exactly.
@@ -129,6 +124,10 @@ enum RowHolding {
         case .left(let table, let values):
             guard let index = table.columnIndexes[name], index < values.count else { return false }
             return values[index].isIdentical(to: value)
+        case .firstWritten(let table, let change):
+            guard let index = table.columnIndexes[name], !table.keyColumns.contains(index) else { return false }
+            if change.kind != .append, change.totals.contains(where: { $0.column == name }) { return false }
+            return table.keepsExactly(value, column: index)
         }
     }
 
@@ -149,6 +148,12 @@ struct LocalRow {
 
     /// What the table holds of the row after the statement.
     var holding: RowHolding { after.map { .left(table, $0) } ?? .nothing }
+
+    /// The value the row held in column `name` before the statement, for a state that names it.
+    func valueBefore(_ name: String) throws -> SQLValue {
+        guard let before else { throw StoredRowState.rowValueMissing }
+        return try AppRowValues.value(of: name, in: before, table: table)
+    }
 }
 
 extension SQLValue {

@@ -101,44 +101,23 @@ enum StoredRowState {
         last: inout StoredNumbering.LastColumns
     ) -> [UInt8]? {
         guard let replica = numbering.replicas[change.dot.replica] else { return nil }
-        if !last.lists(change.values, of: change.key.table) {
+        if !last.lists(change.values) {
             var numbers = [Int64]()
             numbers.reserveCapacity(change.values.count)
             for value in change.values {
                 guard let number = numbering.columns[value.column] else { return nil }
                 numbers.append(number)
             }
-            let table = numbering.declaredTables[change.key.table]
-            last = StoredNumbering.LastColumns(
-                table: change.key.table,
-                names: change.values.map(\.column),
-                numbers: numbers,
-                shown: table.map { table in change.values.map { table.showsFirst($0.column) } } ?? [],
-                declared: table
-            )
+            last = StoredNumbering.LastColumns(names: change.values.map(\.column), numbers: numbers)
         }
-        let (numbers, shown) = (last.numbers, last.shown)
+        let numbers = last.numbers
         var out = [UInt8]()
         out.reserveCapacity(64 + change.values.count * 24)
-        // As `RowHolding.first`, without building the row's columns: a cell is shown in its
-        // declared column unless a total of the change has its name (rare: then the long way).
-        let rowHolds: (Int) -> Bool
-        if let table = last.declared, change.causalLength % 2 == 1 {
-            if change.kind == .append || change.totals.isEmpty {
-                rowHolds = { position in
-                    shown[position].map { table.keepsExactly(change.values[position].value, column: $0) } ?? false
-                }
-            } else {
-                let holding = RowHolding.first(change, table: table)
-                rowHolds = { holding.holds(change.values[$0].column, change.values[$0].value) }
-            }
-        } else {
-            rowHolds = { _ in false }
-        }
+        let holding = RowHolding.first(change, table: numbering.declaredTables[change.key.table])
         let encoded = encodeFirst(
             change,
             replica: replica,
-            rowHolds: rowHolds,
+            rowHolds: { holding.holds(change.values[$0].column, change.values[$0].value) },
             to: &out,
             number: { name, position in position == Int.max ? numbering.columns[name] : numbers[position] }
         )
@@ -402,19 +381,14 @@ package struct StoredNumbering: Sendable {
     /// table will hold (`RowHolding`), as the writer's own encoding does.
     var declaredTables: [String: AppCatalog.Table] = [:]
 
-    /// The numbers of one change's cells' columns, in its order, and where its table shows them.
+    /// The numbers of one change's cells' columns, in its order.
     struct LastColumns {
-        var table = ""
         var names: [String] = []
         var numbers: [Int64] = []
-        /// Per cell, the declaration index of the column its declared table shows it in, if any
-        /// (`AppCatalog.Table.showsFirst`); empty when the table is not declared.
-        var shown: [Int?] = []
-        var declared: AppCatalog.Table?
 
-        /// Whether `values` are cells of these columns, in this order, of `table`.
-        func lists(_ values: [RowChange.Value], of table: String) -> Bool {
-            guard values.count == names.count, table == self.table else { return false }
+        /// Whether `values` are cells of these columns, in this order.
+        func lists(_ values: [RowChange.Value]) -> Bool {
+            guard values.count == names.count else { return false }
             for (value, name) in zip(values, names) where value.column != name { return false }
             return true
         }
