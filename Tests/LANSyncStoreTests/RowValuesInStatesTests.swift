@@ -124,6 +124,33 @@ import Testing
         #expect(try Self.cells(b).named > 0, "the peer's merged rows name their values too")
     }
 
+    /// "é" as one code point or as "e" and a combining accent: one Swift string, two SQLite values.
+    /// Keys spelled both ways are two rows on every device, and an edit that only respells a
+    /// value is a change: the writer's state, its digest and the peer all follow the bytes.
+    @Test func aRespelledTextIsAnotherValue() async throws {
+        let (composed, decomposed) = ("caf\u{e9}", "cafe\u{301}")
+        let a = try Self.store(1)
+        _ = try await a.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO things (id, label) VALUES (?, ?)", arguments: [composed, composed])
+            try db.execute(sql: "INSERT INTO things (id, label) VALUES (?, 'other')", arguments: [decomposed])
+        }
+        let before = try a.versionVector()
+        _ = try await a.write(now: 2_000) { db in
+            try db.execute(sql: "UPDATE things SET label = ? WHERE id = ?", arguments: [decomposed, composed])
+        }
+        #expect(try a.versionVector() != before, "the respelling is a change of its own")
+        try Self.expectStatesReadBack(a, "after the respelling")
+
+        let b = try Self.store(2)
+        try await Self.sync(a, to: b)
+        let rows = "SELECT hex(id) || ' ' || hex(label) FROM things ORDER BY 1"
+        let held = try b.read { db in try String.fetchAll(db, sql: rows) }
+        #expect(held.count == 2, "two keys, two rows")
+        #expect(held == (try a.read { db in try String.fetchAll(db, sql: rows) }))
+        #expect(try b.status().digest == a.status().digest)
+        try Self.expectStatesReadBack(b, "on the peer")
+    }
+
     /// A peer's value the table holds in another form, a NULL its `NOT NULL` column shows as the
     /// default, a row its CHECK refuses: the state keeps those values, and reads back as merged.
     @Test func valuesTheTableHoldsOtherwiseStayInTheState() async throws {

@@ -1,5 +1,10 @@
 /// One SQLite value, exactly as it must round-trip between devices: a REAL keeps its 64 bits
 /// (NaN payloads and -0.0 included), a BLOB its bytes, TEXT its UTF-8.
+///
+/// Equal means the same type and the same bytes, as SQLite compares them. TEXT is compared by its
+/// UTF-8, not as Swift strings: `"\u{e9}"` and `"e\u{301}"` are one `String` ("é" spelled two
+/// ways) but two values in SQLite, two keys of two rows, and an edit from one to the other is a
+/// change every peer must receive.
 package enum SQLValue: Hashable, Sendable, Comparable, CustomStringConvertible {
     case null
     case integer(Int64)
@@ -10,6 +15,30 @@ package enum SQLValue: Hashable, Sendable, Comparable, CustomStringConvertible {
     case blob([UInt8])
 
     package static func real(_ value: Double) -> SQLValue { .realBits(value.bitPattern) }
+
+    package static func == (a: SQLValue, b: SQLValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.integer(let x), .integer(let y)): return x == y
+        case (.realBits(let x), .realBits(let y)): return x == y
+        case (.text(let x), .text(let y)): return x.utf8.elementsEqual(y.utf8)
+        case (.blob(let x), .blob(let y)): return x == y
+        default: return false
+        }
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(rank)
+        switch self {
+        case .null: break
+        case .integer(let value): hasher.combine(value)
+        case .realBits(let bits): hasher.combine(bits)
+        case .text(var text):
+            hasher.combine(text.utf8.count)
+            text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        case .blob(let bytes): hasher.combine(bytes)
+        }
+    }
 
     /// SQLite's own type order (NULL < numbers < TEXT < BLOB), then the value: a total order used
     /// only to break ties between two writes with the same clock and dot, which honest replicas

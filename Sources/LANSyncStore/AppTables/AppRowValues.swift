@@ -120,10 +120,10 @@ enum RowHolding {
             guard let index = table.columnIndexes[name],
                 let position = present.indexes.firstIndex(of: index)
             else { return false }
-            return present.values[position].isIdentical(to: value) && table.keepsExactly(value, column: index)
+            return present.values[position] == value && table.keepsExactly(value, column: index)
         case .left(let table, let values):
             guard let index = table.columnIndexes[name], index < values.count else { return false }
-            return values[index].isIdentical(to: value)
+            return values[index] == value
         case .firstWritten(let table, let change):
             guard let index = table.columnIndexes[name], !table.keyColumns.contains(index) else { return false }
             if change.kind != .append, change.totals.contains(where: { $0.column == name }) { return false }
@@ -153,16 +153,5 @@ struct LocalRow {
     func valueBefore(_ name: String) throws -> SQLValue {
         guard let before else { throw StoredRowState.rowValueMissing }
         return try AppRowValues.value(of: name, in: before, table: table)
-    }
-}
-
-extension SQLValue {
-    /// The same type and the same bytes: unlike `==`, TEXT compares its UTF-8, not its characters
-    /// (two spellings of "é" are equal strings, and different values of a row).
-    func isIdentical(to other: SQLValue) -> Bool {
-        switch (self, other) {
-        case (.text(let a), .text(let b)): return a.utf8.elementsEqual(b.utf8)
-        default: return self == other
-        }
     }
 }
