@@ -301,10 +301,12 @@ package final class GroupSimulation {
         case .insertRow(let index, let row, let value):
             // Some inserts replace a live row: SQLite deletes it and inserts it again.
             let replaces = value % 7 == 3
+            // Some keys end in "é", spelled two ways: two rows, as SQLite compares bytes.
+            let id = value % 11 == 5 ? "r\(row)" + AppSchema.spelledE(value) : "r\(row)"
             try await appWrite(
                 index,
                 sql: "INSERT OR \(replaces ? "REPLACE" : "IGNORE") INTO items (id, name, level) VALUES (?, ?, ?)",
-                ["r\(row)", "v\(value)", value],
+                [id, AppSchema.text(value), value],
                 seed: value % 4 == 0 && !replaces
             )
         case .editRow(let index, let row, let column, let value):
@@ -318,8 +320,8 @@ package final class GroupSimulation {
                 sql: "UPDATE items SET \(name) = ? WHERE id = ?"
                     + (twice ? "; UPDATE items SET level = coalesce(level, 0) + 1, note = name WHERE id = ?" : ""),
                 twice
-                    ? [name == "level" ? value : "v\(value)", "r\(row)", "r\(row)"]
-                    : [name == "level" ? value : "v\(value)", "r\(row)"]
+                    ? [name == "level" ? value : AppSchema.text(value), "r\(row)", "r\(row)"]
+                    : [name == "level" ? value : AppSchema.text(value), "r\(row)"]
             )
         case .deleteRow(let index, let row):
             // The item's strokes that this device holds go with it, on every device.
@@ -938,6 +940,14 @@ final class Connection {
 /// counter, a max and a min column, an append-only log of strokes that go with their item, and a
 /// second schema version that adds a column.
 enum AppSchema {
+    /// The text an app write puts in a column: mostly "v<value>", and a third of the time "café"
+    /// spelled one of two ways, so that edits respell a value (another value to SQLite and to
+    /// every peer, though Swift compares the two as one string).
+    static func text(_ value: Int) -> String { value % 3 == 1 ? "caf" + spelledE(value / 3) : "v\(value)" }
+
+    /// "é" as one code point or as "e" and a combining accent, by `value`'s parity.
+    static func spelledE(_ value: Int) -> String { value % 2 == 0 ? "\u{e9}" : "e\u{301}" }
+
     static let first = """
         -- lansync: counter items.total
         -- lansync: max items.best
