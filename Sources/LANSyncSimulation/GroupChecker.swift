@@ -164,7 +164,7 @@ struct GroupChecker {
             let shown = try node.read { db in
                 try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description).joined(separator: "\n")
             }
-            if let tables, !Self.sameBytes(tables, shown) {
+            if let tables, SQLValue.text(tables) != .text(shown) {
                 return "n\(index)'s items table differs from n\(devices[0].index)'s:\n\(shown)\nagainst\n\(tables)"
             }
             tables = shown
@@ -205,7 +205,7 @@ struct GroupChecker {
         if let (index, node) = devices.first {
             let expected = try referenceItems(heldBy: node)
             let shown = try node.read { db in try Row.fetchAll(db, sql: Self.itemsSQL).map(\.description) }
-            if !Self.sameBytes(shown.joined(separator: "\n"), expected.joined(separator: "\n")) {
+            if shown.map(SQLValue.text) != expected.map(SQLValue.text) {
                 return
                     "the items table differs from the reference model of the merge rules (n\(index)):\n\(shown.joined(separator: "\n"))\n"
                     + "against the model's\n\(expected.joined(separator: "\n"))"
@@ -280,13 +280,9 @@ struct GroupChecker {
             ]
             rows.append((id, row.description))
         }
-        // In SQLite's order (`ORDER BY id`): by the UTF-8 bytes.
-        return rows.sorted { Array($0.id.utf8).lexicographicallyPrecedes(Array($1.id.utf8)) }.map(\.shown)
+        // In SQLite's order (`ORDER BY id`): by the UTF-8 bytes, as `SQLValue` orders TEXT.
+        return rows.sorted { SQLValue.text($0.id) < .text($1.id) }.map(\.shown)
     }
-
-    /// Whether two texts are the same bytes: Swift's `==` takes two spellings of "é" for one string,
-    /// and two devices showing a value spelled differently have not converged.
-    static func sameBytes(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 
     static func entryIDs(_ node: LANSyncNode) throws -> Set<String> {
         Set(try node.store.readInternals { db in try String.fetchAll(db, sql: "SELECT id FROM entries") })
