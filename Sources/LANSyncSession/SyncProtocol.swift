@@ -53,10 +53,15 @@ package struct SyncProtocol: Sendable {
         package fileprivate(set) var peerAnnounced: PeerState?
         /// Pings, pongs and requests to resend, in order.
         fileprivate var repliesOwed: [WireMessage] = []
-        /// The ranges we asked the peer to send again, by replica: where we stood. Not asked again
-        /// for the same place until a merge changed something (a range that could not be taken then
-        /// may be takeable after it: a key or a superseding change arrived).
-        fileprivate var resendAsked: [ReplicaID: UInt64] = [:]
+        /// The ranges we asked the peer to send again, by replica (the last `resend` of each, for
+        /// whatever reason): where we stood, and whether the peer has answered (sent a range of the
+        /// replica from at or below that place since). No replica is asked for again while its ask
+        /// is unanswered, and a place not taken is not asked for again until a merge after the
+        /// answer changed something (a range that could not be taken then may be takeable after
+        /// it: a key or a superseding change arrived). Waiting for the answer matters when several batches of
+        /// the replica are in flight: each would be left out for the same reason, and asking again
+        /// for each had the peer send the whole replica once per batch.
+        fileprivate var resendAsked: [ReplicaID: (place: UInt64, answered: Bool)] = [:]
         /// Ranges the peer asked for again and we have not sent since, by replica: the place it
         /// asked from. The peer may ask for a range it holds and counts (to settle an open claim,
         /// protocol §12.5), so its state or a delta of it that comes before we send must not
@@ -324,8 +329,8 @@ package struct SyncProtocol: Sendable {
     /// when our digest now starts with it, we hold exactly the peer's state (unless the peer
     /// announced a state since), so we know its digest without its `state` message.
     /// `notTaken`: the replicas whose range the merge did not take, with where we stand in each;
-    /// the peer is asked to send them again (once per place until a merge changes something:
-    /// `changedAnything`).
+    /// the peer is asked to send them again (once per place until the peer has answered and a
+    /// merge changed something since: `changedAnything`).
     ///
     /// A place not taken waits until this replica holds it (`ourVector`). Once the replica's key
     /// is known here (`keysKnown`: its record, or the key that the record which came with the
@@ -343,18 +348,21 @@ package struct SyncProtocol: Sendable {
     ) -> Received {
         update(ended: .nothing) { c in
             c.stateOwed = true
-            if changedAnything { c.resendAsked.removeAll() }
+            if changedAnything { c.resendAsked = c.resendAsked.filter { !$0.value.answered } }
             if let ourVector { c.waiting = c.waiting.filter { ourVector[$0.key] <= $0.value } }
             var asks = notTaken
             for (replica, counter) in c.waiting
-            where notTaken[replica] == nil && keysKnown.contains(replica) && c.askedOnceKnown[replica] != counter {
+            where notTaken[replica] == nil && keysKnown.contains(replica) && c.askedOnceKnown[replica] != counter
+                && !c.awaitsAnswer(replica)
+            {
                 c.askedOnceKnown[replica] = counter
                 asks[replica] = counter
                 c.resendAsked[replica] = nil
             }
             c.waiting.merge(notTaken) { _, new in new }
-            for (replica, counter) in asks.sorted(by: { $0.key < $1.key }) where c.resendAsked[replica] != counter {
-                c.resendAsked[replica] = counter
+            for (replica, counter) in asks.sorted(by: { $0.key < $1.key })
+            where !c.awaitsAnswer(replica) && c.resendAsked[replica]?.place != counter {
+                c.resendAsked[replica] = (counter, false)
                 c.repliesOwed.append(.resend(replica, after: counter))
             }
             let pending = c.mergesAwaiting.isEmpty ? nil : c.mergesAwaiting.removeFirst()
@@ -375,7 +383,7 @@ package struct SyncProtocol: Sendable {
     /// only when the peer announced another state since (it may have taken the change that
     /// settles the claim after it sent the range: a relay that held only the stub), at most
     /// `SyncProtocol.asksOnPeerChange` more times: a peer that holds no better copy is not asked
-    /// in a loop.
+    /// in a loop. Never while an earlier ask for the replica is unanswered.
     package mutating func claimsOpen(_ claims: [ReplicaID: UInt64], ourVector: VersionVector) -> Received {
         update(ended: .nothing) { c in
             guard !claims.isEmpty, let announced = c.peerAnnounced, ourVector.dominates(announced.versionVector) else {
@@ -383,7 +391,7 @@ package struct SyncProtocol: Sendable {
             }
             var asked = false
             for (replica, counter) in claims.sorted(by: { $0.key < $1.key })
-            where counter > 0 && announced.versionVector[replica] >= counter {
+            where counter > 0 && announced.versionVector[replica] >= counter && !c.awaitsAnswer(replica) {
                 let before = c.claimAsked[replica].flatMap { $0.counter == counter ? $0 : nil }
                 if let before {
                     guard before.peerDigest != announced.digest, before.times <= SyncProtocol.asksOnPeerChange else {
@@ -391,6 +399,7 @@ package struct SyncProtocol: Sendable {
                     }
                 }
                 c.claimAsked[replica] = (counter, announced.digest, (before?.times ?? 0) + 1)
+                c.resendAsked[replica] = (counter - 1, false)
                 c.repliesOwed.append(.resend(replica, after: counter - 1))
                 asked = true
             }
@@ -616,10 +625,14 @@ package struct DigestCheck: Sendable {
 }
 
 extension SyncProtocol.Conversation {
-    /// The peer holds what it sends: never send it back.
+    /// The peer holds what it sends: never send it back. A range from at or below a place we
+    /// asked the peer to send again answers that ask.
     fileprivate mutating func noteHeld(_ delta: Delta) {
-        for range in delta.coverage where peerKnown[range.replica] < range.through {
-            peerKnown[range.replica] = range.through
+        for range in delta.coverage {
+            if peerKnown[range.replica] < range.through { peerKnown[range.replica] = range.through }
+            if let asked = resendAsked[range.replica], range.from <= asked.place {
+                resendAsked[range.replica]?.answered = true
+            }
         }
         keepResendsOwed()
     }
@@ -631,13 +644,22 @@ extension SyncProtocol.Conversation {
     /// times at most, so that a range that never becomes takeable (a device nobody here pinned)
     /// is not asked for at every write of a busy peer.
     fileprivate mutating func askAgainForWaiting(heldBy peerVector: VersionVector) {
-        for (replica, place) in waiting.sorted(by: { $0.key < $1.key }) where peerVector[replica] > place {
+        for (replica, place) in waiting.sorted(by: { $0.key < $1.key })
+        where peerVector[replica] > place && !awaitsAnswer(replica) {
             let before = askedOnPeerChange[replica].flatMap { $0.place == place ? $0.times : nil } ?? 0
             guard before < SyncProtocol.asksOnPeerChange else { continue }
             askedOnPeerChange[replica] = (place, before + 1)
-            resendAsked[replica] = place
+            resendAsked[replica] = (place, false)
             repliesOwed.append(.resend(replica, after: place))
         }
+    }
+
+    /// Whether we asked the peer to send the replica again and it has not answered yet. The answer
+    /// starts at or below the place asked for, and every later place is at or above it (this
+    /// replica's vector only grows), so asking again before it comes only has the peer send the
+    /// same changes twice.
+    fileprivate func awaitsAnswer(_ replica: ReplicaID) -> Bool {
+        resendAsked[replica].map { !$0.answered } ?? false
     }
 
     /// Keeps `peerKnown` at or below each place the peer asked to have sent again, until it is sent.
