@@ -91,7 +91,13 @@ import Testing
             now: Self.start
         )
         #expect(machine.claimsOpen(claims, ourVector: ours) == .nothing, "the peer's state is the same")
+        _ = machine.received(
+            .state(Self.state([Self.theirs: 9], digest: RowPushSessionTests.digest(2))),
+            now: Self.start
+        )
+        #expect(machine.claimsOpen(claims, ourVector: ours) == .nothing, "the peer has not answered yet")
         for round in UInt8(2)...UInt8(4) {
+            RowPushSessionTests.answer(&machine, Self.theirs, from: 6)
             _ = machine.received(
                 .state(Self.state([Self.theirs: 9], digest: RowPushSessionTests.digest(round))),
                 now: Self.start
@@ -100,6 +106,7 @@ import Testing
             #expect(machine.takeReplies() == [.resend(Self.theirs, after: 6)])
             #expect(machine.claimsOpen(claims, ourVector: ours) == .nothing, "once per state of the peer")
         }
+        RowPushSessionTests.answer(&machine, Self.theirs, from: 6)
         _ = machine.received(
             .state(Self.state([Self.theirs: 9], digest: RowPushSessionTests.digest(5))),
             now: Self.start
