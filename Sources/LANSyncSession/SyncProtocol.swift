@@ -58,9 +58,9 @@ package struct SyncProtocol: Sendable {
         /// replica from at or below that place since). No replica is asked for again while its ask
         /// is unanswered, and a place not taken is not asked for again until a merge after the
         /// answer changed something (a range that could not be taken then may be takeable after
-        /// it: a key or a superseding change arrived). Waiting for the answer matters when several batches of
-        /// the replica are in flight: each would be left out for the same reason, and asking again
-        /// for each had the peer send the whole replica once per batch.
+        /// it: a key or a superseding change arrived). Waiting for the answer matters when several
+        /// batches of the replica are in flight: each would be left out for the same reason, and
+        /// asking again for each had the peer send the whole replica once per batch.
         fileprivate var resendAsked: [ReplicaID: (place: UInt64, answered: Bool)] = [:]
         /// Ranges the peer asked for again and we have not sent since, by replica: the place it
         /// asked from. The peer may ask for a range it holds and counts (to settle an open claim,
