@@ -59,23 +59,6 @@ import Testing
         #expect(badPeer.status != 0 && badPeer.stderr.contains("HOST:PORT"))
     }
 
-    /// Entries with large payloads (4.5 MB in all, more than one wire message may hold) still
-    /// sync: batches are bounded in bytes as well as rows.
-    @Test func largePayloadsSync() async throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        try await cli.group(of: "a", "b")
-        let note = String(repeating: "long session note ", count: 1_700)
-        let lines = (0..<150).map { "{\"i\":\($0),\"note\":\"\(note)\"}" }.joined(separator: "\n")
-        _ = try await cli.ok(["log", "append", "notes", "--lines"], node: "a", stdin: lines)
-        let a = try await AgentProcess(cli, node: "a")
-        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "30"], node: "b")
-        #expect(try await cli.entries("b") == 150)
-        #expect(try await cli.digest("a") == cli.digest("b"))
-        _ = (a, b)
-    }
-
     /// `sync --wait` right after starting an agent waits for its known peer and the data; with
     /// no peer known there is nothing to wait for.
     @Test func syncWaitWaitsForKnownPeersByDefault() async throws {
@@ -90,28 +73,6 @@ import Testing
         #expect(try await cli.ok(["sync", "--wait", "--timeout", "20"], node: "b").contains("in sync with 1 peer"))
         #expect(try await cli.entries("b") == 1)
         _ = b
-    }
-
-    /// A–B–C in a line: C never talks to A, yet gets A's writes through B (deltas keep their origin).
-    @Test func writesRelayAlongALine() async throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        try await cli.group(of: "a", "b", "c")
-        let a = try await AgentProcess(cli, node: "a")
-        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        let c = try await AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
-        try await cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
-        try await cli.ok(["log", "append", "taps", "{\"from\":\"c\"}"], node: "c")
-        #expect(
-            try await eventually {
-                let (c, a) = (try await cli.entries("c"), try await cli.entries("a"))
-                return c == 2 && a == 2
-            }
-        )
-        #expect(try await cli.digest("a") == cli.digest("c"))
-        let cPeers = try await cli.ok(["peers", "--json"], node: "c")
-        #expect(!cPeers.contains("\"name\":\"a\""), "C must not have talked to A")
-        _ = (a, b, c)
     }
 
     /// A device of another group learns nothing and writes nothing; the attempt shows in `peers`.
@@ -144,66 +105,6 @@ import Testing
         #expect(try await cli.digest("a") == before)
         #expect(a.log.contains("connection refused"))
         _ = stranger
-    }
-
-    /// A peer that missed 10,000 entries catches up when it comes back, from where it stopped.
-    @Test func aPeerThatWasAwayCatchesUp() async throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        try await cli.group(of: "a", "b")
-        let a = try await AgentProcess(cli, node: "a")
-        var b: AgentProcess? = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        try await cli.ok(["log", "append", "taps", "{\"first\":1}"], node: "a")
-        try await cli.ok(["sync", "--wait", "--peers", "1"], node: "b")
-        #expect(b?.stop() == 0)
-        b = nil
-        let lines = (0..<10_000).map { "{\"symbol_id\":\($0),\"label\":\"tap\"}" }.joined(separator: "\n")
-        _ = try await cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
-        try await cli.ok(["pref", "set", "board/rows", "4"], node: "b")  // written while away
-        b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        // Progress while it catches up: plain lines when not on a terminal (reported at once here).
-        let synced = try await cli.run(
-            ["sync", "--wait", "--peers", "1", "--timeout", "60"],
-            node: "b",
-            environment: ["LANSYNC_PROGRESS_INTERVAL_MS": "0"]
-        )
-        #expect(synced.status == 0, "\(synced.stderr)")
-        // Whether a progress line appears depends on how much is left at the first poll; every line
-        // that does appear is a plain progress line (no terminal codes), with counts and a rate.
-        for line in synced.stderr.split(separator: "\n") {
-            #expect(line.hasPrefix("sync: ") && !line.contains("\u{1B}"), "\(line)")
-        }
-        #expect(try await cli.entries("b") == 10_001)
-        #expect(try await eventually { try await cli.digest("a") == cli.digest("b") })
-        #expect(try await cli.ok(["pref", "get", "board/rows"], node: "a") == "4\n")
-    }
-
-    /// Both sides hold tens of thousands of entries the other lacks and keep writing while they
-    /// catch up: a regression test for two peers blocking each other in writes (each receiving
-    /// task must keep reading whatever the sending side is doing).
-    @Test func bothSidesCatchUpAtOnceWhileWriting() async throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        try await cli.group(of: "a", "b")
-        for node in ["a", "b"] {
-            let lines = (0..<30_000).map { "{\"\(node)\":\($0),\"label\":\"a tap with some words in it\"}" }
-                .joined(separator: "\n")
-            _ = try await cli.ok(["log", "append", "taps", "--lines"], node: node, stdin: lines)
-        }
-        let a = try await AgentProcess(cli, node: "a")
-        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
-        for index in 0..<20 {
-            try await cli.ok(["log", "append", "live", "{\"i\":\(index)}"], node: index % 2 == 0 ? "a" : "b")
-        }
-        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "a")
-        #expect(
-            try await eventually(within: 30) {
-                let (a, b) = (try await cli.entries("a"), try await cli.entries("b"))
-                return a == 60_020 && b == 60_020
-            }
-        )
-        #expect(try await cli.digest("a") == cli.digest("b"))
-        _ = (a, b)
     }
 
     /// Garbage and tampered bytes end that connection, never the agent or its data.
@@ -329,6 +230,109 @@ import Testing
         #expect(watch.contains("NAME") && watch.contains("no peer connected"))
         #expect(!watch.contains("\u{1B}["), "no colour codes when not on a terminal")
         #expect(a.stop() == 0)
+    }
+}
+
+/// Real agents as processes on loopback catching up and relaying: a suite of its own so that it
+/// runs beside `AgentTests` (each runs its agents one test at a time).
+@Suite(.serialized) struct AgentCatchUpTests {
+    /// A–B–C in a line: C never talks to A, yet gets A's writes through B (deltas keep their origin).
+    @Test func writesRelayAlongALine() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.group(of: "a", "b", "c")
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        let c = try await AgentProcess(cli, node: "c", arguments: ["--peer", b.address])
+        try await cli.ok(["log", "append", "taps", "{\"from\":\"a\"}"], node: "a")
+        try await cli.ok(["log", "append", "taps", "{\"from\":\"c\"}"], node: "c")
+        #expect(
+            try await eventually {
+                let (c, a) = (try await cli.entries("c"), try await cli.entries("a"))
+                return c == 2 && a == 2
+            }
+        )
+        #expect(try await cli.digest("a") == cli.digest("c"))
+        let cPeers = try await cli.ok(["peers", "--json"], node: "c")
+        #expect(!cPeers.contains("\"name\":\"a\""), "C must not have talked to A")
+        _ = (a, b, c)
+    }
+
+    /// A peer that missed 10,000 entries catches up when it comes back, from where it stopped.
+    @Test func aPeerThatWasAwayCatchesUp() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.group(of: "a", "b")
+        let a = try await AgentProcess(cli, node: "a")
+        var b: AgentProcess? = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        try await cli.ok(["log", "append", "taps", "{\"first\":1}"], node: "a")
+        try await cli.ok(["sync", "--wait", "--peers", "1"], node: "b")
+        #expect(b?.stop() == 0)
+        b = nil
+        let lines = (0..<10_000).map { "{\"symbol_id\":\($0),\"label\":\"tap\"}" }.joined(separator: "\n")
+        _ = try await cli.ok(["log", "append", "taps", "--lines"], node: "a", stdin: lines)
+        try await cli.ok(["pref", "set", "board/rows", "4"], node: "b")  // written while away
+        b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        // Progress while it catches up: plain lines when not on a terminal (reported at once here).
+        let synced = try await cli.run(
+            ["sync", "--wait", "--peers", "1", "--timeout", "60"],
+            node: "b",
+            environment: ["LANSYNC_PROGRESS_INTERVAL_MS": "0"]
+        )
+        #expect(synced.status == 0, "\(synced.stderr)")
+        // Whether a progress line appears depends on how much is left at the first poll; every line
+        // that does appear is a plain progress line (no terminal codes), with counts and a rate.
+        for line in synced.stderr.split(separator: "\n") {
+            #expect(line.hasPrefix("sync: ") && !line.contains("\u{1B}"), "\(line)")
+        }
+        #expect(try await cli.entries("b") == 10_001)
+        #expect(try await eventually { try await cli.digest("a") == cli.digest("b") })
+        #expect(try await cli.ok(["pref", "get", "board/rows"], node: "a") == "4\n")
+    }
+
+    /// Both sides hold tens of thousands of entries the other lacks and keep writing while they
+    /// catch up: a regression test for two peers blocking each other in writes (each receiving
+    /// task must keep reading whatever the sending side is doing).
+    @Test func bothSidesCatchUpAtOnceWhileWriting() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.group(of: "a", "b")
+        for node in ["a", "b"] {
+            let lines = (0..<30_000).map { "{\"\(node)\":\($0),\"label\":\"a tap with some words in it\"}" }
+                .joined(separator: "\n")
+            _ = try await cli.ok(["log", "append", "taps", "--lines"], node: node, stdin: lines)
+        }
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        for index in 0..<20 {
+            try await cli.ok(["log", "append", "live", "{\"i\":\(index)}"], node: index % 2 == 0 ? "a" : "b")
+        }
+        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "a")
+        #expect(
+            try await eventually(within: 30) {
+                let (a, b) = (try await cli.entries("a"), try await cli.entries("b"))
+                return a == 60_020 && b == 60_020
+            }
+        )
+        #expect(try await cli.digest("a") == cli.digest("b"))
+        _ = (a, b)
+    }
+
+    /// Entries with large payloads (4.5 MB in all, more than one wire message may hold) still
+    /// sync: batches are bounded in bytes as well as rows.
+    @Test func largePayloadsSync() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.group(of: "a", "b")
+        let note = String(repeating: "long session note ", count: 1_700)
+        let lines = (0..<150).map { "{\"i\":\($0),\"note\":\"\(note)\"}" }.joined(separator: "\n")
+        _ = try await cli.ok(["log", "append", "notes", "--lines"], node: "a", stdin: lines)
+        let a = try await AgentProcess(cli, node: "a")
+        let b = try await AgentProcess(cli, node: "b", arguments: ["--peer", a.address])
+        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "30"], node: "b")
+        #expect(try await cli.entries("b") == 150)
+        #expect(try await cli.digest("a") == cli.digest("b"))
+        _ = (a, b)
     }
 }
 

@@ -523,7 +523,13 @@ struct ClusterTests {
             try await cluster.ok("stop", "3")
         }
     }
+}
 
+/// The cluster scenarios of discovery: links that drop before peers meet, and groups that find
+/// only their own over mDNS. A suite of its own so that it runs beside `ClusterTests` (each suite
+/// runs its clusters one at a time; one long chain of them was the test command's last minute).
+@Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
+struct DiscoveryClusterTests {
     /// Agents start, node 2's link drops 0.3 s later (before mDNS announced either), node 2 logs
     /// taps, the link comes back: its avahi-daemon never noticed the link was gone, so what it
     /// announced reached nobody, and node 1 would find it only at its own next query, on a

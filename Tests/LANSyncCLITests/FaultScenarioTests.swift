@@ -165,9 +165,10 @@ extension Cluster {
     }
 }
 
-/// The scenarios of network faults: a link down, a node cut off, a partition, a line of bridges.
-/// Each suite runs its scenarios one at a time (each is a cluster of nodes and their daemons); the
-/// two suites run side by side, as the other suites do.
+/// The scenarios of network faults: a link down and a node cut off (a partition and a line of
+/// bridges are `PartitionScenarioTests`). Each scenario suite runs its scenarios one at a time
+/// (each is a cluster of nodes and their daemons); the suites run side by side, as the other
+/// suites do, and are split so that no chain of them is much longer than the others.
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct FaultScenarioTests {
     /// 1. A node's link is down while an app logs 200 taps on it; the link returns; every peer holds
@@ -233,6 +234,25 @@ struct FaultScenarioTests {
         )
     }
 
+    /// "value @hlc/replica" strings: the one with the greater (HLC, replica).
+    static func newer(_ a: String, _ b: String) -> String {
+        func key(_ s: String) -> (Int64, Int64, String) {
+            let tail = s.split(separator: "@").last.map(String.init) ?? ""
+            let parts = tail.split(separator: "/")
+            let hlc = parts.first?.split(separator: ".") ?? []
+            return (
+                Int64(hlc.first ?? "") ?? 0, Int64(hlc.count > 1 ? hlc[1] : "") ?? 0,
+                parts.count > 1 ? String(parts[1]) : ""
+            )
+        }
+        return key(a) > key(b) ? a : b
+    }
+}
+
+/// The scenarios of network faults that split a group: a partition and a line of bridges. A suite
+/// of its own so that it runs beside `FaultScenarioTests` rather than after them.
+@Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
+struct PartitionScenarioTests {
     /// 3. Two sides write concurrently, including conflicting preference writes; heal; one winner
     /// per key everywhere: the greatest HLC reading (replica ID breaks ties).
     @Test func partitionAndHeal() async throws {
@@ -270,7 +290,7 @@ struct FaultScenarioTests {
                 Issue.record("\(key) missing on a side")
                 continue
             }
-            #expect(after[0][key] == Self.newer(l, r), "\(key): the greater HLC wins (\(l) vs \(r))")
+            #expect(after[0][key] == FaultScenarioTests.newer(l, r), "\(key): the greater HLC wins (\(l) vs \(r))")
         }
         try await cluster.conclude(
             &report,
@@ -278,20 +298,6 @@ struct FaultScenarioTests {
             nodes: [1, 2, 3, 4],
             note: "2 + 2 nodes write 120 entries and conflicting preferences apart; winners by HLC, identical on all"
         )
-    }
-
-    /// "value @hlc/replica" strings: the one with the greater (HLC, replica).
-    static func newer(_ a: String, _ b: String) -> String {
-        func key(_ s: String) -> (Int64, Int64, String) {
-            let tail = s.split(separator: "@").last.map(String.init) ?? ""
-            let parts = tail.split(separator: "/")
-            let hlc = parts.first?.split(separator: ".") ?? []
-            return (
-                Int64(hlc.first ?? "") ?? 0, Int64(hlc.count > 1 ? hlc[1] : "") ?? 0,
-                parts.count > 1 ? String(parts[1]) : ""
-            )
-        }
-        return key(a) > key(b) ? a : b
     }
 
     /// 7. A line A–B–C on two bridges: A's writes reach C through B, though A never sees C.
@@ -319,7 +325,8 @@ struct FaultScenarioTests {
 }
 
 /// The scenarios of device faults: kill -9 mid catch-up, a wiped and reinstalled node, two
-/// machines with one machine-id, a clock ahead, and chaos (all of them at once, at random).
+/// machines with one machine-id, a clock ahead (all of them at once, at random, are
+/// `ChaosScenarioTests`).
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct DeviceFaultScenarioTests {
     /// Entries node 2 is catching up on when it is killed (the debug build the tests use is slow).
@@ -556,7 +563,12 @@ struct DeviceFaultScenarioTests {
                 "node 3 runs 10 min ahead: refused both ways with a clock-skew reason; its preference write never wins"
         )
     }
+}
 
+/// Chaos on a cluster: every device fault at once, at random. A suite of its own so that it runs
+/// beside `DeviceFaultScenarioTests` rather than after them.
+@Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
+struct ChaosScenarioTests {
     /// 9. Chaos: five nodes, random appends and preference writes, link cuts, kill -9s and restarts
     /// for a bounded time; then heal: equal digests, entry count = successful appends.
     /// Replay a failure with LANSYNC_CHAOS_SEED=<the printed seed>.

@@ -114,103 +114,6 @@ import Testing
         _ = (homeA, homeB)
     }
 
-    /// A device leaves its only group while its agent runs: the member it tells lists it as left,
-    /// and its agent stops (nothing left to serve). It joins again with the code, keeping its
-    /// replica: once its agent runs, the member lists it as back. Leaving twice, or leaving a node
-    /// in no group, says there is nothing to leave.
-    @Test func aDeviceThatLeftIsListedAsBackWhenItJoinsAgain() async throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        let code = try await cli.group(of: "home", "tablet")
-        let home = try await AgentProcess(cli, node: "home")
-        let tablet = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
-        try await cli.ok(["sync", "--wait", "--peers", "1"], node: "tablet")
-        let left = try await cli.ok(["group", "leave"], node: "tablet")
-        #expect(left.contains("members told: home") && left.contains("no longer serves it"), "\(left)")
-        #expect(await eventually { !tablet.process.isRunning }, "the tablet's agent stopped: no group to serve")
-        #expect(tablet.stop() == 0)
-        #expect(try await Self.members(cli, "home")["tablet"]?["left_at"] is String)
-        let again = try await cli.run(["group", "leave"], node: "tablet")
-        #expect(again.status == 1 && again.stderr.contains("left default"), "\(again.stderr)")
-
-        try await cli.ok(["group", "join", code], node: "tablet")
-        let back = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
-        #expect(
-            try await eventually(within: 30) {
-                try await Self.members(cli, "home")["tablet"]?["left_at"] is NSNull
-            },
-            "home lists the tablet as a member again: \(back.log.suffix(1_500))"
-        )
-        let listed = try await cli.ok(["group", "members"], node: "home")
-        #expect(!listed.contains("LEFT") && listed.contains("2 members"), "\(listed)")
-    }
-
-    /// Two leaves in a row: the laptop leaves through the tablet (home is off), so its 10,000
-    /// taps are on the tablet alone; then home comes back and the tablet leaves too. The
-    /// tablet's leave is done only once home holds the laptop's taps as well, not as soon as it
-    /// holds the tablet's own writes: the taps would leave the group with the tablet otherwise.
-    /// The old rule failed this in 1 of 6 runs: when the tablet's own replica comes first in the
-    /// catch-up's batches and home has not merged the rest by the leave's next look.
-    @Test func aLeaveHandsOnWhatADeviceThatLeftEarlierHandedOverAlone() async throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        try await cli.group(of: "home", "laptop", "tablet")
-        let homePort = try freeLoopbackPort()
-        let tablet = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", "127.0.0.1:\(homePort)"])
-        let taps = (0..<10_000).map { "{\"laptop\":\($0)}" }.joined(separator: "\n") + "\n"
-        try await cli.ok(["log", "append", "taps", "--lines"], node: "laptop", stdin: taps)
-        let laptop = try await AgentProcess(cli, node: "laptop", arguments: ["--peer", tablet.address])
-        #expect(try await eventually(within: 60) { try await cli.entries("tablet") == 10_000 })
-        let laptopLeft = try await cli.ok(["group", "leave", "--timeout", "60"], node: "laptop")
-        #expect(laptopLeft.contains("members told: tablet"), "\(laptopLeft)")
-        #expect(await eventually { !laptop.process.isRunning }, "the laptop's agent stopped: no group to serve")
-
-        let home = try await AgentProcess(cli, node: "home", listen: "127.0.0.1:\(homePort)")
-        let tabletLeft = try await cli.ok(["group", "leave", "--timeout", "120"], node: "tablet")
-        #expect(tabletLeft.contains("members told: home"), "\(tabletLeft)")
-        #expect(await eventually { !tablet.process.isRunning }, "the tablet's agent stopped: no group to serve")
-        // Nobody else holds the taps now: home took them before the tablet left, or never will.
-        #expect(try await Self.payloads(cli, "home").count == 10_000)
-        let members = try await Self.members(cli, "home")
-        #expect(members["laptop"]?["left_at"] is String && members["tablet"]?["left_at"] is String, "\(members)")
-        _ = home
-    }
-
-    /// The laptop and the tablet leave at the same moment while home is off: each holds all the
-    /// other holds, but a member that says it leaves does not count as one that stays, and at
-    /// least one of the two hears of the other's leave before it would count on it (or leaves
-    /// before the other's news reached it). So they cannot both leave on each other: at most one
-    /// says it handed everything on, and the other says what stays on it.
-    @Test func twoDevicesLeavingAtOnceDoNotBothCountOnTheOther() async throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        try await cli.group(of: "home", "laptop", "tablet")
-        try await cli.ok(["log", "append", "taps", "{\"from\":\"laptop\"}"], node: "laptop")
-        try await cli.ok(["log", "append", "taps", "{\"from\":\"tablet\"}"], node: "tablet")
-        let tablet = try await AgentProcess(cli, node: "tablet")
-        let laptop = try await AgentProcess(cli, node: "laptop", arguments: ["--peer", tablet.address])
-        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "laptop")
-        async let laptopLeft = cli.ok(["group", "leave", "--timeout", "5"], node: "laptop")
-        async let tabletLeft = cli.ok(["group", "leave", "--timeout", "5"], node: "tablet")
-        let said = try await [laptopLeft, tabletLeft]
-        #expect(said.allSatisfy { $0.contains("left the group") }, "\(said)")
-        // "members told: NAME (they hand it on to the others)" ends its line only when a member
-        // that stays took everything; otherwise the line goes on to say what stays here.
-        let handedAll = said.filter { $0.contains("(they hand it on to the others)\n") }
-        #expect(handedAll.count <= 1, "both left on each other: \(said)")
-        for text in said where !handedAll.contains(text) {
-            #expect(
-                text.contains("did not reach a member that stays within 5 s")
-                    || text.contains("no member took the news within 5 s"),
-                "\(text)"
-            )
-        }
-        #expect(await eventually { !laptop.process.isRunning && !tablet.process.isRunning })
-        for node in ["laptop", "tablet"] {
-            #expect(try await Self.payloads(cli, node) == [#"{"from":"laptop"}"#, #"{"from":"tablet"}"#])
-        }
-    }
-
     /// A group left without --erase keeps its data on the machine, and nothing of it may reach
     /// another group: creating or joining another group in its place is refused (beside it, with
     /// --name, is fine), joining the same group again takes the data back, and `group leave
@@ -425,5 +328,106 @@ import Testing
             "a failed join leaves nothing"
         )
         #expect(try await Self.groups(cli, "a").count == 1)
+    }
+}
+
+/// Devices leaving groups, between real processes on loopback: a suite of its own so that it runs
+/// beside `GroupsCLITests` (each runs its agents one test at a time).
+@Suite(.serialized) struct GroupLeaveCLITests {
+    /// A device leaves its only group while its agent runs: the member it tells lists it as left,
+    /// and its agent stops (nothing left to serve). It joins again with the code, keeping its
+    /// replica: once its agent runs, the member lists it as back. Leaving twice, or leaving a node
+    /// in no group, says there is nothing to leave.
+    @Test func aDeviceThatLeftIsListedAsBackWhenItJoinsAgain() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let code = try await cli.group(of: "home", "tablet")
+        let home = try await AgentProcess(cli, node: "home")
+        let tablet = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
+        try await cli.ok(["sync", "--wait", "--peers", "1"], node: "tablet")
+        let left = try await cli.ok(["group", "leave"], node: "tablet")
+        #expect(left.contains("members told: home") && left.contains("no longer serves it"), "\(left)")
+        #expect(await eventually { !tablet.process.isRunning }, "the tablet's agent stopped: no group to serve")
+        #expect(tablet.stop() == 0)
+        #expect(try await GroupsCLITests.members(cli, "home")["tablet"]?["left_at"] is String)
+        let again = try await cli.run(["group", "leave"], node: "tablet")
+        #expect(again.status == 1 && again.stderr.contains("left default"), "\(again.stderr)")
+
+        try await cli.ok(["group", "join", code], node: "tablet")
+        let back = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
+        #expect(
+            try await eventually(within: 30) {
+                try await GroupsCLITests.members(cli, "home")["tablet"]?["left_at"] is NSNull
+            },
+            "home lists the tablet as a member again: \(back.log.suffix(1_500))"
+        )
+        let listed = try await cli.ok(["group", "members"], node: "home")
+        #expect(!listed.contains("LEFT") && listed.contains("2 members"), "\(listed)")
+    }
+
+    /// Two leaves in a row: the laptop leaves through the tablet (home is off), so its 10,000
+    /// taps are on the tablet alone; then home comes back and the tablet leaves too. The
+    /// tablet's leave is done only once home holds the laptop's taps as well, not as soon as it
+    /// holds the tablet's own writes: the taps would leave the group with the tablet otherwise.
+    /// The old rule failed this in 1 of 6 runs: when the tablet's own replica comes first in the
+    /// catch-up's batches and home has not merged the rest by the leave's next look.
+    @Test func aLeaveHandsOnWhatADeviceThatLeftEarlierHandedOverAlone() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.group(of: "home", "laptop", "tablet")
+        let homePort = try freeLoopbackPort()
+        let tablet = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", "127.0.0.1:\(homePort)"])
+        let taps = (0..<10_000).map { "{\"laptop\":\($0)}" }.joined(separator: "\n") + "\n"
+        try await cli.ok(["log", "append", "taps", "--lines"], node: "laptop", stdin: taps)
+        let laptop = try await AgentProcess(cli, node: "laptop", arguments: ["--peer", tablet.address])
+        #expect(try await eventually(within: 60) { try await cli.entries("tablet") == 10_000 })
+        let laptopLeft = try await cli.ok(["group", "leave", "--timeout", "60"], node: "laptop")
+        #expect(laptopLeft.contains("members told: tablet"), "\(laptopLeft)")
+        #expect(await eventually { !laptop.process.isRunning }, "the laptop's agent stopped: no group to serve")
+
+        let home = try await AgentProcess(cli, node: "home", listen: "127.0.0.1:\(homePort)")
+        let tabletLeft = try await cli.ok(["group", "leave", "--timeout", "120"], node: "tablet")
+        #expect(tabletLeft.contains("members told: home"), "\(tabletLeft)")
+        #expect(await eventually { !tablet.process.isRunning }, "the tablet's agent stopped: no group to serve")
+        // Nobody else holds the taps now: home took them before the tablet left, or never will.
+        #expect(try await GroupsCLITests.payloads(cli, "home").count == 10_000)
+        let members = try await GroupsCLITests.members(cli, "home")
+        #expect(members["laptop"]?["left_at"] is String && members["tablet"]?["left_at"] is String, "\(members)")
+        _ = home
+    }
+
+    /// The laptop and the tablet leave at the same moment while home is off: each holds all the
+    /// other holds, but a member that says it leaves does not count as one that stays, and at
+    /// least one of the two hears of the other's leave before it would count on it (or leaves
+    /// before the other's news reached it). So they cannot both leave on each other: at most one
+    /// says it handed everything on, and the other says what stays on it.
+    @Test func twoDevicesLeavingAtOnceDoNotBothCountOnTheOther() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try await cli.group(of: "home", "laptop", "tablet")
+        try await cli.ok(["log", "append", "taps", "{\"from\":\"laptop\"}"], node: "laptop")
+        try await cli.ok(["log", "append", "taps", "{\"from\":\"tablet\"}"], node: "tablet")
+        let tablet = try await AgentProcess(cli, node: "tablet")
+        let laptop = try await AgentProcess(cli, node: "laptop", arguments: ["--peer", tablet.address])
+        try await cli.ok(["sync", "--wait", "--peers", "1", "--timeout", "60"], node: "laptop")
+        async let laptopLeft = cli.ok(["group", "leave", "--timeout", "5"], node: "laptop")
+        async let tabletLeft = cli.ok(["group", "leave", "--timeout", "5"], node: "tablet")
+        let said = try await [laptopLeft, tabletLeft]
+        #expect(said.allSatisfy { $0.contains("left the group") }, "\(said)")
+        // "members told: NAME (they hand it on to the others)" ends its line only when a member
+        // that stays took everything; otherwise the line goes on to say what stays here.
+        let handedAll = said.filter { $0.contains("(they hand it on to the others)\n") }
+        #expect(handedAll.count <= 1, "both left on each other: \(said)")
+        for text in said where !handedAll.contains(text) {
+            #expect(
+                text.contains("did not reach a member that stays within 5 s")
+                    || text.contains("no member took the news within 5 s"),
+                "\(text)"
+            )
+        }
+        #expect(await eventually { !laptop.process.isRunning && !tablet.process.isRunning })
+        for node in ["laptop", "tablet"] {
+            #expect(try await GroupsCLITests.payloads(cli, node) == [#"{"from":"laptop"}"#, #"{"from":"tablet"}"#])
+        }
     }
 }
