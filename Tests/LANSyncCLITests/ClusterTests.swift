@@ -527,7 +527,7 @@ struct ClusterTests {
 
 /// The cluster scenarios of discovery: links that drop before peers meet, and groups that find
 /// only their own over mDNS. A suite of its own so that it runs beside `ClusterTests` (each suite
-/// runs its clusters one at a time; one long chain of them was the test command's last minute).
+/// runs its clusters one at a time, and as one chain they ended `swift test` well after the rest).
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct DiscoveryClusterTests {
     /// Agents start, node 2's link drops 0.3 s later (before mDNS announced either), node 2 logs

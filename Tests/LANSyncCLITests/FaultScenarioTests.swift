@@ -234,19 +234,6 @@ struct FaultScenarioTests {
         )
     }
 
-    /// "value @hlc/replica" strings: the one with the greater (HLC, replica).
-    static func newer(_ a: String, _ b: String) -> String {
-        func key(_ s: String) -> (Int64, Int64, String) {
-            let tail = s.split(separator: "@").last.map(String.init) ?? ""
-            let parts = tail.split(separator: "/")
-            let hlc = parts.first?.split(separator: ".") ?? []
-            return (
-                Int64(hlc.first ?? "") ?? 0, Int64(hlc.count > 1 ? hlc[1] : "") ?? 0,
-                parts.count > 1 ? String(parts[1]) : ""
-            )
-        }
-        return key(a) > key(b) ? a : b
-    }
 }
 
 /// The scenarios of network faults that split a group: a partition and a line of bridges. A suite
@@ -290,7 +277,7 @@ struct PartitionScenarioTests {
                 Issue.record("\(key) missing on a side")
                 continue
             }
-            #expect(after[0][key] == FaultScenarioTests.newer(l, r), "\(key): the greater HLC wins (\(l) vs \(r))")
+            #expect(after[0][key] == Self.newer(l, r), "\(key): the greater HLC wins (\(l) vs \(r))")
         }
         try await cluster.conclude(
             &report,
@@ -298,6 +285,20 @@ struct PartitionScenarioTests {
             nodes: [1, 2, 3, 4],
             note: "2 + 2 nodes write 120 entries and conflicting preferences apart; winners by HLC, identical on all"
         )
+    }
+
+    /// "value @hlc/replica" strings: the one with the greater (HLC, replica).
+    static func newer(_ a: String, _ b: String) -> String {
+        func key(_ s: String) -> (Int64, Int64, String) {
+            let tail = s.split(separator: "@").last.map(String.init) ?? ""
+            let parts = tail.split(separator: "/")
+            let hlc = parts.first?.split(separator: ".") ?? []
+            return (
+                Int64(hlc.first ?? "") ?? 0, Int64(hlc.count > 1 ? hlc[1] : "") ?? 0,
+                parts.count > 1 ? String(parts[1]) : ""
+            )
+        }
+        return key(a) > key(b) ? a : b
     }
 
     /// 7. A line A–B–C on two bridges: A's writes reach C through B, though A never sees C.

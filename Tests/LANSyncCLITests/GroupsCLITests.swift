@@ -334,6 +334,9 @@ import Testing
 /// Devices leaving groups, between real processes on loopback: a suite of its own so that it runs
 /// beside `GroupsCLITests` (each runs its agents one test at a time).
 @Suite(.serialized) struct GroupLeaveCLITests {
+    /// The groups' listings of members and entries.
+    private typealias Groups = GroupsCLITests
+
     /// A device leaves its only group while its agent runs: the member it tells lists it as left,
     /// and its agent stops (nothing left to serve). It joins again with the code, keeping its
     /// replica: once its agent runs, the member lists it as back. Leaving twice, or leaving a node
@@ -349,7 +352,7 @@ import Testing
         #expect(left.contains("members told: home") && left.contains("no longer serves it"), "\(left)")
         #expect(await eventually { !tablet.process.isRunning }, "the tablet's agent stopped: no group to serve")
         #expect(tablet.stop() == 0)
-        #expect(try await GroupsCLITests.members(cli, "home")["tablet"]?["left_at"] is String)
+        #expect(try await Groups.members(cli, "home")["tablet"]?["left_at"] is String)
         let again = try await cli.run(["group", "leave"], node: "tablet")
         #expect(again.status == 1 && again.stderr.contains("left default"), "\(again.stderr)")
 
@@ -357,7 +360,7 @@ import Testing
         let back = try await AgentProcess(cli, node: "tablet", arguments: ["--peer", home.address])
         #expect(
             try await eventually(within: 30) {
-                try await GroupsCLITests.members(cli, "home")["tablet"]?["left_at"] is NSNull
+                try await Groups.members(cli, "home")["tablet"]?["left_at"] is NSNull
             },
             "home lists the tablet as a member again: \(back.log.suffix(1_500))"
         )
@@ -390,8 +393,8 @@ import Testing
         #expect(tabletLeft.contains("members told: home"), "\(tabletLeft)")
         #expect(await eventually { !tablet.process.isRunning }, "the tablet's agent stopped: no group to serve")
         // Nobody else holds the taps now: home took them before the tablet left, or never will.
-        #expect(try await GroupsCLITests.payloads(cli, "home").count == 10_000)
-        let members = try await GroupsCLITests.members(cli, "home")
+        #expect(try await Groups.payloads(cli, "home").count == 10_000)
+        let members = try await Groups.members(cli, "home")
         #expect(members["laptop"]?["left_at"] is String && members["tablet"]?["left_at"] is String, "\(members)")
         _ = home
     }
@@ -427,7 +430,7 @@ import Testing
         }
         #expect(await eventually { !laptop.process.isRunning && !tablet.process.isRunning })
         for node in ["laptop", "tablet"] {
-            #expect(try await GroupsCLITests.payloads(cli, node) == [#"{"from":"laptop"}"#, #"{"from":"tablet"}"#])
+            #expect(try await Groups.payloads(cli, node) == [#"{"from":"laptop"}"#, #"{"from":"tablet"}"#])
         }
     }
 }

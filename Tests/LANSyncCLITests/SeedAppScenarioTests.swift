@@ -311,6 +311,9 @@ struct SeedAppScenarioTests {
 /// beside the seed apps' stories rather than after them.
 @Suite(.serialized, .enabled(if: Cluster.isAvailable, "\(Cluster.unavailableReason ?? "")"))
 struct MixedSchemaScenarioTests {
+    /// The seed apps' schemas, queries and convergence wait.
+    private typealias Apps = SeedAppScenarioTests
+
     /// A–B–C in a line, B running an older app version: B keeps and relays the changes to a column
     /// its schema lacks, so A's writes reach C; B shows them once its app declares the column.
     @Test func anOlderSchemaInTheMiddleOfALineRelaysWhatItDoesNotKnow() async throws {
@@ -318,7 +321,7 @@ struct MixedSchemaScenarioTests {
         defer { cluster.down() }
         try await cluster.ok("up", "3", "--line")
         try await cluster.group(1...3)
-        let older = try SeedAppScenarioTests.schema("rowing")
+        let older = try Apps.schema("rowing")
         let newer = older.replacingOccurrences(
             of: "    notes TEXT,\n",
             with: "    notes TEXT,\n    coach_comment TEXT,\n"
@@ -334,20 +337,20 @@ struct MixedSchemaScenarioTests {
             "exec",
             "INSERT INTO rowing_sessions (id, coach_comment) VALUES ('\(session)', 'long slow distance')"
         )
-        SeedAppScenarioTests.report(
-            "line A-B-C, B on the older schema: C has A's new column \(try await SeedAppScenarioTests.converge(cluster)) ms after the write"
+        Apps.report(
+            "line A-B-C, B on the older schema: C has A's new column \(try await Apps.converge(cluster)) ms after the write"
         )
         #expect(
-            try await SeedAppScenarioTests.value(cluster, 3, "SELECT coach_comment FROM rowing_sessions") as? String
+            try await Apps.value(cluster, 3, "SELECT coach_comment FROM rowing_sessions") as? String
                 == "long slow distance"
         )
-        #expect(try await SeedAppScenarioTests.value(cluster, 2, "SELECT count(*) FROM rowing_sessions") as? Int == 1)
+        #expect(try await Apps.value(cluster, 2, "SELECT count(*) FROM rowing_sessions") as? Int == 1)
         let unknown = try await cluster.run(["lansync", "2", "query", "SELECT coach_comment FROM rowing_sessions"])
         #expect(unknown.status != 0, "B's app does not declare the column: \(unknown.output)")
         // B's app is updated: the column appears with the value it relayed.
         _ = try await cluster.ok(["lansync", "2", "schema", "apply", "-"], stdin: newer)
         #expect(
-            try await SeedAppScenarioTests.value(cluster, 2, "SELECT coach_comment FROM rowing_sessions") as? String
+            try await Apps.value(cluster, 2, "SELECT coach_comment FROM rowing_sessions") as? String
                 == "long slow distance"
         )
     }
