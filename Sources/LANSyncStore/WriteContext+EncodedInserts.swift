@@ -26,7 +26,8 @@ extension WriteContext {
         /// (`RowState.appendFirstCell`), one after another; `cellPrefixEnds[i]` ends column i's.
         let cellPrefixes: [UInt8]
         let cellPrefixEnds: [Int]
-        /// The same in the stored state: the column's number (varint) and stamp index 0.
+        /// The same in the stored state, which takes the held form (`StoredRowState.heldTag`):
+        /// the column's number (varint), and no value, which the app's row holds.
         let storedPrefixes: [UInt8]
         let storedPrefixEnds: [Int]
         /// Per plain column (as `plainColumns`), the canonical bytes of its default when an insert
@@ -59,7 +60,6 @@ extension WriteContext {
                 cells += column.cellPrefix
                 cellEnds.append(cells.count)
                 stored.appendVarint(column.number)
-                stored.append(0)
                 storedEnds.append(stored.count)
             }
             (cellPrefixes, cellPrefixEnds, storedPrefixes, storedPrefixEnds) = (cells, cellEnds, stored, storedEnds)
@@ -371,10 +371,10 @@ struct EncodedRows: Sendable {
         }
     }
 
-    /// Appends each plain column's prefix (`prefixes`, each ending at its `ends` position) and
-    /// value, in the stored form (the app's row holds it: `StoredRowState.rowValueTag`) or the
-    /// canonical one, then the count of counters (none: one byte
-    /// stored, four canonical), written through `scratch` and appended in one copy. A column
+    /// Appends each plain column's prefix (`prefixes`, each ending at its `ends` position), then,
+    /// for the canonical bytes, its value and the count of counters (none, four bytes); the
+    /// stored state's held form keeps neither, since the app's row holds every value
+    /// (`StoredRowState.heldTag`). Written through `scratch` and appended in one copy. A column
     /// `leftOut` names (by its position among the plain columns) is skipped.
     private static func appendCells(
         _ layout: WriteContext.InsertLayout,
@@ -394,14 +394,10 @@ struct EncodedRows: Sendable {
                     defer { prefixStart = ends[position] }
                     if leftOut(position) { continue }
                     out.bytes(UnsafeBufferPointer(rebasing: prefixes[prefixStart..<ends[position]]))
-                    if stored {
-                        // The app's statement wrote exactly this value in its row: the state names it.
-                        out.byte(StoredRowState.rowValueTag)
-                    } else {
-                        out.bytes(value(index))
-                    }
+                    // Stored, the app's statement wrote exactly this value in its row: the state names it.
+                    if !stored { out.bytes(value(index)) }
                 }
-                for _ in 0..<(stored ? 1 : 4) { out.byte(0) }
+                if !stored { for _ in 0..<4 { out.byte(0) } }
                 destination.append(
                     contentsOf: UnsafeBufferPointer(
                         start: scratch.baseAddress,
@@ -455,7 +451,7 @@ struct EncodedRows: Sendable {
                         + max(layout.cellPrefixes.count, layout.storedPrefixes.count) + 8
                     if scratch.count < needed { scratch = [UInt8](repeating: 0, count: needed * 2) }
 
-                    StoredRowState.appendFirstHeader(
+                    StoredRowState.appendHeldHeader(
                         causalLength: 1,
                         marker: layout.kind,
                         stamp: (row.stamp.hlc, ownNumber, row.stamp.dot.counter),

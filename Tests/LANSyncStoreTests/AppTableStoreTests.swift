@@ -489,6 +489,50 @@ import Testing
         )
     }
 
+    /// A row's first write whose values its row holds, an append-only row's for good, is stored
+    /// in the held form (`StoredRowState.heldTag`): its one stamp and its columns' numbers, no
+    /// value. Written by the bulk path or a merge alike; once changed, the row takes the general form.
+    @Test func aRowsFirstWriteIsStoredInTheHeldForm() async throws {
+        let schema = """
+            -- lansync: append-only strokes
+            CREATE TABLE strokes (id TEXT PRIMARY KEY, watts REAL, spm INTEGER, note TEXT);
+            CREATE TABLE boats (id TEXT PRIMARY KEY, name TEXT, seats INTEGER);
+            """
+        let a = try ReplicaStore.inMemory(device: device)
+        let b = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 3, count: 16))!)
+        for store in [a, b] { _ = try store.applySchema(schema) }
+        _ = try await a.write(now: 1_000) { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO strokes VALUES ('s1', 210.5, 28, 'easy'), ('s2', 230.25, 30, NULL), ('s3', 198.0, 27, 'x')"
+            )
+            try db.execute(sql: "INSERT INTO boats VALUES ('b1', 'Aurora', 4), ('b2', 'Fen', 2)")
+        }
+        _ = try await b.merge(try a.delta(since: try b.versionVector(), maxRows: 100))
+        for store in [a, b] {
+            let states = try store.readInternals { try Data.fetchAll($0, sql: "SELECT state FROM app_rows") }
+            #expect(states.count == 5)
+            #expect(states.allSatisfy { $0.first == StoredRowState.heldTag })
+            // Tag, life, marker, stamp (8 + 1 + 1), cell count, three column numbers.
+            #expect(states.allSatisfy { $0.count <= 18 }, "\(states.map(\.count))")
+            #expect(try store.recomputeDigest() == store.status().digest)
+            let stroke = try store.row(RowKey(table: "strokes", primaryKey: [.text("s2")]))
+            #expect(stroke?.value(of: "watts") == .real(230.25) && stroke?.value(of: "note") == .null)
+        }
+        _ = try await a.write(now: 2_000) { db in try db.execute(sql: "UPDATE boats SET name = 'Dawn' WHERE id = 'b1'")
+        }
+        let changed = try a.readInternals { db in
+            try Data.fetchOne(
+                db,
+                sql: "SELECT state FROM app_rows WHERE key = ?",
+                arguments: [Data(SQLValue.keyBytes([.text("b1")]))]
+            )
+        }
+        #expect(changed?.first == StoredRowState.tag)
+        #expect(try a.row(RowKey(table: "boats", primaryKey: [.text("b1")]))?.value(of: "name") == .text("Dawn"))
+        #expect(try a.recomputeDigest() == a.status().digest)
+    }
+
     /// A replica whose rows were stored before the compact form (schema 4 kept canonical states)
     /// reads them, changes them (storing the changed rows compactly) and syncs them, with its
     /// digest in step; a stored state that does not read says the database is damaged.
@@ -536,7 +580,10 @@ import Testing
         let forms = try store.readInternals {
             try String.fetchAll($0, sql: "SELECT hex(substr(state, 1, 1)) FROM app_rows ORDER BY key")
         }
-        #expect(forms == ["C5", "C5", "00"], "a and b changed (compact), s did not (canonical)")
+        #expect(
+            forms == ["C5", "C6", "00"],
+            "a changed (compact), b deleted (the held form: its delete alone), s did not (canonical)"
+        )
         #expect(try store.recomputeDigest() == store.status().digest)
         let peer = try Self.store(2)
         try await Self.sync(store, to: peer)

@@ -88,7 +88,12 @@ import Testing
                     state.merge(change)
                     var stored = [UInt8]()
                     try StoredRowState.encode(state, columns: &columns, replicas: numbers, db, to: &stored)
-                    #expect(stored.first == StoredRowState.tag)
+                    // Read without a row, only a state with no cell to hold takes the held form.
+                    #expect(
+                        stored.first == StoredRowState.tag
+                            || (stored.first == StoredRowState.heldTag && state.columns.isEmpty
+                                && state.counters.isEmpty)
+                    )
                     let read = try stored.withUnsafeBytes {
                         try StoredRowState.decode($0, columns: columns.names, replicas: ids)
                     }
@@ -99,6 +104,73 @@ import Testing
                         try canonical.withUnsafeBytes { try StoredRowState.decode($0, columns: [:], replicas: [:]) }
                             == state
                     )
+                }
+            }
+        }
+    }
+
+    /// A first write whose every value the app's row holds takes the held form, from the fast
+    /// encoding of the change and from its built state alike (one state, one stored form), and
+    /// reads back with its row's values; a state that does not qualify keeps the general form.
+    @Test func aFirstWriteTheRowHoldsTakesTheHeldFormAndReadsBack() async throws {
+        let queue = try Self.database()
+        let numbers = Dictionary(
+            uniqueKeysWithValues: Self.replicas.enumerated().map { ($0.element, Int64($0.offset + 1)) }
+        )
+        let ids = Dictionary(uniqueKeysWithValues: numbers.map { ($0.value, $0.key) })
+        await propertyCheck(count: 300, input: Gen.int(in: 0...1_000_000)) { seed in
+            try! queue.write { db in
+                var columns = try ColumnNumbering.load(db)
+                let change = Self.change(seed, counter: UInt64(seed % 1_000 + 1))
+                var made = RowState()
+                made.merge(change)
+                var first = [UInt8]()
+                try StoredRowState.encodeFirst(
+                    change,
+                    columns: &columns,
+                    replicas: numbers,
+                    db,
+                    rowHolds: { _ in true },
+                    to: &first
+                )
+                var built = [UInt8]()
+                try StoredRowState.encode(
+                    made,
+                    columns: &columns,
+                    replicas: numbers,
+                    db,
+                    rowHolds: { _ in true },
+                    to: &built
+                )
+                #expect(first == built, "\(change)")
+                let qualifies = change.kind != .update && (change.kind == .append || change.totals.isEmpty)
+                #expect(first.first == (qualifies ? StoredRowState.heldTag : StoredRowState.tag), "\(change)")
+                let read = try first.withUnsafeBytes {
+                    try StoredRowState.decode($0, columns: columns.names, replicas: ids) { name in
+                        made.value(of: name)!
+                    }
+                }
+                #expect(read == made && read.canonicalBytes == made.canonicalBytes, "\(change)")
+                // One value the row does not hold: the general form, which keeps it.
+                if qualifies, let kept = change.values.first {
+                    var one = [UInt8]()
+                    try StoredRowState.encodeFirst(
+                        change,
+                        columns: &columns,
+                        replicas: numbers,
+                        db,
+                        rowHolds: { change.values[$0].column != kept.column },
+                        to: &one
+                    )
+                    #expect(one.first == StoredRowState.tag)
+                }
+                // Without its row, a held state cannot read.
+                if qualifies, !change.values.isEmpty {
+                    #expect(throws: StoreError.self) {
+                        try first.withUnsafeBytes {
+                            try StoredRowState.decode($0, columns: columns.names, replicas: ids)
+                        }
+                    }
                 }
             }
         }
@@ -137,6 +209,40 @@ import Testing
             }
         }
         #expect(thrown == stored.count - 1, "every cut-short state throws")
+        // The held form the same way: its first write, every value held by the row.
+        let first = Self.change(11, counter: 1)
+        var made = RowState()
+        made.merge(first)
+        let held = made
+        let heldBytes = try await queue.write { db in
+            var columns = try ColumnNumbering.load(db)
+            var bytes = [UInt8]()
+            try StoredRowState.encode(
+                held,
+                columns: &columns,
+                replicas: numbers,
+                db,
+                rowHolds: { _ in true },
+                to: &bytes
+            )
+            return bytes
+        }
+        #expect(heldBytes.first == StoredRowState.heldTag)
+        let heldNames = try await queue.read { try ColumnNumbering.load($0).names }
+        for length in 1..<heldBytes.count {
+            #expect(throws: StoreError.self) {
+                try Array(heldBytes.prefix(length)).withUnsafeBytes {
+                    try StoredRowState.decode($0, columns: heldNames, replicas: ids) { _ in .null }
+                }
+            }
+        }
+        await propertyCheck(count: 500, input: Gen.int(in: 0...Int.max).array(of: 1...8)) { edits in
+            var bytes = heldBytes
+            for edit in edits { bytes[1 + edit % (bytes.count - 1)] = UInt8(truncatingIfNeeded: edit >> 20) }
+            _ = try? bytes.withUnsafeBytes {
+                try StoredRowState.decode($0, columns: heldNames, replicas: ids) { _ in .null }
+            }
+        }
         await propertyCheck(count: 500, input: Gen.int(in: 0...Int.max).array(of: 1...8)) { edits in
             var bytes = stored
             for edit in edits { bytes[1 + edit % (bytes.count - 1)] = UInt8(truncatingIfNeeded: edit >> 20) }

@@ -21,6 +21,18 @@ import LANSyncCore
 ///              · INTEGER: zigzag varint; REAL: its bits, u64 BE; TEXT and BLOB: varint length
 ///              · bytes; tag 5: nothing more
 ///
+/// Most states are the one write that made their row, and the app's row holds every value of
+/// it: an append-only row for good, any other row until it is first changed. Such a state (a
+/// marker, one stamp that is the marker's and every cell's, every cell's value held by the row,
+/// no counters) is kept in the held form, which leaves out what the form above repeats per cell:
+///
+///     held:    0xC6 · causal length (varint) · marker kind (u8, `RowChange.Kind`) · stamp
+///              · column count (varint) · column numbers (varint)…
+///
+/// 28 bytes instead of 48 for the benchmark's ten-column row. Every encoder picks the held form
+/// whenever a state qualifies, so that one state has one stored form (the bulk path's bytes are
+/// compared with the general one's).
+///
 /// A cell's value is kept as tag 5 when the app's table shows the row and its column holds
 /// exactly that value (type and bytes), so that the value is not stored twice: reading the state
 /// then reads the row (`AppRowValues`). Whoever writes a state with such a cell keeps the row in
@@ -34,6 +46,8 @@ import LANSyncCore
 /// stored before this form still reads, and the two never mix.
 enum StoredRowState {
     static let tag: UInt8 = 0xC5
+    /// The tag of the held form: a row's first write, every value of it held by the row.
+    static let heldTag: UInt8 = 0xC6
     /// The value tag of a cell whose value the app's row holds.
     static let rowValueTag: UInt8 = 5
 
@@ -49,6 +63,19 @@ enum StoredRowState {
         to out: inout [UInt8]
     ) throws {
         let stamps = state.stamps
+        if let marker = state.marker, stamps.count == 1, state.counters.isEmpty, state.columns.allSatisfy(rowHolds) {
+            appendHeldHeader(
+                causalLength: state.causalLength,
+                marker: marker.kind,
+                stamp: (marker.stamp.hlc, replicas[marker.stamp.dot.replica]!, marker.stamp.dot.counter),
+                cells: state.columns.count,
+                to: &out
+            )
+            for (position, cell) in state.columns.enumerated() {
+                out.appendVarint(try columns.number(cell.name, position: position, db))
+            }
+            return
+        }
         func index(_ stamp: RowState.Stamp) -> Int { stamps.firstIndex(of: stamp)! }
         out.append(tag)
         out.appendVarint(state.causalLength)
@@ -136,6 +163,20 @@ enum StoredRowState {
         let marked = change.kind != .update
         let totals = change.kind == .append ? [] : change.totals
         let stamped = marked || !change.values.isEmpty || !totals.isEmpty
+        if marked, totals.isEmpty, change.values.indices.allSatisfy(rowHolds) {
+            appendHeldHeader(
+                causalLength: change.causalLength,
+                marker: change.kind,
+                stamp: (change.hlc, replica, change.dot.counter),
+                cells: change.values.count,
+                to: &out
+            )
+            for (position, value) in change.values.enumerated() {
+                guard let column = try number(value.column, position) else { return false }
+                out.appendVarint(column)
+            }
+            return true
+        }
         appendFirstHeader(
             causalLength: change.causalLength,
             marker: marked ? change.kind : nil,
@@ -162,7 +203,7 @@ enum StoredRowState {
 
     /// What a first change's state starts with, before its cells: the tag, its life, its marker
     /// (nil for an update), its one stamp (nil for an update that sets nothing; the replica by
-    /// its number) and the number of cells. `encodeFirst` and the store's encoded inserts share it.
+    /// its number) and the number of cells, for a state that does not take the held form.
     static func appendFirstHeader(
         causalLength: UInt64,
         marker: RowChange.Kind?,
@@ -183,6 +224,25 @@ enum StoredRowState {
         out.appendVarint(cells)
     }
 
+    /// What a state in the held form starts with, before its column numbers: the tag, its life,
+    /// its marker, its one stamp (the replica by its number) and the number of cells.
+    /// `encode`, `encodeFirst` and the store's encoded inserts share it.
+    static func appendHeldHeader(
+        causalLength: UInt64,
+        marker: RowChange.Kind,
+        stamp: (hlc: HybridTimestamp, replica: Int64, counter: UInt64),
+        cells: Int,
+        to out: inout [UInt8]
+    ) {
+        out.append(heldTag)
+        out.appendVarint(causalLength)
+        out.append(marker.rawValue)
+        out.appendBigEndian(stamp.hlc.rawValue)
+        out.appendVarint(stamp.replica)
+        out.appendVarint(stamp.counter)
+        out.appendVarint(cells)
+    }
+
     /// Reads a stored state, in this form or the canonical one. `columns` and `replicas` number
     /// what it names; a number missing from them throws (the database is damaged).
     /// `rowValue(column)`: the value the app's row holds in a column, for the cells kept as tag 5;
@@ -193,6 +253,9 @@ enum StoredRowState {
         replicas: [Int64: ReplicaID],
         rowValue: ((String) throws -> SQLValue)? = nil
     ) throws -> RowState {
+        if bytes.first == heldTag {
+            return try decodeHeld(bytes, columns: columns, replicas: replicas, rowValue: rowValue)
+        }
         guard bytes.first == tag else {
             do {
                 return try RowState(canonicalBytes: Array(bytes))
@@ -252,6 +315,31 @@ enum StoredRowState {
         }
         guard reader.position == bytes.count else { throw Reader.damaged }
         return RowState(causalLength: causalLength, marker: marker, columns: cells, counters: counters)
+    }
+
+    /// Reads a state in the held form: every cell's value is read from the app's row.
+    private static func decodeHeld(
+        _ bytes: UnsafeRawBufferPointer,
+        columns: [Int64: String],
+        replicas: [Int64: ReplicaID],
+        rowValue: ((String) throws -> SQLValue)?
+    ) throws -> RowState {
+        var reader = Reader(bytes: bytes, position: 1)
+        let causalLength = try reader.varint()
+        guard let kind = RowChange.Kind(rawValue: try reader.byte()) else { throw Reader.damaged }
+        let hlc = HybridTimestamp(rawValue: try reader.fixed64())
+        guard let replica = replicas[Int64(truncatingIfNeeded: try reader.varint())] else { throw Reader.damaged }
+        let stamp = RowState.Stamp(hlc: hlc, dot: Dot(replica: replica, counter: try reader.varint()))
+        let columnCount = try reader.count()
+        var cells = [RowState.Cell]()
+        cells.reserveCapacity(columnCount)
+        for _ in 0..<columnCount {
+            guard let name = columns[Int64(truncatingIfNeeded: try reader.varint())] else { throw Reader.damaged }
+            guard let rowValue else { throw rowValueMissing }
+            cells.append(RowState.Cell(name: name, stamp: stamp, value: try rowValue(name)))
+        }
+        guard reader.position == bytes.count else { throw Reader.damaged }
+        return RowState(causalLength: causalLength, marker: (kind, stamp), columns: cells, counters: [])
     }
 
     static func decode(
