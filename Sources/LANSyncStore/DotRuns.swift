@@ -7,8 +7,14 @@ import LANSyncCore
 /// is indexed by its dot. A change that updates a held row gets an `app_ops` row of its own. The
 /// rows a bulk insert or a catch-up writes are new and come with consecutive dots, so they are
 /// indexed as runs instead (`app_op_runs`): one row per run of consecutive dots of one replica
-/// into one table, holding each dot's row key in order. That is one B-tree row per run instead
-/// of one per row, about a tenth of what storing a new row cost.
+/// into one table, holding each dot's row key, in order. That is one B-tree row per run
+/// instead of one per row, about a tenth of what storing a new row cost.
+///
+/// A run keeps each key as what it shares with the key before it (a count) and the rest: keys
+/// written together often share their beginning (time-ordered IDs, a session's strokes by
+/// number, integer keys), and such a key then takes a few bytes instead of its length. Runs
+/// stored before (schema 10 and earlier) keep each key whole, as a varint length and its bytes;
+/// a run of shared beginnings starts with a 0, the length no key has.
 ///
 /// A run says which row each of its dots wrote, not that the change still wins: a later change
 /// may supersede it. Readers therefore look each run dot up in its row's state and skip one the
@@ -20,35 +26,51 @@ struct DotRun {
     /// and a catch-up batch or a chain extension reads at most a few hundred: runs stay short
     /// enough that this costs little.
     static let maxDots: Int64 = 4_096
-    static let maxKeyBytes = 64 * 1_024
+    /// What a run's keys may take, stored: a few runs then fill a database page, where a run
+    /// larger than half of one left the rest of its page empty.
+    static let maxKeyBytes = 2 * 1_024
+    /// The first byte of a run that keeps its keys as shared beginnings and rests.
+    static let sharedForm: UInt8 = 0
 
     let table: Int64
     /// The first and last dot (`DotKey`s of one replica); every dot between is in the run.
     let first: Int64
     private(set) var last: Int64
-    /// Each dot's row key, in dot order, each as a varint length and its bytes.
+    /// The form's byte, then each dot's key, in dot order: a varint count of the bytes it
+    /// shares with the key before it, a varint count of the bytes that follow, and those bytes.
     private(set) var keys: [UInt8]
+    /// The last key added.
+    private var lastKey: [UInt8] = []
 
     init(table: Int64, dot: Int64, key: ArraySlice<UInt8>) {
         self.table = table
         first = dot
         last = dot
-        keys = []
-        keys.reserveCapacity(4_096)
-        keys.appendVarint(key.count)
-        keys.appendBytes(key)
+        keys = [Self.sharedForm]
+        keys.reserveCapacity(Self.maxKeyBytes)
+        add(key, sharing: 0)
     }
 
     /// Adds `dot` (of `table`, writing `key`) when it continues the run; false when it does not.
     mutating func extend(table: Int64, dot: Int64, key: ArraySlice<UInt8>) -> Bool {
         guard table == self.table, dot == last + 1, DotKey.number(dot) == DotKey.number(first),
-            dot - first < Self.maxDots,
-            keys.count + key.count <= Self.maxKeyBytes
+            dot - first < Self.maxDots
         else { return false }
+        var shared = 0
+        let limit = min(lastKey.count, key.count)
+        while shared < limit, lastKey[shared] == key[key.startIndex + shared] { shared += 1 }
+        guard keys.count + 2 * 5 + key.count - shared <= Self.maxKeyBytes else { return false }
         last = dot
-        keys.appendVarint(key.count)
-        keys.appendBytes(key)
+        add(key, sharing: shared)
         return true
+    }
+
+    private mutating func add(_ key: ArraySlice<UInt8>, sharing shared: Int) {
+        keys.appendVarint(shared)
+        keys.appendVarint(key.count - shared)
+        keys.append(contentsOf: key.dropFirst(shared))
+        lastKey.removeAll(keepingCapacity: true)
+        lastKey.append(contentsOf: key)
     }
 
     func contains(_ dot: Int64) -> Bool { first <= dot && dot <= last }
@@ -91,18 +113,32 @@ struct DotRun {
         return run.first <= dot
     }
 
-    /// The keys at `wanted` (positions in dot order) of a stored run of `count` dots; the keys
-    /// before them are stepped over without being copied (a delta may need a few of a run's).
+    /// The keys at `wanted` (positions in dot order) of a stored run of `count` dots, in either
+    /// form; the keys before them are stepped over (a delta may need a few of a run's).
     static func keys(_ bytes: UnsafeRawBufferPointer, count: Int, wanted: ClosedRange<Int>) throws -> [[UInt8]] {
         var reader = StoredRowState.Reader(bytes: bytes, position: 0)
         var keys = [[UInt8]]()
         keys.reserveCapacity(wanted.count)
         var position = 0
         do {
-            while reader.position < bytes.count {
-                let key = try reader.take(try reader.count())
-                if wanted.contains(position) { keys.append(Array(key)) }
-                position += 1
+            if bytes.first == sharedForm {
+                reader.position = 1
+                var current = [UInt8]()
+                while reader.position < bytes.count {
+                    let shared = try reader.count()
+                    let rest = try reader.take(try reader.count())
+                    guard shared <= current.count, shared + rest.count > 0 else { throw StoredRowState.Reader.damaged }
+                    current.removeSubrange(shared...)
+                    current.append(contentsOf: rest)
+                    if wanted.contains(position) { keys.append(current) }
+                    position += 1
+                }
+            } else {
+                while reader.position < bytes.count {
+                    let key = try reader.take(try reader.count())
+                    if wanted.contains(position) { keys.append(Array(key)) }
+                    position += 1
+                }
             }
         } catch {
             throw StoreError(.database, "a run of the dot index does not read; the database is damaged")

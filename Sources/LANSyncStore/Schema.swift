@@ -51,6 +51,9 @@ import LANSyncCore
 /// - v10: a state in `app_rows` may take the held form (`StoredRowState.heldTag`): a row's
 ///   first write, every value of it held by the row; no table changes, and states stored before
 ///   still read. The version bump is for earlier LANSyncs, as for v9.
+/// - v11: a run of `app_op_runs` may keep each key as what it shares with the one before it and
+///   the rest (`DotRun`): `keys` then starts with a 0 byte; runs stored before still read. The
+///   version bump is for earlier LANSyncs, as for v9.
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -59,7 +62,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 10
+    static let version: Int32 = 11
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -251,6 +254,9 @@ enum Schema {
         }
         migrator.registerMigration("v10 states in the held form") { db in
             try db.execute(sql: "PRAGMA user_version = 10;")
+        }
+        migrator.registerMigration("v11 runs keep shared beginnings") { db in
+            try db.execute(sql: "PRAGMA user_version = 11;")
         }
         return migrator
     }

@@ -44,9 +44,12 @@ struct AppTableBenchmark {
         return "7b0c1d2e-3f40-4a5b-8c6d-\(hex)"
     }
 
-    static func arguments(_ index: Int) -> StatementArguments {
+    static func arguments(_ index: Int) -> StatementArguments { arguments(index, id: uuid(index)) }
+
+    /// Row `index`'s values with `id` for its key.
+    static func arguments(_ index: Int, id: String) -> StatementArguments {
         [
-            uuid(index), uuid(index / 12), ["squat", "bench press", "deadlift", "row"][index % 4], index % 12,
+            id, uuid(index / 12), ["squat", "bench press", "deadlift", "row"][index % 4], index % 12,
             5 + index % 8,
             60.0 + Double(index % 40) * 2.5, 6.5 + Double(index % 7) / 2, 90 + index % 60,
             index % 5 == 0 ? "felt strong" : nil,

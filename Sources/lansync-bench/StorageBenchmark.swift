@@ -8,7 +8,10 @@ import LANSyncCore
 /// the writer's replica and a peer's that merged the rows, each checkpointed, for an
 /// append-only table and a mutable one. Sizes do not vary from run to run, so one run is the
 /// figure. The goals: an append-only table at most 1.3 times the plain file, a mutable one at
-/// most 1.6 times.
+/// most 1.6 times. Each with two kinds of keys: the table benchmark's UUIDs, which count up in
+/// their last digits (as many apps' time-ordered IDs do), and random ones (version 4, as most
+/// apps make them, made from the row's number so that every run writes the same), which share
+/// nothing from row to row and so cost the dot index the most (`DotRun`).
 struct StorageBenchmark {
     let root: String
     let rows: Int
@@ -17,23 +20,31 @@ struct StorageBenchmark {
 
     func run() async throws {
         print("Storage: \(rows) rows of the 10-column table (1,000 a transaction), file sizes after a checkpoint")
-        for appendOnly in [true, false] {
+        for (appendOnly, randomKeys) in [(true, false), (false, false), (true, true), (false, true)] {
+            let kind = (appendOnly ? "append-only" : "mutable") + (randomKeys ? ", random keys" : "")
+            let tag = "\(appendOnly)\(randomKeys ? "-random" : "")"
+            @Sendable func arguments(_ index: Int) -> StatementArguments {
+                AppTableBenchmark.arguments(
+                    index,
+                    id: randomKeys ? Self.randomUUID(index) : AppTableBenchmark.uuid(index)
+                )
+            }
             let schema = (appendOnly ? "-- lansync: append-only sets\n" : "") + AppTableBenchmark.table
-            let plainPath = root + "/storage-plain-\(appendOnly).sqlite"
+            let plainPath = root + "/storage-plain-\(tag).sqlite"
             let plain = try DatabasePool(path: plainPath)
             try await plain.write { db in try db.execute(sql: AppTableBenchmark.table) }
-            let writer = try AppTableBenchmark.node(at: root + "/storage-writer-\(appendOnly)", schema: schema)
-            let peer = try AppTableBenchmark.node(at: root + "/storage-peer-\(appendOnly)", schema: schema)
+            let writer = try AppTableBenchmark.node(at: root + "/storage-writer-\(tag)", schema: schema)
+            let peer = try AppTableBenchmark.node(at: root + "/storage-peer-\(tag)", schema: schema)
             let rows = rows
             for first in stride(from: 0, to: rows, by: 1_000) {
                 let range = first..<min(first + 1_000, rows)
                 try await plain.write { db in
                     let insert = try db.cachedStatement(sql: AppTableBenchmark.insert)
-                    for index in range { try insert.execute(arguments: AppTableBenchmark.arguments(index)) }
+                    for index in range { try insert.execute(arguments: arguments(index)) }
                 }
                 try await writer.write { db in
                     let insert = try db.cachedStatement(sql: AppTableBenchmark.insert)
-                    for index in range { try insert.execute(arguments: AppTableBenchmark.arguments(index)) }
+                    for index in range { try insert.execute(arguments: arguments(index)) }
                 }
             }
             try await writer.store.extendOwnChain()
@@ -44,13 +55,13 @@ struct StorageBenchmark {
             let (merged, written) = (try peer.status().digest, try writer.status().digest)
             precondition(merged == written, "the merged replica differs from its writer")
             let plainBytes = try Self.checkpointedSize(plainPath)
-            print("    \(appendOnly ? "append-only" : "mutable") table: plain SQLite \(Self.megabytes(plainBytes))")
+            print("    \(kind) table: plain SQLite \(Self.megabytes(plainBytes))")
             for (label, node) in [("writer's replica", writer), ("peer's replica", peer)] {
                 let bytes = try Self.checkpointedSize(node.dataDirectory.path + "/replica.sqlite")
                 let ratio = Double(bytes) / Double(plainBytes)
                 let goal = Self.goals[appendOnly]!
                 GoalRecord.record(
-                    "storage, \(appendOnly ? "append-only" : "mutable") table, \(label)",
+                    "storage, \(kind) table, \(label)",
                     figure: String(
                         format: "%.2f × plain SQLite (%.1f MB against %.1f MB)",
                         ratio,
@@ -77,6 +88,30 @@ struct StorageBenchmark {
         }
         print("")
         fflush(nil)
+    }
+
+    /// A version 4 UUID's text made from `index` (SplitMix64), the same in every run.
+    static func randomUUID(_ index: Int) -> String {
+        func mix(_ seed: UInt64) -> UInt64 {
+            var z = seed &+ 0x9E37_79B9_7F4A_7C15
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        let high = mix(UInt64(index) &* 2)
+        let low = mix(UInt64(index) &* 2 &+ 1)
+        let bytes =
+            (0..<8).map { UInt8(truncatingIfNeeded: high >> (56 - 8 * $0)) }
+            + (0..<8).map { UInt8(truncatingIfNeeded: low >> (56 - 8 * $0)) }
+        var uuid = bytes
+        uuid[6] = uuid[6] & 0x0F | 0x40
+        uuid[8] = uuid[8] & 0x3F | 0x80
+        return UUID(
+            uuid: (
+                uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7],
+                uuid[8], uuid[9], uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]
+            )
+        ).uuidString.lowercased()
     }
 
     static func megabytes(_ bytes: Int) -> String { String(format: "%6.1f MB", Double(bytes) / 1e6) }

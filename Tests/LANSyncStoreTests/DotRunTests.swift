@@ -51,6 +51,135 @@ import Testing
         for replica in [a, b, c] { #expect(try replica.store.recomputeDigest() == replica.store.status().digest) }
     }
 
+    /// A run keeps each key as what it shares with the one before it and the rest (`DotRun`):
+    /// readers find every row, whether its key shares much, little or nothing, also once some
+    /// are superseded, and a run stored before, with whole keys, still reads.
+    @Test func runsKeepTheirKeysAsSharedBeginnings() async throws {
+        let (a, b, c) = (try Replica(1), try Replica(2), try Replica(3))
+        let shared = "a-beginning-shared-by-all-"
+        let keys = ["q", shared + "mine", shared + "minf", "r", shared + "zzz", shared, "s"]
+        _ = try await a.store.write(now: 2_000) { db in
+            for (index, key) in keys.enumerated() {
+                try db.execute(
+                    sql: "INSERT INTO athletes (id, name, weight) VALUES (?, ?, ?)",
+                    arguments: [key, "n\(index)", Double(index)]
+                )
+            }
+        }
+        let stored = try a.store.readInternals { db in
+            try Data.fetchAll(db, sql: "SELECT keys FROM app_op_runs WHERE last > first").map { [UInt8]($0) }
+        }
+        #expect(stored.count == 1 && stored[0].first == DotRun.sharedForm, "one run, of shared beginnings")
+        let whole = keys.map { SQLValue.keyBytes([.text($0)]) }
+        #expect(stored[0].count < 1 + whole.reduce(0) { $0 + $1.count }, "shared beginnings are kept once")
+        #expect(try stored[0].withUnsafeBytes { try DotRun.keys($0, count: keys.count, wanted: 0...6) } == whole)
+        try await AppTableConvergenceTests.ship(a, b, maxRows: 2, twice: false)
+        try await SignedRangeTests.ship(a.store, to: c.store, keys: [a.store.replica: a.key.publicKey])
+        let rows = { (store: ReplicaStore) in
+            try store.readInternals {
+                try Row.fetchAll($0, sql: "SELECT id, name, weight FROM athletes ORDER BY id").map(\.description)
+            }
+        }
+        for replica in [b, c] {
+            #expect(try rows(replica.store) == rows(a.store))
+            #expect(try replica.store.status().digest == a.store.status().digest)
+        }
+        // Superseded: a row whose key shares its beginning is deleted, another row is edited.
+        _ = try await a.store.write(now: 3_000) { db in
+            try db.execute(sql: "DELETE FROM athletes WHERE id = ?", arguments: [shared + "mine"])
+            try db.execute(sql: "UPDATE athletes SET name = 'x', weight = 1, notes = 'y' WHERE id = 'r'")
+        }
+        let d = try Replica(4)
+        try await AppTableConvergenceTests.ship(a, d, maxRows: 1, twice: false)
+        try await AppTableConvergenceTests.ship(a, b, maxRows: 3, twice: false)
+        let e = try Replica(5)
+        try await SignedRangeTests.ship(a.store, to: e.store, keys: [a.store.replica: a.key.publicKey])
+        for replica in [b, d, e] {
+            #expect(try rows(replica.store) == rows(a.store))
+            #expect(try replica.store.status().digest == a.store.status().digest)
+            #expect(try replica.store.recomputeDigest() == replica.store.status().digest)
+        }
+
+        // The same run as schema 10 stored it: each whole key, as a varint length and its bytes.
+        var wholeForm = [UInt8]()
+        for key in whole {
+            wholeForm.appendVarint(key.count)
+            wholeForm += key
+        }
+        let wholeKeys = Data(wholeForm)
+        try await a.store.writer.write { db in
+            try db.execute(sql: "UPDATE app_op_runs SET keys = ? WHERE last > first", arguments: [wholeKeys])
+        }
+        let f = try Replica(6)
+        try await AppTableConvergenceTests.ship(a, f, maxRows: 2, twice: false)
+        #expect(try rows(f.store) == rows(a.store))
+        #expect(try f.store.status().digest == a.store.status().digest)
+    }
+
+    /// Keys read back exactly from any point of a run, however much they share; keys that differ
+    /// only at their end (a session's strokes) take a few bytes each, random ones about their
+    /// length, and a run ends before its keys take more than `maxKeyBytes`.
+    @Test func aRunKeepsKeysThatShareTheirBeginningInAFewBytes() async throws {
+        func run(_ keys: [[UInt8]]) -> [DotRun] {
+            var runs = [DotRun(table: 1, dot: 1, key: keys[0][...])]
+            for (index, key) in keys.enumerated().dropFirst() {
+                var current = runs[runs.count - 1]
+                if current.extend(table: 1, dot: Int64(index + 1), key: key[...]) {
+                    runs[runs.count - 1] = current
+                } else {
+                    runs.append(DotRun(table: 1, dot: Int64(index + 1), key: key[...]))
+                }
+            }
+            return runs
+        }
+        func read(_ runs: [DotRun]) throws -> [[UInt8]] {
+            try runs.flatMap { run in
+                let count = Int(run.last - run.first + 1)
+                let all = try run.keys.withUnsafeBytes { try DotRun.keys($0, count: count, wanted: 0...(count - 1)) }
+                // Any one key alone, as a delta cut in the run's middle reads it.
+                let middle = count / 2
+                let one = try run.keys.withUnsafeBytes { try DotRun.keys($0, count: count, wanted: middle...middle) }
+                #expect(one == [all[middle]])
+                return all
+            }
+        }
+        let session = "session-\(UUID().uuidString)"
+        let strokes = (0..<500).map { SQLValue.keyBytes([.text(session), .integer(Int64($0))]) }
+        let strokeRuns = run(strokes)
+        #expect(try read(strokeRuns) == strokes)
+        let strokeBytes = strokeRuns.reduce(0) { $0 + $1.keys.count }
+        #expect(strokeBytes < 500 * 6, "\(strokeBytes) bytes for 500 strokes of \(strokes[0].count)-byte keys")
+        let random = (0..<500).map { _ in SQLValue.keyBytes([.text(UUID().uuidString.lowercased())]) }
+        let randomRuns = run(random)
+        #expect(try read(randomRuns) == random)
+        #expect(randomRuns.allSatisfy { $0.keys.count <= DotRun.maxKeyBytes } && randomRuns.count > 1)
+        let mixed = (0..<300).map { index in index % 3 == 0 ? random[index] : strokes[index] }
+        let mixedRuns = run(mixed)
+        #expect(try read(mixedRuns) == mixed)
+
+        // Damaged: cut short, it holds fewer keys than dots; changed at random, it throws saying
+        // so or reads as some keys, and never traps.
+        let (bytes, count) = (mixedRuns[0].keys, Int(mixedRuns[0].last - mixedRuns[0].first + 1))
+        for length in 1..<bytes.count {
+            #expect(throws: StoreError.self) {
+                try Array(bytes.prefix(length)).withUnsafeBytes {
+                    try DotRun.keys($0, count: count, wanted: 0...(count - 1))
+                }
+            }
+        }
+        await propertyCheck(count: 300, input: Gen.int(in: 0...Int.max).array(of: 1...6)) { edits in
+            var changed = bytes
+            for edit in edits { changed[1 + edit % (changed.count - 1)] = UInt8(truncatingIfNeeded: edit >> 20) }
+            do {
+                _ = try changed.withUnsafeBytes { try DotRun.keys($0, count: count, wanted: 0...(count - 1)) }
+            } catch let error as StoreError {
+                #expect(error.description.contains("the database is damaged"))
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+    }
+
     /// A receiving store that checks a batch itself (as a session does, beside the merge before)
     /// encodes new rows' states with the numbers of columns and replicas it holds, and they
     /// are stored exactly as the writer would have encoded them.
