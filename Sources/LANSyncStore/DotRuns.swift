@@ -59,6 +59,7 @@ struct DotRun {
         var shared = 0
         let limit = min(lastKey.count, key.count)
         while shared < limit, lastKey[shared] == key[key.startIndex + shared] { shared += 1 }
+        // The two counts take at most 5 bytes each (a key's length is below 2^35).
         guard keys.count + 2 * 5 + key.count - shared <= Self.maxKeyBytes else { return false }
         last = dot
         add(key, sharing: shared)
