@@ -274,7 +274,7 @@ struct IndexedWrites {
         }
     }
 
-    /// The same, with each write's row state (`app_rows`), read once for consecutive writes of
+    /// The same, with each write's row state (`app_rows` or `app_rowid_states`), read once for consecutive writes of
     /// one row (an insert, then its updates); `rows` reads the values it names of the app's row.
     static func forEachWithState(
         _ db: Database,
@@ -286,18 +286,10 @@ struct IndexedWrites {
         rows: AppRowValues,
         _ body: (Write, RowState) throws -> Bool
     ) throws {
-        let select = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
         var last: (table: Int64, key: [UInt8], state: RowState)?
         try forEach(db, lower: lower, upper: upper, limit: limit) { write in
             if last == nil || last!.table != write.table || last!.key != write.key {
-                select.bind(1, write.table)
-                select.bind(2, write.key)
-                var state: RowState?
-                try select.forEachRow { row in
-                    state = try row.withBlob(0) {
-                        try rows.decode($0, table: write.table, key: write.key, columns: columns, replicas: replicas)
-                    }
-                }
+                let state = try rows.state(table: write.table, key: write.key, columns: columns, replicas: replicas)
                 guard let state else {
                     let dot = try RowDecoding.dot(write.dot, replicas: replicas)
                     throw StoreError(.database, "change \(dot) is indexed, but its row is not; the database is damaged")

@@ -79,18 +79,33 @@ extension ReplicaStore {
                     var context = try WriteContext(db, hasher: hasher, apps: apps)
                     context.appCatalog = catalog
                     for name in touched {
-                        guard let table = catalog.table(named: name), table.declared != nil else { continue }
+                        guard let table = catalog.table(named: name), let declared = table.declared else { continue }
                         // Read first: a row written again may take another rowid, and its state
                         // is written again too when its table refuses it.
-                        let rows = try Row.fetchAll(
+                        var rows = try Row.fetchAll(
                             db,
-                            sql: "SELECT key, state FROM app_rows WHERE tbl = ?",
+                            sql: "SELECT key, state, NULL FROM app_rows WHERE tbl = ?",
                             arguments: [table.number]
                         )
-                        for row in rows {
-                            let keyBytes = [UInt8](row[0] as Data)
+                        .map { ([UInt8]($0[0] as Data), $0[1] as Data, nil as Int64?) }
+                        if table.keepsStatesByRowid {
+                            let select = try BoundStatement(
+                                db,
+                                sql: StoredStates.statesByRowidSQL(declared, rowid: true)
+                            )
+                            select.bind(1, table.number)
+                            let keyCount = Int32(declared.primaryKey.count)
+                            try select.forEachRow { row in
+                                let key = SQLValue.keyBytes((1...keyCount).map { row.value($0 + 1) })
+                                rows.append((key, row.withBlob(0) { Data($0) }, row.int64(1)))
+                            }
+                        }
+                        for (keyBytes, state, rowid) in rows {
+                            if let rowid {
+                                context.statesAtRowids[RowAddress(table: table.number, key: keyBytes)] = rowid
+                            }
                             try context.showAgain(
-                                try context.storedState(row[1] as Data, table: table.number, key: keyBytes),
+                                try context.storedState(state, table: table.number, key: keyBytes),
                                 key: keyBytes,
                                 in: table
                             )
@@ -238,26 +253,58 @@ extension ReplicaStore {
         catalogs: AppCatalogCache,
         _ body: (RowKey, RowState) throws -> Void
     ) throws {
-        var sql = "SELECT t.name, r.key, r.state, r.tbl FROM app_rows r JOIN app_tables t ON t.num = r.tbl"
+        let catalog = try catalogs.catalog(db)
+        let (columns, replicas) = (try ColumnNumbering.load(db).names, try Self.replicaNumbers(db))
+        let values = AppRowValues(db, catalog: catalog)
+        // Every table heard of (the catalog, cached by schema version, may not know one a peer
+        // just brought), by name.
+        var sql = "SELECT num, name FROM app_tables"
         var arguments = StatementArguments()
         if let table {
-            sql += " WHERE t.name = ?"
+            sql += " WHERE name = ?"
             arguments += [table]
         }
-        let (columns, replicas) = (try ColumnNumbering.load(db).names, try Self.replicaNumbers(db))
-        let values = AppRowValues(db, catalog: try catalogs.catalog(db))
-        let rows = try Row.fetchCursor(db, sql: sql + " ORDER BY t.name, r.key", arguments: arguments)
-        while let row = try rows.next() {
-            let keyBytes = [UInt8](row[1] as Data)
-            let key = RowKey(table: row[0], primaryKey: try SQLValue.key(from: keyBytes))
-            let state = try values.decode(
-                row[2] as Data,
-                table: row[3],
-                key: keyBytes,
-                columns: columns,
-                replicas: replicas
+        let tables = try Row.fetchAll(db, sql: sql + " ORDER BY name", arguments: arguments).map {
+            (number: $0[0] as Int64, name: $0[1] as String)
+        }
+        for entry in tables {
+            let byKey = try Row.fetchCursor(
+                db,
+                sql: "SELECT key, state FROM app_rows WHERE tbl = ? ORDER BY key",
+                arguments: [entry.number]
             )
-            try body(key, state)
+            // States kept by rowid, with their rows' keys, in key order to merge with those by key.
+            var byRowid = [(key: [UInt8], state: [UInt8])]()
+            if let declared = catalog.tables[entry.number]?.declared {
+                let select = try BoundStatement(db, sql: StoredStates.statesByRowidSQL(declared, rowid: false))
+                select.bind(1, entry.number)
+                let keyCount = Int32(declared.primaryKey.count)
+                try select.forEachRow { row in
+                    let key = SQLValue.keyBytes((1...keyCount).map { row.value($0) })
+                    byRowid.append((key, row.withBlob(0) { Array($0) }))
+                }
+                byRowid.sort { $0.key.lexicographicallyPrecedes($1.key) }
+            }
+            func emit(_ key: [UInt8], _ state: UnsafeRawBufferPointer) throws {
+                let rowKey = RowKey(table: entry.name, primaryKey: try SQLValue.key(from: key))
+                try body(
+                    rowKey,
+                    try values.decode(state, table: entry.number, key: key, columns: columns, replicas: replicas)
+                )
+            }
+            var next = byRowid.startIndex
+            while let row = try byKey.next() {
+                let key = [UInt8](row[0] as Data)
+                while next < byRowid.endIndex, byRowid[next].key.lexicographicallyPrecedes(key) {
+                    try byRowid[next].state.withUnsafeBytes { try emit(byRowid[next].key, $0) }
+                    next += 1
+                }
+                try (row[1] as Data).withUnsafeBytes { try emit(key, $0) }
+            }
+            while next < byRowid.endIndex {
+                try byRowid[next].state.withUnsafeBytes { try emit(byRowid[next].key, $0) }
+                next += 1
+            }
         }
     }
 
@@ -271,15 +318,9 @@ extension ReplicaStore {
                         db,
                         sql: "SELECT num FROM app_tables WHERE name = ?",
                         arguments: [key.table]
-                    ),
-                    let blob = try Data.fetchOne(
-                        db,
-                        sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?",
-                        arguments: [number, Data(keyBytes)]
                     )
                 else { return nil }
-                return try AppRowValues(db, catalog: try apps.catalogCache.catalog(db)).decode(
-                    blob,
+                return try AppRowValues(db, catalog: try apps.catalogCache.catalog(db)).state(
                     table: number,
                     key: keyBytes,
                     columns: ColumnNumbering.load(db).names,

@@ -54,6 +54,10 @@ import LANSyncCore
 /// - v11: a run of `app_op_runs` may keep each key as what it shares with the one before it and
 ///   the rest (`DotRun`): `keys` then starts with a 0 byte; runs stored before still read. The
 ///   version bump is for earlier LANSyncs, as for v9.
+/// - v12: `app_rowid_states`, the states of rows an append-only table shows, keyed by the
+///   app's row's rowid instead of by key (`AppCatalog.Table.keepsStatesByRowid`): the app's own
+///   key index finds the rowid, so the key is not kept again. A state is in one of the two tables,
+///   never in both; states stored before stay in `app_rows` and still read.
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -62,7 +66,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 11
+    static let version: Int32 = 12
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -257,6 +261,19 @@ enum Schema {
         }
         migrator.registerMigration("v11 runs keep shared beginnings") { db in
             try db.execute(sql: "PRAGMA user_version = 11;")
+        }
+        migrator.registerMigration("v12 states by rowid") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE app_rowid_states (
+                        tbl INTEGER NOT NULL,
+                        rid INTEGER NOT NULL,
+                        state BLOB NOT NULL,
+                        PRIMARY KEY (tbl, rid)
+                    ) WITHOUT ROWID;
+                    PRAGMA user_version = 12;
+                    """
+            )
         }
         return migrator
     }

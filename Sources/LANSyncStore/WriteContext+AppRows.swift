@@ -58,22 +58,60 @@ extension WriteContext {
     /// row's values read the table, or, for the row of a local write being turned into changes,
     /// the values the row had before that write (`LocalRow.before`).
     mutating func heldRow(table: Int64, key: [UInt8]) throws -> RowState? {
-        let select = try rowStatements().selectState
-        select.bind(1, table)
-        select.bind(2, key)
         let (names, replicas) = (try columnNumbers().names, replicasByNumber)
         let reader = try rowReader()
         let local = localRow.flatMap { $0.table.number == table && $0.key == key ? $0 : nil }
-        var state: RowState?
-        try select.forEachRow { columns in
-            state = try columns.withBlob(0) { bytes in
-                guard let local else {
-                    return try reader.decode(bytes, table: table, key: key, columns: names, replicas: replicas)
-                }
-                return try StoredRowState.decode(bytes, columns: names, replicas: replicas, rowValue: local.valueBefore)
+        let found = try storedStates().withState(table: table, key: key, rowid: local?.rowid) { bytes, place in
+            let state: RowState
+            if let local {
+                state = try StoredRowState.decode(
+                    bytes,
+                    columns: names,
+                    replicas: replicas,
+                    rowValue: local.valueBefore
+                )
+            } else {
+                state = try reader.decode(bytes, table: table, key: key, columns: names, replicas: replicas)
             }
+            return (state, place)
         }
-        return state
+        if case .rowid(let rowid) = found?.1 { statesAtRowids[RowAddress(table: table, key: key)] = rowid }
+        return found?.0
+    }
+
+    /// The finder of rows' stored states, by key or by rowid.
+    mutating func storedStates() throws -> StoredStates {
+        if let storedStateLookup { return storedStateLookup }
+        let lookup = try StoredStates(db, catalog: try catalog())
+        storedStateLookup = lookup
+        return lookup
+    }
+
+    /// Writes a row's state by its key (`app_rows`); a state the transaction read by rowid
+    /// leaves `app_rowid_states`, so that the row keeps one state.
+    mutating func writeStateByKey(table: Int64, key: [UInt8], state: ArraySlice<UInt8>) throws {
+        try rowStatements().upsertState.run(table: table, key: key, state: state)
+        guard !statesAtRowids.isEmpty,
+            let rowid = statesAtRowids.removeValue(forKey: RowAddress(table: table, key: key))
+        else { return }
+        let delete = try rowStatements().deleteRowidState
+        delete.bind(1, table)
+        delete.bind(2, rowid)
+        try delete.run()
+    }
+
+    /// Whether `app_rows` holds any state of table number `table`.
+    mutating func holdsStatesByKey(table: Int64) throws -> Bool {
+        let select = try rowStatements().anyStateByKey
+        select.bind(1, table)
+        var any = false
+        try select.forEachRow { _ in any = true }
+        return any
+    }
+
+    /// Whether `app_rows` holds a state of row `key` of table number `table`.
+    mutating func holdsState(table: Int64, key: some Collection<UInt8>) throws -> Bool {
+        try storedStates().withState(table: table, key: Array(key)) { _, place in place == .key } ?? false
     }
 
     /// The numbering of column names in stored states, loaded on first use in the transaction.
@@ -100,11 +138,7 @@ extension WriteContext {
     mutating func showAgain(_ state: RowState, key: [UInt8], in table: AppCatalog.Table) throws {
         let holding = try materialize(state, key: try SQLValue.key(from: key), in: table)
         guard state.exists, case .nothing = holding else { return }
-        try rowStatements().upsertState.run(
-            table: table.number,
-            key: key,
-            state: try storedBytes(of: state, row: .nothing)[...]
-        )
+        try writeStateByKey(table: table.number, key: key, state: try storedBytes(of: state, row: .nothing)[...])
     }
 
     /// `state` as `app_rows` keeps it (see `StoredRowState`); `row`: what the app's table holds
@@ -195,6 +229,13 @@ extension WriteContext {
     ) throws -> Bool {
         let statements = try rowStatements()
         _ = try number(of: change.dot.replica)
+        // A row its table shows is held, by key or by rowid (`keepsStatesByRowid`), which the
+        // insert below does not see.
+        if materialize, table.keepsStatesByRowid,
+            try storedStates().rowid(of: table, key: change.key.primaryKey) != nil
+        {
+            return false
+        }
         // What the table will hold of the row: what LANSync writes of it below, or what the
         // app's statement left. Should the table not show the row after all (a rule refuses
         // it), its state is written again with every value in it.
@@ -222,8 +263,17 @@ extension WriteContext {
             )
             stored = bytes
         }
-        guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else {
-            return false
+        // A new row its table will show keeps its state by rowid where the table keeps them so,
+        // written once the row is in; a row held by key is looked up instead of tried.
+        let byRowid = materialize && exists && table.keepsStatesByRowid && table.keepsKeyExactly(change.key.primaryKey)
+        if byRowid {
+            if try storedStates().withState(table: table.number, key: key, { _, place in place == .key }) == true {
+                return false
+            }
+        } else {
+            guard try statements.insertNewState.run(table: table.number, key: key, state: stored[...]) == 1 else {
+                return false
+            }
         }
         let first = first ?? FirstRow(change, key: key, hasher: hasher, buffer: &firstRowBuffer)
         if first.isLive {
@@ -244,6 +294,15 @@ extension WriteContext {
         }
         if try !self.materialize(key: change.key.primaryKey, in: table, columns: table.present(of: change)) {
             try keepEveryValue(of: change, table: table, key: key)
+        } else if byRowid {
+            guard let rowid = try storedStates().rowid(of: table, key: change.key.primaryKey) else {
+                throw StoreError(.database, "a row written to \(table.name) is not in it; the database is damaged")
+            }
+            let insert = try statements.insertRowidStates(1, db)
+            insert.bind(1, table.number)
+            insert.bind(2, rowid)
+            insert.bind(3, stored)
+            try insert.run()
         }
         return true
     }
@@ -254,7 +313,7 @@ extension WriteContext {
         _ = try columnNumbers()
         var bytes = [UInt8]()
         try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
-        try rowStatements().upsertState.run(table: table.number, key: key, state: bytes[...])
+        try writeStateByKey(table: table.number, key: key, state: bytes[...])
     }
 
     /// Writes a row's new state (after merging `change`) and everything kept in step with it.
@@ -287,11 +346,7 @@ extension WriteContext {
         var identity = Self.identity(of: rowKey.table, key: key)
         var row = identity
         state.append(to: &row)
-        try statements.upsertState.run(
-            table: table.number,
-            key: key,
-            state: try storedBytes(of: state, row: holding)[...]
-        )
+        try writeStateByKey(table: table.number, key: key, state: try storedBytes(of: state, row: holding)[...])
         digest.insert(hash: hasher.hash(row))
         if let held {
             held.append(to: &identity)
@@ -549,7 +604,9 @@ extension WriteContext {
                 "a write was captured for app table \(event.table), which is not declared; the database is damaged"
             )
         }
-        if let range = event.encoded, try insertEncoded(encoded, range: range, into: table, now: now) {
+        if let range = event.encoded,
+            try insertEncoded(encoded, range: range, into: table, now: now, rowid: event.rowid)
+        {
             if encodedInsertBuffers.queued.count >= Self.rowsQueued { try storeQueuedStates(encoded) }
             return
         }
@@ -577,15 +634,15 @@ extension WriteContext {
             let newKey = table.keyColumns.map { new[$0] }
             if newKey != oldKey {
                 // A key that changes is another row: the old one is deleted, the new one inserted.
-                try delete(old: old, from: table, now: now)
+                try delete(old: old, from: table, now: now, rowid: event.rowid)
                 try insert(new, into: table, now: now)
                 return
             }
             let changed = table.columns.indices.filter { (masks[$0 / 62] >> ($0 % 62)) & 1 == 1 }
-            try update(table: table, changed: changed, old: old, new: new, now: now)
+            try update(table: table, changed: changed, old: old, new: new, now: now, rowid: event.rowid)
         case .delete:
             guard arguments.count == table.columns.count else { throw malformedCapture(declared) }
-            try delete(old: arguments, from: table, now: now)
+            try delete(old: arguments, from: table, now: now, rowid: event.rowid)
         }
     }
 
@@ -708,12 +765,13 @@ extension WriteContext {
         changed: [Int],
         old: [SQLValue],
         new: [SQLValue],
-        now: UInt64
+        now: UInt64,
+        rowid: Int64
     ) throws {
         let key = try checkedKey(table.keyColumns.map { new[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
-        localRow = LocalRow(table: table, key: keyBytes, before: old, after: new)
+        localRow = LocalRow(table: table, key: keyBytes, before: old, after: new, rowid: rowid)
         defer { localRow = nil }
         guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else {
             throw StoreError(
@@ -750,11 +808,11 @@ extension WriteContext {
     }
 
     /// Turns an app's DELETE of one row into a change; `old`: the row's values, in declaration order.
-    private mutating func delete(old: [SQLValue], from table: AppCatalog.Table, now: UInt64) throws {
+    private mutating func delete(old: [SQLValue], from table: AppCatalog.Table, now: UInt64, rowid: Int64) throws {
         let key = try checkedKey(table.keyColumns.map { old[$0] }, table)
         let rowKey = RowKey(table: table.name, primaryKey: key)
         let keyBytes = SQLValue.keyBytes(key)
-        localRow = LocalRow(table: table, key: keyBytes, before: old, after: nil)
+        localRow = LocalRow(table: table, key: keyBytes, before: old, after: nil, rowid: rowid)
         defer { localRow = nil }
         guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else { return }
         try makeChange(
@@ -913,12 +971,16 @@ extension BoundStatement {
 /// The statements every app-table row uses in a transaction: prepared once, bound through the C
 /// API (see `BoundStatement`), and, for the app's own tables, one per column set written.
 final class AppRowStatements {
-    let selectState: BoundStatement
     let upsertState: BoundStatement
+    let deleteRowidState: BoundStatement
     /// Inserts a row's state unless the row is held (then it changes nothing).
     let insertNewState: BoundStatement
     /// `insertStates`, by their number of rows (negative: not skipping held rows).
     private var insertStatesOf: [Int: BoundStatement] = [:]
+    /// Whether `app_rows` holds any state of a table.
+    let anyStateByKey: BoundStatement
+    /// `insertRowidStates`, by their number of rows.
+    private var insertRowidStatesOf: [Int: BoundStatement] = [:]
     let insertOp: BoundStatement
     let deleteOp: BoundStatement
     let selectOpStub: BoundStatement
@@ -929,12 +991,13 @@ final class AppRowStatements {
     private var deletes: [Int64: BoundStatement] = [:]
 
     init(_ db: Database) throws {
-        selectState = try BoundStatement(db, sql: "SELECT state FROM app_rows WHERE tbl = ? AND key = ?")
+        deleteRowidState = try BoundStatement(db, sql: "DELETE FROM app_rowid_states WHERE tbl = ? AND rid = ?")
         upsertState = try BoundStatement(db, sql: "INSERT OR REPLACE INTO app_rows (tbl, key, state) VALUES (?, ?, ?)")
         insertNewState = try BoundStatement(
             db,
             sql: "INSERT INTO app_rows (tbl, key, state) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
         )
+        anyStateByKey = try BoundStatement(db, sql: "SELECT 1 FROM app_rows WHERE tbl = ? LIMIT 1")
         insertOp = try BoundStatement(db, sql: "INSERT OR IGNORE INTO app_ops (dot, tbl, key) VALUES (?, ?, ?)")
         deleteOp = try BoundStatement(db, sql: "DELETE FROM app_ops WHERE dot = ?")
         selectOpStub = try BoundStatement(db, sql: "SELECT stub FROM app_ops WHERE dot = ?")
@@ -962,6 +1025,17 @@ final class AppRowStatements {
                 + (skippingHeld ? " ON CONFLICT DO NOTHING" : "")
         )
         insertStatesOf[shape] = statement
+        return statement
+    }
+
+    /// One INSERT of `count` states by the rowids of the rows their tables show
+    /// (`AppCatalog.Table.keepsStatesByRowid`): `(table, rowid, state)` each. A rowid that has a
+    /// state already makes SQLite refuse the statement (the database is then damaged).
+    func insertRowidStates(_ count: Int, _ db: Database) throws -> BoundStatement {
+        if let statement = insertRowidStatesOf[count] { return statement }
+        let rows = Array(repeating: "(?, ?, ?)", count: count).joined(separator: ", ")
+        let statement = try BoundStatement(db, sql: "INSERT INTO app_rowid_states (tbl, rid, state) VALUES \(rows)")
+        insertRowidStatesOf[count] = statement
         return statement
     }
 

@@ -102,7 +102,8 @@ extension WriteContext {
         _ encoded: [UInt8],
         range: Range<Int>,
         into table: AppCatalog.Table,
-        now: UInt64
+        now: UInt64,
+        rowid: Int64
     ) throws -> Bool {
         let layout = try insertLayout(table)
         if encodedInsertBuffers.ownNumber < 0 { encodedInsertBuffers.ownNumber = try number(of: replica) }
@@ -133,7 +134,13 @@ extension WriteContext {
         }
         let (hlc, dot) = (tick(now: now), nextDot())
         encodedInsertBuffers.queued.append(
-            QueuedRow(layout: layout, starts: startsStart, stamp: RowState.Stamp(hlc: hlc, dot: dot), now: now)
+            QueuedRow(
+                layout: layout,
+                starts: startsStart,
+                stamp: RowState.Stamp(hlc: hlc, dot: dot),
+                now: now,
+                rowid: rowid
+            )
         )
         return true
     }
@@ -146,6 +153,8 @@ extension WriteContext {
         let starts: Int
         let stamp: RowState.Stamp
         let now: UInt64
+        /// The rowid of the app's row (`AppWriteCapture.Event.rowid`).
+        let rowid: Int64
     }
 
     /// New rows' states go in `statesPerStatement` at a time: one statement of many rows costs
@@ -187,21 +196,43 @@ extension WriteContext {
             hasher: hasher,
             reusing: parts
         )
-        let statements = try rowStatements()
+        // Per table keeping states by rowid: whether `app_rows` holds any of its rows (deleted
+        // ones, say), which each new row's key is then looked up in.
+        var keyedStates: [Int64: Bool] = [:]
+        var (byKey, byRowid, atRowid) = ([Int](), [Int](), [Bool]())
         var first = 0
         while first < rows.count {
             let chunk = first..<min(first + Self.statesPerStatement, rows.count)
             first = chunk.upperBound
-            let insert = try statements.insertStates(chunk.count, skippingHeld: true, db)
-            let inserted = try EncodedRows.withBytes(of: parts) { bytes in
-                var parameter: Int32 = 1
-                for index in chunk {
-                    insert.bind(parameter, rows[index].layout.table.number)
-                    insert.bindStatic(parameter + 1, bytes.key(index))
-                    insert.bindStatic(parameter + 2, bytes.state(index))
-                    parameter += 3
+            byKey.removeAll(keepingCapacity: true)
+            byRowid.removeAll(keepingCapacity: true)
+            atRowid.removeAll(keepingCapacity: true)
+            for index in chunk {
+                let table = rows[index].layout.table
+                guard table.keepsStatesByRowid else {
+                    byKey.append(index)
+                    atRowid.append(false)
+                    continue
                 }
-                return try insert.runClearingBindings()
+                let number = table.number
+                if keyedStates[number] == nil { keyedStates[number] = try holdsStatesByKey(table: number) }
+                let (part, position) = EncodedRows.locate(index, in: parts)
+                if keyedStates[number]!, try holdsState(table: number, key: parts[part].key(position)) {
+                    // Held already: the general way below says what becomes of it.
+                    byKey.append(index)
+                    atRowid.append(false)
+                } else {
+                    byRowid.append(index)
+                    atRowid.append(true)
+                }
+            }
+            let insertedByKey = try insertStates(byKey, rows: rows, parts: parts, byRowid: false)
+            let insertedByRowid = try insertStates(byRowid, rows: rows, parts: parts, byRowid: true)
+            guard insertedByRowid == byRowid.count else {
+                throw StoreError(
+                    .database,
+                    "a new row's rowid already has a state in LANSync's tables; the database is damaged"
+                )
             }
             for index in chunk {
                 let (row, layout) = (rows[index], rows[index].layout)
@@ -209,7 +240,7 @@ extension WriteContext {
                 let key = parts[part].key(position)
                 // When some were held already, each tells by whether its own state went in.
                 let stored =
-                    try inserted == chunk.count
+                    try atRowid[index - chunk.lowerBound] || insertedByKey == byKey.count
                     || holds(table: layout.table.number, key: key, state: parts[part].state(position))
                 guard stored else {
                     let values = allStarts[row.starts]..<allStarts[row.starts + layout.table.columns.count]
@@ -232,14 +263,42 @@ extension WriteContext {
         }
     }
 
+    /// Inserts the states of `rows` at `indexes` in one statement: by key, skipping rows held
+    /// already, or by the rows' rowids (`AppCatalog.Table.keepsStatesByRowid`). Returns how
+    /// many went in.
+    private mutating func insertStates(
+        _ indexes: [Int],
+        rows: [QueuedRow],
+        parts: [EncodedRows],
+        byRowid: Bool
+    ) throws -> Int {
+        guard !indexes.isEmpty else { return 0 }
+        let statements = try rowStatements()
+        let insert =
+            byRowid
+            ? try statements.insertRowidStates(indexes.count, db)
+            : try statements.insertStates(indexes.count, skippingHeld: true, db)
+        return try EncodedRows.withBytes(of: parts) { bytes in
+            var parameter: Int32 = 1
+            for index in indexes {
+                insert.bind(parameter, rows[index].layout.table.number)
+                if byRowid {
+                    insert.bind(parameter + 1, rows[index].rowid)
+                } else {
+                    insert.bindStatic(parameter + 1, bytes.key(index))
+                }
+                insert.bindStatic(parameter + 2, bytes.state(index))
+                parameter += 3
+            }
+            return try insert.runClearingBindings()
+        }
+    }
+
     /// Whether `app_rows` holds exactly `state` for the row (its own, just inserted).
     private mutating func holds(table: Int64, key: ArraySlice<UInt8>, state: ArraySlice<UInt8>) throws -> Bool {
-        let select = try rowStatements().selectState
-        select.bind(1, table)
-        key.withUnsafeBytes { select.bind(2, $0) }
-        var same = false
-        try select.forEachRow { columns in same = columns.withBlob(0) { $0.elementsEqual(state) } }
-        return same
+        try storedStates().withState(table: table, key: Array(key)) { bytes, place in
+            place == .key && bytes.elementsEqual(state)
+        } ?? false
     }
 
     /// Appends where each value of a row's canonical bytes starts, and the end; false when they

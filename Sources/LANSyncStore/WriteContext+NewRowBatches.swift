@@ -39,7 +39,16 @@ extension WriteContext {
             var tables = [AppCatalog.Table]()
             tables.reserveCapacity(chunk.count)
             for index in chunk { tables.append(try appTable(named: checked.delta.rows[index].key.table)) }
-            guard try insertNewStates(chunk, tables: tables, of: checked) else {
+            // Rows of tables that keep states by rowid: their states go in once the rows are in
+            // (`storeRowidStates`); a row such a table shows is held, which no insert by key sees.
+            let byRowid = zip(chunk, tables).allSatisfy { index, table in
+                table.keepsStatesByRowid && table.keepsKeyExactly(checked.delta.rows[index].key.primaryKey)
+            }
+            let fresh =
+                try byRowid
+                ? noneHeld(chunk, tables: tables, of: checked)
+                : noneShown(chunk, tables: tables, of: checked) && insertNewStates(chunk, tables: tables, of: checked)
+            guard fresh else {
                 // A row of them is held: each merges the general way.
                 for index in chunk {
                     if try mergeRow(checked.delta.rows[index], materialize: true, first: checked.firstRow(index)) {
@@ -57,7 +66,71 @@ extension WriteContext {
                 changed.append(index)
             }
             try materializeNewRows(chunk, tables: tables, of: checked.delta, keys: { checked.firstRows[$0].key })
+            if byRowid { try storeRowidStates(chunk, tables: tables, of: checked) }
         }
+    }
+
+    /// Whether no row at `chunk` is held: none shown by its table, none in `app_rows`.
+    private mutating func noneHeld(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of checked: CheckedDelta
+    )
+        throws -> Bool
+    {
+        guard try noneShown(chunk, tables: tables, of: checked) else { return false }
+        var keyed: [Int64: Bool] = [:]
+        for (index, table) in zip(chunk, tables) {
+            if keyed[table.number] == nil { keyed[table.number] = try holdsStatesByKey(table: table.number) }
+            if keyed[table.number]!, try holdsState(table: table.number, key: checked.firstRows[index].key) {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Whether no row at `chunk` of a table that keeps states by rowid is shown by its table
+    /// (and so held).
+    private mutating func noneShown(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of checked: CheckedDelta
+    )
+        throws -> Bool
+    {
+        for (index, table) in zip(chunk, tables) where table.keepsStatesByRowid {
+            if try storedStates().rowid(of: table, key: checked.delta.rows[index].key.primaryKey) != nil {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Inserts the states of the new rows at `chunk` by the rowids their tables show them at,
+    /// in one statement; a row its table refused keeps its state by key (`keepEveryValue`).
+    private mutating func storeRowidStates(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of checked: CheckedDelta
+    ) throws {
+        var rows = [(table: Int64, rowid: Int64, index: Int)]()
+        rows.reserveCapacity(chunk.count)
+        for (index, table) in zip(chunk, tables) {
+            guard let rowid = try storedStates().rowid(of: table, key: checked.delta.rows[index].key.primaryKey) else {
+                continue
+            }
+            rows.append((table.number, rowid, index))
+        }
+        guard !rows.isEmpty else { return }
+        let insert = try rowStatements().insertRowidStates(rows.count, db)
+        var parameter: Int32 = 1
+        for row in rows {
+            insert.bind(parameter, row.table)
+            insert.bind(parameter + 1, row.rowid)
+            insert.bind(parameter + 2, checked.firstRows[row.index].stored!)
+            parameter += 3
+        }
+        try insert.run()
     }
 
     /// A new row of a declared table as its app's table will show it.

@@ -41,6 +41,11 @@ struct WriteContext {
     var appRowReader: AppRowValues?
     /// The app's row whose captured write is being turned into changes (`LocalRow`).
     var localRow: LocalRow?
+    /// Finds rows' stored states by key or by rowid (loaded on first use in the transaction).
+    var storedStateLookup: StoredStates?
+    /// The rows whose state was read from `app_rowid_states` in this transaction, with their
+    /// rowid: a state written for such a row by key leaves its place there (`writeStateByKey`).
+    var statesAtRowids: [RowAddress: Int64] = [:]
     /// The numbers stored row states give column names (loaded on first use in the transaction).
     var columnNumbering: ColumnNumbering?
     /// Per app table, what its encoded inserts share (see `WriteContext+EncodedInserts`).

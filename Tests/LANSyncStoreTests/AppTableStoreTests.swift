@@ -510,8 +510,13 @@ import Testing
         }
         _ = try await b.merge(try a.delta(since: try b.versionVector(), maxRows: 100))
         for store in [a, b] {
-            let states = try store.readInternals { try Data.fetchAll($0, sql: "SELECT state FROM app_rows") }
+            let states = try store.readInternals {
+                try Data.fetchAll($0, sql: "SELECT state FROM app_rows UNION ALL SELECT state FROM app_rowid_states")
+            }
             #expect(states.count == 5)
+            // The append-only table's by its rows' rowids, written (a) or merged (b).
+            let byRowid = try store.readInternals { try Int.fetchOne($0, sql: "SELECT count(*) FROM app_rowid_states") }
+            #expect(byRowid == 3)
             #expect(states.allSatisfy { $0.first == StoredRowState.heldTag })
             // Tag, life, marker, stamp (8 + 1 + 1), cell count, three column numbers.
             #expect(states.allSatisfy { $0.count <= 18 }, "\(states.map(\.count))")

@@ -56,7 +56,24 @@ struct AppCatalog: Sendable {
         /// order a change lists its values in.
         let plainColumns: [Int]
 
-        init(number: Int64, name: String, declared: AppSchema.Table?, physical: [String: Int32]) {
+        /// Whether the states of the rows this table shows are kept by the row's rowid
+        /// (`app_rowid_states`) rather than by key (`app_rows`), so that the key is not kept a
+        /// second time beside the app's key index. Only for a declared append-only table with
+        /// a rowid: its rows never change and never move (an UPDATE is refused, a REPLACE over a
+        /// held key is refused, and a merge's REPLACE of a new row can delete no other row, since
+        /// an app table has no UNIQUE rule besides its primary key), so a row keeps its rowid
+        /// until it is deleted, when its state moves to `app_rows` with every value. A table's
+        /// declaration keeps its kind and its rowid, so a table never stops keeping states so.
+        let keepsStatesByRowid: Bool
+
+        init(
+            number: Int64,
+            name: String,
+            declared: AppSchema.Table?,
+            physical: [String: Int32],
+            statesByRowid: Bool = false
+        ) {
+            keepsStatesByRowid = statesByRowid && (declared?.appendOnly ?? false)
             self.number = number
             self.name = name
             self.declared = declared
@@ -238,6 +255,12 @@ struct AppCatalog: Sendable {
             }
         }
 
+        /// Whether the table reads back every value of `key` (its primary key's, in key order)
+        /// exactly, so that a state kept by the row's rowid finds its key again in the row.
+        func keepsKeyExactly(_ key: [SQLValue]) -> Bool {
+            key.count == keyColumns.count && zip(keyColumns, key).allSatisfy { keepsExactly($1, column: $0) }
+        }
+
         /// Whether a declared type has REAL affinity.
         static func hasRealAffinity(_ type: String) -> Bool { Affinity(declaredType: type) == .real }
 
@@ -252,6 +275,9 @@ struct AppCatalog: Sendable {
     private(set) var numbers: [String: Int64] = [:]
     /// Each declared table's columns by lowercase name, with their positions in SQLite's table.
     private var physical: [String: [String: Int32]] = [:]
+    /// The declared tables (lowercase) with a rowid, whose rows' states may be kept by it
+    /// (`Table.keepsStatesByRowid`).
+    private var rowidTables: Set<String> = []
 
     /// Reads the catalog: the applied schema (parsed again: SQLite is the parser) and the table numbers.
     static func load(_ db: Database) throws -> AppCatalog {
@@ -269,6 +295,7 @@ struct AppCatalog: Sendable {
                 positions[(column["name"] as String).lowercased()] = column["cid"]
             }
             catalog.physical[table.name.lowercased()] = positions
+            if try Self.hasRowid(table.name, db) { catalog.rowidTables.insert(table.name.lowercased()) }
         }
         for row in try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables") {
             catalog.add(number: row[0], name: row[1])
@@ -281,9 +308,21 @@ struct AppCatalog: Sendable {
             number: number,
             name: name,
             declared: schema.table(name),
-            physical: physical[name] ?? [:]
+            physical: physical[name] ?? [:],
+            statesByRowid: rowidTables.contains(name)
         )
         numbers[name] = number
+    }
+
+    /// Whether SQLite keeps table `name` with a rowid (not `WITHOUT ROWID`).
+    private static func hasRowid(_ name: String, _ db: Database) throws -> Bool {
+        // `pragma_table_list` (SQLite 3.37) says it directly; its `wr` column is 1 without rowid.
+        let withoutRowid = try Int64.fetchOne(
+            db,
+            sql: "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ? COLLATE NOCASE",
+            arguments: [name]
+        )
+        return withoutRowid == 0
     }
 
     func table(named name: String) -> Table? { numbers[name].flatMap { tables[$0] } }

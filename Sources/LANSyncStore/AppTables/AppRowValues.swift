@@ -12,10 +12,32 @@ final class AppRowValues {
     private let db: Database
     private let catalog: AppCatalog
     private var selects: [Int64: (AppCatalog.Table, BoundStatement)] = [:]
+    private var lookup: StoredStates?
 
     init(_ db: Database, catalog: AppCatalog) {
         self.db = db
         self.catalog = catalog
+    }
+
+    /// Finds rows' stored states, by key or by rowid (made on first use).
+    func states() throws -> StoredStates {
+        if let lookup { return lookup }
+        let made = try StoredStates(db, catalog: catalog)
+        lookup = made
+        return made
+    }
+
+    /// The state of row `key` of table number `table`, read (with the app's row where it names
+    /// its values); nil when the row was never heard of.
+    func state(
+        table: Int64,
+        key: [UInt8],
+        columns: [Int64: String],
+        replicas: [Int64: ReplicaID]
+    ) throws -> RowState? {
+        try states().withState(table: table, key: key) { bytes, _ in
+            try decode(bytes, table: table, key: key, columns: columns, replicas: replicas)
+        }
     }
 
     /// Reads the stored state `bytes` of row `key` (its key bytes) of table number `table`,
@@ -145,6 +167,9 @@ struct LocalRow {
     let before: [SQLValue]?
     /// Its values after the statement; nil: the statement deleted it.
     let after: [SQLValue]?
+    /// Its rowid before the statement (`AppWriteCapture.Event.rowid`), where a state kept by
+    /// rowid is found once the statement deleted the row; nil for an insert.
+    var rowid: Int64? = nil
 
     /// What the table holds of the row after the statement.
     var holding: RowHolding { after.map { .left(table, $0) } ?? .nothing }

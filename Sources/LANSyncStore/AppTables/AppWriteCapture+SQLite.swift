@@ -52,7 +52,7 @@ extension AppWriteCapture {
         )
         _ = sqlite3_preupdate_hook(
             connection,
-            { context, connection, operation, _, table, _, _ in
+            { context, connection, operation, _, table, oldRowid, newRowid in
                 guard let context, let connection, let table else { return }
                 let kind: Event.Operation
                 switch operation {
@@ -62,7 +62,12 @@ extension AppWriteCapture {
                 default: return
                 }
                 let capture = Unmanaged<AppWriteCapture>.fromOpaque(context).takeUnretainedValue()
-                capture.rowWillChange(HookedRow(connection: connection), operation: kind, table: table)
+                capture.rowWillChange(
+                    HookedRow(connection: connection),
+                    operation: kind,
+                    table: table,
+                    rowid: kind == .insert ? newRowid : oldRowid
+                )
             },
             context
         )

@@ -25,6 +25,11 @@ final class AppWriteCapture: Sendable {
         enum Operation: Int64, Sendable { case insert = 1, update = 2, delete = 3 }
         let table: Int64
         let operation: Operation
+        /// The row's rowid: after an insert, before an update or a delete (the pre-update
+        /// hook's). Where a table keeps its rows' states by rowid
+        /// (`AppCatalog.Table.keepsStatesByRowid`), it finds the state of a row the app's
+        /// statements deleted, which its key no longer finds in the table.
+        var rowid: Int64 = 0
         /// - insert: the new value of every column, in declaration order;
         /// - update: masks of the columns whose value changed (bit i of mask k: column 62k + i),
         ///   the old value of every column, then the new value of every column;
@@ -111,7 +116,12 @@ final class AppWriteCapture: Sendable {
 
     /// Called by the pre-update hook for every row a statement on this connection is about to
     /// change: records it when it is an app's write to a declared table.
-    func rowWillChange(_ row: some PreUpdateRow, operation: Event.Operation, table name: UnsafePointer<CChar>) {
+    func rowWillChange(
+        _ row: some PreUpdateRow,
+        operation: Event.Operation,
+        table name: UnsafePointer<CChar>,
+        rowid: Int64
+    ) {
         guard mode == .local else { return }
         state.withLock { state in
             let table: AppCatalog.Table
@@ -133,6 +143,7 @@ final class AppWriteCapture: Sendable {
                     Event(
                         table: table.number,
                         operation: .insert,
+                        rowid: rowid,
                         arguments: [],
                         encoded: start..<state.captured.encoded.count
                     )
@@ -140,7 +151,12 @@ final class AppWriteCapture: Sendable {
                 return
             }
             state.captured.events.append(
-                Event(table: table.number, operation: operation, arguments: Self.arguments(row, operation, table))
+                Event(
+                    table: table.number,
+                    operation: operation,
+                    rowid: rowid,
+                    arguments: Self.arguments(row, operation, table)
+                )
             )
         }
     }
