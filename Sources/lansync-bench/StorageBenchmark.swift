@@ -11,7 +11,9 @@ import LANSyncCore
 /// most 1.6 times. Each with two kinds of keys: the table benchmark's UUIDs, which count up in
 /// their last digits (as many apps' time-ordered IDs do), and random ones (version 4, as most
 /// apps make them, made from the row's number so that every run writes the same), which share
-/// nothing from row to row and so cost the dot index the most (`DotRun`).
+/// nothing from row to row and so cost the dot index the most (`DotRun`). Beside the sizes, the
+/// time of the writer's transactions against the plain file's (alternated, 1,000 rows each) and
+/// of the peer's merge: what the layout costs in speed, on a table of each kind.
 struct StorageBenchmark {
     let root: String
     let rows: Int
@@ -36,22 +38,30 @@ struct StorageBenchmark {
             let writer = try AppTableBenchmark.node(at: root + "/storage-writer-\(tag)", schema: schema)
             let peer = try AppTableBenchmark.node(at: root + "/storage-peer-\(tag)", schema: schema)
             let rows = rows
+            // The plain file's and the writer's transactions alternate (A B A B), each timed.
+            let clock = ContinuousClock()
+            var (plainSeconds, writeSeconds) = (0.0, 0.0)
             for first in stride(from: 0, to: rows, by: 1_000) {
                 let range = first..<min(first + 1_000, rows)
+                var start = clock.now
                 try await plain.write { db in
                     let insert = try db.cachedStatement(sql: AppTableBenchmark.insert)
                     for index in range { try insert.execute(arguments: arguments(index)) }
                 }
+                plainSeconds += (clock.now - start).seconds
+                start = clock.now
                 try await writer.write { db in
                     let insert = try db.cachedStatement(sql: AppTableBenchmark.insert)
                     for index in range { try insert.execute(arguments: arguments(index)) }
                 }
+                writeSeconds += (clock.now - start).seconds
             }
             try await writer.store.extendOwnChain()
             let keys = [writer.replicaID: writer.identity.signingKey.publicKey]
-            for batch in try AppTableBenchmark.deltas(of: writer) {
-                _ = try await peer.store.mergeSigned(batch, keys: keys)
-            }
+            let batches = try AppTableBenchmark.deltas(of: writer)
+            let mergeStart = clock.now
+            for batch in batches { _ = try await peer.store.mergeSigned(batch, keys: keys) }
+            let mergeSeconds = (clock.now - mergeStart).seconds
             let (merged, written) = (try peer.status().digest, try writer.status().digest)
             precondition(merged == written, "the merged replica differs from its writer")
             let plainBytes = try Self.checkpointedSize(plainPath)
@@ -81,6 +91,16 @@ struct StorageBenchmark {
                         )
                 )
             }
+            print(
+                String(
+                    format:
+                        "        time: plain inserts %.2f s, the writer's %.2f s (%.2f x plain), the peer's merge %.2f s",
+                    plainSeconds,
+                    writeSeconds,
+                    writeSeconds / plainSeconds,
+                    mergeSeconds
+                )
+            )
             print(
                 "        where the writer's bytes go: "
                     + (try Self.breakdown(writer.dataDirectory.path + "/replica.sqlite"))
