@@ -295,12 +295,10 @@ extension WriteContext {
         if try !self.materialize(key: change.key.primaryKey, in: table, columns: table.present(of: change)) {
             try keepEveryValue(of: change, table: table, key: key)
         } else if byRowid {
-            guard let rowid = try storedStates().rowid(of: table, key: change.key.primaryKey) else {
-                throw StoreError(.database, "a row written to \(table.name) is not in it; the database is damaged")
-            }
+            // The row was not shown, so the INSERT OR REPLACE that wrote it inserted it alone.
             let insert = try statements.insertRowidStates(1, db)
             insert.bind(1, table.number)
-            insert.bind(2, rowid)
+            insert.bind(2, db.lastInsertedRowID)
             insert.bind(3, stored)
             try insert.run()
         }
@@ -1041,8 +1039,17 @@ final class AppRowStatements {
 
     /// `INSERT OR REPLACE` of `rows` rows' keys and `columns` (indexes into the table's
     /// columns) in one statement: one row, or many (`WriteContext.mergeNewRows`).
-    func replace(into table: AppCatalog.Table, columns: [Int], rows: Int = 1, _ db: Database) throws -> BoundStatement {
-        let shape = ReplaceShape(table: table.number, columns: columns, rows: rows)
+    /// `replacing: false`: a plain `INSERT`, which SQLite refuses, undoing it, when a row of
+    /// them is held already (`WriteContext.insertNewRows`).
+    func replace(
+        into table: AppCatalog.Table,
+        columns: [Int],
+        rows: Int = 1,
+        replacing: Bool = true,
+        _ db: Database
+    ) throws -> BoundStatement {
+        // A plain INSERT's shape counts its rows negative.
+        let shape = ReplaceShape(table: table.number, columns: columns, rows: replacing ? rows : -rows)
         if let statement = replacesOf[shape] { return statement }
         let declared = table.declared!
         let names = declared.primaryKey + columns.map { declared.columns[$0].name }
@@ -1050,7 +1057,7 @@ final class AppRowStatements {
         let statement = try BoundStatement(
             db,
             sql:
-                "INSERT OR REPLACE INTO \(declared.name.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                "INSERT \(replacing ? "OR REPLACE " : "")INTO \(declared.name.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
                 + "VALUES " + Array(repeating: row, count: rows).joined(separator: ", ")
         )
         replacesOf[shape] = statement

@@ -44,6 +44,11 @@ extension WriteContext {
             let byRowid = zip(chunk, tables).allSatisfy { index, table in
                 table.keepsStatesByRowid && table.keepsKeyExactly(checked.delta.rows[index].key.primaryKey)
             }
+            if byRowid, let rowids = try insertNewRows(chunk, table: tables[0], of: checked) {
+                try countNewRows(chunk, tables: tables, of: checked, changed: &changed)
+                try insertRowidStates(zip(chunk, rowids).map { (tables[0].number, $1, $0) }, of: checked)
+                continue
+            }
             let fresh =
                 try byRowid
                 ? noneHeld(chunk, tables: tables, of: checked)
@@ -57,16 +62,80 @@ extension WriteContext {
                 }
                 continue
             }
-            for (index, table) in zip(chunk, tables) {
-                let (change, first) = (checked.delta.rows[index], checked.firstRows[index])
-                _ = try number(of: change.dot.replica)
-                try indexNewRow(change.dot, table: table.number, key: first.key[...])
-                digest.insert(hash: first.digestHash)
-                countRows(in: table.number, by: 1)
-                changed.append(index)
-            }
+            try countNewRows(chunk, tables: tables, of: checked, changed: &changed)
             try materializeNewRows(chunk, tables: tables, of: checked.delta, keys: { checked.firstRows[$0].key })
             if byRowid { try storeRowidStates(chunk, tables: tables, of: checked) }
+        }
+    }
+
+    /// Indexes the new rows at `chunk` by their dots, counts them in the digest and their
+    /// tables, and appends their indexes to `changed`.
+    private mutating func countNewRows(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of checked: CheckedDelta,
+        changed: inout [Int]
+    ) throws {
+        for (index, table) in zip(chunk, tables) {
+            let (change, first) = (checked.delta.rows[index], checked.firstRows[index])
+            _ = try number(of: change.dot.replica)
+            try indexNewRow(change.dot, table: table.number, key: first.key[...])
+            digest.insert(hash: first.digestHash)
+            countRows(in: table.number, by: 1)
+            changed.append(index)
+        }
+    }
+
+    /// Writes the new rows at `chunk`, all of `table` (which keeps states by rowid), into the
+    /// app's table first, with one plain INSERT, and returns their rowids; nil, having written
+    /// nothing, when they are not of one shape, a row of them is held (in `app_rows`, or shown
+    /// by the table: SQLite then refuses the statement and undoes it), or a rule of the table
+    /// refuses one. Those go the way that looks each row up first. No row is looked up by its
+    /// key here: SQLite numbers a statement's new rows from the table's greatest rowid on, one
+    /// after another (a declared table's key is never its rowid: the schema refuses that), so
+    /// one read of the rows in that range of rowids finds them all; the keys it reads confirm
+    /// it (a table whose greatest rowid was taken numbers new rows at random).
+    private mutating func insertNewRows(
+        _ chunk: ArraySlice<Int>,
+        table: AppCatalog.Table,
+        of checked: CheckedDelta
+    )
+        throws -> [Int64]?
+    {
+        let rows = chunk.map { checked.delta.rows[$0] }
+        guard rows.allSatisfy({ $0.key.table == rows[0].key.table }) else { return nil }
+        let present = rows.map { table.present(of: $0) }
+        guard present.allSatisfy({ $0.indexes == present[0].indexes }) else { return nil }
+        if try holdsStatesByKey(table: table.number) {
+            for index in chunk where try holdsState(table: table.number, key: checked.firstRows[index].key) {
+                return nil
+            }
+        }
+        let insert = try rowStatements().replace(
+            into: table,
+            columns: present[0].indexes,
+            rows: rows.count,
+            replacing: false,
+            db
+        )
+        var position: Int32 = 1
+        for (row, shown) in zip(rows, present) { insert.bind(row.key.primaryKey, shown.values, from: &position) }
+        do {
+            try insert.run()
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            return nil
+        }
+        let last = db.lastInsertedRowID
+        let first = last - Int64(rows.count - 1)
+        if try storedStates().keys(of: table, at: first...last) == chunk.map({ checked.firstRows[$0].key }) {
+            return Array(first...last)
+        }
+        // Numbered otherwise (the greatest rowid was taken): each row is looked up.
+        return try rows.map { row in
+            guard let rowid = try storedStates().rowid(of: table, key: row.key.primaryKey) else {
+                throw StoreError(.database, "a row written to \(table.name) is not in it; the database is damaged")
+            }
+            return rowid
         }
     }
 
@@ -121,6 +190,15 @@ extension WriteContext {
             }
             rows.append((table.number, rowid, index))
         }
+        try insertRowidStates(rows, of: checked)
+    }
+
+    /// Inserts the states of the changes at `rows`' indexes by their tables and rowids, in one
+    /// statement.
+    private mutating func insertRowidStates(
+        _ rows: [(table: Int64, rowid: Int64, index: Int)],
+        of checked: CheckedDelta
+    ) throws {
         guard !rows.isEmpty else { return }
         let insert = try rowStatements().insertRowidStates(rows.count, db)
         var parameter: Int32 = 1

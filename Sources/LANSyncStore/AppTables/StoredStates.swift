@@ -20,6 +20,7 @@ final class StoredStates {
     private let byKey: BoundStatement
     private let byRowid: BoundStatement
     private var rowidSelects: [Int64: BoundStatement] = [:]
+    private var keySelects: [Int64: BoundStatement] = [:]
 
     init(_ db: Database, catalog: AppCatalog) throws {
         self.db = db
@@ -70,6 +71,29 @@ final class StoredStates {
         let select = try BoundStatement(db, sql: Self.rowidSQL(table.declared!))
         rowidSelects[table.number] = select
         return select
+    }
+
+    /// The key bytes of the rows the app's table shows at `rowids`, in rowid order.
+    func keys(of table: AppCatalog.Table, at rowids: ClosedRange<Int64>) throws -> [[UInt8]] {
+        let declared = table.declared!
+        let select: BoundStatement
+        if let known = keySelects[table.number] {
+            select = known
+        } else {
+            let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+            select = try BoundStatement(
+                db,
+                sql: "SELECT \(key) FROM \(declared.name.quotedDatabaseIdentifier) "
+                    + "WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
+            )
+            keySelects[table.number] = select
+        }
+        select.bind(1, rowids.lowerBound)
+        select.bind(2, rowids.upperBound)
+        let keyCount = Int32(declared.primaryKey.count)
+        var keys: [[UInt8]] = []
+        try select.forEachRow { row in keys.append(SQLValue.keyBytes((0..<keyCount).map { row.value($0) })) }
+        return keys
     }
 
     /// The SELECT of a row's rowid by its key.
