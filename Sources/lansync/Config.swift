@@ -63,7 +63,7 @@ enum LoadedConfig {
             }
         }
         guard let path else { return rest }
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let data = Self.contents(of: path) else {
             // A default file found a moment ago and gone now (a package being removed) is no file.
             if explicit == nil, environment["LANSYNC_CONFIG"] == nil, !FileManager.default.fileExists(atPath: path) {
                 return rest
@@ -77,6 +77,20 @@ enum LoadedConfig {
             throw ConfigLoadError("\(error); fix the file (`lansync help config` describes it), nothing was run")
         }
         return rest
+    }
+
+    /// A file's bytes, read to its end; nil when it cannot be opened or read. Unlike
+    /// `FileManager.contents(atPath:)`, this reads `/dev/null` as the empty file it is, the usual
+    /// way to say "no configuration" (`LANSYNC_CONFIG=/dev/null`).
+    private static func contents(of path: String) -> Data? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        do {
+            // `readToEnd` says nil, not an error, for a file that is empty from the start.
+            return try handle.readToEnd() ?? Data()
+        } catch {
+            return nil
+        }
     }
 }
 

@@ -125,7 +125,7 @@ enum HelpTopic: String, CaseIterable {
             return """
                 CONFIG
 
-                A configuration file sets what `lansync run` would take as flags, and the data directory. It is read from --config FILE, else $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf (when present). Flags given on the command line override it.
+                A configuration file sets what `lansync run` would take as flags, and the data directory. It is read from --config FILE, else $LANSYNC_CONFIG, else ~/.config/lansync/lansync.conf, else /etc/lansync/lansync.conf (when present); LANSYNC_CONFIG=/dev/null reads none. Flags given on the command line override it.
 
                 One `key = value` per line; # starts a comment; every key is optional; peer may repeat:
 

@@ -9,13 +9,7 @@ import Testing
 @Suite struct DialBackoffTests {
     static func agent() throws -> (Agent, cleanUp: () -> Void) {
         let (agent, root, _) = try RunningAgent.make(port: 0)
-        return (
-            agent,
-            {
-                try? FileManager.default.removeItem(atPath: root)
-                try? FileManager.default.removeItem(atPath: root + "-machine-id")
-            }
-        )
+        return (agent, { RunningAgent.remove(root) })
     }
 
     /// Waits until `agent` has a dial loop waiting (the waiter is registered on the actor).

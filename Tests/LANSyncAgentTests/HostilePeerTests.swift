@@ -141,7 +141,7 @@ import Testing
         let first = try await RunningAgent.start()
         defer { first.stop() }
         let (second, root, _) = try RunningAgent.make(port: first.port)
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { RunningAgent.remove(root) }
         let run = Task { try await second.run() }
         do {
             let port = try await second.listeningPort()
@@ -160,7 +160,7 @@ import Testing
     /// record is still being written (both used to be let in when the second came in that window).
     @Test func twoClonesConnectingAtOnceAreNotBothLetIn() async throws {
         let (agent, root, _) = try RunningAgent.make(port: 0)
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { RunningAgent.remove(root) }
         let clone = try #require(DeviceID(bytes: Array(repeating: 7, count: 16)))
         func hello(_ name: String) -> Hello {
             Hello(
@@ -192,7 +192,7 @@ import Testing
     /// `lansync run` announces the port from a child task of its run, which must end with the run.
     @Test(.timeLimit(.minutes(10))) func aWaitForThePortEndsWhenItsTaskIsCancelled() async throws {
         let (agent, root, _) = try RunningAgent.make(port: 0)
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { RunningAgent.remove(root) }
         let wait = Task { try await agent.listeningPort() }
         #expect(await eventually { agent.listener.waiting == 1 })
         wait.cancel()
@@ -282,7 +282,16 @@ final class RunningAgent: @unchecked Sendable {
 
     func stop() {
         task.cancel()
-        try? FileManager.default.removeItem(atPath: root)
+        Self.remove(root)
+    }
+
+    /// Removes an agent's data directory made by `make` and its machine-id file. An agent that
+    /// is still stopping may write a file into the directory while it is being removed, which
+    /// then stays: the removal is tried again while the directory is there.
+    static func remove(_ root: String) {
+        for _ in 0..<5 where FileManager.default.fileExists(atPath: root) {
+            try? FileManager.default.removeItem(atPath: root)
+        }
         try? FileManager.default.removeItem(atPath: root + "-machine-id")
     }
 }

@@ -18,7 +18,7 @@ import Testing
 @Suite(.serialized) struct MultiGroupAgentTests {
     @Test func aMemberOfOneGroupGetsNothingOfTheOtherAndReachesNothingOfIt() async throws {
         let root = DataDirectory(path: NSTemporaryDirectory() + "lansync-groups-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(atPath: root.path) }
+        defer { RunningAgent.remove(root.path) }
         _ = try LANSyncNode.initialize(at: root, name: "room", machineIDPath: "/nonexistent")
         let nodeA = try LANSyncNode.open(at: root)
         let groupA = try nodeA.createGroup()

@@ -8,10 +8,7 @@ import Testing
 @Suite struct PairingWindowTests {
     @Test func aWindowClosesWhenItsAgentStops() async throws {
         let (agent, root, _) = try RunningAgent.make(port: 0)
-        defer {
-            try? FileManager.default.removeItem(atPath: root)
-            try? FileManager.default.removeItem(atPath: root + "-machine-id")
-        }
+        defer { RunningAgent.remove(root) }
         let running = Task { try await agent.run() }
         _ = try await agent.listeningPort()
         _ = try await agent.openPairingWindow(minutes: 10)

@@ -102,12 +102,8 @@ extension CLI {
         return environment
     }
 
-    /// An empty configuration file, made once per test process.
-    static let emptyConfig: String = {
-        let path = NSTemporaryDirectory() + "lansync-tests-\(getpid())-empty.conf"
-        _ = FileManager.default.createFile(atPath: path, contents: Data())
-        return path
-    }()
+    /// An empty configuration file: the machine's own never applies to a test.
+    static let emptyConfig = "/dev/null"
 
     /// Runs a shell command (`interpreter -c command`) and waits without holding a thread
     /// (`Process.runUntilExit`); returns its exit status.

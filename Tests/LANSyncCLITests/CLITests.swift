@@ -329,6 +329,10 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: cli.dataDir("x")), "nothing ran")
         let missing = try await cli.run(["--config", cli.root + "/absent.conf", "status"], node: nil)
         #expect(missing.status == 1 && missing.stderr.contains("does not exist"))
+        // A directory is no file; /dev/null is an empty one, the usual way to say "none".
+        let directory = try await cli.run(["--config", cli.root, "status"], node: nil)
+        #expect(directory.status == 1 && directory.stderr.contains("cannot read the config file"))
+        #expect(try await cli.ok(["--config", "/dev/null", "help", "config"], node: nil).hasPrefix("CONFIG"))
     }
 
     @Test func helpTopicsExplainTheConcepts() async throws {

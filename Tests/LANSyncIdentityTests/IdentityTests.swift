@@ -3,13 +3,16 @@ import LANSyncCore
 import LANSyncIdentity
 import Testing
 
-@Suite struct IdentityTests {
+/// Each test has a directory of its own, removed when the test ends.
+@Suite final class IdentityTests {
     let directory: String
 
     init() throws {
         directory = NSTemporaryDirectory() + "lansync-identity-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     func machineIDFile(_ contents: String) throws -> String {
         let path = directory + "/machine-id-\(UUID().uuidString)"
