@@ -579,6 +579,7 @@ extension WriteContext {
                 try storeQueuedStates(captured.encoded)
                 recorder.recycle(captured)
                 try storePendingRun()
+                appendOnlyRowsDeletedHere = []
                 return .commit
             } catch {
                 _ = recorder.takeEvents()
@@ -714,6 +715,15 @@ extension WriteContext {
             }
             // Deleted with its parent: an append of its key could never win that life back.
             guard heldState == nil || held.causalLength < 2 else {
+                let key = rowKey.primaryKey.map(\.description).joined(separator: ", ")
+                if appendOnlyRowsDeletedHere.contains(RowAddress(table: table.number, key: keyBytes)) {
+                    throw StoreError(
+                        .sql,
+                        "\(table.declared!.name) is append-only and held a row with key \(key), which this write "
+                            + "replaced (INSERT OR REPLACE) or deleted; a key of an append-only table is never used "
+                            + "again: append a row with a new key"
+                    )
+                }
                 throw StoreError(
                     .sql,
                     "\(table.declared!.name) is append-only and held a row with key "
@@ -813,6 +823,7 @@ extension WriteContext {
         localRow = LocalRow(table: table, key: keyBytes, before: old, after: nil, rowid: rowid)
         defer { localRow = nil }
         guard let held = try heldRow(table: table.number, key: keyBytes), held.exists else { return }
+        if table.appendOnly { appendOnlyRowsDeletedHere.insert(RowAddress(table: table.number, key: keyBytes)) }
         try makeChange(
             rowKey,
             kind: .delete,

@@ -46,6 +46,11 @@ struct WriteContext {
     /// The rows whose state was read from `app_rowid_states` in this transaction, with their
     /// rowid: a state written for such a row by key leaves its place there (`writeStateByKey`).
     var statesAtRowids: [RowAddress: Int64] = [:]
+    /// The append-only rows the app's write being turned into changes deleted, so that an
+    /// insert of one of their keys after it says what happened: an `INSERT OR REPLACE` over a
+    /// held row deletes it first, without the table's DELETE trigger (SQLite fires it only with
+    /// recursive triggers).
+    var appendOnlyRowsDeletedHere: Set<RowAddress> = []
     /// The numbers stored row states give column names (loaded on first use in the transaction).
     var columnNumbering: ColumnNumbering?
     /// Per app table, what its encoded inserts share (see `WriteContext+EncodedInserts`).

@@ -81,6 +81,17 @@ import Testing
                 try db.execute(sql: "UPDATE strokes SET watts = 1 WHERE id = 's1-0'")
             }
         }
+        // INSERT OR REPLACE deletes the held row without the DELETE trigger: refused all the
+        // same, and the message names what the app did, not a parent that is still there.
+        do {
+            _ = try await store.write(now: 1_003) { db in
+                try db.execute(sql: "INSERT OR REPLACE INTO strokes VALUES ('s1-1', 's1', 5)")
+            }
+            Issue.record("an append-only row was replaced")
+        } catch {
+            #expect("\(error)".contains("which this write replaced (INSERT OR REPLACE)"), "\(error)")
+        }
+        #expect(try Self.count(store, "SELECT count(*) FROM strokes WHERE watts = 1") == 1)
         #expect(try Self.count(store, "SELECT count(*) FROM strokes") == 3)
         _ = try await store.write(now: 1_004) { db in try db.execute(sql: "DELETE FROM sessions WHERE id = 's1'") }
         #expect(try Self.count(store, "SELECT count(*) FROM strokes") == 0)
@@ -93,7 +104,7 @@ import Testing
             }
             Issue.record("a key that went with its parent was appended again")
         } catch {
-            #expect("\(error)".contains("never used again"), "\(error)")
+            #expect("\(error)".contains("that went with its parent"), "\(error)")
         }
         try await Self.strokes(store, session: "s1", count: 2, from: 10, now: 1_007)
         #expect(try Self.count(store, "SELECT count(*) FROM strokes") == 2)
