@@ -91,7 +91,7 @@ extension ReplicaStore {
                         if table.keepsStatesByRowid {
                             let select = try BoundStatement(
                                 db,
-                                sql: StoredStates.statesByRowidSQL(declared, rowid: true)
+                                sql: StoredStates.statesByRowidSQL(declared)
                             )
                             select.bind(1, table.number)
                             let keyCount = Int32(declared.primaryKey.count)
@@ -273,37 +273,37 @@ extension ReplicaStore {
                 sql: "SELECT key, state FROM app_rows WHERE tbl = ? ORDER BY key",
                 arguments: [entry.number]
             )
-            // States kept by rowid, with their rows' keys, in key order to merge with those by key.
-            var byRowid = [(key: [UInt8], state: [UInt8])]()
-            if let declared = catalog.tables[entry.number]?.declared {
-                let select = try BoundStatement(db, sql: StoredStates.statesByRowidSQL(declared, rowid: false))
-                select.bind(1, entry.number)
-                let keyCount = Int32(declared.primaryKey.count)
-                try select.forEachRow { row in
-                    let key = SQLValue.keyBytes((1...keyCount).map { row.value($0) })
-                    byRowid.append((key, row.withBlob(0) { Array($0) }))
-                }
-                byRowid.sort { $0.key.lexicographicallyPrecedes($1.key) }
-            }
-            func emit(_ key: [UInt8], _ state: UnsafeRawBufferPointer) throws {
-                let rowKey = RowKey(table: entry.name, primaryKey: try SQLValue.key(from: key))
-                try body(
-                    rowKey,
-                    try values.decode(state, table: entry.number, key: key, columns: columns, replicas: replicas)
+            // States kept by rowid, with their rows' key bytes, in that order to merge with those
+            // by key: SQLite sorts them (spilling to a temporary file), so that a table of tens
+            // of millions of rows is listed without holding them.
+            let byRowid = try catalog.tables[entry.number]?.declared.map { declared in
+                try Row.fetchCursor(
+                    db,
+                    sql: StoredStates.statesByRowidInKeyOrderSQL(declared),
+                    arguments: [entry.number]
                 )
             }
-            var next = byRowid.startIndex
+            func emit(_ key: [UInt8], _ state: Data) throws {
+                let rowKey = RowKey(table: entry.name, primaryKey: try SQLValue.key(from: key))
+                try state.withUnsafeBytes { state in
+                    try body(
+                        rowKey,
+                        try values.decode(state, table: entry.number, key: key, columns: columns, replicas: replicas)
+                    )
+                }
+            }
+            var pending = try byRowid?.next().map { ([UInt8]($0[0] as Data), $0[1] as Data) }
             while let row = try byKey.next() {
                 let key = [UInt8](row[0] as Data)
-                while next < byRowid.endIndex, byRowid[next].key.lexicographicallyPrecedes(key) {
-                    try byRowid[next].state.withUnsafeBytes { try emit(byRowid[next].key, $0) }
-                    next += 1
+                while let (rowidKey, state) = pending, rowidKey.lexicographicallyPrecedes(key) {
+                    try emit(rowidKey, state)
+                    pending = try byRowid?.next().map { ([UInt8]($0[0] as Data), $0[1] as Data) }
                 }
-                try (row[1] as Data).withUnsafeBytes { try emit(key, $0) }
+                try emit(key, row[1] as Data)
             }
-            while next < byRowid.endIndex {
-                try byRowid[next].state.withUnsafeBytes { try emit(byRowid[next].key, $0) }
-                next += 1
+            while let (rowidKey, state) = pending {
+                try emit(rowidKey, state)
+                pending = try byRowid?.next().map { ([UInt8]($0[0] as Data), $0[1] as Data) }
             }
         }
     }

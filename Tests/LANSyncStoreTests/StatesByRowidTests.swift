@@ -128,8 +128,21 @@ import Testing
                 try db.execute(sql: "INSERT OR REPLACE INTO strokes VALUES ('s1-0', 's1', 9)")
             }
         }
-        try await AppendOnlyCascadeTests.strokes(store, session: "s1", count: 5, from: 30, now: 2_001)
+        // Written in descending key order: their rowids and their keys' order differ.
+        _ = try await store.write(now: 2_001) { db in
+            for index in (30..<35).reversed() {
+                try db.execute(
+                    sql: "INSERT INTO strokes VALUES (?, 's1', ?)",
+                    arguments: ["s1-\(index)", Double(index)]
+                )
+            }
+        }
         #expect(try Self.counts(store) == (5, 40))
+        // Rows of both places are listed as one, in the order of their key bytes.
+        var listed = [[UInt8]]()
+        try store.forEachAppRow(table: "strokes") { key, _ in listed.append(SQLValue.keyBytes(key.primaryKey)) }
+        #expect(listed.count == 45)
+        #expect(zip(listed, listed.dropFirst()).allSatisfy { $0.lexicographicallyPrecedes($1) })
         let peer = try AppendOnlyCascadeTests.store(2)
         try await AppTableStoreTests.sync(store, to: peer, maxRows: 16)
         #expect(try Self.counts(peer) == (45, 0))

@@ -50,6 +50,33 @@ extension AppWriteCapture {
             nil,
             nil
         )
+        // A row's key bytes (`SQLValue.keyBytes`) from its key columns, for an ORDER BY that
+        // lists rows in the order of their key bytes without holding them in memory
+        // (`ReplicaStore.forEachAppRow`): SQLite's sorter spills to a temporary file.
+        sqlite3_create_function_v2(
+            connection,
+            "lansync_key_bytes",
+            -1,
+            SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+            nil,
+            { call, count, arguments in
+                guard let arguments, (1...Int32(SQLValue.maxKeyColumns)).contains(count) else {
+                    sqlite3_result_error(
+                        call,
+                        "lansync_key_bytes takes a key's 1 to \(SQLValue.maxKeyColumns) columns",
+                        -1
+                    )
+                    return
+                }
+                let key = SQLValue.keyBytes((0..<Int(count)).map { AppWriteCapture.value(arguments[$0]) })
+                key.withUnsafeBytes { bytes in
+                    sqlite3_result_blob(call, bytes.baseAddress, Int32(bytes.count), AppWriteCapture.transient)
+                }
+            },
+            nil,
+            nil,
+            nil
+        )
         _ = sqlite3_preupdate_hook(
             connection,
             { context, connection, operation, _, table, oldRowid, newRowid in
@@ -146,6 +173,9 @@ extension AppWriteCapture {
         }
         return high & 0x8080_8080_8080_8080 == 0
     }
+
+    /// SQLite copies a result's bytes (`SQLITE_TRANSIENT`).
+    fileprivate static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     fileprivate static func value(_ value: OpaquePointer?) -> SQLValue {
         switch sqlite3_value_type(value) {

@@ -102,11 +102,19 @@ final class StoredStates {
         return "SELECT rowid FROM \(declared.name.quotedDatabaseIdentifier) WHERE \(match)"
     }
 
-    /// The SELECT of every state a table keeps by rowid, with its row's key columns (in key
-    /// order) after it: `state, key₁, key₂, …`, or with `rowid` `state, rowid, key₁, key₂, …`.
-    static func statesByRowidSQL(_ declared: AppSchema.Table, rowid: Bool) -> String {
+    /// The SELECT of every state a table keeps by rowid as `key, state`, the key as its bytes
+    /// (`SQLValue.keyBytes`), in the order of those bytes (`lansync_key_bytes`).
+    static func statesByRowidInKeyOrderSQL(_ declared: AppSchema.Table) -> String {
         let key = declared.primaryKey.map { "t.\($0.quotedDatabaseIdentifier)" }.joined(separator: ", ")
-        return "SELECT s.state, \(rowid ? "s.rid, " : "")\(key) FROM app_rowid_states s "
+        return "SELECT lansync_key_bytes(\(key)) AS key, s.state FROM app_rowid_states s "
+            + "JOIN \(declared.name.quotedDatabaseIdentifier) t ON t.rowid = s.rid WHERE s.tbl = ? ORDER BY key"
+    }
+
+    /// The SELECT of every state a table keeps by rowid, with its rowid and its row's key
+    /// columns (in key order) after it: `state, rowid, key₁, key₂, …`.
+    static func statesByRowidSQL(_ declared: AppSchema.Table) -> String {
+        let key = declared.primaryKey.map { "t.\($0.quotedDatabaseIdentifier)" }.joined(separator: ", ")
+        return "SELECT s.state, s.rid, \(key) FROM app_rowid_states s "
             + "JOIN \(declared.name.quotedDatabaseIdentifier) t ON t.rowid = s.rid WHERE s.tbl = ?"
     }
 }
