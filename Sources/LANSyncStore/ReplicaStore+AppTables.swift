@@ -89,15 +89,10 @@ extension ReplicaStore {
                         )
                         .map { ([UInt8]($0[0] as Data), $0[1] as Data, nil as Int64?) }
                         if table.keepsStatesByRowid {
-                            let select = try BoundStatement(
-                                db,
-                                sql: StoredStates.statesByRowidSQL(declared)
-                            )
+                            let select = try BoundStatement(db, sql: StoredStates.statesByRowidSQL(declared))
                             select.bind(1, table.number)
-                            let keyCount = Int32(declared.primaryKey.count)
                             try select.forEachRow { row in
-                                let key = SQLValue.keyBytes((1...keyCount).map { row.value($0 + 1) })
-                                rows.append((key, row.withBlob(0) { Data($0) }, row.int64(1)))
+                                rows.append((row.withBlob(0) { Array($0) }, row.withBlob(1) { Data($0) }, row.int64(2)))
                             }
                         }
                         for (keyBytes, state, rowid) in rows {
@@ -273,15 +268,13 @@ extension ReplicaStore {
                 sql: "SELECT key, state FROM app_rows WHERE tbl = ? ORDER BY key",
                 arguments: [entry.number]
             )
-            // States kept by rowid, with their rows' key bytes, in that order to merge with those
-            // by key: SQLite sorts them (spilling to a temporary file), so that a table of tens
-            // of millions of rows is listed without holding them.
+            // States kept by rowid, in the order of their rows' key bytes (`statesByRowidSQL`),
+            // merged with those by key as both cursors go.
             let byRowid = try catalog.tables[entry.number]?.declared.map { declared in
-                try Row.fetchCursor(
-                    db,
-                    sql: StoredStates.statesByRowidInKeyOrderSQL(declared),
-                    arguments: [entry.number]
-                )
+                try Row.fetchCursor(db, sql: StoredStates.statesByRowidSQL(declared), arguments: [entry.number])
+            }
+            func nextByRowid() throws -> (key: [UInt8], state: Data)? {
+                try byRowid?.next().map { ([UInt8]($0[0] as Data), $0[1] as Data) }
             }
             func emit(_ key: [UInt8], _ state: Data) throws {
                 let rowKey = RowKey(table: entry.name, primaryKey: try SQLValue.key(from: key))
@@ -292,18 +285,18 @@ extension ReplicaStore {
                     )
                 }
             }
-            var pending = try byRowid?.next().map { ([UInt8]($0[0] as Data), $0[1] as Data) }
+            var pending = try nextByRowid()
             while let row = try byKey.next() {
                 let key = [UInt8](row[0] as Data)
                 while let (rowidKey, state) = pending, rowidKey.lexicographicallyPrecedes(key) {
                     try emit(rowidKey, state)
-                    pending = try byRowid?.next().map { ([UInt8]($0[0] as Data), $0[1] as Data) }
+                    pending = try nextByRowid()
                 }
                 try emit(key, row[1] as Data)
             }
             while let (rowidKey, state) = pending {
                 try emit(rowidKey, state)
-                pending = try byRowid?.next().map { ([UInt8]($0[0] as Data), $0[1] as Data) }
+                pending = try nextByRowid()
             }
         }
     }

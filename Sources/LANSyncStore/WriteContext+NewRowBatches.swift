@@ -44,9 +44,8 @@ extension WriteContext {
             let byRowid = zip(chunk, tables).allSatisfy { index, table in
                 table.keepsStatesByRowid && table.keepsKeyExactly(checked.delta.rows[index].key.primaryKey)
             }
-            if byRowid, let rowids = try insertNewRows(chunk, table: tables[0], of: checked) {
+            if byRowid, try insertNewRows(chunk, tables: tables, of: checked) {
                 try countNewRows(chunk, tables: tables, of: checked, changed: &changed)
-                try insertRowidStates(zip(chunk, rowids).map { (tables[0].number, $1, $0) }, of: checked)
                 continue
             }
             let fresh =
@@ -86,31 +85,28 @@ extension WriteContext {
         }
     }
 
-    /// Writes the new rows at `chunk`, all of `table` (which keeps states by rowid), into the
-    /// app's table first, with one plain INSERT, and returns their rowids; nil, having written
-    /// nothing, when they are not of one shape, a row of them is held (in `app_rows`, or shown
-    /// by the table: SQLite then refuses the statement and undoes it), or a rule of the table
-    /// refuses one. Those go the way that looks each row up first. No row is looked up by its
-    /// key here: SQLite numbers a statement's new rows from the table's greatest rowid on, one
-    /// after another (a declared table's key is never its rowid: the schema refuses that), so
-    /// one read of the rows in that range of rowids finds them all; the keys it reads confirm
-    /// it (a table whose greatest rowid was taken numbers new rows at random).
+    /// Writes the new rows at `chunk`, all of one table (which keeps states by rowid), into the
+    /// app's table first, with one plain INSERT, then their states by the rowids they took;
+    /// false, having written nothing, when they are not of one shape, a row of them is held (in
+    /// `app_rows`, or shown by the table: SQLite then refuses the statement and undoes it), or a
+    /// rule of the table refuses one. Those go the way that looks each row up first. No row is
+    /// looked up by its key here: SQLite numbers a statement's new rows from the table's
+    /// greatest rowid on, one after another (a declared table's key is never its rowid: the
+    /// schema refuses that), so one read of the rows in that range of rowids finds them all;
+    /// the keys it reads confirm it (a table whose greatest rowid was taken numbers new rows at
+    /// random, and then each is looked up).
     private mutating func insertNewRows(
         _ chunk: ArraySlice<Int>,
-        table: AppCatalog.Table,
+        tables: [AppCatalog.Table],
         of checked: CheckedDelta
-    )
-        throws -> [Int64]?
-    {
+    ) throws -> Bool {
+        let table = tables[0]
         let rows = chunk.map { checked.delta.rows[$0] }
-        guard rows.allSatisfy({ $0.key.table == rows[0].key.table }) else { return nil }
+        guard rows.allSatisfy({ $0.key.table == rows[0].key.table }) else { return false }
         let present = rows.map { table.present(of: $0) }
-        guard present.allSatisfy({ $0.indexes == present[0].indexes }) else { return nil }
-        if try holdsStatesByKey(table: table.number) {
-            for index in chunk where try holdsState(table: table.number, key: checked.firstRows[index].key) {
-                return nil
-            }
-        }
+        guard present.allSatisfy({ $0.indexes == present[0].indexes }),
+            try noneHeldByKey(chunk, tables: tables, of: checked)
+        else { return false }
         let insert = try rowStatements().replace(
             into: table,
             columns: present[0].indexes,
@@ -123,20 +119,16 @@ extension WriteContext {
         do {
             try insert.run()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            return nil
+            return false
         }
         let last = db.lastInsertedRowID
-        let first = last - Int64(rows.count - 1)
-        if try storedStates().keys(of: table, at: first...last) == chunk.map({ checked.firstRows[$0].key }) {
-            return Array(first...last)
+        let rowids = (last - Int64(rows.count - 1))...last
+        if try storedStates().keys(of: table, at: rowids) == chunk.map({ checked.firstRows[$0].key }) {
+            try insertRowidStates(zip(chunk, rowids).map { (table.number, $1, $0) }, of: checked)
+        } else {
+            try storeRowidStates(chunk, tables: tables, of: checked)
         }
-        // Numbered otherwise (the greatest rowid was taken): each row is looked up.
-        return try rows.map { row in
-            guard let rowid = try storedStates().rowid(of: table, key: row.key.primaryKey) else {
-                throw StoreError(.database, "a row written to \(table.name) is not in it; the database is damaged")
-            }
-            return rowid
-        }
+        return true
     }
 
     /// Whether no row at `chunk` is held: none shown by its table, none in `app_rows`.
@@ -147,7 +139,17 @@ extension WriteContext {
     )
         throws -> Bool
     {
-        guard try noneShown(chunk, tables: tables, of: checked) else { return false }
+        try noneShown(chunk, tables: tables, of: checked) && noneHeldByKey(chunk, tables: tables, of: checked)
+    }
+
+    /// Whether no row at `chunk` has a state in `app_rows`.
+    private mutating func noneHeldByKey(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of checked: CheckedDelta
+    )
+        throws -> Bool
+    {
         var keyed: [Int64: Bool] = [:]
         for (index, table) in zip(chunk, tables) {
             if keyed[table.number] == nil { keyed[table.number] = try holdsStatesByKey(table: table.number) }

@@ -221,6 +221,40 @@ import Testing
         try Self.expectConsistent([home, clinic])
     }
 
+    /// A receiver whose table holds the greatest rowid SQLite has: a batch's new rows take
+    /// rowids at random, which the read of a range does not find, and each row is looked up.
+    @Test func batchesAtTheGreatestRowidFindTheirRowsOneByOne() async throws {
+        let schema = """
+            -- lansync: append-only taps
+            CREATE TABLE taps (n INT PRIMARY KEY, word TEXT NOT NULL);
+            """
+        let (home, clinic) = (
+            try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!),
+            try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
+        )
+        for store in [home, clinic] { _ = try store.applySchema(schema) }
+        _ = try await clinic.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO taps (rowid, n, word) VALUES (9223372036854775807, 0, 'clinic 0')")
+        }
+        _ = try await home.write(now: 1_001) { db in try db.execute(sql: "INSERT INTO taps VALUES (1, 'home 1')") }
+        try await Self.syncChecked(home, to: clinic, maxRows: 1)
+        _ = try await home.write(now: 1_002) { db in
+            for key in 2...40 {
+                try db.execute(sql: "INSERT INTO taps VALUES (?, ?)", arguments: [key, "home \(key)"])
+            }
+        }
+        try await Self.syncChecked(home, to: clinic, maxRows: 64)
+        try await Self.syncChecked(clinic, to: home, maxRows: 64)
+        for replica in [home, clinic] {
+            #expect(try Self.countsOf(replica, table: "taps") == (41, 0))
+            for key in 1...40 {
+                let row = try replica.row(RowKey(table: "taps", primaryKey: [.integer(Int64(key))]))
+                #expect(row?.value(of: "word") == .text("home \(key)") && row?.exists == true)
+            }
+        }
+        try Self.expectConsistent([home, clinic])
+    }
+
     /// Syncs as a session does: each delta checked with the receiver's numbers first, so that
     /// new rows from a replica it knows go in many to a statement (`WriteContext.mergeNewRows`).
     static func syncChecked(_ from: ReplicaStore, to: ReplicaStore, maxRows: Int) async throws {

@@ -20,7 +20,6 @@ final class StoredStates {
     private let byKey: BoundStatement
     private let byRowid: BoundStatement
     private var rowidSelects: [Int64: BoundStatement] = [:]
-    private var keySelects: [Int64: BoundStatement] = [:]
 
     init(_ db: Database, catalog: AppCatalog) throws {
         self.db = db
@@ -76,23 +75,16 @@ final class StoredStates {
     /// The key bytes of the rows the app's table shows at `rowids`, in rowid order.
     func keys(of table: AppCatalog.Table, at rowids: ClosedRange<Int64>) throws -> [[UInt8]] {
         let declared = table.declared!
-        let select: BoundStatement
-        if let known = keySelects[table.number] {
-            select = known
-        } else {
-            let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
-            select = try BoundStatement(
-                db,
-                sql: "SELECT \(key) FROM \(declared.name.quotedDatabaseIdentifier) "
-                    + "WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
-            )
-            keySelects[table.number] = select
-        }
+        let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        let select = try BoundStatement(
+            db,
+            sql: "SELECT lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) "
+                + "WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
+        )
         select.bind(1, rowids.lowerBound)
         select.bind(2, rowids.upperBound)
-        let keyCount = Int32(declared.primaryKey.count)
         var keys: [[UInt8]] = []
-        try select.forEachRow { row in keys.append(SQLValue.keyBytes((0..<keyCount).map { row.value($0) })) }
+        try select.forEachRow { row in keys.append(row.withBlob(0) { Array($0) }) }
         return keys
     }
 
@@ -102,20 +94,13 @@ final class StoredStates {
         return "SELECT rowid FROM \(declared.name.quotedDatabaseIdentifier) WHERE \(match)"
     }
 
-    /// The SELECT of every state a table keeps by rowid as `key, state`, the key as its bytes
-    /// (`SQLValue.keyBytes`), in the order of those bytes (`lansync_key_bytes`).
-    static func statesByRowidInKeyOrderSQL(_ declared: AppSchema.Table) -> String {
-        let key = declared.primaryKey.map { "t.\($0.quotedDatabaseIdentifier)" }.joined(separator: ", ")
-        return "SELECT lansync_key_bytes(\(key)) AS key, s.state FROM app_rowid_states s "
-            + "JOIN \(declared.name.quotedDatabaseIdentifier) t ON t.rowid = s.rid WHERE s.tbl = ? ORDER BY key"
-    }
-
-    /// The SELECT of every state a table keeps by rowid, with its rowid and its row's key
-    /// columns (in key order) after it: `state, rowid, key₁, key₂, …`.
+    /// The SELECT of every state a table keeps by rowid as `key, state, rowid`, the key as its
+    /// bytes (`SQLValue.keyBytes`), in the order of those bytes (`lansync_key_bytes`): SQLite
+    /// sorts them, spilling to a temporary file, so a reader of every row holds none of them.
     static func statesByRowidSQL(_ declared: AppSchema.Table) -> String {
         let key = declared.primaryKey.map { "t.\($0.quotedDatabaseIdentifier)" }.joined(separator: ", ")
-        return "SELECT s.state, s.rid, \(key) FROM app_rowid_states s "
-            + "JOIN \(declared.name.quotedDatabaseIdentifier) t ON t.rowid = s.rid WHERE s.tbl = ?"
+        return "SELECT lansync_key_bytes(\(key)) AS key, s.state, s.rid FROM app_rowid_states s "
+            + "JOIN \(declared.name.quotedDatabaseIdentifier) t ON t.rowid = s.rid WHERE s.tbl = ? ORDER BY key"
     }
 }
 
