@@ -16,6 +16,16 @@ import LANSyncCore
 /// stored before (schema 10 and earlier) keep each key whole, as a varint length and its bytes;
 /// a run of shared beginnings starts with a 0, the length no key has.
 ///
+/// A run of rows that a table keeping states by rowid shows (`AppCatalog.Table.keepsStatesByRowid`)
+/// names each row by its rowid instead (`rowidForm`, schema 13): the first rowid, then each
+/// next one as a signed step from the one before, which is one byte for rows inserted one after
+/// another, whatever their keys. A reader finds the key in the app's table at that rowid. Such
+/// a row keeps its rowid until it leaves its table (an append-only row never moves); when it
+/// leaves, every dot its state still shows gets an `app_ops` row with its key, in the same
+/// transaction (`WriteContext.writeStateByKey`), and readers take that row for the dot. So a
+/// rowid that shows no row is skipped, and one that SQLite gave another row since is skipped
+/// by the rule below: that row's state does not show the dot.
+///
 /// A run says which row each of its dots wrote, not that the change still wins: a later change
 /// may supersede it. Readers therefore look each run dot up in its row's state and skip one the
 /// row no longer shows; its stub is in `row_stubs`, as for every superseded change. When a run
@@ -31,16 +41,23 @@ struct DotRun {
     static let maxKeyBytes = 2 * 1_024
     /// The first byte of a run that keeps its keys as shared beginnings and rests.
     static let sharedForm: UInt8 = 0
+    /// The first byte of a run that names its rows by rowid. No run of whole keys starts with
+    /// it: that byte is the first key's length, and a key takes at least 5 bytes.
+    static let rowidForm: UInt8 = 1
 
     let table: Int64
     /// The first and last dot (`DotKey`s of one replica); every dot between is in the run.
     let first: Int64
     private(set) var last: Int64
-    /// The form's byte, then each dot's key, in dot order: a varint count of the bytes it
-    /// shares with the key before it, a varint count of the bytes that follow, and those bytes.
+    /// The form's byte, then each dot's row, in dot order. Shared beginnings: a varint count of
+    /// the bytes a key shares with the key before it, a varint count of the bytes that follow,
+    /// and those bytes. Rowids: the first as a zigzag varint, then each next one's step from the
+    /// one before, as a zigzag varint.
     private(set) var keys: [UInt8]
-    /// The last key added.
+    /// The last key added (shared beginnings).
     private var lastKey: [UInt8] = []
+    /// The last rowid added (rowids).
+    private var lastRowid: Int64 = 0
 
     init(table: Int64, dot: Int64, key: ArraySlice<UInt8>) {
         self.table = table
@@ -51,11 +68,42 @@ struct DotRun {
         add(key, sharing: 0)
     }
 
-    /// Adds `dot` (of `table`, writing `key`) when it continues the run; false when it does not.
+    /// A run of rowids, starting with `dot`, which wrote the row at `rowid`.
+    init(table: Int64, dot: Int64, rowid: Int64) {
+        self.table = table
+        first = dot
+        last = dot
+        keys = [Self.rowidForm]
+        keys.reserveCapacity(64)
+        keys.appendVarint(Self.zigzag(rowid))
+        lastRowid = rowid
+    }
+
+    /// Whether the run names its rows by rowid (`rowidForm`) rather than by key.
+    var namesRowids: Bool { keys[0] == Self.rowidForm }
+
+    /// Whether `dot` of `table` may follow the run's last dot.
+    private func continues(table: Int64, dot: Int64) -> Bool {
+        table == self.table && dot == last + 1 && DotKey.number(dot) == DotKey.number(first)
+            && dot - first < Self.maxDots
+    }
+
+    /// Adds `dot` (of `table`, writing the row at `rowid`) when it continues a run of rowids;
+    /// false when it does not.
+    mutating func extend(table: Int64, dot: Int64, rowid: Int64) -> Bool {
+        guard namesRowids, continues(table: table, dot: dot) else { return false }
+        let (step, overflow) = rowid.subtractingReportingOverflow(lastRowid)
+        // A step takes at most 10 bytes.
+        guard !overflow, keys.count + 10 <= Self.maxKeyBytes else { return false }
+        last = dot
+        keys.appendVarint(Self.zigzag(step))
+        lastRowid = rowid
+        return true
+    }
+
+    /// Adds `dot` (of `table`, writing `key`) when it continues a run of keys; false when it does not.
     mutating func extend(table: Int64, dot: Int64, key: ArraySlice<UInt8>) -> Bool {
-        guard table == self.table, dot == last + 1, DotKey.number(dot) == DotKey.number(first),
-            dot - first < Self.maxDots
-        else { return false }
+        guard !namesRowids, continues(table: table, dot: dot) else { return false }
         var shared = 0
         let limit = min(lastKey.count, key.count)
         while shared < limit, lastKey[shared] == key[key.startIndex + shared] { shared += 1 }
@@ -114,14 +162,58 @@ struct DotRun {
         return run.first <= dot
     }
 
+    /// A signed number as an unsigned one that is small when the number is near zero (0, −1, 1,
+    /// −2, … become 0, 1, 2, 3, …), so a step back takes a byte as a step forward does.
+    static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
+
+    static func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
+
+    /// The rowids at `wanted` (positions in dot order) of a stored run of rowids of `count` dots.
+    static func rowids(_ bytes: UnsafeRawBufferPointer, count: Int, wanted: ClosedRange<Int>) throws -> [Int64] {
+        var reader = StoredRowState.Reader(bytes: bytes, position: 1)
+        var rowids = [Int64]()
+        rowids.reserveCapacity(wanted.count)
+        var position = 0
+        var rowid: Int64 = 0
+        do {
+            guard bytes.first == rowidForm else { throw StoredRowState.Reader.damaged }
+            while reader.position < bytes.count {
+                let step = unzigzag(try reader.varint())
+                if position == 0 {
+                    rowid = step
+                } else {
+                    let (next, overflow) = rowid.addingReportingOverflow(step)
+                    guard !overflow else { throw StoredRowState.Reader.damaged }
+                    rowid = next
+                }
+                if wanted.contains(position) { rowids.append(rowid) }
+                position += 1
+            }
+        } catch {
+            throw StoreError(.database, "a run of the dot index does not read; the database is damaged")
+        }
+        try checkCount(position, count)
+        return rowids
+    }
+
+    private static func checkCount(_ found: Int, _ count: Int) throws {
+        guard found == count else {
+            throw StoreError(
+                .database,
+                "a run of the dot index holds \(found) rows for \(count) dots; the database is damaged"
+            )
+        }
+    }
+
     /// The keys at `wanted` (positions in dot order) of a stored run of `count` dots, in either
-    /// form; the keys before them are stepped over (a delta may need a few of a run's).
+    /// form of keys; the keys before them are stepped over (a delta may need a few of a run's).
     static func keys(_ bytes: UnsafeRawBufferPointer, count: Int, wanted: ClosedRange<Int>) throws -> [[UInt8]] {
         var reader = StoredRowState.Reader(bytes: bytes, position: 0)
         var keys = [[UInt8]]()
         keys.reserveCapacity(wanted.count)
         var position = 0
         do {
+            guard bytes.first != rowidForm else { throw StoredRowState.Reader.damaged }
             if bytes.first == sharedForm {
                 reader.position = 1
                 var current = [UInt8]()
@@ -144,12 +236,7 @@ struct DotRun {
         } catch {
             throw StoreError(.database, "a run of the dot index does not read; the database is damaged")
         }
-        guard position == count else {
-            throw StoreError(
-                .database,
-                "a run of the dot index holds \(position) keys for \(count) dots; the database is damaged"
-            )
-        }
+        try checkCount(position, count)
         return keys
     }
 }
@@ -169,12 +256,14 @@ struct IndexedWrites {
 
     /// Calls `body` with each write indexed in `(lower, upper]`, in dot order, until it returns
     /// false. `limit`: at most this many are read from `app_ops` (which holds only live writes),
-    /// for a caller that stops after that many live writes.
+    /// for a caller that stops after that many live writes. `rows` finds the keys a run of
+    /// rowids names; a run dot whose rowid shows no row is skipped (see `DotRun`).
     static func forEach(
         _ db: Database,
         lower: Int64,
         upper: Int64,
         limit: Int? = nil,
+        rows: StoredStates,
         _ body: (Write) throws -> Bool
     ) throws {
         let ops = try BoundStatement(
@@ -202,8 +291,9 @@ struct IndexedWrites {
             sql:
                 "SELECT last, first, tbl, keys FROM app_op_runs WHERE last > ? AND last <= ? AND first <= ? ORDER BY last LIMIT 1"
         )
-        /// The run being read: its dots inside the range, its table, and their keys.
-        var run: (dots: ClosedRange<Int64>, table: Int64, keys: [[UInt8]])?
+        /// The run being read: its dots inside the range, its table, and their keys (nil: the
+        /// rowid a run names shows no row).
+        var run: (dots: ClosedRange<Int64>, table: Int64, keys: [[UInt8]?])?
         /// The next dot of `run` to read.
         var runDot: Int64 = 0
         func nextRun(after dot: Int64) throws {
@@ -221,14 +311,17 @@ struct IndexedWrites {
                 }
                 // Only the dots inside the range are read: the keys of the others are stepped over.
                 let dots = max(first, lower + 1)...min(last, upper)
-                let keys = try columns.withBlob(3) {
-                    try DotRun.keys(
-                        $0,
-                        count: Int(last - first + 1),
-                        wanted: Int(dots.lowerBound - first)...Int(dots.upperBound - first)
-                    )
+                let (count, wanted) = (
+                    Int(last - first + 1), Int(dots.lowerBound - first)...Int(dots.upperBound - first)
+                )
+                let table = columns.int64(2)
+                let keys: [[UInt8]?] = try columns.withBlob(3) { bytes in
+                    if bytes.first == DotRun.rowidForm {
+                        return try rows.keys(of: table, atRowids: DotRun.rowids(bytes, count: count, wanted: wanted))
+                    }
+                    return try DotRun.keys(bytes, count: count, wanted: wanted)
                 }
-                run = (dots, columns.int64(2), keys)
+                run = (dots, table, keys)
             }
             if let run { runDot = run.dots.lowerBound }
         }
@@ -240,14 +333,14 @@ struct IndexedWrites {
                 if current.dots.upperBound >= upper { run = nil } else { try nextRun(after: current.dots.upperBound) }
                 continue
             }
-            let fromRun = run.map { current in
-                Write(
-                    dot: runDot,
-                    table: current.table,
-                    key: current.keys[Int(runDot - current.dots.lowerBound)],
-                    stub: nil,
-                    inRun: true
-                )
+            var fromRun: Write?
+            if let current = run {
+                guard let key = current.keys[Int(runDot - current.dots.lowerBound)] else {
+                    // The row left its rowid; a dot its state still shows has an `app_ops` row.
+                    runDot += 1
+                    continue
+                }
+                fromRun = Write(dot: runDot, table: current.table, key: key, stub: nil, inRun: true)
             }
             let fromOps = index < listed.count ? listed[index] : nil
             let write: Write
@@ -287,7 +380,7 @@ struct IndexedWrites {
         _ body: (Write, RowState) throws -> Bool
     ) throws {
         var last: (table: Int64, key: [UInt8], state: RowState)?
-        try forEach(db, lower: lower, upper: upper, limit: limit) { write in
+        try forEach(db, lower: lower, upper: upper, limit: limit, rows: try rows.states()) { write in
             if last == nil || last!.table != write.table || last!.key != write.key {
                 let state = try rows.state(table: write.table, key: write.key, columns: columns, replicas: replicas)
                 guard let state else {

@@ -58,6 +58,9 @@ import LANSyncCore
 ///   app's row's rowid instead of by key (`AppCatalog.Table.keepsStatesByRowid`): the app's own
 ///   key index finds the rowid, so the key is not kept again. A state is in one of the two tables,
 ///   never in both; states stored before stay in `app_rows` and still read.
+/// - v13: a run of `app_op_runs` of such a table may name its rows by rowid (`DotRun.rowidForm`):
+///   `keys` then starts with a 1 byte; runs stored before still read. The version bump is for
+///   earlier LANSyncs, as for v9.
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -66,7 +69,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 12
+    static let version: Int32 = 13
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -274,6 +277,9 @@ enum Schema {
                     PRAGMA user_version = 12;
                     """
             )
+        }
+        migrator.registerMigration("v13 runs of rowids") { db in
+            try db.execute(sql: "PRAGMA user_version = 13;")
         }
         return migrator
     }

@@ -88,16 +88,30 @@ extension WriteContext {
     }
 
     /// Writes a row's state by its key (`app_rows`); a state the transaction read by rowid
-    /// leaves `app_rowid_states`, so that the row keeps one state.
-    mutating func writeStateByKey(table: Int64, key: [UInt8], state: ArraySlice<UInt8>) throws {
-        try rowStatements().upsertState.run(table: table, key: key, state: state)
+    /// leaves `app_rowid_states`, so that the row keeps one state. `dots`: the state's live dots
+    /// (`RowState.liveDotList`), each indexed already.
+    mutating func writeStateByKey(table: Int64, key: [UInt8], state: ArraySlice<UInt8>, dots: [Dot]) throws {
+        let statements = try rowStatements()
+        try statements.upsertState.run(table: table, key: key, state: state)
         guard !statesAtRowids.isEmpty,
             let rowid = statesAtRowids.removeValue(forKey: RowAddress(table: table, key: key))
         else { return }
-        let delete = try rowStatements().deleteRowidState
+        let delete = statements.deleteRowidState
         delete.bind(1, table)
         delete.bind(2, rowid)
         try delete.run()
+        // A run of the dot index may name the row by the rowid it leaves (see `DotRun`): each
+        // dot the state still shows is indexed by key, which readers take over the run's.
+        for dot in dots {
+            let number = try dotKey(dot)
+            // A run is stored only while no `app_ops` row holds one of its dots.
+            if pendingRun?.contains(number) == true { try storePendingRun() }
+            let insert = statements.insertOp
+            insert.bind(1, number)
+            insert.bind(2, table)
+            insert.bind(3, key)
+            try insert.run()
+        }
     }
 
     /// Whether `app_rows` holds any state of table number `table`.
@@ -138,7 +152,12 @@ extension WriteContext {
     mutating func showAgain(_ state: RowState, key: [UInt8], in table: AppCatalog.Table) throws {
         let holding = try materialize(state, key: try SQLValue.key(from: key), in: table)
         guard state.exists, case .nothing = holding else { return }
-        try writeStateByKey(table: table.number, key: key, state: try storedBytes(of: state, row: .nothing)[...])
+        try writeStateByKey(
+            table: table.number,
+            key: key,
+            state: try storedBytes(of: state, row: .nothing)[...],
+            dots: state.liveDotList
+        )
     }
 
     /// `state` as `app_rows` keeps it (see `StoredRowState`); `row`: what the app's table holds
@@ -276,8 +295,11 @@ extension WriteContext {
             }
         }
         let first = first ?? FirstRow(change, key: key, hasher: hasher, buffer: &firstRowBuffer)
+        // A row whose state will be kept by rowid is indexed by that rowid once the row is in,
+        // unless a stub of its dot must be kept now (a run takes no dot `app_ops` holds).
+        let indexByRowid = byRowid && first.isLive && lost.isEmpty
         if first.isLive {
-            try indexNewRow(change.dot, table: table.number, key: key[...])
+            if !indexByRowid { try indexNewRow(change.dot, table: table.number, key: key[...]) }
             if !lost.isEmpty {
                 try setLiveStub(RowChangeStub(of: change, lost: lost), dot: change.dot, table: table.number, key: key)
             }
@@ -293,14 +315,17 @@ extension WriteContext {
             return true
         }
         if try !self.materialize(key: change.key.primaryKey, in: table, columns: table.present(of: change)) {
+            if indexByRowid { try indexNewRow(change.dot, table: table.number, key: key[...]) }
             try keepEveryValue(of: change, table: table, key: key)
         } else if byRowid {
             // The row was not shown, so the INSERT OR REPLACE that wrote it inserted it alone.
+            let rowid = db.lastInsertedRowID
             let insert = try statements.insertRowidStates(1, db)
             insert.bind(1, table.number)
-            insert.bind(2, db.lastInsertedRowID)
+            insert.bind(2, rowid)
             insert.bind(3, stored)
             try insert.run()
+            if indexByRowid { try indexNewRow(dotKey: try dotKey(change.dot), table: table.number, rowid: rowid) }
         }
         return true
     }
@@ -311,7 +336,7 @@ extension WriteContext {
         _ = try columnNumbers()
         var bytes = [UInt8]()
         try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
-        try writeStateByKey(table: table.number, key: key, state: bytes[...])
+        try writeStateByKey(table: table.number, key: key, state: bytes[...], dots: [change.dot])
     }
 
     /// Writes a row's new state (after merging `change`) and everything kept in step with it.
@@ -344,7 +369,12 @@ extension WriteContext {
         var identity = Self.identity(of: rowKey.table, key: key)
         var row = identity
         state.append(to: &row)
-        try writeStateByKey(table: table.number, key: key, state: try storedBytes(of: state, row: holding)[...])
+        try writeStateByKey(
+            table: table.number,
+            key: key,
+            state: try storedBytes(of: state, row: holding)[...],
+            dots: after
+        )
         digest.insert(hash: hasher.hash(row))
         if let held {
             held.append(to: &identity)
@@ -460,6 +490,14 @@ extension WriteContext {
         if pendingRun?.extend(table: table, dot: number, key: key) == true { return }
         try storePendingRun()
         pendingRun = DotRun(table: table, dot: number, key: key)
+    }
+
+    /// The same for a new row of a table that keeps states by rowid, whose state is kept at
+    /// `rowid`: its run names the rowid (see `DotRun`).
+    mutating func indexNewRow(dotKey number: Int64, table: Int64, rowid: Int64) throws {
+        if pendingRun?.extend(table: table, dot: number, rowid: rowid) == true { return }
+        try storePendingRun()
+        pendingRun = DotRun(table: table, dot: number, rowid: rowid)
     }
 
     /// Stores the run of new rows' dots under way: before the transaction saves, and after each

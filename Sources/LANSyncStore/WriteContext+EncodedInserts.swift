@@ -252,11 +252,12 @@ extension WriteContext {
                     )
                     continue
                 }
-                try indexNewRow(
-                    dotKey: try Self.dotKey(row.stamp.dot, number: encodedInsertBuffers.ownNumber),
-                    table: layout.table.number,
-                    key: key
-                )
+                let dot = try Self.dotKey(row.stamp.dot, number: encodedInsertBuffers.ownNumber)
+                if atRowid[index - chunk.lowerBound] {
+                    try indexNewRow(dotKey: dot, table: layout.table.number, rowid: row.rowid)
+                } else {
+                    try indexNewRow(dotKey: dot, table: layout.table.number, key: key)
+                }
                 digest.insert(hash: parts[part].hashes[position])
                 countRows(in: layout.table.number, by: 1)
             }

@@ -32,8 +32,11 @@ extension WriteContext {
     mutating func mergeNewRows(_ indexes: ArraySlice<Int>, of checked: CheckedDelta, changed: inout [Int]) throws {
         var start = indexes.startIndex
         while start < indexes.endIndex {
-            // Statements of 16, 8, 4, 2 or 1 rows: few shapes to prepare.
-            let count = Self.statementRows(for: indexes.endIndex - start)
+            // Statements of 16, 8, 4, 2 or 1 rows: few shapes to prepare. A chunk holds rows of
+            // one table, so that a table keeping states by rowid takes its rows so.
+            let table = checked.delta.rows[indexes[start]].key.table
+            let sameTable = indexes[start...].prefix { checked.delta.rows[$0].key.table == table }.count
+            let count = Self.statementRows(for: sameTable)
             let chunk = indexes[start..<(start + count)]
             start += count
             var tables = [AppCatalog.Table]()
@@ -44,8 +47,8 @@ extension WriteContext {
             let byRowid = zip(chunk, tables).allSatisfy { index, table in
                 table.keepsStatesByRowid && table.keepsKeyExactly(checked.delta.rows[index].key.primaryKey)
             }
-            if byRowid, try insertNewRows(chunk, tables: tables, of: checked) {
-                try countNewRows(chunk, tables: tables, of: checked, changed: &changed)
+            if byRowid, let rowids = try insertNewRows(chunk, tables: tables, of: checked) {
+                try countNewRows(chunk, tables: tables, of: checked, rowids: rowids, changed: &changed)
                 continue
             }
             let fresh =
@@ -68,17 +71,23 @@ extension WriteContext {
     }
 
     /// Indexes the new rows at `chunk` by their dots, counts them in the digest and their
-    /// tables, and appends their indexes to `changed`.
+    /// tables, and appends their indexes to `changed`. `rowids`: where a row's state is kept by
+    /// rowid, that rowid (by index into `chunk`), which its dot's run then names.
     private mutating func countNewRows(
         _ chunk: ArraySlice<Int>,
         tables: [AppCatalog.Table],
         of checked: CheckedDelta,
+        rowids: [Int64?] = [],
         changed: inout [Int]
     ) throws {
-        for (index, table) in zip(chunk, tables) {
+        for (position, (index, table)) in zip(chunk, tables).enumerated() {
             let (change, first) = (checked.delta.rows[index], checked.firstRows[index])
             _ = try number(of: change.dot.replica)
-            try indexNewRow(change.dot, table: table.number, key: first.key[...])
+            if position < rowids.count, let rowid = rowids[position] {
+                try indexNewRow(dotKey: try dotKey(change.dot), table: table.number, rowid: rowid)
+            } else {
+                try indexNewRow(change.dot, table: table.number, key: first.key[...])
+            }
             digest.insert(hash: first.digestHash)
             countRows(in: table.number, by: 1)
             changed.append(index)
@@ -94,19 +103,20 @@ extension WriteContext {
     /// greatest rowid on, one after another (a declared table's key is never its rowid: the
     /// schema refuses that), so one read of the rows in that range of rowids finds them all;
     /// the keys it reads confirm it (a table whose greatest rowid was taken numbers new rows at
-    /// random, and then each is looked up).
+    /// random, and then each is looked up). Returns the rowid each row's state is kept at, by
+    /// index into `chunk` (nil: its table refused it, and its state is kept by key).
     private mutating func insertNewRows(
         _ chunk: ArraySlice<Int>,
         tables: [AppCatalog.Table],
         of checked: CheckedDelta
-    ) throws -> Bool {
+    ) throws -> [Int64?]? {
         let table = tables[0]
         let rows = chunk.map { checked.delta.rows[$0] }
-        guard rows.allSatisfy({ $0.key.table == rows[0].key.table }) else { return false }
+        guard rows.allSatisfy({ $0.key.table == rows[0].key.table }) else { return nil }
         let present = rows.map { table.present(of: $0) }
         guard present.allSatisfy({ $0.indexes == present[0].indexes }),
             try noneHeldByKey(chunk, tables: tables, of: checked)
-        else { return false }
+        else { return nil }
         let insert = try rowStatements().replace(
             into: table,
             columns: present[0].indexes,
@@ -119,16 +129,15 @@ extension WriteContext {
         do {
             try insert.run()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            return false
+            return nil
         }
         let last = db.lastInsertedRowID
         let rowids = (last - Int64(rows.count - 1))...last
-        if try storedStates().keys(of: table, at: rowids) == chunk.map({ checked.firstRows[$0].key }) {
-            try insertRowidStates(zip(chunk, rowids).map { (table.number, $1, $0) }, of: checked)
-        } else {
-            try storeRowidStates(chunk, tables: tables, of: checked)
+        guard try storedStates().keys(of: table, at: rowids) == chunk.map({ checked.firstRows[$0].key }) else {
+            return try storeRowidStates(chunk, tables: tables, of: checked)
         }
-        return true
+        try insertRowidStates(zip(chunk, rowids).map { (table.number, $1, $0) }, of: checked)
+        return rowids.map { $0 }
     }
 
     /// Whether no row at `chunk` is held: none shown by its table, none in `app_rows`.
@@ -179,20 +188,24 @@ extension WriteContext {
 
     /// Inserts the states of the new rows at `chunk` by the rowids their tables show them at,
     /// in one statement; a row its table refused keeps its state by key (`keepEveryValue`).
+    /// Returns each row's rowid, by index into `chunk` (nil for a refused row).
+    @discardableResult
     private mutating func storeRowidStates(
         _ chunk: ArraySlice<Int>,
         tables: [AppCatalog.Table],
         of checked: CheckedDelta
-    ) throws {
+    ) throws -> [Int64?] {
         var rows = [(table: Int64, rowid: Int64, index: Int)]()
         rows.reserveCapacity(chunk.count)
+        var rowids = [Int64?]()
+        rowids.reserveCapacity(chunk.count)
         for (index, table) in zip(chunk, tables) {
-            guard let rowid = try storedStates().rowid(of: table, key: checked.delta.rows[index].key.primaryKey) else {
-                continue
-            }
-            rows.append((table.number, rowid, index))
+            let rowid = try storedStates().rowid(of: table, key: checked.delta.rows[index].key.primaryKey)
+            rowids.append(rowid)
+            if let rowid { rows.append((table.number, rowid, index)) }
         }
         try insertRowidStates(rows, of: checked)
+        return rowids
     }
 
     /// Inserts the states of the changes at `rows`' indexes by their tables and rowids, in one

@@ -180,6 +180,81 @@ import Testing
         }
     }
 
+    /// A run of rowids (`DotRun.rowidForm`) reads back exactly from any point, whatever the
+    /// rowids (in order, out of order, negative, SQLite's greatest); rows inserted one after
+    /// another take a byte each, and a run of one form takes no dot of the other.
+    @Test func aRunOfRowidsReadsBackFromAnyPoint() async throws {
+        func run(_ rowids: [Int64]) -> [DotRun] {
+            var runs = [DotRun(table: 1, dot: 1, rowid: rowids[0])]
+            for (index, rowid) in rowids.enumerated().dropFirst() {
+                var current = runs[runs.count - 1]
+                if current.extend(table: 1, dot: Int64(index + 1), rowid: rowid) {
+                    runs[runs.count - 1] = current
+                } else {
+                    runs.append(DotRun(table: 1, dot: Int64(index + 1), rowid: rowid))
+                }
+            }
+            return runs
+        }
+        func read(_ runs: [DotRun]) throws -> [Int64] {
+            try runs.flatMap { run in
+                #expect(run.namesRowids && run.keys.count <= DotRun.maxKeyBytes)
+                let count = Int(run.last - run.first + 1)
+                let all = try run.keys.withUnsafeBytes { try DotRun.rowids($0, count: count, wanted: 0...(count - 1)) }
+                let middle = count / 2
+                let one = try run.keys.withUnsafeBytes { try DotRun.rowids($0, count: count, wanted: middle...middle) }
+                #expect(one == [all[middle]])
+                return all
+            }
+        }
+        let inOrder = Array(Int64(1_000)..<3_000)
+        let inOrderRuns = run(inOrder)
+        #expect(try read(inOrderRuns) == inOrder)
+        let bytes = inOrderRuns.reduce(0) { $0 + $1.keys.count }
+        #expect(inOrderRuns.count == 1 && bytes < 2_000 + 8, "\(bytes) bytes for 2,000 rows in order")
+        let extremes: [Int64] = [.max, .min, 0, -1, .max, 1, .min + 1, .max - 1]
+        #expect(try read(run(extremes)) == extremes)
+        await propertyCheck(count: 200, input: Gen.int64(in: Int64.min...Int64.max).array(of: 1...300)) { rowids in
+            #expect((try? read(run(rowids))) == rowids)
+        }
+        // The forms do not mix, and each reader refuses the other's.
+        var keyed = DotRun(table: 1, dot: 1, key: SQLValue.keyBytes([.integer(1)])[...])
+        let keyedTookRowid = keyed.extend(table: 1, dot: 2, rowid: 2)
+        var byRowid = DotRun(table: 1, dot: 1, rowid: 1)
+        let tookKey = byRowid.extend(table: 1, dot: 2, key: SQLValue.keyBytes([.integer(2)])[...])
+        let tookOtherTable = byRowid.extend(table: 2, dot: 2, rowid: 2)
+        let tookGap = byRowid.extend(table: 1, dot: 3, rowid: 2)
+        #expect(!keyedTookRowid && !tookKey && !tookOtherTable && !tookGap)
+        #expect(throws: StoreError.self) {
+            try byRowid.keys.withUnsafeBytes { try DotRun.keys($0, count: 1, wanted: 0...0) }
+        }
+        #expect(throws: StoreError.self) {
+            try keyed.keys.withUnsafeBytes { try DotRun.rowids($0, count: 1, wanted: 0...0) }
+        }
+        // Damaged: cut short, or holding more rows than dots.
+        let whole = run(Array(Int64(1)..<40).map { $0 * 1_000 })[0].keys
+        for length in 1..<whole.count {
+            #expect(throws: StoreError.self) {
+                try Array(whole.prefix(length)).withUnsafeBytes { try DotRun.rowids($0, count: 39, wanted: 0...38) }
+            }
+        }
+        #expect(throws: StoreError.self) {
+            try whole.withUnsafeBytes { try DotRun.rowids($0, count: 38, wanted: 0...37) }
+        }
+        // Changed at random: it throws saying so or reads as some rowids, and never traps.
+        await propertyCheck(count: 300, input: Gen.int(in: 0...Int.max).array(of: 1...6)) { edits in
+            var changed = whole
+            for edit in edits { changed[1 + edit % (changed.count - 1)] = UInt8(truncatingIfNeeded: edit >> 20) }
+            do {
+                _ = try changed.withUnsafeBytes { try DotRun.rowids($0, count: 39, wanted: 0...38) }
+            } catch let error as StoreError {
+                #expect(error.description.contains("the database is damaged"))
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+    }
+
     /// A receiving store that checks a batch itself (as a session does, beside the merge before)
     /// encodes new rows' states with the numbers of columns and replicas it holds, and they
     /// are stored exactly as the writer would have encoded them.

@@ -257,6 +257,105 @@ import Testing
 
     /// Syncs as a session does: each delta checked with the receiver's numbers first, so that
     /// new rows from a replica it knows go in many to a statement (`WriteContext.mergeNewRows`).
+    /// How many runs of the dot index of a table name their rows by rowid, and how many do not.
+    static func runForms(_ store: ReplicaStore, table: String = "strokes") throws -> (byRowid: Int, byKey: Int) {
+        try store.readInternals { db in
+            let runs = "FROM app_op_runs r JOIN app_tables t ON t.num = r.tbl WHERE t.name = '\(table)'"
+            let byRowid = try Int.fetchOne(
+                db,
+                sql: "SELECT count(*) \(runs) AND substr(r.keys, 1, 1) = x'\(String(format: "%02x", DotRun.rowidForm))'"
+            )!
+            return (byRowid, try Int.fetchOne(db, sql: "SELECT count(*) \(runs)")! - byRowid)
+        }
+    }
+
+    /// Runs name an append-only table's rows by rowid (`DotRun.rowidForm`), at the writer and at
+    /// a peer that merged them in batches. When rows leave their rowids (their parent's delete
+    /// takes them along, here and merged) and SQLite gives those rowids to new rows, every
+    /// replica, and late joiners reading in small deltas, still find each change.
+    @Test func runsNameRowsByRowidAndRowsThatLeaveKeepTheirChanges() async throws {
+        let (tablet, phone) = (try AppendOnlyCascadeTests.store(1), try AppendOnlyCascadeTests.store(2))
+        _ = try await tablet.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO sessions VALUES ('s1', NULL), ('s2', NULL), ('s3', NULL), ('s4', NULL)")
+        }
+        // s1's strokes take the greatest rowids.
+        try await AppendOnlyCascadeTests.strokes(tablet, session: "s2", count: 50, now: 1_001)
+        try await AppendOnlyCascadeTests.strokes(tablet, session: "s1", count: 80, now: 1_002)
+        try await Self.syncChecked(tablet, to: phone, maxRows: 32)
+        for store in [tablet, phone] {
+            let forms = try Self.runForms(store)
+            #expect(
+                forms.byRowid >= 1 && forms.byKey == 0,
+                "\(forms) \((try? store.readInternals { try Row.fetchAll($0, sql: "SELECT first, last, tbl, hex(keys) FROM app_op_runs") }) ?? [])"
+            )
+        }
+
+        // The phone deletes s1, and its new strokes take the rowids s1's strokes left.
+        _ = try await phone.write(now: 2_000) { db in try db.execute(sql: "DELETE FROM sessions WHERE id = 's1'") }
+        try await AppendOnlyCascadeTests.strokes(phone, session: "s3", count: 40, now: 2_001)
+        #expect(
+            try AppendOnlyCascadeTests.count(
+                phone,
+                "SELECT count(*) FROM strokes WHERE session_id = 's3' AND rowid BETWEEN 51 AND 130"
+            ) == 40
+        )
+        let firstLate = try AppendOnlyCascadeTests.store(3)
+        try await Self.syncChecked(phone, to: firstLate, maxRows: 7)
+        try await Self.syncChecked(phone, to: tablet, maxRows: 64)
+
+        // The tablet's own rows left theirs in the merge; its new strokes take them again.
+        try await AppendOnlyCascadeTests.strokes(tablet, session: "s4", count: 30, now: 3_000)
+        let secondLate = try AppendOnlyCascadeTests.store(4)
+        try await AppTableStoreTests.sync(tablet, to: secondLate, maxRows: 5)
+        try await Self.syncChecked(tablet, to: phone, maxRows: 64)
+        try await Self.syncChecked(phone, to: firstLate, maxRows: 64)
+        for store in [tablet, phone, firstLate, secondLate] {
+            #expect(try Self.counts(store) == (120, 80))
+            #expect(try AppendOnlyCascadeTests.count(store, "SELECT count(*) FROM strokes") == 120)
+            let gone = try store.row(RowKey(table: "strokes", primaryKey: [.text("s1-79")]))
+            #expect(gone?.exists == false && gone?.causalLength == 2)
+            let kept = try store.row(RowKey(table: "strokes", primaryKey: [.text("s3-0")]))
+            #expect(kept?.exists == true && kept?.value(of: "session_id") == .text("s3"))
+        }
+        try Self.expectConsistent([tablet, phone, firstLate, secondLate])
+    }
+
+    /// Two devices append one key: the earlier append wins whole, and the later one, which a
+    /// run names by rowid where it was written, is superseded while its row stays at that rowid.
+    /// A late joiner that reads one change at a time still gets both: the winner and the
+    /// loser's stub.
+    @Test func anAppendThatLostIsStillSentFromARunOfRowids() async throws {
+        let schema = """
+            -- lansync: append-only spans
+            CREATE TABLE spans (id TEXT PRIMARY KEY, start INTEGER NOT NULL DEFAULT 0, finish INTEGER);
+            """
+        func store(_ number: UInt8) throws -> ReplicaStore {
+            let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
+            _ = try store.applySchema(schema)
+            return store
+        }
+        let (desk, laptop, late) = (try store(1), try store(2), try store(3))
+        _ = try await laptop.write(now: 1_000) { db in
+            try db.execute(sql: "INSERT INTO spans (id, start) VALUES ('x', 10)")
+        }
+        _ = try await desk.write(now: 2_000) { db in
+            try db.execute(sql: "INSERT INTO spans (id, start, finish) VALUES ('x', 1, 5), ('y', 2, 3)")
+        }
+        #expect(try Self.runForms(desk, table: "spans") == (1, 0))
+        try await Self.syncChecked(laptop, to: desk, maxRows: 16)
+        try await Self.syncChecked(desk, to: laptop, maxRows: 16)
+        for store in [desk, laptop] {
+            let shown = try AppTableStoreTests.rows(store, "SELECT id, start, finish FROM spans WHERE id = 'x'")
+            #expect(shown.count == 1 && shown[0]["start"] == 10.databaseValue && shown[0]["finish"]!.isNull)
+            #expect(try store.row(RowKey(table: "spans", primaryKey: [.text("x")]))?.liveDots.count == 1)
+        }
+        try await Self.syncChecked(desk, to: late, maxRows: 1)
+        let row = try late.row(RowKey(table: "spans", primaryKey: [.text("x")]))
+        #expect(row?.value(of: "start") == .integer(10) && row?.liveDots.count == 1)
+        #expect(try late.versionVector() == desk.versionVector())
+        try Self.expectConsistent([desk, laptop, late])
+    }
+
     static func syncChecked(_ from: ReplicaStore, to: ReplicaStore, maxRows: Int) async throws {
         while true {
             let delta = try from.delta(since: try to.versionVector(), maxRows: maxRows)

@@ -88,6 +88,37 @@ final class StoredStates {
         return keys
     }
 
+    /// The key bytes of the rows table number `table` shows at `rowids` (a run of the dot
+    /// index, see `DotRun`), in the same order; nil where it shows no row. Rowids close together
+    /// (rows inserted one after another) are read as one range; others one at a time.
+    func keys(of table: Int64, atRowids rowids: [Int64]) throws -> [[UInt8]?] {
+        guard let entry = catalog.tables[table], entry.keepsStatesByRowid, let declared = entry.declared else {
+            throw StoreError(
+                .database,
+                "a run of the dot index names rows of app table \(table) by rowid, which that table does not keep; "
+                    + "the database is damaged"
+            )
+        }
+        guard let lowest = rowids.min(), let highest = rowids.max() else { return [] }
+        let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        let from = "SELECT rowid, lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) WHERE rowid "
+        var found = [Int64: [UInt8]](minimumCapacity: rowids.count)
+        let (span, overflow) = highest.subtractingReportingOverflow(lowest)
+        if !overflow, span < Int64(2 * rowids.count + 64) {
+            let select = try BoundStatement(db, sql: from + "BETWEEN ? AND ?")
+            select.bind(1, lowest)
+            select.bind(2, highest)
+            try select.forEachRow { row in found[row.int64(0)] = row.withBlob(1) { Array($0) } }
+        } else {
+            let select = try BoundStatement(db, sql: from + "= ?")
+            for rowid in rowids {
+                select.bind(1, rowid)
+                try select.forEachRow { row in found[row.int64(0)] = row.withBlob(1) { Array($0) } }
+            }
+        }
+        return rowids.map { found[$0] }
+    }
+
     /// The SELECT of a row's rowid by its key.
     static func rowidSQL(_ declared: AppSchema.Table) -> String {
         let match = declared.primaryKey.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
