@@ -71,19 +71,19 @@ extension WriteContext {
     }
 
     /// Indexes the new rows at `chunk` by their dots, counts them in the digest and their
-    /// tables, and appends their indexes to `changed`. `rowids`: where a row's state is kept by
-    /// rowid, that rowid (by index into `chunk`), which its dot's run then names.
+    /// tables, and appends their indexes to `changed`. `rowids`: by index into `chunk`, the
+    /// rowid at which a row's state is kept, which its dot's run then names (nil: by key).
     private mutating func countNewRows(
         _ chunk: ArraySlice<Int>,
         tables: [AppCatalog.Table],
         of checked: CheckedDelta,
-        rowids: [Int64?] = [],
+        rowids: [Int64?]? = nil,
         changed: inout [Int]
     ) throws {
         for (position, (index, table)) in zip(chunk, tables).enumerated() {
             let (change, first) = (checked.delta.rows[index], checked.firstRows[index])
             _ = try number(of: change.dot.replica)
-            if position < rowids.count, let rowid = rowids[position] {
+            if let rowid = rowids?[position] {
                 try indexNewRow(dotKey: try dotKey(change.dot), table: table.number, rowid: rowid)
             } else {
                 try indexNewRow(change.dot, table: table.number, key: first.key[...])

@@ -74,17 +74,14 @@ final class StoredStates {
 
     /// The key bytes of the rows the app's table shows at `rowids`, in rowid order.
     func keys(of table: AppCatalog.Table, at rowids: ClosedRange<Int64>) throws -> [[UInt8]] {
-        let declared = table.declared!
-        let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
-        let select = try BoundStatement(
-            db,
-            sql: "SELECT lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) "
-                + "WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
-        )
-        select.bind(1, rowids.lowerBound)
-        select.bind(2, rowids.upperBound)
         var keys: [[UInt8]] = []
-        try select.forEachRow { row in keys.append(row.withBlob(0) { Array($0) }) }
+        try forEachKey(
+            of: table.declared!,
+            where: "BETWEEN ? AND ? ORDER BY rowid",
+            [rowids.lowerBound, rowids.upperBound]
+        ) {
+            keys.append($1)
+        }
         return keys
     }
 
@@ -100,23 +97,32 @@ final class StoredStates {
             )
         }
         guard let lowest = rowids.min(), let highest = rowids.max() else { return [] }
-        let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
-        let from = "SELECT rowid, lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) WHERE rowid "
         var found = [Int64: [UInt8]](minimumCapacity: rowids.count)
         let (span, overflow) = highest.subtractingReportingOverflow(lowest)
         if !overflow, span < Int64(2 * rowids.count + 64) {
-            let select = try BoundStatement(db, sql: from + "BETWEEN ? AND ?")
-            select.bind(1, lowest)
-            select.bind(2, highest)
-            try select.forEachRow { row in found[row.int64(0)] = row.withBlob(1) { Array($0) } }
+            try forEachKey(of: declared, where: "BETWEEN ? AND ?", [lowest, highest]) { found[$0] = $1 }
         } else {
-            let select = try BoundStatement(db, sql: from + "= ?")
-            for rowid in rowids {
-                select.bind(1, rowid)
-                try select.forEachRow { row in found[row.int64(0)] = row.withBlob(1) { Array($0) } }
-            }
+            for rowid in rowids { try forEachKey(of: declared, where: "= ?", [rowid]) { found[$0] = $1 } }
         }
         return rowids.map { found[$0] }
+    }
+
+    /// Calls `body` with the rowid and key bytes of each row of `declared` whose rowid matches
+    /// `condition` (SQL after `WHERE rowid`) with `arguments`.
+    private func forEachKey(
+        of declared: AppSchema.Table,
+        where condition: String,
+        _ arguments: [Int64],
+        _ body: (Int64, [UInt8]) -> Void
+    ) throws {
+        let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        let select = try BoundStatement(
+            db,
+            sql:
+                "SELECT rowid, lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) WHERE rowid \(condition)"
+        )
+        for (index, argument) in arguments.enumerated() { select.bind(Int32(index + 1), argument) }
+        try select.forEachRow { row in body(row.int64(0), row.withBlob(1) { Array($0) }) }
     }
 
     /// The SELECT of a row's rowid by its key.
