@@ -39,24 +39,32 @@ struct TapLogger {
             logger: logger
         )
 
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await services.run() }
-
-            // The app's own work: each append is durable when it returns, and the running sync
-            // pushes it to connected peers at once.
-            for symbol in ["more", "juice", "help"] {
-                let entry = try await node.append(to: "symbol_taps", payload: #"{"symbol":"\#(symbol)"}"#)
-                print("logged \(symbol) as \(entry.id)")
+        // Two tasks: sync, and the app's own work. The work stops sync when it is done; a signal
+        // (SIGTERM, ^C) stops sync first, and then the work is cancelled, so the program ends either way.
+        try await withThrowingTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask {
+                try await services.run()
+                return true
             }
-
-            // Wait until a connected peer announces our digest, then stop syncing.
-            while true {
-                let report = await sync.report()
-                if report.connectedDigests.values.contains(report.digest) { break }
-                try await Task.sleep(for: .milliseconds(50))
+            tasks.addTask {
+                // Each append is durable when it returns, and the running sync pushes it to
+                // connected peers at once.
+                for symbol in ["more", "juice", "help"] {
+                    let entry = try await node.append(to: "symbol_taps", payload: #"{"symbol":"\#(symbol)"}"#)
+                    print("logged \(symbol) as \(entry.id)")
+                }
+                // Wait until a connected peer announces our digest, then stop syncing.
+                while true {
+                    let report = await sync.report()
+                    if report.connectedDigests.values.contains(report.digest) { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                print("a peer holds every tap; stopping")
+                await services.triggerGracefulShutdown()
+                return false
             }
-            print("a peer holds every tap; stopping")
-            await services.triggerGracefulShutdown()
+            // Sync ending first means a signal stopped it: stop the work too.
+            if try await tasks.next() == true { tasks.cancelAll() }
         }
     }
 }
