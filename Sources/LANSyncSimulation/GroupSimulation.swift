@@ -338,6 +338,8 @@ package final class GroupSimulation {
             {
                 cascadedBy[index, default: []].append(Cascade(strokes: gone, delete: delete.dot))
             }
+        case .renameRow(let index, let row, let to):
+            try await appWrite(index, sql: "UPDATE OR IGNORE items SET id = ? WHERE id = ?", ["r\(to)", "r\(row)"])
         case .addToCounter(let index, let row, let amount):
             try await appWrite(
                 index,

@@ -13,6 +13,9 @@ package struct Schedule: Sendable, CustomStringConvertible {
         case insertRow(node: Int, row: Int, value: Int)
         case editRow(node: Int, row: Int, column: Int, value: Int)
         case deleteRow(node: Int, row: Int)
+        /// An UPDATE of a row's key (`UPDATE OR IGNORE`: nothing when the new key is taken), so
+        /// the row keeps its rowid under another key. Rows r2 to r6, which no stroke belongs to.
+        case renameRow(node: Int, row: Int, to: Int)
         case addToCounter(node: Int, row: Int, amount: Int)
         /// Writes a value to the one-way columns `best` (`-- lansync: max`) and `low` (`min`),
         /// below or above what they show.
@@ -59,6 +62,7 @@ package struct Schedule: Sendable, CustomStringConvertible {
                 "n\(node) inserts row r\(row) (\(value))\(value % 4 == 0 ? " as seed data" : "")"
             case .editRow(let node, let row, let column, let value): "n\(node) edits r\(row).c\(column) = \(value)"
             case .deleteRow(let node, let row): "n\(node) deletes r\(row) (and the strokes of it that it holds)"
+            case .renameRow(let node, let row, let to): "n\(node) renames r\(row) to r\(to)"
             case .addToCounter(let node, let row, let amount):
                 "n\(node) adds \(amount) to r\(row).total and \(Double(amount) / 8) to r\(row).km"
             case .writeBest(let node, let row, let value):
@@ -154,7 +158,14 @@ package struct Schedule: Sendable, CustomStringConvertible {
                     row: Int.random(in: 0..<5, using: &random),
                     value: Int.random(in: 0..<1000, using: &random)
                 )
-            case 340..<400:
+            case 390..<400:
+                let row = Int.random(in: 2..<7, using: &random)
+                action = .renameRow(
+                    node: node(),
+                    row: row,
+                    to: 2 + (row - 2 + Int.random(in: 1..<5, using: &random)) % 5
+                )
+            case 340..<390:
                 action = .editRow(
                     node: node(),
                     row: Int.random(in: 0..<5, using: &random),

@@ -417,3 +417,29 @@ extension GroupSimulationTests {
         )
     }
 }
+
+extension GroupSimulationTests {
+    /// Rows leave the rowids their runs name while devices are apart: a key renamed twice (the
+    /// row keeps its rowid under each new key), an edit of the old key elsewhere, a REPLACE, a
+    /// delete. After the network heals, every device shows the same rows, and a device wiped
+    /// and set up again reads everything back from the others.
+    @Test func rowsRenamedReplacedAndDeletedApartConvergeAndAReinstallReadsThemBack() async throws {
+        let schedule = Schedule(
+            actions: [
+                (0, .connect(1, 0)), (0, .connect(2, 0)),
+                (100, .insertRow(node: 0, row: 2, value: 1)), (150, .insertRow(node: 0, row: 3, value: 2)),
+                (200, .insertRow(node: 0, row: 4, value: 5)), (300, .editRow(node: 0, row: 3, column: 0, value: 7)),
+                (2_000, .partition(mask: 0b001)),
+                (2_100, .renameRow(node: 0, row: 2, to: 5)), (2_200, .editRow(node: 1, row: 2, column: 1, value: 11)),
+                (2_300, .insertRow(node: 0, row: 3, value: 10)), (2_400, .deleteRow(node: 1, row: 4)),
+                (2_500, .renameRow(node: 0, row: 5, to: 6)), (2_600, .editRow(node: 1, row: 3, column: 2, value: 13)),
+                (4_000, .heal), (4_100, .connect(1, 0)), (4_100, .connect(2, 0)), (4_200, .connect(2, 1)),
+                (9_000, .reinstall(node: 2, voucher: 1)), (9_500, .renameRow(node: 1, row: 6, to: 2)),
+            ],
+            nodes: 3,
+            byzantine: nil
+        )
+        #expect(schedule.description.contains("n0 renames r2 to r5"))
+        await Self.expectEachConverges([(schedule, 4_242)], idleKeepalive: GroupSimulation.idleKeepalive)
+    }
+}
