@@ -61,6 +61,10 @@ import LANSyncCore
 /// - v13: a run of `app_op_runs` of such a table may name its rows by rowid (`DotRun.rowidForm`):
 ///   `keys` then starts with a 1 byte; runs stored before still read. The version bump is for
 ///   earlier LANSyncs, as for v9.
+/// - v14: runs of rowids for every declared table with a rowid, mutable ones too
+///   (`AppCatalog.Table.namesRowsByRowid`); a row that leaves its rowid has each dot its state
+///   still shows indexed by key. No table changes; the version bump is for earlier LANSyncs,
+///   which read such a run of a mutable table as damaged.
 ///
 /// Entries and preferences are keyed by their dot packed into the rowid (see `DotKey`): rows are
 /// clustered by origin replica and counter, a delta is a rowid range scan, local appends go to
@@ -69,7 +73,7 @@ enum Schema {
     /// `PRAGMA application_id`: marks the file as a LANSync replica ("LNSY").
     static let applicationID: Int32 = 0x4C4E_5359
     /// `PRAGMA user_version`: the schema version; a file with a greater one was written by a newer LANSync.
-    static let version: Int32 = 13
+    static let version: Int32 = 14
     /// The page size of a new replica. An app-table row keeps its CRDT state and dot beside the
     /// app's own row, more bytes than the row itself, and 16 KiB pages split less often under them
     /// than SQLite's default 4 KiB.
@@ -280,6 +284,9 @@ enum Schema {
         }
         migrator.registerMigration("v13 runs of rowids") { db in
             try db.execute(sql: "PRAGMA user_version = 13;")
+        }
+        migrator.registerMigration("v14 runs of rowids for mutable tables") { db in
+            try db.execute(sql: "PRAGMA user_version = 14;")
         }
         return migrator
     }

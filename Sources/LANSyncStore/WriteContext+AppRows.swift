@@ -89,19 +89,29 @@ extension WriteContext {
 
     /// Writes a row's state by its key (`app_rows`); a state the transaction read by rowid
     /// leaves `app_rowid_states`, so that the row keeps one state. `dots`: the state's live dots
-    /// (`RowState.liveDotList`), each indexed already.
-    mutating func writeStateByKey(table: Int64, key: [UInt8], state: ArraySlice<UInt8>, dots: [Dot]) throws {
+    /// (`RowState.liveDotList`), each indexed already. `leavingRowid`: the app's table no longer
+    /// shows the row where it did (deleted, or refused by a rule), in a table whose runs name
+    /// rows by rowid (`AppCatalog.Table.namesRowsByRowid`).
+    mutating func writeStateByKey(
+        table: Int64,
+        key: [UInt8],
+        state: ArraySlice<UInt8>,
+        dots: [Dot],
+        leavingRowid: Bool = false
+    ) throws {
         let statements = try rowStatements()
         try statements.upsertState.run(table: table, key: key, state: state)
-        guard !statesAtRowids.isEmpty,
-            let rowid = statesAtRowids.removeValue(forKey: RowAddress(table: table, key: key))
-        else { return }
-        let delete = statements.deleteRowidState
-        delete.bind(1, table)
-        delete.bind(2, rowid)
-        try delete.run()
+        if !statesAtRowids.isEmpty, let rowid = statesAtRowids.removeValue(forKey: RowAddress(table: table, key: key)) {
+            let delete = statements.deleteRowidState
+            delete.bind(1, table)
+            delete.bind(2, rowid)
+            try delete.run()
+        } else if !leavingRowid {
+            return
+        }
         // A run of the dot index may name the row by the rowid it leaves (see `DotRun`): each
-        // dot the state still shows is indexed by key, which readers take over the run's.
+        // dot the state still shows is indexed by key, which readers take over the run's. (A
+        // dot indexed by key already keeps its row: `INSERT OR IGNORE`.)
         for dot in dots {
             let number = try dotKey(dot)
             // A run is stored only while no `app_ops` row holds one of its dots.
@@ -156,7 +166,8 @@ extension WriteContext {
             table: table.number,
             key: key,
             state: try storedBytes(of: state, row: .nothing)[...],
-            dots: state.liveDotList
+            dots: state.liveDotList,
+            leavingRowid: table.namesRowsByRowid
         )
     }
 
@@ -295,9 +306,12 @@ extension WriteContext {
             }
         }
         let first = first ?? FirstRow(change, key: key, hasher: hasher, buffer: &firstRowBuffer)
-        // A row whose state will be kept by rowid is indexed by that rowid once the row is in,
-        // unless a stub of its dot must be kept now (a run takes no dot `app_ops` holds).
-        let indexByRowid = byRowid && first.isLive && lost.isEmpty
+        // A new row this merge writes into a table whose runs name rows by rowid is indexed by
+        // that rowid once the row is in, unless a stub of its dot must be kept now (a run takes
+        // no dot `app_ops` holds).
+        let indexByRowid =
+            materialize && exists && table.namesRowsByRowid && table.keepsKeyExactly(change.key.primaryKey)
+            && first.isLive && lost.isEmpty
         if first.isLive {
             if !indexByRowid { try indexNewRow(change.dot, table: table.number, key: key[...]) }
             if !lost.isEmpty {
@@ -317,14 +331,16 @@ extension WriteContext {
         if try !self.materialize(key: change.key.primaryKey, in: table, columns: table.present(of: change)) {
             if indexByRowid { try indexNewRow(change.dot, table: table.number, key: key[...]) }
             try keepEveryValue(of: change, table: table, key: key)
-        } else if byRowid {
+        } else if byRowid || indexByRowid {
             // The row was not shown, so the INSERT OR REPLACE that wrote it inserted it alone.
             let rowid = db.lastInsertedRowID
-            let insert = try statements.insertRowidStates(1, db)
-            insert.bind(1, table.number)
-            insert.bind(2, rowid)
-            insert.bind(3, stored)
-            try insert.run()
+            if byRowid {
+                let insert = try statements.insertRowidStates(1, db)
+                insert.bind(1, table.number)
+                insert.bind(2, rowid)
+                insert.bind(3, stored)
+                try insert.run()
+            }
             if indexByRowid { try indexNewRow(dotKey: try dotKey(change.dot), table: table.number, rowid: rowid) }
         }
         return true
@@ -336,6 +352,7 @@ extension WriteContext {
         _ = try columnNumbers()
         var bytes = [UInt8]()
         try StoredRowState.encodeFirst(change, columns: &columnNumbering!, replicas: numbers, db, to: &bytes)
+        // Its dot is indexed by key: a row whose table refused its first write never had a rowid.
         try writeStateByKey(table: table.number, key: key, state: bytes[...], dots: [change.dot])
     }
 
@@ -369,11 +386,15 @@ extension WriteContext {
         var identity = Self.identity(of: rowKey.table, key: key)
         var row = identity
         state.append(to: &row)
+        // A row the table does not show after this write may have left the rowid a run names.
+        var leavingRowid = false
+        if table.namesRowsByRowid, case .nothing = holding { leavingRowid = true }
         try writeStateByKey(
             table: table.number,
             key: key,
             state: try storedBytes(of: state, row: holding)[...],
-            dots: after
+            dots: after,
+            leavingRowid: leavingRowid
         )
         digest.insert(hash: hasher.hash(row))
         if let held {

@@ -253,7 +253,8 @@ extension WriteContext {
                     continue
                 }
                 let dot = try Self.dotKey(row.stamp.dot, number: encodedInsertBuffers.ownNumber)
-                if atRowid[index - chunk.lowerBound] {
+                // The capture read the key from the row, so the row gives it back exactly.
+                if atRowid[index - chunk.lowerBound] || layout.table.namesRowsByRowid {
                     try indexNewRow(dotKey: dot, table: layout.table.number, rowid: row.rowid)
                 } else {
                     try indexNewRow(dotKey: dot, table: layout.table.number, key: key)

@@ -64,6 +64,10 @@ extension WriteContext {
                 }
                 continue
             }
+            if !byRowid, let rowids = try insertRowsNamedByRowid(chunk, tables: tables, of: checked) {
+                try countNewRows(chunk, tables: tables, of: checked, rowids: rowids, changed: &changed)
+                continue
+            }
             try countNewRows(chunk, tables: tables, of: checked, changed: &changed)
             try materializeNewRows(chunk, tables: tables, of: checked.delta, keys: { checked.firstRows[$0].key })
             if byRowid { try storeRowidStates(chunk, tables: tables, of: checked) }
@@ -101,9 +105,9 @@ extension WriteContext {
     /// rule of the table refuses one. Those go the way that looks each row up first. No row is
     /// looked up by its key here: SQLite numbers a statement's new rows from the table's
     /// greatest rowid on, one after another (a declared table's key is never its rowid: the
-    /// schema refuses that), so one read of the rows in that range of rowids finds them all;
-    /// the keys it reads confirm it (a table whose greatest rowid was taken numbers new rows at
-    /// random, and then each is looked up). Returns the rowid each row's state is kept at, by
+    /// schema refuses that), so one seek to the table's end before the insert says which
+    /// rowids they take (`StoredStates.nextRowids`; a table whose greatest rowid was taken
+    /// numbers new rows at random, and then each is looked up). Returns the rowid each row's state is kept at, by
     /// index into `chunk` (nil: its table refused it, and its state is kept by key).
     private mutating func insertNewRows(
         _ chunk: ArraySlice<Int>,
@@ -117,27 +121,86 @@ extension WriteContext {
         guard present.allSatisfy({ $0.indexes == present[0].indexes }),
             try noneHeldByKey(chunk, tables: tables, of: checked)
         else { return nil }
+        guard case .inserted(let next) = try insertPlain(rows[...], shown: present[...], into: table) else {
+            return nil
+        }
+        guard let rowids = next else { return try storeRowidStates(chunk, tables: tables, of: checked) }
+        try insertRowidStates(zip(chunk, rowids).map { (table.number, $1, $0) }, of: checked)
+        return rowids.map { $0 }
+    }
+
+    /// Writes the new rows at `chunk`, all of one table whose runs name rows by rowid
+    /// (`AppCatalog.Table.namesRowsByRowid`) and whose states went in by key already, into the
+    /// app's table with plain INSERTs, one for each stretch of rows that name the same columns,
+    /// and returns the rowid each took, by index into `chunk`, for their dots' run: the ones
+    /// after the table's greatest (`StoredStates.nextRowids`), or, where SQLite numbers them at
+    /// random, each looked up. Nil when a key would not read back exactly from
+    /// its row, or a rule of the table refuses a row (SQLite undoes that statement): the way
+    /// below then writes every row of the chunk again, each alone where refused, and indexes
+    /// them by key.
+    private mutating func insertRowsNamedByRowid(
+        _ chunk: ArraySlice<Int>,
+        tables: [AppCatalog.Table],
+        of checked: CheckedDelta
+    ) throws -> [Int64?]? {
+        let table = tables[0]
+        let rows = chunk.map { checked.delta.rows[$0] }
+        guard table.namesRowsByRowid,
+            rows.allSatisfy({ $0.key.table == rows[0].key.table && table.keepsKeyExactly($0.key.primaryKey) })
+        else { return nil }
+        let present = rows.map { table.present(of: $0) }
+        let states = try storedStates()
+        var rowids = [Int64?]()
+        rowids.reserveCapacity(rows.count)
+        var start = 0
+        while start < rows.count {
+            var end = start + 1
+            while end < rows.count, present[end].indexes == present[start].indexes { end += 1 }
+            end = start + Self.statementRows(for: end - start)
+            guard
+                case .inserted(let next) = try insertPlain(rows[start..<end], shown: present[start..<end], into: table)
+            else { return nil }
+            if let next {
+                rowids += next.map { $0 }
+            } else {
+                for index in start..<end { rowids.append(try states.rowid(of: table, key: rows[index].key.primaryKey)) }
+            }
+            start = end
+        }
+        return rowids
+    }
+
+    /// What a plain INSERT of new rows did.
+    private enum PlainInsert {
+        /// A rule of the table refused a row, and SQLite undid the statement.
+        case refused
+        /// The rows are in, at these rowids (nil: SQLite numbered them at random).
+        case inserted(ClosedRange<Int64>?)
+    }
+
+    /// Inserts `rows`, new rows of `table` that name the same columns (`shown`, one each), with
+    /// one plain INSERT, and says at which rowids (`StoredStates.nextRowids`).
+    private mutating func insertPlain(
+        _ rows: ArraySlice<RowChange>,
+        shown: ArraySlice<AppCatalog.Table.Present>,
+        into table: AppCatalog.Table
+    ) throws -> PlainInsert {
         let insert = try rowStatements().replace(
             into: table,
-            columns: present[0].indexes,
+            columns: shown.first!.indexes,
             rows: rows.count,
             replacing: false,
             db
         )
         var position: Int32 = 1
-        for (row, shown) in zip(rows, present) { insert.bind(row.key.primaryKey, shown.values, from: &position) }
+        for (row, present) in zip(rows, shown) { insert.bind(row.key.primaryKey, present.values, from: &position) }
+        let next = try storedStates().nextRowids(of: table, count: rows.count)
         do {
             try insert.run()
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            return nil
+            return .refused
         }
-        let last = db.lastInsertedRowID
-        let rowids = (last - Int64(rows.count - 1))...last
-        guard try storedStates().keys(of: table, at: rowids) == chunk.map({ checked.firstRows[$0].key }) else {
-            return try storeRowidStates(chunk, tables: tables, of: checked)
-        }
-        try insertRowidStates(zip(chunk, rowids).map { (table.number, $1, $0) }, of: checked)
-        return rowids.map { $0 }
+        return .inserted(next)
     }
 
     /// Whether no row at `chunk` is held: none shown by its table, none in `app_rows`.

@@ -222,17 +222,19 @@ import Testing
     }
 
     /// A receiver whose table holds the greatest rowid SQLite has: a batch's new rows take
-    /// rowids at random, which the read of a range does not find, and each row is looked up.
-    @Test func batchesAtTheGreatestRowidFindTheirRowsOneByOne() async throws {
-        let schema = """
-            -- lansync: append-only taps
-            CREATE TABLE taps (n INT PRIMARY KEY, word TEXT NOT NULL);
-            """
-        let (home, clinic) = (
+    /// rowids at random, and each row is looked up, in an append-only table and a mutable one
+    /// (whose runs name rows by rowid too); a late joiner reading one change at a time from the
+    /// receiver finds every row its runs name.
+    @Test(arguments: [true, false]) func batchesAtTheGreatestRowidFindTheirRowsOneByOne(appendOnly: Bool) async throws {
+        let schema =
+            (appendOnly ? "-- lansync: append-only taps\n" : "")
+            + "CREATE TABLE taps (n INT PRIMARY KEY, word TEXT NOT NULL);"
+        let (home, clinic, late) = (
             try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 1, count: 16))!),
-            try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!)
+            try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 2, count: 16))!),
+            try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: 3, count: 16))!)
         )
-        for store in [home, clinic] { _ = try store.applySchema(schema) }
+        for store in [home, clinic, late] { _ = try store.applySchema(schema) }
         _ = try await clinic.write(now: 1_000) { db in
             try db.execute(sql: "INSERT INTO taps (rowid, n, word) VALUES (9223372036854775807, 0, 'clinic 0')")
         }
@@ -245,14 +247,16 @@ import Testing
         }
         try await Self.syncChecked(home, to: clinic, maxRows: 64)
         try await Self.syncChecked(clinic, to: home, maxRows: 64)
-        for replica in [home, clinic] {
-            #expect(try Self.countsOf(replica, table: "taps") == (41, 0))
+        #expect(try Self.runForms(clinic, table: "taps").byRowid >= 1)
+        try await Self.syncChecked(clinic, to: late, maxRows: 1)
+        for replica in [home, clinic, late] {
+            #expect(try Self.countsOf(replica, table: "taps") == (appendOnly ? (41, 0) : (0, 41)))
             for key in 1...40 {
                 let row = try replica.row(RowKey(table: "taps", primaryKey: [.integer(Int64(key))]))
                 #expect(row?.value(of: "word") == .text("home \(key)") && row?.exists == true)
             }
         }
-        try Self.expectConsistent([home, clinic])
+        try Self.expectConsistent([home, clinic, late])
     }
 
     /// Syncs as a session does: each delta checked with the receiver's numbers first, so that
@@ -315,6 +319,91 @@ import Testing
             #expect(kept?.exists == true && kept?.value(of: "session_id") == .text("s3"))
         }
         try Self.expectConsistent([tablet, phone, firstLate, secondLate])
+    }
+
+    /// A mutable table's runs name its new rows by rowid too, at the writer and at a peer that
+    /// merged them in batches, while the states stay by key. Its rows leave their rowids in
+    /// every way an app and a merge can move them: a DELETE (here and merged), a REPLACE that
+    /// names only some columns, an UPDATE of the key, and a merged value that the desk's app
+    /// version refuses (its CHECK, which the laptop's version does not have); SQLite gives a
+    /// left rowid to a new row. Late joiners reading one to five changes at a time still end
+    /// with every replica's rows and digest. An UPDATE of a rowid is refused.
+    @Test func aMutableTablesRunsNameRowsByRowidAndRowsThatLeaveKeepTheirChanges() async throws {
+        func store(_ number: UInt8, check: String = "") throws -> ReplicaStore {
+            let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
+            _ = try store.applySchema(
+                "CREATE TABLE sets (id TEXT PRIMARY KEY, reps INTEGER NOT NULL DEFAULT 0 \(check), weight REAL, note TEXT);"
+            )
+            return store
+        }
+        func shown(_ store: ReplicaStore) throws -> [[String: DatabaseValue]] {
+            try AppTableStoreTests.rows(store, "SELECT id, reps, weight, note FROM sets ORDER BY id")
+        }
+        let (desk, laptop) = (try store(1, check: "CHECK (reps <= 100)"), try store(2))
+        _ = try await desk.write(now: 1_000) { db in
+            for index in 0..<60 {
+                try db.execute(
+                    sql: "INSERT INTO sets (id, reps, note) VALUES (?, ?, ?)",
+                    arguments: [String(format: "r%02d", index), index % 50, "set \(index)"]
+                )
+            }
+        }
+        try await Self.syncChecked(desk, to: laptop, maxRows: 16)
+        for (name, store) in [("desk", desk), ("laptop", laptop)] {
+            let forms = try Self.runForms(store, table: "sets")
+            #expect(forms.byRowid >= 1 && forms.byKey == 0, "\(name): \(forms)")
+        }
+
+        // An UPDATE of a rowid is refused, and nothing of its write stays.
+        await #expect(throws: StoreError.self) {
+            _ = try await desk.write(now: 1_500) { db in
+                try db.execute(sql: "UPDATE sets SET note = 'moved' WHERE id = 'r01'")
+                try db.execute(sql: "UPDATE sets SET rowid = 1000 WHERE id = 'r01'")
+            }
+        }
+        #expect(try AppendOnlyCascadeTests.count(desk, "SELECT count(*) FROM sets WHERE note = 'moved'") == 0)
+
+        // Rows leave their rowids: a delete of the greatest, whose rowid a new row takes, a
+        // REPLACE naming two columns, a key changed; the laptop deletes one.
+        let greatest = try AppendOnlyCascadeTests.count(desk, "SELECT rowid FROM sets WHERE id = 'r59'")
+        _ = try await desk.write(now: 2_000) { db in
+            try db.execute(sql: "DELETE FROM sets WHERE id = 'r59'")
+            try db.execute(sql: "INSERT INTO sets (id, reps) VALUES ('z1', 7)")
+            try db.execute(sql: "INSERT OR REPLACE INTO sets (id, note) VALUES ('r20', 'replaced')")
+            try db.execute(sql: "UPDATE sets SET id = 'r30x' WHERE id = 'r30'")
+        }
+        #expect(try AppendOnlyCascadeTests.count(desk, "SELECT rowid FROM sets WHERE id = 'z1'") == greatest)
+        // SQLite's REPLACE deleted r20 (the capture saw it) and inserted it again: a new life.
+        #expect(try desk.row(RowKey(table: "sets", primaryKey: [.text("r20")]))?.causalLength == 3)
+        _ = try await laptop.write(now: 2_001) { db in try db.execute(sql: "DELETE FROM sets WHERE id = 'r40'") }
+        // The laptop's edit of r50 breaks the desk's CHECK: merged there, r50 leaves the table
+        // while its insert, which named neither column edited (reps was at its default), is still
+        // shown whole (no stub indexes it by key).
+        _ = try await desk.write(now: 2_002) { db in try db.execute(sql: "UPDATE sets SET weight = 20 WHERE id = 'r50'")
+        }
+        _ = try await laptop.write(now: 2_003) { db in
+            try db.execute(sql: "UPDATE sets SET reps = 150 WHERE id = 'r50'")
+        }
+        try await Self.syncChecked(laptop, to: desk, maxRows: 4)
+        try await Self.syncChecked(desk, to: laptop, maxRows: 4)
+        #expect(try AppendOnlyCascadeTests.count(desk, "SELECT count(*) FROM sets WHERE id = 'r50'") == 0)
+        #expect(try shown(desk) == shown(laptop).filter { $0["id"] != "r50".databaseValue })
+        for store in [desk, laptop] {
+            let row = try store.row(RowKey(table: "sets", primaryKey: [.text("r50")]))
+            #expect(row?.exists == true && row?.value(of: "reps") == .integer(150))
+            #expect(row?.value(of: "weight") == .real(20) && row?.value(of: "note") == .text("set 50"))
+        }
+
+        // Late joiners, one reading a change at a time from the desk, one five from the laptop.
+        let (firstLate, secondLate) = (try store(3), try store(4))
+        try await Self.syncChecked(desk, to: firstLate, maxRows: 1)
+        try await AppTableStoreTests.sync(laptop, to: secondLate, maxRows: 5)
+        for late in [firstLate, secondLate] {
+            #expect(try shown(late) == shown(laptop))
+            #expect(try late.versionVector() == desk.versionVector())
+        }
+        #expect(try shown(laptop).count == 59)
+        try Self.expectConsistent([desk, laptop, firstLate, secondLate])
     }
 
     /// Two devices append one key: the earlier append wins whole, and the later one, which a

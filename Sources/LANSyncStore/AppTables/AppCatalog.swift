@@ -65,6 +65,13 @@ struct AppCatalog: Sendable {
         /// until it is deleted, when its state moves to `app_rows` with every value. A table's
         /// declaration keeps its kind and its rowid, so a table never stops keeping states so.
         let keepsStatesByRowid: Bool
+        /// Whether the dot index may name this table's new rows by rowid (`DotRun.rowidForm`)
+        /// rather than by key: every declared table with a rowid. A row keeps its rowid while
+        /// the table shows it (merges update held rows in place, an app's UPDATE of a rowid is
+        /// refused, and VACUUM cannot run in a write); where a row leaves it (a delete, a
+        /// REPLACE, a key changed, a rule that refuses a merged state), every dot its state
+        /// still shows is indexed by key in the same transaction (`WriteContext.writeStateByKey`).
+        let namesRowsByRowid: Bool
 
         init(
             number: Int64,
@@ -74,6 +81,7 @@ struct AppCatalog: Sendable {
             statesByRowid: Bool = false
         ) {
             keepsStatesByRowid = statesByRowid && (declared?.appendOnly ?? false)
+            namesRowsByRowid = statesByRowid && declared != nil
             self.number = number
             self.name = name
             self.declared = declared

@@ -134,7 +134,12 @@ final class AppSQLGuard: Sendable {
             } else if Self.schemaTables.contains(table) {
                 refusal = Self.schemaChange
             } else if inMain && scope.tables.contains(table) {
-                return SQLITE_OK
+                // SQLite names the rowid (`rowid`, `oid`, `_rowid_`) "ROWID" here; a column of
+                // that name is reported as its declaration spells it.
+                guard action == SQLITE_UPDATE, argument2 == "ROWID" else { return SQLITE_OK }
+                refusal =
+                    "an UPDATE of a row's rowid cannot run here: LANSync finds rows by their rowid, which each device "
+                    + "numbers for itself; update the row's key or its other columns instead"
             } else {
                 refusal = "\(Self.describe(table, database)) cannot be written here"
             }

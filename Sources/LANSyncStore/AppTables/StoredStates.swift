@@ -20,6 +20,11 @@ final class StoredStates {
     private let byKey: BoundStatement
     private let byRowid: BoundStatement
     private var rowidSelects: [Int64: BoundStatement] = [:]
+    /// The reads of keys by rowid (`forEachKey`), by table and condition: a merge's batches read
+    /// one range for each statement of new rows, and preparing the read each time cost more
+    /// than the read.
+    private var keySelects: [String: BoundStatement] = [:]
+    private var greatestRowidSelects: [Int64: BoundStatement] = [:]
 
     init(_ db: Database, catalog: AppCatalog) throws {
         self.db = db
@@ -72,24 +77,32 @@ final class StoredStates {
         return select
     }
 
-    /// The key bytes of the rows the app's table shows at `rowids`, in rowid order.
-    func keys(of table: AppCatalog.Table, at rowids: ClosedRange<Int64>) throws -> [[UInt8]] {
-        var keys: [[UInt8]] = []
-        try forEachKey(
-            of: table.declared!,
-            where: "BETWEEN ? AND ? ORDER BY rowid",
-            [rowids.lowerBound, rowids.upperBound]
-        ) {
-            keys.append($1)
+    /// The rowids the next `count` rows one INSERT writes into `table`'s app table (with no rowid
+    /// of their own) will take: SQLite numbers them one after another from the greatest rowid on,
+    /// unless that is the greatest there can be, when it picks free ones at random (nil). One
+    /// seek to the end of the table, where a read of the rows after the insert would read each.
+    func nextRowids(of table: AppCatalog.Table, count: Int) throws -> ClosedRange<Int64>? {
+        let select: BoundStatement
+        if let cached = greatestRowidSelects[table.number] {
+            select = cached
+        } else {
+            select = try BoundStatement(
+                db,
+                sql: "SELECT coalesce(max(rowid), 0) FROM \(table.declared!.name.quotedDatabaseIdentifier)"
+            )
+            greatestRowidSelects[table.number] = select
         }
-        return keys
+        var greatest: Int64 = .max
+        try select.forEachRow { greatest = $0.int64(0) }
+        guard count > 0, greatest >= 0, greatest <= Int64.max - Int64(count) else { return nil }
+        return (greatest + 1)...(greatest + Int64(count))
     }
 
     /// The key bytes of the rows table number `table` shows at `rowids` (a run of the dot
     /// index, see `DotRun`), in the same order; nil where it shows no row. Rowids close together
     /// (rows inserted one after another) are read as one range; others one at a time.
     func keys(of table: Int64, atRowids rowids: [Int64]) throws -> [[UInt8]?] {
-        guard let entry = catalog.tables[table], entry.keepsStatesByRowid, let declared = entry.declared else {
+        guard let entry = catalog.tables[table], entry.namesRowsByRowid, let declared = entry.declared else {
             throw StoreError(
                 .database,
                 "a run of the dot index names rows of app table \(table) by rowid, which that table does not keep; "
@@ -115,12 +128,19 @@ final class StoredStates {
         _ arguments: [Int64],
         _ body: (Int64, [UInt8]) -> Void
     ) throws {
-        let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
-        let select = try BoundStatement(
-            db,
-            sql:
-                "SELECT rowid, lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) WHERE rowid \(condition)"
-        )
+        let cacheKey = declared.name + "\u{0}" + condition
+        let select: BoundStatement
+        if let cached = keySelects[cacheKey] {
+            select = cached
+        } else {
+            let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+            select = try BoundStatement(
+                db,
+                sql:
+                    "SELECT rowid, lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) WHERE rowid \(condition)"
+            )
+            keySelects[cacheKey] = select
+        }
         for (index, argument) in arguments.enumerated() { select.bind(Int32(index + 1), argument) }
         try select.forEachRow { row in body(row.int64(0), row.withBlob(1) { Array($0) }) }
     }
