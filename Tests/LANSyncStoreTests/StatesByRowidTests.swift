@@ -355,12 +355,13 @@ import Testing
         }
 
         // An UPDATE of a rowid is refused, and nothing of its write stays.
-        await #expect(throws: StoreError.self) {
+        let refusal = await #expect(throws: StoreError.self) {
             _ = try await desk.write(now: 1_500) { db in
                 try db.execute(sql: "UPDATE sets SET note = 'moved' WHERE id = 'r01'")
                 try db.execute(sql: "UPDATE sets SET rowid = 1000 WHERE id = 'r01'")
             }
         }
+        #expect(refusal.map { "\($0)".contains("an UPDATE of a row's rowid cannot run here") } == true)
         #expect(try AppendOnlyCascadeTests.count(desk, "SELECT count(*) FROM sets WHERE note = 'moved'") == 0)
 
         // Rows leave their rowids: a delete of the greatest, whose rowid a new row takes, a

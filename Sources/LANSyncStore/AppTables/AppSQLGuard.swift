@@ -137,9 +137,13 @@ final class AppSQLGuard: Sendable {
                 // SQLite names the rowid (`rowid`, `oid`, `_rowid_`) "ROWID" here; a column of
                 // that name is reported as its declaration spells it.
                 guard action == SQLITE_UPDATE, argument2 == "ROWID" else { return SQLITE_OK }
-                refusal =
-                    "an UPDATE of a row's rowid cannot run here: LANSync finds rows by their rowid, which each device "
-                    + "numbers for itself; update the row's key or its other columns instead"
+                // The table is within reach, so the refusal says only why and what instead.
+                state.withLock {
+                    $0.refusal =
+                        "an UPDATE of a row's rowid cannot run here: LANSync finds rows by their rowid, which each "
+                        + "device numbers for itself; update the row's key or its other columns instead"
+                }
+                return SQLITE_DENY
             } else {
                 refusal = "\(Self.describe(table, database)) cannot be written here"
             }
