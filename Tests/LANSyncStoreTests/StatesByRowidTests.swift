@@ -407,6 +407,42 @@ import Testing
         try Self.expectConsistent([desk, laptop, firstLate, secondLate])
     }
 
+    /// A table with a column named `rowid` (or `oid`, `_rowid_`) hides SQLite's rowid from SQL,
+    /// so LANSync's reads by rowid would read the column: such a table keeps its states and runs
+    /// by key, and syncs whole, late joiners reading one change at a time included.
+    @Test(arguments: [true, false]) func aColumnNamedRowidKeepsItsTableByKey(appendOnly: Bool) async throws {
+        let schema =
+            (appendOnly ? "-- lansync: append-only marks\n" : "")
+            + "CREATE TABLE marks (id TEXT PRIMARY KEY, rowid INTEGER, label TEXT);"
+        func store(_ number: UInt8) throws -> ReplicaStore {
+            let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
+            _ = try store.applySchema(schema)
+            return store
+        }
+        let (desk, laptop, late) = (try store(1), try store(2), try store(3))
+        _ = try await desk.write(now: 1_000) { db in
+            for index in 0..<40 {
+                // The column's values run backwards, unlike SQLite's rowids.
+                try db.execute(
+                    sql: "INSERT INTO marks (id, rowid, label) VALUES (?, ?, ?)",
+                    arguments: ["m\(index)", 1_000 - index, "mark \(index)"]
+                )
+            }
+        }
+        try await Self.syncChecked(desk, to: laptop, maxRows: 16)
+        try await Self.syncChecked(laptop, to: late, maxRows: 1)
+        for replica in [desk, laptop, late] {
+            #expect(try Self.runForms(replica, table: "marks").byRowid == 0)
+            #expect(try Self.countsOf(replica, table: "marks") == (0, 40))
+            let rows = try AppTableStoreTests.rows(replica, "SELECT id, rowid, label FROM marks WHERE id = 'm7'")
+            #expect(
+                rows.count == 1 && rows[0]["rowid"] == 993.databaseValue && rows[0]["label"] == "mark 7".databaseValue
+            )
+        }
+        #expect(try late.versionVector() == desk.versionVector())
+        try Self.expectConsistent([desk, laptop, late])
+    }
+
     /// Two devices append one key: the earlier append wins whole, and the later one, which a
     /// run names by rowid where it was written, is superseded while its row stays at that rowid.
     /// A late joiner that reads one change at a time still gets both: the winner and the

@@ -303,7 +303,9 @@ struct AppCatalog: Sendable {
                 positions[(column["name"] as String).lowercased()] = column["cid"]
             }
             catalog.physical[table.name.lowercased()] = positions
-            if try Self.hasRowid(table.name, db) { catalog.rowidTables.insert(table.name.lowercased()) }
+            if try Self.hasRowid(table.name, db), !table.columns.contains(where: { Self.shadowsRowid($0.name) }) {
+                catalog.rowidTables.insert(table.name.lowercased())
+            }
         }
         for row in try Row.fetchAll(db, sql: "SELECT num, name FROM app_tables") {
             catalog.add(number: row[0], name: row[1])
@@ -320,6 +322,13 @@ struct AppCatalog: Sendable {
             statesByRowid: rowidTables.contains(name)
         )
         numbers[name] = number
+    }
+
+    /// Whether a column of this name hides SQLite's rowid from SQL: in a table with a column
+    /// named `rowid`, `rowid` names the column, and LANSync's reads by rowid would read it. Such
+    /// a table keeps states and runs by key.
+    static func shadowsRowid(_ column: String) -> Bool {
+        ["rowid", "oid", "_rowid_"].contains(column.lowercased())
     }
 
     /// Whether SQLite keeps table `name` with a rowid (not `WITHOUT ROWID`).
