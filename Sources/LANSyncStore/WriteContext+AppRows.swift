@@ -387,14 +387,14 @@ extension WriteContext {
         var row = identity
         state.append(to: &row)
         // A row the table does not show after this write may have left the rowid a run names.
-        var leavingRowid = false
-        if table.namesRowsByRowid, case .nothing = holding { leavingRowid = true }
+        let shown: Bool
+        if case .nothing = holding { shown = false } else { shown = true }
         try writeStateByKey(
             table: table.number,
             key: key,
             state: try storedBytes(of: state, row: holding)[...],
             dots: after,
-            leavingRowid: leavingRowid
+            leavingRowid: table.namesRowsByRowid && !shown
         )
         digest.insert(hash: hasher.hash(row))
         if let held {

@@ -22,6 +22,13 @@ import Testing
         }
     }
 
+    /// A replica in memory of device `number` with `schema` applied.
+    static func store(_ number: UInt8, schema: String) throws -> ReplicaStore {
+        let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
+        _ = try store.applySchema(schema)
+        return store
+    }
+
     static func expectConsistent(_ stores: [ReplicaStore]) throws {
         for store in stores { #expect(try store.recomputeDigest() == store.status().digest) }
         let digests = try stores.map { try $0.syncSummary().digest }
@@ -164,11 +171,7 @@ import Testing
             -- lansync: append-only taps
             CREATE TABLE taps (n INT PRIMARY KEY, word TEXT NOT NULL);
             """
-        func store(_ number: UInt8) throws -> ReplicaStore {
-            let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
-            _ = try store.applySchema(schema)
-            return store
-        }
+        func store(_ number: UInt8) throws -> ReplicaStore { try Self.store(number, schema: schema) }
         let (home, clinic) = (try store(1), try store(2))
         // Keys out of order, with gaps the clinic's own rows fill.
         let homeKeys = [5, 100, 7, 3, 50, 9, 1_000, 8]
@@ -330,11 +333,11 @@ import Testing
     /// with every replica's rows and digest. An UPDATE of a rowid is refused.
     @Test func aMutableTablesRunsNameRowsByRowidAndRowsThatLeaveKeepTheirChanges() async throws {
         func store(_ number: UInt8, check: String = "") throws -> ReplicaStore {
-            let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
-            _ = try store.applySchema(
-                "CREATE TABLE sets (id TEXT PRIMARY KEY, reps INTEGER NOT NULL DEFAULT 0 \(check), weight REAL, note TEXT);"
+            try Self.store(
+                number,
+                schema:
+                    "CREATE TABLE sets (id TEXT PRIMARY KEY, reps INTEGER NOT NULL DEFAULT 0 \(check), weight REAL, note TEXT);"
             )
-            return store
         }
         func shown(_ store: ReplicaStore) throws -> [[String: DatabaseValue]] {
             try AppTableStoreTests.rows(store, "SELECT id, reps, weight, note FROM sets ORDER BY id")
@@ -414,11 +417,7 @@ import Testing
         let schema =
             (appendOnly ? "-- lansync: append-only marks\n" : "")
             + "CREATE TABLE marks (id TEXT PRIMARY KEY, rowid INTEGER, label TEXT);"
-        func store(_ number: UInt8) throws -> ReplicaStore {
-            let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
-            _ = try store.applySchema(schema)
-            return store
-        }
+        func store(_ number: UInt8) throws -> ReplicaStore { try Self.store(number, schema: schema) }
         let (desk, laptop, late) = (try store(1), try store(2), try store(3))
         _ = try await desk.write(now: 1_000) { db in
             for index in 0..<40 {
@@ -452,11 +451,7 @@ import Testing
             -- lansync: append-only spans
             CREATE TABLE spans (id TEXT PRIMARY KEY, start INTEGER NOT NULL DEFAULT 0, finish INTEGER);
             """
-        func store(_ number: UInt8) throws -> ReplicaStore {
-            let store = try ReplicaStore.inMemory(device: DeviceID(bytes: [UInt8](repeating: number, count: 16))!)
-            _ = try store.applySchema(schema)
-            return store
-        }
+        func store(_ number: UInt8) throws -> ReplicaStore { try Self.store(number, schema: schema) }
         let (desk, laptop, late) = (try store(1), try store(2), try store(3))
         _ = try await laptop.write(now: 1_000) { db in
             try db.execute(sql: "INSERT INTO spans (id, start) VALUES ('x', 10)")

@@ -20,11 +20,6 @@ final class StoredStates {
     private let byKey: BoundStatement
     private let byRowid: BoundStatement
     private var rowidSelects: [Int64: BoundStatement] = [:]
-    /// The reads of keys by rowid (`forEachKey`), by table and condition: a merge's batches read
-    /// one range for each statement of new rows, and preparing the read each time cost more
-    /// than the read.
-    private var keySelects: [String: BoundStatement] = [:]
-    private var greatestRowidSelects: [Int64: BoundStatement] = [:]
 
     init(_ db: Database, catalog: AppCatalog) throws {
         self.db = db
@@ -82,16 +77,11 @@ final class StoredStates {
     /// unless that is the greatest there can be, when it picks free ones at random (nil). One
     /// seek to the end of the table, where a read of the rows after the insert would read each.
     func nextRowids(of table: AppCatalog.Table, count: Int) throws -> ClosedRange<Int64>? {
-        let select: BoundStatement
-        if let cached = greatestRowidSelects[table.number] {
-            select = cached
-        } else {
-            select = try BoundStatement(
-                db,
-                sql: "SELECT coalesce(max(rowid), 0) FROM \(table.declared!.name.quotedDatabaseIdentifier)"
-            )
-            greatestRowidSelects[table.number] = select
-        }
+        // `BoundStatement` takes the prepared statement from GRDB's cache.
+        let select = try BoundStatement(
+            db,
+            sql: "SELECT coalesce(max(rowid), 0) FROM \(table.declared!.name.quotedDatabaseIdentifier)"
+        )
         var greatest: Int64 = .max
         try select.forEachRow { greatest = $0.int64(0) }
         guard count > 0, greatest >= 0, greatest <= Int64.max - Int64(count) else { return nil }
@@ -128,19 +118,12 @@ final class StoredStates {
         _ arguments: [Int64],
         _ body: (Int64, [UInt8]) -> Void
     ) throws {
-        let cacheKey = declared.name + "\u{0}" + condition
-        let select: BoundStatement
-        if let cached = keySelects[cacheKey] {
-            select = cached
-        } else {
-            let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
-            select = try BoundStatement(
-                db,
-                sql:
-                    "SELECT rowid, lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) WHERE rowid \(condition)"
-            )
-            keySelects[cacheKey] = select
-        }
+        let key = declared.primaryKey.map(\.quotedDatabaseIdentifier).joined(separator: ", ")
+        let select = try BoundStatement(
+            db,
+            sql:
+                "SELECT rowid, lansync_key_bytes(\(key)) FROM \(declared.name.quotedDatabaseIdentifier) WHERE rowid \(condition)"
+        )
         for (index, argument) in arguments.enumerated() { select.bind(Int32(index + 1), argument) }
         try select.forEachRow { row in body(row.int64(0), row.withBlob(1) { Array($0) }) }
     }
